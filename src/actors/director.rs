@@ -1,0 +1,324 @@
+//! The Director actor: the only place that decides who speaks and when the state
+//! changes. It asks the SOP engine (pure) for decisions, runs the model calls the engine
+//! asks for (controller, judge), sends `TakeTurn` to agents and appends every finished
+//! turn to the transcript before the next one starts.
+//!
+//! One turn is a chain of self-messages: `Step` (choose the speaker) → `Speak` (the
+//! agent's turn) → `Transit` (apply the transition) → `Step`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use actix::prelude::*;
+use tokio::sync::oneshot;
+
+use super::agent::AgentActor;
+use super::environment::EnvironmentActor;
+use super::messages::*;
+use crate::error::SimError;
+use crate::events::{SimEvent, Sinks};
+use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest};
+use crate::memory::Memory;
+use crate::output::TranscriptWriter;
+use crate::prompt;
+use crate::scenario::Scenario;
+use crate::sim::EndReason;
+use crate::sop::{parse_choice, Check, SopEngine, Speaker, Transition};
+use crate::tokens::TokenCounter;
+
+/// How a run ended, as the Director saw it.
+#[derive(Debug)]
+pub struct Finish {
+    pub ended_by: EndReason,
+    pub error: Option<SimError>,
+    pub turns: u64,
+    pub final_state: String,
+    pub visits: u32,
+    pub warnings: Vec<String>,
+}
+
+pub struct Director {
+    pub(crate) scenario: Arc<Scenario>,
+    pub(crate) engine: SopEngine,
+    pub(crate) agents: HashMap<String, Addr<AgentActor>>,
+    pub(crate) env: Addr<EnvironmentActor>,
+    pub(crate) llm: LlmClient,
+    pub(crate) counter: Arc<dyn TokenCounter>,
+    pub(crate) sinks: Sinks,
+    pub(crate) transcript: Option<TranscriptWriter>,
+    pub(crate) max_turns: u64,
+    pub(crate) cancel: Arc<AtomicBool>,
+    pub(crate) done: Option<oneshot::Sender<Finish>>,
+    pub(crate) turn: u64,
+    pub(crate) route_calls: u64,
+    pub(crate) transit_calls: u64,
+    pub(crate) warnings: Vec<String>,
+}
+
+impl Actor for Director {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let state = self.engine.current_state().to_string();
+        self.enter(state, ctx);
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Step;
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Speak {
+    role: String,
+    opening: Option<String>,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Transit(Transition);
+
+impl Director {
+    fn warn(&mut self, text: String) {
+        self.sinks.emit(SimEvent::Warning { text: text.clone() });
+        self.warnings.push(text);
+    }
+
+    fn finish(&mut self, ended_by: EndReason, error: Option<SimError>, ctx: &mut Context<Self>) {
+        self.sinks.emit(SimEvent::Finished {
+            ended_by: ended_by.as_str().to_string(),
+            turns: self.turn,
+        });
+        if let Some(done) = self.done.take() {
+            let _ = done.send(Finish {
+                ended_by,
+                error,
+                turns: self.turn,
+                final_state: self.engine.current_state().to_string(),
+                visits: self.engine.visit(),
+                warnings: std::mem::take(&mut self.warnings),
+            });
+        }
+        ctx.stop();
+    }
+
+    fn fail(&mut self, error: SimError, ctx: &mut Context<Self>) {
+        self.finish(EndReason::Error, Some(error), ctx);
+    }
+
+    /// Starts the engine's current visit: tell the Environment, then take the first step.
+    fn enter(&mut self, state: String, ctx: &mut Context<Self>) {
+        let visit = self.engine.visit();
+        self.sinks.emit(SimEvent::StateEntered {
+            state: state.clone(),
+            visit,
+        });
+        self.env
+            .send(EnterVisit { state, visit })
+            .into_actor(self)
+            .map(|res, act, ctx| match res {
+                Ok(()) => ctx.notify(Step),
+                Err(e) => act.fail(e.into(), ctx),
+            })
+            .wait(ctx);
+    }
+
+    fn controller_context(&self, kind: CallKind, index: u64, choices: &[String]) -> CallContext {
+        CallContext {
+            kind,
+            state: self.engine.current_state().to_string(),
+            turn: self.turn + u64::from(kind == CallKind::Route),
+            agent: None,
+            role: None,
+            index,
+            choices: choices.to_vec(),
+        }
+    }
+
+    fn controller_settings(&self) -> crate::scenario::LlmSettings {
+        let state = &self.scenario.sop.states[self.engine.current_state()];
+        state
+            .llm
+            .clone()
+            .unwrap_or_default()
+            .over(&self.scenario.llm)
+    }
+
+    /// The `llm` speaker rule: ask, retry once, then fall back to order with a warning.
+    fn ask_controller(&mut self, choices: Vec<String>, ctx: &mut Context<Self>) {
+        let (env, llm, scenario, counter) = (
+            self.env.clone(),
+            self.llm.clone(),
+            self.scenario.clone(),
+            self.counter.clone(),
+        );
+        let state_name = self.engine.current_state().to_string();
+        let contexts = [0, 1]
+            .map(|i| self.controller_context(CallKind::Route, self.route_calls + i, &choices));
+        let settings = self.controller_settings();
+        let fallback = self.engine.in_order();
+        let turn = self.turn + 1;
+        async move {
+            let obs = env.send(Observe).await?;
+            let state = &scenario.sop.states[&state_name];
+            let assembled = prompt::route_prompt(&scenario, state, &choices, &obs, counter.as_ref());
+            let mut answers = Vec::new();
+            for context in contexts {
+                let req = LlmRequest { messages: assembled.messages.clone(), settings: settings.clone(), context };
+                let answer = llm.complete(req, None).await.map_err(|source| SimError::Llm { turn, source })?.text;
+                if let Some(i) = parse_choice(&answer, &choices) {
+                    return Ok((choices[i].clone(), answers.len() as u64 + 1, None));
+                }
+                answers.push(answer);
+            }
+            let warning = format!(
+                "turn {turn}: the speaker controller named none of {} (answers: {:?}); falling back to order: {fallback}",
+                choices.join(", "),
+                answers
+            );
+            Ok::<_, SimError>((fallback, 2, Some(warning)))
+        }
+        .into_actor(self)
+        .map(|res, act, ctx| match res {
+            Ok((role, calls, warning)) => {
+                act.route_calls += calls;
+                if let Some(w) = warning {
+                    act.warn(w);
+                }
+                ctx.notify(Speak { role, opening: None });
+            }
+            Err(e) => act.fail(e, ctx),
+        })
+        .wait(ctx);
+    }
+
+    fn spoken(&mut self, memory: Arc<Memory>, ctx: &mut Context<Self>) {
+        if let Some(t) = &mut self.transcript {
+            if let Err(e) = t.append(&memory) {
+                return self.fail(e, ctx);
+            }
+        }
+        self.sinks.emit(SimEvent::Message(memory.clone()));
+        self.engine.record_turn(&memory.role);
+        match self.engine.check_transition(&memory.content) {
+            Check::Decided(t, _) => ctx.notify(Transit(t)),
+            Check::AskJudge { choices } => self.ask_judge(choices, ctx),
+        }
+    }
+
+    fn ask_judge(&mut self, choices: Vec<String>, ctx: &mut Context<Self>) {
+        let (env, llm, scenario, counter) = (
+            self.env.clone(),
+            self.llm.clone(),
+            self.scenario.clone(),
+            self.counter.clone(),
+        );
+        let state_name = self.engine.current_state().to_string();
+        let context = self.controller_context(CallKind::Transit, self.transit_calls, &choices);
+        let settings = self.controller_settings();
+        let turn = self.turn;
+        self.transit_calls += 1;
+        let asked = choices.clone();
+        async move {
+            let obs = env.send(Observe).await?;
+            let state = &scenario.sop.states[&state_name];
+            let judge = state.transition.judge.clone().unwrap_or_default();
+            let assembled = prompt::judge_prompt(&scenario, &state_name, state, &judge, &asked, &obs, counter.as_ref());
+            let req = LlmRequest { messages: assembled.messages, settings, context };
+            Ok::<_, SimError>(llm.complete(req, None).await.map_err(|source| SimError::Llm { turn, source })?.text)
+        }
+        .into_actor(self)
+        .map(move |res, act, ctx| match res {
+            Ok(answer) => {
+                let t = act.engine.judge_answer(&answer, &choices).unwrap_or_else(|| {
+                    act.warn(format!(
+                        "turn {turn}: the transition judge named none of {} (answer: {answer:?}); staying in {}",
+                        choices.join(", "),
+                        act.engine.current_state()
+                    ));
+                    Transition::Stay
+                });
+                ctx.notify(Transit(t));
+            }
+            Err(e) => act.fail(e, ctx),
+        })
+        .wait(ctx);
+    }
+}
+
+impl Handler<Step> for Director {
+    type Result = ();
+    fn handle(&mut self, _: Step, ctx: &mut Context<Self>) {
+        if self.cancel.load(Ordering::Relaxed) {
+            return self.finish(EndReason::Interrupted, None, ctx);
+        }
+        if self.turn >= self.max_turns {
+            return self.finish(EndReason::MaxTurns, None, ctx);
+        }
+        match self.engine.next_speaker() {
+            Speaker::Opening { role, query } => ctx.notify(Speak {
+                role,
+                opening: Some(query),
+            }),
+            Speaker::Role(role) => ctx.notify(Speak {
+                role,
+                opening: None,
+            }),
+            Speaker::Ask { choices } => self.ask_controller(choices, ctx),
+        }
+    }
+}
+
+impl Handler<Speak> for Director {
+    type Result = ();
+    fn handle(&mut self, msg: Speak, ctx: &mut Context<Self>) {
+        let state = self.engine.current_state().to_string();
+        let Some(agent) = self
+            .scenario
+            .agent_for(&state, &msg.role)
+            .and_then(|n| self.agents.get(n))
+            .cloned()
+        else {
+            let e = SimError::BadInput(format!(
+                "no agent plays role {:?} in state {state:?}",
+                msg.role
+            ));
+            return self.fail(e, ctx);
+        };
+        self.turn += 1;
+        let turn = TakeTurn {
+            state,
+            visit: self.engine.visit(),
+            role: msg.role,
+            turn: self.turn,
+            opening: msg.opening,
+        };
+        agent
+            .send(turn)
+            .into_actor(self)
+            .map(|res, act, ctx| match res {
+                Ok(Ok(TurnDone::Spoke(memory))) => act.spoken(memory, ctx),
+                Ok(Ok(TurnDone::InputClosed)) => {
+                    act.turn -= 1;
+                    act.finish(EndReason::InputClosed, None, ctx)
+                }
+                Ok(Err(e)) => act.fail(e, ctx),
+                Err(e) => act.fail(e.into(), ctx),
+            })
+            .wait(ctx);
+    }
+}
+
+impl Handler<Transit> for Director {
+    type Result = ();
+    fn handle(&mut self, Transit(t): Transit, ctx: &mut Context<Self>) {
+        self.engine.apply(&t);
+        match t {
+            Transition::Stay => ctx.notify(Step),
+            Transition::End => self.finish(EndReason::End, None, ctx),
+            Transition::Move(state) => self.enter(state, ctx),
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! The Environment actor: owns a simulation's shared memory and its Elysia store.
+//! Embedding goes to the embedding service and summaries to the LLM client; the
+//! actor only sequences the work and keeps the state.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use indexmap::IndexMap;
+use serde_json::json;
+
+use super::messages::*;
+use crate::action::{Action, Place};
+use crate::elysia::{Return, Store};
+use crate::embed::EmbedService;
+use crate::error::SimError;
+use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest};
+use crate::memory::{Memory, SharedMemory, SummaryRequest};
+use crate::prompt;
+use crate::scenario::Scenario;
+use crate::tokens::TokenCounter;
+
+pub struct EnvironmentActor {
+    scenario: Arc<Scenario>,
+    memory: SharedMemory,
+    store: Store,
+    tool_errors: IndexMap<String, Vec<Return>>,
+    embed: EmbedService,
+    llm: LlmClient,
+    counter: Arc<dyn TokenCounter>,
+    state: String,
+    visit: u32,
+}
+
+impl EnvironmentActor {
+    pub fn new(
+        scenario: Arc<Scenario>,
+        mode: crate::scenario::Mode,
+        embed: EmbedService,
+        llm: LlmClient,
+        counter: Arc<dyn TokenCounter>,
+    ) -> Self {
+        let env = &scenario.environment;
+        let memory = SharedMemory::new(mode, env.max_chat_history, env.top_k);
+        let state = scenario.sop.start.clone();
+        Self {
+            scenario,
+            memory,
+            store: Store::new(),
+            tool_errors: IndexMap::new(),
+            embed,
+            llm,
+            counter,
+            state,
+            visit: 0,
+        }
+    }
+
+    fn summary_request(&self, req: &SummaryRequest, turn: u64) -> LlmRequest {
+        let state = &self.scenario.sop.states[&self.state];
+        let assembled = prompt::summary_prompt(&self.scenario, state, req, self.counter.as_ref());
+        let settings = state
+            .llm
+            .clone()
+            .unwrap_or_default()
+            .over(&self.scenario.llm);
+        LlmRequest {
+            messages: assembled.messages,
+            settings,
+            context: CallContext {
+                kind: CallKind::Summary,
+                state: self.state.clone(),
+                turn,
+                agent: None,
+                role: None,
+                index: self.memory.summaries().len() as u64,
+                choices: Vec::new(),
+            },
+        }
+    }
+}
+
+impl Actor for EnvironmentActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<EnterVisit> for EnvironmentActor {
+    type Result = ();
+    fn handle(&mut self, msg: EnterVisit, _: &mut Context<Self>) {
+        self.state = msg.state;
+        self.visit = msg.visit;
+        self.memory.begin_visit();
+    }
+}
+
+impl Handler<Observe> for EnvironmentActor {
+    type Result = MessageResult<Observe>;
+    fn handle(&mut self, _: Observe, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.memory.observe())
+    }
+}
+
+impl Handler<Record> for EnvironmentActor {
+    type Result = AtomicResponse<Self, Result<Arc<Memory>, SimError>>;
+
+    fn handle(&mut self, msg: Record, _: &mut Context<Self>) -> Self::Result {
+        let action = Action {
+            name: msg.name,
+            role: msg.role,
+            response: msg.response,
+            kind: msg.kind,
+        };
+        let memory = action.process(Place {
+            seq: self.memory.next_seq(),
+            state: &self.state,
+            visit: self.visit,
+        });
+        let embed = self.embed.clone();
+        let text = memory.content.clone();
+        let turn = msg.turn;
+        AtomicResponse::new(Box::pin(
+            async move { embed.embed(text).await }
+                .into_actor(self)
+                .map(move |embedding, act, _| {
+                    let embedding = embedding?;
+                    let due = act.memory.record(memory, &embedding);
+                    let recorded = act.memory.log().last().cloned().expect("just recorded");
+                    Ok((recorded, due.map(|req| act.summary_request(&req, turn))))
+                })
+                .then(
+                    move |res: Result<(Arc<Memory>, Option<LlmRequest>), SimError>, act, _| {
+                        let llm = act.llm.clone();
+                        async move {
+                            let (recorded, request) = res?;
+                            let summary = match request {
+                                Some(r) => Some(
+                                    llm.complete(r, None)
+                                        .await
+                                        .map_err(|source| SimError::Llm { turn, source })?
+                                        .text,
+                                ),
+                                None => None,
+                            };
+                            Ok::<_, SimError>((recorded, summary))
+                        }
+                        .into_actor(act)
+                    },
+                )
+                .map(|res, act, _| {
+                    let (recorded, summary) = res?;
+                    if let Some(text) = summary {
+                        act.memory.set_summary(text.trim().to_string());
+                    }
+                    Ok(recorded)
+                }),
+        ))
+    }
+}
+
+impl Handler<ApplyReturn> for EnvironmentActor {
+    type Result = ();
+    fn handle(&mut self, msg: ApplyReturn, _: &mut Context<Self>) {
+        match msg.ret {
+            Return::Result(result) => self.store.add(&msg.tool, &result, false),
+            err @ Return::Error { .. } => self.tool_errors.entry(msg.tool).or_default().push(err),
+            _ => {}
+        }
+    }
+}
+
+impl Handler<Snapshot> for EnvironmentActor {
+    type Result = MessageResult<Snapshot>;
+    fn handle(&mut self, _: Snapshot, _: &mut Context<Self>) -> Self::Result {
+        let store = self.store.to_json();
+        let errors: serde_json::Map<String, serde_json::Value> = self
+            .tool_errors
+            .iter()
+            .map(|(tool, errs)| (tool.clone(), serde_json::to_value(errs).unwrap_or_default()))
+            .collect();
+        let json = json!({
+            "environment": store["environment"],
+            "hidden_environment": store["hidden_environment"],
+            "tool_errors": errors,
+            "shared_memory": {
+                "long_term_memory": self.memory.log(),
+                "short_term_memory": self.memory.summary(),
+                "summaries": self.memory.summaries(),
+            },
+        });
+        MessageResult(EnvironmentSnapshot {
+            transcript: self.memory.log().to_vec(),
+            json,
+        })
+    }
+}

@@ -1,0 +1,12 @@
+//! The actors of one simulation: a Director, one Agent per agent, and the Environment.
+//! They are thin: each owns its state and message handling and calls into the pure
+//! modules (`sop`, `prompt`, `memory`) for every decision.
+
+mod agent;
+mod director;
+mod environment;
+pub mod messages;
+
+pub use agent::AgentActor;
+pub use director::{Director, Finish};
+pub use environment::EnvironmentActor;

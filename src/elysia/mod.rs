@@ -1,0 +1,7 @@
+//! The Elysia data model: the keyed result store and the return objects tools yield.
+
+mod objects;
+mod store;
+
+pub use objects::{ResultObject, Return};
+pub use store::{content_hash, Entry, Store, StoreError, REF_ID};

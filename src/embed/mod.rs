@@ -1,0 +1,31 @@
+//! Embeddings: the `Embedder` trait, the feature-hashing embedder, and the service that
+//! keeps embedding work off the actors' threads and batches it.
+
+mod hash;
+mod service;
+
+pub use hash::HashEmbedder;
+pub use service::EmbedService;
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum EmbedError {
+    #[error("embedder {embedder}: {message}")]
+    Failed { embedder: String, message: String },
+    #[error("the embedding service has shut down")]
+    Closed,
+}
+
+/// Turns texts into vectors of one fixed dimension. Implementations are CPU-bound and
+/// synchronous; [`EmbedService`] decides where they run.
+pub trait Embedder: Send + Sync {
+    /// Name as given to `--embedder`.
+    fn name(&self) -> &str;
+    fn dim(&self) -> usize;
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Cheaper than handing the work to another thread (microseconds per text).
+    fn is_cheap(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,262 @@
+//! What a running simulation reports, and where it goes: the live terminal view and
+//! `events.jsonl`, one Elysia frontend payload per line.
+
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anstyle::{AnsiColor, Style};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Map, Value};
+
+use crate::elysia::Return;
+use crate::memory::Memory;
+
+/// Something that happened in a run.
+#[derive(Debug, Clone)]
+pub enum SimEvent {
+    StateEntered {
+        state: String,
+        visit: u32,
+    },
+    TurnStarted {
+        name: String,
+        role: String,
+        human: bool,
+    },
+    /// A streamed piece of the current reply.
+    Token {
+        name: String,
+        text: String,
+    },
+    Message(Arc<Memory>),
+    Warning {
+        text: String,
+    },
+    /// The run ended; `ended_by` as in `summary.json`.
+    Finished {
+        ended_by: String,
+        turns: u64,
+    },
+}
+
+/// Receives a run's events. Implementations must be cheap: they are called inline.
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: &SimEvent);
+}
+
+/// A list of sinks, called in order.
+#[derive(Clone, Default)]
+pub struct Sinks(Arc<Vec<Arc<dyn EventSink>>>);
+
+impl Sinks {
+    pub fn new(sinks: Vec<Arc<dyn EventSink>>) -> Self {
+        Self(Arc::new(sinks))
+    }
+
+    pub fn emit(&self, event: SimEvent) {
+        for s in self.0.iter() {
+            s.emit(&event);
+        }
+    }
+
+    pub fn wants_tokens(&self) -> bool {
+        !self.0.is_empty()
+    }
+}
+
+const PALETTE: [AnsiColor; 6] = [
+    AnsiColor::Cyan,
+    AnsiColor::Green,
+    AnsiColor::Magenta,
+    AnsiColor::Blue,
+    AnsiColor::Yellow,
+    AnsiColor::Red,
+];
+
+/// Prints the conversation as it happens, each role in its own colour on a terminal.
+pub struct TerminalSink {
+    out: Mutex<TerminalState>,
+    color: bool,
+}
+
+struct TerminalState {
+    roles: Vec<String>,
+    streamed: bool,
+}
+
+impl TerminalSink {
+    /// Colour only when stdout is a terminal and `NO_COLOR` is unset.
+    pub fn stdout() -> Self {
+        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        Self {
+            out: Mutex::new(TerminalState {
+                roles: Vec::new(),
+                streamed: false,
+            }),
+            color,
+        }
+    }
+
+    fn style_for(&self, st: &mut TerminalState, role: &str) -> Style {
+        if !self.color {
+            return Style::new();
+        }
+        let i = st.roles.iter().position(|r| r == role).unwrap_or_else(|| {
+            st.roles.push(role.to_string());
+            st.roles.len() - 1
+        });
+        Style::new()
+            .fg_color(Some(PALETTE[i % PALETTE.len()].into()))
+            .bold()
+    }
+}
+
+impl EventSink for TerminalSink {
+    fn emit(&self, event: &SimEvent) {
+        let mut st = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        let dim = if self.color {
+            Style::new().dimmed()
+        } else {
+            Style::new()
+        };
+        let _ = match event {
+            SimEvent::StateEntered { state, visit } => {
+                writeln!(out, "{dim}── {state} (visit {visit}) ──{dim:#}")
+            }
+            SimEvent::TurnStarted { name, role, human } => {
+                st.streamed = false;
+                if *human {
+                    Ok(())
+                } else {
+                    let s = self.style_for(&mut st, role);
+                    write!(out, "{s}{name} ({role}):{s:#} ")
+                }
+            }
+            SimEvent::Token { text, .. } => {
+                st.streamed = true;
+                write!(out, "{text}")
+            }
+            SimEvent::Message(m) => {
+                if st.streamed {
+                    writeln!(out)
+                } else if m.kind == crate::memory::MessageKind::Human {
+                    let s = self.style_for(&mut st, &m.role);
+                    writeln!(out, "{s}{} ({}):{s:#} {}", m.name, m.role, m.content)
+                } else {
+                    writeln!(out, "{}", m.content)
+                }
+            }
+            SimEvent::Warning { text } => {
+                let w = if self.color {
+                    Style::new().fg_color(Some(AnsiColor::Yellow.into()))
+                } else {
+                    Style::new()
+                };
+                writeln!(out, "{w}warning:{w:#} {text}")
+            }
+            SimEvent::Finished { ended_by, turns } => writeln!(
+                out,
+                "{dim}── ended by {ended_by} after {turns} turns ──{dim:#}"
+            ),
+        };
+        let _ = out.flush();
+    }
+}
+
+/// Writes each event as an Elysia frontend payload to a JSONL file, flushed per line.
+pub struct FrontendLog {
+    inner: Mutex<FrontendState>,
+    conversation_id: String,
+    started: Instant,
+}
+
+struct FrontendState {
+    file: std::io::BufWriter<std::fs::File>,
+    ids: ChaCha8Rng,
+    failed: Option<String>,
+}
+
+impl FrontendLog {
+    /// Ids come from `seed`, so seeded runs write the same ids.
+    pub fn create(
+        path: &std::path::Path,
+        conversation_id: String,
+        seed: u64,
+    ) -> std::io::Result<Self> {
+        let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+        Ok(Self {
+            inner: Mutex::new(FrontendState {
+                file,
+                ids: ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_1d5),
+                failed: None,
+            }),
+            conversation_id,
+            started: Instant::now(),
+        })
+    }
+
+    /// The first write error, if any (reported at the end of the run).
+    pub fn error(&self) -> Option<String> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .failed
+            .clone()
+    }
+}
+
+/// The frontend payload for an event, if it has one (streamed tokens do not).
+pub fn to_return(event: &SimEvent, elapsed_ms: u64) -> Option<(Return, String)> {
+    match event {
+        SimEvent::StateEntered { state, visit } => Some((
+            Return::Status {
+                text: format!("Entering {state} (visit {visit})"),
+            },
+            format!("visit-{visit}"),
+        )),
+        SimEvent::Message(m) => {
+            let meta: Map<String, Value> = json!({
+                "seq": m.seq, "state": m.state, "visit": m.visit, "role": m.role, "name": m.name,
+                "kind": m.kind, "elapsed_ms": elapsed_ms,
+            })
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+            Some((
+                Return::response(m.content.clone(), meta),
+                format!("visit-{}", m.visit),
+            ))
+        }
+        SimEvent::Warning { text } => Some((Return::Warning { text: text.clone() }, "run".into())),
+        SimEvent::Finished { .. } => Some((Return::Completed, "run".into())),
+        SimEvent::TurnStarted { .. } | SimEvent::Token { .. } => None,
+    }
+}
+
+impl EventSink for FrontendLog {
+    fn emit(&self, event: &SimEvent) {
+        let elapsed = self.started.elapsed().as_millis() as u64;
+        let Some((ret, query_id)) = to_return(event, elapsed) else {
+            return;
+        };
+        let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut bytes = [0u8; 16];
+        st.ids.fill_bytes(&mut bytes);
+        let id = uuid::Builder::from_random_bytes(bytes).into_uuid();
+        let Some(payload) = ret.to_frontend_with_id("sopsim", &self.conversation_id, &query_id, id)
+        else {
+            return;
+        };
+        let result = serde_json::to_writer(&mut st.file, &payload)
+            .map_err(std::io::Error::from)
+            .and_then(|_| st.file.write_all(b"\n"))
+            .and_then(|_| st.file.flush());
+        if let Err(e) = result {
+            st.failed.get_or_insert(e.to_string());
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! sopsim: an actor-based multi-agent simulator.
+//!
+//! A scenario file describes agents, the roles they play, and an SOP: a graph of
+//! states that routes turns between roles. Every agent and the shared Environment is an
+//! actix actor; a Director decides who speaks; memory keeps a long-term log, short-term
+//! summaries and an embedding index for relevant-history retrieval.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use sopsim::scenario::{ScenarioBuilder, StateBuilder};
+//! use sopsim::sim::{run_blocking, RunConfig, Services};
+//!
+//! let scenario = ScenarioBuilder::new("interview")
+//!     .agent("Ada", |a| a.plays("talk", "Interviewer"))
+//!     .agent("Bob", |a| a.plays("talk", "Candidate"))
+//!     .state("talk", StateBuilder::new(["Interviewer", "Candidate"])
+//!         .begin("Interviewer", "Tell me about yourself.")
+//!         .max_turns(4)
+//!         .next(["end"]))
+//!     .build()?;
+//! let services = Services::scripted(&scenario);
+//! let outcome = run_blocking(Arc::new(scenario), &services, RunConfig::default())?;
+//! for m in &outcome.transcript {
+//!     println!("{}: {}", m.name, m.content);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Layout
+//!
+//! Pure logic, free of I/O and actors, unit-tested directly:
+//! - [`scenario`]: the native file format, its JSON Schema, validation with field paths,
+//!   loading, and a builder for scenarios made in code.
+//! - [`sop`]: the SOP engine: speaker rules (order, seeded random, llm) and transition
+//!   rules (max turns, keywords, judge).
+//! - [`prompt`]: what each kind of model call sends, fitted to the token budget.
+//! - [`memory`]: messages, the embedding index, shared memory and the two modes.
+//! - [`action`]: `Action::process`, a turn's output becoming a `Memory`.
+//! - [`elysia`]: the keyed result store and Elysia's return objects.
+//! - [`template`], [`tokens`]: placeholder templates and token counting.
+//!
+//! Services shared by every simulation in a process:
+//! - [`llm`]: the `LlmBackend` trait, the scripted backend, per-simulation accounting.
+//! - [`embed`]: the `Embedder` trait, the hash embedder, the batching worker service.
+//!
+//! Running:
+//! - [`actors`]: Director, Agent and Environment actors and their messages.
+//! - [`sim`]: wiring one simulation, running it, its summary.
+//! - [`events`], [`output`], [`human`]: live terminal view and `events.jsonl`, run
+//!   files, human input.
+//! - [`runner`]: `sopsim run` as a library call.
+
+pub mod action;
+pub mod actors;
+pub mod elysia;
+pub mod embed;
+pub mod error;
+pub mod events;
+pub mod human;
+pub mod llm;
+pub mod memory;
+pub mod output;
+pub mod prompt;
+pub mod runner;
+pub mod scenario;
+pub mod sim;
+pub mod sop;
+pub mod template;
+pub mod tokens;

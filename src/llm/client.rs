@@ -1,0 +1,105 @@
+//! The per-simulation LLM client: sends every call to the shared backend and keeps the
+//! simulation's ledger (calls, tokens and latency by kind and by agent).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::{CallKind, Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
+
+/// Totals for one kind of call or one agent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct KindUsage {
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl KindUsage {
+    fn count(&mut self, c: &Completion) {
+        self.calls += 1;
+        self.prompt_tokens += c.usage.prompt_tokens;
+        self.completion_tokens += c.usage.completion_tokens;
+    }
+}
+
+/// Everything a simulation spent on its model.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Ledger {
+    pub by_kind: BTreeMap<CallKind, KindUsage>,
+    pub by_agent: BTreeMap<String, KindUsage>,
+    /// Whether any figure came from the estimator instead of the model.
+    pub tokens_estimated: bool,
+    /// Latency of each call in microseconds, in call order.
+    #[serde(skip)]
+    pub latencies_us: Vec<u64>,
+}
+
+impl Ledger {
+    pub fn calls(&self) -> u64 {
+        self.by_kind.values().map(|k| k.calls).sum()
+    }
+    pub fn prompt_tokens(&self) -> u64 {
+        self.by_kind.values().map(|k| k.prompt_tokens).sum()
+    }
+    pub fn completion_tokens(&self) -> u64 {
+        self.by_kind.values().map(|k| k.completion_tokens).sum()
+    }
+
+    fn add(&mut self, kind: CallKind, agent: Option<&str>, c: &Completion, micros: u64) {
+        self.by_kind.entry(kind).or_default().count(c);
+        if let Some(a) = agent {
+            self.by_agent.entry(a.to_string()).or_default().count(c);
+        }
+        self.tokens_estimated |= c.usage.estimated;
+        self.latencies_us.push(micros);
+    }
+}
+
+/// A simulation's handle on the shared backend.
+#[derive(Clone)]
+pub struct LlmClient {
+    backend: Arc<dyn LlmBackend>,
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+impl LlmClient {
+    pub fn new(backend: Arc<dyn LlmBackend>) -> Self {
+        Self {
+            backend,
+            ledger: Arc::default(),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        self.backend.describe()
+    }
+
+    pub async fn complete(
+        &self,
+        request: LlmRequest,
+        stream: Option<TokenSink>,
+    ) -> Result<Completion, LlmError> {
+        let kind = request.context.kind;
+        let agent = request.context.agent.clone();
+        let started = Instant::now();
+        let completion = self.backend.complete(request, stream).await?;
+        let micros = started.elapsed().as_micros() as u64;
+        self.ledger.lock().unwrap_or_else(|p| p.into_inner()).add(
+            kind,
+            agent.as_deref(),
+            &completion,
+            micros,
+        );
+        Ok(completion)
+    }
+
+    pub fn ledger(&self) -> Ledger {
+        self.ledger
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}

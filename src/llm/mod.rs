@@ -1,0 +1,34 @@
+//! Language models: the backend trait, the scripted backend, and the per-simulation
+//! client that counts every call.
+
+mod client;
+mod scripted;
+mod types;
+
+pub use client::{KindUsage, Ledger, LlmClient};
+pub use scripted::ScriptedBackend;
+pub use types::*;
+
+use futures::future::BoxFuture;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum LlmError {
+    #[error("the scripted backend needs {what}")]
+    Script { what: String },
+    #[error("{backend}: {message}")]
+    Backend { backend: String, message: String },
+}
+
+/// A chat-completion backend, shared by every simulation in the process.
+pub trait LlmBackend: Send + Sync {
+    /// A short description for summaries and logs (never contains secrets).
+    fn describe(&self) -> String;
+
+    /// Completes `request`, passing text pieces to `stream` as they arrive.
+    fn complete<'a>(
+        &'a self,
+        request: LlmRequest,
+        stream: Option<TokenSink>,
+    ) -> BoxFuture<'a, Result<Completion, LlmError>>;
+}

@@ -1,0 +1,112 @@
+//! The request and response types every LLM backend speaks.
+
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::LlmSettings;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatRole {
+    System,
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: ChatRole,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> Self {
+        Self {
+            role: ChatRole::System,
+            content: content.into(),
+        }
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        Self {
+            role: ChatRole::User,
+            content: content.into(),
+        }
+    }
+}
+
+/// Why a call is made; usage is counted per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CallKind {
+    /// An agent's reply.
+    Act,
+    /// The `llm` speaker rule's controller.
+    Route,
+    /// The transition judge.
+    Transit,
+    /// The short-term summary.
+    Summary,
+    /// A tool's own model call.
+    Tool,
+}
+
+impl CallKind {
+    pub const ALL: [CallKind; 5] = [
+        CallKind::Act,
+        CallKind::Route,
+        CallKind::Transit,
+        CallKind::Summary,
+        CallKind::Tool,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallKind::Act => "act",
+            CallKind::Route => "route",
+            CallKind::Transit => "transit",
+            CallKind::Summary => "summary",
+            CallKind::Tool => "tool",
+        }
+    }
+}
+
+/// Where in the run a call happens. Real backends ignore it; the scripted backend
+/// answers from it, and the ledger counts by it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallContext {
+    pub kind: CallKind,
+    pub state: String,
+    /// The run's turn number (from 1) the call belongs to.
+    pub turn: u64,
+    pub agent: Option<String>,
+    pub role: Option<String>,
+    /// How many calls of this kind (for `act`: by this agent) came before, from 0.
+    pub index: u64,
+    /// The offered answers, for route and transit calls.
+    pub choices: Vec<String>,
+}
+
+/// One chat-completion request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmRequest {
+    pub messages: Vec<ChatMessage>,
+    pub settings: LlmSettings,
+    pub context: CallContext,
+}
+
+/// Token usage of one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Counted by sopsim's estimator rather than reported by the model.
+    pub estimated: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub text: String,
+    pub usage: Usage,
+}
+
+/// Receives streamed text pieces as they are generated.
+pub type TokenSink = std::sync::Arc<dyn Fn(&str) + Send + Sync>;

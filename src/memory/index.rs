@@ -1,0 +1,155 @@
+//! The relevant-history index: one embedding per message, searched by cosine similarity.
+//!
+//! Vectors are stored L2-normalised in one contiguous buffer, so a search is a dot
+//! product per candidate and allocation-free apart from the k results.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// Embeddings of the log's messages, in log order.
+#[derive(Debug, Clone, Default)]
+pub struct EmbeddingIndex {
+    dim: usize,
+    data: Vec<f32>,
+}
+
+/// A search hit: the message's position in the log and its similarity.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    pub position: usize,
+    pub score: f32,
+}
+
+impl EmbeddingIndex {
+    pub fn len(&self) -> usize {
+        if self.dim == 0 {
+            0
+        } else {
+            self.data.len() / self.dim
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends the next message's embedding (normalised here).
+    pub fn push(&mut self, vector: &[f32]) {
+        if self.dim == 0 {
+            self.dim = vector.len();
+        }
+        debug_assert_eq!(vector.len(), self.dim, "one embedder per index");
+        let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let scale = if norm > 0.0 { 1.0 / norm } else { 0.0 };
+        self.data.extend(vector.iter().map(|x| x * scale));
+    }
+
+    fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// The `k` positions in `range` most similar to the message at `query`, best first;
+    /// ties go to the earlier message.
+    pub fn top_k(&self, query: usize, range: std::ops::Range<usize>, k: usize) -> Vec<Hit> {
+        if k == 0 || query >= self.len() {
+            return Vec::new();
+        }
+        let q = self.row(query);
+        let mut heap: BinaryHeap<Worst> = BinaryHeap::with_capacity(k + 1);
+        for position in range.start..range.end.min(self.len()) {
+            let score = dot(q, self.row(position));
+            heap.push(Worst(Hit { position, score }));
+            if heap.len() > k {
+                heap.pop();
+            }
+        }
+        let mut hits: Vec<Hit> = heap.into_iter().map(|w| w.0).collect();
+        hits.sort_by(|a, b| rank(b, a));
+        hits
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // Eight independent accumulators let the compiler vectorise the loop.
+    let mut acc = [0.0f32; 8];
+    let chunks = a.len() / 8 * 8;
+    for (ca, cb) in a[..chunks].chunks_exact(8).zip(b[..chunks].chunks_exact(8)) {
+        for i in 0..8 {
+            acc[i] += ca[i] * cb[i];
+        }
+    }
+    let tail: f32 = a[chunks..]
+        .iter()
+        .zip(&b[chunks..])
+        .map(|(x, y)| x * y)
+        .sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Higher score first, then earlier position.
+fn rank(a: &Hit, b: &Hit) -> Ordering {
+    a.score
+        .total_cmp(&b.score)
+        .then(b.position.cmp(&a.position))
+}
+
+/// Max-heap order that puts the worst hit on top, so it is the one evicted.
+struct Worst(Hit);
+impl PartialEq for Worst {
+    fn eq(&self, other: &Self) -> bool {
+        rank(&self.0, &other.0) == Ordering::Equal
+    }
+}
+impl Eq for Worst {}
+impl PartialOrd for Worst {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Worst {
+    fn cmp(&self, other: &Self) -> Ordering {
+        rank(&other.0, &self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_most_similar_in_range_best_first() {
+        let mut idx = EmbeddingIndex::default();
+        for v in [[1.0, 0.0], [0.0, 1.0], [0.7, 0.7], [2.0, 0.1], [1.0, 0.0]] {
+            idx.push(&v);
+        }
+        let hits = idx.top_k(4, 0..4, 2);
+        assert_eq!(
+            hits.iter().map(|h| h.position).collect::<Vec<_>>(),
+            vec![0, 3]
+        );
+        assert!((hits[0].score - 1.0).abs() < 1e-6);
+        assert_eq!(
+            idx.top_k(4, 1..3, 5)
+                .iter()
+                .map(|h| h.position)
+                .collect::<Vec<_>>(),
+            vec![2, 1]
+        );
+        assert!(idx.top_k(4, 0..4, 0).is_empty());
+    }
+
+    #[test]
+    fn ties_go_to_the_earlier_message() {
+        let mut idx = EmbeddingIndex::default();
+        for _ in 0..4 {
+            idx.push(&[1.0; 10]);
+        }
+        assert_eq!(
+            idx.top_k(3, 0..3, 2)
+                .iter()
+                .map(|h| h.position)
+                .collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+    }
+}

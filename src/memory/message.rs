@@ -1,0 +1,42 @@
+//! `Memory`: one message in the run's long-term log.
+
+use serde::{Deserialize, Serialize};
+
+/// How a message came about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageKind {
+    /// A state's `begin_query`, said verbatim at the start of a visit.
+    Opening,
+    /// An agent's reply from its model.
+    Reply,
+    /// A turn typed by a person.
+    Human,
+}
+
+/// One message: the seed's `Memory(send_role, send_name, content)` plus where and
+/// when in the run it was said. One line of `transcript.jsonl`.
+///
+/// There is deliberately no wall-clock time here: a replayed run must reproduce the
+/// transcript byte for byte. Times are in `events.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Memory {
+    /// Position in the run's log, from 0.
+    pub seq: u64,
+    pub state: String,
+    /// The state's visit number within the run, from 1.
+    pub visit: u32,
+    /// The seed's `send_role`.
+    pub role: String,
+    /// The seed's `send_name`.
+    pub name: String,
+    pub content: String,
+    pub kind: MessageKind,
+}
+
+impl Memory {
+    /// The message as one line of a prompt.
+    pub fn render(&self) -> String {
+        format!("{} ({}): {}", self.name, self.role, self.content)
+    }
+}

@@ -1,0 +1,228 @@
+//! Shared memory of one simulation: the long-term log, its embedding index, the
+//! short-term summary, and the visibility rules of the two modes.
+//!
+//! Cooperative: an agent's observation, retrieval and the summary draw on the whole run.
+//! Competitive: only on messages since the current state's visit began; the summary is
+//! restarted at every visit.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::index::EmbeddingIndex;
+use super::message::Memory;
+use crate::scenario::Mode;
+
+/// The short-term summary and how far it reaches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub text: String,
+    /// The `seq` of the last message it covers.
+    pub through_seq: u64,
+}
+
+/// What an agent sees before it speaks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    pub summary: Option<String>,
+    /// Older messages relevant to the latest one, most relevant first.
+    pub relevant: Vec<Arc<Memory>>,
+    /// The latest messages, oldest first; the last is the one to answer.
+    pub recent: Vec<Arc<Memory>>,
+}
+
+/// What a summary call needs: the summary so far and the messages since.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryRequest {
+    pub previous: Option<String>,
+    pub messages: Vec<Arc<Memory>>,
+}
+
+/// The memory shared by a simulation's agents.
+#[derive(Debug)]
+pub struct SharedMemory {
+    mode: Mode,
+    max_chat_history: usize,
+    top_k: usize,
+    log: Vec<Arc<Memory>>,
+    index: EmbeddingIndex,
+    summary: Option<Summary>,
+    /// Every summary made, in order, for `environment.json`.
+    summaries: Vec<Summary>,
+    /// Log position where the current visit began.
+    visit_start: usize,
+    /// Messages recorded since the last summary (within the visible window).
+    since_summary: usize,
+}
+
+impl SharedMemory {
+    pub fn new(mode: Mode, max_chat_history: usize, top_k: usize) -> Self {
+        Self {
+            mode,
+            max_chat_history: max_chat_history.max(1),
+            top_k,
+            log: Vec::new(),
+            index: EmbeddingIndex::default(),
+            summary: None,
+            summaries: Vec::new(),
+            visit_start: 0,
+            since_summary: 0,
+        }
+    }
+
+    pub fn log(&self) -> &[Arc<Memory>] {
+        &self.log
+    }
+
+    pub fn summary(&self) -> Option<&Summary> {
+        self.summary.as_ref()
+    }
+
+    pub fn summaries(&self) -> &[Summary] {
+        &self.summaries
+    }
+
+    pub fn next_seq(&self) -> u64 {
+        self.log.len() as u64
+    }
+
+    /// A new visit begins; in competitive mode the window and the summary restart.
+    pub fn begin_visit(&mut self) {
+        self.visit_start = self.log.len();
+        if self.mode == Mode::Competitive {
+            self.summary = None;
+            self.since_summary = 0;
+        }
+    }
+
+    /// First log position an agent may see now.
+    fn window_start(&self) -> usize {
+        match self.mode {
+            Mode::Cooperative => 0,
+            Mode::Competitive => self.visit_start,
+        }
+    }
+
+    /// Appends a message with its embedding (computed once, by the caller). Returns the
+    /// summary request when this message completes a batch of `max_chat_history`.
+    pub fn record(&mut self, memory: Memory, embedding: &[f32]) -> Option<SummaryRequest> {
+        debug_assert_eq!(memory.seq, self.next_seq());
+        self.log.push(Arc::new(memory));
+        self.index.push(embedding);
+        self.since_summary += 1;
+        if self.since_summary % self.max_chat_history != 0 {
+            return None;
+        }
+        let from = self.log.len() - self.since_summary;
+        Some(SummaryRequest {
+            previous: self.summary.as_ref().map(|s| s.text.clone()),
+            messages: self.log[from..].to_vec(),
+        })
+    }
+
+    /// Stores a new summary covering the log up to its last message.
+    pub fn set_summary(&mut self, text: String) {
+        let through_seq = self.log.len().saturating_sub(1) as u64;
+        let summary = Summary { text, through_seq };
+        self.summaries.push(summary.clone());
+        self.summary = Some(summary);
+        self.since_summary = 0;
+    }
+
+    /// What any agent sees now: the summary, the last `max_chat_history` visible
+    /// messages, and the `top_k` older visible messages most similar to the latest.
+    pub fn observe(&self) -> Observation {
+        let start = self.window_start();
+        let end = self.log.len();
+        let recent_from = end.saturating_sub(self.max_chat_history).max(start);
+        let relevant = if end > start && recent_from > start {
+            self.index
+                .top_k(end - 1, start..recent_from, self.top_k)
+                .into_iter()
+                .map(|hit| self.log[hit.position].clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Observation {
+            summary: self.summary.as_ref().map(|s| s.text.clone()),
+            relevant,
+            recent: self.log[recent_from..end].to_vec(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::MessageKind;
+
+    fn msg(seq: u64, state: &str, content: &str) -> Memory {
+        Memory {
+            seq,
+            state: state.into(),
+            visit: 1,
+            role: "R".into(),
+            name: "N".into(),
+            content: content.into(),
+            kind: MessageKind::Reply,
+        }
+    }
+
+    fn fill(mem: &mut SharedMemory, state: &str, n: usize) -> Vec<SummaryRequest> {
+        (0..n)
+            .filter_map(|i| {
+                let seq = mem.next_seq();
+                mem.record(msg(seq, state, &format!("{state} {i}")), &[1.0, i as f32])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn competitive_hides_earlier_states_and_cooperative_does_not() {
+        for (mode, sees_first_state) in [(Mode::Cooperative, true), (Mode::Competitive, false)] {
+            let mut mem = SharedMemory::new(mode, 3, 5);
+            mem.begin_visit();
+            fill(&mut mem, "a", 4);
+            mem.begin_visit();
+            fill(&mut mem, "b", 4);
+            let obs = mem.observe();
+            let seen: Vec<&str> = obs
+                .relevant
+                .iter()
+                .chain(&obs.recent)
+                .map(|m| m.state.as_str())
+                .collect();
+            assert_eq!(seen.contains(&"a"), sees_first_state, "{mode:?}: {seen:?}");
+            assert_eq!(obs.recent.len(), 3);
+        }
+    }
+
+    #[test]
+    fn a_summary_is_due_every_max_chat_history_messages_and_competitive_restarts_it() {
+        let mut mem = SharedMemory::new(Mode::Competitive, 3, 0);
+        mem.begin_visit();
+        let due = fill(&mut mem, "a", 7);
+        assert_eq!(due.len(), 2, "due after 3 and 6 messages");
+        assert_eq!(due[0].messages.len(), 3);
+        mem.set_summary("first".into());
+        assert_eq!(mem.observe().summary.as_deref(), Some("first"));
+        let due = fill(&mut mem, "a", 3);
+        assert_eq!(due[0].previous.as_deref(), Some("first"));
+        mem.begin_visit();
+        assert_eq!(
+            mem.observe().summary,
+            None,
+            "competitive: a new visit starts without a summary"
+        );
+    }
+
+    #[test]
+    fn a_new_competitive_visit_shows_nothing_until_someone_speaks() {
+        let mut mem = SharedMemory::new(Mode::Competitive, 4, 2);
+        mem.begin_visit();
+        fill(&mut mem, "a", 5);
+        mem.begin_visit();
+        assert_eq!(mem.observe(), Observation::default());
+    }
+}

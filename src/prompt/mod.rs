@@ -1,0 +1,266 @@
+//! Prompt assembly: what each kind of call sends to the model, within the token budget.
+//!
+//! Pure functions from scenario data and an [`Observation`] to chat messages. The order
+//! inside a prompt: environment prompt and components (system part), then the summary,
+//! retrieved history and recent messages, then the closing instructions. Under budget
+//! pressure the oldest recent messages go first, then the least relevant retrieved ones,
+//! then the summary; the message being answered goes last of all.
+
+mod budget;
+
+pub use budget::{Assembled, Draft, Item, Section, MESSAGE_OVERHEAD};
+
+use crate::memory::{Observation, SummaryRequest};
+use crate::scenario::{AgentSpec, Components, JudgePrompts, Scenario, SpeakerRule, State};
+use crate::tokens::TokenCounter;
+
+const RANK_RECENT: u32 = 0;
+const RANK_RELEVANT: u32 = 1_000_000;
+const RANK_SUMMARY: u32 = 2_000_000;
+const RANK_LATEST: u32 = 3_000_000;
+
+/// Who is speaking, for an agent's prompt.
+#[derive(Debug, Clone, Copy)]
+pub struct Speaker<'a> {
+    pub name: &'a str,
+    pub role: &'a str,
+    pub agent: &'a AgentSpec,
+}
+
+fn agent_system(state: &State, who: Speaker<'_>, comps: Option<&Components>) -> Vec<String> {
+    let mut sys = vec![state.environment_prompt.trim().to_string()];
+    sys.push(format!(
+        "You are {}. Here you play the role of {}.",
+        who.name, who.role
+    ));
+    let style: Vec<&str> = [
+        who.agent.style.as_str(),
+        comps.and_then(|c| c.style.as_deref()).unwrap_or(""),
+    ]
+    .into_iter()
+    .map(str::trim)
+    .filter(|s| !s.is_empty())
+    .collect();
+    if !style.is_empty() {
+        sys.push(format!("Your style: {}", style.join(" ")));
+    }
+    if let Some(c) = comps {
+        if let Some(task) = &c.task {
+            sys.push(format!("Your task: {}", task.trim()));
+        }
+        if let Some(rule) = &c.rule {
+            sys.push(format!("Rules: {}", rule.trim()));
+        }
+        if !c.demonstrations.is_empty() {
+            let demos: Vec<String> = c
+                .demonstrations
+                .iter()
+                .map(|d| format!("- {}", d.trim()))
+                .collect();
+            sys.push(format!("Examples of how you speak:\n{}", demos.join("\n")));
+        }
+    }
+    sys
+}
+
+fn agent_tail(who: Speaker<'_>, comps: Option<&Components>, opening: bool) -> Vec<String> {
+    let mut tail = Vec::new();
+    if opening {
+        tail.push("Nothing has been said yet; you open the conversation.".to_string());
+    }
+    if let Some(c) = comps {
+        tail.extend(c.output.iter().map(|o| o.trim().to_string()));
+        tail.extend(c.last.iter().map(|l| l.trim().to_string()));
+    }
+    tail.push(format!(
+        "Reply as {} ({}) with your next message only.",
+        who.name, who.role
+    ));
+    tail
+}
+
+fn context_sections(obs: &Observation, latest_rank: u32) -> Vec<Section> {
+    let mut sections = Vec::new();
+    if let Some(summary) = &obs.summary {
+        sections.push(Section {
+            header: "Summary of the conversation so far:".into(),
+            items: vec![Item {
+                text: summary.clone(),
+                drop_rank: RANK_SUMMARY,
+            }],
+        });
+    }
+    if !obs.relevant.is_empty() {
+        let n = obs.relevant.len() as u32;
+        sections.push(Section {
+            header: "Earlier messages that may be relevant:".into(),
+            items: obs
+                .relevant
+                .iter()
+                .enumerate()
+                .map(|(i, m)| Item {
+                    text: m.render(),
+                    drop_rank: RANK_RELEVANT + n - i as u32,
+                })
+                .collect(),
+        });
+    }
+    if !obs.recent.is_empty() {
+        let last = obs.recent.len() - 1;
+        sections.push(Section {
+            header: "Conversation:".into(),
+            items: obs
+                .recent
+                .iter()
+                .enumerate()
+                .map(|(i, m)| Item {
+                    text: m.render(),
+                    drop_rank: if i == last {
+                        latest_rank
+                    } else {
+                        RANK_RECENT + i as u32
+                    },
+                })
+                .collect(),
+        });
+    }
+    sections
+}
+
+/// The prompt for an agent's turn.
+pub fn agent_prompt(
+    scenario: &Scenario,
+    state: &State,
+    who: Speaker<'_>,
+    obs: &Observation,
+    counter: &dyn TokenCounter,
+) -> Assembled {
+    let comps = state.components.get(who.role);
+    Draft {
+        system: agent_system(state, who, comps),
+        sections: context_sections(obs, RANK_LATEST),
+        tail: agent_tail(who, comps, obs.recent.is_empty()),
+    }
+    .fit(scenario.environment.prompt_token_budget, counter)
+}
+
+/// The fixed part of an agent's prompt in a state, for validation against the budget.
+pub fn fixed_prompt_tokens(
+    _scenario: &Scenario,
+    state: &State,
+    role: &str,
+    name: &str,
+    agent: &AgentSpec,
+    counter: &dyn TokenCounter,
+) -> usize {
+    let who = Speaker { name, role, agent };
+    let comps = state.components.get(role);
+    Draft {
+        system: agent_system(state, who, comps),
+        sections: Vec::new(),
+        tail: agent_tail(who, comps, true),
+    }
+    .fixed_tokens(counter)
+}
+
+fn quoted_list(choices: &[String]) -> String {
+    choices
+        .iter()
+        .map(|c| format!("\"{c}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The `llm` speaker rule's controller prompt: who speaks next among `choices`.
+pub fn route_prompt(
+    scenario: &Scenario,
+    state: &State,
+    choices: &[String],
+    obs: &Observation,
+    counter: &dyn TokenCounter,
+) -> Assembled {
+    let (system_prompt, last_prompt) = match &state.speaker {
+        SpeakerRule::Llm {
+            system_prompt,
+            last_prompt,
+        } => (system_prompt.clone(), last_prompt.clone()),
+        _ => (None, None),
+    };
+    let system = vec![
+        state.environment_prompt.trim().to_string(),
+        system_prompt
+            .unwrap_or_else(|| "You direct this conversation and decide who speaks next.".into()),
+    ];
+    let tail = vec![
+        last_prompt.unwrap_or_default(),
+        format!(
+            "Who should speak next? Answer with exactly one of: {}.",
+            quoted_list(choices)
+        ),
+    ];
+    Draft {
+        system,
+        sections: context_sections(obs, RANK_LATEST),
+        tail,
+    }
+    .fit(scenario.environment.prompt_token_budget, counter)
+}
+
+/// The transition judge's prompt: stay, or move to one of the next states.
+pub fn judge_prompt(
+    scenario: &Scenario,
+    state_name: &str,
+    state: &State,
+    judge: &JudgePrompts,
+    choices: &[String],
+    obs: &Observation,
+    counter: &dyn TokenCounter,
+) -> Assembled {
+    let system = vec![
+        state.environment_prompt.trim().to_string(),
+        judge.system_prompt.clone().unwrap_or_else(|| {
+            format!(
+                "You decide whether the stage \"{state_name}\" of this conversation is finished."
+            )
+        }),
+    ];
+    let tail = vec![
+        judge.last_prompt.clone().unwrap_or_default(),
+        format!(
+            "Answer \"{}\" to continue \"{state_name}\", or name the stage to move to. Answer with exactly one of: {}.",
+            choices[0],
+            quoted_list(choices)
+        ),
+    ];
+    Draft {
+        system,
+        sections: context_sections(obs, RANK_LATEST),
+        tail,
+    }
+    .fit(scenario.environment.prompt_token_budget, counter)
+}
+
+/// The short-term summary prompt, with the state's summary prompts.
+pub fn summary_prompt(
+    scenario: &Scenario,
+    state: &State,
+    req: &SummaryRequest,
+    counter: &dyn TokenCounter,
+) -> Assembled {
+    let obs = Observation {
+        summary: req.previous.clone(),
+        relevant: Vec::new(),
+        recent: req.messages.clone(),
+    };
+    let system = vec![
+        state.environment_prompt.trim().to_string(),
+        state.summary.system_prompt.clone(),
+    ];
+    let tail = vec![state.summary.last_prompt.clone()];
+    Draft {
+        system,
+        sections: context_sections(&obs, RANK_LATEST),
+        tail,
+    }
+    .fit(scenario.environment.prompt_token_budget, counter)
+}

@@ -1,0 +1,158 @@
+//! Reading scenario files: size, encoding and syntax checks with messages that name the
+//! file, then structural and semantic validation.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use thiserror::Error;
+
+use super::model::Scenario;
+use super::validate::{self, Problem};
+use crate::tokens::Estimator;
+
+/// Scenario files larger than this are refused before they are read.
+pub const MAX_SCENARIO_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Why a scenario could not be loaded. Every variant is bad input (exit code 2).
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: is a directory, not a scenario file")]
+    IsDirectory { path: PathBuf },
+    #[error("{path}: the file is empty")]
+    Empty { path: PathBuf },
+    #[error("{path}: the file is {size} bytes, over the {limit}-byte limit for scenario files")]
+    TooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+    },
+    #[error("{path}: not valid UTF-8 (first bad byte at offset {offset})")]
+    NotUtf8 { path: PathBuf, offset: usize },
+    #[error("{path}: not valid JSON at line {line}, column {column}: {message}")]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}: {count} problem(s):\n{}", render(.problems))]
+    Invalid {
+        path: PathBuf,
+        count: usize,
+        problems: Vec<Problem>,
+    },
+}
+
+fn render(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("  {p}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Reads a file's text, refusing directories, huge, empty and non-UTF-8 files.
+pub fn read_text(path: &Path) -> Result<String, ScenarioError> {
+    let io = |source| ScenarioError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_dir() {
+        return Err(ScenarioError::IsDirectory {
+            path: path.to_path_buf(),
+        });
+    }
+    if meta.len() > MAX_SCENARIO_BYTES {
+        return Err(ScenarioError::TooLarge {
+            path: path.to_path_buf(),
+            size: meta.len(),
+            limit: MAX_SCENARIO_BYTES,
+        });
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    if bytes.len() as u64 > MAX_SCENARIO_BYTES {
+        return Err(ScenarioError::TooLarge {
+            path: path.to_path_buf(),
+            size: bytes.len() as u64,
+            limit: MAX_SCENARIO_BYTES,
+        });
+    }
+    let text = String::from_utf8(bytes).map_err(|e| ScenarioError::NotUtf8 {
+        path: path.to_path_buf(),
+        offset: e.utf8_error().valid_up_to(),
+    })?;
+    if text.trim().is_empty() {
+        return Err(ScenarioError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(text)
+}
+
+/// Parses JSON text into a document, with the syntax error's position.
+pub fn parse_json(path: &Path, text: &str) -> Result<Value, ScenarioError> {
+    serde_json::from_str(text).map_err(|e| ScenarioError::Syntax {
+        path: path.to_path_buf(),
+        line: e.line(),
+        column: e.column(),
+        message: strip_position(&e.to_string()),
+    })
+}
+
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// Turns a native-format document into a validated scenario, reporting every problem.
+pub fn from_document(path: &Path, doc: Value) -> Result<Scenario, ScenarioError> {
+    let invalid = |problems: Vec<Problem>| ScenarioError::Invalid {
+        path: path.to_path_buf(),
+        count: problems.len(),
+        problems,
+    };
+    let problems = validate::check_structure(&doc);
+    if !problems.is_empty() {
+        return Err(invalid(problems));
+    }
+    let scenario: Scenario = serde_path_to_error::deserialize(&doc).map_err(|e| {
+        invalid(vec![Problem {
+            path: super::path::FieldPath::raw(e.path().to_string()),
+            message: e.into_inner().to_string(),
+        }])
+    })?;
+    let problems = validate::check(&scenario, &Estimator);
+    if !problems.is_empty() {
+        return Err(invalid(problems));
+    }
+    Ok(scenario)
+}
+
+/// Loads and validates a native scenario file.
+pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    let text = read_text(path)?;
+    let doc = parse_json(path, &text)?;
+    from_document(path, doc)
+}
+
+/// Validates a scenario built in code (the library API), with `origin` naming it in errors.
+pub fn validate_built(origin: &str, scenario: &Scenario) -> Result<(), ScenarioError> {
+    let path = PathBuf::from(origin);
+    let doc = serde_json::to_value(scenario).map_err(|e| ScenarioError::Invalid {
+        path: path.clone(),
+        count: 1,
+        problems: vec![Problem {
+            path: super::path::FieldPath::root(),
+            message: e.to_string(),
+        }],
+    })?;
+    from_document(&path, doc).map(|_| ())
+}

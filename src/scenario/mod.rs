@@ -1,0 +1,15 @@
+//! Scenario files: the native format, its validation and loading.
+
+mod builder;
+mod load;
+mod model;
+mod path;
+mod validate;
+
+pub use builder::{AgentBuilder, ScenarioBuilder, StateBuilder};
+pub use load::{
+    from_document, load, parse_json, read_text, validate_built, ScenarioError, MAX_SCENARIO_BYTES,
+};
+pub use model::*;
+pub use path::FieldPath;
+pub use validate::{check, check_structure, schema, Problem};

@@ -1,0 +1,373 @@
+//! The native scenario format: the typed model of a scenario file.
+//!
+//! Every struct rejects unknown fields, so a misspelt key is an error rather than a
+//! silently ignored setting. Defaults are declared here once; `sopsim schema` prints
+//! the JSON Schema derived from these types.
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A whole scenario: agents, the SOP that routes their turns, and run settings.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name, used in outputs and reports.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(default)]
+    pub environment: EnvironmentSettings,
+    /// LLM defaults for every call; states, roles and agents may override fields.
+    #[serde(default)]
+    pub llm: LlmSettings,
+    /// Agents by name.
+    pub agents: IndexMap<String, AgentSpec>,
+    pub sop: Sop,
+    /// Replies for the scripted backend (`--llm scripted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<Script>,
+}
+
+/// How much history agents share and how prompts are bounded.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EnvironmentSettings {
+    /// `cooperative`: agents see the whole run; `competitive`: only the current state's visit.
+    #[serde(rename = "type", default)]
+    pub mode: Mode,
+    /// Recent messages shown verbatim, and the summary cadence: a new short-term summary
+    /// every this many messages.
+    #[serde(default = "default_max_chat_history")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_chat_history: usize,
+    /// How many older messages relevant to the latest one are retrieved (0 = off).
+    #[serde(default = "default_top_k")]
+    #[schemars(range(max = 100))]
+    pub top_k: usize,
+    /// The largest prompt, in tokens, any call may send.
+    #[serde(default = "default_prompt_token_budget")]
+    #[schemars(range(min = 64))]
+    pub prompt_token_budget: usize,
+}
+
+fn default_max_chat_history() -> usize {
+    8
+}
+fn default_top_k() -> usize {
+    3
+}
+fn default_prompt_token_budget() -> usize {
+    2048
+}
+
+impl Default for EnvironmentSettings {
+    fn default() -> Self {
+        Self {
+            mode: Mode::default(),
+            max_chat_history: default_max_chat_history(),
+            top_k: default_top_k(),
+            prompt_token_budget: default_prompt_token_budget(),
+        }
+    }
+}
+
+/// Information sharing between states (the seed's `environment_type`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Cooperative,
+    Competitive,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Cooperative => "cooperative",
+            Mode::Competitive => "competitive",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "cooperative" => Ok(Mode::Cooperative),
+            "competitive" => Ok(Mode::Competitive),
+            other => Err(format!(
+                "unknown mode {other:?} (expected cooperative or competitive)"
+            )),
+        }
+    }
+}
+
+/// Model and sampling settings. Unset fields fall back to the next level out:
+/// agent → role in state → state → scenario → backend default.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 2.0))]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub top_p: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+impl LlmSettings {
+    /// `self` with its unset fields taken from `outer`.
+    pub fn over(&self, outer: &LlmSettings) -> LlmSettings {
+        LlmSettings {
+            model: self.model.clone().or_else(|| outer.model.clone()),
+            temperature: self.temperature.or(outer.temperature),
+            top_p: self.top_p.or(outer.top_p),
+            top_k: self.top_k.or(outer.top_k),
+            max_tokens: self.max_tokens.or(outer.max_tokens),
+            stop: self.stop.clone().or_else(|| outer.stop.clone()),
+            seed: self.seed.or(outer.seed),
+        }
+    }
+}
+
+/// One agent: who it is and which role it plays in each state.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// How the agent speaks; shown to it in every state.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub style: String,
+    /// State name → the role this agent plays there. Absent states: the agent is silent.
+    pub roles: IndexMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmSettings>,
+    /// A person types this agent's turns on standard input.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub human: bool,
+}
+
+/// The standard operating procedure: a graph of states.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Sop {
+    /// The state the run starts in.
+    pub start: String,
+    /// The name that ends the run when a transition reaches it; not a state itself.
+    #[serde(default = "default_end")]
+    pub end: String,
+    /// A safety net: the run stops after this many turns in all (`--max-turns` overrides).
+    #[serde(default = "default_max_turns")]
+    #[schemars(range(min = 1))]
+    pub max_turns: u64,
+    pub states: IndexMap<String, State>,
+}
+
+fn default_end() -> String {
+    "end".to_string()
+}
+fn default_max_turns() -> u64 {
+    200
+}
+
+/// A stage of the procedure.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    /// The parts played in this state, in speaking order for the `order` rule.
+    pub roles: Vec<String>,
+    /// Who opens each visit of this state (default: the first role).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin_role: Option<String>,
+    /// Said verbatim by `begin_role` at the start of every visit, without a model call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin_query: Option<String>,
+    /// Scene description put in front of every prompt in this state.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub environment_prompt: String,
+    #[serde(default, skip_serializing_if = "SummaryPrompts::is_default")]
+    pub summary: SummaryPrompts,
+    /// Prompt components per role.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub components: IndexMap<String, Components>,
+    #[serde(default)]
+    pub speaker: SpeakerRule,
+    #[serde(default)]
+    pub transition: TransitionRule,
+    /// States (or the SOP's end) this state may move to.
+    #[serde(default)]
+    pub next: Vec<String>,
+    /// LLM settings for this state's controller, judge and summary calls, and the
+    /// default for its roles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmSettings>,
+}
+
+/// Prompts for the short-term summary made in this state.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SummaryPrompts {
+    #[serde(default = "default_summary_system")]
+    pub system_prompt: String,
+    #[serde(default = "default_summary_last")]
+    pub last_prompt: String,
+}
+
+fn default_summary_system() -> String {
+    "You keep the minutes of a conversation. Update the summary with the new messages: \
+     who said what, decisions, open questions."
+        .to_string()
+}
+fn default_summary_last() -> String {
+    "Write the updated summary in at most five sentences.".to_string()
+}
+
+impl Default for SummaryPrompts {
+    fn default() -> Self {
+        Self {
+            system_prompt: default_summary_system(),
+            last_prompt: default_summary_last(),
+        }
+    }
+}
+
+impl SummaryPrompts {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What a role is told in a state (the seed's prompt components).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Components {
+    /// How this role speaks here, added to the agent's own style.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub style: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// Example replies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub demonstrations: Vec<String>,
+    /// The required output format, restated at the end of the prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// A final instruction, the last thing in the prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmSettings>,
+}
+
+/// Who speaks next within a state.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(tag = "rule", rename_all = "lowercase", deny_unknown_fields)]
+pub enum SpeakerRule {
+    /// Round robin over `roles`, starting after `begin_role`.
+    #[default]
+    Order,
+    /// Uniformly among the roles other than the last speaker's, seeded by `--seed`.
+    Random,
+    /// A controller call picks among the roles other than the last speaker's.
+    Llm {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        system_prompt: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_prompt: Option<String>,
+    },
+}
+
+/// When to leave a state. Checked after every turn, in this order: keywords,
+/// `max_turns`, then the judge; if none fires, the state goes on.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TransitionRule {
+    /// Leave after this many turns in one visit (the opening counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_turns: Option<u32>,
+    /// Where `max_turns` leads (default: the first of `next`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_max_turns: Option<String>,
+    /// Move when the last message contains a keyword (case-insensitive).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keywords: Vec<KeywordRule>,
+    /// After each turn, an LLM judge chooses between staying and each of `next`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgePrompts>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct KeywordRule {
+    pub keyword: String,
+    /// A state in `next`, or the SOP's end.
+    pub to: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct JudgePrompts {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_prompt: Option<String>,
+}
+
+/// Replies for the scripted backend. Lines are templates with `{name}`, `{role}`,
+/// `{state}`, `{turn}` (the run's turn number) and `{n}` (this agent's reply number,
+/// from 1). An agent's lines are used in order and start over when they run out.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Script {
+    /// Agent name → its lines. Takes precedence over `roles`.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub agents: IndexMap<String, Vec<String>>,
+    /// Role name → lines for whichever agent plays it.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub roles: IndexMap<String, Vec<String>>,
+    /// The line for agents with none of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    /// Answers of the `llm` speaker controller, in order (default: the offered roles in turn).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub route: Vec<String>,
+    /// Answers of the transition judge, in order (default: "stay").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transit: Vec<String>,
+    /// The summary template, with `{state}` and `{turn}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+}
+
+impl Scenario {
+    /// The agent playing `role` in `state`, if any.
+    pub fn agent_for(&self, state: &str, role: &str) -> Option<&str> {
+        self.agents
+            .iter()
+            .find(|(_, a)| a.roles.get(state).is_some_and(|r| r == role))
+            .map(|(name, _)| name.as_str())
+    }
+
+    /// The role `role` opens each visit of `state` with.
+    pub fn begin_role<'a>(&'a self, state: &'a State) -> &'a str {
+        state
+            .begin_role
+            .as_deref()
+            .or(state.roles.first().map(String::as_str))
+            .unwrap_or("")
+    }
+}

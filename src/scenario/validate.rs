@@ -1,0 +1,515 @@
+//! Scenario validation: every problem at once, each as `path.to.field: message`.
+//!
+//! Two passes over the file: the JSON Schema derived from the model catches structure
+//! (missing fields, wrong types, misspelt keys), then [`check`] walks the typed
+//! scenario for meaning (unknown states and roles, unreachable states, no way to the
+//! end, prompts that cannot fit the token budget). Pure: no I/O.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use super::model::{Scenario, SpeakerRule, State};
+use super::path::FieldPath;
+use crate::prompt::fixed_prompt_tokens;
+use crate::template;
+use crate::tokens::TokenCounter;
+
+/// One problem found in a scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub path: FieldPath,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// The JSON Schema of the native format, as `sopsim schema` prints it.
+pub fn schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let mut schema = serde_json::to_value(schemars::schema_for!(Scenario))
+            .expect("a derived schema serialises");
+        if let Some(obj) = schema.as_object_mut() {
+            obj.insert(
+                "$id".into(),
+                "https://sopsim.dev/schema/scenario.json".into(),
+            );
+        }
+        schema
+    })
+}
+
+/// Structural problems of a parsed JSON document against the schema.
+pub fn check_structure(doc: &Value) -> Vec<Problem> {
+    static VALIDATOR: OnceLock<Result<jsonschema::Validator, String>> = OnceLock::new();
+    let validator = match VALIDATOR.get_or_init(|| {
+        jsonschema::options()
+            .build(schema())
+            .map_err(|e| e.to_string())
+    }) {
+        Ok(v) => v,
+        Err(e) => {
+            return vec![Problem {
+                path: FieldPath::root(),
+                message: format!("internal schema error: {e}"),
+            }]
+        }
+    };
+    let mut problems: Vec<Problem> = Vec::new();
+    for err in validator.iter_errors(doc) {
+        let pointer = err.instance_path().to_string();
+        let path = FieldPath::from_pointer(&pointer, doc);
+        if let jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } =
+            err.kind()
+        {
+            for key in unexpected {
+                let hint = closest(key, field_names())
+                    .map(|k| format!("; did you mean {k:?}?"))
+                    .unwrap_or_default();
+                problems.push(Problem {
+                    path: path.key(key),
+                    message: format!("unknown field{hint}"),
+                });
+            }
+            continue;
+        }
+        problems.push(Problem {
+            path,
+            message: schema_message(&err.to_string()),
+        });
+    }
+    problems.dedup();
+    problems
+}
+
+/// Every field name the format has anywhere, for "did you mean" hints.
+fn field_names() -> &'static [String] {
+    static NAMES: OnceLock<Vec<String>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        fn walk(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Object(map) => {
+                    if let Some(Value::Object(props)) = map.get("properties") {
+                        out.extend(props.keys().cloned());
+                    }
+                    map.values().for_each(|x| walk(x, out));
+                }
+                Value::Array(items) => items.iter().for_each(|x| walk(x, out)),
+                _ => {}
+            }
+        }
+        let mut names = Vec::new();
+        walk(schema(), &mut names);
+        names.sort();
+        names.dedup();
+        names
+    })
+}
+
+/// The known name within two edits of `key`, if any.
+fn closest<'k>(key: &str, known: &'k [String]) -> Option<&'k str> {
+    known
+        .iter()
+        .map(|k| (strsim::levenshtein(key, k), k))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| k.as_str())
+}
+
+/// jsonschema's messages quote whole sub-documents; keep them readable.
+fn schema_message(raw: &str) -> String {
+    const MAX: usize = 200;
+    if raw.chars().count() <= MAX {
+        return raw.to_string();
+    }
+    let cut: String = raw.chars().take(MAX).collect();
+    format!("{cut}…")
+}
+
+/// Problems of meaning in a structurally valid scenario.
+pub fn check(s: &Scenario, counter: &dyn TokenCounter) -> Vec<Problem> {
+    let mut v = Checker { s, out: Vec::new() };
+    v.top_level();
+    v.agents();
+    v.states(counter);
+    v.graph();
+    v.script();
+    v.out
+}
+
+struct Checker<'a> {
+    s: &'a Scenario,
+    out: Vec<Problem>,
+}
+
+fn root() -> FieldPath {
+    FieldPath::root()
+}
+
+impl<'a> Checker<'a> {
+    fn problem(&mut self, path: FieldPath, message: impl Into<String>) {
+        self.out.push(Problem {
+            path,
+            message: message.into(),
+        });
+    }
+
+    fn is_target(&self, name: &str) -> bool {
+        name == self.s.sop.end || self.s.sop.states.contains_key(name)
+    }
+
+    fn top_level(&mut self) {
+        let s = self.s;
+        if s.name.trim().is_empty() {
+            self.problem(root().key("name"), "must not be empty");
+        }
+        if s.agents.is_empty() {
+            self.problem(root().key("agents"), "a scenario needs at least one agent");
+        }
+        if s.sop.states.is_empty() {
+            self.problem(
+                root().key("sop").key("states"),
+                "a scenario needs at least one state",
+            );
+        }
+        if !s.sop.states.contains_key(&s.sop.start) {
+            self.problem(
+                root().key("sop").key("start"),
+                format!("unknown state {:?}", s.sop.start),
+            );
+        }
+        if s.sop.states.contains_key(&s.sop.end) {
+            self.problem(
+                root().key("sop").key("end"),
+                format!(
+                    "{:?} is also defined as a state; the end is where the run stops, not a state",
+                    s.sop.end
+                ),
+            );
+        }
+    }
+
+    fn agents(&mut self) {
+        let s = self.s;
+        for (name, agent) in &s.agents {
+            let path = root().key("agents").key(name);
+            if name.trim().is_empty() {
+                self.problem(path.clone(), "agent names must not be empty");
+            }
+            if agent.roles.is_empty() {
+                self.problem(path.key("roles"), "the agent plays no role in any state");
+            }
+            for (state_name, role) in &agent.roles {
+                let rpath = path.key("roles").key(state_name);
+                match s.sop.states.get(state_name) {
+                    None => self.problem(rpath, format!("unknown state {state_name:?}")),
+                    Some(state) if !state.roles.contains(role) => self.problem(
+                        rpath,
+                        format!(
+                            "role {role:?} is not among the roles of state {state_name:?} ({})",
+                            list(&state.roles)
+                        ),
+                    ),
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+
+    fn states(&mut self, counter: &dyn TokenCounter) {
+        let s = self.s;
+        for (name, state) in &s.sop.states {
+            let path = root().key("sop").key("states").key(name);
+            self.roles(name, state, &path);
+            self.transition(name, state, &path);
+            for (i, next) in state.next.iter().enumerate() {
+                if !self.is_target(next) {
+                    self.problem(path.key("next").index(i), format!("unknown state {next:?}"));
+                }
+            }
+            for role in state.components.keys() {
+                if !state.roles.contains(role) {
+                    self.problem(
+                        path.key("components").key(role),
+                        format!(
+                            "role {role:?} is not among this state's roles ({})",
+                            list(&state.roles)
+                        ),
+                    );
+                }
+            }
+            self.budget(name, state, &path, counter);
+        }
+    }
+
+    fn roles(&mut self, name: &str, state: &State, path: &FieldPath) {
+        if state.roles.is_empty() {
+            self.problem(path.key("roles"), "a state needs at least one role");
+        }
+        let mut seen = HashSet::new();
+        for (i, role) in state.roles.iter().enumerate() {
+            if !seen.insert(role) {
+                self.problem(
+                    path.key("roles").index(i),
+                    format!("role {role:?} is listed twice"),
+                );
+                continue;
+            }
+            let players: Vec<&str> = self
+                .s
+                .agents
+                .iter()
+                .filter(|(_, a)| a.roles.get(name) == Some(role))
+                .map(|(n, _)| n.as_str())
+                .collect();
+            match players.as_slice() {
+                [] => self.problem(
+                    path.key("roles").index(i),
+                    format!("no agent plays role {role:?} in this state"),
+                ),
+                [_] => {}
+                many => self.problem(
+                    path.key("roles").index(i),
+                    format!(
+                        "role {role:?} is played by several agents ({}); one agent per role",
+                        many.join(", ")
+                    ),
+                ),
+            }
+        }
+        if let Some(begin) = &state.begin_role {
+            if !state.roles.contains(begin) {
+                self.problem(
+                    path.key("begin_role"),
+                    format!(
+                        "{begin:?} is not among this state's roles ({})",
+                        list(&state.roles)
+                    ),
+                );
+            }
+        }
+        if matches!(state.speaker, SpeakerRule::Llm { .. } | SpeakerRule::Random)
+            && state.roles.len() < 2
+        {
+            self.problem(
+                path.key("speaker"),
+                "a random or llm speaker rule needs at least two roles to choose from",
+            );
+        }
+    }
+
+    fn transition(&mut self, name: &str, state: &State, path: &FieldPath) {
+        let t = &state.transition;
+        let tpath = path.key("transition");
+        let in_next = |target: &str| state.next.iter().any(|n| n == target);
+        if let Some(target) = &t.on_max_turns {
+            if t.max_turns.is_none() {
+                self.problem(
+                    tpath.key("on_max_turns"),
+                    "set max_turns too, or drop on_max_turns",
+                );
+            }
+            if !in_next(target) {
+                self.problem(
+                    tpath.key("on_max_turns"),
+                    format!(
+                        "{target:?} is not in this state's next ({})",
+                        list(&state.next)
+                    ),
+                );
+            }
+        }
+        for (i, kw) in t.keywords.iter().enumerate() {
+            if kw.keyword.trim().is_empty() {
+                self.problem(
+                    tpath.key("keywords").index(i).key("keyword"),
+                    "must not be empty",
+                );
+            }
+            if !in_next(&kw.to) && kw.to != name {
+                self.problem(
+                    tpath.key("keywords").index(i).key("to"),
+                    format!(
+                        "{:?} is not in this state's next ({})",
+                        kw.to,
+                        list(&state.next)
+                    ),
+                );
+            }
+        }
+        let can_leave = t.max_turns.is_some() || t.judge.is_some() || !t.keywords.is_empty();
+        if state.next.is_empty() {
+            self.problem(
+                path.key("next"),
+                format!(
+                    "the state leads nowhere; list the states it moves to, or {:?}",
+                    self.s.sop.end
+                ),
+            );
+        } else if !can_leave {
+            self.problem(
+                tpath.clone(),
+                "no transition rule can leave this state: set max_turns, keywords or a judge",
+            );
+        }
+        if t.max_turns.is_some() && t.on_max_turns.is_none() && state.next.is_empty() {
+            self.problem(
+                tpath.key("max_turns"),
+                "max_turns needs a state in next to move to",
+            );
+        }
+    }
+
+    fn budget(&mut self, name: &str, state: &State, path: &FieldPath, counter: &dyn TokenCounter) {
+        let budget = self.s.environment.prompt_token_budget;
+        for role in &state.roles {
+            let Some(agent_name) = self.s.agent_for(name, role) else {
+                continue;
+            };
+            let agent = &self.s.agents[agent_name];
+            let fixed = fixed_prompt_tokens(self.s, state, role, agent_name, agent, counter);
+            if fixed > budget {
+                self.problem(
+                    path.key("components").key(role),
+                    format!(
+                        "the fixed prompt for {agent_name:?} ({role}) is about {fixed} tokens, over environment.prompt_token_budget ({budget}); shorten it or raise the budget"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Every state reachable from the start, and the end reachable from every state.
+    fn graph(&mut self) {
+        let sop = &self.s.sop;
+        if !sop.states.contains_key(&sop.start) {
+            return;
+        }
+        let forward = reachable(&sop.start, |n| {
+            sop.states
+                .get(n)
+                .map(|s| s.next.iter().map(String::as_str).collect())
+                .unwrap_or_default()
+        });
+        let mut reverse: HashMap<&str, Vec<&str>> = HashMap::new();
+        for (name, state) in &sop.states {
+            for next in &state.next {
+                reverse
+                    .entry(next.as_str())
+                    .or_default()
+                    .push(name.as_str());
+            }
+        }
+        let backward = reachable(&sop.end, |n| reverse.get(n).cloned().unwrap_or_default());
+        for name in sop.states.keys() {
+            let path = root().key("sop").key("states").key(name);
+            if !forward.contains(name.as_str()) {
+                self.problem(
+                    path,
+                    format!(
+                        "unreachable: no path leads here from the start state {:?}",
+                        sop.start
+                    ),
+                );
+            } else if !backward.contains(name.as_str()) {
+                self.problem(
+                    path,
+                    format!(
+                        "no way to the end: no path leads from here to {:?}",
+                        sop.end
+                    ),
+                );
+            }
+        }
+    }
+
+    fn script(&mut self) {
+        let Some(script) = &self.s.script else { return };
+        let path = root().key("script");
+        for name in script.agents.keys() {
+            if !self.s.agents.contains_key(name) {
+                self.problem(
+                    path.key("agents").key(name),
+                    format!("unknown agent {name:?}"),
+                );
+            }
+        }
+        let all_roles: HashSet<&String> =
+            self.s.sop.states.values().flat_map(|s| &s.roles).collect();
+        for role in script.roles.keys() {
+            if !all_roles.contains(role) {
+                self.problem(
+                    path.key("roles").key(role),
+                    format!("no state has a role {role:?}"),
+                );
+            }
+        }
+        const LINE_KEYS: &[&str] = &["name", "role", "state", "turn", "n"];
+        let lines = script
+            .agents
+            .iter()
+            .map(|(k, v)| (path.key("agents").key(k), v))
+            .chain(
+                script
+                    .roles
+                    .iter()
+                    .map(|(k, v)| (path.key("roles").key(k), v)),
+            );
+        let mut checks: Vec<(FieldPath, &str, &[&str])> = Vec::new();
+        for (p, list) in lines {
+            for (i, line) in list.iter().enumerate() {
+                checks.push((p.index(i), line.as_str(), LINE_KEYS));
+            }
+        }
+        if let Some(d) = &script.default {
+            checks.push((path.key("default"), d, LINE_KEYS));
+        }
+        if let Some(sum) = &script.summary {
+            checks.push((path.key("summary"), sum, &["state", "turn"]));
+        }
+        for (p, text, allowed) in checks {
+            match template::placeholders(text) {
+                Err(e) => self.problem(p, e.to_string()),
+                Ok(keys) => {
+                    for k in keys.iter().filter(|k| !allowed.contains(&k.as_str())) {
+                        self.problem(
+                            p.clone(),
+                            format!(
+                                "unknown placeholder {{{k}}} (known: {})",
+                                allowed.join(", ")
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn reachable<'a>(from: &'a str, edges: impl Fn(&str) -> Vec<&'a str>) -> HashSet<&'a str> {
+    let mut seen = HashSet::from([from]);
+    let mut queue = VecDeque::from([from]);
+    while let Some(n) = queue.pop_front() {
+        for m in edges(n) {
+            if seen.insert(m) {
+                queue.push_back(m);
+            }
+        }
+    }
+    seen
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_string()
+    } else {
+        items.join(", ")
+    }
+}

@@ -1,0 +1,274 @@
+//! Running simulations: wire the actors for one scenario, run it to the end, and
+//! collect the transcript, the Environment and the summary.
+//!
+//! Any number of simulations can run at once in one actix `System`; they share the
+//! [`Services`] (the model backend and the embedding service) and nothing else.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::Actor;
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::actors::messages::Snapshot;
+use crate::actors::{AgentActor, Director, EnvironmentActor};
+use crate::embed::{EmbedService, HashEmbedder};
+use crate::error::SimError;
+use crate::events::{EventSink, Sinks};
+use crate::human::{HumanInput, StdinInput};
+use crate::llm::{CallKind, KindUsage, LlmBackend, LlmClient, ScriptedBackend};
+use crate::memory::Memory;
+use crate::output::TranscriptWriter;
+use crate::scenario::{Mode, Scenario};
+use crate::sop::SopEngine;
+use crate::tokens::{Estimator, TokenCounter};
+
+/// Why a run ended (`ended_by` in `summary.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// A transition reached the SOP's end.
+    End,
+    /// The turn limit (`--max-turns` or `sop.max_turns`) was reached.
+    MaxTurns,
+    /// A human agent's input ended.
+    InputClosed,
+    /// Interrupted (Ctrl-C) between turns.
+    Interrupted,
+    /// A runtime failure; `error` says what.
+    Error,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::End => "end",
+            EndReason::MaxTurns => "max_turns",
+            EndReason::InputClosed => "input_closed",
+            EndReason::Interrupted => "interrupted",
+            EndReason::Error => "error",
+        }
+    }
+}
+
+/// Process-wide services every simulation shares.
+#[derive(Clone)]
+pub struct Services {
+    pub llm: Arc<dyn LlmBackend>,
+    pub embed: EmbedService,
+    pub counter: Arc<dyn TokenCounter>,
+}
+
+impl Services {
+    /// The scripted backend with the scenario's script and the hash embedder: instant,
+    /// deterministic, no model needed.
+    pub fn scripted(scenario: &Scenario) -> Self {
+        Self {
+            llm: Arc::new(ScriptedBackend::new(scenario.script.clone())),
+            embed: EmbedService::start(Arc::new(HashEmbedder::default()), 1, 1),
+            counter: Arc::new(Estimator),
+        }
+    }
+}
+
+/// Settings of one run.
+#[derive(Default)]
+pub struct RunConfig {
+    /// Overrides the scenario's `environment.type`.
+    pub mode: Option<Mode>,
+    pub seed: u64,
+    /// Overrides `sop.max_turns`.
+    pub max_turns: Option<u64>,
+    /// Agents played by a person, besides those marked `human` in the scenario.
+    pub humans: Vec<String>,
+    /// Where human turns come from (default: standard input).
+    pub human_input: Option<Arc<dyn HumanInput>>,
+    pub sinks: Vec<Arc<dyn EventSink>>,
+    /// Appends each finished turn to `transcript.jsonl`.
+    pub transcript: Option<TranscriptWriter>,
+    /// Set to stop the run at the next turn boundary.
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+/// The figures of `summary.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub scenario: String,
+    pub mode: Mode,
+    pub seed: u64,
+    pub llm: String,
+    pub embedder: String,
+    pub turns: u64,
+    pub visits: u32,
+    pub final_state: String,
+    pub ended_by: EndReason,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `total`, then calls by kind.
+    pub llm_calls: IndexMap<String, u64>,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// True when token figures came from sopsim's estimator, not the model.
+    pub tokens_estimated: bool,
+    pub tokens_by_kind: BTreeMap<String, KindUsage>,
+    pub by_agent: BTreeMap<String, KindUsage>,
+    pub llm_latency_ms: Latency,
+    pub warnings: Vec<String>,
+    pub wall_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Latency {
+    pub p50: f64,
+    pub p95: f64,
+}
+
+fn percentile(sorted_us: &[u64], p: f64) -> f64 {
+    if sorted_us.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted_us.len() - 1) as f64 * p).round() as usize;
+    sorted_us[i] as f64 / 1000.0
+}
+
+/// Everything a finished run produced.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub summary: RunSummary,
+    pub transcript: Vec<Arc<Memory>>,
+    /// The Environment at the end (`environment.json`).
+    pub environment: serde_json::Value,
+    /// The runtime failure, when `summary.ended_by` is `error`.
+    pub error: Option<SimError>,
+}
+
+/// Runs one simulation to its end. Must be called inside an actix `System`
+/// (see [`run_blocking`]).
+pub async fn run(
+    scenario: Arc<Scenario>,
+    services: &Services,
+    config: RunConfig,
+) -> Result<RunOutcome, SimError> {
+    let started = Instant::now();
+    for h in &config.humans {
+        if !scenario.agents.contains_key(h) {
+            let known: Vec<&str> = scenario.agents.keys().map(String::as_str).collect();
+            return Err(SimError::BadInput(format!(
+                "--human {h:?}: no such agent (agents: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    let mode = config.mode.unwrap_or(scenario.environment.mode);
+    let llm = LlmClient::new(services.llm.clone());
+    let sinks = Sinks::new(config.sinks);
+    let env = EnvironmentActor::new(
+        scenario.clone(),
+        mode,
+        services.embed.clone(),
+        llm.clone(),
+        services.counter.clone(),
+    )
+    .start();
+    let human_input: Arc<dyn HumanInput> = config
+        .human_input
+        .unwrap_or_else(|| Arc::new(StdinInput::default()));
+    let agents: HashMap<String, _> = scenario
+        .agents
+        .iter()
+        .map(|(name, spec)| {
+            let human = (spec.human || config.humans.contains(name)).then(|| human_input.clone());
+            let actor = AgentActor {
+                name: name.clone(),
+                scenario: scenario.clone(),
+                env: env.clone(),
+                llm: llm.clone(),
+                counter: services.counter.clone(),
+                sinks: sinks.clone(),
+                human,
+                replies: 0,
+            };
+            (name.clone(), actor.start())
+        })
+        .collect();
+    let (done_tx, done_rx) = oneshot::channel();
+    Director {
+        engine: SopEngine::new(scenario.clone(), config.seed),
+        scenario: scenario.clone(),
+        agents,
+        env: env.clone(),
+        llm: llm.clone(),
+        counter: services.counter.clone(),
+        sinks,
+        transcript: config.transcript,
+        max_turns: config.max_turns.unwrap_or(scenario.sop.max_turns),
+        cancel: config.cancel.unwrap_or_default(),
+        done: Some(done_tx),
+        turn: 0,
+        route_calls: 0,
+        transit_calls: 0,
+        warnings: Vec::new(),
+    }
+    .start();
+    let finish = done_rx
+        .await
+        .map_err(|_| SimError::BadInput("the director stopped without finishing".into()))?;
+    let snapshot = env.send(Snapshot).await?;
+    let ledger = llm.ledger();
+    let mut latencies = ledger.latencies_us.clone();
+    latencies.sort_unstable();
+    let mut llm_calls = IndexMap::from([("total".to_string(), ledger.calls())]);
+    llm_calls.extend(CallKind::ALL.iter().map(|k| {
+        (
+            k.as_str().to_string(),
+            ledger.by_kind.get(k).map_or(0, |u| u.calls),
+        )
+    }));
+    let summary = RunSummary {
+        scenario: scenario.name.clone(),
+        mode,
+        seed: config.seed,
+        llm: llm.describe(),
+        embedder: services.embed.name().to_string(),
+        turns: finish.turns,
+        visits: finish.visits,
+        final_state: finish.final_state,
+        ended_by: finish.ended_by,
+        error: finish.error.as_ref().map(ToString::to_string),
+        llm_calls,
+        prompt_tokens: ledger.prompt_tokens(),
+        completion_tokens: ledger.completion_tokens(),
+        tokens_estimated: ledger.tokens_estimated,
+        tokens_by_kind: ledger
+            .by_kind
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.clone()))
+            .collect(),
+        by_agent: ledger.by_agent.clone(),
+        llm_latency_ms: Latency {
+            p50: percentile(&latencies, 0.5),
+            p95: percentile(&latencies, 0.95),
+        },
+        warnings: finish.warnings,
+        wall_ms: started.elapsed().as_millis() as u64,
+    };
+    Ok(RunOutcome {
+        summary,
+        transcript: snapshot.transcript,
+        environment: snapshot.json,
+        error: finish.error,
+    })
+}
+
+/// Runs one simulation on a fresh actix `System` in this thread.
+pub fn run_blocking(
+    scenario: Arc<Scenario>,
+    services: &Services,
+    config: RunConfig,
+) -> Result<RunOutcome, SimError> {
+    actix::System::new().block_on(run(scenario, services, config))
+}

@@ -1,0 +1,84 @@
+//! Reading a controller's or judge's free-text answer as one of the offered choices.
+//!
+//! Small local models rarely answer with the bare name, so the parser accepts, in order:
+//! an `<end>…</end>` tag (the aiwaves convention), the bare choice, its number in the
+//! offered list, or the earliest choice named anywhere in the text (the longest name
+//! wins at the same position, so "Negative_Second" beats "Negative").
+
+/// The index of the choice `answer` names, if it names exactly one clearly.
+pub fn parse_choice(answer: &str, choices: &[String]) -> Option<usize> {
+    let text = tag_content(answer).unwrap_or(answer).trim();
+    let bare = text.trim_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace());
+    if let Some(i) = choices.iter().position(|c| c.eq_ignore_ascii_case(bare)) {
+        return Some(i);
+    }
+    if let Ok(n) = bare.parse::<usize>() {
+        return (n >= 1 && n <= choices.len()).then(|| n - 1);
+    }
+    let lower = text.to_lowercase();
+    choices
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            find_word(&lower, &c.to_lowercase()).map(|pos| (pos, std::cmp::Reverse(c.len()), i))
+        })
+        .min()
+        .map(|(_, _, i)| i)
+}
+
+fn tag_content(answer: &str) -> Option<&str> {
+    let start = answer.find("<end>")? + "<end>".len();
+    let len = answer[start..].find("</end>")?;
+    Some(&answer[start..start + len])
+}
+
+/// Position of `needle` in `hay` as a whole word (not inside a longer identifier).
+fn find_word(hay: &str, needle: &str) -> Option<usize> {
+    if needle.is_empty() {
+        return None;
+    }
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let mut from = 0;
+    while let Some(rel) = hay[from..].find(needle) {
+        let pos = from + rel;
+        let end = pos + needle.len();
+        let before_ok = !hay[..pos].chars().next_back().is_some_and(is_word);
+        let after_ok = !hay[end..].chars().next().is_some_and(is_word);
+        if before_ok && after_ok {
+            return Some(pos);
+        }
+        from = pos + hay[pos..].chars().next().map_or(1, char::len_utf8);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roles() -> Vec<String> {
+        ["Negative", "Negative_Second", "Judge"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    #[test]
+    fn accepts_tags_names_numbers_and_mentions() {
+        assert_eq!(parse_choice("<end>Judge</end>", &roles()), Some(2));
+        assert_eq!(parse_choice("  judge. ", &roles()), Some(2));
+        assert_eq!(parse_choice("2", &roles()), Some(1));
+        assert_eq!(
+            parse_choice("I think Negative_Second should talk", &roles()),
+            Some(1)
+        );
+        assert_eq!(parse_choice("The Judge, then Negative", &roles()), Some(2));
+    }
+
+    #[test]
+    fn rejects_answers_naming_nothing_offered() {
+        assert_eq!(parse_choice("nobody", &roles()), None);
+        assert_eq!(parse_choice("7", &roles()), None);
+        assert_eq!(parse_choice("Judges", &roles()), None);
+        assert_eq!(parse_choice("", &roles()), None);
+    }
+}

@@ -1,0 +1,244 @@
+//! The SOP engine: which role speaks next and when to change state. Pure logic, no I/O
+//! and no actors; where a rule needs a model (the `llm` speaker rule, the judge) the
+//! engine hands back a question and the Director feeds the answer in.
+//!
+//! Visits: entering a state starts a visit. A visit's turn counter starts at zero and its
+//! opening (`begin_role` saying `begin_query`) happens on every visit, including
+//! re-entries after other states. Staying in a state is not a new visit.
+
+mod choice;
+
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+pub use choice::parse_choice;
+
+use crate::scenario::{Scenario, SpeakerRule, State};
+
+/// Who speaks next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Speaker {
+    /// The visit's opening: `role` says `query` verbatim.
+    Opening { role: String, query: String },
+    /// `role` speaks through its agent's model.
+    Role(String),
+    /// The `llm` rule: ask the controller to choose among `choices`.
+    Ask { choices: Vec<String> },
+}
+
+/// Where the SOP goes after a turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "to", content = "state", rename_all = "snake_case")]
+pub enum Transition {
+    Stay,
+    Move(String),
+    End,
+}
+
+/// What fired a transition, for events and the summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    Keyword(String),
+    MaxTurns(u32),
+    Judge,
+    Nothing,
+}
+
+/// The result of checking the transition rules after a turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    Decided(Transition, Cause),
+    /// Ask the judge; `choices[0]` is staying in the current state.
+    AskJudge {
+        choices: Vec<String>,
+    },
+}
+
+/// The choice the judge is offered for staying.
+pub const STAY: &str = "stay";
+
+/// Routing state of one simulation.
+#[derive(Debug, Clone)]
+pub struct SopEngine {
+    scenario: Arc<Scenario>,
+    current: String,
+    /// Visits started so far in the run (the current one included).
+    visits: u32,
+    turns_in_visit: u32,
+    next_in_order: usize,
+    last_role: Option<String>,
+    rng: ChaCha8Rng,
+    finished: bool,
+}
+
+impl SopEngine {
+    /// An engine at the start of the first visit of the start state.
+    pub fn new(scenario: Arc<Scenario>, seed: u64) -> Self {
+        let start = scenario.sop.start.clone();
+        let mut engine = Self {
+            scenario,
+            current: start.clone(),
+            visits: 0,
+            turns_in_visit: 0,
+            next_in_order: 0,
+            last_role: None,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            finished: false,
+        };
+        engine.enter(start);
+        engine
+    }
+
+    pub fn current_state(&self) -> &str {
+        &self.current
+    }
+
+    /// The 1-based number of the current visit within the run.
+    pub fn visit(&self) -> u32 {
+        self.visits
+    }
+
+    pub fn turns_in_visit(&self) -> u32 {
+        self.turns_in_visit
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    fn state(&self) -> &State {
+        &self.scenario.sop.states[&self.current]
+    }
+
+    /// Who speaks next in the current visit.
+    pub fn next_speaker(&mut self) -> Speaker {
+        let state = &self.scenario.sop.states[&self.current];
+        let begin = self.scenario.begin_role(state).to_string();
+        if self.turns_in_visit == 0 {
+            return match &state.begin_query {
+                Some(query) => Speaker::Opening {
+                    role: begin,
+                    query: query.clone(),
+                },
+                None => Speaker::Role(begin),
+            };
+        }
+        if state.roles.len() == 1 {
+            return Speaker::Role(state.roles[0].clone());
+        }
+        match &state.speaker {
+            SpeakerRule::Order => Speaker::Role(self.in_order()),
+            SpeakerRule::Random => {
+                let choices = self.others();
+                let i = self.rng.random_range(0..choices.len());
+                Speaker::Role(choices[i].clone())
+            }
+            SpeakerRule::Llm { .. } => Speaker::Ask {
+                choices: self.others(),
+            },
+        }
+    }
+
+    /// The next role in round-robin order; also the `llm` rule's fallback.
+    pub fn in_order(&self) -> String {
+        let roles = &self.state().roles;
+        roles[self.next_in_order % roles.len()].clone()
+    }
+
+    /// The state's roles except the last speaker's.
+    fn others(&self) -> Vec<String> {
+        self.state()
+            .roles
+            .iter()
+            .filter(|r| Some(*r) != self.last_role.as_ref())
+            .cloned()
+            .collect()
+    }
+
+    /// Records that `role` took a turn in the current visit.
+    pub fn record_turn(&mut self, role: &str) {
+        let roles = &self.scenario.sop.states[&self.current].roles;
+        if let Some(i) = roles.iter().position(|r| r == role) {
+            self.next_in_order = (i + 1) % roles.len();
+        }
+        self.last_role = Some(role.to_string());
+        self.turns_in_visit += 1;
+    }
+
+    /// Checks the current state's transition rules against the last message.
+    pub fn check_transition(&self, last_message: &str) -> Check {
+        let state = self.state();
+        let rule = &state.transition;
+        let lower = last_message.to_lowercase();
+        if let Some(kw) = rule
+            .keywords
+            .iter()
+            .find(|k| lower.contains(&k.keyword.to_lowercase()))
+        {
+            return Check::Decided(self.target(&kw.to), Cause::Keyword(kw.keyword.clone()));
+        }
+        if let Some(max) = rule.max_turns {
+            if self.turns_in_visit >= max {
+                let to = rule
+                    .on_max_turns
+                    .as_ref()
+                    .or(state.next.first())
+                    .cloned()
+                    .unwrap_or_default();
+                return Check::Decided(self.target(&to), Cause::MaxTurns(max));
+            }
+        }
+        if rule.judge.is_some() {
+            let mut choices = vec![STAY.to_string()];
+            choices.extend(state.next.iter().cloned());
+            return Check::AskJudge { choices };
+        }
+        Check::Decided(Transition::Stay, Cause::Nothing)
+    }
+
+    /// Interprets the judge's answer; `None` means it named no offered choice (stay).
+    pub fn judge_answer(&self, answer: &str, choices: &[String]) -> Option<Transition> {
+        parse_choice(answer, choices).map(|i| {
+            if i == 0 {
+                Transition::Stay
+            } else {
+                self.target(&choices[i])
+            }
+        })
+    }
+
+    fn target(&self, name: &str) -> Transition {
+        if name == self.scenario.sop.end {
+            Transition::End
+        } else if name == self.current {
+            Transition::Stay
+        } else {
+            Transition::Move(name.to_string())
+        }
+    }
+
+    /// Applies a transition; a move starts a new visit of the target state.
+    pub fn apply(&mut self, transition: &Transition) {
+        match transition {
+            Transition::Stay => {}
+            Transition::End => self.finished = true,
+            Transition::Move(to) => self.enter(to.clone()),
+        }
+    }
+
+    fn enter(&mut self, state: String) {
+        self.current = state;
+        self.visits += 1;
+        self.turns_in_visit = 0;
+        self.last_role = None;
+        let st = &self.scenario.sop.states[&self.current];
+        let begin = self.scenario.begin_role(st);
+        self.next_in_order = st.roles.iter().position(|r| r == begin).unwrap_or(0);
+    }
+}
+
+#[cfg(test)]
+mod tests;
