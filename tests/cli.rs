@@ -1,0 +1,294 @@
+//! The `sopsim` command as a user meets it: exit codes, messages naming the file and
+//! field, output files, and a transcript that survives an interrupted run.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use common::root;
+
+fn sopsim() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sopsim"))
+}
+
+fn scenario(name: &str) -> String {
+    root()
+        .join("scenarios")
+        .join(format!("{name}.json"))
+        .display()
+        .to_string()
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = sopsim().args(args).stdin(Stdio::null()).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn run_writes_the_four_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let (code, stdout, _) = run(&[
+        "run",
+        &scenario("debate"),
+        "--out",
+        out.to_str().unwrap(),
+        "--seed",
+        "5",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("Ada (Lead):"),
+        "the transcript prints live: {stdout}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    for key in [
+        "scenario",
+        "mode",
+        "turns",
+        "llm_calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "wall_ms",
+        "final_state",
+        "ended_by",
+    ] {
+        assert!(summary.get(key).is_some(), "summary.json lacks {key}");
+    }
+    assert_eq!(summary["ended_by"], "end");
+    assert_eq!(summary["llm_calls"]["act"], 12);
+    let transcript = std::fs::read_to_string(out.join("transcript.jsonl")).unwrap();
+    assert_eq!(
+        transcript.lines().count() as u64,
+        summary["turns"].as_u64().unwrap()
+    );
+    let first: serde_json::Value =
+        serde_json::from_str(transcript.lines().next().unwrap()).unwrap();
+    for key in ["seq", "state", "role", "name", "content"] {
+        assert!(first.get(key).is_some(), "transcript lines carry {key}");
+    }
+    let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+    for line in events.lines() {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        for key in [
+            "type",
+            "user_id",
+            "conversation_id",
+            "query_id",
+            "id",
+            "payload",
+        ] {
+            assert!(e.get(key).is_some(), "event lacks {key}: {line}");
+        }
+    }
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(events.lines().last().unwrap()).unwrap()["type"],
+        "completed"
+    );
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("environment.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        env["shared_memory"]["long_term_memory"]
+            .as_array()
+            .unwrap()
+            .len() as u64,
+        summary["turns"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn validate_accepts_the_examples() {
+    for name in ["debate", "design_review", "customer_service"] {
+        let (code, stdout, stderr) = run(&["validate", &scenario(name)]);
+        assert_eq!(code, 0, "{name}: {stderr}");
+        assert!(stdout.contains("valid"));
+    }
+}
+
+#[test]
+fn bad_files_exit_2_naming_the_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.display().to_string()
+    };
+    let mut debate: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(scenario("debate")).unwrap()).unwrap();
+    debate["sop"]["states"]["debate"]["next"] = serde_json::json!(["nowhere"]);
+    debate["sop"]["states"]["verdict"]["transition"]["max_turns"] = serde_json::json!("two");
+    debate["agnets"] = serde_json::json!({});
+    let cases = [
+        (write("empty.json", b""), "the file is empty".to_string()),
+        (
+            write("latin1.json", b"{\"name\": \"caf\xe9\"}"),
+            "not valid UTF-8".to_string(),
+        ),
+        (
+            write("broken.json", b"{\"name\": \"x\",\n \"agents\": [}"),
+            "not valid JSON at line 2".to_string(),
+        ),
+        (
+            write("array.json", b"[1, 2]"),
+            "is not of type \"object\"".to_string(),
+        ),
+        (
+            write(
+                "typed.json",
+                serde_json::to_string(&debate).unwrap().as_bytes(),
+            ),
+            "sop.states.verdict.transition.max_turns".to_string(),
+        ),
+        (
+            dir.path().display().to_string(),
+            "is a directory".to_string(),
+        ),
+        (
+            write("huge.json", &vec![b' '; 9 << 20]),
+            "over the".to_string(),
+        ),
+    ];
+    for (path, expected) in cases {
+        let (code, _, stderr) = run(&["validate", &path]);
+        assert_eq!(code, 2, "{path}: {stderr}");
+        assert!(stderr.contains(&path), "names the file: {stderr}");
+        assert!(
+            stderr.contains(&expected),
+            "{path}: expected {expected:?} in {stderr}"
+        );
+        let (code, _, _) = run(&["run", &path]);
+        assert_eq!(code, 2);
+    }
+    let (_, _, stderr) = run(&[
+        "validate",
+        &write(
+            "typed2.json",
+            serde_json::to_string(&debate).unwrap().as_bytes(),
+        ),
+    ]);
+    assert!(
+        stderr.contains("agnets: unknown field; did you mean \"agents\"?"),
+        "{stderr}"
+    );
+    debate["sop"]["states"]["verdict"]["transition"]["max_turns"] = serde_json::json!(2);
+    debate.as_object_mut().unwrap().remove("agnets");
+    let (code, _, stderr) = run(&[
+        "validate",
+        &write(
+            "graph.json",
+            serde_json::to_string(&debate).unwrap().as_bytes(),
+        ),
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("sop.states.debate.next[0]: unknown state \"nowhere\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("sop.states.open_floor: unreachable"),
+        "every problem at once: {stderr}"
+    );
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    for args in [
+        vec!["run", "--bogus"],
+        vec!["run", "x.json", "--mode", "sideways"],
+        vec!["run", "x.json", "--seed", "-1"],
+        vec!["frobnicate"],
+    ] {
+        let (code, _, stderr) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+    }
+    let (code, _, stderr) = run(&["run", &scenario("debate"), "--human", "Zed"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--human \"Zed\": no such agent"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn schema_is_json_schema_for_the_format() {
+    let (code, stdout, _) = run(&["schema"]);
+    assert_eq!(code, 0);
+    let schema: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(schema["properties"]["sop"].is_object());
+    assert!(schema["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r == "agents"));
+}
+
+#[test]
+fn finished_turns_are_on_disk_while_the_run_waits_and_after_it_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cs");
+    let mut child = sopsim()
+        .args([
+            "run",
+            &scenario("customer_service"),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "My internet keeps dropping").unwrap();
+    stdin.flush().unwrap();
+    let transcript = out.join("transcript.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut lines = 0;
+    while std::time::Instant::now() < deadline {
+        lines = std::fs::read_to_string(&transcript)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if lines >= 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        lines, 3,
+        "opening, the customer's line and the reply are flushed while the run waits for input"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let kept = std::fs::read_to_string(&transcript).unwrap();
+    assert_eq!(kept.lines().count(), 3);
+    assert!(
+        kept.lines()
+            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()),
+        "no torn line"
+    );
+}
+
+#[test]
+fn closing_input_ends_the_run_with_exit_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cs");
+    let (code, stdout, _) = run(&[
+        "run",
+        &scenario("customer_service"),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("ended by input_closed"), "{stdout}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["ended_by"], "input_closed");
+}

@@ -1,0 +1,115 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use sopsim::embed::{EmbedService, HashEmbedder};
+use sopsim::human::LinesInput;
+use sopsim::llm::{Completion, LlmBackend, LlmError, LlmRequest, ScriptedBackend, TokenSink};
+use sopsim::scenario::{self, Mode, Scenario};
+use sopsim::sim::{run_blocking, RunConfig, RunOutcome, Services};
+use sopsim::tokens::Estimator;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn example(name: &str) -> Scenario {
+    scenario::load(&root().join("scenarios").join(format!("{name}.json")))
+        .expect("example scenario loads")
+}
+
+/// Wraps a backend and keeps every request it sees.
+pub struct Recording {
+    pub inner: Arc<dyn LlmBackend>,
+    pub requests: Mutex<Vec<LlmRequest>>,
+}
+
+impl Recording {
+    pub fn new(inner: Arc<dyn LlmBackend>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            requests: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn take(&self) -> Vec<LlmRequest> {
+        std::mem::take(&mut self.requests.lock().unwrap())
+    }
+}
+
+impl LlmBackend for Recording {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn complete<'a>(
+        &'a self,
+        request: LlmRequest,
+        stream: Option<TokenSink>,
+    ) -> BoxFuture<'a, Result<Completion, LlmError>> {
+        self.requests.lock().unwrap().push(request.clone());
+        self.inner.complete(request, stream)
+    }
+}
+
+pub fn services_with(llm: Arc<dyn LlmBackend>) -> Services {
+    Services {
+        llm,
+        embed: EmbedService::start(Arc::new(HashEmbedder::default()), 1, 1),
+        counter: Arc::new(Estimator),
+    }
+}
+
+/// Runs a scenario with its script, recording every model request.
+pub fn run_recorded(
+    scenario: &Scenario,
+    mode: Option<Mode>,
+    seed: u64,
+    human_lines: &[&str],
+) -> (RunOutcome, Vec<LlmRequest>) {
+    let rec = Recording::new(Arc::new(ScriptedBackend::new(scenario.script.clone())));
+    let services = services_with(rec.clone());
+    let config = RunConfig {
+        mode,
+        seed,
+        human_input: Some(Arc::new(LinesInput::new(human_lines.iter().copied()))),
+        ..RunConfig::default()
+    };
+    let outcome =
+        run_blocking(Arc::new(scenario.clone()), &services, config).expect("run completes");
+    (outcome, rec.take())
+}
+
+/// The transcript as `transcript.jsonl` text.
+pub fn jsonl(outcome: &RunOutcome) -> String {
+    outcome
+        .transcript
+        .iter()
+        .map(|m| serde_json::to_string(m.as_ref()).unwrap() + "\n")
+        .collect()
+}
+
+/// Compares with `tests/golden/<name>`, or rewrites it when `UPDATE_GOLDEN=1`.
+pub fn assert_golden(name: &str, actual: &str) {
+    let path: &Path = &root().join("tests/golden").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(path)
+        .unwrap_or_else(|_| panic!("missing {}; run with UPDATE_GOLDEN=1", path.display()));
+    if expected != actual {
+        panic!("{} differs from this run; review the diff and rerun with UPDATE_GOLDEN=1 if intended.\n--- expected\n{expected}\n--- actual\n{actual}", path.display());
+    }
+}
+
+/// All text sent to the model in one request.
+pub fn prompt_text(req: &LlmRequest) -> String {
+    req.messages
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
