@@ -1,1 +1,105 @@
-fn main() {}
+//! Simulator throughput with the scripted backend and the hash embedder, where the
+//! framework's own cost is all there is to measure.
+//!
+//! - `debate/full_run`: the example debate (16 turns, 5 states, an LLM-routed state),
+//!   reported in turns per second.
+//! - `per_turn/at_10` and `per_turn/at_1000`: the cost of one turn early and late in a
+//!   1,021-turn single-state run (summaries every 8 messages, top-3 retrieval). The two
+//!   should be about equal: nothing a turn does grows with the length of the run except
+//!   the retrieval scan, one dot product per earlier message.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use sopsim::events::{EventSink, SimEvent};
+use sopsim::scenario::{self, Mode, Scenario, ScenarioBuilder, Script, StateBuilder};
+use sopsim::sim::{run, RunConfig, Services};
+
+fn debate() -> Scenario {
+    scenario::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/debate.json"))
+        .unwrap()
+}
+
+fn marathon(turns: u32) -> Scenario {
+    ScenarioBuilder::new("marathon")
+        .mode(Mode::Cooperative)
+        .environment(|e| {
+            e.max_chat_history = 8;
+            e.top_k = 3;
+        })
+        .agent("Ann", |a| a.plays("talk", "A"))
+        .agent("Bo", |a| a.plays("talk", "B"))
+        .state("talk", StateBuilder::new(["A", "B"]).begin("A", "Let us talk about rivers.").max_turns(turns).next(["end"]))
+        .max_turns(u64::from(turns))
+        .script(Script {
+            default: Some("{name} adds point {n} about the river, its floods and its bridges, at turn {turn}.".into()),
+            ..Script::default()
+        })
+        .build()
+        .unwrap()
+}
+
+/// Records when each turn's message was emitted.
+#[derive(Default)]
+struct TurnClock(Mutex<Vec<Instant>>);
+
+impl EventSink for TurnClock {
+    fn emit(&self, event: &SimEvent) {
+        if let SimEvent::Message(_) = event {
+            self.0.lock().unwrap().push(Instant::now());
+        }
+    }
+}
+
+fn bench_debate(c: &mut Criterion) {
+    let scenario = Arc::new(debate());
+    let services = Services::scripted(&scenario);
+    let system = actix::System::new();
+    let mut group = c.benchmark_group("debate");
+    group.throughput(Throughput::Elements(16));
+    group.bench_function("full_run", |b| {
+        b.iter(|| {
+            let out = system
+                .block_on(run(scenario.clone(), &services, RunConfig::default()))
+                .unwrap();
+            assert_eq!(out.summary.turns, 16);
+        })
+    });
+    group.finish();
+}
+
+fn bench_per_turn(c: &mut Criterion) {
+    const TURNS: u32 = 1021;
+    let scenario = Arc::new(marathon(TURNS));
+    let services = Services::scripted(&scenario);
+    let system = actix::System::new();
+    let mut group = c.benchmark_group("per_turn");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(8));
+    for (name, from) in [("at_10", 10usize), ("at_1000", 1000usize)] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let clock = Arc::new(TurnClock::default());
+                    let config = RunConfig {
+                        sinks: vec![clock.clone()],
+                        ..RunConfig::default()
+                    };
+                    system
+                        .block_on(run(scenario.clone(), &services, config))
+                        .unwrap();
+                    let t = clock.0.lock().unwrap();
+                    total += (t[from + 10] - t[from]) / 10;
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_debate, bench_per_turn);
+criterion_main!(benches);
