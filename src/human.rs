@@ -32,8 +32,14 @@ impl StdinInput {
         std::thread::Builder::new()
             .name("sopsim-stdin".into())
             .spawn(move || {
-                for line in std::io::stdin().lock().lines() {
-                    let Ok(line) = line else { break };
+                let mut stdin = std::io::stdin().lock();
+                let mut buf = Vec::new();
+                // Bytes, not `lines()`: a stray non-UTF-8 byte is replaced, not fatal.
+                while matches!(stdin.read_until(b'\n', &mut buf), Ok(n) if n > 0) {
+                    let line = String::from_utf8_lossy(&buf)
+                        .trim_end_matches(['\n', '\r'])
+                        .to_string();
+                    buf.clear();
                     if tx.send(line).is_err() {
                         break;
                     }

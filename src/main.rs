@@ -91,6 +91,12 @@ fn main() -> ExitCode {
     }
 }
 
+/// Prints to stdout; a closed pipe (`sopsim schema | head`) is not an error.
+fn say(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+}
+
 fn execute(command: Command) -> Result<(), CommandError> {
     match command {
         Command::Run {
@@ -148,7 +154,7 @@ fn execute(command: Command) -> Result<(), CommandError> {
         Command::Schema => {
             let text = serde_json::to_string_pretty(scenario::schema())
                 .map_err(|e| CommandError::Runtime(e.to_string()))?;
-            println!("{text}");
+            say(&text);
             Ok(())
         }
     }

@@ -103,7 +103,12 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, CommandError> {
     }
     let (dir, transcript, events) = match &opts.out {
         Some(out) => {
-            let dir = RunDir::create(out)?;
+            let dir = RunDir::create(out).map_err(|e| {
+                CommandError::BadInput(format!(
+                    "--out {}: cannot use it as the output folder: {e}",
+                    out.display()
+                ))
+            })?;
             let transcript = TranscriptWriter::create(&dir.path("transcript.jsonl"))?;
             let conversation = format!("{}-{}-{}", scenario.name, mode.as_str(), opts.seed);
             let events = FrontendLog::create(&dir.path("events.jsonl"), conversation, opts.seed)

@@ -87,6 +87,7 @@ impl Director {
     }
 
     fn finish(&mut self, ended_by: EndReason, error: Option<SimError>, ctx: &mut Context<Self>) {
+        tracing::debug!(scenario = %self.scenario.name, ended_by = ended_by.as_str(), turns = self.turn, "run finished");
         self.sinks.emit(SimEvent::Finished {
             ended_by: ended_by.as_str().to_string(),
             turns: self.turn,
@@ -203,7 +204,10 @@ impl Director {
         self.sinks.emit(SimEvent::Message(memory.clone()));
         self.engine.record_turn(&memory.role);
         match self.engine.check_transition(&memory.content) {
-            Check::Decided(t, _) => ctx.notify(Transit(t)),
+            Check::Decided(t, cause) => {
+                tracing::debug!(turn = self.turn, state = %memory.state, ?t, ?cause, "transition");
+                ctx.notify(Transit(t))
+            }
             Check::AskJudge { choices } => self.ask_judge(choices, ctx),
         }
     }
@@ -288,6 +292,7 @@ impl Handler<Speak> for Director {
             return self.fail(e, ctx);
         };
         self.turn += 1;
+        tracing::debug!(turn = self.turn, %state, role = %msg.role, opening = msg.opening.is_some(), "take turn");
         let turn = TakeTurn {
             state,
             visit: self.engine.visit(),

@@ -148,6 +148,11 @@ impl Handler<Record> for EnvironmentActor {
                 .map(|res, act, _| {
                     let (recorded, summary) = res?;
                     if let Some(text) = summary {
+                        tracing::debug!(
+                            through_seq = recorded.seq,
+                            chars = text.len(),
+                            "summary made"
+                        );
                         act.memory.set_summary(text.trim().to_string());
                     }
                     Ok(recorded)
