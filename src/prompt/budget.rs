@@ -132,13 +132,14 @@ impl Draft {
     }
 }
 
+/// Every char boundary of `text`, its end included.
+fn char_bounds(text: &str) -> Vec<usize> {
+    text.char_indices().map(|(i, _)| i).chain([text.len()]).collect()
+}
+
 /// The longest prefix of `text` within `max` tokens, cut at a char boundary.
 fn keep_start(text: &str, max: usize, counter: &dyn TokenCounter) -> String {
-    let bounds: Vec<usize> = text
-        .char_indices()
-        .map(|(i, _)| i)
-        .chain([text.len()])
-        .collect();
+    let bounds = char_bounds(text);
     let (mut lo, mut hi) = (0, bounds.len() - 1);
     while lo < hi {
         let mid = (lo + hi).div_ceil(2);
@@ -153,11 +154,7 @@ fn keep_start(text: &str, max: usize, counter: &dyn TokenCounter) -> String {
 
 /// The longest suffix of `text` within `max` tokens.
 fn keep_end(text: &str, max: usize, counter: &dyn TokenCounter) -> String {
-    let bounds: Vec<usize> = text
-        .char_indices()
-        .map(|(i, _)| i)
-        .chain([text.len()])
-        .collect();
+    let bounds = char_bounds(text);
     let (mut lo, mut hi) = (0, bounds.len() - 1);
     while lo < hi {
         let mid = (lo + hi) / 2;
