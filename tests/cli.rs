@@ -20,8 +20,15 @@ fn scenario(name: &str) -> String {
         .to_string()
 }
 
+/// The flags that make a run instant and model-free.
+const SCRIPTED: [&str; 4] = ["--llm", "scripted", "--embedder", "hash"];
+
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = sopsim().args(args).stdin(Stdio::null()).output().unwrap();
+    let mut args = args.to_vec();
+    if args.first() == Some(&"run") {
+        args.extend(SCRIPTED);
+    }
+    let out = sopsim().args(&args).stdin(Stdio::null()).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into(),

@@ -67,6 +67,7 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
             services.embed.clone(),
             LlmClient::new(services.llm.clone()),
             services.counter.clone(),
+            0,
         ));
         let mut result = ResultObject::new(
             "sources",

@@ -27,6 +27,7 @@ pub struct AgentActor {
     /// Set when a person plays this agent.
     pub(crate) human: Option<Arc<dyn HumanInput>>,
     pub(crate) replies: u64,
+    pub(crate) seed: u64,
 }
 
 impl Actor for AgentActor {
@@ -124,6 +125,7 @@ impl Handler<TakeTurn> for AgentActor {
             role: Some(msg.role.clone()),
             index: self.replies,
             choices: Vec::new(),
+            run_seed: self.seed,
         };
         self.replies += 1;
         let (scenario, counter, llm, stream, name) = (

@@ -54,6 +54,7 @@ pub struct Director {
     pub(crate) route_calls: u64,
     pub(crate) transit_calls: u64,
     pub(crate) warnings: Vec<String>,
+    pub(crate) seed: u64,
 }
 
 impl Actor for Director {
@@ -135,6 +136,7 @@ impl Director {
             role: None,
             index,
             choices: choices.to_vec(),
+            run_seed: self.seed,
         }
     }
 

@@ -29,6 +29,7 @@ pub struct EnvironmentActor {
     counter: Arc<dyn TokenCounter>,
     state: String,
     visit: u32,
+    seed: u64,
 }
 
 impl EnvironmentActor {
@@ -38,6 +39,7 @@ impl EnvironmentActor {
         embed: EmbedService,
         llm: LlmClient,
         counter: Arc<dyn TokenCounter>,
+        seed: u64,
     ) -> Self {
         let env = &scenario.environment;
         let memory = SharedMemory::new(mode, env.max_chat_history, env.top_k);
@@ -52,6 +54,7 @@ impl EnvironmentActor {
             counter,
             state,
             visit: 0,
+            seed,
         }
     }
 
@@ -74,6 +77,7 @@ impl EnvironmentActor {
                 role: None,
                 index: self.memory.summaries().len() as u64,
                 choices: Vec::new(),
+                run_seed: self.seed,
             },
         }
     }

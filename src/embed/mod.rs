@@ -2,9 +2,11 @@
 //! keeps embedding work off the actors' threads and batches it.
 
 mod hash;
+mod minilm;
 mod service;
 
 pub use hash::HashEmbedder;
+pub use minilm::MiniLm;
 pub use service::EmbedService;
 
 use thiserror::Error;

@@ -15,6 +15,8 @@ pub struct KindUsage {
     pub calls: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Prompt tokens the backend reused from a cache.
+    pub cached_prompt_tokens: u64,
 }
 
 impl KindUsage {
@@ -22,6 +24,7 @@ impl KindUsage {
         self.calls += 1;
         self.prompt_tokens += c.usage.prompt_tokens;
         self.completion_tokens += c.usage.completion_tokens;
+        self.cached_prompt_tokens += c.usage.cached_prompt_tokens;
     }
 }
 
@@ -46,6 +49,9 @@ impl Ledger {
     }
     pub fn completion_tokens(&self) -> u64 {
         self.by_kind.values().map(|k| k.completion_tokens).sum()
+    }
+    pub fn cached_prompt_tokens(&self) -> u64 {
+        self.by_kind.values().map(|k| k.cached_prompt_tokens).sum()
     }
 
     fn add(&mut self, kind: CallKind, agent: Option<&str>, c: &Completion, micros: u64) {

@@ -2,6 +2,7 @@
 //! client that counts every call.
 
 mod client;
+pub mod local;
 mod scripted;
 mod types;
 

@@ -105,6 +105,7 @@ impl LlmBackend for ScriptedBackend {
             let usage = Usage {
                 prompt_tokens: prompt_tokens as u64,
                 completion_tokens: Estimator.count(&text) as u64,
+                cached_prompt_tokens: 0,
                 estimated: true,
             };
             Ok(Completion { text, usage })

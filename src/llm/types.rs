@@ -83,6 +83,8 @@ pub struct CallContext {
     pub index: u64,
     /// The offered answers, for route and transit calls.
     pub choices: Vec<String>,
+    /// The run's `--seed`; local sampling derives its seed from it.
+    pub run_seed: u64,
 }
 
 /// One chat-completion request.
@@ -98,6 +100,9 @@ pub struct LlmRequest {
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Prompt tokens served from a cache instead of being processed again.
+    #[serde(default)]
+    pub cached_prompt_tokens: u64,
     /// Counted by sopsim's estimator rather than reported by the model.
     pub estimated: bool,
 }

@@ -8,8 +8,10 @@
 use crate::llm::ChatMessage;
 use crate::tokens::TokenCounter;
 
-/// Tokens of chat framing counted per message (role markers, separators).
-pub const MESSAGE_OVERHEAD: usize = 4;
+/// Tokens of chat framing counted per message (role markers, separators, and a share of
+/// the reply's opening). ChatML costs 5 per message plus 3 to open the reply, so 8 per
+/// message keeps a two-message prompt inside the budget.
+pub const MESSAGE_OVERHEAD: usize = 8;
 
 /// One group of context lines under a header; the header is shown only if a line is left.
 #[derive(Debug, Clone)]
@@ -134,7 +136,10 @@ impl Draft {
 
 /// Every char boundary of `text`, its end included.
 fn char_bounds(text: &str) -> Vec<usize> {
-    text.char_indices().map(|(i, _)| i).chain([text.len()]).collect()
+    text.char_indices()
+        .map(|(i, _)| i)
+        .chain([text.len()])
+        .collect()
 }
 
 /// The longest prefix of `text` within `max` tokens, cut at a char boundary.

@@ -1,0 +1,124 @@
+//! The MiniLM embedder (`--embedder minilm`, the default): sentence-transformers'
+//! all-MiniLM-L6-v2 on candle's BERT, mean pooling over the attention mask, then L2
+//! normalisation, exactly as sentence-transformers computes it.
+
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+use super::{EmbedError, Embedder};
+
+/// sentence-transformers' `max_seq_length` for this model.
+const MAX_TOKENS: usize = 256;
+/// Texts per forward pass; longer batches are split after sorting by length, so that
+/// short texts are not padded to the length of long ones.
+const CHUNK: usize = 64;
+
+pub struct MiniLm {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+    dim: usize,
+}
+
+fn failed(message: impl ToString) -> EmbedError {
+    EmbedError::Failed {
+        embedder: "minilm".into(),
+        message: message.to_string(),
+    }
+}
+
+impl MiniLm {
+    /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from `dir`.
+    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+        let read = |name: &str| {
+            std::fs::read_to_string(dir.join(name))
+                .map_err(|e| failed(format!("{}: {e}", dir.join(name).display())))
+        };
+        let config: Config = serde_json::from_str(&read("config.json")?)
+            .map_err(|e| failed(format!("config.json: {e}")))?;
+        let device = Device::Cpu;
+        let weights = dir.join("model.safetensors");
+        // SAFETY: the file is memory-mapped read-only and not modified while mapped.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
+            .map_err(|e| failed(format!("{}: {e}", weights.display())))?;
+        let model =
+            BertModel::load(vb, &config).map_err(|e| failed(format!("loading BERT: {e}")))?;
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| failed(format!("tokenizer.json: {e}")))?;
+        // The shipped tokenizer.json pads every text to 128 tokens and truncates at 128;
+        // sentence-transformers pads to the batch's longest and truncates at 256.
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..Default::default()
+        }));
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_TOKENS,
+                ..Default::default()
+            }))
+            .map_err(|e| failed(format!("tokenizer: {e}")))?;
+        Ok(Self {
+            model,
+            tokenizer,
+            device,
+            dim: config.hidden_size,
+        })
+    }
+
+    fn forward(&self, texts: &[&str]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let enc = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(candle_core::Error::msg)?;
+        let (n, len) = (enc.len(), enc.first().map_or(0, |e| e.get_ids().len()));
+        let ids: Vec<u32> = enc
+            .iter()
+            .flat_map(|e| e.get_ids().iter().copied())
+            .collect();
+        let mask: Vec<u32> = enc
+            .iter()
+            .flat_map(|e| e.get_attention_mask().iter().copied())
+            .collect();
+        let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
+        let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
+        let hidden = self.model.forward(&ids, &ids.zeros_like()?, Some(&mask))?;
+        let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let mean = hidden
+            .broadcast_mul(&m)?
+            .sum(1)?
+            .broadcast_div(&m.sum(1)?)?;
+        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
+        mean.broadcast_div(&norm)?.to_vec2()
+    }
+}
+
+impl Embedder for MiniLm {
+    fn name(&self) -> &str {
+        "minilm"
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut out = vec![Vec::new(); texts.len()];
+        for chunk in order.chunks(CHUNK) {
+            let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
+            let vectors = {
+                let _lock = crate::models::compute_lock();
+                self.forward(&batch).map_err(failed)?
+            };
+            for (&i, v) in chunk.iter().zip(vectors) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+}
