@@ -210,7 +210,10 @@ fn bad_flags_exit_2() {
         vec!["run", "--bogus"],
         vec!["run", "x.json", "--mode", "sideways"],
         vec!["run", "x.json", "--seed", "-1"],
+        vec!["run", "x.json", "--llm", "gpt-17"],
         vec!["frobnicate"],
+        vec!["models", "fetch", "llama-70b"],
+        vec!["embed"],
     ] {
         let (code, _, stderr) = run(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
@@ -221,6 +224,38 @@ fn bad_flags_exit_2() {
         stderr.contains("--human \"Zed\": no such agent"),
         "{stderr}"
     );
+    let local = |model: &str| {
+        let out = sopsim()
+            .args([
+                "run",
+                &scenario("debate"),
+                "--llm",
+                "local",
+                "--embedder",
+                "hash",
+                "--model",
+                model,
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = local("/nonexistent/model.gguf");
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("--model /nonexistent/model.gguf: no such file"),
+        "{stderr}"
+    );
+    let (code, stderr) = local(&scenario("debate"));
+    assert_eq!(
+        code,
+        Some(2),
+        "a --model that is not GGUF is bad input: {stderr}"
+    );
+    assert!(stderr.contains("not a GGUF file"), "{stderr}");
 }
 
 #[test]
@@ -248,6 +283,7 @@ fn finished_turns_are_on_disk_while_the_run_waits_and_after_it_is_killed() {
             out.to_str().unwrap(),
             "-q",
         ])
+        .args(SCRIPTED)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
