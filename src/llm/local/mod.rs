@@ -41,6 +41,8 @@ pub struct LocalOptions {
     pub dense_prefill: bool,
     /// Tokens generated when a request sets no `max_tokens`.
     pub default_max_tokens: u32,
+    /// Generate `max_tokens` even past the end-of-text token (for benchmarks).
+    pub ignore_eos: bool,
 }
 
 impl Default for LocalOptions {
@@ -49,6 +51,7 @@ impl Default for LocalOptions {
             cache_slots: 16,
             dense_prefill: true,
             default_max_tokens: 256,
+            ignore_eos: false,
         }
     }
 }
@@ -322,7 +325,7 @@ impl Worker {
                 let next = sampler
                     .sample(&logits, &ids, &generated)
                     .map_err(|e| e.to_string())?;
-                if self.model.special.stop_ids.contains(&next) {
+                if self.model.special.stop_ids.contains(&next) && !self.options.ignore_eos {
                     break;
                 }
                 generated.push(next);
