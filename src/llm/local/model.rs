@@ -264,7 +264,7 @@ impl Llama {
                 Some(m) => att.broadcast_add(m)?,
                 None => att,
             };
-            let y = softmax_last_dim(&att)?.matmul(&values.contiguous()?)?;
+            let y = softmax_last_dim(&att)?.matmul(&values)?;
             let y = y
                 .reshape((1, s.heads, t, s.head_dim))?
                 .transpose(1, 2)?
