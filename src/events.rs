@@ -191,7 +191,7 @@ impl FrontendLog {
         Ok(Self {
             inner: Mutex::new(FrontendState {
                 file,
-                ids: ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_1d5),
+                ids: ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d1d5),
                 failed: None,
             }),
             conversation_id,
