@@ -81,12 +81,33 @@ enum Command {
 
 #[derive(Args)]
 struct ModelArgs {
-    /// Which model answers: a local GGUF model through candle, or the scenario's script.
+    /// Which model answers: a local GGUF model through candle, an OpenAI-compatible
+    /// server, or the scenario's script.
     #[arg(long, value_enum, default_value_t = LlmArg::Local)]
     llm: LlmArg,
-    /// A llama-architecture GGUF file for --llm local (default: SmolLM2-135M-Instruct).
-    #[arg(long, value_name = "PATH.gguf")]
+    /// --llm local: a llama-architecture GGUF file (default: SmolLM2-135M-Instruct).
+    /// --llm openai: the model name (default: OPENAI_MODEL, else gpt-4o-mini).
+    #[arg(long, value_name = "PATH.gguf|NAME")]
     model: Option<PathBuf>,
+    /// --llm openai: the server, with or without /v1 (default: OPENAI_BASE_URL, else OpenAI).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// --llm openai: attempts per model call before the run stops (retries back off
+    /// exponentially and honour Retry-After).
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    max_attempts: u32,
+    /// --llm openai: seconds to wait for a response or the next streamed piece.
+    #[arg(long, value_name = "SECS", default_value_t = 120.0)]
+    timeout: f64,
+    /// --llm openai: model calls in flight to one server from the whole process.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    concurrency: u32,
+    /// Store every model request and its response in DIR.
+    #[arg(long, value_name = "DIR", conflicts_with = "replay")]
+    record: Option<PathBuf>,
+    /// Answer every model request from a recording in DIR; never connects anywhere.
+    #[arg(long, value_name = "DIR")]
+    replay: Option<PathBuf>,
     /// Which embedder indexes messages for relevant-history retrieval.
     #[arg(long, value_enum, default_value_t = EmbedderArg::Minilm)]
     embedder: EmbedderArg,
@@ -113,6 +134,8 @@ enum ModeArg {
 enum LlmArg {
     /// A local GGUF model (SmolLM2-135M-Instruct unless --model says otherwise).
     Local,
+    /// An OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama, SGLang, TGI).
+    Openai,
     /// Replies from the scenario's `script` section.
     Scripted,
 }
@@ -136,8 +159,15 @@ impl From<ModelArgs> for ModelOptions {
             llm: match a.llm {
                 LlmArg::Local => LlmChoice::Local,
                 LlmArg::Scripted => LlmChoice::Scripted,
+                LlmArg::Openai => LlmChoice::OpenAi,
             },
             model: a.model,
+            base_url: a.base_url,
+            max_attempts: a.max_attempts,
+            timeout: std::time::Duration::from_secs_f64(a.timeout.clamp(0.001, 86_400.0)),
+            concurrency: a.concurrency as usize,
+            record: a.record,
+            replay: a.replay,
             embedder: a.embedder.into(),
             embedder_model: a.embedder_model,
         }
@@ -297,6 +327,12 @@ fn execute(command: Command) -> Result<(), CommandError> {
             let opts = ModelOptions {
                 llm: LlmChoice::Scripted,
                 model: None,
+                base_url: None,
+                max_attempts: 5,
+                timeout: std::time::Duration::from_secs(120),
+                concurrency: 8,
+                record: None,
+                replay: None,
                 embedder: embedder.into(),
                 embedder_model,
             };
@@ -333,6 +369,12 @@ fn chat(
     let opts = ModelOptions {
         llm: LlmChoice::Local,
         model,
+        base_url: None,
+        max_attempts: 5,
+        timeout: std::time::Duration::from_secs(120),
+        concurrency: 8,
+        record: None,
+        replay: None,
         embedder: EmbedderChoice::Hash,
         embedder_model: None,
     };

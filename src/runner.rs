@@ -11,6 +11,8 @@ use crate::embed::{EmbedService, Embedder, HashEmbedder, MiniLm};
 use crate::error::SimError;
 use crate::events::{EventSink, FrontendLog, TerminalSink};
 use crate::llm::local::{LocalBackend, LocalOptions};
+use crate::llm::openai::{OpenAiBackend, OpenAiOptions};
+use crate::llm::record::{Recorder, Replayer};
 use crate::llm::{LlmBackend, ScriptedBackend};
 use crate::models::{self, ModelError};
 use crate::output::{RunDir, TranscriptWriter};
@@ -24,6 +26,8 @@ use crate::tokens::TokenCounter;
 pub enum LlmChoice {
     /// A llama-architecture GGUF model run by candle (default: SmolLM2-135M-Instruct).
     Local,
+    /// An OpenAI-compatible server.
+    OpenAi,
     /// Replies from the scenario's `script`.
     Scripted,
 }
@@ -41,8 +45,19 @@ pub enum EmbedderChoice {
 #[derive(Debug, Clone)]
 pub struct ModelOptions {
     pub llm: LlmChoice,
-    /// A GGUF file for `--llm local` (default: the fetched SmolLM2).
+    /// A GGUF file for `--llm local` (default: the fetched SmolLM2), or the model name
+    /// for `--llm openai`.
     pub model: Option<PathBuf>,
+    /// The server for `--llm openai` (default: `OPENAI_BASE_URL`, else OpenAI's).
+    pub base_url: Option<String>,
+    /// `--llm openai`: attempts per call, response timeout, calls in flight per server.
+    pub max_attempts: u32,
+    pub timeout: std::time::Duration,
+    pub concurrency: usize,
+    /// Store every model request and response in this folder.
+    pub record: Option<PathBuf>,
+    /// Answer every model request from this recording, with no model or server.
+    pub replay: Option<PathBuf>,
     pub embedder: EmbedderChoice,
     /// A folder with config.json, model.safetensors and tokenizer.json (default: the
     /// fetched MiniLM).
@@ -133,6 +148,21 @@ pub fn local_backend(opts: &ModelOptions) -> Result<LocalBackend, CommandError> 
     })
 }
 
+/// The OpenAI-compatible backend for the options and the environment.
+pub fn openai_backend(opts: &ModelOptions) -> Result<OpenAiBackend, CommandError> {
+    let mut o = OpenAiOptions::from_env();
+    if let Some(base) = &opts.base_url {
+        o.base_url = base.clone();
+    }
+    if let Some(model) = &opts.model {
+        o.model = model.display().to_string();
+    }
+    o.retry.attempts = opts.max_attempts;
+    o.read_timeout = opts.timeout;
+    o.concurrency = opts.concurrency;
+    OpenAiBackend::new(o).map_err(|e| CommandError::BadInput(format!("--base-url: {e}")))
+}
+
 /// Loads the embedder the options name, fetching the default model on first use.
 pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, CommandError> {
     Ok(match opts.embedder {
@@ -155,16 +185,29 @@ pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, CommandError> 
 
 /// The services a run needs: one model backend and one embedding service.
 pub fn services(scenario: &Scenario, opts: &ModelOptions) -> Result<Services, CommandError> {
-    let (llm, counter): (Arc<dyn LlmBackend>, Arc<dyn TokenCounter>) = match opts.llm {
-        LlmChoice::Scripted => (
-            Arc::new(ScriptedBackend::new(scenario.script.clone())),
-            Arc::new(Estimator),
+    let (llm, counter): (Arc<dyn LlmBackend>, Arc<dyn TokenCounter>) =
+        match (&opts.replay, opts.llm) {
+            (Some(dir), _) => (
+                Arc::new(Replayer::new(dir).map_err(CommandError::BadInput)?),
+                Arc::new(Estimator),
+            ),
+            (None, LlmChoice::Scripted) => (
+                Arc::new(ScriptedBackend::new(scenario.script.clone())),
+                Arc::new(Estimator),
+            ),
+            (None, LlmChoice::Local) => {
+                let backend = local_backend(opts)?;
+                let counter = backend.counter();
+                (Arc::new(backend), counter)
+            }
+            (None, LlmChoice::OpenAi) => (Arc::new(openai_backend(opts)?), Arc::new(Estimator)),
+        };
+    let llm: Arc<dyn LlmBackend> = match &opts.record {
+        Some(dir) => Arc::new(
+            Recorder::new(llm, dir)
+                .map_err(|e| CommandError::BadInput(format!("--record {}: {e}", dir.display())))?,
         ),
-        LlmChoice::Local => {
-            let backend = local_backend(opts)?;
-            let counter = backend.counter();
-            (Arc::new(backend), counter)
-        }
+        None => llm,
     };
     let embed = EmbedService::start(embedder(opts)?, 1, 64);
     Ok(Services {

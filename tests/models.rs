@@ -54,7 +54,10 @@ fn minilm_matches_sentence_transformers() {
             (cos(&vectors[2 * i], &vectors[2 * i + 1]) - p["cosine"].as_f64().unwrap()).abs();
         worst = worst.max(delta);
     }
-    eprintln!("max |Δcosine| against sentence-transformers over {} pairs: {worst:e}", pairs.len());
+    eprintln!(
+        "max |Δcosine| against sentence-transformers over {} pairs: {worst:e}",
+        pairs.len()
+    );
     assert!(worst <= 1e-5, "max |Δcosine| = {worst:e}");
     for v in reference["vectors"].as_array().unwrap() {
         let text = v["text"].as_str().unwrap();

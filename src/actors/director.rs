@@ -305,14 +305,16 @@ impl Handler<Speak> for Director {
         agent
             .send(turn)
             .into_actor(self)
-            .map(|res, act, ctx| match res {
-                Ok(Ok(TurnDone::Spoke(memory))) => act.spoken(memory, ctx),
-                Ok(Ok(TurnDone::InputClosed)) => {
-                    act.turn -= 1;
-                    act.finish(EndReason::InputClosed, None, ctx)
+            .map(|res, act, ctx| {
+                if !matches!(res, Ok(Ok(TurnDone::Spoke(_)))) {
+                    act.turn -= 1; // the turn did not finish: `turns` counts finished ones
                 }
-                Ok(Err(e)) => act.fail(e, ctx),
-                Err(e) => act.fail(e.into(), ctx),
+                match res {
+                    Ok(Ok(TurnDone::Spoke(memory))) => act.spoken(memory, ctx),
+                    Ok(Ok(TurnDone::InputClosed)) => act.finish(EndReason::InputClosed, None, ctx),
+                    Ok(Err(e)) => act.fail(e, ctx),
+                    Err(e) => act.fail(e.into(), ctx),
+                }
             })
             .wait(ctx);
     }

@@ -3,6 +3,8 @@
 
 mod client;
 pub mod local;
+pub mod openai;
+pub mod record;
 mod scripted;
 mod types;
 

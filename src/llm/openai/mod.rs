@@ -1,0 +1,484 @@
+//! The OpenAI-compatible backend (`--llm openai`): `POST {base}/chat/completions`, streamed
+//! (SSE) or not, against OpenAI itself or vLLM, llama.cpp's server, Ollama, SGLang, TGI.
+//!
+//! Failures are bounded and explained: connect and read timeouts; retries with
+//! exponential backoff and jitter on 429, 5xx, timeouts, dropped connections and cut-off
+//! streams, honouring `Retry-After`; then an error naming the status and the server's
+//! message. A 401 says to check the API key; a 404 names the model and the URL. The key
+//! is only ever sent in the `Authorization` header: never printed, logged or recorded.
+
+mod retry;
+mod sse;
+
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, SystemTime};
+
+use dashmap::DashMap;
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
+
+pub use retry::{parse_retry_after, retryable_status, RetryPolicy};
+pub use sse::{Event, SseParser};
+
+use super::{ChatRole, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage};
+use crate::tokens::{Estimator, TokenCounter};
+
+/// An API key. Its `Debug` output is redacted so it cannot leak through logs.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> Option<Self> {
+        let key = key.into();
+        (!key.trim().is_empty()).then(|| Self(key.trim().to_string()))
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(redacted)")
+    }
+}
+
+/// Where and how to reach the server.
+#[derive(Debug, Clone)]
+pub struct OpenAiOptions {
+    /// With or without a trailing `/v1`.
+    pub base_url: String,
+    pub api_key: Option<ApiKey>,
+    /// The model when a request names none.
+    pub model: String,
+    pub stream: bool,
+    pub connect_timeout: Duration,
+    /// Longest silence while waiting for a response or the next streamed piece.
+    pub read_timeout: Duration,
+    pub retry: RetryPolicy,
+    /// Requests in flight to this endpoint from the whole process.
+    pub concurrency: usize,
+}
+
+impl OpenAiOptions {
+    /// Defaults from `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL`.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        Self {
+            base_url: var("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into()),
+            api_key: var("OPENAI_API_KEY").and_then(ApiKey::new),
+            model: var("OPENAI_MODEL").unwrap_or_else(|| "gpt-4o-mini".into()),
+            stream: true,
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(120),
+            retry: RetryPolicy::default(),
+            concurrency: 8,
+        }
+    }
+}
+
+/// `http://host:8000`, `http://host:8000/` and `http://host:8000/v1` all become
+/// `http://host:8000/v1`.
+pub fn normalize_base(base: &str) -> String {
+    let trimmed = base.trim().trim_end_matches('/');
+    if trimmed.ends_with("/v1") {
+        trimmed.to_string()
+    } else {
+        format!("{trimmed}/v1")
+    }
+}
+
+/// The URL without credentials, for messages.
+fn shown(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Err(_) => url.to_string(),
+    }
+}
+
+/// One semaphore per endpoint, shared by every backend in the process.
+fn limit(endpoint: &str, permits: usize) -> Arc<Semaphore> {
+    static LIMITS: LazyLock<DashMap<String, Arc<Semaphore>>> = LazyLock::new(DashMap::new);
+    LIMITS
+        .entry(endpoint.to_string())
+        .or_insert_with(|| Arc::new(Semaphore::new(permits.max(1))))
+        .clone()
+}
+
+pub struct OpenAiBackend {
+    client: reqwest::Client,
+    options: OpenAiOptions,
+    url: String,
+    permits: Arc<Semaphore>,
+}
+
+/// Why one attempt failed.
+enum Failure {
+    Retry {
+        cause: String,
+        after: Option<Duration>,
+    },
+    Fatal(String),
+}
+
+impl OpenAiBackend {
+    pub fn new(options: OpenAiOptions) -> Result<Self, LlmError> {
+        let base = normalize_base(&options.base_url);
+        reqwest::Url::parse(&base).map_err(|e| LlmError::Backend {
+            backend: "openai".into(),
+            message: format!("base URL {}: {e}", shown(&base)),
+        })?;
+        let client = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .build()
+            .map_err(|e| LlmError::Backend {
+                backend: "openai".into(),
+                message: e.to_string(),
+            })?;
+        let url = format!("{base}/chat/completions");
+        let permits = limit(&base, options.concurrency);
+        Ok(Self {
+            client,
+            options,
+            url,
+            permits,
+        })
+    }
+
+    fn body(&self, req: &LlmRequest) -> Value {
+        let s = &req.settings;
+        let messages: Vec<Value> = req
+            .messages
+            .iter()
+            .map(|m| {
+                let role = match m.role {
+                    ChatRole::System => "system",
+                    ChatRole::User => "user",
+                    ChatRole::Assistant => "assistant",
+                };
+                json!({"role": role, "content": m.content})
+            })
+            .collect();
+        let mut body =
+            json!({"model": self.model(req), "messages": messages, "stream": self.options.stream});
+        let obj = body.as_object_mut().expect("a JSON object");
+        if let Some(t) = s.temperature {
+            obj.insert("temperature".into(), json!(t));
+        }
+        if let Some(p) = s.top_p {
+            obj.insert("top_p".into(), json!(p));
+        }
+        if let Some(k) = s.top_k {
+            obj.insert("top_k".into(), json!(k));
+        }
+        if let Some(m) = s.max_tokens {
+            obj.insert("max_tokens".into(), json!(m));
+        }
+        if let Some(stop) = s.stop.as_ref().filter(|s| !s.is_empty()) {
+            // The API takes at most four stop sequences.
+            obj.insert(
+                "stop".into(),
+                json!(stop.iter().take(4).collect::<Vec<_>>()),
+            );
+        }
+        if let Some(seed) = s.seed {
+            obj.insert("seed".into(), json!(seed));
+        }
+        if self.options.stream {
+            obj.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        body
+    }
+
+    fn model<'a>(&'a self, req: &'a LlmRequest) -> &'a str {
+        req.settings.model.as_deref().unwrap_or(&self.options.model)
+    }
+
+    async fn attempt(
+        &self,
+        req: &LlmRequest,
+        stream: Option<&TokenSink>,
+    ) -> Result<Completion, Failure> {
+        let mut call = self.client.post(&self.url).json(&self.body(req));
+        if let Some(key) = &self.options.api_key {
+            call = call.bearer_auth(&key.0);
+        }
+        let sent = tokio::time::timeout(self.options.read_timeout, call.send()).await;
+        let response = match sent {
+            Err(_) => {
+                return Err(Failure::Retry {
+                    cause: format!("no response within {:?}", self.options.read_timeout),
+                    after: None,
+                })
+            }
+            Ok(Err(e)) => {
+                return Err(Failure::Retry {
+                    cause: format!("connection failed: {}", without_url(&e)),
+                    after: None,
+                })
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status().as_u16();
+        if status != 200 {
+            let after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, SystemTime::now()));
+            let text = response.text().await.unwrap_or_default();
+            let said = server_message(&text);
+            let url = shown(&self.url);
+            return Err(match status {
+                401 | 403 => Failure::Fatal(format!("HTTP {status} from {url}: check the API key (OPENAI_API_KEY); the server said: {said}")),
+                404 => Failure::Fatal(format!("HTTP 404 from {url}: no model {:?} there, or the base URL is wrong; the server said: {said}", self.model(req))),
+                s if retryable_status(s) => Failure::Retry { cause: format!("HTTP {s} from {url}: {said}"), after },
+                s => Failure::Fatal(format!("HTTP {s} from {url}: {said}")),
+            });
+        }
+        if self.options.stream {
+            self.read_stream(req, response, stream).await
+        } else {
+            let text = tokio::time::timeout(self.options.read_timeout, response.text())
+                .await
+                .map_err(|_| Failure::Retry {
+                    cause: "the response stalled".into(),
+                    after: None,
+                })?
+                .map_err(|e| Failure::Retry {
+                    cause: format!("reading the response: {}", without_url(&e)),
+                    after: None,
+                })?;
+            let v: Value = serde_json::from_str(&text).map_err(|e| Failure::Retry {
+                cause: format!("malformed JSON in the response: {e}"),
+                after: None,
+            })?;
+            let content = v["choices"][0]["message"]["content"]
+                .as_str()
+                .ok_or_else(|| Failure::Retry {
+                    cause: "the response has no choices[0].message.content".into(),
+                    after: None,
+                })?
+                .to_string();
+            if let Some(sink) = stream {
+                sink(&content);
+            }
+            Ok(self.completion(req, content, &v["usage"]))
+        }
+    }
+
+    async fn read_stream(
+        &self,
+        req: &LlmRequest,
+        response: reqwest::Response,
+        sink: Option<&TokenSink>,
+    ) -> Result<Completion, Failure> {
+        let mut bytes = response.bytes_stream();
+        let mut parser = SseParser::default();
+        let mut text = String::new();
+        let mut usage = Value::Null;
+        let mut finished = false;
+        loop {
+            let next = tokio::time::timeout(self.options.read_timeout, bytes.next())
+                .await
+                .map_err(|_| Failure::Retry {
+                    cause: format!("the stream stalled for {:?}", self.options.read_timeout),
+                    after: None,
+                })?;
+            let Some(chunk) = next else { break };
+            let chunk = chunk.map_err(|e| Failure::Retry {
+                cause: format!("the stream broke: {}", without_url(&e)),
+                after: None,
+            })?;
+            let events = parser.push(&chunk).map_err(|e| Failure::Retry {
+                cause: e,
+                after: None,
+            })?;
+            for event in events {
+                let data = match event {
+                    Event::Done => return Ok(self.completion(req, text, &usage)),
+                    Event::Data(d) => d,
+                };
+                let v: Value = serde_json::from_str(&data).map_err(|e| Failure::Retry {
+                    cause: format!("malformed JSON in the stream: {e}"),
+                    after: None,
+                })?;
+                if let Some(err) = v.get("error") {
+                    return Err(Failure::Retry {
+                        cause: format!(
+                            "the server reported an error mid-stream: {}",
+                            server_message(&err.to_string())
+                        ),
+                        after: None,
+                    });
+                }
+                if let Some(piece) = v["choices"][0]["delta"]["content"].as_str() {
+                    text.push_str(piece);
+                    if let Some(sink) = sink {
+                        sink(piece);
+                    }
+                }
+                if v["choices"][0]["finish_reason"].is_string() {
+                    finished = true;
+                }
+                if v["usage"].is_object() {
+                    usage = v["usage"].clone();
+                }
+            }
+        }
+        // Servers that omit [DONE] still end a complete reply with a finish_reason.
+        if finished && parser.pending().iter().all(u8::is_ascii_whitespace) {
+            return Ok(self.completion(req, text, &usage));
+        }
+        Err(Failure::Retry {
+            cause: format!("the stream was cut off after {} characters", text.len()),
+            after: None,
+        })
+    }
+
+    fn completion(&self, req: &LlmRequest, text: String, usage: &Value) -> Completion {
+        let reported = usage["prompt_tokens"]
+            .as_u64()
+            .zip(usage["completion_tokens"].as_u64());
+        let usage = match reported {
+            Some((prompt, completion)) => Usage {
+                prompt_tokens: prompt,
+                completion_tokens: completion,
+                cached_prompt_tokens: usage["prompt_tokens_details"]["cached_tokens"]
+                    .as_u64()
+                    .unwrap_or(0),
+                estimated: false,
+            },
+            None => Usage {
+                prompt_tokens: req
+                    .messages
+                    .iter()
+                    .map(|m| Estimator.count(&m.content) as u64)
+                    .sum(),
+                completion_tokens: Estimator.count(&text) as u64,
+                cached_prompt_tokens: 0,
+                estimated: true,
+            },
+        };
+        Completion { text, usage }
+    }
+}
+
+/// reqwest errors include the URL; print it without credentials.
+fn without_url(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    if let Some(url) = e.url() {
+        s = s.replace(url.as_str(), &shown(url.as_str()));
+    }
+    s
+}
+
+/// The server's own explanation: `error.message` of a JSON body, else the text.
+fn server_message(body: &str) -> String {
+    let v: Option<Value> = serde_json::from_str(body).ok();
+    let msg = v
+        .as_ref()
+        .and_then(|v| {
+            v["error"]["message"]
+                .as_str()
+                .or(v["message"].as_str())
+                .or(v["error"].as_str())
+                .map(String::from)
+        })
+        .unwrap_or_else(|| body.trim().to_string());
+    let msg: String = msg.chars().take(300).collect();
+    if msg.is_empty() {
+        "(no message)".into()
+    } else {
+        msg
+    }
+}
+
+impl LlmBackend for OpenAiBackend {
+    fn describe(&self) -> String {
+        format!(
+            "openai:{}@{}",
+            self.options.model,
+            shown(&normalize_base(&self.options.base_url))
+        )
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: LlmRequest,
+        stream: Option<TokenSink>,
+    ) -> BoxFuture<'a, Result<Completion, LlmError>> {
+        Box::pin(async move {
+            let _permit = self
+                .permits
+                .acquire()
+                .await
+                .map_err(|e| LlmError::Backend {
+                    backend: "openai".into(),
+                    message: e.to_string(),
+                })?;
+            let policy = self.options.retry;
+            let mut attempt = 1;
+            loop {
+                match self.attempt(&request, stream.as_ref()).await {
+                    Ok(c) => return Ok(c),
+                    Err(Failure::Fatal(message)) => {
+                        return Err(LlmError::Backend {
+                            backend: "openai".into(),
+                            message,
+                        })
+                    }
+                    Err(Failure::Retry { cause, after }) if attempt < policy.attempts => {
+                        let wait = policy.delay(attempt, after, &mut rand::rng());
+                        tracing::warn!(attempt, ?wait, %cause, "retrying the model call");
+                        tokio::time::sleep(wait).await;
+                        attempt += 1;
+                    }
+                    Err(Failure::Retry { cause, .. }) => {
+                        return Err(LlmError::Backend {
+                            backend: "openai".into(),
+                            message: format!("gave up after {attempt} attempts; last: {cause}"),
+                        })
+                    }
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_with_or_without_v1_meet() {
+        for b in [
+            "http://h:8000",
+            "http://h:8000/",
+            "http://h:8000/v1",
+            "http://h:8000/v1/",
+        ] {
+            assert_eq!(normalize_base(b), "http://h:8000/v1");
+        }
+        assert_eq!(shown("http://user:secret@h:1/v1"), "http://h:1/v1");
+        assert_eq!(
+            format!("{:?}", ApiKey::new("sk-123").unwrap()),
+            "ApiKey(redacted)"
+        );
+        assert!(ApiKey::new("  ").is_none());
+    }
+
+    #[test]
+    fn server_messages_are_extracted_and_bounded() {
+        assert_eq!(
+            server_message(r#"{"error": {"message": "Rate limit reached"}}"#),
+            "Rate limit reached"
+        );
+        assert_eq!(server_message("plain text"), "plain text");
+        assert_eq!(server_message(&"x".repeat(1000)).len(), 300);
+        assert_eq!(server_message(""), "(no message)");
+    }
+}

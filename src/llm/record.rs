@@ -1,0 +1,153 @@
+//! Record and replay (`--record DIR`, `--replay DIR`): every request and its full
+//! response stored as `DIR/<key>.json`, the key being the SHA-256 of the canonical
+//! request (messages and model settings). A replay answers from the recording and never
+//! opens a connection, so a replayed run reproduces the recorded transcript exactly.
+//! Nothing secret is in a request: the API key travels only in the HTTP header.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{ChatMessage, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage};
+use crate::scenario::LlmSettings;
+
+#[derive(Serialize, Deserialize)]
+struct Canonical<'a> {
+    messages: std::borrow::Cow<'a, [ChatMessage]>,
+    settings: std::borrow::Cow<'a, LlmSettings>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Entry<'a> {
+    request: Canonical<'a>,
+    text: String,
+    usage: Usage,
+}
+
+/// The recording key of a request.
+pub fn request_key(req: &LlmRequest) -> String {
+    let canonical = Canonical {
+        messages: (&req.messages[..]).into(),
+        settings: std::borrow::Cow::Borrowed(&req.settings),
+    };
+    let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
+    Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Passes requests to a backend and stores each response.
+pub struct Recorder {
+    inner: Arc<dyn LlmBackend>,
+    dir: PathBuf,
+}
+
+impl Recorder {
+    pub fn new(inner: Arc<dyn LlmBackend>, dir: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        Ok(Self {
+            inner,
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+impl LlmBackend for Recorder {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: LlmRequest,
+        stream: Option<TokenSink>,
+    ) -> BoxFuture<'a, Result<Completion, LlmError>> {
+        Box::pin(async move {
+            let key = request_key(&request);
+            let completion = self.inner.complete(request.clone(), stream).await?;
+            let entry = Entry {
+                request: Canonical {
+                    messages: request.messages.into(),
+                    settings: std::borrow::Cow::Owned(request.settings),
+                },
+                text: completion.text.clone(),
+                usage: completion.usage,
+            };
+            let path = self.dir.join(format!("{key}.json"));
+            let tmp = path.with_extension("json.tmp");
+            let written = serde_json::to_vec_pretty(&entry)
+                .map_err(std::io::Error::from)
+                .and_then(|bytes| std::fs::write(&tmp, bytes))
+                .and_then(|_| std::fs::rename(&tmp, &path));
+            written.map_err(|e| LlmError::Backend {
+                backend: "record".into(),
+                message: format!("{}: {e}", path.display()),
+            })?;
+            Ok(completion)
+        })
+    }
+}
+
+/// Answers from a recording only.
+pub struct Replayer {
+    dir: PathBuf,
+}
+
+impl Replayer {
+    pub fn new(dir: &Path) -> Result<Self, String> {
+        if !dir.is_dir() {
+            return Err(format!("--replay {}: no such folder", dir.display()));
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+impl LlmBackend for Replayer {
+    fn describe(&self) -> String {
+        format!("replay:{}", self.dir.display())
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: LlmRequest,
+        stream: Option<TokenSink>,
+    ) -> BoxFuture<'a, Result<Completion, LlmError>> {
+        Box::pin(async move {
+            let key = request_key(&request);
+            let path = self.dir.join(format!("{key}.json"));
+            let ctx = &request.context;
+            let missing = || {
+                LlmError::Backend {
+                backend: "replay".into(),
+                message: format!(
+                    "turn {} ({} call{} in state {}): this request is not in the recording {} (key {})",
+                    ctx.turn,
+                    ctx.kind.as_str(),
+                    ctx.agent.as_ref().map(|a| format!(" by {a}")).unwrap_or_default(),
+                    ctx.state,
+                    self.dir.display(),
+                    &key[..16]
+                ),
+            }
+            };
+            let bytes = std::fs::read(&path).map_err(|_| missing())?;
+            let entry: Entry = serde_json::from_slice(&bytes).map_err(|e| LlmError::Backend {
+                backend: "replay".into(),
+                message: format!("{}: {e}", path.display()),
+            })?;
+            if let Some(sink) = stream {
+                sink(&entry.text);
+            }
+            Ok(Completion {
+                text: entry.text,
+                usage: entry.usage,
+            })
+        })
+    }
+}

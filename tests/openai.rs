@@ -1,0 +1,530 @@
+//! The OpenAI-compatible backend against a server started here on 127.0.0.1 that speaks
+//! the protocol as real servers do: SSE `data:` chunks ending in `[DONE]`, usage in the
+//! last chunk or absent, `Retry-After`, server errors, cut-off streams, slow replies,
+//! malformed JSON. Nothing leaves the machine.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+use sopsim::llm::openai::{ApiKey, OpenAiBackend, OpenAiOptions, RetryPolicy};
+use sopsim::llm::{CallContext, CallKind, ChatMessage, LlmBackend, LlmRequest};
+use sopsim::scenario::LlmSettings;
+
+const KEY: &str = "sk-test-7f3a9c-do-not-leak";
+
+#[derive(Clone)]
+enum Reply {
+    /// Streamed pieces, then (optionally) usage, then (optionally) `[DONE]`.
+    Stream {
+        pieces: Vec<String>,
+        usage: bool,
+        done: bool,
+    },
+    /// The first pieces of a stream, then the connection drops.
+    Cut,
+    /// A JSON (or any) body with a status and extra headers.
+    Plain {
+        status: u16,
+        body: String,
+        headers: Vec<(String, String)>,
+    },
+    /// Wait, then answer normally.
+    Slow(Duration),
+    /// A stream whose event is not JSON.
+    Garbage,
+}
+
+fn ok(pieces: &[&str]) -> Reply {
+    Reply::Stream {
+        pieces: pieces.iter().map(|s| s.to_string()).collect(),
+        usage: true,
+        done: true,
+    }
+}
+
+struct Server {
+    base: String,
+    requests: Arc<Mutex<Vec<(String, Value)>>>,
+    replies: Arc<Mutex<VecDeque<Reply>>>,
+}
+
+impl Server {
+    /// Serves `replies` in order, then `ok(["Fine."])` forever.
+    fn start(replies: Vec<Reply>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let queue = Arc::new(Mutex::new(VecDeque::from(replies)));
+        let (r, q) = (requests.clone(), queue.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (r, q) = (r.clone(), q.clone());
+                std::thread::spawn(move || handle(conn, &r, &q));
+            }
+        });
+        Self {
+            base,
+            requests,
+            replies: queue,
+        }
+    }
+
+    fn requests(&self) -> Vec<(String, Value)> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn handle(
+    mut conn: TcpStream,
+    requests: &Mutex<Vec<(String, Value)>>,
+    replies: &Mutex<VecDeque<Reply>>,
+) {
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let len = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse::<usize>().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).unwrap();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let stream = body["stream"].as_bool().unwrap_or(false);
+    requests.lock().unwrap().push((head, body));
+    let reply = replies
+        .lock()
+        .unwrap()
+        .pop_front()
+        .unwrap_or_else(|| ok(&["Fine."]));
+    let sse_head =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+    let chunk = |text: &str| {
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]})
+        )
+    };
+    let _ = match reply {
+        Reply::Stream {
+            pieces,
+            usage,
+            done,
+        } if stream => {
+            let mut out = String::from(sse_head);
+            for p in &pieces {
+                out.push_str(&chunk(p));
+            }
+            out.push_str(&format!(
+                "data: {}\n\n",
+                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            ));
+            if usage {
+                out.push_str(&format!("data: {}\n\n", json!({"choices": [], "usage": {"prompt_tokens": 42, "completion_tokens": pieces.len()}})));
+            }
+            if done {
+                out.push_str("data: [DONE]\n\n");
+            }
+            conn.write_all(out.as_bytes())
+        }
+        Reply::Stream { pieces, usage, .. } => {
+            let mut v = json!({"choices": [{"message": {"role": "assistant", "content": pieces.concat()}, "finish_reason": "stop"}]});
+            if usage {
+                v["usage"] = json!({"prompt_tokens": 42, "completion_tokens": pieces.len()});
+            }
+            let b = v.to_string();
+            conn.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes())
+        }
+        Reply::Cut => conn.write_all(
+            format!(
+                "{sse_head}{}data: {{\"choices\": [{{\"delta\": {{\"content\": \"and th",
+                chunk("Half a reply ")
+            )
+            .as_bytes(),
+        ),
+        Reply::Plain {
+            status,
+            body,
+            headers,
+        } => {
+            let extra: String = headers
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}\r\n"))
+                .collect();
+            conn.write_all(format!("HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}", body.len()).as_bytes())
+        }
+        Reply::Slow(d) => {
+            std::thread::sleep(d);
+            conn.write_all(format!("{sse_head}{}data: [DONE]\n\n", chunk("late")).as_bytes())
+        }
+        Reply::Garbage => conn.write_all(format!("{sse_head}data: {{not json\n\n").as_bytes()),
+    };
+}
+
+fn backend(server: &Server, stream: bool, attempts: u32, timeout_ms: u64) -> OpenAiBackend {
+    OpenAiBackend::new(OpenAiOptions {
+        base_url: server.base.clone(),
+        api_key: ApiKey::new(KEY),
+        model: "test-model".into(),
+        stream,
+        connect_timeout: Duration::from_secs(2),
+        read_timeout: Duration::from_millis(timeout_ms),
+        retry: RetryPolicy {
+            attempts,
+            base: Duration::from_millis(10),
+            max_delay: Duration::from_millis(50),
+        },
+        concurrency: 4,
+    })
+    .unwrap()
+}
+
+fn ask(b: &OpenAiBackend) -> Result<sopsim::llm::Completion, sopsim::llm::LlmError> {
+    let req = LlmRequest {
+        messages: vec![
+            ChatMessage::system("You are terse."),
+            ChatMessage::user("Say hi."),
+        ],
+        settings: LlmSettings {
+            temperature: Some(0.2),
+            max_tokens: Some(16),
+            ..LlmSettings::default()
+        },
+        context: CallContext {
+            kind: CallKind::Act,
+            state: "s".into(),
+            turn: 3,
+            agent: Some("Ada".into()),
+            role: None,
+            index: 0,
+            choices: vec![],
+            run_seed: 0,
+        },
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(b.complete(req, None))
+}
+
+#[test]
+fn a_streamed_reply_with_usage_in_the_last_chunk() {
+    let server = Server::start(vec![ok(&["Hel", "lo", " there."])]);
+    let c = ask(&backend(&server, true, 1, 2000)).unwrap();
+    assert_eq!(c.text, "Hello there.");
+    assert_eq!(
+        (
+            c.usage.prompt_tokens,
+            c.usage.completion_tokens,
+            c.usage.estimated
+        ),
+        (42, 3, false)
+    );
+    let (head, body) = &server.requests()[0];
+    assert!(head.starts_with("POST /v1/chat/completions"), "{head}");
+    assert!(
+        head.contains(&format!("authorization: Bearer {KEY}"))
+            || head.contains(&format!("Authorization: Bearer {KEY}"))
+    );
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["messages"][1]["content"], "Say hi.");
+    assert_eq!(body["max_tokens"], 16);
+}
+
+#[test]
+fn usage_left_out_is_counted_and_marked_estimated_and_done_is_optional() {
+    let server = Server::start(vec![Reply::Stream {
+        pieces: vec!["Hi.".into()],
+        usage: false,
+        done: false,
+    }]);
+    let c = ask(&backend(&server, true, 1, 2000)).unwrap();
+    assert_eq!(c.text, "Hi.");
+    assert!(c.usage.estimated && c.usage.prompt_tokens > 0);
+}
+
+#[test]
+fn non_streaming_requests_work_too() {
+    let server = Server::start(vec![ok(&["Plain ", "reply."])]);
+    let c = ask(&backend(&server, false, 1, 2000)).unwrap();
+    assert_eq!(c.text, "Plain reply.");
+    assert_eq!(server.requests()[0].1["stream"], false);
+}
+
+#[test]
+fn a_rate_limit_is_retried_after_the_servers_delay() {
+    let limited = Reply::Plain {
+        status: 429,
+        body: r#"{"error":{"message":"Rate limit reached"}}"#.into(),
+        headers: vec![("Retry-After".into(), "0".into())],
+    };
+    let server = Server::start(vec![limited.clone(), limited, ok(&["Made it."])]);
+    assert_eq!(
+        ask(&backend(&server, true, 5, 2000)).unwrap().text,
+        "Made it."
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn a_server_that_always_fails_gives_up_after_the_attempts_naming_the_cause() {
+    let fail = Reply::Plain {
+        status: 500,
+        body: r#"{"error":{"message":"CUDA out of memory"}}"#.into(),
+        headers: vec![],
+    };
+    let server = Server::start(vec![fail; 10]);
+    let err = ask(&backend(&server, true, 3, 2000))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("gave up after 3 attempts")
+            && err.contains("HTTP 500")
+            && err.contains("CUDA out of memory"),
+        "{err}"
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn a_cut_off_stream_is_retried() {
+    let server = Server::start(vec![Reply::Cut, ok(&["Whole reply."])]);
+    assert_eq!(
+        ask(&backend(&server, true, 3, 2000)).unwrap().text,
+        "Whole reply."
+    );
+    let server = Server::start(vec![Reply::Cut; 5]);
+    let err = ask(&backend(&server, true, 2, 2000))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cut off"), "{err}");
+}
+
+#[test]
+fn a_slow_server_trips_the_timeout() {
+    let server = Server::start(vec![Reply::Slow(Duration::from_millis(1500)); 3]);
+    let err = ask(&backend(&server, true, 1, 200))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("no response within") || err.contains("stalled"),
+        "{err}"
+    );
+}
+
+#[test]
+fn malformed_json_is_an_error_not_a_panic() {
+    let server = Server::start(vec![Reply::Garbage; 3]);
+    let err = ask(&backend(&server, true, 2, 2000))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("malformed JSON"), "{err}");
+}
+
+#[test]
+fn unauthorized_and_not_found_are_explained_without_retrying() {
+    let server = Server::start(vec![Reply::Plain {
+        status: 401,
+        body: r#"{"error":{"message":"Incorrect API key provided"}}"#.into(),
+        headers: vec![],
+    }]);
+    let err = ask(&backend(&server, true, 5, 2000))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("check the API key") && err.contains("Incorrect API key provided"),
+        "{err}"
+    );
+    assert!(!err.contains(KEY));
+    assert_eq!(server.requests().len(), 1);
+    let server = Server::start(vec![Reply::Plain {
+        status: 404,
+        body: r#"{"error":{"message":"model not found"}}"#.into(),
+        headers: vec![],
+    }]);
+    let err = ask(&backend(&server, true, 5, 2000))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("\"test-model\"") && err.contains("/v1/chat/completions"),
+        "{err}"
+    );
+}
+
+fn sopsim(args: &[&str], base: &str) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args(args)
+        .args([
+            "--llm",
+            "openai",
+            "--embedder",
+            "hash",
+            "--base-url",
+            base,
+            "--model",
+            "test-model",
+            "-q",
+        ])
+        .env("OPENAI_API_KEY", KEY)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn all_text(dir: &std::path::Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        text.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+    }
+    text
+}
+
+#[test]
+fn record_then_replay_with_the_server_gone_reproduces_the_transcript() {
+    let debate = root().join("scenarios/debate.json").display().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let (out1, out2, rec) = (
+        dir.path().join("a"),
+        dir.path().join("b"),
+        dir.path().join("rec"),
+    );
+    let base = {
+        let server = Server::start(vec![]);
+        let o = sopsim(
+            &[
+                "run",
+                &debate,
+                "--max-turns",
+                "8",
+                "--out",
+                out1.to_str().unwrap(),
+                "--record",
+                rec.to_str().unwrap(),
+            ],
+            &server.base,
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(server.requests().len() >= 5);
+        server.base.clone()
+    };
+    let o = sopsim(
+        &[
+            "run",
+            &debate,
+            "--max-turns",
+            "8",
+            "--out",
+            out2.to_str().unwrap(),
+            "--replay",
+            rec.to_str().unwrap(),
+        ],
+        "http://127.0.0.1:9",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t1 = std::fs::read_to_string(out1.join("transcript.jsonl")).unwrap();
+    assert_eq!(
+        t1,
+        std::fs::read_to_string(out2.join("transcript.jsonl")).unwrap()
+    );
+    assert_eq!(t1.lines().count(), 8);
+    for d in [&out1, &out2, &rec] {
+        assert!(
+            !all_text(d).contains(KEY),
+            "the API key leaked into {}",
+            d.display()
+        );
+    }
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out1.join("summary.json")).unwrap()).unwrap();
+    assert!(
+        summary["llm"].as_str().unwrap().contains(&base[7..]),
+        "{}",
+        summary["llm"]
+    );
+    let o = sopsim(
+        &[
+            "run",
+            &debate,
+            "--max-turns",
+            "9",
+            "--replay",
+            rec.to_str().unwrap(),
+        ],
+        "http://127.0.0.1:9",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("turn 9") && err.contains("not in the recording"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_failing_server_stops_the_run_with_exit_1_and_keeps_finished_turns() {
+    let debate = root().join("scenarios/debate.json").display().to_string();
+    let fail = Reply::Plain {
+        status: 503,
+        body: r#"{"error":{"message":"overloaded"}}"#.into(),
+        headers: vec![],
+    };
+    let server = Server::start(vec![
+        ok(&["First reply."]),
+        fail.clone(),
+        fail.clone(),
+        fail,
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = sopsim(
+        &[
+            "run",
+            &debate,
+            "--out",
+            out.to_str().unwrap(),
+            "--max-attempts",
+            "3",
+        ],
+        &server.base,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("HTTP 503")
+            && err.contains("overloaded")
+            && err.contains("2 finished turn(s)"),
+        "{err}"
+    );
+    assert!(!err.contains(KEY));
+    assert_eq!(
+        std::fs::read_to_string(out.join("transcript.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        2
+    );
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["ended_by"], "error");
+}
