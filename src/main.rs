@@ -39,6 +39,12 @@ enum Command {
         /// Type this agent's turns on standard input (repeatable).
         #[arg(long = "human", value_name = "NAME")]
         humans: Vec<String>,
+        /// Stop at a turn boundary once the run has cost this many US dollars.
+        #[arg(long, value_name = "USD", value_parser = parse_budget)]
+        budget_usd: Option<f64>,
+        /// Stop at a turn boundary once this many tokens (prompt + completion) were used.
+        #[arg(long, value_name = "N")]
+        max_total_tokens: Option<u64>,
         /// Do not print the transcript as it happens.
         #[arg(long, short)]
         quiet: bool,
@@ -102,6 +108,9 @@ struct ModelArgs {
     /// --llm openai: model calls in flight to one server from the whole process.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=10000))]
     concurrency: u32,
+    /// Prices (JSON: {"model": {"input": USD per 1M tokens, "output": …}}) over the built-in table.
+    #[arg(long, value_name = "FILE")]
+    prices: Option<PathBuf>,
     /// Store every model request and its response in DIR.
     #[arg(long, value_name = "DIR", conflicts_with = "replay")]
     record: Option<PathBuf>,
@@ -166,6 +175,7 @@ impl From<ModelArgs> for ModelOptions {
             max_attempts: a.max_attempts,
             timeout: std::time::Duration::from_secs_f64(a.timeout.clamp(0.001, 86_400.0)),
             concurrency: a.concurrency as usize,
+            prices: a.prices,
             record: a.record,
             replay: a.replay,
             embedder: a.embedder.into(),
@@ -205,6 +215,15 @@ fn main() -> ExitCode {
     }
 }
 
+fn parse_budget(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not an amount of US dollars (a number, zero or more)"
+        )),
+    }
+}
+
 /// Prints to stdout; a closed pipe (`sopsim schema | head`) is not an error.
 fn say(text: &str) {
     let _ = writeln!(std::io::stdout().lock(), "{text}");
@@ -220,6 +239,8 @@ fn execute(command: Command) -> Result<(), CommandError> {
             max_turns,
             models,
             humans,
+            budget_usd,
+            max_total_tokens,
             quiet,
         } => {
             let opts = RunOptions {
@@ -233,6 +254,8 @@ fn execute(command: Command) -> Result<(), CommandError> {
                 max_turns,
                 models: models.into(),
                 humans,
+                budget_usd,
+                max_total_tokens,
                 quiet,
             };
             let outcome = runner::run(&opts)?;
@@ -331,6 +354,7 @@ fn execute(command: Command) -> Result<(), CommandError> {
                 max_attempts: 5,
                 timeout: std::time::Duration::from_secs(120),
                 concurrency: 8,
+                prices: None,
                 record: None,
                 replay: None,
                 embedder: embedder.into(),
@@ -373,6 +397,7 @@ fn chat(
         max_attempts: 5,
         timeout: std::time::Duration::from_secs(120),
         concurrency: 8,
+        prices: None,
         record: None,
         replay: None,
         embedder: EmbedderChoice::Hash,

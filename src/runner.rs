@@ -10,6 +10,7 @@ use thiserror::Error;
 use crate::embed::{EmbedService, Embedder, HashEmbedder, MiniLm};
 use crate::error::SimError;
 use crate::events::{EventSink, FrontendLog, TerminalSink};
+use crate::llm::cost::PriceTable;
 use crate::llm::local::{LocalBackend, LocalOptions};
 use crate::llm::openai::{OpenAiBackend, OpenAiOptions};
 use crate::llm::record::{Recorder, Replayer};
@@ -54,6 +55,8 @@ pub struct ModelOptions {
     pub max_attempts: u32,
     pub timeout: std::time::Duration,
     pub concurrency: usize,
+    /// Prices to add to or override the built-in table (JSON, USD per 1M tokens).
+    pub prices: Option<PathBuf>,
     /// Store every model request and response in this folder.
     pub record: Option<PathBuf>,
     /// Answer every model request from this recording, with no model or server.
@@ -73,6 +76,10 @@ pub struct RunOptions {
     pub max_turns: Option<u64>,
     pub models: ModelOptions,
     pub humans: Vec<String>,
+    /// Stop at a turn boundary once the run has cost this many US dollars.
+    pub budget_usd: Option<f64>,
+    /// Stop at a turn boundary once this many tokens were used.
+    pub max_total_tokens: Option<u64>,
     /// No live transcript on stdout.
     pub quiet: bool,
 }
@@ -210,10 +217,15 @@ pub fn services(scenario: &Scenario, opts: &ModelOptions) -> Result<Services, Co
         None => llm,
     };
     let embed = EmbedService::start(embedder(opts)?, 1, 64);
+    let prices = match &opts.prices {
+        Some(file) => PriceTable::with_file(file).map_err(CommandError::BadInput)?,
+        None => PriceTable::built_in(),
+    };
     Ok(Services {
         llm,
         embed,
         counter,
+        prices: Arc::new(prices),
     })
 }
 
@@ -257,6 +269,8 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, CommandError> {
         sinks,
         transcript,
         cancel: Some(cancel.clone()),
+        budget_usd: opts.budget_usd,
+        max_total_tokens: opts.max_total_tokens,
     };
     let outcome = actix::System::new().block_on(async {
         let interrupt = cancel.clone();

@@ -20,6 +20,7 @@ use crate::embed::{EmbedService, HashEmbedder};
 use crate::error::SimError;
 use crate::events::{EventSink, Sinks};
 use crate::human::{HumanInput, StdinInput};
+use crate::llm::cost::PriceTable;
 use crate::llm::{CallKind, KindUsage, LlmBackend, LlmClient, ScriptedBackend};
 use crate::memory::Memory;
 use crate::output::TranscriptWriter;
@@ -39,6 +40,8 @@ pub enum EndReason {
     InputClosed,
     /// Interrupted (Ctrl-C) between turns.
     Interrupted,
+    /// `--budget-usd` or `--max-total-tokens` was reached; `stop_reason` says which.
+    Budget,
     /// A runtime failure; `error` says what.
     Error,
 }
@@ -50,6 +53,7 @@ impl EndReason {
             EndReason::MaxTurns => "max_turns",
             EndReason::InputClosed => "input_closed",
             EndReason::Interrupted => "interrupted",
+            EndReason::Budget => "budget",
             EndReason::Error => "error",
         }
     }
@@ -61,6 +65,7 @@ pub struct Services {
     pub llm: Arc<dyn LlmBackend>,
     pub embed: EmbedService,
     pub counter: Arc<dyn TokenCounter>,
+    pub prices: Arc<PriceTable>,
 }
 
 impl Services {
@@ -71,6 +76,7 @@ impl Services {
             llm: Arc::new(ScriptedBackend::new(scenario.script.clone())),
             embed: EmbedService::start(Arc::new(HashEmbedder::default()), 1, 1),
             counter: Arc::new(Estimator),
+            prices: Arc::new(PriceTable::built_in()),
         }
     }
 }
@@ -92,6 +98,10 @@ pub struct RunConfig {
     pub transcript: Option<TranscriptWriter>,
     /// Set to stop the run at the next turn boundary.
     pub cancel: Option<Arc<AtomicBool>>,
+    /// Stop at a turn boundary once the run has cost this much.
+    pub budget_usd: Option<f64>,
+    /// Stop at a turn boundary once this many tokens (prompt + completion) were used.
+    pub max_total_tokens: Option<u64>,
 }
 
 /// The figures of `summary.json`.
@@ -108,6 +118,9 @@ pub struct RunSummary {
     pub ended_by: EndReason,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why a budget stopped the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
     /// `total`, then calls by kind.
     pub llm_calls: IndexMap<String, u64>,
     pub prompt_tokens: u64,
@@ -116,8 +129,14 @@ pub struct RunSummary {
     pub cached_prompt_tokens: u64,
     /// True when token figures came from sopsim's estimator, not the model.
     pub tokens_estimated: bool,
+    /// US dollars; `null` when a model's price is unknown.
+    pub cost_usd: Option<f64>,
+    pub cost_by_model: BTreeMap<String, Option<f64>>,
     pub tokens_by_kind: BTreeMap<String, KindUsage>,
     pub by_agent: BTreeMap<String, KindUsage>,
+    pub tokens_by_role: BTreeMap<String, KindUsage>,
+    pub tokens_by_state: BTreeMap<String, KindUsage>,
+    pub tokens_by_model: BTreeMap<String, KindUsage>,
     pub llm_latency_ms: Latency,
     pub warnings: Vec<String>,
     pub wall_ms: u64,
@@ -217,6 +236,11 @@ pub async fn run(
         transit_calls: 0,
         warnings: Vec::new(),
         seed: config.seed,
+        prices: services.prices.clone(),
+        budget_usd: config.budget_usd,
+        max_total_tokens: config.max_total_tokens,
+        stop_reason: None,
+        budget_unknown_warned: false,
     }
     .start();
     let finish = done_rx
@@ -224,6 +248,7 @@ pub async fn run(
         .map_err(|_| SimError::BadInput("the director stopped without finishing".into()))?;
     let snapshot = env.send(Snapshot).await?;
     let ledger = llm.ledger();
+    let cost = services.prices.cost(&ledger);
     let mut latencies = ledger.latencies_us.clone();
     latencies.sort_unstable();
     let mut llm_calls = IndexMap::from([("total".to_string(), ledger.calls())]);
@@ -244,7 +269,10 @@ pub async fn run(
         final_state: finish.final_state,
         ended_by: finish.ended_by,
         error: finish.error.as_ref().map(ToString::to_string),
+        stop_reason: finish.stop_reason,
         llm_calls,
+        cost_usd: cost.usd,
+        cost_by_model: cost.by_model,
         prompt_tokens: ledger.prompt_tokens(),
         completion_tokens: ledger.completion_tokens(),
         cached_prompt_tokens: ledger.cached_prompt_tokens(),
@@ -255,6 +283,9 @@ pub async fn run(
             .map(|(k, v)| (k.as_str().to_string(), v.clone()))
             .collect(),
         by_agent: ledger.by_agent.clone(),
+        tokens_by_role: ledger.by_role.clone(),
+        tokens_by_state: ledger.by_state.clone(),
+        tokens_by_model: ledger.by_model.clone(),
         llm_latency_ms: Latency {
             p50: percentile(&latencies, 0.5),
             p95: percentile(&latencies, 0.95),

@@ -47,6 +47,7 @@ fn each_message_is_embedded_exactly_once() {
         llm: Arc::new(ScriptedBackend::new(s.script.clone())),
         embed: EmbedService::start(counting.clone(), 1, 32),
         counter: Arc::new(Estimator),
+        prices: Default::default(),
     };
     let outcome = run_blocking(Arc::new(s), &services, RunConfig::default()).unwrap();
     assert_eq!(

@@ -281,6 +281,7 @@ fn a_scenario_runs_on_the_local_models() {
             64,
         ),
         counter: backend().counter(),
+        prices: Default::default(),
     };
     let config = sopsim::sim::RunConfig {
         max_turns: Some(4),
@@ -294,6 +295,11 @@ fn a_scenario_runs_on_the_local_models() {
     );
     assert!(!outcome.summary.tokens_estimated);
     assert_eq!(outcome.summary.embedder, "minilm");
+    assert_eq!(
+        outcome.summary.cost_usd,
+        Some(0.0),
+        "a local model costs nothing"
+    );
     assert!(
         outcome.transcript[1..]
             .iter()

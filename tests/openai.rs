@@ -52,7 +52,6 @@ fn ok(pieces: &[&str]) -> Reply {
 struct Server {
     base: String,
     requests: Arc<Mutex<Vec<(String, Value)>>>,
-    replies: Arc<Mutex<VecDeque<Reply>>>,
 }
 
 impl Server {
@@ -69,11 +68,7 @@ impl Server {
                 std::thread::spawn(move || handle(conn, &r, &q));
             }
         });
-        Self {
-            base,
-            requests,
-            replies: queue,
-        }
+        Self { base, requests }
     }
 
     fn requests(&self) -> Vec<(String, Value)> {
@@ -527,4 +522,126 @@ fn a_failing_server_stops_the_run_with_exit_1_and_keeps_finished_turns() {
     let summary: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["ended_by"], "error");
+}
+
+fn summary_of(out: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+/// `sopsim run` on the debate against a fresh server, with extra flags.
+fn run_debate(extra: &[&str], model: &str) -> (std::process::Output, Value, tempfile::TempDir) {
+    let server = Server::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let debate = root().join("scenarios/debate.json").display().to_string();
+    let mut args = vec![
+        "run",
+        debate.as_str(),
+        "--out",
+        out.to_str().unwrap(),
+        "--max-turns",
+        "8",
+    ];
+    args.extend(extra);
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args(&args)
+        .args([
+            "--llm",
+            "openai",
+            "--embedder",
+            "hash",
+            "--base-url",
+            &server.base,
+            "--model",
+            model,
+            "-q",
+        ])
+        .env("OPENAI_API_KEY", KEY)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary_of(&out);
+    (o, s, dir)
+}
+
+#[test]
+fn cost_is_counted_by_model_with_tokens_by_state_and_role() {
+    let (_, s, _dir) = run_debate(&[], "gpt-4o-mini");
+    let prompt = s["prompt_tokens"].as_f64().unwrap();
+    let completion = s["completion_tokens"].as_f64().unwrap();
+    let expected = (prompt * 0.15 + completion * 0.60) / 1e6;
+    assert!(
+        (s["cost_usd"].as_f64().unwrap() - expected).abs() < 1e-12,
+        "{s}"
+    );
+    assert!(
+        s["tokens_by_state"]["affirmative_prep"]["calls"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+    assert!(s["tokens_by_role"]["Support"]["calls"].as_u64().unwrap() >= 1);
+    assert_eq!(s["tokens_estimated"], false, "the server reported usage");
+}
+
+#[test]
+fn an_unknown_model_has_a_null_cost_unless_a_price_file_names_it() {
+    let (_, s, _dir) = run_debate(&["--budget-usd", "1"], "my-finetune");
+    assert!(
+        s["cost_usd"].is_null(),
+        "never $0 for an unknown price: {s}"
+    );
+    assert!(
+        s["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("no price for my-finetune"),
+        "{s}"
+    );
+    let prices = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        prices.path(),
+        r#"{"my-finetune": {"input": 1.0, "output": 2.0}}"#,
+    )
+    .unwrap();
+    let (_, s, _dir) = run_debate(
+        &["--prices", prices.path().to_str().unwrap()],
+        "my-finetune",
+    );
+    let expected = (s["prompt_tokens"].as_f64().unwrap()
+        + 2.0 * s["completion_tokens"].as_f64().unwrap())
+        / 1e6;
+    assert!(
+        (s["cost_usd"].as_f64().unwrap() - expected).abs() < 1e-12,
+        "{s}"
+    );
+}
+
+#[test]
+fn budgets_stop_the_run_cleanly_at_a_turn_boundary() {
+    let (_, s, dir) = run_debate(&["--max-total-tokens", "100"], "gpt-4o-mini");
+    assert_eq!(s["ended_by"], "budget");
+    assert!(
+        s["stop_reason"]
+            .as_str()
+            .unwrap()
+            .contains("max_total_tokens 100 reached"),
+        "{s}"
+    );
+    let turns = s["turns"].as_u64().unwrap();
+    assert!(turns >= 2 && turns < 8, "{s}");
+    let lines = std::fs::read_to_string(dir.path().join("run/transcript.jsonl"))
+        .unwrap()
+        .lines()
+        .count() as u64;
+    assert_eq!(lines, turns, "every finished turn is on disk");
+    let (_, s, _dir) = run_debate(&["--budget-usd", "0.000001"], "gpt-4o-mini");
+    assert_eq!(s["ended_by"], "budget");
+    assert!(
+        s["stop_reason"]
+            .as_str()
+            .unwrap()
+            .contains("budget of $0.000001 reached"),
+        "{s}"
+    );
 }

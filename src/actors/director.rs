@@ -18,6 +18,7 @@ use super::environment::EnvironmentActor;
 use super::messages::*;
 use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
+use crate::llm::cost::PriceTable;
 use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest};
 use crate::memory::Memory;
 use crate::output::TranscriptWriter;
@@ -36,6 +37,7 @@ pub struct Finish {
     pub final_state: String,
     pub visits: u32,
     pub warnings: Vec<String>,
+    pub stop_reason: Option<String>,
 }
 
 pub struct Director {
@@ -55,6 +57,11 @@ pub struct Director {
     pub(crate) transit_calls: u64,
     pub(crate) warnings: Vec<String>,
     pub(crate) seed: u64,
+    pub(crate) prices: Arc<PriceTable>,
+    pub(crate) budget_usd: Option<f64>,
+    pub(crate) max_total_tokens: Option<u64>,
+    pub(crate) stop_reason: Option<String>,
+    pub(crate) budget_unknown_warned: bool,
 }
 
 impl Actor for Director {
@@ -82,6 +89,43 @@ struct Speak {
 struct Transit(Transition);
 
 impl Director {
+    /// Why the run must stop for its budget, if it must. Checked between turns.
+    fn over_budget(&mut self) -> Option<String> {
+        if self.budget_usd.is_none() && self.max_total_tokens.is_none() {
+            return None;
+        }
+        let ledger = self.llm.ledger();
+        let tokens = ledger.prompt_tokens() + ledger.completion_tokens();
+        if let Some(max) = self.max_total_tokens.filter(|max| tokens >= *max) {
+            return Some(format!(
+                "max_total_tokens {max} reached: {tokens} tokens used"
+            ));
+        }
+        let budget = self.budget_usd?;
+        match self.prices.cost(&ledger).usd {
+            Some(usd) if usd >= budget => {
+                Some(format!("budget of ${budget} reached: ${usd:.6} spent"))
+            }
+            Some(_) => None,
+            None => {
+                if !self.budget_unknown_warned {
+                    self.budget_unknown_warned = true;
+                    let unknown: Vec<String> = ledger
+                        .by_model
+                        .keys()
+                        .filter(|m| self.prices.price(m).is_none())
+                        .cloned()
+                        .collect();
+                    self.warn(format!(
+                        "--budget-usd cannot be enforced: no price for {} (add it with --prices)",
+                        unknown.join(", ")
+                    ));
+                }
+                None
+            }
+        }
+    }
+
     fn warn(&mut self, text: String) {
         self.sinks.emit(SimEvent::Warning { text: text.clone() });
         self.warnings.push(text);
@@ -101,6 +145,7 @@ impl Director {
                 final_state: self.engine.current_state().to_string(),
                 visits: self.engine.visit(),
                 warnings: std::mem::take(&mut self.warnings),
+                stop_reason: self.stop_reason.take(),
             });
         }
         ctx.stop();
@@ -262,6 +307,10 @@ impl Handler<Step> for Director {
         }
         if self.turn >= self.max_turns {
             return self.finish(EndReason::MaxTurns, None, ctx);
+        }
+        if let Some(reason) = self.over_budget() {
+            self.stop_reason = Some(reason);
+            return self.finish(EndReason::Budget, None, ctx);
         }
         match self.engine.next_speaker() {
             Speaker::Opening { role, query } => ctx.notify(Speak {

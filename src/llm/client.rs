@@ -33,6 +33,9 @@ impl KindUsage {
 pub struct Ledger {
     pub by_kind: BTreeMap<CallKind, KindUsage>,
     pub by_agent: BTreeMap<String, KindUsage>,
+    pub by_role: BTreeMap<String, KindUsage>,
+    pub by_state: BTreeMap<String, KindUsage>,
+    pub by_model: BTreeMap<String, KindUsage>,
     /// Whether any figure came from the estimator instead of the model.
     pub tokens_estimated: bool,
     /// Latency of each call in microseconds, in call order.
@@ -54,11 +57,16 @@ impl Ledger {
         self.by_kind.values().map(|k| k.cached_prompt_tokens).sum()
     }
 
-    fn add(&mut self, kind: CallKind, agent: Option<&str>, c: &Completion, micros: u64) {
-        self.by_kind.entry(kind).or_default().count(c);
-        if let Some(a) = agent {
-            self.by_agent.entry(a.to_string()).or_default().count(c);
+    fn add(&mut self, ctx: &super::CallContext, c: &Completion, micros: u64) {
+        self.by_kind.entry(ctx.kind).or_default().count(c);
+        if let Some(a) = &ctx.agent {
+            self.by_agent.entry(a.clone()).or_default().count(c);
         }
+        if let Some(r) = &ctx.role {
+            self.by_role.entry(r.clone()).or_default().count(c);
+        }
+        self.by_state.entry(ctx.state.clone()).or_default().count(c);
+        self.by_model.entry(c.model.clone()).or_default().count(c);
         self.tokens_estimated |= c.usage.estimated;
         self.latencies_us.push(micros);
     }
@@ -88,17 +96,14 @@ impl LlmClient {
         request: LlmRequest,
         stream: Option<TokenSink>,
     ) -> Result<Completion, LlmError> {
-        let kind = request.context.kind;
-        let agent = request.context.agent.clone();
+        let context = request.context.clone();
         let started = Instant::now();
         let completion = self.backend.complete(request, stream).await?;
         let micros = started.elapsed().as_micros() as u64;
-        self.ledger.lock().unwrap_or_else(|p| p.into_inner()).add(
-            kind,
-            agent.as_deref(),
-            &completion,
-            micros,
-        );
+        self.ledger
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .add(&context, &completion, micros);
         Ok(completion)
     }
 

@@ -2,6 +2,7 @@
 //! client that counts every call.
 
 mod client;
+pub mod cost;
 pub mod local;
 pub mod openai;
 pub mod record;

@@ -25,6 +25,7 @@ struct Entry<'a> {
     request: Canonical<'a>,
     text: String,
     usage: Usage,
+    model: String,
 }
 
 /// The recording key of a request.
@@ -76,6 +77,7 @@ impl LlmBackend for Recorder {
                 },
                 text: completion.text.clone(),
                 usage: completion.usage,
+                model: completion.model.clone(),
             };
             let path = self.dir.join(format!("{key}.json"));
             let tmp = path.with_extension("json.tmp");
@@ -147,6 +149,7 @@ impl LlmBackend for Replayer {
             Ok(Completion {
                 text: entry.text,
                 usage: entry.usage,
+                model: entry.model,
             })
         })
     }

@@ -108,7 +108,11 @@ impl LlmBackend for ScriptedBackend {
                 cached_prompt_tokens: 0,
                 estimated: true,
             };
-            Ok(Completion { text, usage })
+            Ok(Completion {
+                text,
+                usage,
+                model: "scripted".into(),
+            })
         })
     }
 }

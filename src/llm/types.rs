@@ -111,6 +111,8 @@ pub struct Usage {
 pub struct Completion {
     pub text: String,
     pub usage: Usage,
+    /// The model that answered, as the backend names it (prices are looked up by it).
+    pub model: String,
 }
 
 /// Receives streamed text pieces as they are generated.

@@ -59,6 +59,7 @@ pub fn services_with(llm: Arc<dyn LlmBackend>) -> Services {
         llm,
         embed: EmbedService::start(Arc::new(HashEmbedder::default()), 1, 1),
         counter: Arc::new(Estimator),
+        prices: Default::default(),
     }
 }
 

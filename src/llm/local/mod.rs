@@ -358,6 +358,7 @@ impl Worker {
             }
         }
         Ok(Completion {
+            model: format!("local:{}", self.model.name),
             text: text.full().trim().to_string(),
             usage: Usage {
                 prompt_tokens: ids.len() as u64,

@@ -363,7 +363,11 @@ impl OpenAiBackend {
                 estimated: true,
             },
         };
-        Completion { text, usage }
+        Completion {
+            text,
+            usage,
+            model: self.model(req).to_string(),
+        }
     }
 }
 
