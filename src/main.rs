@@ -120,8 +120,9 @@ struct ModelArgs {
     /// Which embedder indexes messages for relevant-history retrieval.
     #[arg(long, value_enum, default_value_t = EmbedderArg::Minilm)]
     embedder: EmbedderArg,
-    /// A folder with config.json, model.safetensors and tokenizer.json for --embedder minilm.
-    #[arg(long, value_name = "DIR")]
+    /// --embedder minilm: a folder with config.json, model.safetensors and tokenizer.json.
+    /// --embedder openai: the embedding model's name.
+    #[arg(long, value_name = "DIR|NAME")]
     embedder_model: Option<PathBuf>,
 }
 
@@ -158,6 +159,9 @@ enum ChatLlmArg {
 enum EmbedderArg {
     /// sentence-transformers all-MiniLM-L6-v2.
     Minilm,
+    /// An OpenAI-compatible server's /embeddings (model: --embedder-model, else
+    /// OPENAI_EMBEDDING_MODEL, else text-embedding-3-small).
+    Openai,
     /// Feature hashing: fast, no model.
     Hash,
 }
@@ -188,6 +192,7 @@ impl From<EmbedderArg> for EmbedderChoice {
     fn from(e: EmbedderArg) -> Self {
         match e {
             EmbedderArg::Minilm => EmbedderChoice::MiniLm,
+            EmbedderArg::Openai => EmbedderChoice::OpenAi,
             EmbedderArg::Hash => EmbedderChoice::Hash,
         }
     }

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::embed::{EmbedService, Embedder, HashEmbedder, MiniLm};
+use crate::embed::{EmbedService, Embedder, HashEmbedder, MiniLm, OpenAiEmbedder};
 use crate::error::SimError;
 use crate::events::{EventSink, FrontendLog, TerminalSink};
 use crate::llm::cost::PriceTable;
 use crate::llm::local::{LocalBackend, LocalOptions};
-use crate::llm::openai::{OpenAiBackend, OpenAiOptions};
+use crate::llm::openai::{OpenAiBackend, OpenAiOptions, RetryPolicy};
 use crate::llm::record::{Recorder, Replayer};
 use crate::llm::{LlmBackend, ScriptedBackend};
 use crate::models::{self, ModelError};
@@ -38,6 +38,8 @@ pub enum LlmChoice {
 pub enum EmbedderChoice {
     /// all-MiniLM-L6-v2 through candle.
     MiniLm,
+    /// `POST {base}/embeddings` on an OpenAI-compatible server.
+    OpenAi,
     /// Feature hashing: no model, microseconds per message.
     Hash,
 }
@@ -174,6 +176,30 @@ pub fn openai_backend(opts: &ModelOptions) -> Result<OpenAiBackend, CommandError
 pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, CommandError> {
     Ok(match opts.embedder {
         EmbedderChoice::Hash => Arc::new(HashEmbedder::default()),
+        EmbedderChoice::OpenAi => {
+            let mut o = OpenAiOptions::from_env();
+            if let Some(base) = &opts.base_url {
+                o.base_url = base.clone();
+            }
+            let model = opts
+                .embedder_model
+                .as_ref()
+                .map(|m| m.display().to_string())
+                .or_else(|| {
+                    std::env::var("OPENAI_EMBEDDING_MODEL")
+                        .ok()
+                        .filter(|m| !m.is_empty())
+                })
+                .unwrap_or_else(|| "text-embedding-3-small".into());
+            let retry = RetryPolicy {
+                attempts: opts.max_attempts,
+                ..RetryPolicy::default()
+            };
+            Arc::new(
+                OpenAiEmbedder::new(&o.base_url, o.api_key, model, opts.timeout, retry)
+                    .map_err(|e| CommandError::BadInput(format!("--embedder openai: {e}")))?,
+            )
+        }
         EmbedderChoice::MiniLm => {
             let dir = match &opts.embedder_model {
                 Some(d) => {

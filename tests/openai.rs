@@ -105,7 +105,23 @@ fn handle(
     reader.read_exact(&mut body).unwrap();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let stream = body["stream"].as_bool().unwrap_or(false);
-    requests.lock().unwrap().push((head, body));
+    requests.lock().unwrap().push((head.clone(), body.clone()));
+    if head.starts_with("POST /v1/embeddings") {
+        let data: Vec<Value> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let t = t.as_str().unwrap();
+                json!({"index": i, "embedding": [t.len() as f64, t.matches('e').count() as f64, 1.0]})
+            })
+            .rev()
+            .collect();
+        let b = json!({"data": data, "model": body["model"]}).to_string();
+        let _ = conn.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes());
+        return;
+    }
     let reply = replies
         .lock()
         .unwrap()
@@ -644,4 +660,49 @@ fn budgets_stop_the_run_cleanly_at_a_turn_boundary() {
             .contains("budget of $0.000001 reached"),
         "{s}"
     );
+}
+
+#[test]
+fn embeddings_can_come_from_the_server_one_per_message() {
+    let server = Server::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let debate = root().join("scenarios/debate.json").display().to_string();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args([
+            "run",
+            &debate,
+            "--out",
+            out.to_str().unwrap(),
+            "--max-turns",
+            "6",
+            "-q",
+        ])
+        .args([
+            "--llm",
+            "openai",
+            "--embedder",
+            "openai",
+            "--embedder-model",
+            "emb-test",
+            "--base-url",
+            &server.base,
+        ])
+        .env("OPENAI_API_KEY", KEY)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let embedded: Vec<Value> = server
+        .requests()
+        .into_iter()
+        .filter(|(h, _)| h.starts_with("POST /v1/embeddings"))
+        .map(|(_, b)| b)
+        .collect();
+    let texts: usize = embedded
+        .iter()
+        .map(|b| b["input"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(texts, 6, "each of the six messages embedded exactly once");
+    assert_eq!(embedded[0]["model"], "emb-test");
+    assert_eq!(summary_of(&out)["embedder"], "openai");
 }

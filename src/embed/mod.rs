@@ -3,10 +3,12 @@
 
 mod hash;
 mod minilm;
+mod openai;
 mod service;
 
 pub use hash::HashEmbedder;
 pub use minilm::MiniLm;
+pub use openai::OpenAiEmbedder;
 pub use service::EmbedService;
 
 use thiserror::Error;

@@ -57,10 +57,6 @@ impl EmbedService {
         self.embedder.name()
     }
 
-    pub fn dim(&self) -> usize {
-        self.embedder.dim()
-    }
-
     /// The embedding of one text.
     pub async fn embed(&self, text: String) -> Result<Vec<f32>, EmbedError> {
         let Some(queue) = &self.queue else {

@@ -34,6 +34,11 @@ impl ApiKey {
         let key = key.into();
         (!key.trim().is_empty()).then(|| Self(key.trim().to_string()))
     }
+
+    /// The key itself, for the `Authorization` header and nothing else.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
 }
 
 impl std::fmt::Debug for ApiKey {

@@ -1,0 +1,159 @@
+//! Embeddings from an OpenAI-compatible server (`--embedder openai`): `POST
+//! {base}/embeddings` with every queued text of a batch in one request, for users whose
+//! embedding model lives on a server. Runs on the embedding service's worker thread, so
+//! it uses a blocking client; retries as the chat backend does.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{json, Value};
+
+use super::{EmbedError, Embedder};
+use crate::llm::openai::{
+    normalize_base, parse_retry_after, retryable_status, ApiKey, RetryPolicy,
+};
+
+pub struct OpenAiEmbedder {
+    client: reqwest::blocking::Client,
+    url: String,
+    key: Option<ApiKey>,
+    model: String,
+    retry: RetryPolicy,
+    dim: AtomicUsize,
+}
+
+fn failed(message: impl Into<String>) -> EmbedError {
+    EmbedError::Failed {
+        embedder: "openai".into(),
+        message: message.into(),
+    }
+}
+
+impl OpenAiEmbedder {
+    pub fn new(
+        base_url: &str,
+        key: Option<ApiKey>,
+        model: String,
+        timeout: Duration,
+        retry: RetryPolicy,
+    ) -> Result<Self, EmbedError> {
+        let client = reqwest::blocking::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| failed(e.to_string()))?;
+        Ok(Self {
+            client,
+            url: format!("{}/embeddings", normalize_base(base_url)),
+            key,
+            model,
+            retry,
+            dim: AtomicUsize::new(0),
+        })
+    }
+
+    fn attempt(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, (bool, Option<Duration>, String)> {
+        let mut call = self
+            .client
+            .post(&self.url)
+            .json(&json!({"model": self.model, "input": texts}));
+        if let Some(key) = &self.key {
+            call = call.bearer_auth(key.expose());
+        }
+        let response = call.send().map_err(|e| {
+            (
+                true,
+                None,
+                format!("connection failed: {}", e.without_url()),
+            )
+        })?;
+        let status = response.status().as_u16();
+        let after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, SystemTime::now()));
+        let text = response.text().map_err(|e| {
+            (
+                true,
+                None,
+                format!("reading the response: {}", e.without_url()),
+            )
+        })?;
+        if status != 200 {
+            let hint = match status {
+                401 | 403 => "; check the API key (OPENAI_API_KEY)".to_string(),
+                404 => format!(
+                    "; no embedding model {:?} there, or the base URL is wrong",
+                    self.model
+                ),
+                _ => String::new(),
+            };
+            return Err((
+                retryable_status(status),
+                after,
+                format!(
+                    "HTTP {status} from {}{hint}: {}",
+                    self.url,
+                    text.chars().take(300).collect::<String>()
+                ),
+            ));
+        }
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| (true, None, format!("malformed JSON: {e}")))?;
+        let mut rows: Vec<(u64, Vec<f32>)> = v["data"]
+            .as_array()
+            .ok_or((false, None, "the response has no data array".to_string()))?
+            .iter()
+            .map(|d| {
+                let emb = d["embedding"]
+                    .as_array()
+                    .map(|a| a.iter().map(|x| x.as_f64().unwrap_or(0.0) as f32).collect());
+                (d["index"].as_u64().unwrap_or(0), emb.unwrap_or_default())
+            })
+            .collect();
+        if rows.len() != texts.len() {
+            return Err((
+                false,
+                None,
+                format!("asked for {} embeddings, got {}", texts.len(), rows.len()),
+            ));
+        }
+        rows.sort_by_key(|(i, _)| *i);
+        Ok(rows.into_iter().map(|(_, v)| v).collect())
+    }
+}
+
+impl Embedder for OpenAiEmbedder {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    /// Known after the first response (0 before).
+    fn dim(&self) -> usize {
+        self.dim.load(Ordering::Relaxed)
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut attempt = 1;
+        loop {
+            match self.attempt(texts) {
+                Ok(vectors) => {
+                    if let Some(v) = vectors.first() {
+                        self.dim.store(v.len(), Ordering::Relaxed);
+                    }
+                    return Ok(vectors);
+                }
+                Err((true, after, cause)) if attempt < self.retry.attempts => {
+                    std::thread::sleep(self.retry.delay(attempt, after, &mut rand::rng()));
+                    tracing::warn!(attempt, %cause, "retrying the embedding call");
+                    attempt += 1;
+                }
+                Err((_, _, cause)) => {
+                    return Err(failed(format!(
+                        "gave up after {attempt} attempt(s); last: {cause}"
+                    )))
+                }
+            }
+        }
+    }
+}
