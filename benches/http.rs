@@ -1,0 +1,120 @@
+//! The HTTP path's own cost: the debate scenario against an OpenAI-compatible server
+//! that answers instantly (in this process, keep-alive, streamed replies), next to the
+//! scripted backend; and how many requests per second one process sustains with 100
+//! simulations in parallel.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use sopsim::embed::{EmbedService, HashEmbedder};
+use sopsim::llm::openai::{OpenAiBackend, OpenAiOptions};
+use sopsim::scenario::{self, Scenario};
+use sopsim::sim::{run, RunConfig, Services};
+use sopsim::tokens::Estimator;
+
+/// An instant server: every request gets the same streamed reply, connections kept alive.
+fn serve() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let mut body = String::new();
+    for piece in ["Car-free ", "centres ", "are ", "quieter ", "and safer."] {
+        body.push_str(&format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{piece}\"}}}}]}}\n\n"));
+    }
+    body.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n");
+    body.push_str("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":300,\"completion_tokens\":5}}\n\ndata: [DONE]\n\n");
+    let response = Arc::new(format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n{body}", body.len()));
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let response = response.clone();
+            std::thread::spawn(move || {
+                let _ = conn.set_nodelay(true);
+                let mut writer = conn.try_clone().unwrap();
+                let mut reader = BufReader::new(conn);
+                loop {
+                    let mut len = 0;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    if reader.read_exact(&mut body).is_err() || writer.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    base
+}
+
+fn debate() -> Arc<Scenario> {
+    Arc::new(scenario::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/debate.json")).unwrap())
+}
+
+fn http_services(base: &str, concurrency: usize) -> Services {
+    let mut o = OpenAiOptions::from_env();
+    o.base_url = base.to_string();
+    o.api_key = None;
+    o.model = "bench".into();
+    o.concurrency = concurrency;
+    o.read_timeout = Duration::from_secs(30);
+    Services {
+        llm: Arc::new(OpenAiBackend::new(o).unwrap()),
+        embed: EmbedService::start(Arc::new(HashEmbedder::default()), 1, 1),
+        counter: Arc::new(Estimator),
+        prices: Default::default(),
+    }
+}
+
+fn bench_turns(c: &mut Criterion) {
+    let scenario = debate();
+    let base = serve();
+    let system = actix::System::new();
+    let mut group = c.benchmark_group("debate_turns");
+    for (name, services) in [("scripted", Services::scripted(&scenario)), ("openai_http", http_services(&base, 8))] {
+        let turns = system.block_on(run(scenario.clone(), &services, RunConfig::default())).unwrap().summary.turns;
+        group.throughput(Throughput::Elements(turns));
+        group.bench_function(name, |b| {
+            b.iter(|| assert_eq!(system.block_on(run(scenario.clone(), &services, RunConfig::default())).unwrap().summary.turns, turns))
+        });
+    }
+    group.finish();
+}
+
+fn bench_parallel(c: &mut Criterion) {
+    const SIMS: usize = 100;
+    let scenario = debate();
+    let base = serve();
+    let services = http_services(&base, 64);
+    let system = actix::System::new();
+    let calls_per_run = system.block_on(run(scenario.clone(), &services, RunConfig::default())).unwrap().summary.llm_calls["total"];
+    let mut group = c.benchmark_group("parallel");
+    group.sample_size(10).throughput(Throughput::Elements(calls_per_run * SIMS as u64));
+    group.bench_function("100_simulations_requests", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                let runs = (0..SIMS).map(|i| run(scenario.clone(), &services, RunConfig { seed: i as u64, ..RunConfig::default() }));
+                for r in system.block_on(futures::future::join_all(runs)) {
+                    assert_eq!(r.unwrap().summary.ended_by.as_str(), "end");
+                }
+            }
+            start.elapsed()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_turns, bench_parallel);
+criterion_main!(benches);
