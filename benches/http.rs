@@ -21,11 +21,18 @@ fn serve() -> String {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let mut body = String::new();
     for piece in ["Car-free ", "centres ", "are ", "quieter ", "and safer."] {
-        body.push_str(&format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{piece}\"}}}}]}}\n\n"));
+        body.push_str(&format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{piece}\"}}}}]}}\n\n"
+        ));
     }
-    body.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n");
+    body.push_str(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+    );
     body.push_str("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":300,\"completion_tokens\":5}}\n\ndata: [DONE]\n\n");
-    let response = Arc::new(format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n{body}", body.len()));
+    let response = Arc::new(format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    ));
     std::thread::spawn(move || {
         for conn in listener.incoming().flatten() {
             let response = response.clone();
@@ -48,7 +55,9 @@ fn serve() -> String {
                         }
                     }
                     let mut body = vec![0; len];
-                    if reader.read_exact(&mut body).is_err() || writer.write_all(response.as_bytes()).is_err() {
+                    if reader.read_exact(&mut body).is_err()
+                        || writer.write_all(response.as_bytes()).is_err()
+                    {
                         return;
                     }
                 }
@@ -59,7 +68,12 @@ fn serve() -> String {
 }
 
 fn debate() -> Arc<Scenario> {
-    Arc::new(scenario::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/debate.json")).unwrap())
+    Arc::new(
+        scenario::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/debate.json"),
+        )
+        .unwrap(),
+    )
 }
 
 fn http_services(base: &str, concurrency: usize) -> Services {
@@ -82,11 +96,27 @@ fn bench_turns(c: &mut Criterion) {
     let base = serve();
     let system = actix::System::new();
     let mut group = c.benchmark_group("debate_turns");
-    for (name, services) in [("scripted", Services::scripted(&scenario)), ("openai_http", http_services(&base, 8))] {
-        let turns = system.block_on(run(scenario.clone(), &services, RunConfig::default())).unwrap().summary.turns;
+    for (name, services) in [
+        ("scripted", Services::scripted(&scenario)),
+        ("openai_http", http_services(&base, 8)),
+    ] {
+        let turns = system
+            .block_on(run(scenario.clone(), &services, RunConfig::default()))
+            .unwrap()
+            .summary
+            .turns;
         group.throughput(Throughput::Elements(turns));
         group.bench_function(name, |b| {
-            b.iter(|| assert_eq!(system.block_on(run(scenario.clone(), &services, RunConfig::default())).unwrap().summary.turns, turns))
+            b.iter(|| {
+                assert_eq!(
+                    system
+                        .block_on(run(scenario.clone(), &services, RunConfig::default()))
+                        .unwrap()
+                        .summary
+                        .turns,
+                    turns
+                )
+            })
         });
     }
     group.finish();
@@ -98,14 +128,29 @@ fn bench_parallel(c: &mut Criterion) {
     let base = serve();
     let services = http_services(&base, 64);
     let system = actix::System::new();
-    let calls_per_run = system.block_on(run(scenario.clone(), &services, RunConfig::default())).unwrap().summary.llm_calls["total"];
+    let calls_per_run = system
+        .block_on(run(scenario.clone(), &services, RunConfig::default()))
+        .unwrap()
+        .summary
+        .llm_calls["total"];
     let mut group = c.benchmark_group("parallel");
-    group.sample_size(10).throughput(Throughput::Elements(calls_per_run * SIMS as u64));
+    group
+        .sample_size(10)
+        .throughput(Throughput::Elements(calls_per_run * SIMS as u64));
     group.bench_function("100_simulations_requests", |b| {
         b.iter_custom(|iters| {
             let start = Instant::now();
             for _ in 0..iters {
-                let runs = (0..SIMS).map(|i| run(scenario.clone(), &services, RunConfig { seed: i as u64, ..RunConfig::default() }));
+                let runs = (0..SIMS).map(|i| {
+                    run(
+                        scenario.clone(),
+                        &services,
+                        RunConfig {
+                            seed: i as u64,
+                            ..RunConfig::default()
+                        },
+                    )
+                });
                 for r in system.block_on(futures::future::join_all(runs)) {
                     assert_eq!(r.unwrap().summary.ended_by.as_str(), "end");
                 }

@@ -257,7 +257,13 @@ pub fn services(scenario: &Scenario, opts: &ModelOptions) -> Result<Services, Co
 
 /// Runs a scenario file as `sopsim run` does.
 pub fn run(opts: &RunOptions) -> Result<RunOutcome, CommandError> {
-    let scenario = Arc::new(load(&opts.scenario)?);
+    let mut scenario = load(&opts.scenario)?;
+    if opts.models.llm == LlmChoice::OpenAi && opts.models.model.is_some() {
+        // --model names the server's model for the whole run; only agent, role and
+        // state settings are more specific.
+        scenario.llm.model = None;
+    }
+    let scenario = Arc::new(scenario);
     let services = services(&scenario, &opts.models)?;
     let mode = opts.mode.unwrap_or(scenario.environment.mode);
     let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();

@@ -420,8 +420,8 @@ fn record_then_replay_with_the_server_gone_reproduces_the_transcript() {
         dir.path().join("b"),
         dir.path().join("rec"),
     );
+    let server = Server::start(vec![]);
     let base = {
-        let server = Server::start(vec![]);
         let o = sopsim(
             &[
                 "run",
@@ -439,6 +439,7 @@ fn record_then_replay_with_the_server_gone_reproduces_the_transcript() {
         assert!(server.requests().len() >= 5);
         server.base.clone()
     };
+    let recorded = server.requests().len();
     let o = sopsim(
         &[
             "run",
@@ -453,6 +454,11 @@ fn record_then_replay_with_the_server_gone_reproduces_the_transcript() {
         "http://127.0.0.1:9",
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        server.requests().len(),
+        recorded,
+        "the replay made no request"
+    );
     let t1 = std::fs::read_to_string(out1.join("transcript.jsonl")).unwrap();
     assert_eq!(
         t1,
@@ -705,4 +711,31 @@ fn embeddings_can_come_from_the_server_one_per_message() {
     assert_eq!(texts, 6, "each of the six messages embedded exactly once");
     assert_eq!(embedded[0]["model"], "emb-test");
     assert_eq!(summary_of(&out)["embedder"], "openai");
+}
+
+#[test]
+fn the_server_and_key_can_come_from_the_environment() {
+    let server = Server::start(vec![]);
+    let debate = root().join("scenarios/debate.json").display().to_string();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args([
+            "run",
+            &debate,
+            "--max-turns",
+            "3",
+            "-q",
+            "--llm",
+            "openai",
+            "--embedder",
+            "hash",
+        ])
+        .env("OPENAI_BASE_URL", format!("{}/v1/", server.base))
+        .env("OPENAI_API_KEY", KEY)
+        .env("OPENAI_MODEL", "env-model")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (head, body) = &server.requests()[0];
+    assert!(head.starts_with("POST /v1/chat/completions"), "{head}");
+    assert_eq!(body["model"], "env-model");
 }

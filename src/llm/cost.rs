@@ -145,7 +145,7 @@ mod tests {
                 cached_prompt_tokens: 0,
             },
         );
-        assert_eq!(table.cost(&ledger).usd, Some(0.15 + 0.30));
+        assert!((table.cost(&ledger).usd.unwrap() - 0.45).abs() < 1e-12);
         ledger.by_model.insert(
             "my-finetune".into(),
             KindUsage {
