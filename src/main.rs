@@ -354,16 +354,9 @@ fn execute(command: Command) -> Result<(), CommandError> {
         } => {
             let opts = ModelOptions {
                 llm: LlmChoice::Scripted,
-                model: None,
-                base_url: None,
-                max_attempts: 5,
-                timeout: std::time::Duration::from_secs(120),
-                concurrency: 8,
-                prices: None,
-                record: None,
-                replay: None,
                 embedder: embedder.into(),
                 embedder_model,
+                ..ModelOptions::default()
             };
             let e = runner::embedder(&opts)?;
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -396,17 +389,9 @@ fn chat(
 ) -> Result<(), CommandError> {
     use sopsim::llm::{CallContext, CallKind, ChatMessage, ChatRole, LlmBackend, LlmRequest};
     let opts = ModelOptions {
-        llm: LlmChoice::Local,
         model,
-        base_url: None,
-        max_attempts: 5,
-        timeout: std::time::Duration::from_secs(120),
-        concurrency: 8,
-        prices: None,
-        record: None,
-        replay: None,
         embedder: EmbedderChoice::Hash,
-        embedder_model: None,
+        ..ModelOptions::default()
     };
     let backend = runner::local_backend(&opts)?;
     eprintln!(

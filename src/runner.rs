@@ -115,6 +115,25 @@ impl From<SimError> for CommandError {
     }
 }
 
+impl Default for ModelOptions {
+    /// The local models, and the HTTP settings `sopsim run` defaults to.
+    fn default() -> Self {
+        Self {
+            llm: LlmChoice::Local,
+            model: None,
+            base_url: None,
+            max_attempts: 5,
+            timeout: std::time::Duration::from_secs(120),
+            concurrency: 8,
+            prices: None,
+            record: None,
+            replay: None,
+            embedder: EmbedderChoice::MiniLm,
+            embedder_model: None,
+        }
+    }
+}
+
 /// Loads and validates a scenario file.
 pub fn load(path: &std::path::Path) -> Result<Scenario, CommandError> {
     scenario::load(path).map_err(|e| CommandError::BadInput(e.to_string()))
