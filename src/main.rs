@@ -35,7 +35,7 @@ enum Command {
         #[arg(long)]
         max_turns: Option<u64>,
         #[command(flatten)]
-        models: ModelArgs,
+        models: Box<ModelArgs>,
         /// Type this agent's turns on standard input (repeatable).
         #[arg(long = "human", value_name = "NAME")]
         humans: Vec<String>,
@@ -257,7 +257,7 @@ fn execute(command: Command) -> Result<(), CommandError> {
                 }),
                 seed,
                 max_turns,
-                models: models.into(),
+                models: (*models).into(),
                 humans,
                 budget_usd,
                 max_total_tokens,

@@ -651,7 +651,7 @@ fn budgets_stop_the_run_cleanly_at_a_turn_boundary() {
         "{s}"
     );
     let turns = s["turns"].as_u64().unwrap();
-    assert!(turns >= 2 && turns < 8, "{s}");
+    assert!((2..8).contains(&turns), "{s}");
     let lines = std::fs::read_to_string(dir.path().join("run/transcript.jsonl"))
         .unwrap()
         .lines()
