@@ -126,8 +126,7 @@ impl Handler<Record> for EnvironmentActor {
                 .into_actor(self)
                 .map(move |embedding, act, _| {
                     let embedding = embedding?;
-                    let due = act.memory.record(memory, &embedding);
-                    let recorded = act.memory.log().last().cloned().expect("just recorded");
+                    let (recorded, due) = act.memory.record(memory, &embedding);
                     Ok((recorded, due.map(|req| act.summary_request(&req, turn))))
                 })
                 .then(

@@ -325,11 +325,9 @@ impl Store {
         };
         let range = at.map_or(0..len, |a| a..a + 1);
         self.forget(tool, name, range.clone());
-        let key = self
-            .tools
-            .get_mut(tool)
-            .and_then(|t| t.get_mut(name))
-            .expect("checked above");
+        let Some(key) = self.tools.get_mut(tool).and_then(|t| t.get_mut(name)) else {
+            return Ok(());
+        };
         let number = key.adds;
         key.adds += 1;
         let mut refs = Vec::new();

@@ -104,20 +104,27 @@ impl SharedMemory {
     }
 
     /// Appends a message with its embedding (computed once, by the caller). Returns the
-    /// summary request when this message completes a batch of `max_chat_history`.
-    pub fn record(&mut self, memory: Memory, embedding: &[f32]) -> Option<SummaryRequest> {
+    /// stored message, and the summary request when this message completes a batch of
+    /// `max_chat_history`.
+    pub fn record(
+        &mut self,
+        memory: Memory,
+        embedding: &[f32],
+    ) -> (Arc<Memory>, Option<SummaryRequest>) {
         debug_assert_eq!(memory.seq, self.next_seq());
-        self.log.push(Arc::new(memory));
+        let stored = Arc::new(memory);
+        self.log.push(stored.clone());
         self.index.push(embedding);
         self.since_summary += 1;
         if self.since_summary % self.max_chat_history != 0 {
-            return None;
+            return (stored, None);
         }
         let from = self.log.len() - self.since_summary;
-        Some(SummaryRequest {
+        let due = SummaryRequest {
             previous: self.summary.as_ref().map(|s| s.text.clone()),
             messages: self.log[from..].to_vec(),
-        })
+        };
+        (stored, Some(due))
     }
 
     /// Stores a new summary covering the log up to its last message.
@@ -174,6 +181,7 @@ mod tests {
             .filter_map(|i| {
                 let seq = mem.next_seq();
                 mem.record(msg(seq, state, &format!("{state} {i}")), &[1.0, i as f32])
+                    .1
             })
             .collect()
     }

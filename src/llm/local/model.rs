@@ -31,14 +31,17 @@ struct Linear {
 
 impl Linear {
     fn new(weights: Vec<QTensor>, dense: bool, device: &Device) -> Result<Self> {
-        let fused = if weights.len() == 1 && has_simd_kernel(weights[0].dtype()) {
-            weights.into_iter().next().expect("one tensor")
-        } else {
-            let parts = weights
+        let requantize = |parts: &[QTensor]| -> Result<QTensor> {
+            let parts = parts
                 .iter()
                 .map(|w| w.dequantize(device))
                 .collect::<Result<Vec<_>>>()?;
-            QTensor::quantize(&Tensor::cat(&parts, 0)?, GgmlDType::Q8_0)?
+            QTensor::quantize(&Tensor::cat(&parts, 0)?, GgmlDType::Q8_0)
+        };
+        let fused = match <[QTensor; 1]>::try_from(weights) {
+            Ok([single]) if has_simd_kernel(single.dtype()) => single,
+            Ok(single) => requantize(&single)?,
+            Err(parts) => requantize(&parts)?,
         };
         let dense = if dense {
             Some(QMatMul::Tensor(fused.dequantize(device)?))

@@ -167,9 +167,10 @@ impl OpenAiBackend {
                 json!({"role": role, "content": m.content})
             })
             .collect();
-        let mut body =
-            json!({"model": self.model(req), "messages": messages, "stream": self.options.stream});
-        let obj = body.as_object_mut().expect("a JSON object");
+        let mut obj = serde_json::Map::new();
+        obj.insert("model".into(), json!(self.model(req)));
+        obj.insert("messages".into(), Value::Array(messages));
+        obj.insert("stream".into(), json!(self.options.stream));
         if let Some(t) = s.temperature {
             obj.insert("temperature".into(), json!(t));
         }
@@ -195,7 +196,7 @@ impl OpenAiBackend {
         if self.options.stream {
             obj.insert("stream_options".into(), json!({"include_usage": true}));
         }
-        body
+        Value::Object(obj)
     }
 
     fn model<'a>(&'a self, req: &'a LlmRequest) -> &'a str {
