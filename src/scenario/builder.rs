@@ -38,6 +38,7 @@ impl ScenarioBuilder {
                     max_turns: 200,
                     states: Default::default(),
                 },
+                outcomes: None,
                 script: None,
             },
         }
@@ -164,6 +165,19 @@ impl StateBuilder {
 
     pub fn max_turns(mut self, n: u32) -> Self {
         self.0.transition.max_turns = Some(n);
+        self
+    }
+
+    /// Where `max_turns` leads; naming the state itself starts its next round.
+    pub fn on_max_turns(mut self, to: impl Into<String>) -> Self {
+        self.0.transition.on_max_turns = Some(to.into());
+        self
+    }
+
+    /// At most `n` visits of this state; a move into it after that goes to `then`.
+    pub fn max_visits(mut self, n: u32, then: impl Into<String>) -> Self {
+        self.0.transition.max_visits = Some(n);
+        self.0.transition.on_max_visits = Some(then.into());
         self
     }
 

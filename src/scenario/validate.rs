@@ -12,7 +12,9 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 use super::model::{Scenario, SpeakerRule, State};
+use super::outcomes::OutcomeRules;
 use super::path::FieldPath;
+use crate::llm::scripted::ONE_OF;
 use crate::prompt::fixed_prompt_tokens;
 use crate::template;
 use crate::tokens::TokenCounter;
@@ -141,6 +143,7 @@ pub fn check(s: &Scenario, counter: &dyn TokenCounter) -> Vec<Problem> {
     v.states(counter);
     v.graph();
     v.script();
+    v.outcomes();
     v.out
 }
 
@@ -344,6 +347,23 @@ impl<'a> Checker<'a> {
                 );
             }
         }
+        if let Some(target) = &t.on_max_visits {
+            if t.max_visits.is_none() {
+                self.problem(
+                    tpath.key("on_max_visits"),
+                    "set max_visits too, or drop on_max_visits",
+                );
+            }
+            if !in_next(target) && *target != self.s.sop.end {
+                self.problem(
+                    tpath.key("on_max_visits"),
+                    format!(
+                        "{target:?} is not in this state's next ({}) nor the end",
+                        list(&state.next)
+                    ),
+                );
+            }
+        }
         let can_leave = t.max_turns.is_some() || t.judge.is_some() || !t.keywords.is_empty();
         if state.next.is_empty() {
             self.problem(
@@ -392,19 +412,24 @@ impl<'a> Checker<'a> {
         if !sop.states.contains_key(&sop.start) {
             return;
         }
+        // A state's edges: its next, and where a used-up `max_visits` redirects.
+        let edges = |state: &'a State| {
+            let redirect = state
+                .transition
+                .max_visits
+                .map(|_| state.transition.on_max_visits.as_ref().unwrap_or(&sop.end));
+            state.next.iter().chain(redirect).map(String::as_str)
+        };
         let forward = reachable(&sop.start, |n| {
             sop.states
                 .get(n)
-                .map(|s| s.next.iter().map(String::as_str).collect())
+                .map(|s| edges(s).collect())
                 .unwrap_or_default()
         });
         let mut reverse: HashMap<&str, Vec<&str>> = HashMap::new();
         for (name, state) in &sop.states {
-            for next in &state.next {
-                reverse
-                    .entry(next.as_str())
-                    .or_default()
-                    .push(name.as_str());
+            for next in edges(state) {
+                reverse.entry(next).or_default().push(name.as_str());
             }
         }
         let backward = reachable(&sop.end, |n| reverse.get(n).cloned().unwrap_or_default());
@@ -430,6 +455,17 @@ impl<'a> Checker<'a> {
         }
     }
 
+    fn outcomes(&mut self) {
+        let Some(outcomes) = &self.s.outcomes else {
+            return;
+        };
+        if let Err(problems) = OutcomeRules::compile(outcomes, self.s, &root().key("outcomes")) {
+            for (path, message) in problems {
+                self.problem(path, message);
+            }
+        }
+    }
+
     fn script(&mut self) {
         let Some(script) = &self.s.script else { return };
         let path = root().key("script");
@@ -451,7 +487,6 @@ impl<'a> Checker<'a> {
                 );
             }
         }
-        const LINE_KEYS: &[&str] = &["name", "role", "state", "turn", "n"];
         let lines = script
             .agents
             .iter()
@@ -478,12 +513,22 @@ impl<'a> Checker<'a> {
             match template::placeholders(text) {
                 Err(e) => self.problem(p, e.to_string()),
                 Ok(keys) => {
-                    for k in keys.iter().filter(|k| !allowed.contains(&k.as_str())) {
+                    let known = |k: &str| {
+                        allowed.contains(&k)
+                            || (allowed == LINE_KEYS
+                                && k.strip_prefix(ONE_OF).is_some_and(|o| !o.is_empty()))
+                    };
+                    for k in keys.iter().filter(|k| !known(k)) {
                         self.problem(
                             p.clone(),
                             format!(
-                                "unknown placeholder {{{k}}} (known: {})",
-                                allowed.join(", ")
+                                "unknown placeholder {{{k}}} (known: {}{})",
+                                allowed.join(", "),
+                                if allowed == LINE_KEYS {
+                                    ", one_of:A|B|…"
+                                } else {
+                                    ""
+                                }
                             ),
                         );
                     }
@@ -492,6 +537,8 @@ impl<'a> Checker<'a> {
         }
     }
 }
+
+const LINE_KEYS: &[&str] = &["name", "role", "state", "turn", "n"];
 
 fn reachable<'a>(from: &'a str, edges: impl Fn(&str) -> Vec<&'a str>) -> HashSet<&'a str> {
     let mut seen = HashSet::from([from]);

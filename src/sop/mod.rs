@@ -4,10 +4,14 @@
 //!
 //! Visits: entering a state starts a visit. A visit's turn counter starts at zero and its
 //! opening (`begin_role` saying `begin_query`) happens on every visit, including
-//! re-entries after other states. Staying in a state is not a new visit.
+//! re-entries after other states. Staying in a state is not a new visit; a transition
+//! that names the current state is a move, and starts one (a loop, such as a game round).
+//! `max_visits` bounds such loops: a move into a state whose visits are used up goes to
+//! its `on_max_visits` instead.
 
 mod choice;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
@@ -67,6 +71,8 @@ pub struct SopEngine {
     current: String,
     /// Visits started so far in the run (the current one included).
     visits: u32,
+    /// Visits started so far, by state.
+    visits_by_state: HashMap<String, u32>,
     turns_in_visit: u32,
     next_in_order: usize,
     last_role: Option<String>,
@@ -82,6 +88,7 @@ impl SopEngine {
             scenario,
             current: start.clone(),
             visits: 0,
+            visits_by_state: HashMap::new(),
             turns_in_visit: 0,
             next_in_order: 0,
             last_role: None,
@@ -210,14 +217,27 @@ impl SopEngine {
         })
     }
 
+    /// Where a transition naming `name` leads, after the `max_visits` redirects.
     fn target(&self, name: &str) -> Transition {
-        if name == self.scenario.sop.end {
-            Transition::End
-        } else if name == self.current {
-            Transition::Stay
-        } else {
-            Transition::Move(name.to_string())
+        let mut name = name;
+        // Validation ensures redirects lead on; the bound only guards against a cycle of
+        // states that are all used up.
+        for _ in 0..=self.scenario.sop.states.len() {
+            if name == self.scenario.sop.end {
+                return Transition::End;
+            }
+            let Some(state) = self.scenario.sop.states.get(name) else {
+                break;
+            };
+            let t = &state.transition;
+            match t.max_visits {
+                Some(max) if self.visits_by_state.get(name).copied().unwrap_or(0) >= max => {
+                    name = t.on_max_visits.as_deref().unwrap_or(&self.scenario.sop.end);
+                }
+                _ => return Transition::Move(name.to_string()),
+            }
         }
+        Transition::End
     }
 
     /// Applies a transition; a move starts a new visit of the target state.
@@ -230,6 +250,7 @@ impl SopEngine {
     }
 
     fn enter(&mut self, state: String) {
+        *self.visits_by_state.entry(state.clone()).or_default() += 1;
         self.current = state;
         self.visits += 1;
         self.turns_in_visit = 0;

@@ -175,3 +175,70 @@ fn the_judge_chooses_among_stay_and_next_and_a_bad_answer_is_none() {
     e.apply(&Transition::End);
     assert!(e.is_finished());
 }
+
+fn rounds(max_visits: u32) -> Arc<Scenario> {
+    let s = ScenarioBuilder::new("game")
+        .agent("A", |a| a.plays("round", "Row").plays("wrap", "Row"))
+        .agent("B", |a| a.plays("round", "Column"))
+        .state(
+            "round",
+            StateBuilder::new(["Row", "Column"])
+                .max_turns(2)
+                .on_max_turns("round")
+                .max_visits(max_visits, "wrap")
+                .next(["round", "wrap"]),
+        )
+        .state(
+            "wrap",
+            StateBuilder::new(["Row"]).max_turns(1).next(["end"]),
+        )
+        .build()
+        .unwrap();
+    Arc::new(s)
+}
+
+/// Plays one turn and applies the transition it triggers.
+fn step(e: &mut SopEngine) -> (String, Transition) {
+    let role = take(e);
+    let Check::Decided(t, _) = e.check_transition("") else {
+        panic!("no judge here")
+    };
+    e.apply(&t);
+    (role, t)
+}
+
+#[test]
+fn moving_to_the_current_state_starts_a_new_round_until_max_visits() {
+    let mut e = SopEngine::new(rounds(3), 1);
+    let mut seen = Vec::new();
+    while !e.is_finished() {
+        let visit = e.visit();
+        let state = e.current_state().to_string();
+        let (role, t) = step(&mut e);
+        seen.push((state, visit, role, t));
+    }
+    let round = |v: u32, role: &str, t: Transition| ("round".to_string(), v, role.to_string(), t);
+    let again = Transition::Move("round".into());
+    assert_eq!(
+        seen,
+        [
+            round(1, "Row", Transition::Stay),
+            round(1, "Column", again.clone()),
+            round(2, "Row", Transition::Stay),
+            round(2, "Column", again.clone()),
+            round(3, "Row", Transition::Stay),
+            // The fourth visit is over the limit: on to "wrap" instead.
+            round(3, "Column", Transition::Move("wrap".into())),
+            ("wrap".to_string(), 4, "Row".to_string(), Transition::End),
+        ]
+    );
+}
+
+#[test]
+fn a_used_up_state_redirects_to_the_end_by_default() {
+    let mut s = (*rounds(1)).clone();
+    s.sop.states["round"].transition.on_max_visits = None;
+    let mut e = SopEngine::new(Arc::new(s), 1);
+    step(&mut e);
+    assert_eq!(step(&mut e).1, Transition::End);
+}
