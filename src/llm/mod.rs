@@ -6,7 +6,7 @@ pub mod cost;
 pub mod local;
 pub mod openai;
 pub mod record;
-mod scripted;
+pub mod scripted;
 mod types;
 
 pub use client::{KindUsage, Ledger, LlmClient};

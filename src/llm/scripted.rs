@@ -1,12 +1,16 @@
 //! The scripted backend: replies from the scenario's `script`, deterministic, instant.
 //! It makes the simulator's behaviour testable and reviewable without a model.
+//! Lines may draw seeded choices with `{one_of:A|B}`, so benchmarks see seed-to-seed
+//! variation.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::{CallKind, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage};
+use super::{
+    CallContext, CallKind, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage,
+};
 use crate::scenario::Script;
 use crate::template;
 use crate::tokens::{Estimator, TokenCounter};
@@ -71,7 +75,7 @@ impl ScriptedBackend {
                 "state" => Cow::Borrowed(ctx.state.as_str()),
                 "turn" => Cow::Owned(turn.clone()),
                 "n" => Cow::Owned(n.clone()),
-                _ => return None,
+                _ => Cow::Owned(one_of(key, ctx)?.to_string()),
             })
         })
         .map_err(|e| LlmError::Script {
@@ -79,6 +83,21 @@ impl ScriptedBackend {
         })
     }
 }
+
+/// `{one_of:A|B|C}`: one of the options, chosen by the run's seed, the agent and its
+/// reply number, so a scripted run varies from seed to seed but replays exactly.
+fn one_of<'k>(key: &'k str, ctx: &CallContext) -> Option<&'k str> {
+    let options: Vec<&str> = key.strip_prefix(ONE_OF)?.split('|').collect();
+    let mut hasher = xxhash_rust::xxh3::Xxh3::with_seed(ctx.run_seed);
+    hasher.update(ctx.agent.as_deref().unwrap_or("").as_bytes());
+    hasher.update(&ctx.index.to_le_bytes());
+    hasher.update(&ctx.turn.to_le_bytes());
+    hasher.update(key.as_bytes());
+    Some(options[(hasher.digest() % options.len() as u64) as usize])
+}
+
+/// The prefix of the seeded-choice placeholder.
+pub const ONE_OF: &str = "one_of:";
 
 impl LlmBackend for ScriptedBackend {
     fn describe(&self) -> String {
