@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::actors::messages::Snapshot;
-use crate::actors::{AgentActor, Director, EnvironmentActor};
+use crate::actors::{AgentActor, Director, EnvironmentActor, ParseFailures};
 use crate::embed::{EmbedService, HashEmbedder};
 use crate::error::SimError;
 use crate::events::{EventSink, Sinks};
@@ -137,7 +137,10 @@ pub struct RunSummary {
     pub tokens_by_role: BTreeMap<String, KindUsage>,
     pub tokens_by_state: BTreeMap<String, KindUsage>,
     pub tokens_by_model: BTreeMap<String, KindUsage>,
+    /// Prompt tokens sent during each turn (element 0 is turn 1), every call kind.
+    pub prompt_tokens_by_turn: Vec<u64>,
     pub llm_latency_ms: Latency,
+    pub parse_failures: ParseFailures,
     pub warnings: Vec<String>,
     pub wall_ms: u64,
 }
@@ -241,6 +244,7 @@ pub async fn run(
         max_total_tokens: config.max_total_tokens,
         stop_reason: None,
         budget_unknown_warned: false,
+        failures: ParseFailures::default(),
     }
     .start();
     let finish = done_rx
@@ -286,6 +290,8 @@ pub async fn run(
         tokens_by_role: ledger.by_role.clone(),
         tokens_by_state: ledger.by_state.clone(),
         tokens_by_model: ledger.by_model.clone(),
+        prompt_tokens_by_turn: ledger.prompt_tokens_by_turn.clone(),
+        parse_failures: finish.failures,
         llm_latency_ms: Latency {
             p50: percentile(&latencies, 0.5),
             p95: percentile(&latencies, 0.95),

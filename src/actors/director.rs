@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use actix::prelude::*;
+use serde::Serialize;
 use tokio::sync::oneshot;
 
 use super::agent::AgentActor;
@@ -38,6 +39,18 @@ pub struct Finish {
     pub visits: u32,
     pub warnings: Vec<String>,
     pub stop_reason: Option<String>,
+    pub failures: ParseFailures,
+}
+
+/// Model answers the routing rules could not use (`parse_failures` in `summary.json`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ParseFailures {
+    /// Speaker-controller answers that named no offered role.
+    pub controller_answers: u64,
+    /// Turns where both controller answers failed and the order rule chose.
+    pub controller_fallbacks: u64,
+    /// Judge answers that named no offered choice (the state stayed).
+    pub judge_answers: u64,
 }
 
 pub struct Director {
@@ -62,6 +75,7 @@ pub struct Director {
     pub(crate) max_total_tokens: Option<u64>,
     pub(crate) stop_reason: Option<String>,
     pub(crate) budget_unknown_warned: bool,
+    pub(crate) failures: ParseFailures,
 }
 
 impl Actor for Director {
@@ -146,6 +160,7 @@ impl Director {
                 visits: self.engine.visit(),
                 warnings: std::mem::take(&mut self.warnings),
                 stop_reason: self.stop_reason.take(),
+                failures: self.failures,
             });
         }
         ctx.stop();
@@ -217,7 +232,7 @@ impl Director {
                 let req = LlmRequest { messages: assembled.messages.clone(), settings: settings.clone(), context };
                 let answer = llm.complete(req, None).await.map_err(|source| SimError::Llm { turn, source })?.text;
                 if let Some(i) = parse_choice(&answer, &choices) {
-                    return Ok((choices[i].clone(), answers.len() as u64 + 1, None));
+                    return Ok((choices[i].clone(), answers.len() as u64 + 1, answers.len() as u64, None));
                 }
                 answers.push(answer);
             }
@@ -226,13 +241,15 @@ impl Director {
                 choices.join(", "),
                 answers
             );
-            Ok::<_, SimError>((fallback, 2, Some(warning)))
+            Ok::<_, SimError>((fallback, 2, 2, Some(warning)))
         }
         .into_actor(self)
         .map(|res, act, ctx| match res {
-            Ok((role, calls, warning)) => {
+            Ok((role, calls, unparsed, warning)) => {
                 act.route_calls += calls;
+                act.failures.controller_answers += unparsed;
                 if let Some(w) = warning {
+                    act.failures.controller_fallbacks += 1;
                     act.warn(w);
                 }
                 ctx.notify(Speak { role, opening: None });
@@ -284,6 +301,7 @@ impl Director {
         .map(move |res, act, ctx| match res {
             Ok(answer) => {
                 let t = act.engine.judge_answer(&answer, &choices).unwrap_or_else(|| {
+                    act.failures.judge_answers += 1;
                     act.warn(format!(
                         "turn {turn}: the transition judge named none of {} (answer: {answer:?}); staying in {}",
                         choices.join(", "),

@@ -38,6 +38,9 @@ pub struct Ledger {
     pub by_model: BTreeMap<String, KindUsage>,
     /// Whether any figure came from the estimator instead of the model.
     pub tokens_estimated: bool,
+    /// Prompt tokens by turn (element 0 is turn 1).
+    #[serde(skip)]
+    pub prompt_tokens_by_turn: Vec<u64>,
     /// Latency of each call in microseconds, in call order.
     #[serde(skip)]
     pub latencies_us: Vec<u64>,
@@ -69,6 +72,11 @@ impl Ledger {
         self.by_model.entry(c.model.clone()).or_default().count(c);
         self.tokens_estimated |= c.usage.estimated;
         self.latencies_us.push(micros);
+        let slot = ctx.turn.saturating_sub(1) as usize;
+        if self.prompt_tokens_by_turn.len() <= slot {
+            self.prompt_tokens_by_turn.resize(slot + 1, 0);
+        }
+        self.prompt_tokens_by_turn[slot] += c.usage.prompt_tokens;
     }
 }
 
