@@ -49,9 +49,12 @@
 //! - [`events`], [`output`], [`human`]: live terminal view and `events.jsonl`, run
 //!   files, human input.
 //! - [`runner`]: `sopsim run` as a library call.
+//! - [`bench`]: `sopsim bench`: scenario × mode × seed, run many at once, outcomes,
+//!   statistics, report and plots.
 
 pub mod action;
 pub mod actors;
+pub mod bench;
 pub mod elysia;
 pub mod embed;
 pub mod error;

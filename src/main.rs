@@ -49,6 +49,36 @@ enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Run scenarios in each mode over many seeds and report the outcomes with
+    /// confidence intervals, the paired difference between the modes, and plots.
+    /// Rerun the same command to resume: finished runs are skipped.
+    Bench {
+        /// Scenario files (JSON).
+        #[arg(required = true)]
+        scenarios: Vec<PathBuf>,
+        /// The modes to compare, comma-separated.
+        #[arg(long, value_enum, value_delimiter = ',', default_values_t = [ModeArg::Cooperative, ModeArg::Competitive])]
+        modes: Vec<ModeArg>,
+        /// Runs per scenario and mode, with seeds first-seed, first-seed + 1, …
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        seeds: u64,
+        #[arg(long, default_value_t = 0)]
+        first_seed: u64,
+        /// Simulations run at once in this process (sharing the model and embedder).
+        #[arg(long, short, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        jobs: u32,
+        /// The benchmark's folder: manifest, run folders, report and plots.
+        #[arg(long, default_value = "bench-out")]
+        out: PathBuf,
+        /// Stop each run after this many turns in all.
+        #[arg(long)]
+        max_turns: Option<u64>,
+        #[command(flatten)]
+        models: Box<ModelArgs>,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Check a scenario file; exit 0 if it is valid, 2 with every problem if not.
     Validate { scenario: PathBuf },
     /// Print the JSON Schema of the scenario format (for editors).
@@ -134,7 +164,7 @@ enum ModelsAction {
     List,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
 enum ModeArg {
     Cooperative,
     Competitive,
@@ -184,6 +214,15 @@ impl From<ModelArgs> for ModelOptions {
             replay: a.replay,
             embedder: a.embedder.into(),
             embedder_model: a.embedder_model,
+        }
+    }
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::Cooperative => Mode::Cooperative,
+            ModeArg::Competitive => Mode::Competitive,
         }
     }
 }
@@ -251,10 +290,7 @@ fn execute(command: Command) -> Result<(), CommandError> {
             let opts = RunOptions {
                 scenario,
                 out,
-                mode: mode.map(|m| match m {
-                    ModeArg::Cooperative => Mode::Cooperative,
-                    ModeArg::Competitive => Mode::Competitive,
-                }),
+                mode: mode.map(Mode::from),
                 seed,
                 max_turns,
                 models: (*models).into(),
@@ -273,6 +309,57 @@ fn execute(command: Command) -> Result<(), CommandError> {
                     s.ended_by.as_str(),
                     s.final_state
                 ));
+            }
+            Ok(())
+        }
+        Command::Bench {
+            scenarios,
+            modes,
+            seeds,
+            first_seed,
+            jobs,
+            out,
+            max_turns,
+            models,
+            quiet,
+        } => {
+            let mut unique = Vec::new();
+            for m in modes.into_iter().map(Mode::from) {
+                if !unique.contains(&m) {
+                    unique.push(m);
+                }
+            }
+            let opts = sopsim::bench::BenchOptions {
+                scenarios,
+                modes: unique,
+                seeds,
+                first_seed,
+                jobs: jobs as usize,
+                out: out.clone(),
+                max_turns,
+                models: (*models).into(),
+                progress: !quiet,
+            };
+            let run = sopsim::bench::run(&opts)?;
+            let (failed, unfinished) = run.incomplete();
+            say(&format!(
+                "{} runs this time ({} already finished) in {:.1} s: {:.1} runs/s, {:.0} turns/s; {failed} failed, {unfinished} unfinished",
+                run.executed.finished + run.executed.failed,
+                run.skipped,
+                run.executed.wall.as_secs_f64(),
+                run.runs_per_s(),
+                run.turns_per_s(),
+            ));
+            say(&format!("report: {}", out.join("report.md").display()));
+            if run.executed.interrupted > 0 || unfinished > 0 {
+                return Err(CommandError::Runtime(format!(
+                    "interrupted: {unfinished} run(s) unfinished; run the same command again to finish them"
+                )));
+            }
+            if failed > 0 {
+                return Err(CommandError::Runtime(format!(
+                    "{failed} run(s) failed; report.md lists them; run the same command again to retry them"
+                )));
             }
             Ok(())
         }

@@ -235,8 +235,12 @@ pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, CommandError> 
     })
 }
 
-/// The services a run needs: one model backend and one embedding service.
-pub fn services(scenario: &Scenario, opts: &ModelOptions) -> Result<Services, CommandError> {
+/// A model backend and its token counter.
+pub type Llm = (Arc<dyn LlmBackend>, Arc<dyn TokenCounter>);
+
+/// The model backend the options name (the scripted one answers from `scenario`'s
+/// script), behind the recorder when `--record` is given.
+pub fn llm(scenario: &Scenario, opts: &ModelOptions) -> Result<Llm, CommandError> {
     let (llm, counter): (Arc<dyn LlmBackend>, Arc<dyn TokenCounter>) =
         match (&opts.replay, opts.llm) {
             (Some(dir), _) => (
@@ -261,16 +265,30 @@ pub fn services(scenario: &Scenario, opts: &ModelOptions) -> Result<Services, Co
         ),
         None => llm,
     };
-    let embed = EmbedService::start(embedder(opts)?, 1, 64);
-    let prices = match &opts.prices {
+    Ok((llm, counter))
+}
+
+/// The price table: built in, plus `--prices`.
+pub fn prices(opts: &ModelOptions) -> Result<Arc<PriceTable>, CommandError> {
+    Ok(Arc::new(match &opts.prices {
         Some(file) => PriceTable::with_file(file).map_err(CommandError::BadInput)?,
         None => PriceTable::built_in(),
-    };
+    }))
+}
+
+/// The embedding service for the options: one worker, batches of up to 64.
+pub fn embed_service(opts: &ModelOptions) -> Result<EmbedService, CommandError> {
+    Ok(EmbedService::start(embedder(opts)?, 1, 64))
+}
+
+/// The services a run needs: one model backend and one embedding service.
+pub fn services(scenario: &Scenario, opts: &ModelOptions) -> Result<Services, CommandError> {
+    let (llm, counter) = llm(scenario, opts)?;
     Ok(Services {
         llm,
-        embed,
+        embed: embed_service(opts)?,
         counter,
-        prices: Arc::new(prices),
+        prices: prices(opts)?,
     })
 }
 

@@ -3,6 +3,7 @@
 mod builder;
 mod load;
 mod model;
+mod outcomes;
 mod path;
 mod validate;
 
@@ -11,5 +12,6 @@ pub use load::{
     from_document, load, parse_json, read_text, validate_built, ScenarioError, MAX_SCENARIO_BYTES,
 };
 pub use model::*;
+pub use outcomes::*;
 pub use path::FieldPath;
 pub use validate::{check, check_structure, schema, Problem};

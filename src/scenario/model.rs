@@ -24,6 +24,9 @@ pub struct Scenario {
     /// Agents by name.
     pub agents: IndexMap<String, AgentSpec>,
     pub sop: Sop,
+    /// What `sopsim bench` measures in each run: decisions, payoffs and scores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcomes: Option<super::Outcomes>,
     /// Replies for the scripted backend (`--llm scripted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<Script>,
@@ -299,7 +302,8 @@ pub struct TransitionRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_turns: Option<u32>,
-    /// Where `max_turns` leads (default: the first of `next`).
+    /// Where `max_turns` leads (default: the first of `next`). Naming this state itself
+    /// starts a new visit of it (a new round), as every move into a state does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_max_turns: Option<String>,
     /// Move when the last message contains a keyword (case-insensitive).
@@ -308,6 +312,15 @@ pub struct TransitionRule {
     /// After each turn, an LLM judge chooses between staying and each of `next`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgePrompts>,
+    /// How many visits this state allows in a run. A transition that would start one
+    /// more goes to `on_max_visits` instead, which bounds loops such as game rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_visits: Option<u32>,
+    /// Where a transition into this state goes once `max_visits` is used up: a state
+    /// in `next`, or the SOP's end (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_max_visits: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -328,8 +341,9 @@ pub struct JudgePrompts {
 }
 
 /// Replies for the scripted backend. Lines are templates with `{name}`, `{role}`,
-/// `{state}`, `{turn}` (the run's turn number) and `{n}` (this agent's reply number,
-/// from 1). An agent's lines are used in order and start over when they run out.
+/// `{state}`, `{turn}` (the run's turn number), `{n}` (this agent's reply number,
+/// from 1) and `{one_of:A|B|C}` (one option, drawn with the run's seed). An agent's
+/// lines are used in order and start over when they run out.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Script {

@@ -1,0 +1,313 @@
+//! One run's figures: decisions, payoffs and scores read from its transcript with the
+//! scenario's outcome rules, and the generic figures from its summary. Pure: the input
+//! is what `sopsim run` wrote, so a report can always be rebuilt from the run folders.
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+
+use crate::memory::Memory;
+use crate::scenario::{
+    choice_key, evaluate_formula, CompiledDecision, CompiledPayoff, CompiledScore, DecisionValue,
+    FormulaInputs, OutcomeRules, Reduce, Take,
+};
+
+/// A figure per name; `None` where a run has no value (e.g. `turns_to_end` of a run
+/// that never reached the end).
+pub type Figures = IndexMap<String, Option<f64>>;
+
+/// The parts of `summary.json` the report uses.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SummaryFigures {
+    pub turns: u64,
+    pub ended_by: String,
+    #[serde(default)]
+    pub error: Option<String>,
+    pub llm_calls: IndexMap<String, u64>,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    #[serde(default)]
+    pub prompt_tokens_by_turn: Vec<u64>,
+    pub parse_failures: ParseFailureFigures,
+    pub wall_ms: u64,
+    pub llm_latency_ms: LatencyFigures,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ParseFailureFigures {
+    pub controller_answers: u64,
+    pub judge_answers: u64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LatencyFigures {
+    pub p50: f64,
+    pub p95: f64,
+}
+
+/// The generic figures every run has.
+pub fn generic_figures(s: &SummaryFigures) -> Figures {
+    let reached = s.ended_by == "end";
+    let calls = |k: &str| Some(s.llm_calls.get(k).copied().unwrap_or(0) as f64);
+    let mut f = Figures::new();
+    f.insert("turns".into(), Some(s.turns as f64));
+    f.insert("reached_end".into(), Some(if reached { 1.0 } else { 0.0 }));
+    f.insert("turns_to_end".into(), reached.then_some(s.turns as f64));
+    f.insert("llm_calls".into(), calls("total"));
+    for kind in ["act", "route", "transit", "summary"] {
+        f.insert(format!("llm_calls.{kind}"), calls(kind));
+    }
+    f.insert("prompt_tokens".into(), Some(s.prompt_tokens as f64));
+    f.insert("completion_tokens".into(), Some(s.completion_tokens as f64));
+    f.insert(
+        "prompt_tokens_per_turn".into(),
+        (s.turns > 0).then(|| s.prompt_tokens as f64 / s.turns as f64),
+    );
+    f.insert(
+        "controller_failures".into(),
+        Some(s.parse_failures.controller_answers as f64),
+    );
+    f.insert(
+        "judge_failures".into(),
+        Some(s.parse_failures.judge_answers as f64),
+    );
+    f
+}
+
+/// Wall time and model latency: real, so never part of the deterministic report.
+pub fn timing_figures(s: &SummaryFigures) -> Figures {
+    IndexMap::from([
+        ("wall_ms".to_string(), Some(s.wall_ms as f64)),
+        ("latency_p50_ms".to_string(), Some(s.llm_latency_ms.p50)),
+        ("latency_p95_ms".to_string(), Some(s.llm_latency_ms.p95)),
+    ])
+}
+
+/// A decision as read: a normalised choice or a number.
+#[derive(Debug, Clone, PartialEq)]
+enum Decision {
+    Choice(String),
+    Number(f64),
+}
+
+/// The outcome figures of one run's transcript, in `rules.figure_names()` order.
+pub fn outcome_figures(rules: &OutcomeRules, transcript: &[Memory]) -> Result<Figures, String> {
+    let mut f = Figures::new();
+    if let Some(decision) = &rules.decision {
+        decisions(rules, decision, transcript, &mut f)?;
+    }
+    for score in &rules.scores {
+        scores(score, transcript, &mut f);
+    }
+    // Order as declared, so every run's figures line up.
+    Ok(rules
+        .figure_names()
+        .into_iter()
+        .map(|name| {
+            let v = f.get(&name).copied().flatten();
+            (name, v)
+        })
+        .collect())
+}
+
+/// Messages of the decision's state grouped by visit (one round each), in order.
+fn rounds<'a>(decision: &CompiledDecision, transcript: &'a [Memory]) -> Vec<Vec<&'a Memory>> {
+    let Some(state) = &decision.rule.state else {
+        return vec![transcript.iter().collect()];
+    };
+    let mut by_visit: IndexMap<u32, Vec<&Memory>> = IndexMap::new();
+    for m in transcript.iter().filter(|m| &m.state == state) {
+        by_visit.entry(m.visit).or_default().push(m);
+    }
+    by_visit.into_values().collect()
+}
+
+/// The player's readable decision among its messages in one round.
+fn read_decision(
+    decision: &CompiledDecision,
+    messages: &[&Memory],
+    player: &str,
+) -> Option<Decision> {
+    let rule = &decision.rule;
+    let values: Vec<String> = rule.values.iter().map(|v| choice_key(v)).collect();
+    let mut readable = messages
+        .iter()
+        .filter(|m| m.name == player)
+        .flat_map(|m| decision.pattern.captures_iter(&m.content))
+        .filter_map(|caps| {
+            let text = caps.get(1).or_else(|| caps.get(0))?.as_str();
+            if values.is_empty() {
+                let n: f64 = text.trim().parse().ok()?;
+                let in_range = rule.range.is_none_or(|[lo, hi]| (lo..=hi).contains(&n));
+                (n.is_finite() && in_range).then_some(Decision::Number(n))
+            } else {
+                let key = choice_key(text);
+                values.contains(&key).then_some(Decision::Choice(key))
+            }
+        });
+    match rule.take {
+        Take::First => readable.next(),
+        Take::Last => readable.last(),
+    }
+}
+
+fn decisions(
+    rules: &OutcomeRules,
+    decision: &CompiledDecision,
+    transcript: &[Memory],
+    f: &mut Figures,
+) -> Result<(), String> {
+    let default = decision.rule.default.as_ref().map(|d| match d {
+        DecisionValue::Number(n) => Decision::Number(*n),
+        DecisionValue::Choice(c) => Decision::Choice(choice_key(c)),
+    });
+    let values: Vec<String> = decision.rule.values.iter().map(|v| choice_key(v)).collect();
+    let rounds = rounds(decision, transcript);
+    let mut failures = 0u64;
+    let mut cooperation = Vec::new();
+    let mut payoffs = vec![0.0; rules.players.len()];
+    for (r, messages) in rounds.iter().enumerate() {
+        let mut joint = Vec::with_capacity(rules.players.len());
+        for player in &rules.players {
+            let read = read_decision(decision, messages, player);
+            if let Some(d) = &read {
+                cooperation.push(cooperation_of(decision, d));
+            } else {
+                failures += 1;
+            }
+            joint.push(read.or_else(|| default.clone()));
+        }
+        let Some(joint) = joint.into_iter().collect::<Option<Vec<_>>>() else {
+            continue;
+        };
+        if let Some(payoff) = &rules.payoff {
+            for (total, p) in payoffs
+                .iter_mut()
+                .zip(round_payoffs(payoff, &values, &joint, r + 1)?)
+            {
+                *total += p;
+            }
+        }
+    }
+    if rules.payoff.is_some() {
+        for (player, p) in rules.players.iter().zip(&payoffs) {
+            f.insert(format!("payoff.{player}"), Some(*p));
+        }
+        f.insert("welfare".into(), Some(payoffs.iter().sum()));
+        f.insert(
+            "equality".into(),
+            crate::bench::stats::gini(&payoffs).map(|g| 1.0 - g),
+        );
+    }
+    let rates: Vec<f64> = cooperation.into_iter().flatten().collect();
+    f.insert(
+        "cooperation_rate".into(),
+        (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64),
+    );
+    f.insert("rounds".into(), Some(rounds.len() as f64));
+    f.insert("decision_failures".into(), Some(failures as f64));
+    Ok(())
+}
+
+/// 1 or 0 for a choice, the position in the range for a number; `None` when the rule
+/// defines no cooperation.
+fn cooperation_of(decision: &CompiledDecision, d: &Decision) -> Option<f64> {
+    let rule = &decision.rule;
+    match d {
+        Decision::Choice(c) if !rule.cooperative.is_empty() => {
+            Some(if rule.cooperative.iter().any(|k| &choice_key(k) == c) {
+                1.0
+            } else {
+                0.0
+            })
+        }
+        Decision::Number(n) => rule.range.map(|[lo, hi]| (n - lo) / (hi - lo)),
+        Decision::Choice(_) => None,
+    }
+}
+
+fn round_payoffs(
+    payoff: &CompiledPayoff,
+    values: &[String],
+    joint: &[Decision],
+    round: usize,
+) -> Result<Vec<f64>, String> {
+    match payoff {
+        CompiledPayoff::Table(table) => {
+            let key = joint
+                .iter()
+                .map(|d| match d {
+                    Decision::Choice(c) => c.clone(),
+                    Decision::Number(n) => n.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            table
+                .get(&key)
+                .cloned()
+                .ok_or_else(|| format!("outcomes.payoff.table has no row {key:?}"))
+        }
+        CompiledPayoff::Formula(formula) => {
+            let numbers: Option<Vec<f64>> = joint
+                .iter()
+                .map(|d| match d {
+                    Decision::Number(n) => Some(*n),
+                    Decision::Choice(_) => None,
+                })
+                .collect();
+            let choices: Vec<String> = joint
+                .iter()
+                .map(|d| match d {
+                    Decision::Choice(c) => c.clone(),
+                    Decision::Number(n) => n.to_string(),
+                })
+                .collect();
+            (0..joint.len())
+                .map(|i| {
+                    let inputs = match &numbers {
+                        Some(all) => FormulaInputs::numeric(all[i], all, round),
+                        None => FormulaInputs::choices(&choices[i], &choices, values, round),
+                    };
+                    evaluate_formula(formula, &inputs)
+                        .map_err(|e| format!("outcomes.payoff.formula: round {round}: {e}"))
+                })
+                .collect()
+        }
+    }
+}
+
+fn scores(score: &CompiledScore, transcript: &[Memory], f: &mut Figures) {
+    let mut total: Option<f64> = None;
+    for agent in &score.agents {
+        let messages = transcript
+            .iter()
+            .filter(|m| &m.name == agent)
+            .filter(|m| score.rule.state.as_ref().is_none_or(|s| &m.state == s));
+        let matches: Vec<Option<f64>> = messages
+            .flat_map(|m| score.pattern.captures_iter(&m.content))
+            .map(|caps| {
+                caps.get(1)
+                    .and_then(|g| g.as_str().trim().parse::<f64>().ok())
+            })
+            .collect();
+        let numbers: Vec<f64> = matches
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|n| n.is_finite())
+            .collect();
+        let value = match score.rule.reduce {
+            Reduce::Count => Some(matches.len() as f64),
+            Reduce::Sum => Some(numbers.iter().sum()),
+            Reduce::First => numbers.first().copied(),
+            Reduce::Last => numbers.last().copied(),
+            Reduce::Mean => {
+                (!numbers.is_empty()).then(|| numbers.iter().sum::<f64>() / numbers.len() as f64)
+            }
+        };
+        if let Some(v) = value {
+            *total.get_or_insert(0.0) += v;
+        }
+        f.insert(format!("score.{}.{agent}", score.name), value);
+    }
+    f.insert(format!("score.{}", score.name), total);
+}

@@ -1,0 +1,327 @@
+//! `sopsim bench`: cooperative against competitive over many seeds.
+//!
+//! A benchmark expands scenario × mode × seed into jobs ([`plan`]), runs the unfinished
+//! ones up to `--jobs` at a time in one process ([`exec`]), reads every run back from
+//! its folder ([`report::read_run`], figures from [`extract`]), summarises them with
+//! [`stats`] and writes `report.json`, `timing.json`, `report.md` and the [`plot`]s.
+//!
+//! ```text
+//! OUT/bench.json          settings every run in OUT shares
+//! OUT/manifest.jsonl      one job per line
+//! OUT/runs/SCENARIO/MODE/seed-N/   transcript.jsonl, events.jsonl, summary.json, environment.json
+//! OUT/report.json         deterministic: the same runs give the same bytes
+//! OUT/timing.json         wall time, latency, throughput, peak memory
+//! OUT/report.md           both, for people, with the plots
+//! OUT/plots/              SVG and PNG
+//! ```
+
+pub mod exec;
+pub mod extract;
+pub mod plan;
+pub mod plot;
+pub mod report;
+pub mod stats;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use crate::output::write_json;
+use crate::runner::{self, CommandError, LlmChoice, ModelOptions};
+use crate::scenario::{Mode, OutcomeRules, Scenario};
+use exec::{Executed, Prepared};
+use plan::{Job, Settings};
+use report::{Report, ScenarioRuns};
+
+/// What `sopsim bench` was asked to do.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    pub scenarios: Vec<PathBuf>,
+    pub modes: Vec<Mode>,
+    pub seeds: u64,
+    pub first_seed: u64,
+    pub jobs: usize,
+    pub out: PathBuf,
+    pub max_turns: Option<u64>,
+    pub models: ModelOptions,
+    /// Draw the progress bar (on a terminal).
+    pub progress: bool,
+}
+
+/// What a benchmark invocation ran and concluded.
+pub struct BenchRun {
+    pub report: Report,
+    pub executed: Executed,
+    /// Runs already finished by an earlier invocation.
+    pub skipped: usize,
+    /// The process's peak resident memory, when the OS tells.
+    pub peak_rss_mib: Option<f64>,
+}
+
+impl BenchRun {
+    pub fn runs_per_s(&self) -> f64 {
+        let runs = (self.executed.finished + self.executed.failed) as f64;
+        runs / self.executed.wall.as_secs_f64().max(1e-9)
+    }
+
+    pub fn turns_per_s(&self) -> f64 {
+        self.executed.turns as f64 / self.executed.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// Failed and unfinished runs across the report.
+    pub fn incomplete(&self) -> (usize, usize) {
+        self.report
+            .scenarios
+            .iter()
+            .flat_map(|s| s.runs.values())
+            .fold((0, 0), |(f, u), c| (f + c.failed, u + c.unfinished))
+    }
+}
+
+struct Loaded {
+    path: PathBuf,
+    sha256: String,
+    scenario: Arc<Scenario>,
+    rules: Option<OutcomeRules>,
+}
+
+fn load(path: &Path) -> Result<Loaded, CommandError> {
+    let scenario = runner::load(path)?;
+    if let Some(human) = scenario.agents.iter().find(|(_, a)| a.human) {
+        return Err(CommandError::BadInput(format!(
+            "{}: agents.{}: a benchmark runs without people, but this agent is human",
+            path.display(),
+            human.0
+        )));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| CommandError::BadInput(format!("{}: {e}", path.display())))?;
+    let rules = match &scenario.outcomes {
+        // Validation compiled these already; a failure here cannot happen for a loaded file.
+        Some(o) => Some(
+            OutcomeRules::compile(
+                o,
+                &scenario,
+                &crate::scenario::FieldPath::root().key("outcomes"),
+            )
+            .map_err(|p| {
+                CommandError::BadInput(format!("{}: {}: {}", path.display(), p[0].0, p[0].1))
+            })?,
+        ),
+        None => None,
+    };
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        sha256: format!("{:x}", Sha256::digest(&bytes)),
+        scenario: Arc::new(scenario),
+        rules,
+    })
+}
+
+/// Peak resident memory of this process, from `/proc/self/status` (Linux).
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// Runs the benchmark and writes its report.
+pub fn run(opts: &BenchOptions) -> Result<BenchRun, CommandError> {
+    if opts.scenarios.is_empty() {
+        return Err(CommandError::BadInput(
+            "bench: name at least one scenario file".into(),
+        ));
+    }
+    if opts.seeds == 0 {
+        return Err(CommandError::BadInput("--seeds: must be at least 1".into()));
+    }
+    if opts.jobs == 0 {
+        return Err(CommandError::BadInput("--jobs: must be at least 1".into()));
+    }
+    let loaded = opts
+        .scenarios
+        .iter()
+        .map(|p| load(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, a) in loaded.iter().enumerate() {
+        if let Some(b) = loaded[..i]
+            .iter()
+            .find(|b| b.scenario.name == a.scenario.name)
+        {
+            return Err(CommandError::BadInput(format!(
+                "{} and {} are both named {:?}; a benchmark tells scenarios apart by name",
+                b.path.display(),
+                a.path.display(),
+                a.scenario.name
+            )));
+        }
+    }
+    let seeds: Vec<u64> = (opts.first_seed..opts.first_seed + opts.seeds).collect();
+    let mut jobs = Vec::new();
+    for l in &loaded {
+        for m in &opts.modes {
+            for s in &seeds {
+                jobs.push(Job::new(&l.scenario.name, &l.path, &l.sha256, *m, *s));
+            }
+        }
+    }
+
+    // One model backend and one embedding service for every run; the scripted backend
+    // answers from each scenario's own script.
+    let embed = runner::embed_service(&opts.models)?;
+    let prices = runner::prices(&opts.models)?;
+    let shared = match (opts.models.llm, &opts.models.replay) {
+        (LlmChoice::Scripted, None) => None,
+        _ => Some(runner::llm(&loaded[0].scenario, &opts.models)?),
+    };
+    let mut prepared = HashMap::new();
+    for l in &loaded {
+        let (llm, counter) = match &shared {
+            Some(s) => s.clone(),
+            None => runner::llm(&l.scenario, &opts.models)?,
+        };
+        let services = crate::sim::Services {
+            llm,
+            embed: embed.clone(),
+            counter,
+            prices: prices.clone(),
+        };
+        prepared.insert(
+            l.scenario.name.clone(),
+            Prepared {
+                scenario: l.scenario.clone(),
+                services,
+                max_turns: opts.max_turns,
+            },
+        );
+    }
+    let llm_name = prepared
+        .values()
+        .next()
+        .map(|p| p.services.llm.describe())
+        .unwrap_or_default();
+    let settings = Settings {
+        llm: llm_name,
+        embedder: embed.name().to_string(),
+        max_turns: opts.max_turns,
+    };
+    plan::record(&opts.out, &settings, &jobs)?;
+
+    let pending: Vec<Job> = jobs
+        .iter()
+        .filter(|j| !plan::is_finished(&j.dir(&opts.out)))
+        .cloned()
+        .collect();
+    let skipped = jobs.len() - pending.len();
+    let executed = exec::execute(&opts.out, pending, &prepared, opts.jobs, opts.progress);
+
+    let scenario_runs: Vec<ScenarioRuns> = loaded
+        .iter()
+        .map(|l| ScenarioRuns {
+            name: l.scenario.name.clone(),
+            file: l.path.display().to_string(),
+            sha256: l.sha256.clone(),
+            rules: l.rules.as_ref(),
+            runs: jobs
+                .iter()
+                .filter(|j| j.scenario == l.scenario.name)
+                .map(|j| {
+                    (
+                        j.clone(),
+                        report::read_run(&j.dir(&opts.out), l.rules.as_ref()),
+                    )
+                })
+                .collect(),
+        })
+        .collect();
+    let (report, timing) = report::build(&settings, &opts.modes, &seeds, &scenario_runs);
+    let run = BenchRun {
+        report,
+        executed,
+        skipped,
+        peak_rss_mib: peak_rss_mib(),
+    };
+    write_outputs(&opts.out, &run, &timing)?;
+    Ok(run)
+}
+
+fn write_outputs(out: &Path, run: &BenchRun, timing: &report::Timing) -> Result<(), CommandError> {
+    let io = |e: crate::error::SimError| CommandError::Runtime(e.to_string());
+    write_json(&out.join("report.json"), &report::to_json(&run.report)).map_err(io)?;
+    let timing_json = serde_json::json!({
+        "this_invocation": {
+            "runs": run.executed.finished + run.executed.failed,
+            "already_finished": run.skipped,
+            "turns": run.executed.turns,
+            "wall_s": run.executed.wall.as_secs_f64(),
+            "runs_per_s": run.runs_per_s(),
+            "turns_per_s": run.turns_per_s(),
+            "jobs": run.executed.concurrency,
+            "threads": run.executed.workers,
+            "peak_rss_mib": run.peak_rss_mib,
+        },
+        "by_scenario": timing.scenarios,
+    });
+    write_json(&out.join("timing.json"), &report::to_json(&timing_json)).map_err(io)?;
+    let plots = draw_plots(out, &run.report)?;
+    let md = report::markdown(&run.report, timing, run, &plots);
+    std::fs::write(out.join("report.md"), md)
+        .map_err(|e| CommandError::Runtime(format!("{}: {e}", out.join("report.md").display())))
+}
+
+/// Draws each scenario's headline figures and its tokens per turn; returns the PNG
+/// paths (relative to `out`) per scenario.
+fn draw_plots(out: &Path, report: &Report) -> Result<Vec<(String, Vec<String>)>, CommandError> {
+    let dir = out.join("plots");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| CommandError::Runtime(format!("{}: {e}", dir.display())))?;
+    let mut all = Vec::new();
+    for sc in &report.scenarios {
+        let mut files = Vec::new();
+        let safe = |s: &str| s.replace(|c: char| !c.is_alphanumeric() && c != '-' && c != '_', "_");
+        for figure in &sc.headline {
+            let Some(f) = sc.figures.get(figure) else {
+                continue;
+            };
+            let series: Vec<plot::Series> = report
+                .modes
+                .iter()
+                .map(|m| plot::Series {
+                    mode: *m,
+                    values: f
+                        .values
+                        .get(m)
+                        .map_or(Vec::new(), |v| v.iter().flatten().copied().collect()),
+                    summary: f.by_mode.get(m).and_then(Option::as_ref),
+                })
+                .collect();
+            let stem = dir.join(format!("{}-{}", safe(&sc.scenario), safe(figure)));
+            plot::distribution(
+                &stem,
+                &format!("{}: {figure}", sc.scenario),
+                figure,
+                &series,
+            )
+            .map_err(CommandError::Runtime)?;
+            files.push(format!("plots/{}-{}.png", safe(&sc.scenario), safe(figure)));
+        }
+        let tokens: Vec<(Mode, Vec<f64>)> = sc
+            .prompt_tokens_by_turn
+            .iter()
+            .map(|(m, v)| (*m, v.clone()))
+            .collect();
+        let stem = dir.join(format!("{}-tokens-by-turn", safe(&sc.scenario)));
+        plot::tokens_per_turn(
+            &stem,
+            &format!("{}: prompt tokens per turn", sc.scenario),
+            &tokens,
+        )
+        .map_err(CommandError::Runtime)?;
+        files.push(format!("plots/{}-tokens-by-turn.png", safe(&sc.scenario)));
+        all.push((sc.scenario.clone(), files));
+    }
+    Ok(all)
+}

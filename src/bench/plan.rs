@@ -1,0 +1,150 @@
+//! The benchmark plan: scenario × mode × seed expanded into jobs, the manifest that
+//! records them (`manifest.jsonl`), the settings they were run with (`bench.json`), and
+//! which of them are already finished, so a rerun picks up where the last one stopped.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::output::write_json;
+use crate::runner::CommandError;
+use crate::scenario::Mode;
+
+/// One simulation of the benchmark.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// `scenario/mode/seed-N`, also the run folder under `runs/`.
+    pub id: String,
+    pub scenario: String,
+    /// The scenario file as given on the command line.
+    pub file: String,
+    /// SHA-256 of the scenario file, so a changed file is not mixed with old runs.
+    pub sha256: String,
+    pub mode: Mode,
+    pub seed: u64,
+}
+
+impl Job {
+    pub fn new(scenario: &str, file: &Path, sha256: &str, mode: Mode, seed: u64) -> Self {
+        Self {
+            id: format!("{scenario}/{}/seed-{seed}", mode.as_str()),
+            scenario: scenario.to_string(),
+            file: file.display().to_string(),
+            sha256: sha256.to_string(),
+            mode,
+            seed,
+        }
+    }
+
+    /// The run's folder inside the benchmark's output folder.
+    pub fn dir(&self, out: &Path) -> PathBuf {
+        out.join("runs").join(&self.id)
+    }
+}
+
+/// What every run of one output folder must share for the runs to be comparable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// The model backend as it describes itself (e.g. `local:SmolLM2…`, `scripted`).
+    pub llm: String,
+    pub embedder: String,
+    /// `--max-turns`, when given.
+    pub max_turns: Option<u64>,
+}
+
+/// A run that finished (any end but an error or an interruption) has its
+/// `summary.json`; anything else runs again.
+pub fn is_finished(dir: &Path) -> bool {
+    #[derive(Deserialize)]
+    struct Ended {
+        ended_by: String,
+    }
+    std::fs::read(dir.join("summary.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Ended>(&bytes).ok())
+        .is_some_and(|s| s.ended_by != "error" && s.ended_by != "interrupted")
+}
+
+/// Checks the output folder against this invocation and records the plan: refuses a
+/// folder made with other settings or older versions of the scenario files, keeps the
+/// jobs earlier invocations planned, and writes `bench.json` and `manifest.jsonl`.
+pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), CommandError> {
+    std::fs::create_dir_all(out).map_err(|e| io_error(out, e))?;
+    let settings_file = out.join("bench.json");
+    if let Ok(bytes) = std::fs::read(&settings_file) {
+        let earlier: Settings = serde_json::from_slice(&bytes).map_err(|e| {
+            CommandError::BadInput(format!(
+                "--out {}: bench.json is not a sopsim benchmark's ({e}); use another folder",
+                out.display()
+            ))
+        })?;
+        if &earlier != settings {
+            return Err(CommandError::BadInput(format!(
+                "--out {}: its runs used {}; this benchmark uses {}. Use another --out to compare them",
+                out.display(),
+                describe(&earlier),
+                describe(settings)
+            )));
+        }
+    }
+    let manifest = out.join("manifest.jsonl");
+    let mut all = read_manifest(&manifest)?;
+    for job in jobs {
+        match all.iter().find(|j| j.id == job.id) {
+            Some(old) if old.sha256 != job.sha256 && is_finished(&old.dir(out)) => {
+                return Err(CommandError::BadInput(format!(
+                    "{}: the file changed since {} ran in {}; use another --out, or delete {} to run it again",
+                    job.file,
+                    job.id,
+                    out.display(),
+                    out.join("runs").join(&job.scenario).display()
+                )));
+            }
+            Some(_) => all.retain(|j| j.id != job.id),
+            None => {}
+        }
+        all.push(job.clone());
+    }
+    write_json(&settings_file, settings).map_err(|e| CommandError::Runtime(e.to_string()))?;
+    let mut text = String::new();
+    for job in &all {
+        text.push_str(&serde_json::to_string(job).map_err(|e| io_error(&manifest, e.into()))?);
+        text.push('\n');
+    }
+    let tmp = manifest.with_extension("jsonl.tmp");
+    std::fs::write(&tmp, text).map_err(|e| io_error(&tmp, e))?;
+    std::fs::rename(&tmp, &manifest).map_err(|e| io_error(&manifest, e))
+}
+
+fn describe(s: &Settings) -> String {
+    let turns = s
+        .max_turns
+        .map(|t| format!(", --max-turns {t}"))
+        .unwrap_or_default();
+    format!("llm {}, embedder {}{turns}", s.llm, s.embedder)
+}
+
+fn read_manifest(path: &Path) -> Result<Vec<Job>, CommandError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error(path, e)),
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| {
+                CommandError::BadInput(format!(
+                    "{} line {}: not a manifest entry ({e}); use another --out",
+                    path.display(),
+                    i + 1
+                ))
+            })
+        })
+        .collect()
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> CommandError {
+    CommandError::Runtime(format!("{}: {e}", path.display()))
+}

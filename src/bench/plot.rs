@@ -1,0 +1,218 @@
+//! The report's plots, each as SVG and PNG: the distribution of a figure per mode (one
+//! dot per run, the mean with its 95% interval) and the mean prompt tokens per turn
+//! over the run. Text is set in the embedded DejaVu Sans, so PNGs need no system fonts.
+
+use std::path::Path;
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+
+use super::stats::Summary;
+use crate::scenario::Mode;
+
+const SIZE: (u32, u32) = (720, 420);
+const COLOURS: [RGBColor; 4] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+];
+
+fn register_font() {
+    static FONT: Once = Once::new();
+    FONT.call_once(|| {
+        // Registration only fails on a malformed font; the embedded one is well formed,
+        // and text would then fall back to nothing rather than fail the report.
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            dejavu::sans::regular(),
+        );
+    });
+}
+
+/// One mode's values of a figure and their summary.
+pub struct Series<'a> {
+    pub mode: Mode,
+    pub values: Vec<f64>,
+    pub summary: Option<&'a Summary>,
+}
+
+/// Draws the same picture as `{stem}.svg` and `{stem}.png`.
+macro_rules! svg_and_png {
+    ($stem:expr, $draw:ident ( $($arg:expr),* )) => {{
+        register_font();
+        let svg = $stem.with_extension("svg");
+        let png = $stem.with_extension("png");
+        {
+            let area = SVGBackend::new(&svg, SIZE).into_drawing_area();
+            $draw(&area, $($arg),*).map_err(|e| format!("{}: {e}", svg.display()))?;
+        }
+        let area = BitMapBackend::new(&png, SIZE).into_drawing_area();
+        let drawn = $draw(&area, $($arg),*).map_err(|e| format!("{}: {e}", png.display()));
+        drop(area);
+        drawn
+    }};
+}
+
+fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+        (a.min(v), b.max(v))
+    });
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    let pad = ((hi - lo) * 0.1).max(if hi == lo {
+        hi.abs().max(1.0) * 0.1
+    } else {
+        0.0
+    });
+    (lo - pad, hi + pad)
+}
+
+/// A strip chart of `figure` per mode.
+pub fn distribution(
+    stem: &Path,
+    title: &str,
+    figure: &str,
+    series: &[Series],
+) -> Result<(), String> {
+    let all = series.iter().flat_map(|s| {
+        s.values
+            .iter()
+            .copied()
+            .chain(s.summary.and_then(|m| m.ci95).into_iter().flatten())
+    });
+    let (lo, hi) = bounds(all);
+    svg_and_png!(stem, draw_distribution(title, figure, series, lo, hi))
+}
+
+fn draw_distribution<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    figure: &str,
+    series: &[Series],
+    lo: f64,
+    hi: f64,
+) -> Result<(), String> {
+    let n = series.len();
+    {
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), lo..hi)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .light_line_style(WHITE)
+            .x_labels(n)
+            .x_label_formatter(&|x| {
+                let i = x.round() as usize;
+                if (x - i as f64).abs() < 0.01 && i < n {
+                    series[i].mode.as_str().to_string()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc(figure)
+            .draw()
+            .map_err(err)?;
+        for (i, s) in series.iter().enumerate() {
+            let colour = COLOURS[i % COLOURS.len()];
+            let count = s.values.len().max(1) as f64;
+            // Spread the dots sideways by their index so equal values stay visible.
+            let dots = s.values.iter().enumerate().map(|(k, v)| {
+                let offset = ((k as f64 + 0.5) / count - 0.5) * 0.4;
+                Circle::new((i as f64 + offset, *v), 4, colour.mix(0.6).filled())
+            });
+            chart.draw_series(dots).map_err(err)?;
+            if let Some(m) = s.summary {
+                let [a, b] = m.ci95.unwrap_or([m.mean, m.mean]);
+                chart
+                    .draw_series(std::iter::once(ErrorBar::new_vertical(
+                        i as f64 + 0.3,
+                        a,
+                        m.mean,
+                        b,
+                        BLACK.stroke_width(2),
+                        12,
+                    )))
+                    .map_err(err)?;
+            }
+        }
+    }
+    root.present().map_err(err)
+}
+
+/// Mean prompt tokens per turn, one line per mode.
+pub fn tokens_per_turn(
+    stem: &Path,
+    title: &str,
+    series: &[(Mode, Vec<f64>)],
+) -> Result<(), String> {
+    let turns = series
+        .iter()
+        .map(|(_, v)| v.len())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let (_, hi) = bounds(series.iter().flat_map(|(_, v)| v.iter().copied()));
+    svg_and_png!(stem, draw_tokens(title, series, turns, hi))
+}
+
+fn draw_tokens<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    series: &[(Mode, Vec<f64>)],
+    turns: usize,
+    hi: f64,
+) -> Result<(), String> {
+    {
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .build_cartesian_2d(1f64..turns as f64, 0f64..hi.max(1.0))
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .light_line_style(WHITE)
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_desc("turn")
+            .y_desc("prompt tokens (mean over runs)")
+            .draw()
+            .map_err(err)?;
+        for (i, (mode, values)) in series.iter().enumerate() {
+            let colour = COLOURS[i % COLOURS.len()];
+            chart
+                .draw_series(LineSeries::new(
+                    values.iter().enumerate().map(|(t, v)| (t as f64 + 1.0, *v)),
+                    colour.stroke_width(2),
+                ))
+                .map_err(err)?
+                .label(mode.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
+}

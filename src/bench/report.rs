@@ -1,0 +1,552 @@
+//! The benchmark report: every planned run read back from its folder, figures
+//! summarised per scenario and mode, the paired difference between the modes, and the
+//! three files: `report.json` (deterministic: the same runs give the same bytes),
+//! `timing.json` (wall time and latency, which are not) and `report.md` (both, for people).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use indexmap::IndexMap;
+use serde::Serialize;
+
+use super::extract::{self, Figures, SummaryFigures};
+use super::plan::{Job, Settings};
+use super::stats::{self, Difference, Summary};
+use crate::memory::Memory;
+use crate::scenario::{Mode, OutcomeRules};
+
+/// What the report knows of one planned run.
+#[derive(Debug, Clone)]
+pub enum RunStatus {
+    Finished {
+        figures: Figures,
+        timing: Figures,
+        ended_by: String,
+        prompt_tokens_by_turn: Vec<u64>,
+    },
+    Failed {
+        error: String,
+    },
+    /// Not run yet, or interrupted.
+    Unfinished,
+}
+
+/// Reads one run's folder and computes its figures.
+pub fn read_run(dir: &Path, rules: Option<&OutcomeRules>) -> RunStatus {
+    let summary: Option<SummaryFigures> = std::fs::read(dir.join("summary.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let Some(summary) = summary else {
+        return match std::fs::read(dir.join("error.json")) {
+            Ok(bytes) => RunStatus::Failed {
+                error: serde_json::from_slice::<serde_json::Value>(&bytes)
+                    .ok()
+                    .and_then(|v| v["error"].as_str().map(String::from))
+                    .unwrap_or_else(|| "unreadable error.json".into()),
+            },
+            Err(_) => RunStatus::Unfinished,
+        };
+    };
+    match summary.ended_by.as_str() {
+        "error" => {
+            return RunStatus::Failed {
+                error: summary.error.clone().unwrap_or_default(),
+            }
+        }
+        "interrupted" => return RunStatus::Unfinished,
+        _ => {}
+    }
+    let mut figures = extract::generic_figures(&summary);
+    if let Some(rules) = rules {
+        let transcript = match read_transcript(&dir.join("transcript.jsonl")) {
+            Ok(t) => t,
+            Err(error) => return RunStatus::Failed { error },
+        };
+        match extract::outcome_figures(rules, &transcript) {
+            Ok(outcomes) => figures.extend(outcomes),
+            Err(error) => return RunStatus::Failed { error },
+        }
+    }
+    RunStatus::Finished {
+        figures,
+        timing: extract::timing_figures(&summary),
+        ended_by: summary.ended_by,
+        prompt_tokens_by_turn: summary.prompt_tokens_by_turn,
+    }
+}
+
+fn read_transcript(path: &Path) -> Result<Vec<Memory>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| format!("{} line {}: {e}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// One scenario's planned runs with their status.
+pub struct ScenarioRuns<'a> {
+    pub name: String,
+    pub file: String,
+    pub sha256: String,
+    pub rules: Option<&'a OutcomeRules>,
+    pub runs: Vec<(Job, RunStatus)>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub settings: Settings,
+    pub modes: Vec<Mode>,
+    pub seeds: Vec<u64>,
+    /// What `difference` means, e.g. `competitive - cooperative`, paired by seed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub difference: Option<String>,
+    pub scenarios: Vec<ScenarioReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ScenarioReport {
+    pub scenario: String,
+    pub file: String,
+    pub sha256: String,
+    pub runs: IndexMap<Mode, RunCounts>,
+    /// Every run that failed, with its error: counted, never dropped silently.
+    pub failed_runs: Vec<FailedRun>,
+    pub headline: Vec<String>,
+    pub figures: IndexMap<String, FigureReport>,
+    /// Mean prompt tokens sent in each turn, over the runs that reached that turn.
+    pub prompt_tokens_by_turn: IndexMap<Mode, Vec<f64>>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct RunCounts {
+    pub planned: usize,
+    pub finished: usize,
+    pub failed: usize,
+    pub unfinished: usize,
+    /// Finished runs by how they ended.
+    pub ended_by: BTreeMap<String, usize>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FailedRun {
+    pub id: String,
+    pub mode: Mode,
+    pub seed: u64,
+    pub error: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FigureReport {
+    pub by_mode: IndexMap<Mode, Option<Summary>>,
+    /// Each run's value, in the order of `seeds` (`null`: failed, unfinished, or no value).
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub values: IndexMap<Mode, Vec<Option<f64>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub difference: Option<Difference>,
+}
+
+/// The timing side of the report.
+#[derive(Debug, Serialize)]
+pub struct Timing {
+    pub scenarios: IndexMap<String, IndexMap<String, IndexMap<Mode, Option<Summary>>>>,
+}
+
+/// The default headline when a scenario has no outcomes section.
+const GENERIC_HEADLINE: &[&str] = &[
+    "turns",
+    "reached_end",
+    "llm_calls",
+    "prompt_tokens_per_turn",
+];
+
+/// Values of `figure` per seed among one mode's finished runs.
+fn values(runs: &[(Job, RunStatus)], mode: Mode, figure: &str, timing: bool) -> Vec<(u64, f64)> {
+    runs.iter()
+        .filter(|(j, _)| j.mode == mode)
+        .filter_map(|(j, s)| match s {
+            RunStatus::Finished {
+                figures, timing: t, ..
+            } => {
+                let source = if timing { t } else { figures };
+                source.get(figure).copied().flatten().map(|v| (j.seed, v))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn only_values(pairs: &[(u64, f64)]) -> Vec<f64> {
+    pairs.iter().map(|(_, v)| *v).collect()
+}
+
+/// Summarises every scenario; `difference` is the second mode minus the first.
+pub fn build(
+    settings: &Settings,
+    modes: &[Mode],
+    seeds: &[u64],
+    scenarios: &[ScenarioRuns],
+) -> (Report, Timing) {
+    let mut reports = Vec::new();
+    let mut timing = Timing {
+        scenarios: IndexMap::new(),
+    };
+    for sc in scenarios {
+        let mut counts: IndexMap<Mode, RunCounts> =
+            modes.iter().map(|m| (*m, RunCounts::default())).collect();
+        let mut failed_runs = Vec::new();
+        for (job, status) in &sc.runs {
+            let c = counts.entry(job.mode).or_default();
+            c.planned += 1;
+            match status {
+                RunStatus::Finished { ended_by, .. } => {
+                    c.finished += 1;
+                    *c.ended_by.entry(ended_by.clone()).or_default() += 1;
+                }
+                RunStatus::Failed { error } => {
+                    c.failed += 1;
+                    failed_runs.push(FailedRun {
+                        id: job.id.clone(),
+                        mode: job.mode,
+                        seed: job.seed,
+                        error: error.clone(),
+                    });
+                }
+                RunStatus::Unfinished => c.unfinished += 1,
+            }
+        }
+        let mut names: Vec<String> = crate::scenario::GENERIC_FIGURES
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        if let Some(rules) = sc.rules {
+            names.extend(rules.figure_names());
+        }
+        let figures = names
+            .iter()
+            .map(|name| {
+                let per_mode: Vec<Vec<(u64, f64)>> = modes
+                    .iter()
+                    .map(|m| values(&sc.runs, *m, name, false))
+                    .collect();
+                let by_mode = modes
+                    .iter()
+                    .zip(&per_mode)
+                    .map(|(m, v)| (*m, stats::summarize(&only_values(v))))
+                    .collect();
+                let difference = (per_mode.len() == 2)
+                    .then(|| stats::paired(&per_mode[0], &per_mode[1]))
+                    .flatten();
+                let values = modes
+                    .iter()
+                    .zip(&per_mode)
+                    .map(|(m, v)| {
+                        let by_seed = seeds
+                            .iter()
+                            .map(|s| v.iter().find(|(k, _)| k == s).map(|(_, x)| *x))
+                            .collect();
+                        (*m, by_seed)
+                    })
+                    .collect();
+                (
+                    name.clone(),
+                    FigureReport {
+                        by_mode,
+                        values,
+                        difference,
+                    },
+                )
+            })
+            .collect();
+        let headline = match sc.rules {
+            Some(rules) => rules.report.clone(),
+            None => GENERIC_HEADLINE.iter().map(|s| s.to_string()).collect(),
+        };
+        let prompt_tokens_by_turn = modes
+            .iter()
+            .map(|m| (*m, mean_by_turn(&sc.runs, *m)))
+            .collect();
+        let timing_figures = ["wall_ms", "latency_p50_ms", "latency_p95_ms"]
+            .iter()
+            .map(|f| {
+                let by_mode = modes
+                    .iter()
+                    .map(|m| {
+                        (
+                            *m,
+                            stats::summarize(&only_values(&values(&sc.runs, *m, f, true))),
+                        )
+                    })
+                    .collect();
+                (f.to_string(), by_mode)
+            })
+            .collect();
+        timing.scenarios.insert(sc.name.clone(), timing_figures);
+        reports.push(ScenarioReport {
+            scenario: sc.name.clone(),
+            file: sc.file.clone(),
+            sha256: sc.sha256.clone(),
+            runs: counts,
+            failed_runs,
+            headline,
+            figures,
+            prompt_tokens_by_turn,
+        });
+    }
+    let report = Report {
+        settings: settings.clone(),
+        modes: modes.to_vec(),
+        seeds: seeds.to_vec(),
+        difference: (modes.len() == 2).then(|| {
+            format!(
+                "{} - {}, paired by seed",
+                modes[1].as_str(),
+                modes[0].as_str()
+            )
+        }),
+        scenarios: reports,
+    };
+    (report, timing)
+}
+
+fn mean_by_turn(runs: &[(Job, RunStatus)], mode: Mode) -> Vec<f64> {
+    let series: Vec<&Vec<u64>> = runs
+        .iter()
+        .filter(|(j, _)| j.mode == mode)
+        .filter_map(|(_, s)| match s {
+            RunStatus::Finished {
+                prompt_tokens_by_turn,
+                ..
+            } => Some(prompt_tokens_by_turn),
+            _ => None,
+        })
+        .collect();
+    let longest = series.iter().map(|s| s.len()).max().unwrap_or(0);
+    (0..longest)
+        .map(|t| {
+            let at: Vec<f64> = series
+                .iter()
+                .filter_map(|s| s.get(t))
+                .map(|v| *v as f64)
+                .collect();
+            at.iter().sum::<f64>() / at.len() as f64
+        })
+        .collect()
+}
+
+/// JSON with every number rounded to 6 decimals, so reports read easily and compare
+/// byte for byte.
+pub fn to_json<T: Serialize>(value: &T) -> serde_json::Value {
+    fn round(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Number(n) if n.is_f64() => {
+                if let Some(f) = n.as_f64() {
+                    let r = (f * 1e6).round() / 1e6;
+                    *v = serde_json::Number::from_f64(if r == 0.0 { 0.0 } else { r })
+                        .map_or(serde_json::Value::Null, serde_json::Value::Number);
+                }
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(round),
+            serde_json::Value::Object(o) => o.values_mut().for_each(round),
+            _ => {}
+        }
+    }
+    let mut json = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+    round(&mut json);
+    json
+}
+
+/// Up to three decimals (one from 100 up), without trailing zeros.
+fn fmt_num(v: f64) -> String {
+    let text = if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    };
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".into()
+    } else {
+        text.to_string()
+    }
+}
+
+fn fmt_summary(s: &Option<Summary>) -> String {
+    match s {
+        None => "–".into(),
+        Some(s) => match s.ci95 {
+            Some([lo, hi]) => format!("{} [{}, {}]", fmt_num(s.mean), fmt_num(lo), fmt_num(hi)),
+            None => format!("{} (n={})", fmt_num(s.mean), s.n),
+        },
+    }
+}
+
+fn fmt_difference(d: &Option<Difference>) -> String {
+    match d {
+        None => "–".into(),
+        Some(d) => {
+            let ci = d
+                .ci95
+                .map(|[lo, hi]| format!(" [{}, {}]", fmt_num(lo), fmt_num(hi)))
+                .unwrap_or_default();
+            let p =
+                d.p.map(|p| {
+                    if p < 0.001 {
+                        ", p < 0.001".to_string()
+                    } else {
+                        format!(", p {p:.3}")
+                    }
+                })
+                .unwrap_or_default();
+            format!("{}{ci}{p}", fmt_num(d.mean))
+        }
+    }
+}
+
+fn table(
+    out: &mut String,
+    modes: &[Mode],
+    figures: &[(&String, &FigureReport)],
+    with_difference: bool,
+) {
+    let _ = write!(out, "| figure |");
+    for m in modes {
+        let _ = write!(out, " {} |", m.as_str());
+    }
+    if with_difference {
+        let _ = write!(out, " difference |");
+    }
+    let _ = write!(out, "\n|---|");
+    for _ in modes {
+        let _ = write!(out, "---|");
+    }
+    if with_difference {
+        let _ = write!(out, "---|");
+    }
+    out.push('\n');
+    for (name, f) in figures {
+        let _ = write!(out, "| {name} |");
+        for m in modes {
+            let _ = write!(
+                out,
+                " {} |",
+                f.by_mode.get(m).map_or("–".into(), fmt_summary)
+            );
+        }
+        if with_difference {
+            let _ = write!(out, " {} |", fmt_difference(&f.difference));
+        }
+        out.push('\n');
+    }
+}
+
+/// `report.md`: the headline table per scenario, every figure, failed runs, plots and
+/// timing.
+pub fn markdown(
+    report: &Report,
+    timing: &Timing,
+    run: &super::BenchRun,
+    plots: &[(String, Vec<String>)],
+) -> String {
+    let mut out = String::new();
+    let s = &report.settings;
+    let _ = writeln!(out, "# sopsim bench report\n");
+    let seeds = match (report.seeds.first(), report.seeds.last()) {
+        (Some(a), Some(b)) => format!("{} seeds ({a}–{b})", report.seeds.len()),
+        _ => "no seeds".into(),
+    };
+    let _ = writeln!(
+        out,
+        "LLM `{}`, embedder `{}`, {seeds} per mode. Each cell: mean [95% confidence interval] over the finished runs.",
+        s.llm, s.embedder
+    );
+    if let Some(d) = &report.difference {
+        let _ = writeln!(
+            out,
+            "Difference: {d}, with its 95% interval and the paired t-test's p."
+        );
+    }
+    let with_difference = report.difference.is_some();
+    for sc in &report.scenarios {
+        let _ = writeln!(out, "\n## {} (`{}`)\n", sc.scenario, sc.file);
+        let counts: Vec<String> = sc
+            .runs
+            .iter()
+            .map(|(m, c)| {
+                let ends: Vec<String> =
+                    c.ended_by.iter().map(|(k, v)| format!("{v} {k}")).collect();
+                format!(
+                    "{}: {} of {} finished ({}), {} failed, {} unfinished",
+                    m.as_str(),
+                    c.finished,
+                    c.planned,
+                    ends.join(", "),
+                    c.failed,
+                    c.unfinished
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "Runs — {}.\n", counts.join("; "));
+        let headline: Vec<(&String, &FigureReport)> = sc
+            .headline
+            .iter()
+            .filter_map(|h| sc.figures.get_key_value(h))
+            .collect();
+        table(&mut out, &report.modes, &headline, with_difference);
+        if !sc.failed_runs.is_empty() {
+            let _ = writeln!(out, "\nFailed runs:\n");
+            for f in &sc.failed_runs {
+                let _ = writeln!(out, "- `{}`: {}", f.id, f.error);
+            }
+        }
+        if let Some((_, files)) = plots.iter().find(|(name, _)| name == &sc.scenario) {
+            let _ = writeln!(out);
+            for f in files {
+                let _ = writeln!(out, "![{f}]({f})");
+            }
+        }
+        let _ = writeln!(out, "\n<details><summary>Every figure</summary>\n");
+        let all: Vec<(&String, &FigureReport)> = sc.figures.iter().collect();
+        table(&mut out, &report.modes, &all, with_difference);
+        let _ = writeln!(out, "\n</details>");
+    }
+    let _ = writeln!(
+        out,
+        "\n## Timing (this invocation's machine; not part of report.json)\n"
+    );
+    let _ = writeln!(
+        out,
+        "{} runs in {:.1} s this invocation ({} at once over {} threads): {:.1} runs/s, {:.0} turns/s; peak memory {}.\n",
+        run.executed.finished + run.executed.failed,
+        run.executed.wall.as_secs_f64(),
+        run.executed.concurrency,
+        run.executed.workers,
+        run.runs_per_s(),
+        run.turns_per_s(),
+        run.peak_rss_mib
+            .map_or("unknown".to_string(), |m| format!("{m:.0} MiB")),
+    );
+    for (name, figures) in &timing.scenarios {
+        let _ = writeln!(out, "{name}:\n");
+        let rows: Vec<(String, FigureReport)> = figures
+            .iter()
+            .map(|(f, by_mode)| {
+                (
+                    f.clone(),
+                    FigureReport {
+                        by_mode: by_mode.clone(),
+                        values: IndexMap::new(),
+                        difference: None,
+                    },
+                )
+            })
+            .collect();
+        let refs: Vec<(&String, &FigureReport)> = rows.iter().map(|(a, b)| (a, b)).collect();
+        table(&mut out, &report.modes, &refs, false);
+        out.push('\n');
+    }
+    out
+}
