@@ -502,3 +502,49 @@ fn loop_bounds_are_validated() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("sop.states.round: no way to the end"), "{err}");
 }
+
+#[test]
+fn a_replayed_recording_gives_the_recorded_report_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("rec");
+    let pd = scenario_path("prisoners_dilemma");
+    let common = ["--embedder", "hash", "--seeds", "3", "--quiet"];
+    let out = |name: &str| dir.path().join(name).display().to_string();
+    let (code, _, stderr) = bench(
+        &[
+            &[
+                pd.as_str(),
+                "--llm",
+                "scripted",
+                "--record",
+                rec.to_str().unwrap(),
+                "--out",
+                &out("a"),
+            ][..],
+            &common,
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    // Every seed's calls are kept apart, even where two seeds send the same prompt.
+    let (code, _, stderr) = bench(
+        &[
+            &[
+                pd.as_str(),
+                "--replay",
+                rec.to_str().unwrap(),
+                "--jobs",
+                "1",
+                "--out",
+                &out("b"),
+            ][..],
+            &common,
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        read(&dir.path().join("a/report.json")),
+        read(&dir.path().join("b/report.json"))
+    );
+}

@@ -1,7 +1,11 @@
 //! Record and replay (`--record DIR`, `--replay DIR`): every request and its full
 //! response stored as `DIR/<key>.json`, the key being the SHA-256 of the canonical
-//! request (messages and model settings). A replay answers from the recording and never
-//! opens a connection, so a replayed run reproduces the recorded transcript exactly.
+//! request: messages, model settings, and the call's place in its run (run seed, kind,
+//! agent, turn, index). The place matters because the same prompt can get different
+//! answers: sampling is seeded from the run's seed, and an agent may be asked the same
+//! thing twice. One recording can thus hold many seeds (a whole `sopsim bench`). A
+//! replay answers from the recording and never opens a connection, so a replayed run
+//! reproduces the recorded transcript exactly.
 //! Nothing secret is in a request: the API key travels only in the HTTP header.
 
 use std::path::{Path, PathBuf};
@@ -18,6 +22,30 @@ use crate::scenario::LlmSettings;
 struct Canonical<'a> {
     messages: std::borrow::Cow<'a, [ChatMessage]>,
     settings: std::borrow::Cow<'a, LlmSettings>,
+    call: CallPlace<'a>,
+}
+
+/// Where in a run a call happens.
+#[derive(Serialize, Deserialize)]
+struct CallPlace<'a> {
+    run_seed: u64,
+    kind: super::CallKind,
+    agent: Option<std::borrow::Cow<'a, str>>,
+    turn: u64,
+    index: u64,
+}
+
+impl<'a> CallPlace<'a> {
+    fn of(req: &'a LlmRequest) -> Self {
+        let c = &req.context;
+        Self {
+            run_seed: c.run_seed,
+            kind: c.kind,
+            agent: c.agent.as_deref().map(Into::into),
+            turn: c.turn,
+            index: c.index,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -33,6 +61,7 @@ pub fn request_key(req: &LlmRequest) -> String {
     let canonical = Canonical {
         messages: (&req.messages[..]).into(),
         settings: std::borrow::Cow::Borrowed(&req.settings),
+        call: CallPlace::of(req),
     };
     let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
     Sha256::digest(&bytes)
@@ -50,6 +79,7 @@ pub struct Recorder {
 impl Recorder {
     pub fn new(inner: Arc<dyn LlmBackend>, dir: &Path) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join(BACKEND_FILE), inner.describe())?;
         Ok(Self {
             inner,
             dir: dir.to_path_buf(),
@@ -72,8 +102,9 @@ impl LlmBackend for Recorder {
             let completion = self.inner.complete(request.clone(), stream).await?;
             let entry = Entry {
                 request: Canonical {
-                    messages: request.messages.into(),
-                    settings: std::borrow::Cow::Owned(request.settings),
+                    messages: (&request.messages[..]).into(),
+                    settings: std::borrow::Cow::Borrowed(&request.settings),
+                    call: CallPlace::of(&request),
                 },
                 text: completion.text.clone(),
                 usage: completion.usage,
@@ -94,9 +125,16 @@ impl LlmBackend for Recorder {
     }
 }
 
+/// Where a recording names the backend it recorded.
+const BACKEND_FILE: &str = "backend.txt";
+
 /// Answers from a recording only.
 pub struct Replayer {
     dir: PathBuf,
+    /// The recorded backend's description: a replay stands for the model that answered,
+    /// so a replayed run's `summary.json` and a replayed benchmark's `report.json`
+    /// match the recorded ones byte for byte.
+    recorded: Option<String>,
 }
 
 impl Replayer {
@@ -104,15 +142,22 @@ impl Replayer {
         if !dir.is_dir() {
             return Err(format!("--replay {}: no such folder", dir.display()));
         }
+        let recorded = std::fs::read_to_string(dir.join(BACKEND_FILE))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
         Ok(Self {
             dir: dir.to_path_buf(),
+            recorded,
         })
     }
 }
 
 impl LlmBackend for Replayer {
     fn describe(&self) -> String {
-        format!("replay:{}", self.dir.display())
+        self.recorded
+            .clone()
+            .unwrap_or_else(|| format!("replay:{}", self.dir.display()))
     }
 
     fn complete<'a>(
