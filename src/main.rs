@@ -79,6 +79,11 @@ enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Print the native scenario equivalent to another framework's config.
+    Import {
+        #[command(subcommand)]
+        format: ImportFormat,
+    },
     /// Check a scenario file; exit 0 if it is valid, 2 with every problem if not.
     Validate { scenario: PathBuf },
     /// Print the JSON Schema of the scenario format (for editors).
@@ -154,6 +159,13 @@ struct ModelArgs {
     /// --embedder openai: the embedding model's name.
     #[arg(long, value_name = "DIR|NAME")]
     embedder_model: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum ImportFormat {
+    /// An aiwaves "Agents" 1.x config (PyPI ai-agents); notes on what could not be
+    /// carried over go to stderr.
+    Aiwaves { config: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -361,6 +373,31 @@ fn execute(command: Command) -> Result<(), CommandError> {
                     "{failed} run(s) failed; report.md lists them; run the same command again to retry them"
                 )));
             }
+            Ok(())
+        }
+        Command::Import {
+            format: ImportFormat::Aiwaves { config },
+        } => {
+            let bad = |e: scenario::ScenarioError| CommandError::BadInput(e.to_string());
+            let text = scenario::read_text(&config).map_err(bad)?;
+            let doc = scenario::parse_json(&config, &text).map_err(bad)?;
+            if !scenario::aiwaves::is_aiwaves(&doc) {
+                return Err(CommandError::BadInput(format!(
+                    "{}: not an aiwaves config (it has no root, relations and states)",
+                    config.display()
+                )));
+            }
+            let (native, imported) = scenario::import_aiwaves(&config, &doc).map_err(bad)?;
+            scenario::from_document(&config, native.clone()).map_err(bad)?;
+            for note in &imported.notes {
+                eprintln!("note: {note}");
+            }
+            if let Some(base) = &imported.base_url {
+                eprintln!("note: the config's API_BASE is {base}; pass --base-url {base} when running the native file");
+            }
+            let text = serde_json::to_string_pretty(&native)
+                .map_err(|e| CommandError::Runtime(e.to_string()))?;
+            say(&text);
             Ok(())
         }
         Command::Validate { scenario } => {

@@ -17,6 +17,7 @@ use crate::llm::record::{Recorder, Replayer};
 use crate::llm::{LlmBackend, ScriptedBackend};
 use crate::models::{self, ModelError};
 use crate::output::{RunDir, TranscriptWriter};
+use crate::scenario::aiwaves::Imported;
 use crate::scenario::{self, Mode, Scenario};
 use crate::sim::{self, EndReason, RunConfig, RunOutcome, Services};
 use crate::tokens::Estimator;
@@ -134,9 +135,16 @@ impl Default for ModelOptions {
     }
 }
 
-/// Loads and validates a scenario file.
+/// Loads and validates a scenario file: native, or an aiwaves config translated.
 pub fn load(path: &std::path::Path) -> Result<Scenario, CommandError> {
-    scenario::load(path).map_err(|e| CommandError::BadInput(e.to_string()))
+    load_with_notes(path).map(|(s, _)| s)
+}
+
+/// [`load`], with what an imported aiwaves config could not carry over.
+pub fn load_with_notes(
+    path: &std::path::Path,
+) -> Result<(Scenario, Option<Imported>), CommandError> {
+    scenario::load_any(path).map_err(|e| CommandError::BadInput(e.to_string()))
 }
 
 impl From<ModelError> for CommandError {
@@ -294,14 +302,20 @@ pub fn services(scenario: &Scenario, opts: &ModelOptions) -> Result<Services, Co
 
 /// Runs a scenario file as `sopsim run` does.
 pub fn run(opts: &RunOptions) -> Result<RunOutcome, CommandError> {
-    let mut scenario = load(&opts.scenario)?;
+    let (mut scenario, imported) = load_with_notes(&opts.scenario)?;
+    let imported = imported.unwrap_or_default();
+    let mut models = opts.models.clone();
+    if models.base_url.is_none() {
+        // An aiwaves config's API_BASE names its server; only --base-url overrides it.
+        models.base_url = imported.base_url.clone();
+    }
     if opts.models.llm == LlmChoice::OpenAi && opts.models.model.is_some() {
         // --model names the server's model for the whole run; only agent, role and
         // state settings are more specific.
         scenario.llm.model = None;
     }
     let scenario = Arc::new(scenario);
-    let services = services(&scenario, &opts.models)?;
+    let services = services(&scenario, &models)?;
     let mode = opts.mode.unwrap_or(scenario.environment.mode);
     let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
     if !opts.quiet {
@@ -340,6 +354,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, CommandError> {
         cancel: Some(cancel.clone()),
         budget_usd: opts.budget_usd,
         max_total_tokens: opts.max_total_tokens,
+        notes: imported.notes,
     };
     let outcome = actix::System::new().block_on(async {
         let interrupt = cancel.clone();

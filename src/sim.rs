@@ -102,6 +102,9 @@ pub struct RunConfig {
     pub budget_usd: Option<f64>,
     /// Stop at a turn boundary once this many tokens (prompt + completion) were used.
     pub max_total_tokens: Option<u64>,
+    /// Reported as warnings when the run starts (e.g. what an imported config could not
+    /// carry over), and kept in the summary.
+    pub notes: Vec<String>,
 }
 
 /// The figures of `summary.json`.
@@ -190,6 +193,9 @@ pub async fn run(
     let mode = config.mode.unwrap_or(scenario.environment.mode);
     let llm = LlmClient::new(services.llm.clone());
     let sinks = Sinks::new(config.sinks);
+    for text in &config.notes {
+        sinks.emit(crate::events::SimEvent::Warning { text: text.clone() });
+    }
     let env = EnvironmentActor::new(
         scenario.clone(),
         mode,
@@ -237,7 +243,7 @@ pub async fn run(
         turn: 0,
         route_calls: 0,
         transit_calls: 0,
-        warnings: Vec::new(),
+        warnings: config.notes,
         seed: config.seed,
         prices: services.prices.clone(),
         budget_usd: config.budget_usd,

@@ -131,6 +131,7 @@ fn routed(route: &[&str]) -> sopsim::scenario::Scenario {
                 .speaker(SpeakerRule::Llm {
                     system_prompt: None,
                     last_prompt: None,
+                    extract_words: None,
                 })
                 .max_turns(3)
                 .next(["end"]),

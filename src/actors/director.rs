@@ -24,9 +24,9 @@ use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest};
 use crate::memory::Memory;
 use crate::output::TranscriptWriter;
 use crate::prompt;
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, SpeakerRule};
 use crate::sim::EndReason;
-use crate::sop::{parse_choice, Check, SopEngine, Speaker, Transition};
+use crate::sop::{parse_choice_in, Check, SopEngine, Speaker, Transition};
 use crate::tokens::TokenCounter;
 
 /// How a run ended, as the Director saw it.
@@ -223,6 +223,13 @@ impl Director {
         let settings = self.controller_settings();
         let fallback = self.engine.in_order();
         let turn = self.turn + 1;
+        let tag = match &self.scenario.sop.states[self.engine.current_state()].speaker {
+            SpeakerRule::Llm {
+                extract_words: Some(tag),
+                ..
+            } => tag.clone(),
+            _ => "end".to_string(),
+        };
         async move {
             let obs = env.send(Observe).await?;
             let state = &scenario.sop.states[&state_name];
@@ -231,7 +238,7 @@ impl Director {
             for context in contexts {
                 let req = LlmRequest { messages: assembled.messages.clone(), settings: settings.clone(), context };
                 let answer = llm.complete(req, None).await.map_err(|source| SimError::Llm { turn, source })?.text;
-                if let Some(i) = parse_choice(&answer, &choices) {
+                if let Some(i) = parse_choice_in(&answer, &choices, &tag, &[]) {
                     return Ok((choices[i].clone(), answers.len() as u64 + 1, answers.len() as u64, None));
                 }
                 answers.push(answer);

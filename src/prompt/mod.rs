@@ -183,6 +183,7 @@ pub fn route_prompt(
         SpeakerRule::Llm {
             system_prompt,
             last_prompt,
+            ..
         } => (system_prompt.clone(), last_prompt.clone()),
         _ => (None, None),
     };

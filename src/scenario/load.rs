@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use thiserror::Error;
 
+use super::aiwaves::{self, is_aiwaves, Imported};
 use super::model::Scenario;
 use super::validate::{self, Problem};
 use crate::tokens::Estimator;
@@ -141,6 +142,46 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     let text = read_text(path)?;
     let doc = parse_json(path, &text)?;
     from_document(path, doc)
+}
+
+/// Loads a native scenario or an aiwaves 1.x config, telling them apart by their keys.
+/// For an aiwaves config, also returns what the translation could not carry over.
+pub fn load_any(path: &Path) -> Result<(Scenario, Option<Imported>), ScenarioError> {
+    let text = read_text(path)?;
+    let doc = parse_json(path, &text)?;
+    if !is_aiwaves(&doc) {
+        return from_document(path, doc).map(|s| (s, None));
+    }
+    let (native, imported) = import_aiwaves(path, &doc)?;
+    from_document(path, native).map(|s| (s, Some(imported)))
+}
+
+/// Translates an aiwaves config at `path` into a native scenario document.
+pub fn import_aiwaves(path: &Path, doc: &Value) -> Result<(Value, Imported), ScenarioError> {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("imported");
+    // aiwaves examples are all called config.json; their folder says what they are.
+    let name = match (
+        stem,
+        path.parent()
+            .and_then(|p| p.file_name())
+            .and_then(|n| n.to_str()),
+    ) {
+        ("config", Some(dir)) => dir,
+        _ => stem,
+    };
+    aiwaves::import(doc, name).map_err(|message| ScenarioError::Invalid {
+        path: path.to_path_buf(),
+        count: 1,
+        problems: vec![Problem {
+            path: super::path::FieldPath::raw(message.split(':').next().unwrap_or("").to_string()),
+            message: message
+                .split_once(": ")
+                .map_or(message.clone(), |(_, m)| m.to_string()),
+        }],
+    })
 }
 
 /// Validates a scenario built in code (the library API), with `origin` naming it in errors.

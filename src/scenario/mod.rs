@@ -1,5 +1,6 @@
 //! Scenario files: the native format, its validation and loading.
 
+pub mod aiwaves;
 mod builder;
 mod load;
 mod model;
@@ -9,7 +10,8 @@ mod validate;
 
 pub use builder::{AgentBuilder, ScenarioBuilder, StateBuilder};
 pub use load::{
-    from_document, load, parse_json, read_text, validate_built, ScenarioError, MAX_SCENARIO_BYTES,
+    from_document, import_aiwaves, load, load_any, parse_json, read_text, validate_built,
+    ScenarioError, MAX_SCENARIO_BYTES,
 };
 pub use model::*;
 pub use outcomes::*;

@@ -290,6 +290,9 @@ pub enum SpeakerRule {
         system_prompt: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         last_prompt: Option<String>,
+        /// The tag an answer may be wrapped in, `<end>…</end>` by default.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        extract_words: Option<String>,
     },
 }
 
@@ -338,6 +341,13 @@ pub struct JudgePrompts {
     pub system_prompt: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_prompt: Option<String>,
+    /// Labels the judge may answer with instead of the names, one per choice in the
+    /// order offered: staying, then each of `next` (aiwaves configs use "0", "1", …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// The tag an answer may be wrapped in, `<end>…</end>` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extract_words: Option<String>,
 }
 
 /// Replies for the scripted backend. Lines are templates with `{name}`, `{role}`,

@@ -7,7 +7,21 @@
 
 /// The index of the choice `answer` names, if it names exactly one clearly.
 pub fn parse_choice(answer: &str, choices: &[String]) -> Option<usize> {
-    let text = tag_content(answer).unwrap_or(answer).trim();
+    parse_choice_in(answer, choices, "end", &[])
+}
+
+/// [`parse_choice`] with another answer tag, and `labels` (one per choice) that an answer
+/// may give instead of a name; a label is matched exactly, before anything else.
+pub fn parse_choice_in(
+    answer: &str,
+    choices: &[String],
+    tag: &str,
+    labels: &[String],
+) -> Option<usize> {
+    let text = tag_content(answer, tag).unwrap_or(answer).trim();
+    if let Some(i) = labels.iter().position(|l| l == text) {
+        return (i < choices.len()).then_some(i);
+    }
     let bare = text.trim_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace());
     if let Some(i) = choices.iter().position(|c| c.eq_ignore_ascii_case(bare)) {
         return Some(i);
@@ -26,9 +40,10 @@ pub fn parse_choice(answer: &str, choices: &[String]) -> Option<usize> {
         .map(|(_, _, i)| i)
 }
 
-fn tag_content(answer: &str) -> Option<&str> {
-    let start = answer.find("<end>")? + "<end>".len();
-    let len = answer[start..].find("</end>")?;
+fn tag_content<'a>(answer: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let start = answer.find(&open)? + open.len();
+    let len = answer[start..].find(&format!("</{tag}>"))?;
     Some(&answer[start..start + len])
 }
 
@@ -72,6 +87,23 @@ mod tests {
             Some(1)
         );
         assert_eq!(parse_choice("The Judge, then Negative", &roles()), Some(2));
+    }
+
+    #[test]
+    fn labels_and_other_tags_as_aiwaves_configs_use_them() {
+        let choices = ["stay".to_string(), "Debate_Order_state".to_string()];
+        let labels = ["0".to_string(), "1".to_string()];
+        assert_eq!(
+            parse_choice_in("<end>1</end>", &choices, "end", &labels),
+            Some(1)
+        );
+        assert_eq!(parse_choice_in("0", &choices, "end", &labels), Some(0));
+        assert_eq!(
+            parse_choice_in("<go>stay</go>", &choices, "go", &labels),
+            Some(0)
+        );
+        // Without labels a digit is a 1-based position.
+        assert_eq!(parse_choice("1", &choices), Some(0));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-pub use choice::parse_choice;
+pub use choice::{parse_choice, parse_choice_in};
 
 use crate::scenario::{Scenario, SpeakerRule, State};
 
@@ -208,7 +208,9 @@ impl SopEngine {
 
     /// Interprets the judge's answer; `None` means it named no offered choice (stay).
     pub fn judge_answer(&self, answer: &str, choices: &[String]) -> Option<Transition> {
-        parse_choice(answer, choices).map(|i| {
+        let judge = self.state().transition.judge.clone().unwrap_or_default();
+        let tag = judge.extract_words.as_deref().unwrap_or("end");
+        parse_choice_in(answer, choices, tag, &judge.labels).map(|i| {
             if i == 0 {
                 Transition::Stay
             } else {

@@ -69,6 +69,7 @@ fn llm_rule_offers_everyone_but_the_last_speaker() {
     let rule = SpeakerRule::Llm {
         system_prompt: None,
         last_prompt: None,
+        extract_words: None,
     };
     let mut e = SopEngine::new(three_roles(rule), 1);
     take(&mut e);
