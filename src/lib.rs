@@ -42,6 +42,7 @@
 //! Services shared by every simulation in a process:
 //! - [`llm`]: the `LlmBackend` trait, the scripted backend, per-simulation accounting.
 //! - [`embed`]: the `Embedder` trait, the hash embedder, the batching worker service.
+//! - [`knowledge`]: knowledge bases for the `knowledge` component, embedded once.
 //!
 //! Running:
 //! - [`actors`]: Director, Agent and Environment actors and their messages.
@@ -60,6 +61,7 @@ pub mod embed;
 pub mod error;
 pub mod events;
 pub mod human;
+pub mod knowledge;
 pub mod llm;
 pub mod memory;
 pub mod models;

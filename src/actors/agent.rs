@@ -135,16 +135,53 @@ impl Handler<TakeTurn> for AgentActor {
             self.token_sink(),
             self.name.clone(),
         );
+        let tool_context = CallContext {
+            kind: CallKind::Tool,
+            ..context.clone()
+        };
+        let tool_settings = settings.clone();
         Box::pin(
             async move {
-                let obs = env.send(Observe).await?;
+                let mut obs = env.send(Observe).await?;
                 let state = &scenario.sop.states[&msg.state];
+                let comps = state.components.get(&msg.role);
+                // Tool steps run before the reply, as aiwaves' components do in `compile`.
+                if let Some(step) = comps.and_then(|c| c.extract.as_ref()) {
+                    let assembled =
+                        prompt::extract_prompt(&scenario, state, step, &obs, counter.as_ref());
+                    let request = LlmRequest {
+                        messages: assembled.messages,
+                        settings: tool_settings,
+                        context: tool_context,
+                    };
+                    let reply =
+                        llm.complete(request, None)
+                            .await
+                            .map_err(|source| SimError::Llm {
+                                turn: msg.turn,
+                                source,
+                            })?;
+                    let values = prompt::read_extracted(&reply.text, &step.words);
+                    obs.shared.extend(values.iter().cloned());
+                    env.send(SetShared { values }).await?;
+                }
+                let found = match comps.and_then(|c| c.knowledge.clone()) {
+                    Some(lookup) => Some(env.send(Consult { lookup }).await??),
+                    None => None,
+                };
                 let who = Speaker {
                     name: &name,
                     role: &msg.role,
                     agent: &scenario.agents[&name],
                 };
-                let assembled = prompt::agent_prompt(&scenario, state, who, &obs, counter.as_ref());
+                let assembled = prompt::agent_prompt(
+                    &scenario,
+                    state,
+                    who,
+                    &obs,
+                    found.as_deref(),
+                    counter.as_ref(),
+                );
                 let request = LlmRequest {
                     messages: assembled.messages,
                     settings,

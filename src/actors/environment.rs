@@ -24,6 +24,8 @@ pub struct EnvironmentActor {
     memory: SharedMemory,
     store: Store,
     tool_errors: IndexMap<String, Vec<Return>>,
+    /// Values `extract` steps stored, by tag.
+    shared: std::collections::BTreeMap<String, String>,
     embed: EmbedService,
     llm: LlmClient,
     counter: Arc<dyn TokenCounter>,
@@ -49,6 +51,7 @@ impl EnvironmentActor {
             memory,
             store: Store::new(),
             tool_errors: IndexMap::new(),
+            shared: Default::default(),
             embed,
             llm,
             counter,
@@ -99,7 +102,9 @@ impl Handler<EnterVisit> for EnvironmentActor {
 impl Handler<Observe> for EnvironmentActor {
     type Result = MessageResult<Observe>;
     fn handle(&mut self, _: Observe, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.memory.observe())
+        let mut obs = self.memory.observe();
+        obs.shared = self.shared.clone();
+        MessageResult(obs)
     }
 }
 
@@ -175,6 +180,31 @@ impl Handler<ApplyReturn> for EnvironmentActor {
     }
 }
 
+impl Handler<SetShared> for EnvironmentActor {
+    type Result = ();
+    fn handle(&mut self, msg: SetShared, _: &mut Context<Self>) {
+        self.shared.extend(msg.values);
+    }
+}
+
+impl Handler<Consult> for EnvironmentActor {
+    type Result = ResponseFuture<Result<String, SimError>>;
+    fn handle(&mut self, msg: Consult, _: &mut Context<Self>) -> Self::Result {
+        // The latest message was embedded when it was recorded; the lookup reuses it.
+        let query = self.memory.latest_vector().map(<[f32]>::to_vec);
+        let embed = self.embed.clone();
+        Box::pin(async move {
+            let Some(query) = query else {
+                return Ok(String::new());
+            };
+            let base = crate::knowledge::shared(&msg.lookup, &embed)
+                .await
+                .map_err(SimError::BadInput)?;
+            Ok(base.lookup(&query, &msg.lookup))
+        })
+    }
+}
+
 impl Handler<Snapshot> for EnvironmentActor {
     type Result = MessageResult<Snapshot>;
     fn handle(&mut self, _: Snapshot, _: &mut Context<Self>) -> Self::Result {
@@ -188,6 +218,7 @@ impl Handler<Snapshot> for EnvironmentActor {
             "environment": store["environment"],
             "hidden_environment": store["hidden_environment"],
             "tool_errors": errors,
+            "extracted": self.shared,
             "shared_memory": {
                 "long_term_memory": self.memory.log(),
                 "short_term_memory": self.memory.summary(),

@@ -74,3 +74,17 @@ pub struct EnvironmentSnapshot {
     pub transcript: Vec<Arc<Memory>>,
     pub json: serde_json::Value,
 }
+
+/// Agent → Environment: values an `extract` step read, stored for `template`s.
+#[derive(Debug, Clone, Serialize, Deserialize, Message)]
+#[rtype(result = "()")]
+pub struct SetShared {
+    pub values: Vec<(String, String)>,
+}
+
+/// Agent → Environment: the knowledge-base text for the latest message.
+#[derive(Debug, Clone, Serialize, Deserialize, Message)]
+#[rtype(result = "Result<String, SimError>")]
+pub struct Consult {
+    pub lookup: crate::scenario::KnowledgeLookup,
+}

@@ -50,7 +50,19 @@ impl EmbeddingIndex {
         if k == 0 || query >= self.len() {
             return Vec::new();
         }
-        let q = self.row(query);
+        self.nearest(self.row(query), range, k)
+    }
+
+    /// The stored (normalised) vector at `position`.
+    pub fn vector(&self, position: usize) -> Option<&[f32]> {
+        (position < self.len()).then(|| self.row(position))
+    }
+
+    /// The `k` positions in `range` most similar to a normalised vector `q`, best first.
+    pub fn nearest(&self, q: &[f32], range: std::ops::Range<usize>, k: usize) -> Vec<Hit> {
+        if k == 0 || q.len() != self.dim {
+            return Vec::new();
+        }
         let dot = dot_kernel();
         let mut heap: BinaryHeap<Worst> = BinaryHeap::with_capacity(k + 1);
         for position in range.start..range.end.min(self.len()) {

@@ -5,6 +5,7 @@
 //! Competitive: only on messages since the current state's visit began; the summary is
 //! restarted at every visit.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,8 @@ pub struct Observation {
     pub relevant: Vec<Arc<Memory>>,
     /// The latest messages, oldest first; the last is the one to answer.
     pub recent: Vec<Arc<Memory>>,
+    /// Values agents' `extract` steps stored, for `template` components.
+    pub shared: BTreeMap<String, String>,
 }
 
 /// What a summary call needs: the summary so far and the messages since.
@@ -136,6 +139,11 @@ impl SharedMemory {
         self.since_summary = 0;
     }
 
+    /// The stored embedding of the latest message, normalised.
+    pub fn latest_vector(&self) -> Option<&[f32]> {
+        self.index.vector(self.index.len().checked_sub(1)?)
+    }
+
     /// What any agent sees now: the summary, the last `max_chat_history` visible
     /// messages, and the `top_k` older visible messages most similar to the latest.
     pub fn observe(&self) -> Observation {
@@ -155,6 +163,7 @@ impl SharedMemory {
             summary: self.summary.as_ref().map(|s| s.text.clone()),
             relevant,
             recent: self.log[recent_from..end].to_vec(),
+            shared: BTreeMap::new(),
         }
     }
 }

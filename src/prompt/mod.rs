@@ -128,20 +128,81 @@ fn context_sections(obs: &Observation, latest_rank: u32) -> Vec<Section> {
 }
 
 /// The prompt for an agent's turn.
+///
+/// `found` is what the role's knowledge lookup returned this turn, if it has one; it
+/// goes before the output instructions, as aiwaves puts a tool's prompt there.
 pub fn agent_prompt(
     scenario: &Scenario,
     state: &State,
     who: Speaker<'_>,
     obs: &Observation,
+    found: Option<&str>,
     counter: &dyn TokenCounter,
 ) -> Assembled {
     let comps = state.components.get(who.role);
+    let mut system = agent_system(state, who, comps);
+    if let Some(template) = comps.and_then(|c| c.template.as_deref()) {
+        system.push(fill_template(template, obs));
+    }
+    let mut tail = agent_tail(who, comps, obs.recent.is_empty());
+    if let Some(found) = found.filter(|f| !f.is_empty()) {
+        let at = usize::from(obs.recent.is_empty());
+        tail.insert(at, found.to_string());
+    }
     Draft {
-        system: agent_system(state, who, comps),
+        system,
         sections: context_sections(obs, RANK_LATEST),
-        tail: agent_tail(who, comps, obs.recent.is_empty()),
+        tail,
     }
     .fit(scenario.environment.prompt_token_budget, counter)
+}
+
+/// A `template` component with the stored values; unknown keys read as empty, and a
+/// malformed template is shown as written.
+pub fn fill_template(template: &str, obs: &Observation) -> String {
+    crate::template::render(template, |key| {
+        Some(obs.shared.get(key).map_or("", String::as_str).into())
+    })
+    .unwrap_or_else(|_| template.to_string())
+}
+
+/// The `extract` step's call: the conversation, then the instruction to tag the values.
+pub fn extract_prompt(
+    scenario: &Scenario,
+    state: &State,
+    step: &crate::scenario::ExtractStep,
+    obs: &Observation,
+    counter: &dyn TokenCounter,
+) -> Assembled {
+    let tags: Vec<String> = step.words.iter().map(|w| format!("<{w}>…</{w}>")).collect();
+    let system = vec![
+        state.environment_prompt.trim().to_string(),
+        step.system_prompt.clone(),
+    ];
+    let tail = vec![
+        step.last_prompt.clone(),
+        format!("Write each value inside its tags: {}.", tags.join(", ")),
+    ];
+    Draft {
+        system,
+        sections: context_sections(obs, RANK_LATEST),
+        tail,
+    }
+    .fit(scenario.environment.prompt_token_budget, counter)
+}
+
+/// The values of `<word>…</word>` tags in an extract reply (the last of each).
+pub fn read_extracted(reply: &str, words: &[String]) -> Vec<(String, String)> {
+    words
+        .iter()
+        .filter_map(|w| {
+            let open = format!("<{w}>");
+            let close = format!("</{w}>");
+            let start = reply.rfind(&open)? + open.len();
+            let len = reply[start..].find(&close)?;
+            Some((w.clone(), reply[start..start + len].trim().to_string()))
+        })
+        .collect()
 }
 
 /// The fixed part of an agent's prompt in a state, for validation against the budget.
@@ -252,6 +313,7 @@ pub fn summary_prompt(
         summary: req.previous.clone(),
         relevant: Vec::new(),
         recent: req.messages.clone(),
+        shared: Default::default(),
     };
     let system = vec![
         state.environment_prompt.trim().to_string(),

@@ -10,8 +10,9 @@
 //! - `config`: `MAX_CHAT_HISTORY`, `TOP_K` → `environment`; `User_Names` → human agents;
 //!   `ACTIVE_MODE` "0" → the concise-reply instruction; `API_BASE` → [`Imported::base_url`].
 //! - Components `style`, `task`, `rule`, `demonstrations`, `cot`, `system`, `output`,
-//!   `last`, `StaticComponent` become prompt text; components that need outside services
-//!   are listed in [`Imported::notes`] and skipped.
+//!   `last`, `StaticComponent` become prompt text; `CustomizeComponent`, `ExtractComponent`
+//!   and `KnowledgeBaseComponent` become `template`, `extract` and `knowledge`;
+//!   components that need outside services are listed in [`Imported::notes`] and skipped.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -48,7 +49,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("FlightComponent", "a flight search API"),
 ];
 
-/// Components whose meaning sopsim does not reproduce yet: reported and skipped.
 const NOT_YET: &[&str] = &[
     "ExtractComponent",
     "CustomizeComponent",
@@ -56,7 +56,12 @@ const NOT_YET: &[&str] = &[
 ];
 
 /// Translates an aiwaves config into a native scenario document named `name`.
-pub fn import(doc: &Value, name: &str) -> Result<(Value, Imported), String> {
+/// `exists` says whether a path relative to the config's folder names a file.
+pub fn import(
+    doc: &Value,
+    name: &str,
+    exists: &dyn Fn(&str) -> bool,
+) -> Result<(Value, Imported), String> {
     let obj = doc
         .as_object()
         .ok_or("an aiwaves config is a JSON object")?;
@@ -310,7 +315,14 @@ pub fn import(doc: &Value, name: &str) -> Result<(Value, Imported), String> {
             let Some(comps) = comps.as_object() else {
                 continue;
             };
-            let c = role_components(state_name, role, comps, concise, &mut imported.notes);
+            let c = role_components(
+                state_name,
+                role,
+                comps,
+                concise,
+                exists,
+                &mut imported.notes,
+            );
             if !c.is_empty() {
                 components.insert(role.clone(), Value::Object(c));
             }
@@ -413,6 +425,7 @@ fn role_components(
     role: &str,
     comps: &Map<String, Value>,
     concise: bool,
+    exists: &dyn Fn(&str) -> bool,
     notes: &mut Vec<String>,
 ) -> Map<String, Value> {
     let mut out = Map::new();
@@ -459,6 +472,55 @@ fn role_components(
                 }
             }
             "LLM_type" => {}
+            "CustomizeComponent" => {
+                if let Some(t) = arg(value, "template") {
+                    out.insert("template".into(), json!(t));
+                }
+            }
+            "ExtractComponent" => {
+                let words: Vec<&str> = value
+                    .get("extract_words")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                if !words.is_empty() {
+                    let text = |k: &str| {
+                        value
+                            .get(k)
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string()
+                    };
+                    out.insert(
+                        "extract".into(),
+                        json!({ "words": words, "system_prompt": text("system_prompt"), "last_prompt": text("last_prompt") }),
+                    );
+                }
+            }
+            "KnowledgeBaseComponent" => {
+                let given = value
+                    .get("knowledge_path")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                // Example configs name the file from the repository's examples folder;
+                // it sits next to the config.
+                let path = [given, given.rsplit('/').next().unwrap_or(given)]
+                    .into_iter()
+                    .find(|p| !p.is_empty() && exists(p));
+                match path {
+                    Some(path) => {
+                        let kind = match value.get("type").and_then(Value::as_str) {
+                            Some("QA") | None => "qa",
+                            Some(_) => "text",
+                        };
+                        let top_k = value.get("top_k").and_then(Value::as_u64).unwrap_or(1).clamp(1, 100);
+                        out.insert("knowledge".into(), json!({ "path": path, "top_k": top_k, "kind": kind }));
+                    }
+                    None => notes.push(format!(
+                        "states.{state}.agent_states.{role}.KnowledgeBaseComponent: skipped: its knowledge_path {given:?} is not next to the config"
+                    )),
+                }
+            }
             other => {
                 let why = UNSUPPORTED
                     .iter()

@@ -137,11 +137,47 @@ pub fn from_document(path: &Path, doc: Value) -> Result<Scenario, ScenarioError>
     Ok(scenario)
 }
 
-/// Loads and validates a native scenario file.
+/// Loads and validates a scenario file (native, or an aiwaves config translated).
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-    let text = read_text(path)?;
-    let doc = parse_json(path, &text)?;
-    from_document(path, doc)
+    load_any(path).map(|(s, _)| s)
+}
+
+/// Makes `knowledge` paths relative to the scenario file's folder, and checks that
+/// they name files.
+fn resolve_files(path: &Path, mut scenario: Scenario) -> Result<Scenario, ScenarioError> {
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let mut problems = Vec::new();
+    for (state_name, state) in scenario.sop.states.iter_mut() {
+        for (role, comps) in state.components.iter_mut() {
+            let Some(k) = comps.knowledge.as_mut() else {
+                continue;
+            };
+            let resolved = dir.join(&k.path);
+            if !resolved.is_file() {
+                problems.push(Problem {
+                    path: super::path::FieldPath::root()
+                        .key("sop")
+                        .key("states")
+                        .key(state_name)
+                        .key("components")
+                        .key(role)
+                        .key("knowledge")
+                        .key("path"),
+                    message: format!("no such file: {}", resolved.display()),
+                });
+            }
+            k.path = resolved.display().to_string();
+        }
+    }
+    if problems.is_empty() {
+        Ok(scenario)
+    } else {
+        Err(ScenarioError::Invalid {
+            path: path.to_path_buf(),
+            count: problems.len(),
+            problems,
+        })
+    }
 }
 
 /// Loads a native scenario or an aiwaves 1.x config, telling them apart by their keys.
@@ -150,10 +186,12 @@ pub fn load_any(path: &Path) -> Result<(Scenario, Option<Imported>), ScenarioErr
     let text = read_text(path)?;
     let doc = parse_json(path, &text)?;
     if !is_aiwaves(&doc) {
-        return from_document(path, doc).map(|s| (s, None));
+        let scenario = from_document(path, doc)?;
+        return resolve_files(path, scenario).map(|s| (s, None));
     }
     let (native, imported) = import_aiwaves(path, &doc)?;
-    from_document(path, native).map(|s| (s, Some(imported)))
+    let scenario = from_document(path, native)?;
+    resolve_files(path, scenario).map(|s| (s, Some(imported)))
 }
 
 /// Translates an aiwaves config at `path` into a native scenario document.
@@ -172,7 +210,9 @@ pub fn import_aiwaves(path: &Path, doc: &Value) -> Result<(Value, Imported), Sce
         ("config", Some(dir)) => dir,
         _ => stem,
     };
-    aiwaves::import(doc, name).map_err(|message| ScenarioError::Invalid {
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let exists = |p: &str| dir.join(p).is_file();
+    aiwaves::import(doc, name, &exists).map_err(|message| ScenarioError::Invalid {
         path: path.to_path_buf(),
         count: 1,
         problems: vec![Problem {

@@ -271,8 +271,63 @@ pub struct Components {
     /// A final instruction, the last thing in the prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last: Option<String>,
+    /// Text with `{key}` placeholders filled from the values `extract` steps stored
+    /// (aiwaves' CustomizeComponent); a key not stored yet reads as empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// Before this role speaks, a model call reads `<word>…</word>` values out of the
+    /// conversation and stores them for `template`s (aiwaves' ExtractComponent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extract: Option<ExtractStep>,
+    /// Before this role speaks, the entries of a JSON knowledge base most similar to the
+    /// latest message are added to the prompt (aiwaves' KnowledgeBaseComponent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knowledge: Option<KnowledgeLookup>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmSettings>,
+}
+
+/// A model call that extracts tagged values from the conversation.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExtractStep {
+    /// The tags to read, e.g. `["code"]` for `<code>…</code>`; each value is stored under its tag.
+    pub words: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub system_prompt: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_prompt: String,
+}
+
+/// A knowledge-base lookup.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct KnowledgeLookup {
+    /// A JSON file: an object or array of entries with `q` and `a` (question and
+    /// answer) and/or `chunk` (text). A relative path is relative to the scenario file.
+    pub path: String,
+    #[serde(default = "default_knowledge_top_k")]
+    #[schemars(range(min = 1, max = 100))]
+    pub top_k: usize,
+    /// `qa`: match questions and show question and answer; `text`: match and show chunks.
+    #[serde(default)]
+    pub kind: KnowledgeKind,
+    /// Entries less similar than this are not shown (default 0.75 for `qa`, 0.5 for
+    /// `text`, as in aiwaves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score: Option<f32>,
+}
+
+fn default_knowledge_top_k() -> usize {
+    1
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum KnowledgeKind {
+    #[default]
+    Qa,
+    Text,
 }
 
 /// Who speaks next within a state.

@@ -1,0 +1,184 @@
+//! A server on 127.0.0.1 that speaks the OpenAI chat-completions protocol as real servers
+//! do: SSE `data:` chunks ending in `[DONE]`, usage in the last chunk or absent,
+//! `Retry-After`, server errors, cut-off streams, slow replies, malformed JSON. Replies
+//! are scripted per test; embeddings requests get a small fixed vector.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+#[derive(Clone)]
+pub enum Reply {
+    /// Streamed pieces, then (optionally) usage, then (optionally) `[DONE]`.
+    Stream {
+        pieces: Vec<String>,
+        usage: bool,
+        done: bool,
+    },
+    /// The first pieces of a stream, then the connection drops.
+    Cut,
+    /// A JSON (or any) body with a status and extra headers.
+    Plain {
+        status: u16,
+        body: String,
+        headers: Vec<(String, String)>,
+    },
+    /// Wait, then answer normally.
+    Slow(Duration),
+    /// A stream whose event is not JSON.
+    Garbage,
+}
+
+pub fn ok(pieces: &[&str]) -> Reply {
+    Reply::Stream {
+        pieces: pieces.iter().map(|s| s.to_string()).collect(),
+        usage: true,
+        done: true,
+    }
+}
+
+pub struct Server {
+    pub base: String,
+    pub requests: Arc<Mutex<Vec<(String, Value)>>>,
+}
+
+impl Server {
+    /// Serves `replies` in order, then `ok(["Fine."])` forever.
+    pub fn start(replies: Vec<Reply>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let queue = Arc::new(Mutex::new(VecDeque::from(replies)));
+        let (r, q) = (requests.clone(), queue.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (r, q) = (r.clone(), q.clone());
+                std::thread::spawn(move || handle(conn, &r, &q));
+            }
+        });
+        Self { base, requests }
+    }
+
+    pub fn requests(&self) -> Vec<(String, Value)> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn handle(
+    mut conn: TcpStream,
+    requests: &Mutex<Vec<(String, Value)>>,
+    replies: &Mutex<VecDeque<Reply>>,
+) {
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let len = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse::<usize>().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).unwrap();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let stream = body["stream"].as_bool().unwrap_or(false);
+    requests.lock().unwrap().push((head.clone(), body.clone()));
+    if head.starts_with("POST /v1/embeddings") {
+        let data: Vec<Value> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let t = t.as_str().unwrap();
+                json!({"index": i, "embedding": [t.len() as f64, t.matches('e').count() as f64, 1.0]})
+            })
+            .rev()
+            .collect();
+        let b = json!({"data": data, "model": body["model"]}).to_string();
+        let _ = conn.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes());
+        return;
+    }
+    let reply = replies
+        .lock()
+        .unwrap()
+        .pop_front()
+        .unwrap_or_else(|| ok(&["Fine."]));
+    let sse_head =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+    let chunk = |text: &str| {
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]})
+        )
+    };
+    let _ = match reply {
+        Reply::Stream {
+            pieces,
+            usage,
+            done,
+        } if stream => {
+            let mut out = String::from(sse_head);
+            for p in &pieces {
+                out.push_str(&chunk(p));
+            }
+            out.push_str(&format!(
+                "data: {}\n\n",
+                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            ));
+            if usage {
+                out.push_str(&format!("data: {}\n\n", json!({"choices": [], "usage": {"prompt_tokens": 42, "completion_tokens": pieces.len()}})));
+            }
+            if done {
+                out.push_str("data: [DONE]\n\n");
+            }
+            conn.write_all(out.as_bytes())
+        }
+        Reply::Stream { pieces, usage, .. } => {
+            let mut v = json!({"choices": [{"message": {"role": "assistant", "content": pieces.concat()}, "finish_reason": "stop"}]});
+            if usage {
+                v["usage"] = json!({"prompt_tokens": 42, "completion_tokens": pieces.len()});
+            }
+            let b = v.to_string();
+            conn.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes())
+        }
+        Reply::Cut => conn.write_all(
+            format!(
+                "{sse_head}{}data: {{\"choices\": [{{\"delta\": {{\"content\": \"and th",
+                chunk("Half a reply ")
+            )
+            .as_bytes(),
+        ),
+        Reply::Plain {
+            status,
+            body,
+            headers,
+        } => {
+            let extra: String = headers
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}\r\n"))
+                .collect();
+            conn.write_all(format!("HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}", body.len()).as_bytes())
+        }
+        Reply::Slow(d) => {
+            std::thread::sleep(d);
+            conn.write_all(format!("{sse_head}{}data: [DONE]\n\n", chunk("late")).as_bytes())
+        }
+        Reply::Garbage => conn.write_all(format!("{sse_head}data: {{not json\n\n").as_bytes()),
+    };
+}
