@@ -289,12 +289,18 @@ pub fn embed_service(opts: &ModelOptions) -> Result<EmbedService, CommandError> 
     Ok(EmbedService::start(embedder(opts)?, 1, 64))
 }
 
-/// The services a run needs: one model backend and one embedding service.
+/// The services a run needs: one model backend and one embedding service (none is
+/// loaded for a scenario that never reads an embedding).
 pub fn services(scenario: &Scenario, opts: &ModelOptions) -> Result<Services, CommandError> {
     let (llm, counter) = llm(scenario, opts)?;
+    let embed = if scenario.needs_embeddings() {
+        embed_service(opts)?
+    } else {
+        EmbedService::start(Arc::new(crate::embed::NoEmbedder), 1, 1)
+    };
     Ok(Services {
         llm,
-        embed: embed_service(opts)?,
+        embed,
         counter,
         prices: prices(opts)?,
     })

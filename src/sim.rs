@@ -126,6 +126,8 @@ pub struct RunSummary {
     pub stop_reason: Option<String>,
     /// `total`, then calls by kind.
     pub llm_calls: IndexMap<String, u64>,
+    /// Embedding calls (one per message; knowledge-base lookups reuse them).
+    pub embeddings: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     /// Prompt tokens the backend reused from its prefix cache instead of processing.
@@ -283,6 +285,7 @@ pub async fn run(
         llm_calls,
         cost_usd: cost.usd,
         cost_by_model: cost.by_model,
+        embeddings: snapshot.embeddings,
         prompt_tokens: ledger.prompt_tokens(),
         completion_tokens: ledger.completion_tokens(),
         cached_prompt_tokens: ledger.cached_prompt_tokens(),

@@ -283,3 +283,30 @@ fn all_five_run_to_their_end_against_an_openai_compatible_server() {
         .collect();
     assert!(models.contains("gpt-3.5-turbo-16k-0613"), "{models:?}");
 }
+
+#[test]
+fn each_message_is_embedded_once_and_only_when_something_reads_it() {
+    let input = || RunConfig {
+        human_input: Some(Arc::new(LinesInput::new(
+            (0..5).map(|i| format!("question {i}")),
+        ))),
+        ..RunConfig::default()
+    };
+    // TOP_K 3: retrieval reads embeddings, one per message.
+    let chat = Arc::new(scenario::load(&config("chat_bot/config.json")).unwrap());
+    let outcome = run_blocking(chat.clone(), &Services::scripted(&chat), input()).unwrap();
+    assert_eq!(outcome.summary.embeddings, outcome.transcript.len() as u64);
+    // TOP_K 0 and no knowledge base: nothing reads them, so none are made.
+    let debate = Arc::new(scenario::load(&config("debate/config.json")).unwrap());
+    let outcome = run_blocking(
+        debate.clone(),
+        &Services::scripted(&debate),
+        RunConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(outcome.summary.embeddings, 0);
+    // The oculist's knowledge base reuses the message's embedding: still one each.
+    let oculist = Arc::new(scenario::load(&config("oculist_agent/config.json")).unwrap());
+    let outcome = run_blocking(oculist.clone(), &Services::scripted(&oculist), input()).unwrap();
+    assert_eq!(outcome.summary.embeddings, outcome.transcript.len() as u64);
+}

@@ -26,6 +26,8 @@ pub struct EnvironmentActor {
     tool_errors: IndexMap<String, Vec<Return>>,
     /// Values `extract` steps stored, by tag.
     shared: std::collections::BTreeMap<String, String>,
+    /// Embedding calls made for this simulation.
+    embeddings: u64,
     embed: EmbedService,
     llm: LlmClient,
     counter: Arc<dyn TokenCounter>,
@@ -52,6 +54,7 @@ impl EnvironmentActor {
             store: Store::new(),
             tool_errors: IndexMap::new(),
             shared: Default::default(),
+            embeddings: 0,
             embed,
             llm,
             counter,
@@ -123,48 +126,56 @@ impl Handler<Record> for EnvironmentActor {
             state: &self.state,
             visit: self.visit,
         });
-        let embed = self.embed.clone();
+        // Nothing reads embeddings when retrieval is off and no knowledge lookup needs
+        // the latest message's vector: then none is computed.
+        let embed = self.scenario.needs_embeddings().then(|| self.embed.clone());
         let text = memory.content.clone();
         let turn = msg.turn;
+        self.embeddings += u64::from(embed.is_some());
         AtomicResponse::new(Box::pin(
-            async move { embed.embed(text).await }
-                .into_actor(self)
-                .map(move |embedding, act, _| {
-                    let embedding = embedding?;
-                    let (recorded, due) = act.memory.record(memory, &embedding);
-                    Ok((recorded, due.map(|req| act.summary_request(&req, turn))))
-                })
-                .then(
-                    move |res: Result<(Arc<Memory>, Option<LlmRequest>), SimError>, act, _| {
-                        let llm = act.llm.clone();
-                        async move {
-                            let (recorded, request) = res?;
-                            let summary = match request {
-                                Some(r) => Some(
-                                    llm.complete(r, None)
-                                        .await
-                                        .map_err(|source| SimError::Llm { turn, source })?
-                                        .text,
-                                ),
-                                None => None,
-                            };
-                            Ok::<_, SimError>((recorded, summary))
-                        }
-                        .into_actor(act)
-                    },
-                )
-                .map(|res, act, _| {
-                    let (recorded, summary) = res?;
-                    if let Some(text) = summary {
-                        tracing::debug!(
-                            through_seq = recorded.seq,
-                            chars = text.len(),
-                            "summary made"
-                        );
-                        act.memory.set_summary(text.trim().to_string());
+            async move {
+                match embed {
+                    Some(embed) => embed.embed(text).await,
+                    None => Ok(Vec::new()),
+                }
+            }
+            .into_actor(self)
+            .map(move |embedding, act, _| {
+                let embedding = embedding?;
+                let (recorded, due) = act.memory.record(memory, &embedding);
+                Ok((recorded, due.map(|req| act.summary_request(&req, turn))))
+            })
+            .then(
+                move |res: Result<(Arc<Memory>, Option<LlmRequest>), SimError>, act, _| {
+                    let llm = act.llm.clone();
+                    async move {
+                        let (recorded, request) = res?;
+                        let summary = match request {
+                            Some(r) => Some(
+                                llm.complete(r, None)
+                                    .await
+                                    .map_err(|source| SimError::Llm { turn, source })?
+                                    .text,
+                            ),
+                            None => None,
+                        };
+                        Ok::<_, SimError>((recorded, summary))
                     }
-                    Ok(recorded)
-                }),
+                    .into_actor(act)
+                },
+            )
+            .map(|res, act, _| {
+                let (recorded, summary) = res?;
+                if let Some(text) = summary {
+                    tracing::debug!(
+                        through_seq = recorded.seq,
+                        chars = text.len(),
+                        "summary made"
+                    );
+                    act.memory.set_summary(text.trim().to_string());
+                }
+                Ok(recorded)
+            }),
         ))
     }
 }
@@ -228,6 +239,7 @@ impl Handler<Snapshot> for EnvironmentActor {
         MessageResult(EnvironmentSnapshot {
             transcript: self.memory.log().to_vec(),
             json,
+            embeddings: self.embeddings,
         })
     }
 }

@@ -73,6 +73,8 @@ pub struct Snapshot;
 pub struct EnvironmentSnapshot {
     pub transcript: Vec<Arc<Memory>>,
     pub json: serde_json::Value,
+    /// Embedding calls the simulation made (one per recorded message).
+    pub embeddings: u64,
 }
 
 /// Agent → Environment: values an `extract` step read, stored for `template`s.

@@ -11,6 +11,26 @@ pub use minilm::MiniLm;
 pub use openai::OpenAiEmbedder;
 pub use service::EmbedService;
 
+/// The embedder of a scenario that never reads an embedding (`top_k` 0 and no
+/// knowledge lookups): nothing is loaded and nothing is embedded.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoEmbedder;
+
+impl Embedder for NoEmbedder {
+    fn name(&self) -> &str {
+        "none (retrieval off)"
+    }
+    fn dim(&self) -> usize {
+        0
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(vec![Vec::new(); texts.len()])
+    }
+    fn is_cheap(&self) -> bool {
+        true
+    }
+}
+
 use thiserror::Error;
 
 #[derive(Debug, Error)]

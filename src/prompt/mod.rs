@@ -240,26 +240,37 @@ pub fn route_prompt(
     obs: &Observation,
     counter: &dyn TokenCounter,
 ) -> Assembled {
-    let (system_prompt, last_prompt) = match &state.speaker {
+    let (system_prompt, last_prompt, tag) = match &state.speaker {
         SpeakerRule::Llm {
             system_prompt,
             last_prompt,
-            ..
-        } => (system_prompt.clone(), last_prompt.clone()),
-        _ => (None, None),
+            extract_words,
+        } => (
+            system_prompt.clone(),
+            last_prompt.clone(),
+            extract_words.clone(),
+        ),
+        _ => (None, None, None),
     };
     let system = vec![
         state.environment_prompt.trim().to_string(),
         system_prompt
             .unwrap_or_else(|| "You direct this conversation and decide who speaks next.".into()),
     ];
-    let tail = vec![
-        last_prompt.unwrap_or_default(),
-        format!(
+    let answer = match tag {
+        // An explicit answer tag (aiwaves configs): one line per role, in the
+        // original's words, so its prompts keep working.
+        Some(tag) => choices
+            .iter()
+            .map(|c| format!("If it's currently supposed to be speaking for {c}, then output <{tag}>{c}</{tag}>."))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        None => format!(
             "Who should speak next? Answer with exactly one of: {}.",
             quoted_list(choices)
         ),
-    ];
+    };
+    let tail = vec![last_prompt.unwrap_or_default(), answer];
     Draft {
         system,
         sections: context_sections(obs, RANK_LATEST),
@@ -286,14 +297,27 @@ pub fn judge_prompt(
             )
         }),
     ];
-    let tail = vec![
-        judge.last_prompt.clone().unwrap_or_default(),
+    let answer = if judge.labels.len() == choices.len() {
+        // Labelled answers (aiwaves configs answer with relation keys).
+        let tag = judge.extract_words.as_deref().unwrap_or("end");
+        let options: Vec<String> = choices
+            .iter()
+            .zip(&judge.labels)
+            .enumerate()
+            .map(|(i, (c, l))| match i {
+                0 => format!("output <{tag}>{l}</{tag}> to continue \"{state_name}\""),
+                _ => format!("output <{tag}>{l}</{tag}> to move to \"{c}\""),
+            })
+            .collect();
+        format!("Here is the last query you especially need to pay attention to: the latest message above. Then {}.", options.join("; "))
+    } else {
         format!(
             "Answer \"{}\" to continue \"{state_name}\", or name the stage to move to. Answer with exactly one of: {}.",
             choices[0],
             quoted_list(choices)
-        ),
-    ];
+        )
+    };
+    let tail = vec![judge.last_prompt.clone().unwrap_or_default(), answer];
     Draft {
         system,
         sections: context_sections(obs, RANK_LATEST),

@@ -433,6 +433,18 @@ pub struct Script {
 }
 
 impl Scenario {
+    /// Whether anything reads message embeddings: retrieval (`top_k` > 0) or a
+    /// knowledge lookup. When nothing does, messages are not embedded at all.
+    pub fn needs_embeddings(&self) -> bool {
+        self.environment.top_k > 0
+            || self
+                .sop
+                .states
+                .values()
+                .flat_map(|s| s.components.values())
+                .any(|c| c.knowledge.is_some())
+    }
+
     /// The agent playing `role` in `state`, if any.
     pub fn agent_for(&self, state: &str, role: &str) -> Option<&str> {
         self.agents

@@ -55,6 +55,8 @@ pub struct OpenAiOptions {
     pub api_key: Option<ApiKey>,
     /// The model when a request names none.
     pub model: String,
+    /// Stream agents' replies (SSE). Controller, judge and summary answers are short and
+    /// shown whole, so they are always asked for in one piece.
     pub stream: bool,
     pub connect_timeout: Duration,
     /// Longest silence while waiting for a response or the next streamed piece.
@@ -170,7 +172,7 @@ impl OpenAiBackend {
         let mut obj = serde_json::Map::new();
         obj.insert("model".into(), json!(self.model(req)));
         obj.insert("messages".into(), Value::Array(messages));
-        obj.insert("stream".into(), json!(self.options.stream));
+        obj.insert("stream".into(), json!(self.streams(req)));
         if let Some(t) = s.temperature {
             obj.insert("temperature".into(), json!(t));
         }
@@ -193,10 +195,14 @@ impl OpenAiBackend {
         if let Some(seed) = s.seed {
             obj.insert("seed".into(), json!(seed));
         }
-        if self.options.stream {
+        if self.streams(req) {
             obj.insert("stream_options".into(), json!({"include_usage": true}));
         }
         Value::Object(obj)
+    }
+
+    fn streams(&self, req: &LlmRequest) -> bool {
+        self.options.stream && req.context.kind == super::CallKind::Act
     }
 
     fn model<'a>(&'a self, req: &'a LlmRequest) -> &'a str {
@@ -245,7 +251,7 @@ impl OpenAiBackend {
                 s => Failure::Fatal(format!("HTTP {s} from {url}: {said}")),
             });
         }
-        if self.options.stream {
+        if self.streams(req) {
             self.read_stream(req, response, stream).await
         } else {
             let text = tokio::time::timeout(self.options.read_timeout, response.text())
