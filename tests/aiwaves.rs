@@ -310,3 +310,42 @@ fn each_message_is_embedded_once_and_only_when_something_reads_it() {
     let outcome = run_blocking(oculist.clone(), &Services::scripted(&oculist), input()).unwrap();
     assert_eq!(outcome.summary.embeddings, outcome.transcript.len() as u64);
 }
+
+#[test]
+fn the_imported_native_file_runs_the_same_way_as_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config("debate/config.json");
+    let out = sopsim()
+        .args(["import", "aiwaves", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let native = dir.path().join("debate.json");
+    std::fs::write(&native, &out.stdout).unwrap();
+    let transcript = |file: &Path, name: &str| {
+        let out_dir = dir.path().join(name);
+        let o = sopsim()
+            .args([
+                "run",
+                file.to_str().unwrap(),
+                "--llm",
+                "scripted",
+                "--embedder",
+                "hash",
+                "--quiet",
+                "--out",
+                out_dir.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::fs::read_to_string(out_dir.join("transcript.jsonl")).unwrap()
+    };
+    let a = transcript(&path, "config");
+    assert_eq!(a.lines().count(), 34);
+    assert_eq!(a, transcript(&native, "native"));
+}
