@@ -15,7 +15,8 @@ use sopsim::scenario::{self, Scenario};
 use sopsim::sim::{run, RunConfig, Services};
 use sopsim::tokens::Estimator;
 
-/// An instant server: every request gets the same streamed reply, connections kept alive.
+/// An instant server: every request gets the same reply (streamed when the request
+/// asks for a stream), connections kept alive.
 fn serve() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -29,13 +30,19 @@ fn serve() -> String {
         "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
     );
     body.push_str("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":300,\"completion_tokens\":5}}\n\ndata: [DONE]\n\n");
-    let response = Arc::new(format!(
+    let streamed = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
-    ));
+    );
+    let whole = r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Car-free centres are quieter and safer."},"finish_reason":"stop"}],"usage":{"prompt_tokens":300,"completion_tokens":5}}"#;
+    let plain = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{whole}",
+        whole.len()
+    );
+    let responses = Arc::new((streamed, plain));
     std::thread::spawn(move || {
         for conn in listener.incoming().flatten() {
-            let response = response.clone();
+            let responses = responses.clone();
             std::thread::spawn(move || {
                 let _ = conn.set_nodelay(true);
                 let mut writer = conn.try_clone().unwrap();
@@ -55,9 +62,12 @@ fn serve() -> String {
                         }
                     }
                     let mut body = vec![0; len];
-                    if reader.read_exact(&mut body).is_err()
-                        || writer.write_all(response.as_bytes()).is_err()
-                    {
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let stream = String::from_utf8_lossy(&body).contains("\"stream\":true");
+                    let response = if stream { &responses.0 } else { &responses.1 };
+                    if writer.write_all(response.as_bytes()).is_err() {
                         return;
                     }
                 }
