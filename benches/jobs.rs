@@ -44,6 +44,7 @@ fn bench_jobs(c: &mut Criterion) {
             services: Services::scripted(&scenario),
             scenario: scenario.clone(),
             max_turns: None,
+            notes: Vec::new(),
         },
     )]);
     let jobs: Vec<Job> = [Mode::Cooperative, Mode::Competitive]

@@ -284,8 +284,16 @@ pub fn prices(opts: &ModelOptions) -> Result<Arc<PriceTable>, CommandError> {
     }))
 }
 
-/// The embedding service for the options: one worker, batches of up to 64.
-pub fn embed_service(opts: &ModelOptions) -> Result<EmbedService, CommandError> {
+/// The embedding service for the options (one worker, batches of up to 64), or none
+/// loaded at all when no scenario to run reads an embedding.
+pub fn embed_service(opts: &ModelOptions, needed: bool) -> Result<EmbedService, CommandError> {
+    if !needed {
+        return Ok(EmbedService::start(
+            Arc::new(crate::embed::NoEmbedder),
+            1,
+            1,
+        ));
+    }
     Ok(EmbedService::start(embedder(opts)?, 1, 64))
 }
 
@@ -293,14 +301,9 @@ pub fn embed_service(opts: &ModelOptions) -> Result<EmbedService, CommandError> 
 /// loaded for a scenario that never reads an embedding).
 pub fn services(scenario: &Scenario, opts: &ModelOptions) -> Result<Services, CommandError> {
     let (llm, counter) = llm(scenario, opts)?;
-    let embed = if scenario.needs_embeddings() {
-        embed_service(opts)?
-    } else {
-        EmbedService::start(Arc::new(crate::embed::NoEmbedder), 1, 1)
-    };
     Ok(Services {
         llm,
-        embed,
+        embed: embed_service(opts, scenario.needs_embeddings())?,
         counter,
         prices: prices(opts)?,
     })

@@ -28,6 +28,8 @@ pub struct EnvironmentActor {
     shared: std::collections::BTreeMap<String, String>,
     /// Embedding calls made for this simulation.
     embeddings: u64,
+    /// Whether anything reads embeddings (`Scenario::needs_embeddings`).
+    needs_embeddings: bool,
     embed: EmbedService,
     llm: LlmClient,
     counter: Arc<dyn TokenCounter>,
@@ -49,6 +51,7 @@ impl EnvironmentActor {
         let memory = SharedMemory::new(mode, env.max_chat_history, env.top_k);
         let state = scenario.sop.start.clone();
         Self {
+            needs_embeddings: scenario.needs_embeddings(),
             scenario,
             memory,
             store: Store::new(),
@@ -128,7 +131,7 @@ impl Handler<Record> for EnvironmentActor {
         });
         // Nothing reads embeddings when retrieval is off and no knowledge lookup needs
         // the latest message's vector: then none is computed.
-        let embed = self.scenario.needs_embeddings().then(|| self.embed.clone());
+        let embed = self.needs_embeddings.then(|| self.embed.clone());
         let text = memory.content.clone();
         let turn = msg.turn;
         self.embeddings += u64::from(embed.is_some());

@@ -25,6 +25,8 @@ pub struct Prepared {
     pub services: Services,
     /// `--max-turns`.
     pub max_turns: Option<u64>,
+    /// Reported as warnings in every run (what an imported config left out).
+    pub notes: Vec<String>,
 }
 
 /// How one job went.
@@ -197,6 +199,7 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: Arc<AtomicB
         mode: Some(job.mode),
         seed: job.seed,
         max_turns: prepared.max_turns,
+        notes: prepared.notes.clone(),
         sinks: vec![events.clone() as Arc<dyn EventSink>],
         transcript: Some(transcript),
         cancel: Some(cancel),

@@ -30,6 +30,7 @@ use sha2::{Digest, Sha256};
 
 use crate::output::write_json;
 use crate::runner::{self, CommandError, LlmChoice, ModelOptions};
+use crate::scenario::aiwaves::Imported;
 use crate::scenario::{Mode, OutcomeRules, Scenario};
 use exec::{Executed, Prepared};
 use plan::{Job, Settings};
@@ -85,10 +86,12 @@ struct Loaded {
     sha256: String,
     scenario: Arc<Scenario>,
     rules: Option<OutcomeRules>,
+    /// What an imported aiwaves config could not carry over.
+    imported: Imported,
 }
 
 fn load(path: &Path) -> Result<Loaded, CommandError> {
-    let scenario = runner::load(path)?;
+    let (scenario, imported) = runner::load_with_notes(path)?;
     if let Some(human) = scenario.agents.iter().find(|(_, a)| a.human) {
         return Err(CommandError::BadInput(format!(
             "{}: agents.{}: a benchmark runs without people, but this agent is human",
@@ -117,6 +120,7 @@ fn load(path: &Path) -> Result<Loaded, CommandError> {
         sha256: format!("{:x}", Sha256::digest(&bytes)),
         scenario: Arc::new(scenario),
         rules,
+        imported: imported.unwrap_or_default(),
     })
 }
 
@@ -171,17 +175,24 @@ pub fn run(opts: &BenchOptions) -> Result<BenchRun, CommandError> {
 
     // One model backend and one embedding service for every run; the scripted backend
     // answers from each scenario's own script.
-    let embed = runner::embed_service(&opts.models)?;
+    let needed = loaded.iter().any(|l| l.scenario.needs_embeddings());
+    let embed = runner::embed_service(&opts.models, needed)?;
     let prices = runner::prices(&opts.models)?;
-    let shared = match (opts.models.llm, &opts.models.replay) {
+    // As for `sopsim run`: an aiwaves config's API_BASE names the server unless
+    // --base-url does (the first config that names one, for the one shared backend).
+    let mut models = opts.models.clone();
+    if models.base_url.is_none() {
+        models.base_url = loaded.iter().find_map(|l| l.imported.base_url.clone());
+    }
+    let shared = match (models.llm, &models.replay) {
         (LlmChoice::Scripted, None) => None,
-        _ => Some(runner::llm(&loaded[0].scenario, &opts.models)?),
+        _ => Some(runner::llm(&loaded[0].scenario, &models)?),
     };
     let mut prepared = HashMap::new();
     for l in &loaded {
         let (llm, counter) = match &shared {
             Some(s) => s.clone(),
-            None => runner::llm(&l.scenario, &opts.models)?,
+            None => runner::llm(&l.scenario, &models)?,
         };
         let services = crate::sim::Services {
             llm,
@@ -195,6 +206,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchRun, CommandError> {
                 scenario: l.scenario.clone(),
                 services,
                 max_turns: opts.max_turns,
+                notes: l.imported.notes.clone(),
             },
         );
     }

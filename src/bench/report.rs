@@ -244,11 +244,8 @@ pub fn build(
                     .iter()
                     .zip(&per_mode)
                     .map(|(m, v)| {
-                        let by_seed = seeds
-                            .iter()
-                            .map(|s| v.iter().find(|(k, _)| k == s).map(|(_, x)| *x))
-                            .collect();
-                        (*m, by_seed)
+                        let known: BTreeMap<u64, f64> = v.iter().copied().collect();
+                        (*m, seeds.iter().map(|s| known.get(s).copied()).collect())
                     })
                     .collect();
                 (

@@ -73,9 +73,10 @@ pub fn summarize(values: &[f64]) -> Option<Summary> {
 
 /// The paired difference `b − a` of values matched by key (the seed); `None` without pairs.
 pub fn paired<K: Ord>(a: &[(K, f64)], b: &[(K, f64)]) -> Option<Difference> {
+    let by_key: std::collections::BTreeMap<&K, f64> = a.iter().map(|(k, v)| (k, *v)).collect();
     let diffs: Vec<f64> = b
         .iter()
-        .filter_map(|(k, vb)| a.iter().find(|(ka, _)| ka == k).map(|(_, va)| vb - va))
+        .filter_map(|(k, vb)| by_key.get(k).map(|va| vb - va))
         .collect();
     if diffs.is_empty() {
         return None;

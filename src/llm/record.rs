@@ -56,14 +56,23 @@ struct Entry<'a> {
     model: String,
 }
 
+impl<'a> Canonical<'a> {
+    fn of(req: &'a LlmRequest) -> Self {
+        Canonical {
+            messages: (&req.messages[..]).into(),
+            settings: std::borrow::Cow::Borrowed(&req.settings),
+            call: CallPlace::of(req),
+        }
+    }
+}
+
 /// The recording key of a request.
 pub fn request_key(req: &LlmRequest) -> String {
-    let canonical = Canonical {
-        messages: (&req.messages[..]).into(),
-        settings: std::borrow::Cow::Borrowed(&req.settings),
-        call: CallPlace::of(req),
-    };
-    let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
+    key_of(&Canonical::of(req))
+}
+
+fn key_of(canonical: &Canonical) -> String {
+    let bytes = serde_json::to_vec(canonical).unwrap_or_default();
     Sha256::digest(&bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -98,14 +107,11 @@ impl LlmBackend for Recorder {
         stream: Option<TokenSink>,
     ) -> BoxFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
-            let key = request_key(&request);
             let completion = self.inner.complete(request.clone(), stream).await?;
+            let canonical = Canonical::of(&request);
+            let key = key_of(&canonical);
             let entry = Entry {
-                request: Canonical {
-                    messages: (&request.messages[..]).into(),
-                    settings: std::borrow::Cow::Borrowed(&request.settings),
-                    call: CallPlace::of(&request),
-                },
+                request: canonical,
                 text: completion.text.clone(),
                 usage: completion.usage,
                 model: completion.model.clone(),
