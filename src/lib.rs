@@ -56,6 +56,7 @@
 pub mod action;
 pub mod actors;
 pub mod bench;
+pub mod compute;
 pub mod elysia;
 pub mod embed;
 pub mod error;

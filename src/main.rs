@@ -559,11 +559,7 @@ fn chat(
         });
         let reply = runtime
             .block_on(backend.complete(
-                LlmRequest {
-                    messages: messages.clone(),
-                    settings,
-                    context,
-                },
+                LlmRequest::chat(messages.clone(), settings, context),
                 Some(stream),
             ))
             .map_err(|e| CommandError::Runtime(e.to_string()))?;

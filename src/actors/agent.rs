@@ -149,11 +149,7 @@ impl Handler<TakeTurn> for AgentActor {
                 if let Some(step) = comps.and_then(|c| c.extract.as_ref()) {
                     let assembled =
                         prompt::extract_prompt(&scenario, state, step, &obs, counter.as_ref());
-                    let request = LlmRequest {
-                        messages: assembled.messages,
-                        settings: tool_settings,
-                        context: tool_context,
-                    };
+                    let request = LlmRequest::chat(assembled.messages, tool_settings, tool_context);
                     let reply =
                         llm.complete(request, None)
                             .await
@@ -182,11 +178,7 @@ impl Handler<TakeTurn> for AgentActor {
                     found.as_deref(),
                     counter.as_ref(),
                 );
-                let request = LlmRequest {
-                    messages: assembled.messages,
-                    settings,
-                    context,
-                };
+                let request = LlmRequest::chat(assembled.messages, settings, context);
                 let reply =
                     llm.complete(request, stream)
                         .await

@@ -236,7 +236,7 @@ impl Director {
             let assembled = prompt::route_prompt(&scenario, state, &choices, &obs, counter.as_ref());
             let mut answers = Vec::new();
             for context in contexts {
-                let req = LlmRequest { messages: assembled.messages.clone(), settings: settings.clone(), context };
+                let req = LlmRequest::chat(assembled.messages.clone(), settings.clone(), context);
                 let answer = llm.complete(req, None).await.map_err(|source| SimError::Llm { turn, source })?.text;
                 if let Some(i) = parse_choice_in(&answer, &choices, &tag, &[]) {
                     return Ok((choices[i].clone(), answers.len() as u64 + 1, answers.len() as u64, None));
@@ -301,7 +301,7 @@ impl Director {
             let state = &scenario.sop.states[&state_name];
             let judge = state.transition.judge.clone().unwrap_or_default();
             let assembled = prompt::judge_prompt(&scenario, &state_name, state, &judge, &asked, &obs, counter.as_ref());
-            let req = LlmRequest { messages: assembled.messages, settings, context };
+            let req = LlmRequest::chat(assembled.messages, settings, context);
             Ok::<_, SimError>(llm.complete(req, None).await.map_err(|source| SimError::Llm { turn, source })?.text)
         }
         .into_actor(self)

@@ -75,10 +75,10 @@ impl EnvironmentActor {
             .clone()
             .unwrap_or_default()
             .over(&self.scenario.llm);
-        LlmRequest {
-            messages: assembled.messages,
+        LlmRequest::chat(
+            assembled.messages,
             settings,
-            context: CallContext {
+            CallContext {
                 kind: CallKind::Summary,
                 state: self.state.clone(),
                 turn,
@@ -88,7 +88,7 @@ impl EnvironmentActor {
                 choices: Vec::new(),
                 run_seed: self.seed,
             },
-        }
+        )
     }
 }
 

@@ -112,7 +112,7 @@ impl Embedder for MiniLm {
         for chunk in order.chunks(CHUNK) {
             let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
             let vectors = {
-                let _lock = crate::models::compute_lock();
+                let _lock = crate::compute::compute_lock();
                 self.forward(&batch).map_err(failed)?
             };
             for (&i, v) in chunk.iter().zip(vectors) {

@@ -197,11 +197,7 @@ impl LlmBackend for Replayer {
             if let Some(sink) = stream {
                 sink(&entry.text);
             }
-            Ok(Completion {
-                text: entry.text,
-                usage: entry.usage,
-                model: entry.model,
-            })
+            Ok(Completion::text(entry.text, entry.usage, entry.model))
         })
     }
 }

@@ -127,11 +127,7 @@ impl LlmBackend for ScriptedBackend {
                 cached_prompt_tokens: 0,
                 estimated: true,
             };
-            Ok(Completion {
-                text,
-                usage,
-                model: "scripted".into(),
-            })
+            Ok(Completion::text(text, usage, "scripted".into()))
         })
     }
 }

@@ -87,12 +87,47 @@ pub struct CallContext {
     pub run_seed: u64,
 }
 
-/// One chat-completion request.
+/// One request: a chat completion, or — when `options` is set — a closed choice,
+/// answered with one of the options and (where the backend can tell) the probability
+/// of each, without free text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmRequest {
     pub messages: Vec<ChatMessage>,
     pub settings: LlmSettings,
     pub context: CallContext,
+    pub options: Option<Vec<String>>,
+}
+
+impl LlmRequest {
+    /// A chat completion.
+    pub fn chat(messages: Vec<ChatMessage>, settings: LlmSettings, context: CallContext) -> Self {
+        Self {
+            messages,
+            settings,
+            context,
+            options: None,
+        }
+    }
+
+    /// A closed choice among `options`.
+    pub fn choice(messages: Vec<ChatMessage>, options: Vec<String>, settings: LlmSettings, context: CallContext) -> Self {
+        Self {
+            messages,
+            settings,
+            context,
+            options: Some(options),
+        }
+    }
+}
+
+/// The answer to a closed choice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chosen {
+    /// Index into the request's options.
+    pub index: usize,
+    /// The probability of every option, in the request's order (`None` when the
+    /// backend cannot tell).
+    pub probabilities: Option<Vec<f64>>,
 }
 
 /// Token usage of one call.
@@ -109,10 +144,28 @@ pub struct Usage {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
+    /// The reply; for a choice, the chosen option.
     pub text: String,
     pub usage: Usage,
     /// The model that answered, as the backend names it (prices are looked up by it).
     pub model: String,
+    /// The stop sequence that ended the reply, when the backend knows it.
+    pub stopped_at: Option<String>,
+    /// Set for a choice.
+    pub chosen: Option<Chosen>,
+}
+
+impl Completion {
+    /// A plain reply.
+    pub fn text(text: String, usage: Usage, model: String) -> Self {
+        Self {
+            text,
+            usage,
+            model,
+            stopped_at: None,
+            chosen: None,
+        }
+    }
 }
 
 /// Receives streamed text pieces as they are generated.

@@ -128,16 +128,6 @@ pub fn models_dir() -> PathBuf {
         .join("models")
 }
 
-/// Held by a model worker for each forward pass. Model workers (the chat model, the
-/// embedder) each use every core for a pass; running two passes at once makes their
-/// spinning thread pools fight over the cores and both run several times slower, so
-/// passes take turns. A generation takes the lock per token, so embedding batches slip
-/// in between tokens rather than waiting for a whole reply.
-pub fn compute_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 pub fn find(name: &str) -> Result<&'static ModelSpec, ModelError> {
     KNOWN
         .iter()

@@ -1,310 +1,484 @@
-//! A llama-architecture forward pass on candle operations, written for this service:
-//! - the KV cache is a preallocated buffer that can be cut back to any prefix, so a
-//!   prompt that shares a prefix with an earlier one only processes its new tokens;
-//! - Q, K and V are one matrix multiply, and so are the FFN's gate and up projections;
-//! - grouped-query attention folds the query heads onto their KV head instead of copying
-//!   K and V per query head;
-//! - weights in formats candle has no SIMD kernel for (Q4_1, Q5_x) are requantised to
-//!   Q8_0 at load, and prompt tokens go through a dense f32 copy of each matrix, which
-//!   is faster than quantized kernels when many tokens go through at once.
+//! The transformer forward pass (llama and qwen2) over a batch of rows from any number
+//! of sequences, each row at its own position in its own sequence's KV cache.
 //!
-//! Which weights a token meets depends only on whether it is a prompt token or a
-//! generated one, never on how the prompt was split into chunks, so a reply does not
-//! depend on what the cache happened to hold.
+//! Products read the weights once per step for every row in it (see [`super::quant`]),
+//! attention runs per row and head, and every other operation is per row. So a row's
+//! result is the same bits whatever else shares its step, whether its prompt was
+//! processed in one piece or several, and whether part of it came from a reused cache.
 
 use std::path::Path;
 
-use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
-use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
-use candle_nn::ops::{rms_norm, silu, softmax_last_dim};
-use candle_nn::rotary_emb::rope_i;
+use super::attention::{attend, HeadCache};
+use super::gguf::{Arch, GgufError, GgufFile, ModelShape};
+use super::kv::KvCache;
+use super::quant::{Acts, Kernels, QView, WeightType};
 
-use super::gguf::LlamaShape;
-
-/// KV cache capacity grows in steps of this many tokens.
-const KV_STEP: usize = 256;
-
-struct Linear {
-    quant: QMatMul,
-    dense: Option<QMatMul>,
-}
-
-impl Linear {
-    fn new(weights: Vec<QTensor>, dense: bool, device: &Device) -> Result<Self> {
-        let requantize = |parts: &[QTensor]| -> Result<QTensor> {
-            let parts = parts
-                .iter()
-                .map(|w| w.dequantize(device))
-                .collect::<Result<Vec<_>>>()?;
-            QTensor::quantize(&Tensor::cat(&parts, 0)?, GgmlDType::Q8_0)
-        };
-        let fused = match <[QTensor; 1]>::try_from(weights) {
-            Ok([single]) if has_simd_kernel(single.dtype()) => single,
-            Ok(single) => requantize(&single)?,
-            Err(parts) => requantize(&parts)?,
-        };
-        let dense = if dense {
-            Some(QMatMul::Tensor(fused.dequantize(device)?))
-        } else {
-            None
-        };
-        Ok(Self {
-            quant: QMatMul::from_qtensor(fused)?,
-            dense,
-        })
-    }
-
-    fn forward(&self, x: &Tensor, pass: Pass) -> Result<Tensor> {
-        match (&self.dense, pass) {
-            (Some(d), Pass::Prompt) => d.forward(x),
-            _ => self.quant.forward(x),
-        }
-    }
-}
-
-/// Whether a forward pass runs prompt tokens or a generated one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pass {
-    Prompt,
-    Generated,
-}
-
-fn has_simd_kernel(dtype: GgmlDType) -> bool {
-    matches!(
-        dtype,
-        GgmlDType::Q4_0
-            | GgmlDType::Q8_0
-            | GgmlDType::Q2K
-            | GgmlDType::Q3K
-            | GgmlDType::Q4K
-            | GgmlDType::Q5K
-            | GgmlDType::Q6K
-            | GgmlDType::Q8K
-    )
+/// A weight matrix in the file: `rows` outputs of `cols` inputs.
+#[derive(Debug, Clone, Copy)]
+struct Matrix {
+    ty: WeightType,
+    rows: usize,
+    cols: usize,
+    start: usize,
+    len: usize,
 }
 
 struct Layer {
-    attn_norm: Tensor,
-    qkv: Linear,
-    out: Linear,
-    ffn_norm: Tensor,
-    gate_up: Linear,
-    down: Linear,
-    ffn: usize,
+    attn_norm: Vec<f32>,
+    q: Matrix,
+    k: Matrix,
+    v: Matrix,
+    q_bias: Option<Vec<f32>>,
+    k_bias: Option<Vec<f32>>,
+    v_bias: Option<Vec<f32>>,
+    o: Matrix,
+    ffn_norm: Vec<f32>,
+    gate: Matrix,
+    up: Matrix,
+    down: Matrix,
 }
 
-pub struct Llama {
-    pub shape: LlamaShape,
-    embed: Tensor,
+pub struct Model {
+    file: GgufFile,
+    pub shape: ModelShape,
+    /// Rows of the token embedding (and of the output head).
+    pub vocab: usize,
+    embed: Matrix,
     layers: Vec<Layer>,
-    norm: Tensor,
-    head: QMatMul,
-    cos: Tensor,
-    sin: Tensor,
-    device: Device,
-    max_positions: usize,
+    norm: Vec<f32>,
+    head: Matrix,
+    kernels: Kernels,
+    /// Rotary frequencies, one per pair of dimensions.
+    inv_freq: Vec<f64>,
 }
 
-/// The keys and values of one sequence, and the tokens they belong to.
-pub struct KvCache {
-    k: Vec<Tensor>,
-    v: Vec<Tensor>,
-    cap: usize,
-    tokens: Vec<u32>,
+/// Which logits a row asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Want {
+    /// Every token's.
+    All,
+    /// Only these tokens' (for choosing among options).
+    Only(Vec<u32>),
 }
 
-impl KvCache {
-    pub fn tokens(&self) -> &[u32] {
-        &self.tokens
-    }
-
-    /// Forgets everything after the first `n` tokens.
-    pub fn truncate(&mut self, n: usize) {
-        self.tokens.truncate(n);
-    }
+/// Tokens to run after what `cache` holds, and the rows whose logits are wanted.
+pub struct Segment<'a> {
+    pub cache: &'a mut KvCache,
+    pub tokens: &'a [u32],
+    /// (index into `tokens`, what to compute there).
+    pub wants: Vec<(usize, Want)>,
 }
 
-impl Llama {
-    pub fn load(
-        ct: &gguf_file::Content,
-        file: &mut std::fs::File,
-        path: &Path,
-        dense_prefill: bool,
-    ) -> std::result::Result<Self, String> {
-        let shape = LlamaShape::read(ct)?;
-        let device = Device::Cpu;
-        let err = |e: candle_core::Error| format!("{}: {e}", path.display());
-        let mut get = |name: &str| ct.tensor(file, name, &device).map_err(err);
-        let embed_q = get("token_embd.weight")?;
-        let embed = embed_q.dequantize(&device).map_err(err)?;
-        let head = match get("output.weight") {
-            Ok(w) => w,
-            Err(_) => embed_q,
+/// Buffers reused from step to step.
+#[derive(Default)]
+pub struct Scratch {
+    x: Vec<f32>,
+    h: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    acts: Acts,
+    tmp: Vec<f32>,
+}
+
+impl Model {
+    /// Reads and checks a GGUF file: every tensor the architecture needs, with the
+    /// right shape and a supported type, inside the file.
+    pub fn load(path: &Path) -> Result<Self, GgufError> {
+        let file = GgufFile::open(path)?;
+        let shape = ModelShape::read(&file)?;
+        if shape.head_dim % 8 != 0 {
+            return Err(GgufError::meta(
+                &format!("{}.attention.head_count", shape.arch.name()),
+                format!("heads of {} values (a multiple of 8 is needed)", shape.head_dim),
+            ));
+        }
+        let s = &shape;
+        let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+        let embed_info = file
+            .tensors
+            .get("token_embd.weight")
+            .ok_or_else(|| missing("token_embd.weight"))?;
+        let vocab = embed_info
+            .dims
+            .get(1)
+            .and_then(|v| usize::try_from(*v).ok())
+            .filter(|v| (1..=1 << 22).contains(v))
+            .ok_or_else(|| GgufError::Tensor {
+                name: "token_embd.weight".into(),
+                message: format!("dimensions {:?} (expected [{}, vocabulary])", embed_info.dims, s.dim),
+            })?;
+        let embed = matrix(&file, "token_embd.weight", vocab, s.dim)?;
+        let head = if file.tensors.contains_key("output.weight") {
+            matrix(&file, "output.weight", vocab, s.dim)?
+        } else {
+            embed
         };
-        let norm = get("output_norm.weight")?
-            .dequantize(&device)
-            .map_err(err)?;
-        let mut layers = Vec::with_capacity(shape.layers);
-        for i in 0..shape.layers {
-            let p = |n: &str| format!("blk.{i}.{n}.weight");
-            let (q, k, v) = (get(&p("attn_q"))?, get(&p("attn_k"))?, get(&p("attn_v"))?);
-            let (gate, up) = (get(&p("ffn_gate"))?, get(&p("ffn_up"))?);
-            let ffn = gate.shape().dims()[0];
-            let linear = |w: Vec<QTensor>| Linear::new(w, dense_prefill, &device).map_err(err);
+        let mut layers = Vec::with_capacity(s.layers);
+        for i in 0..s.layers {
+            let n = |part: &str| format!("blk.{i}.{part}");
+            let bias = |part: &str, len: usize| -> Result<Option<Vec<f32>>, GgufError> {
+                match s.arch {
+                    Arch::Qwen2 => vector(&file, &n(part), len).map(Some),
+                    Arch::Llama => Ok(None),
+                }
+            };
             layers.push(Layer {
-                attn_norm: get(&p("attn_norm"))?.dequantize(&device).map_err(err)?,
-                qkv: linear(vec![q, k, v])?,
-                out: linear(vec![get(&p("attn_output"))?])?,
-                ffn_norm: get(&p("ffn_norm"))?.dequantize(&device).map_err(err)?,
-                gate_up: linear(vec![gate, up])?,
-                down: linear(vec![get(&p("ffn_down"))?])?,
-                ffn,
+                attn_norm: vector(&file, &n("attn_norm.weight"), s.dim)?,
+                q: matrix(&file, &n("attn_q.weight"), qd, s.dim)?,
+                k: matrix(&file, &n("attn_k.weight"), kvd, s.dim)?,
+                v: matrix(&file, &n("attn_v.weight"), kvd, s.dim)?,
+                q_bias: bias("attn_q.bias", qd)?,
+                k_bias: bias("attn_k.bias", kvd)?,
+                v_bias: bias("attn_v.bias", kvd)?,
+                o: matrix(&file, &n("attn_output.weight"), s.dim, qd)?,
+                ffn_norm: vector(&file, &n("ffn_norm.weight"), s.dim)?,
+                gate: matrix(&file, &n("ffn_gate.weight"), s.ffn, s.dim)?,
+                up: matrix(&file, &n("ffn_up.weight"), s.ffn, s.dim)?,
+                down: matrix(&file, &n("ffn_down.weight"), s.dim, s.ffn)?,
             });
         }
-        let head = if has_simd_kernel(head.dtype()) {
-            head
-        } else {
-            QTensor::quantize(&head.dequantize(&device).map_err(err)?, GgmlDType::Q8_0)
-                .map_err(err)?
-        };
-        let max_positions = shape.context.min(8192);
-        let (cos, sin) = rope_tables(&shape, max_positions, &device).map_err(err)?;
+        let norm = vector(&file, "output_norm.weight", s.dim)?;
+        let half = s.head_dim / 2;
+        let inv_freq = (0..half)
+            .map(|i| f64::from(s.rope_base).powf(-2.0 * i as f64 / s.head_dim as f64))
+            .collect();
         Ok(Self {
             shape,
+            vocab,
             embed,
             layers,
             norm,
-            head: QMatMul::from_qtensor(head).map_err(err)?,
-            cos,
-            sin,
-            device,
-            max_positions,
+            head,
+            kernels: Kernels::detect(),
+            inv_freq,
+            file,
         })
     }
 
-    pub fn max_positions(&self) -> usize {
-        self.max_positions
+    pub fn file(&self) -> &GgufFile {
+        &self.file
+    }
+
+    pub fn kernels(&self) -> Kernels {
+        self.kernels
     }
 
     pub fn new_cache(&self) -> KvCache {
-        KvCache {
-            k: Vec::new(),
-            v: Vec::new(),
-            cap: 0,
-            tokens: Vec::new(),
+        KvCache::new(self.shape.layers, self.shape.kv_heads * self.shape.head_dim)
+    }
+
+    fn view(&self, m: &Matrix) -> QView<'_> {
+        QView {
+            ty: m.ty,
+            rows: m.rows,
+            cols: m.cols,
+            data: &self.file.bytes()[m.start..m.start + m.len],
         }
     }
 
-    fn reserve(&self, cache: &mut KvCache, needed: usize) -> Result<()> {
-        if needed <= cache.cap {
-            return Ok(());
-        }
-        let cap = needed.div_ceil(KV_STEP) * KV_STEP;
+    /// Runs every segment's tokens; returns, per segment, the logits it asked for (in
+    /// the order of its `wants`).
+    pub fn forward(&self, scratch: &mut Scratch, segments: &mut [Segment<'_>]) -> Result<Vec<Vec<Vec<f32>>>, String> {
         let s = &self.shape;
-        let len = cache.tokens.len();
-        for buffers in [&mut cache.k, &mut cache.v] {
-            let mut grown = Vec::with_capacity(s.layers);
-            for l in 0..s.layers {
-                let t = Tensor::zeros((1, s.kv_heads, cap, s.head_dim), DType::F32, &self.device)?;
-                if let Some(old) = buffers.get(l) {
-                    if len > 0 {
-                        t.slice_set(&old.narrow(2, 0, len)?.contiguous()?, 2, 0)?;
+        let (dim, qd, kvd, hd) = (s.dim, s.heads * s.head_dim, s.kv_heads * s.head_dim, s.head_dim);
+        // Each row: (segment, position).
+        let mut rows: Vec<(usize, usize)> = Vec::new();
+        for (i, seg) in segments.iter_mut().enumerate() {
+            let start = seg.cache.len();
+            let end = start + seg.tokens.len();
+            if end > s.positions {
+                return Err(format!("{end} tokens do not fit the model's {} positions", s.positions));
+            }
+            if let Some(bad) = seg.tokens.iter().find(|t| **t as usize >= self.vocab) {
+                return Err(format!("token {bad} is outside the vocabulary of {}", self.vocab));
+            }
+            seg.cache.reserve(end)?;
+            rows.extend((start..end).map(|p| (i, p)));
+        }
+        let n = rows.len();
+        if n == 0 {
+            return Ok(segments.iter().map(|_| Vec::new()).collect());
+        }
+        let sc = scratch;
+        sc.x.resize(n * dim, 0.0);
+        let embed = self.view(&self.embed);
+        for (r, tok) in segments.iter().flat_map(|seg| seg.tokens.iter()).enumerate() {
+            embed.dequantize_row(*tok as usize, &mut sc.x[r * dim..(r + 1) * dim]);
+        }
+        let scale = 1.0 / (hd as f32).sqrt();
+        let group = s.heads / s.kv_heads;
+        for (li, layer) in self.layers.iter().enumerate() {
+            rms_norm(&sc.x, &layer.attn_norm, s.rms_eps, &mut sc.h);
+            sc.q.resize(n * qd, 0.0);
+            sc.k.resize(n * kvd, 0.0);
+            sc.v.resize(n * kvd, 0.0);
+            self.matmul(&layer.q, &sc.h, &mut sc.acts, &mut sc.q, &mut sc.tmp);
+            self.matmul(&layer.k, &sc.h, &mut sc.acts, &mut sc.k, &mut sc.tmp);
+            self.matmul(&layer.v, &sc.h, &mut sc.acts, &mut sc.v, &mut sc.tmp);
+            for (buf, bias) in [(&mut sc.q, &layer.q_bias), (&mut sc.k, &layer.k_bias), (&mut sc.v, &layer.v_bias)] {
+                if let Some(b) = bias {
+                    for row in buf.chunks_exact_mut(b.len()) {
+                        row.iter_mut().zip(b).for_each(|(x, b)| *x += b);
                     }
                 }
-                grown.push(t);
             }
-            *buffers = grown;
+            for (r, &(_, pos)) in rows.iter().enumerate() {
+                self.rope(&mut sc.q[r * qd..(r + 1) * qd], pos);
+                self.rope(&mut sc.k[r * kvd..(r + 1) * kvd], pos);
+            }
+            for (r, &(seg, pos)) in rows.iter().enumerate() {
+                segments[seg]
+                    .cache
+                    .store(li, pos, &sc.k[r * kvd..(r + 1) * kvd], &sc.v[r * kvd..(r + 1) * kvd]);
+            }
+            sc.att.resize(n * qd, 0.0);
+            {
+                let (q, segs, rows, heads) = (&sc.q, &*segments, &rows, s.heads);
+                let per_task = heads_per_task(n, heads);
+                let tasks = sc.att.chunks_mut(per_task * hd).enumerate().map(|(ci, chunk)| {
+                    move || {
+                        let mut scores = Vec::new();
+                        for (k, out) in chunk.chunks_exact_mut(hd).enumerate() {
+                            let unit = ci * per_task + k;
+                            let (r, h) = (unit / heads, unit % heads);
+                            let (seg, pos) = rows[r];
+                            let (keys, values) = segs[seg].cache.layer(li);
+                            let cache = HeadCache { k: keys, v: values, width: kvd, offset: (h / group) * hd, len: pos + 1 };
+                            attend(&q[r * qd + h * hd..r * qd + (h + 1) * hd], &cache, scale, &mut scores, out);
+                        }
+                    }
+                });
+                crate::compute::run_all(tasks.collect());
+            }
+            self.matmul(&layer.o, &sc.att, &mut sc.acts, &mut sc.h, &mut sc.tmp);
+            add(&mut sc.x, &sc.h);
+            rms_norm(&sc.x, &layer.ffn_norm, s.rms_eps, &mut sc.h);
+            sc.gate.resize(n * s.ffn, 0.0);
+            sc.up.resize(n * s.ffn, 0.0);
+            self.matmul(&layer.gate, &sc.h, &mut sc.acts, &mut sc.gate, &mut sc.tmp);
+            self.matmul(&layer.up, &sc.h, &mut sc.acts, &mut sc.up, &mut sc.tmp);
+            for (g, u) in sc.gate.iter_mut().zip(&sc.up) {
+                *g = *g / (1.0 + (-*g).exp()) * u;
+            }
+            sc.h.resize(n * dim, 0.0);
+            self.matmul(&layer.down, &sc.gate, &mut sc.acts, &mut sc.h, &mut sc.tmp);
+            add(&mut sc.x, &sc.h);
         }
-        cache.cap = cap;
-        Ok(())
+        for seg in segments.iter_mut() {
+            seg.cache.push_tokens(seg.tokens);
+        }
+        self.logits(sc, segments)
     }
 
-    /// Runs `tokens` after what `cache` holds; returns the logits after the last one.
-    pub fn forward(&self, cache: &mut KvCache, tokens: &[u32], pass: Pass) -> Result<Tensor> {
-        let s = &self.shape;
-        let (t, pos) = (tokens.len(), cache.tokens.len());
-        if t == 0 || pos + t > self.max_positions {
-            candle_core::bail!(
-                "{} tokens do not fit the model's {} positions",
-                pos + t,
-                self.max_positions
-            );
+    /// The logits each segment asked for.
+    fn logits(&self, sc: &mut Scratch, segments: &[Segment<'_>]) -> Result<Vec<Vec<Vec<f32>>>, String> {
+        let dim = self.shape.dim;
+        // Rows wanting every logit go through the head together.
+        let mut all_rows: Vec<usize> = Vec::new();
+        let mut first = 0;
+        let mut out: Vec<Vec<Vec<f32>>> = Vec::with_capacity(segments.len());
+        let mut only: Vec<(usize, usize, usize, Vec<u32>)> = Vec::new();
+        for (si, seg) in segments.iter().enumerate() {
+            out.push(vec![Vec::new(); seg.wants.len()]);
+            for (wi, (row, want)) in seg.wants.iter().enumerate() {
+                if *row >= seg.tokens.len() {
+                    return Err(format!("logits asked for row {row} of {}", seg.tokens.len()));
+                }
+                match want {
+                    Want::All => all_rows.push(first + row),
+                    Want::Only(ids) => {
+                        if let Some(bad) = ids.iter().find(|t| **t as usize >= self.vocab) {
+                            return Err(format!("token {bad} is outside the vocabulary of {}", self.vocab));
+                        }
+                        only.push((si, wi, first + row, ids.clone()))
+                    }
+                }
+            }
+            first += seg.tokens.len();
         }
-        self.reserve(cache, pos + t)?;
-        let group = s.heads / s.kv_heads;
-        let (cos, sin) = (self.cos.narrow(0, pos, t)?, self.sin.narrow(0, pos, t)?);
-        let mask = if t > 1 {
-            Some(causal_mask(t, pos, group, &self.device)?)
-        } else {
-            None
+        let gather = |rows: &[usize], h: &mut Vec<f32>| {
+            let mut x = Vec::with_capacity(rows.len() * dim);
+            for &r in rows {
+                x.extend_from_slice(&sc.x[r * dim..(r + 1) * dim]);
+            }
+            rms_norm(&x, &self.norm, self.shape.rms_eps, h);
         };
-        let scale = 1.0 / (s.head_dim as f64).sqrt();
-        let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
-        let mut x = self
-            .embed
-            .index_select(&Tensor::new(tokens, &self.device)?, 0)?
-            .unsqueeze(0)?;
-        for (i, l) in self.layers.iter().enumerate() {
-            let h = rms_norm(&x, &l.attn_norm, s.rms_eps)?;
-            let qkv = l.qkv.forward(&h, pass)?;
-            let heads = |from: usize, n: usize| -> Result<Tensor> {
-                qkv.narrow(2, from, n * s.head_dim)?
-                    .reshape((1, t, n, s.head_dim))?
-                    .transpose(1, 2)?
-                    .contiguous()
-            };
-            let q = rope_i(&heads(0, s.heads)?, &cos, &sin)?;
-            let k = rope_i(&heads(qd, s.kv_heads)?, &cos, &sin)?;
-            let v = heads(qd + kvd, s.kv_heads)?;
-            cache.k[i].slice_set(&k, 2, pos)?;
-            cache.v[i].slice_set(&v, 2, pos)?;
-            let keys = cache.k[i].narrow(2, 0, pos + t)?;
-            let values = cache.v[i].narrow(2, 0, pos + t)?;
-            // Each KV head serves `group` consecutive query heads: fold them into rows.
-            let q = q.reshape((1, s.kv_heads, group * t, s.head_dim))?;
-            let att = q.matmul(&keys.t()?)?.affine(scale, 0.0)?;
-            let att = match &mask {
-                Some(m) => att.broadcast_add(m)?,
-                None => att,
-            };
-            let y = softmax_last_dim(&att)?.matmul(&values)?;
-            let y = y
-                .reshape((1, s.heads, t, s.head_dim))?
-                .transpose(1, 2)?
-                .contiguous()?
-                .reshape((1, t, qd))?;
-            x = (x + l.out.forward(&y, pass)?)?;
-            let h = rms_norm(&x, &l.ffn_norm, s.rms_eps)?;
-            let gu = l.gate_up.forward(&h, pass)?;
-            let act = (silu(&gu.narrow(2, 0, l.ffn)?)? * gu.narrow(2, l.ffn, l.ffn)?)?;
-            x = (x + l.down.forward(&act, pass)?)?;
+        if !all_rows.is_empty() {
+            let mut h = Vec::new();
+            gather(&all_rows, &mut h);
+            let mut logits = vec![0f32; all_rows.len() * self.vocab];
+            self.matmul(&self.head, &h, &mut sc.acts, &mut logits, &mut sc.tmp);
+            let mut k = 0;
+            for (si, seg) in segments.iter().enumerate() {
+                for (wi, (_, want)) in seg.wants.iter().enumerate() {
+                    if *want == Want::All {
+                        out[si][wi] = logits[k * self.vocab..(k + 1) * self.vocab].to_vec();
+                        k += 1;
+                    }
+                }
+            }
         }
-        cache.tokens.extend_from_slice(tokens);
-        let last = x.i((.., t - 1, ..))?.contiguous()?;
-        self.head
-            .forward(&rms_norm(&last, &self.norm, s.rms_eps)?)?
-            .squeeze(0)
+        let head = self.view(&self.head);
+        for (si, wi, row, ids) in only {
+            let mut h = Vec::new();
+            gather(&[row], &mut h);
+            sc.acts.quantize(head.ty.act_format(), &h, dim);
+            let mut values = Vec::with_capacity(ids.len());
+            for id in ids {
+                let mut v = [0f32];
+                super::quant::matmul_rows(self.kernels, head, &sc.acts, id as usize..id as usize + 1, &mut v);
+                values.push(v[0]);
+            }
+            out[si][wi] = values;
+        }
+        Ok(out)
+    }
+
+    /// `out = x · Wᵀ` for every row of `x` (`n × cols` → `n × rows`), spread over the
+    /// compute threads by output rows.
+    fn matmul(&self, m: &Matrix, x: &[f32], acts: &mut Acts, out: &mut Vec<f32>, tmp: &mut Vec<f32>) {
+        let w = self.view(m);
+        acts.quantize(w.ty.act_format(), x, w.cols);
+        let n = acts.tokens();
+        out.resize(n * w.rows, 0.0);
+        if n == 1 {
+            self.products(w, acts, out);
+            return;
+        }
+        // Results come out by weight row ([row][token]) so that each thread writes one
+        // contiguous piece; transposed afterwards.
+        tmp.resize(n * w.rows, 0.0);
+        self.products(w, acts, tmp);
+        for r in 0..w.rows {
+            for t in 0..n {
+                out[t * w.rows + r] = tmp[r * n + t];
+            }
+        }
+    }
+
+    fn products(&self, w: QView<'_>, acts: &Acts, dest: &mut [f32]) {
+        let n = acts.tokens();
+        let threads = crate::compute::threads();
+        // Small products are not worth waking the other threads for.
+        let pieces = if w.rows * w.cols * n < 1 << 17 { 1 } else { threads * 4 };
+        let per = w.rows.div_ceil(pieces);
+        let kernels = self.kernels;
+        let tasks = dest.chunks_mut(per * n).enumerate().map(|(i, chunk)| {
+            move || {
+                let start = i * per;
+                super::quant::matmul_rows(kernels, w, acts, start..start + chunk.len() / n, chunk)
+            }
+        });
+        crate::compute::run_all(tasks.collect());
+    }
+
+    /// Rotary position embedding, in place, for every head in `x`.
+    fn rope(&self, x: &mut [f32], pos: usize) {
+        let hd = self.shape.head_dim;
+        let half = hd / 2;
+        for head in x.chunks_exact_mut(hd) {
+            for (i, f) in self.inv_freq.iter().enumerate() {
+                let (sin, cos) = (pos as f64 * f).sin_cos();
+                let (sin, cos) = (sin as f32, cos as f32);
+                let (a, b) = match self.shape.arch {
+                    Arch::Llama => (2 * i, 2 * i + 1),
+                    Arch::Qwen2 => (i, i + half),
+                };
+                let (x0, x1) = (head[a], head[b]);
+                head[a] = x0 * cos - x1 * sin;
+                head[b] = x0 * sin + x1 * cos;
+            }
+        }
     }
 }
 
-fn rope_tables(s: &LlamaShape, positions: usize, device: &Device) -> Result<(Tensor, Tensor)> {
-    let half = s.head_dim / 2;
-    let inv: Vec<f32> = (0..half)
-        .map(|i| 1.0 / s.rope_base.powf(2.0 * i as f32 / s.head_dim as f32))
-        .collect();
-    let inv = Tensor::from_vec(inv, (1, half), device)?;
-    let pos = Tensor::arange(0u32, positions as u32, device)?
-        .to_dtype(DType::F32)?
-        .reshape((positions, 1))?;
-    let freqs = pos.broadcast_mul(&inv)?;
-    Ok((freqs.cos()?, freqs.sin()?))
+/// How many heads each attention task takes: a whole row's when there are many rows,
+/// fewer when there are only a few rows, so that every thread has work.
+fn heads_per_task(rows: usize, heads: usize) -> usize {
+    let threads = crate::compute::threads();
+    if rows >= threads * 2 {
+        heads
+    } else {
+        heads.div_ceil(threads * 2).max(1)
+    }
 }
 
-/// Rows are (query head in group, new token); token `i` sees positions up to `pos + i`.
-fn causal_mask(t: usize, pos: usize, group: usize, device: &Device) -> Result<Tensor> {
-    let total = pos + t;
-    let row =
-        |i: usize| (0..total).map(move |j| if j <= pos + i { 0.0 } else { f32::NEG_INFINITY });
-    let data: Vec<f32> = (0..group).flat_map(|_| (0..t).flat_map(row)).collect();
-    Tensor::from_vec(data, (group * t, total), device)
+fn add(x: &mut [f32], y: &[f32]) {
+    x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
+}
+
+fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>) {
+    out.resize(x.len(), 0.0);
+    let dim = w.len();
+    for (row, o) in x.chunks_exact(dim).zip(out.chunks_exact_mut(dim)) {
+        let sum: f64 = row.iter().map(|v| f64::from(*v) * f64::from(*v)).sum();
+        let scale = 1.0 / ((sum / dim as f64) as f32 + eps).sqrt();
+        for ((o, v), w) in o.iter_mut().zip(row).zip(w) {
+            *o = v * scale * w;
+        }
+    }
+}
+
+fn missing(name: &str) -> GgufError {
+    GgufError::Tensor {
+        name: name.into(),
+        message: "missing".into(),
+    }
+}
+
+/// A 2-D weight of `rows × cols` (GGUF lists it as `[cols, rows]`).
+fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matrix, GgufError> {
+    let info = file.tensors.get(name).ok_or_else(|| missing(name))?;
+    let err = |message: String| GgufError::Tensor {
+        name: name.into(),
+        message,
+    };
+    if info.dims != [cols as u64, rows as u64] {
+        return Err(err(format!("dimensions {:?}, expected [{cols}, {rows}]", info.dims)));
+    }
+    let ty = WeightType::from_ggml(info.ggml_type).map_err(err)?;
+    if cols % ty.group() != 0 || cols % 32 != 0 {
+        return Err(err(format!("rows of {cols} values cannot be {}", ty.name())));
+    }
+    let len = ty
+        .row_bytes(cols)
+        .checked_mul(rows)
+        .filter(|len| file.slice(info.start, *len).is_some())
+        .ok_or_else(|| err("its data runs past the end of the file".into()))?;
+    Ok(Matrix {
+        ty,
+        rows,
+        cols,
+        start: info.start,
+        len,
+    })
+}
+
+/// A 1-D weight of `len` floats (norms and biases).
+fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, GgufError> {
+    let info = file.tensors.get(name).ok_or_else(|| missing(name))?;
+    let err = |message: String| GgufError::Tensor {
+        name: name.into(),
+        message,
+    };
+    if info.dims != [len as u64] {
+        return Err(err(format!("dimensions {:?}, expected [{len}]", info.dims)));
+    }
+    let ty = WeightType::from_ggml(info.ggml_type).map_err(err)?;
+    if !matches!(ty, WeightType::F32 | WeightType::F16 | WeightType::BF16) {
+        return Err(err(format!("a vector stored as {}", ty.name())));
+    }
+    let bytes = file
+        .slice(info.start, ty.row_bytes(len))
+        .ok_or_else(|| err("its data runs past the end of the file".into()))?;
+    let mut out = vec![0f32; len];
+    super::quant::dequantize(ty, bytes, &mut out);
+    if out.iter().any(|v| !v.is_finite()) {
+        return Err(err("holds a value that is not a finite number".into()));
+    }
+    Ok(out)
 }

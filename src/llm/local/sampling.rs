@@ -1,11 +1,11 @@
-//! Choosing the next token: temperature, top-k, top-p and a seed from the request's
-//! settings, plus llama.cpp's default repeat penalty, which very small models need to
-//! avoid loops.
+//! Choosing the next token from the logits: llama.cpp's default repeat penalty, then
+//! temperature, top-k and top-p, drawn with a seeded generator so that a seeded run
+//! samples the same way every time.
 
 use std::hash::Hasher;
 
-use candle_core::{Result, Tensor};
-use candle_transformers::generation::{LogitsProcessor, Sampling};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::llm::CallContext;
@@ -14,56 +14,161 @@ use crate::scenario::LlmSettings;
 const REPEAT_PENALTY: f32 = 1.1;
 const REPEAT_WINDOW: usize = 64;
 
+/// The seed of a call: the request's own `seed` if set, else the run's seed mixed with
+/// the prompt, so a seeded run draws the same way every time it sends the same prompt.
+pub fn call_seed(settings: &LlmSettings, context: &CallContext, prompt: &str) -> u64 {
+    settings.seed.unwrap_or_else(|| {
+        let mut h = Xxh3::new();
+        h.write_u64(context.run_seed);
+        h.write(prompt.as_bytes());
+        h.finish()
+    })
+}
+
 pub struct Sampler {
-    processor: LogitsProcessor,
+    rng: ChaCha8Rng,
+    temperature: f32,
+    top_k: Option<usize>,
+    top_p: Option<f32>,
 }
 
 impl Sampler {
-    /// The seed is the request's own `seed` if set, else the run's seed mixed with the
-    /// prompt, so a seeded run samples the same way every time it sends the same prompt.
-    pub fn new(settings: &LlmSettings, context: &CallContext, prompt: &str) -> Self {
-        let seed = settings.seed.unwrap_or_else(|| {
-            let mut h = Xxh3::new();
-            h.write_u64(context.run_seed);
-            h.write(prompt.as_bytes());
-            h.finish()
-        });
-        let temperature = f64::from(settings.temperature.unwrap_or(0.7));
-        let sampling = if temperature <= 0.0 {
-            Sampling::ArgMax
-        } else {
-            match (settings.top_k, settings.top_p) {
-                (Some(k), Some(p)) => Sampling::TopKThenTopP {
-                    k: k as usize,
-                    p: f64::from(p),
-                    temperature,
-                },
-                (Some(k), None) => Sampling::TopK {
-                    k: k as usize,
-                    temperature,
-                },
-                (None, Some(p)) => Sampling::TopP {
-                    p: f64::from(p),
-                    temperature,
-                },
-                (None, None) => Sampling::All { temperature },
-            }
-        };
+    pub fn new(settings: &LlmSettings, seed: u64) -> Self {
         Self {
-            processor: LogitsProcessor::from_sampling(seed, sampling),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            temperature: settings.temperature.unwrap_or(0.7),
+            top_k: settings.top_k.map(|k| k as usize).filter(|k| *k > 0),
+            top_p: settings.top_p.filter(|p| *p > 0.0 && *p < 1.0),
         }
     }
 
-    pub fn sample(&mut self, logits: &Tensor, prompt: &[u32], generated: &[u32]) -> Result<u32> {
-        let recent: Vec<u32> = prompt
+    /// The next token after `recent` (the prompt and what was generated, oldest first).
+    pub fn sample(&mut self, logits: &mut [f32], recent: &[u32]) -> u32 {
+        for &t in recent.iter().rev().take(REPEAT_WINDOW) {
+            if let Some(l) = logits.get_mut(t as usize) {
+                *l = if *l > 0.0 { *l / REPEAT_PENALTY } else { *l * REPEAT_PENALTY };
+            }
+        }
+        if !(self.temperature > 0.0) {
+            return argmax(logits);
+        }
+        // Candidates sorted by logit, highest first (ties by token id), cut to top-k.
+        let mut cand: Vec<(f32, u32)> = logits
             .iter()
-            .chain(generated)
-            .rev()
-            .take(REPEAT_WINDOW)
-            .copied()
+            .enumerate()
+            .filter(|(_, l)| l.is_finite())
+            .map(|(i, l)| (*l, i as u32))
             .collect();
-        let logits =
-            candle_transformers::utils::apply_repeat_penalty(logits, REPEAT_PENALTY, &recent)?;
-        self.processor.sample(&logits)
+        if cand.is_empty() {
+            return 0;
+        }
+        let by_logit = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        let keep = self.top_k.unwrap_or(cand.len()).min(cand.len());
+        if keep < cand.len() {
+            cand.select_nth_unstable_by(keep - 1, by_logit);
+            cand.truncate(keep);
+        }
+        cand.sort_unstable_by(by_logit);
+        let max = f64::from(cand[0].0);
+        let t = f64::from(self.temperature);
+        let mut probs: Vec<f64> = cand.iter().map(|(l, _)| ((f64::from(*l) - max) / t).exp()).collect();
+        let total: f64 = probs.iter().sum();
+        probs.iter_mut().for_each(|p| *p /= total);
+        if let Some(top_p) = self.top_p {
+            let mut cum = 0.0;
+            let cut = probs
+                .iter()
+                .position(|p| {
+                    cum += p;
+                    cum >= f64::from(top_p)
+                })
+                .map_or(probs.len(), |i| i + 1);
+            probs.truncate(cut);
+            let total: f64 = probs.iter().sum();
+            probs.iter_mut().for_each(|p| *p /= total);
+        }
+        cand[draw(&probs, &mut self.rng)].1
+    }
+}
+
+/// The index of the largest value (the first of equals).
+pub fn argmax(values: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, v) in values.iter().enumerate() {
+        if *v > values[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// An index drawn from `probs` (which sum to about 1).
+pub fn draw(probs: &[f64], rng: &mut ChaCha8Rng) -> usize {
+    let u: f64 = rng.random::<f64>() * probs.iter().sum::<f64>();
+    let mut cum = 0.0;
+    for (i, p) in probs.iter().enumerate() {
+        cum += p;
+        if u < cum {
+            return i;
+        }
+    }
+    probs.len().saturating_sub(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(t: f32) -> LlmSettings {
+        LlmSettings {
+            temperature: Some(t),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn temperature_zero_takes_the_best_after_the_penalty() {
+        let mut s = Sampler::new(&settings(0.0), 1);
+        assert_eq!(s.sample(&mut [0.1, 2.0, 1.95], &[]), 1);
+        // Token 1 was just said: 2.0 / 1.1 < 1.95.
+        assert_eq!(s.sample(&mut [0.1, 2.0, 1.95], &[1]), 2);
+    }
+
+    #[test]
+    fn seeded_draws_repeat_and_follow_the_distribution() {
+        let draws = |seed| {
+            let mut s = Sampler::new(&settings(1.0), seed);
+            (0..2000).map(|_| s.sample(&mut [0.0, (3.0f32).ln(), f32::NEG_INFINITY], &[])).collect::<Vec<_>>()
+        };
+        assert_eq!(draws(5), draws(5));
+        let ones = draws(5).iter().filter(|t| **t == 1).count();
+        assert!((1400..1600).contains(&ones), "{ones} of 2000, expected about 1500");
+        assert!(!draws(5).contains(&2));
+    }
+
+    #[test]
+    fn top_k_and_top_p_cut_the_tail() {
+        let mut s = Sampler::new(
+            &LlmSettings {
+                temperature: Some(1.0),
+                top_k: Some(1),
+                ..Default::default()
+            },
+            3,
+        );
+        for _ in 0..50 {
+            assert_eq!(s.sample(&mut [1.0, 1.2, 0.5], &[]), 1);
+        }
+        let mut s = Sampler::new(
+            &LlmSettings {
+                temperature: Some(1.0),
+                top_p: Some(0.5),
+                ..Default::default()
+            },
+            3,
+        );
+        for _ in 0..50 {
+            assert_eq!(s.sample(&mut [0.0, 5.0, 0.0], &[]), 1);
+        }
     }
 }

@@ -375,11 +375,7 @@ impl OpenAiBackend {
                 estimated: true,
             },
         };
-        Completion {
-            text,
-            usage,
-            model: self.model(req).to_string(),
-        }
+        Completion::text(text, usage, self.model(req).to_string())
     }
 }
 

@@ -1,0 +1,534 @@
+//! The worker thread that owns the local model and serves every simulation's requests
+//! with continuous batching: each step runs one forward pass over every sequence in
+//! flight — the next token of each reply being generated, a chunk of each prompt being
+//! read, the next question of each choice — so the weights are read once per step for
+//! all of them. Sequences join and leave between steps.
+//!
+//! Reuse: a finished sequence's KV cache goes to a pool, and a new prompt continues
+//! from the cached sequence sharing the longest prefix with it. Because every row of a
+//! step is computed independently of the others (see [`super::quant`]), a reply is the
+//! same bytes alone or batched, with or without reuse.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, TryRecvError};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tokenizers::Tokenizer;
+use tokio::sync::oneshot;
+
+use super::kv::KvCache;
+use super::model::{Model, Scratch, Segment, Want};
+use super::options::{OptionTrie, Question};
+use super::sampling::{call_seed, draw, Sampler};
+use super::template::ChatTemplate;
+use super::{LocalOptions, SpecialTokens};
+use crate::llm::{Chosen, Completion, LlmError, LlmRequest, TokenSink, Usage};
+
+/// Prompt tokens one step reads at most (all sequences together).
+const STEP_PROMPT_TOKENS: usize = 128;
+
+pub(super) struct Job {
+    pub request: LlmRequest,
+    pub stream: Option<TokenSink>,
+    pub reply: oneshot::Sender<Result<Completion, LlmError>>,
+}
+
+/// What the tokenizer and template give the worker.
+pub(super) struct Text {
+    pub tokenizer: Tokenizer,
+    pub special: SpecialTokens,
+    pub template: ChatTemplate,
+}
+
+/// What a sequence does once its prompt is read (until then — while its cache holds
+/// less than the prompt — it reads the prompt).
+enum Phase {
+    Reply(Reply),
+    Choice(ChoiceState),
+}
+
+struct Reply {
+    sampler: Sampler,
+    generated: Vec<u32>,
+    text: TextStream,
+    max_tokens: usize,
+    stops: Vec<String>,
+    stopped_at: Option<String>,
+}
+
+struct ChoiceState {
+    trie: OptionTrie,
+    questions: Vec<Question>,
+    answers: Vec<Vec<f32>>,
+    option_tokens: u64,
+    seed: u64,
+}
+
+
+
+struct Seq {
+    job: Job,
+    prompt: Vec<u32>,
+    cache: KvCache,
+    cached: usize,
+    phase: Phase,
+}
+
+pub(super) struct Worker {
+    pub model: Model,
+    pub text: Text,
+    pub options: LocalOptions,
+    pub name: String,
+    pool: Vec<(KvCache, u64)>,
+    clock: u64,
+    active: Vec<Seq>,
+    scratch: Scratch,
+}
+
+impl Worker {
+    pub fn new(model: Model, text: Text, options: LocalOptions, name: String) -> Self {
+        Self {
+            model,
+            text,
+            options,
+            name,
+            pool: Vec::new(),
+            clock: 0,
+            active: Vec::new(),
+            scratch: Scratch::default(),
+        }
+    }
+
+    fn error(&self, message: impl Into<String>) -> LlmError {
+        LlmError::Backend {
+            backend: format!("local:{}", self.name),
+            message: message.into(),
+        }
+    }
+
+    pub fn run(mut self, jobs: Receiver<Job>) {
+        let mut waiting: VecDeque<Job> = VecDeque::new();
+        loop {
+            if self.active.is_empty() && waiting.is_empty() {
+                match jobs.recv() {
+                    Ok(job) => waiting.push_back(job),
+                    Err(_) => return,
+                }
+            }
+            loop {
+                match jobs.try_recv() {
+                    Ok(job) => waiting.push_back(job),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) if self.active.is_empty() && waiting.is_empty() => return,
+                    Err(TryRecvError::Disconnected) => break,
+                }
+            }
+            while self.active.len() < self.options.max_batch.max(1) {
+                let Some(job) = waiting.pop_front() else { break };
+                self.admit(job);
+            }
+            // A simulation that went away (cancelled, or its run ended) leaves now.
+            let (gone, kept): (Vec<Seq>, Vec<Seq>) =
+                std::mem::take(&mut self.active).into_iter().partition(|s| s.job.reply.is_closed());
+            self.active = kept;
+            for seq in gone {
+                self.recycle(seq.cache);
+            }
+            if !self.active.is_empty() {
+                self.step();
+            }
+        }
+    }
+
+    /// Renders and tokenizes a request; a bad request is answered at once.
+    fn admit(&mut self, job: Job) {
+        let prepared = self
+            .prepare(&job.request)
+            .and_then(|(rendered, prompt)| Ok((self.after_prompt(&job.request, &rendered, prompt.len())?, rendered, prompt)));
+        match prepared {
+            Ok((phase, _, prompt)) => {
+                let mut cache = self.take_cache(&prompt);
+                let cached = cache.len();
+                if let Err(e) = cache.reserve(prompt.len()) {
+                    let _ = job.reply.send(Err(self.error(e)));
+                    return;
+                }
+                self.active.push(Seq {
+                    job,
+                    prompt,
+                    cache,
+                    cached,
+                    phase,
+                });
+            }
+            Err(e) => {
+                let _ = job.reply.send(Err(e));
+            }
+        }
+    }
+
+    fn prepare(&self, request: &LlmRequest) -> Result<(String, Vec<u32>), LlmError> {
+        let rendered = self.text.template.render(&request.messages).map_err(|e| self.error(e))?;
+        let prompt = encode(&self.text.tokenizer, &rendered).map_err(|e| self.error(e))?;
+        if prompt.is_empty() {
+            return Err(self.error("the prompt is empty"));
+        }
+        let room = self.model.shape.positions;
+        if prompt.len() >= room {
+            return Err(self.error(format!(
+                "the prompt is {} tokens; the model takes at most {room}",
+                prompt.len()
+            )));
+        }
+        Ok((rendered, prompt))
+    }
+
+    /// The pooled cache sharing the longest prefix with `ids`, cut back to that prefix
+    /// (short of the last prompt token, which must run to give the logits).
+    fn take_cache(&mut self, ids: &[u32]) -> KvCache {
+        let common = |c: &KvCache| c.tokens().iter().zip(ids).take_while(|(a, b)| a == b).count();
+        let best = self
+            .pool
+            .iter()
+            .enumerate()
+            .map(|(i, (c, _))| (common(c), i))
+            .max();
+        match best {
+            Some((n, i)) if n > 0 => {
+                let (mut c, _) = self.pool.swap_remove(i);
+                c.truncate(n.min(ids.len() - 1));
+                c
+            }
+            _ => self.model.new_cache(),
+        }
+    }
+
+    /// Keeps a finished sequence's cache for reuse, within the pool's memory budget.
+    fn recycle(&mut self, cache: KvCache) {
+        if self.options.cache_bytes == 0 || cache.len() == 0 {
+            return;
+        }
+        self.clock += 1;
+        self.pool.push((cache, self.clock));
+        while self.pool.iter().map(|(c, _)| c.bytes()).sum::<usize>() > self.options.cache_bytes {
+            let oldest = self
+                .pool
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, (_, used))| *used)
+                .map_or(0, |(i, _)| i);
+            self.pool.swap_remove(oldest);
+        }
+    }
+
+    /// One forward pass over every active sequence, then each one's next move.
+    fn step(&mut self) {
+        let mut plans: Vec<(Vec<u32>, Vec<(usize, Want)>)> = Vec::with_capacity(self.active.len());
+        let mut prompt_budget = STEP_PROMPT_TOKENS;
+        for seq in &mut self.active {
+            plans.push(plan(seq, &mut prompt_budget));
+        }
+        let result = {
+            let mut segments: Vec<Segment<'_>> = self
+                .active
+                .iter_mut()
+                .zip(&plans)
+                .filter(|(_, (tokens, _))| !tokens.is_empty())
+                .map(|(seq, (tokens, wants))| Segment {
+                    cache: &mut seq.cache,
+                    tokens,
+                    wants: wants.clone(),
+                })
+                .collect();
+            let _lock = crate::compute::compute_lock();
+            self.model.forward(&mut self.scratch, &mut segments)
+        };
+        let outputs = match result {
+            Ok(o) => o,
+            Err(e) => {
+                // The checks at admission leave nothing that one sequence could fail
+                // on its own here; whatever it was, every sequence of the step gets it.
+                for seq in std::mem::take(&mut self.active) {
+                    let _ = seq.job.reply.send(Err(self.error(e.clone())));
+                }
+                return;
+            }
+        };
+        let mut outputs = outputs.into_iter();
+        let mut still = Vec::with_capacity(self.active.len());
+        for (mut seq, (tokens, _)) in std::mem::take(&mut self.active).into_iter().zip(plans) {
+            let logits = if tokens.is_empty() { Vec::new() } else { outputs.next().unwrap_or_default() };
+            match self.advance(&mut seq, logits) {
+                Ok(true) => still.push(seq),
+                Ok(false) => self.recycle(seq.cache),
+                Err(e) => {
+                    let _ = seq.job.reply.send(Err(e));
+                    self.recycle(seq.cache);
+                }
+            }
+        }
+        self.active = still;
+    }
+
+    /// Moves a sequence on after a step. `Ok(false)`: it has answered and is done.
+    fn advance(&mut self, seq: &mut Seq, logits: Vec<Vec<f32>>) -> Result<bool, LlmError> {
+        if seq.cache.len() < seq.prompt.len() {
+            return Ok(true);
+        }
+        // After the last prompt row, its logits open the reply or answer the root
+        // question.
+        let mut logits = logits.into_iter();
+        match &mut seq.phase {
+            Phase::Reply(reply) => {
+                let Some(mut l) = logits.next() else { return Ok(true) };
+                let recent: Vec<u32> = seq.prompt.iter().chain(&reply.generated).copied().collect();
+                let next = reply.sampler.sample(&mut l, &recent);
+                let done = self.text.special.stop_ids.contains(&next) && !self.options.ignore_eos;
+                if !done {
+                    reply.generated.push(next);
+                    let piece = reply.text.push(&self.text.tokenizer, &reply.generated).map_err(|e| self.error(e))?;
+                    if let Some((cut, stop)) = stop_position(reply.text.full(), &reply.stops) {
+                        reply.text.truncate(cut);
+                        reply.stopped_at = Some(stop);
+                        return self.finish_reply(seq);
+                    }
+                    if let (Some(sink), false) = (&seq.job.stream, piece.is_empty()) {
+                        sink(&piece);
+                    }
+                    if reply.generated.len() < reply.max_tokens {
+                        return Ok(true);
+                    }
+                }
+                self.finish_reply(seq)
+            }
+            Phase::Choice(choice) => {
+                if let Some(answer) = logits.next() {
+                    choice.answers.push(answer);
+                }
+                if choice.answers.len() < choice.questions.len() {
+                    return Ok(true);
+                }
+                self.finish_choice(seq)
+            }
+        }
+    }
+
+    /// The phase after the prompt has been read: checked at admission, so that a bad
+    /// request fails before it takes a place in the batch.
+    fn after_prompt(&self, req: &LlmRequest, rendered: &str, prompt_len: usize) -> Result<Phase, LlmError> {
+        let seed = call_seed(&req.settings, &req.context, rendered);
+        match &req.options {
+            None => {
+                let room = self.model.shape.positions - prompt_len;
+                let max_tokens = req.settings.max_tokens.unwrap_or(self.options.default_max_tokens) as usize;
+                Ok(Phase::Reply(Reply {
+                    sampler: Sampler::new(&req.settings, seed),
+                    generated: Vec::new(),
+                    text: TextStream::default(),
+                    max_tokens: max_tokens.min(room),
+                    stops: req.settings.stop.clone().unwrap_or_default(),
+                    stopped_at: None,
+                }))
+            }
+            Some(options) => {
+                let end = self.text.special.eos_id;
+                let tokens: Vec<Vec<u32>> = options
+                    .iter()
+                    .map(|o| {
+                        let mut t = encode(&self.text.tokenizer, o)?;
+                        t.push(end);
+                        Ok(t)
+                    })
+                    .collect::<Result<_, String>>()
+                    .map_err(|e| self.error(e))?;
+                let trie = OptionTrie::new(&tokens).map_err(|e| self.error(format!("options {options:?}: {e}")))?;
+                let questions = trie.questions();
+                if prompt_len + questions.iter().map(|q| q.path.len()).max().unwrap_or(0) >= self.model.shape.positions {
+                    return Err(self.error("the prompt and the options do not fit the model's positions"));
+                }
+                Ok(Phase::Choice(ChoiceState {
+                    trie,
+                    questions,
+                    answers: Vec::new(),
+                    option_tokens: 0,
+                    seed,
+                }))
+            }
+        }
+    }
+
+    fn finish_reply(&self, seq: &mut Seq) -> Result<bool, LlmError> {
+        let Phase::Reply(reply) = &mut seq.phase else { return Ok(false) };
+        if let Some(sink) = &seq.job.stream {
+            let rest = reply.text.unsent();
+            if !rest.is_empty() {
+                sink(&rest);
+            }
+        }
+        let completion = Completion {
+            model: format!("local:{}", self.name),
+            text: reply.text.full().trim().to_string(),
+            usage: Usage {
+                prompt_tokens: seq.prompt.len() as u64,
+                completion_tokens: reply.generated.len() as u64,
+                cached_prompt_tokens: seq.cached as u64,
+                estimated: false,
+            },
+            stopped_at: reply.stopped_at.take(),
+            chosen: None,
+        };
+        // The generated tokens stay in the cache: their keys and values are what a
+        // later prompt holding them would compute.
+        let (tx, _) = oneshot::channel();
+        let reply_to = std::mem::replace(&mut seq.job.reply, tx);
+        let _ = reply_to.send(Ok(completion));
+        Ok(false)
+    }
+
+    fn finish_choice(&self, seq: &mut Seq) -> Result<bool, LlmError> {
+        let Phase::Choice(choice) = &mut seq.phase else { return Ok(false) };
+        let req = &seq.job.request;
+        let options = req.options.clone().unwrap_or_default();
+        let probabilities = choice.trie.probabilities(&choice.answers);
+        let index = pick(&probabilities, req.settings.temperature.unwrap_or(0.0), choice.seed);
+        seq.cache.truncate(seq.prompt.len());
+        let completion = Completion {
+            model: format!("local:{}", self.name),
+            text: options.get(index).cloned().unwrap_or_default(),
+            usage: Usage {
+                prompt_tokens: seq.prompt.len() as u64,
+                completion_tokens: choice.option_tokens,
+                cached_prompt_tokens: seq.cached as u64,
+                estimated: false,
+            },
+            stopped_at: None,
+            chosen: Some(Chosen {
+                index,
+                probabilities: Some(probabilities),
+            }),
+        };
+        let (tx, _) = oneshot::channel();
+        let reply_to = std::mem::replace(&mut seq.job.reply, tx);
+        let _ = reply_to.send(Ok(completion));
+        Ok(false)
+    }
+}
+
+/// What a sequence runs in the next step: its tokens and the logits it wants.
+fn plan(seq: &mut Seq, prompt_budget: &mut usize) -> (Vec<u32>, Vec<(usize, Want)>) {
+    let fed = seq.cache.len();
+    if fed < seq.prompt.len() {
+        let take = (seq.prompt.len() - fed).min(*prompt_budget);
+        if take == 0 {
+            return (Vec::new(), Vec::new());
+        }
+        *prompt_budget -= take;
+        let tokens = seq.prompt[fed..fed + take].to_vec();
+        let last = take - 1;
+        let wants = match &seq.phase {
+            _ if fed + take < seq.prompt.len() => Vec::new(),
+            Phase::Choice(c) => match c.questions.first() {
+                Some(q) if q.path.is_empty() => vec![(last, Want::Only(q.children.clone()))],
+                _ => Vec::new(),
+            },
+            Phase::Reply(_) => vec![(last, Want::All)],
+        };
+        return (tokens, wants);
+    }
+    match &mut seq.phase {
+        Phase::Reply(reply) => {
+            let last = *reply.generated.last().unwrap_or(&0);
+            (vec![last], vec![(0, Want::All)])
+        }
+        Phase::Choice(choice) => {
+            let Some(q) = choice.questions.get(choice.answers.len()) else {
+                return (Vec::new(), Vec::new());
+            };
+            // Each question starts again from the prompt.
+            seq.cache.truncate(seq.prompt.len());
+            choice.option_tokens += q.path.len() as u64;
+            (q.path.clone(), vec![(q.path.len() - 1, Want::Only(q.children.clone()))])
+        }
+    }
+}
+
+fn encode(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, String> {
+    tokenizer
+        .encode(text, false)
+        .map(|e| e.get_ids().to_vec())
+        .map_err(|e| e.to_string())
+}
+
+/// The option drawn from `probabilities` at `temperature` (0: the most probable).
+fn pick(probabilities: &[f64], temperature: f32, seed: u64) -> usize {
+    if !(temperature > 0.0) {
+        let mut best = 0;
+        for (i, p) in probabilities.iter().enumerate() {
+            if *p > probabilities[best] {
+                best = i;
+            }
+        }
+        return best;
+    }
+    let t = f64::from(temperature);
+    let weights: Vec<f64> = probabilities.iter().map(|p| p.powf(1.0 / t)).collect();
+    draw(&weights, &mut ChaCha8Rng::seed_from_u64(seed))
+}
+
+/// Where the first stop sequence starts in `text`, and which it is.
+fn stop_position(text: &str, stops: &[String]) -> Option<(usize, String)> {
+    stops
+        .iter()
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| text.find(s.as_str()).map(|at| (at, s.clone())))
+        .min()
+}
+
+/// Decoded text of the generated tokens, and how much of it was streamed. Text is
+/// streamed only up to a point that no stop sequence could still claim and that is not
+/// a partial UTF-8 character.
+#[derive(Default)]
+struct TextStream {
+    text: String,
+    sent: usize,
+}
+
+impl TextStream {
+    fn push(&mut self, tokenizer: &Tokenizer, generated: &[u32]) -> Result<String, String> {
+        self.text = tokenizer.decode(generated, true).map_err(|e| e.to_string())?;
+        // Hold back a trailing replacement character (a multi-byte character cut in two)
+        // and a trailing partial line, where a stop sequence such as "\nBob:" may begin.
+        let safe = self.text.trim_end_matches('\u{fffd}').len();
+        let safe = self.text[..safe]
+            .rfind('\n')
+            .filter(|_| safe > 0)
+            .map_or(safe, |nl| nl.max(self.sent));
+        if safe <= self.sent || !self.text.is_char_boundary(safe) {
+            return Ok(String::new());
+        }
+        let piece = self.text[self.sent..safe].to_string();
+        self.sent = safe;
+        Ok(piece)
+    }
+
+    fn full(&self) -> &str {
+        &self.text
+    }
+
+    fn truncate(&mut self, at: usize) {
+        self.text.truncate(at);
+        self.sent = self.sent.min(at);
+    }
+
+    fn unsent(&mut self) -> String {
+        let end = self.text.trim_end().len();
+        let piece = if end > self.sent {
+            self.text[self.sent..end].to_string()
+        } else {
+            String::new()
+        };
+        self.sent = self.text.len();
+        piece
+    }
+}

@@ -1,0 +1,174 @@
+//! GGUF model files: the container ([`GgufFile`]), and what the local model reads from
+//! its metadata — the architecture's shape, the tokenizer and the chat template —
+//! each value checked against sane limits before anything is allocated from it.
+
+mod file;
+mod tokenizer;
+
+use std::path::PathBuf;
+
+pub use file::{GgufFile, TensorInfo, Value};
+pub use tokenizer::{tokenizer, SpecialTokens};
+
+/// A GGUF file that cannot be used, with the key or tensor at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum GgufError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}: not a regular file")]
+    NotARegularFile(PathBuf),
+    #[error("{0}")]
+    Format(String),
+    #[error("metadata {key}: {message}")]
+    Meta { key: String, message: String },
+    #[error("tensor {name}: {message}")]
+    Tensor { name: String, message: String },
+}
+
+impl GgufError {
+    /// A format error met while reading the value of `key`, named by that key.
+    fn at_key(self, key: &str) -> Self {
+        match self {
+            GgufError::Format(message) => GgufError::Meta {
+                key: key.to_string(),
+                message,
+            },
+            other => other,
+        }
+    }
+
+    pub(crate) fn meta(key: &str, message: impl Into<String>) -> Self {
+        GgufError::Meta {
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The transformer families the forward pass implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    /// Llama: rotary embedding on interleaved pairs (as GGUF stores llama's Q and K).
+    Llama,
+    /// Qwen2: biases on Q, K and V; rotary embedding on the two halves (NeoX style).
+    Qwen2,
+}
+
+impl Arch {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+        }
+    }
+}
+
+/// The largest number of positions sopsim runs a model at, whatever it was trained for.
+pub const MAX_POSITIONS: usize = 32_768;
+
+/// The architecture facts the forward pass needs, all checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelShape {
+    pub arch: Arch,
+    pub layers: usize,
+    pub dim: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub ffn: usize,
+    pub rms_eps: f32,
+    pub rope_base: f32,
+    /// Positions the model runs at: its trained context, at most [`MAX_POSITIONS`].
+    pub positions: usize,
+}
+
+fn get_usize(f: &GgufFile, key: &str, default: Option<usize>, max: usize) -> Result<usize, GgufError> {
+    let v = match (f.get(key), default) {
+        (Some(v), _) => v
+            .as_u64()
+            .ok_or_else(|| GgufError::meta(key, format!("{v:?} is not a non-negative integer")))?,
+        (None, Some(d)) => return Ok(d),
+        (None, None) => return Err(GgufError::meta(key, "missing")),
+    };
+    match usize::try_from(v) {
+        Ok(v) if (1..=max).contains(&v) => Ok(v),
+        _ => Err(GgufError::meta(key, format!("{v} is outside 1..={max}"))),
+    }
+}
+
+fn get_f32(f: &GgufFile, key: &str, default: f32, range: std::ops::RangeInclusive<f32>) -> Result<f32, GgufError> {
+    let Some(v) = f.get(key) else {
+        return Ok(default);
+    };
+    match v.as_f64().map(|v| v as f32) {
+        Some(x) if x.is_finite() && range.contains(&x) => Ok(x),
+        _ => Err(GgufError::meta(
+            key,
+            format!("{v:?} is not a number in {}..={}", range.start(), range.end()),
+        )),
+    }
+}
+
+impl ModelShape {
+    pub fn read(f: &GgufFile) -> Result<Self, GgufError> {
+        let key = "general.architecture";
+        let arch = match f.get(key).and_then(Value::as_str) {
+            Some("llama") => Arch::Llama,
+            Some("qwen2") => Arch::Qwen2,
+            Some(other) => {
+                return Err(GgufError::meta(
+                    key,
+                    format!("{other:?} is not supported (llama and qwen2 are)"),
+                ))
+            }
+            None => return Err(GgufError::meta(key, "missing or not a string")),
+        };
+        let a = arch.name();
+        let k = |name: &str| format!("{a}.{name}");
+        let dim = get_usize(f, &k("embedding_length"), None, 1 << 16)?;
+        let heads = get_usize(f, &k("attention.head_count"), None, 1024)?;
+        let kv_heads = get_usize(f, &k("attention.head_count_kv"), Some(heads), heads)?;
+        if heads % kv_heads != 0 {
+            return Err(GgufError::meta(
+                &k("attention.head_count_kv"),
+                format!("{kv_heads} does not divide the {heads} query heads"),
+            ));
+        }
+        if dim % heads != 0 {
+            return Err(GgufError::meta(
+                &k("attention.head_count"),
+                format!("{heads} heads do not divide the embedding length {dim}"),
+            ));
+        }
+        let head_dim = dim / heads;
+        let rope_key = k("rope.dimension_count");
+        let rope_dims = get_usize(f, &rope_key, Some(head_dim), 1 << 16)?;
+        if rope_dims != head_dim || head_dim % 2 != 0 {
+            return Err(GgufError::meta(
+                &rope_key,
+                format!("{rope_dims} rotary dimensions for heads of {head_dim} (only full, even rotary dimensions are supported)"),
+            ));
+        }
+        let context = get_usize(f, &k("context_length"), Some(2048), usize::MAX)?;
+        Ok(Self {
+            arch,
+            layers: get_usize(f, &k("block_count"), None, 1024)?,
+            dim,
+            heads,
+            kv_heads,
+            head_dim,
+            ffn: get_usize(f, &k("feed_forward_length"), None, 1 << 20)?,
+            rms_eps: get_f32(f, &k("attention.layer_norm_rms_epsilon"), 1e-5, 0.0..=1.0)?,
+            rope_base: get_f32(f, &k("rope.freq_base"), 10_000.0, 1.0..=1e12)?,
+            positions: context.min(MAX_POSITIONS),
+        })
+    }
+}
+
+/// The model's chat template (Jinja), if the file has one.
+pub fn chat_template(f: &GgufFile) -> Option<String> {
+    f.get("tokenizer.chat_template")?.as_str().map(str::to_string)
+}

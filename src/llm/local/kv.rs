@@ -1,0 +1,86 @@
+//! One sequence's keys and values (f16, as llama.cpp keeps them), and the tokens they
+//! belong to. A cache can be cut back to any prefix and continued from there.
+
+use half::f16;
+
+/// Capacity grows in steps of this many positions.
+const STEP: usize = 256;
+
+pub struct KvCache {
+    /// Floats per position per layer: KV heads × head size.
+    width: usize,
+    cap: usize,
+    /// Per layer, `cap × width` f16 bit patterns.
+    k: Vec<Vec<u16>>,
+    v: Vec<Vec<u16>>,
+    tokens: Vec<u32>,
+}
+
+impl KvCache {
+    pub fn new(layers: usize, width: usize) -> Self {
+        Self {
+            width,
+            cap: 0,
+            k: vec![Vec::new(); layers],
+            v: vec![Vec::new(); layers],
+            tokens: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// Forgets everything after the first `n` tokens.
+    pub fn truncate(&mut self, n: usize) {
+        self.tokens.truncate(n);
+    }
+
+    /// Bytes held by the buffers.
+    pub fn bytes(&self) -> usize {
+        2 * 2 * self.cap * self.width * self.k.len()
+    }
+
+    /// Makes room for `n` positions in all; refuses, rather than aborting, when memory
+    /// runs out.
+    pub fn reserve(&mut self, n: usize) -> Result<(), String> {
+        if n <= self.cap {
+            return Ok(());
+        }
+        let cap = n.div_ceil(STEP) * STEP;
+        let want = cap
+            .checked_mul(self.width)
+            .ok_or("the KV cache size overflows")?;
+        for buf in self.k.iter_mut().chain(self.v.iter_mut()) {
+            buf.try_reserve_exact(want.saturating_sub(buf.len()))
+                .map_err(|_| format!("no memory for a KV cache of {cap} positions"))?;
+            buf.resize(want, 0);
+        }
+        self.cap = cap;
+        Ok(())
+    }
+
+    /// Stores position `pos`'s keys and values for `layer` (room must be reserved).
+    pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
+        let at = pos * self.width;
+        for (dst, src) in self.k[layer][at..at + self.width].iter_mut().zip(k) {
+            *dst = f16::from_f32(*src).to_bits();
+        }
+        for (dst, src) in self.v[layer][at..at + self.width].iter_mut().zip(v) {
+            *dst = f16::from_f32(*src).to_bits();
+        }
+    }
+
+    /// Appends the tokens whose keys and values were stored.
+    pub fn push_tokens(&mut self, tokens: &[u32]) {
+        self.tokens.extend_from_slice(tokens);
+    }
+
+    pub fn layer(&self, layer: usize) -> (&[u16], &[u16]) {
+        (&self.k[layer], &self.v[layer])
+    }
+}

@@ -1,0 +1,158 @@
+//! Choosing among options by their probability under the model, without generating
+//! text (pure logic; the engine runs the model for it).
+//!
+//! The options' token sequences (each ending with the end-of-reply token, so that an
+//! option that is a prefix of another competes fairly with it) form a trie. At every
+//! node where the options part ways, the model's logits for the tokens that continue
+//! some option are renormalised over those tokens; an option's probability is the
+//! product along its path. Options of different token lengths thus compare fairly: a
+//! long option pays only at the points where it had a competitor.
+
+/// A question for the model: the logits of `children` after the prompt and `path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    pub path: Vec<u32>,
+    pub children: Vec<u32>,
+}
+
+#[derive(Debug, Default)]
+struct Node {
+    children: Vec<(u32, usize)>,
+}
+
+#[derive(Debug)]
+pub struct OptionTrie {
+    nodes: Vec<Node>,
+    /// Each option's nodes after the root, in order.
+    paths: Vec<Vec<usize>>,
+}
+
+impl OptionTrie {
+    /// `options` are token sequences, distinct and non-empty.
+    pub fn new(options: &[Vec<u32>]) -> Result<Self, String> {
+        let mut nodes = vec![Node::default()];
+        let mut paths = Vec::with_capacity(options.len());
+        for (i, tokens) in options.iter().enumerate() {
+            if tokens.is_empty() {
+                return Err(format!("option {i} has no tokens"));
+            }
+            let mut at = 0;
+            let mut path = Vec::with_capacity(tokens.len());
+            for &t in tokens {
+                at = match nodes[at].children.iter().find(|(c, _)| *c == t) {
+                    Some(&(_, next)) => next,
+                    None => {
+                        nodes.push(Node::default());
+                        let next = nodes.len() - 1;
+                        nodes[at].children.push((t, next));
+                        next
+                    }
+                };
+                path.push(at);
+            }
+            if !nodes[at].children.is_empty() || paths.iter().any(|p: &Vec<usize>| p.last() == Some(&at)) {
+                return Err(format!("option {i} has the same tokens as another"));
+            }
+            paths.push(path);
+        }
+        Ok(Self { nodes, paths })
+    }
+
+    /// The nodes where options part ways, root first, with the tokens leading there.
+    pub fn questions(&self) -> Vec<Question> {
+        let mut out = Vec::new();
+        let mut stack = vec![(0usize, Vec::new())];
+        while let Some((node, path)) = stack.pop() {
+            let children = &self.nodes[node].children;
+            if children.len() > 1 {
+                out.push(Question {
+                    path: path.clone(),
+                    children: children.iter().map(|(t, _)| *t).collect(),
+                });
+            }
+            for &(t, next) in children.iter().rev() {
+                let mut p = path.clone();
+                p.push(t);
+                stack.push((next, p));
+            }
+        }
+        out
+    }
+
+    /// Each option's probability, from the logits answering [`Self::questions`] (in
+    /// that order, one per child).
+    pub fn probabilities(&self, answers: &[Vec<f32>]) -> Vec<f64> {
+        let questions = self.questions();
+        // For every branching node: its children's renormalised probabilities.
+        let mut at_node: std::collections::HashMap<usize, Vec<f64>> = std::collections::HashMap::new();
+        for (q, logits) in questions.iter().zip(answers) {
+            let node = self.node_at(&q.path);
+            let max = logits.iter().fold(f64::NEG_INFINITY, |m, l| m.max(f64::from(*l)));
+            let e: Vec<f64> = logits.iter().map(|l| (f64::from(*l) - max).exp()).collect();
+            let total: f64 = e.iter().sum();
+            at_node.insert(node, e.into_iter().map(|x| x / total).collect());
+        }
+        self.paths
+            .iter()
+            .map(|path| {
+                let mut p = 1.0;
+                let mut parent = 0;
+                for &node in path {
+                    if let Some(probs) = at_node.get(&parent) {
+                        let i = self.nodes[parent].children.iter().position(|(_, n)| *n == node).unwrap_or(0);
+                        p *= probs.get(i).copied().unwrap_or(0.0);
+                    }
+                    parent = node;
+                }
+                p
+            })
+            .collect()
+    }
+
+    fn node_at(&self, path: &[u32]) -> usize {
+        path.iter().fold(0, |at, t| {
+            self.nodes[at].children.iter().find(|(c, _)| c == t).map_or(at, |(_, n)| *n)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A vocabulary of six tokens: 0 "CO", 1 "OP", 2 "DE", 3 "FECT", 4 "COOP", 5 end.
+    /// Options: "COOP" as [0, 1] and as... kept simple: COOPERATE = [0, 1, 5],
+    /// CO = [0, 5], DEFECT = [2, 3, 5].
+    #[test]
+    fn renormalises_at_each_branch_and_multiplies_along_paths() {
+        let trie = OptionTrie::new(&[vec![0, 1, 5], vec![0, 5], vec![2, 3, 5]]).unwrap();
+        let qs = trie.questions();
+        assert_eq!(
+            qs,
+            vec![
+                Question { path: vec![], children: vec![0, 2] },
+                Question { path: vec![0], children: vec![1, 5] },
+            ]
+        );
+        // Root: logits ln 3 and ln 1 → 0.75 / 0.25. After "CO": ln 1, ln 4 → 0.2 / 0.8.
+        let p = trie.probabilities(&[vec![3f32.ln(), 0.0], vec![0.0, 4f32.ln()]]);
+        let want = [0.75 * 0.2, 0.75 * 0.8, 0.25];
+        for (a, b) in p.iter().zip(want) {
+            assert!((a - b).abs() < 1e-6, "{p:?}");
+        }
+        assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn options_that_never_part_ways_need_no_question() {
+        let trie = OptionTrie::new(&[vec![7, 9]]).unwrap();
+        assert!(trie.questions().is_empty());
+        assert_eq!(trie.probabilities(&[]), vec![1.0]);
+    }
+
+    #[test]
+    fn refuses_empty_and_identical_options() {
+        assert!(OptionTrie::new(&[vec![], vec![1]]).is_err());
+        assert!(OptionTrie::new(&[vec![1, 2], vec![1, 2]]).is_err());
+    }
+}
