@@ -345,27 +345,29 @@ impl Model {
         acts.quantize(w.ty.act_format(), x, w.cols);
         let n = acts.tokens();
         out.resize(n * w.rows, 0.0);
-        if n == 1 {
-            self.products(w, acts, out);
-            return;
-        }
-        // Results come out by weight row ([row][token]) so that each thread writes one
-        // contiguous piece; transposed afterwards.
-        tmp.resize(n * w.rows, 0.0);
-        self.products(w, acts, tmp);
-        for r in 0..w.rows {
-            for t in 0..n {
-                out[t * w.rows + r] = tmp[r * n + t];
-            }
-        }
-    }
-
-    fn products(&self, w: QView<'_>, acts: &Acts, dest: &mut [f32]) {
-        let n = acts.tokens();
         let threads = crate::compute::threads();
         // Small products are not worth waking the other threads for.
         let pieces = if w.rows * w.cols * n < 1 << 17 { 1 } else { threads * 4 };
         let per = w.rows.div_ceil(pieces);
+        if pieces == 1 || n == 1 {
+            // One token: each piece's output is a contiguous part of `out`.
+            self.products(w, acts, per, out);
+            return;
+        }
+        // Each piece writes its rows for every token into its own part of `tmp`
+        // ([token][row of the piece]); the parts are then copied into place.
+        tmp.resize(n * w.rows, 0.0);
+        self.products(w, acts, per, tmp);
+        for (i, part) in tmp.chunks(per * n).enumerate() {
+            let len = part.len() / n;
+            for t in 0..n {
+                out[t * w.rows + i * per..][..len].copy_from_slice(&part[t * len..(t + 1) * len]);
+            }
+        }
+    }
+
+    fn products(&self, w: QView<'_>, acts: &Acts, per: usize, dest: &mut [f32]) {
+        let n = acts.tokens();
         let kernels = self.kernels;
         let tasks = dest.chunks_mut(per * n).enumerate().map(|(i, chunk)| {
             move || {

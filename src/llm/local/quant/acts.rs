@@ -1,5 +1,9 @@
-//! Activations quantised for a product: int8 values with one scale per group, plus the
-//! integer sums the kernels need to remove a format's offset or apply its minimum.
+//! Activations quantised for a product: int8 values with one scale per group, plus each
+//! 32 values' integer sum, which the formats with a minimum need.
+//!
+//! The quantisation is written once and compiled twice (plain and with AVX-512), which
+//! gives the same bytes: round-half-to-even and saturating conversions mean the same
+//! thing in both.
 
 /// How the inputs of a product with a given weight format are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,8 +34,13 @@ pub struct Acts {
     cols: usize,
     pub(super) floats: Vec<f32>,
     pub(super) qs: Vec<i8>,
+    /// `qs + 128` as bytes, for kernels that multiply unsigned activations.
+    pub(super) qs_offset: Vec<u8>,
     /// One per group.
     pub(super) scales: Vec<f32>,
+    /// For [`ActFormat::Q8x32`]: per pair of blocks, 16 floats — the first block's
+    /// scale eight times, then the second's (what a 512-bit kernel multiplies by).
+    pub(super) scale_pairs: Vec<f32>,
     /// One per 32 values: their sum.
     pub(super) bsum: Vec<i32>,
 }
@@ -44,7 +53,9 @@ impl Default for Acts {
             cols: 0,
             floats: Vec::new(),
             qs: Vec::new(),
+            qs_offset: Vec::new(),
             scales: Vec::new(),
+            scale_pairs: Vec::new(),
             bsum: Vec::new(),
         }
     }
@@ -67,9 +78,8 @@ impl Acts {
     /// of 32 (and of 256 for [`ActFormat::Q8x256`]).
     pub fn quantize(&mut self, format: ActFormat, x: &[f32], cols: usize) {
         debug_assert!(cols > 0 && x.len() % cols == 0 && cols % 32 == 0);
-        let tokens = x.len() / cols;
         self.format = format;
-        self.tokens = tokens;
+        self.tokens = x.len() / cols;
         self.cols = cols;
         if format == ActFormat::Float {
             self.floats.clear();
@@ -78,19 +88,49 @@ impl Acts {
         }
         let group = format.group();
         self.qs.resize(x.len(), 0);
+        self.qs_offset.resize(x.len(), 0);
         self.scales.resize(x.len() / group, 0.0);
         self.bsum.resize(x.len() / 32, 0);
-        for (g, (values, q)) in x.chunks_exact(group).zip(self.qs.chunks_exact_mut(group)).enumerate() {
-            let amax = values.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let d = amax / 127.0;
-            let id = if d > 0.0 { 1.0 / d } else { 0.0 };
-            for (q, v) in q.iter_mut().zip(values) {
-                *q = (v * id).round().clamp(-127.0, 127.0) as i8;
-            }
-            self.scales[g] = d;
+        // Tokens are quantised independently: spread them over the compute threads.
+        let tokens = self.tokens;
+        let pieces = if x.len() >= 1 << 14 { crate::compute::threads() } else { 1 };
+        let per = tokens.div_ceil(pieces).max(1);
+        let n = per * cols;
+        let tasks = x
+            .chunks(n)
+            .zip(self.qs.chunks_mut(n))
+            .zip(self.qs_offset.chunks_mut(n))
+            .zip(self.scales.chunks_mut(n / group))
+            .zip(self.bsum.chunks_mut(n / 32))
+            .map(|((((x, qs), qs_offset), scales), bsum)| {
+                move || {
+                    let out = Out { qs, qs_offset, scales, bsum };
+                    #[cfg(target_arch = "x86_64")]
+                    if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") {
+                        // SAFETY: the features were just checked.
+                        return unsafe { quantize_avx512(out, x, group) };
+                    }
+                    quantize_groups(out, x, group)
+                }
+            })
+            .collect::<Vec<_>>();
+        crate::compute::run_all(tasks);
+        self.pair_scales();
+    }
+
+    fn pair_scales(&mut self) {
+        self.scale_pairs.clear();
+        if self.format != ActFormat::Q8x32 {
+            return;
         }
-        for (sum, q) in self.bsum.iter_mut().zip(self.qs.chunks_exact(32)) {
-            *sum = q.iter().map(|&v| i32::from(v)).sum();
+        let per_token = self.cols / 32;
+        for t in 0..self.tokens {
+            let s = &self.scales[t * per_token..(t + 1) * per_token];
+            for pair in s.chunks(2) {
+                let second = pair.get(1).copied().unwrap_or(0.0);
+                self.scale_pairs.extend(std::iter::repeat_n(pair[0], 8));
+                self.scale_pairs.extend(std::iter::repeat_n(second, 8));
+            }
         }
     }
 
@@ -99,9 +139,19 @@ impl Acts {
         &self.qs[t * self.cols..(t + 1) * self.cols]
     }
 
+    pub(super) fn qs_offset(&self, t: usize) -> &[u8] {
+        &self.qs_offset[t * self.cols..(t + 1) * self.cols]
+    }
+
     pub(super) fn scales(&self, t: usize) -> &[f32] {
         let n = self.cols / self.format.group();
         &self.scales[t * n..(t + 1) * n]
+    }
+
+    /// Token `t`'s block-pair scales (see [`Acts::scale_pairs`]).
+    pub(super) fn scale_pairs(&self, t: usize) -> &[f32] {
+        let n = self.cols.div_ceil(64) * 16;
+        &self.scale_pairs[t * n..(t + 1) * n]
     }
 
     pub(super) fn bsum(&self, t: usize) -> &[i32] {
@@ -111,5 +161,41 @@ impl Acts {
 
     pub(super) fn floats(&self, t: usize) -> &[f32] {
         &self.floats[t * self.cols..(t + 1) * self.cols]
+    }
+}
+
+/// Where one piece of the tokens is quantised to.
+struct Out<'a> {
+    qs: &'a mut [i8],
+    qs_offset: &'a mut [u8],
+    scales: &'a mut [f32],
+    bsum: &'a mut [i32],
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+unsafe fn quantize_avx512(out: Out<'_>, x: &[f32], group: usize) {
+    quantize_groups(out, x, group)
+}
+
+#[inline(always)]
+fn quantize_groups(acts: Out<'_>, x: &[f32], group: usize) {
+    for (g, (values, q)) in x.chunks_exact(group).zip(acts.qs.chunks_exact_mut(group)).enumerate() {
+        let mut amax = 0f32;
+        for v in values {
+            amax = amax.max(v.abs());
+        }
+        let d = amax / 127.0;
+        let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+        for (q, v) in q.iter_mut().zip(values) {
+            *q = (v * id).round_ties_even().clamp(-127.0, 127.0) as i8;
+        }
+        acts.scales[g] = d;
+    }
+    for (o, q) in acts.qs_offset.iter_mut().zip(acts.qs.iter()) {
+        *o = (*q as u8) ^ 0x80;
+    }
+    for (sum, q) in acts.bsum.iter_mut().zip(acts.qs.chunks_exact(32)) {
+        *sum = q.iter().map(|&v| i32::from(v)).sum();
     }
 }

@@ -239,6 +239,15 @@ fn chunk_scale_min(ty: WeightType, g: &[u8], c: usize) -> ([f32; 2], f32) {
 
 /// The reference product of one weight row with token `t` of `acts`: the definition
 /// the SIMD kernels must match exactly.
+///
+/// Eight lanes (lane j: the exact integer sum over values 4j..4j+4 of each 32-value
+/// chunk, with the k-quants' integer sub-scales applied), each accumulating
+/// `lanes × (weight scale × activation scale)` with a fused multiply-add, group by
+/// group. For the 32-value formats there are two such chains, one for the even blocks
+/// and one for the odd ones (so that a 512-bit register can take two blocks at once);
+/// the chains are summed with [`sum_lanes`], the even one first, and the minimum
+/// formats' scalar chain is added last. Float formats use one eight-lane chain over the
+/// values.
 pub fn dot_reference(ty: WeightType, row: &[u8], acts: &Acts, t: usize) -> f32 {
     let mut acc = [0f32; 8];
     if acts.format() == ActFormat::Float {
@@ -258,6 +267,7 @@ pub fn dot_reference(ty: WeightType, row: &[u8], acts: &Acts, t: usize) -> f32 {
         std::array::from_fn(|j| (4 * j..4 * j + 4).map(|i| w[i] * i32::from(x[i])).sum())
     };
     let mut accm = 0f32;
+    let mut acc_odd = [0f32; 8];
     let gb = ty.group_bytes();
     for (gi, g) in row.chunks_exact(gb).enumerate() {
         let dx = scales[gi];
@@ -265,8 +275,10 @@ pub fn dot_reference(ty: WeightType, row: &[u8], acts: &Acts, t: usize) -> f32 {
             WeightType::Q4_0 | WeightType::Q5_0 | WeightType::Q8_0 | WeightType::Q4_1 | WeightType::Q5_1 => {
                 let l = lanes(&chunk_ints(ty, g, 0), gi);
                 let s = f16_at(g, 0) * dx;
+                // Even blocks in one chain, odd ones in another.
+                let chain = if gi % 2 == 0 { &mut acc } else { &mut acc_odd };
                 for j in 0..8 {
-                    acc[j] = (l[j] as f32).mul_add(s, acc[j]);
+                    chain[j] = (l[j] as f32).mul_add(s, chain[j]);
                 }
                 if matches!(ty, WeightType::Q4_1 | WeightType::Q5_1) {
                     accm = (bsum[gi] as f32).mul_add(f16_at(g, 2) * dx, accm);
@@ -306,5 +318,5 @@ pub fn dot_reference(ty: WeightType, row: &[u8], acts: &Acts, t: usize) -> f32 {
             WeightType::F32 | WeightType::F16 | WeightType::BF16 => unreachable!(),
         }
     }
-    sum_lanes(&acc) + accm
+    (sum_lanes(&acc) + sum_lanes(&acc_odd)) + accm
 }

@@ -20,6 +20,8 @@ mod acts;
 mod formats;
 #[cfg(target_arch = "x86_64")]
 mod x86;
+#[cfg(target_arch = "x86_64")]
+mod x86_512;
 
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -83,33 +85,43 @@ pub enum Kernels {
     Scalar,
     Avx2,
     AvxVnni,
+    Avx512,
 }
 
 impl Kernels {
-    /// The best kernels this CPU supports (`SOPSIM_KERNELS=scalar|avx2` lowers it).
+    /// The best kernels this CPU supports (`SOPSIM_KERNELS=scalar|avx2|avx-vnni` lowers
+    /// it; every choice gives the same results, only faster or slower).
     pub fn detect() -> Kernels {
         static CHOSEN: OnceLock<Kernels> = OnceLock::new();
         *CHOSEN.get_or_init(|| {
-            let best = Self::best_supported();
-            match std::env::var("SOPSIM_KERNELS").as_deref() {
-                Ok("scalar") => Kernels::Scalar,
-                Ok("avx2") if best != Kernels::Scalar => Kernels::Avx2,
-                _ => best,
-            }
+            let supported = Self::supported();
+            let wanted = std::env::var("SOPSIM_KERNELS").ok();
+            supported
+                .iter()
+                .rev()
+                .find(|k| wanted.as_deref().is_none_or(|w| w == k.name()))
+                .or(supported.last())
+                .copied()
+                .unwrap_or(Kernels::Scalar)
         })
     }
 
-    fn best_supported() -> Kernels {
+    /// Every kernel set this CPU can run, slowest first.
+    pub fn supported() -> Vec<Kernels> {
+        let mut out = vec![Kernels::Scalar];
         #[cfg(target_arch = "x86_64")]
         {
             if x86::has_avx2() {
+                out.push(Kernels::Avx2);
                 if x86::has_vnni() {
-                    return Kernels::AvxVnni;
+                    out.push(Kernels::AvxVnni);
                 }
-                return Kernels::Avx2;
+                if x86_512::supported() {
+                    out.push(Kernels::Avx512);
+                }
             }
         }
-        Kernels::Scalar
+        out
     }
 
     pub fn name(self) -> &'static str {
@@ -117,12 +129,13 @@ impl Kernels {
             Kernels::Scalar => "scalar",
             Kernels::Avx2 => "avx2",
             Kernels::AvxVnni => "avx-vnni",
+            Kernels::Avx512 => "avx512",
         }
     }
 }
 
-/// `out[(r - rows.start) * T + t] = Σ_k W[r][k] · x[t][k]` for the rows in `rows` and
-/// every token `t` of `acts`. `acts` must be in `w.ty.act_format()`.
+/// `out[t * rows.len() + (r - rows.start)] = Σ_k W[r][k] · x[t][k]` for the rows in
+/// `rows` and every token `t` of `acts`. `acts` must be in `w.ty.act_format()`.
 pub fn matmul_rows(
     kernels: Kernels,
     w: QView<'_>,
@@ -135,13 +148,16 @@ pub fn matmul_rows(
     debug_assert_eq!(out.len(), rows.len() * acts.tokens());
     match kernels {
         #[cfg(target_arch = "x86_64")]
-        Kernels::Avx2 | Kernels::AvxVnni => x86::matmul_rows(kernels, w, acts, rows, out),
+        // SAFETY: `Kernels::Avx512` is only chosen when `x86_512::supported()` holds.
+        Kernels::Avx512 if x86_512::handles(w.ty) => unsafe { x86_512::matmul_rows(w, acts, rows, out) },
+        #[cfg(target_arch = "x86_64")]
+        Kernels::Avx2 | Kernels::AvxVnni | Kernels::Avx512 => x86::matmul_rows(kernels, w, acts, rows, out),
         _ => {
-            let t = acts.tokens();
+            let len = rows.len();
             for (i, r) in rows.enumerate() {
                 let row = w.row(r);
-                for tok in 0..t {
-                    out[i * t + tok] = formats::dot_reference(w.ty, row, acts, tok);
+                for tok in 0..acts.tokens() {
+                    out[tok * len + i] = formats::dot_reference(w.ty, row, acts, tok);
                 }
             }
         }

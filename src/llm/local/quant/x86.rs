@@ -30,8 +30,8 @@ pub fn matmul_rows(kernels: Kernels, w: QView<'_>, acts: &Acts, rows: Range<usiz
     // features, and `matmul_rows` checked the shapes.
     unsafe {
         match kernels {
-            Kernels::AvxVnni if is_x86_feature_detected!("avxvnni") => run_avxvnni(w, acts, rows, out),
-            Kernels::AvxVnni => run_avx512vnni(w, acts, rows, out),
+            Kernels::AvxVnni | Kernels::Avx512 if is_x86_feature_detected!("avxvnni") => run_avxvnni(w, acts, rows, out),
+            Kernels::AvxVnni | Kernels::Avx512 => run_avx512vnni(w, acts, rows, out),
             _ => run_avx2(w, acts, rows, out),
         }
     }
@@ -139,8 +139,8 @@ unsafe fn high_bits(p: *const u8) -> __m256i {
 #[inline(always)]
 unsafe fn dispatch<I: Isa>(w: QView<'_>, acts: &Acts, rows: Range<usize>, out: &mut [f32]) {
     let t = acts.tokens();
-    let mut k = 0;
-    for r in rows {
+    let len = rows.len();
+    for (k, r) in rows.enumerate() {
         let row = w.row(r);
         let mut tok = 0;
         while tok < t {
@@ -152,10 +152,11 @@ unsafe fn dispatch<I: Isa>(w: QView<'_>, acts: &Acts, rows: Range<usize>, out: &
                 2 => row_tile::<I, 2>(w.ty, row, acts, tok, &mut res),
                 _ => row_tile::<I, 1>(w.ty, row, acts, tok, &mut res),
             }
-            out[k + tok..k + tok + n].copy_from_slice(&res[..n]);
+            for (i, v) in res[..n].iter().enumerate() {
+                out[(tok + i) * len + k] = *v;
+            }
             tok += n;
         }
-        k += t;
     }
 }
 
@@ -249,6 +250,7 @@ unsafe fn x_chunk(acts: &Acts, t: usize, c: usize) -> __m256i {
 #[inline(always)]
 unsafe fn legacy<I: Isa, const N: usize, F: Legacy>(row: &[u8], acts: &Acts, t0: usize, res: &mut [f32; TILE]) {
     let mut acc = [_mm256_setzero_ps(); N];
+    let mut odd = [_mm256_setzero_ps(); N];
     let mut accm = [0f32; N];
     let blocks = row.len() / F::BYTES;
     let p = row.as_ptr();
@@ -264,7 +266,8 @@ unsafe fn legacy<I: Isa, const N: usize, F: Legacy>(row: &[u8], acts: &Acts, t0:
             let x = if F::SIGNED { _mm256_sign_epi8(x, w) } else { x };
             let lanes = I::dot(_mm256_setzero_si256(), mag, x);
             let dx = *acts.scales(t).get_unchecked(b);
-            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(d * dx), acc[i]);
+            let chain = if b % 2 == 0 { &mut acc[i] } else { &mut odd[i] };
+            *chain = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(d * dx), *chain);
             if let Some(m) = m {
                 let bsum = *acts.bsum(t).get_unchecked(b);
                 accm[i] = (bsum as f32).mul_add(m * dx, accm[i]);
@@ -272,7 +275,7 @@ unsafe fn legacy<I: Isa, const N: usize, F: Legacy>(row: &[u8], acts: &Acts, t0:
         }
     }
     for i in 0..N {
-        res[i] = sum_lanes(acc[i]) + accm[i];
+        res[i] = (sum_lanes(acc[i]) + sum_lanes(odd[i])) + accm[i];
     }
 }
 
