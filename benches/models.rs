@@ -1,7 +1,9 @@
-//! Local model speed: MiniLM sentences per second by batch size, and SmolLM2 prompt and
-//! decode tokens per second, with and without prompt-prefix reuse. Needs the models
-//! (`sopsim models fetch`). Thread count follows `RAYON_NUM_THREADS` (default: one per
-//! core); run once with `RAYON_NUM_THREADS=1` to compare.
+//! Local model speed: MiniLM sentences per second by batch size; prompt and decode
+//! tokens per second of the default chat model (Qwen2.5-Coder-0.5B) and SmolLM2; the
+//! default model's aggregate decode rate with 1–8 sequences batched together; an agent
+//! turn with and without prompt-prefix reuse; and a closed choice against a 20-token
+//! reply. Needs the models (`sopsim models fetch minilm qwen05 smollm2`). Threads follow
+//! `SOPSIM_THREADS` (default: one per core).
 //!
 //! The anchors (PyTorch + sentence-transformers; llama.cpp) are measured by
 //! `benches/anchors/*.py` on the same sentences and prompt.
@@ -12,7 +14,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use sopsim::embed::{Embedder, MiniLm};
 use sopsim::llm::local::{LocalBackend, LocalOptions};
 use sopsim::llm::{CallContext, CallKind, ChatMessage, LlmBackend, LlmRequest};
-use sopsim::models::{models_dir, MINILM, SMOLLM2};
+use sopsim::models::{models_dir, ModelSpec, Quiet, MINILM, QWEN05, SMOLLM2};
 use sopsim::scenario::LlmSettings;
 
 /// Thirteen-word sentences, as in the anchors' measurements.
@@ -50,7 +52,7 @@ fn sentences(n: usize) -> Vec<String> {
 }
 
 fn bench_embed(c: &mut Criterion) {
-    let model = MiniLm::load(&MINILM.ensure(&models_dir()).unwrap()).unwrap();
+    let model = MiniLm::load(&MINILM.ensure(&models_dir(), &Quiet).unwrap()).unwrap();
     let mut group = c.benchmark_group("minilm");
     group
         .sample_size(10)
@@ -77,64 +79,52 @@ argue about the weather. ";
     )
 }
 
-fn request(user: &str, max_tokens: u32) -> LlmRequest {
-    LlmRequest {
-        messages: vec![
-            ChatMessage::system("You are a helpful assistant."),
-            ChatMessage::user(user),
-        ],
-        settings: LlmSettings {
-            temperature: Some(0.0),
-            max_tokens: Some(max_tokens),
-            ..LlmSettings::default()
-        },
-        context: CallContext {
-            kind: CallKind::Act,
-            state: "bench".into(),
-            turn: 1,
-            agent: None,
-            role: None,
-            index: 0,
-            choices: vec![],
-            run_seed: 0,
-        },
+fn settings(max_tokens: u32) -> LlmSettings {
+    LlmSettings {
+        temperature: Some(0.0),
+        max_tokens: Some(max_tokens),
+        ..LlmSettings::default()
     }
 }
 
-fn bench_generate(c: &mut Criterion) {
-    let path = SMOLLM2
-        .ensure(&models_dir())
-        .unwrap()
-        .join(SMOLLM2.files[0].name);
-    let fresh = LocalBackend::start(
-        &path,
-        LocalOptions {
-            cache_slots: 0,
-            ignore_eos: true,
-            ..LocalOptions::default()
-        },
+fn context(index: u64) -> CallContext {
+    CallContext {
+        kind: CallKind::Act,
+        state: "bench".into(),
+        turn: 1,
+        agent: None,
+        role: None,
+        index,
+        choices: vec![],
+        run_seed: index,
+    }
+}
+
+fn request(user: &str, max_tokens: u32) -> LlmRequest {
+    LlmRequest::chat(
+        vec![ChatMessage::system("You are a helpful assistant."), ChatMessage::user(user)],
+        settings(max_tokens),
+        context(0),
     )
-    .unwrap();
-    let reuse = LocalBackend::start(
-        &path,
-        LocalOptions {
-            ignore_eos: true,
-            ..LocalOptions::default()
-        },
-    )
-    .unwrap();
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    futures::executor::block_on(f)
+}
+
+/// Prompt and decode tokens per second, single stream, for one model file.
+fn bench_model(c: &mut Criterion, name: &str, spec: &ModelSpec) {
+    let path = spec.main_file(&models_dir());
+    spec.ensure(&models_dir(), &Quiet).unwrap();
+    let fresh = LocalBackend::start(&path, LocalOptions { cache_bytes: 0, ignore_eos: true, ..LocalOptions::default() }).unwrap();
+    let reuse = LocalBackend::start(&path, LocalOptions { ignore_eos: true, ..LocalOptions::default() }).unwrap();
     let story = story();
-    let prompt_tokens = futures::executor::block_on(fresh.complete(request(&story, 1), None))
-        .unwrap()
-        .usage
-        .prompt_tokens;
-    let mut group = c.benchmark_group("smollm2");
-    group
-        .sample_size(10)
-        .measurement_time(Duration::from_secs(10));
+    let prompt_tokens = block_on(fresh.complete(request(&story, 1), None)).unwrap().usage.prompt_tokens;
+    let mut group = c.benchmark_group(name);
+    group.sample_size(10).measurement_time(Duration::from_secs(10));
     group.throughput(Throughput::Elements(prompt_tokens));
     group.bench_function(BenchmarkId::new("prompt_tokens", prompt_tokens), |b| {
-        b.iter(|| futures::executor::block_on(fresh.complete(request(&story, 1), None)).unwrap())
+        b.iter(|| block_on(fresh.complete(request(&story, 1), None)).unwrap())
     });
     const DECODE: u32 = 128;
     group.throughput(Throughput::Elements(u64::from(DECODE)));
@@ -143,16 +133,84 @@ fn bench_generate(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let t0 = Instant::now();
-                futures::executor::block_on(reuse.complete(request(&story, 1), None)).unwrap();
+                block_on(reuse.complete(request(&story, 1), None)).unwrap();
                 let t1 = Instant::now();
-                futures::executor::block_on(reuse.complete(request(&story, DECODE + 1), None))
-                    .unwrap();
+                block_on(reuse.complete(request(&story, DECODE + 1), None)).unwrap();
                 total += t1.elapsed().saturating_sub(t1 - t0);
             }
             total
         })
     });
     group.finish();
+}
+
+/// Aggregate decode tokens per second with 1, 2, 4 and 8 sequences decoding together
+/// (continuous batching across simulations), each after its own cached prompt.
+fn bench_batched_decode(c: &mut Criterion) {
+    let path = QWEN05.main_file(&models_dir());
+    let backend = LocalBackend::start(&path, LocalOptions { ignore_eos: true, ..LocalOptions::default() }).unwrap();
+    const DECODE: u32 = 64;
+    let ask = |k: usize, max_tokens: u32| {
+        let reqs = (0..k).map(|i| {
+            LlmRequest::chat(
+                vec![ChatMessage::system("You are a helpful assistant."), ChatMessage::user(format!("Tell story number {i} about a bridge."))],
+                settings(max_tokens),
+                context(i as u64),
+            )
+        });
+        block_on(futures::future::join_all(reqs.map(|r| backend.complete(r, None))))
+    };
+    let mut group = c.benchmark_group("qwen05_batched_decode");
+    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    for k in [1usize, 2, 4, 8] {
+        ask(k, 1); // the prompts are cached from here on
+        group.throughput(Throughput::Elements(k as u64 * u64::from(DECODE)));
+        group.bench_function(BenchmarkId::new("sequences", k), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let t0 = Instant::now();
+                    ask(k, 1);
+                    let t1 = Instant::now();
+                    ask(k, DECODE + 1);
+                    total += t1.elapsed().saturating_sub(t1 - t0);
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+}
+
+/// A closed choice between the two prisoner's-dilemma moves (one pass over the prompt,
+/// the options scored from the logits) against a free reply of 20 tokens, same prompt.
+fn bench_choice(c: &mut Criterion) {
+    let path = QWEN05.main_file(&models_dir());
+    let backend = LocalBackend::start(&path, LocalOptions { cache_bytes: 0, ignore_eos: true, ..LocalOptions::default() }).unwrap();
+    let messages = vec![
+        ChatMessage::system("You are Alice in a repeated prisoner's dilemma against Bob. Both cooperating pays 3 each; both defecting 1 each; a defector against a cooperator gets 5 and the cooperator 0."),
+        ChatMessage::user("Round 3. Last round Bob cooperated and you cooperated. Choose your move."),
+    ];
+    let mut group = c.benchmark_group("qwen05_decision");
+    group.sample_size(10).measurement_time(Duration::from_secs(8));
+    group.bench_function("choice_of_two", |b| {
+        b.iter(|| {
+            let r = LlmRequest::choice(messages.clone(), vec!["COOPERATE".into(), "DEFECT".into()], settings(1), context(0));
+            block_on(backend.complete(r, None)).unwrap()
+        })
+    });
+    group.bench_function("free_reply_20_tokens", |b| {
+        b.iter(|| block_on(backend.complete(LlmRequest::chat(messages.clone(), settings(20), context(0)), None)).unwrap())
+    });
+    group.finish();
+}
+
+fn bench_generate(c: &mut Criterion) {
+    bench_model(c, "qwen05", &QWEN05);
+    bench_model(c, "smollm2", &SMOLLM2);
+    let path = QWEN05.main_file(&models_dir());
+    let fresh = LocalBackend::start(&path, LocalOptions { cache_bytes: 0, ..LocalOptions::default() }).unwrap();
+    let reuse = LocalBackend::start(&path, LocalOptions::default()).unwrap();
 
     // An agent's turn: a shared 180-token system prompt, a changing conversation.
     let system = "A town council debates a new bridge over the river. You are Ada, the town engineer. Your style: calm, precise, \
@@ -161,29 +219,25 @@ the river every day. Rules: answer in two sentences; never invent figures; say w
 alone costs two million. - Building takes eighteen months if the river stays low. - Farmers on the east bank save an hour \
 each market day. The council meets on Tuesday evenings in the old mill.";
     let turn = |i: usize| {
-        LlmRequest {
-        messages: vec![ChatMessage::system(system), ChatMessage::user(format!("Conversation:\nMayor: Question {i}: what does the bridge change for the market?\nReply as Ada."))],
-        ..request("", 16)
-    }
+        LlmRequest::chat(
+            vec![ChatMessage::system(system), ChatMessage::user(format!("Conversation:\nMayor: Question {i}: what does the bridge change for the market?\nReply as Ada."))],
+            settings(16),
+            context(0),
+        )
     };
-    let mut group = c.benchmark_group("agent_turn");
-    group
-        .sample_size(10)
-        .measurement_time(Duration::from_secs(10));
-    for (name, backend) in [
-        ("without_prefix_reuse", &fresh),
-        ("with_prefix_reuse", &reuse),
-    ] {
+    let mut group = c.benchmark_group("qwen05_agent_turn");
+    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    for (name, backend) in [("without_prefix_reuse", &fresh), ("with_prefix_reuse", &reuse)] {
         let mut i = 0;
         group.bench_function(name, |b| {
             b.iter(|| {
                 i += 1;
-                futures::executor::block_on(backend.complete(turn(i), None)).unwrap()
+                block_on(backend.complete(turn(i), None)).unwrap()
             })
         });
     }
     group.finish();
 }
 
-criterion_group!(benches, bench_embed, bench_generate);
+criterion_group!(benches, bench_embed, bench_generate, bench_batched_decode, bench_choice);
 criterion_main!(benches);

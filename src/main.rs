@@ -226,6 +226,42 @@ impl From<ModelArgs> for ModelOptions {
             replay: a.replay,
             embedder: a.embedder.into(),
             embedder_model: a.embedder_model,
+            fetch_observer: runner::Observer(std::sync::Arc::new(FetchProgress::default())),
+        }
+    }
+}
+
+/// Shows a model fetch on stderr: what runs, and a progress bar of the bytes checked.
+#[derive(Default)]
+struct FetchProgress {
+    bar: std::sync::Mutex<Option<indicatif::ProgressBar>>,
+}
+
+impl sopsim::models::FetchObserver for FetchProgress {
+    fn event(&self, event: sopsim::models::FetchEvent) {
+        use sopsim::models::FetchEvent;
+        let mut bar = self.bar.lock().unwrap_or_else(|p| p.into_inner());
+        match event {
+            FetchEvent::Starting { model, dir } => {
+                eprintln!("sopsim: {model} is not in {} yet; fetching it (once)…", dir.display())
+            }
+            FetchEvent::Running { command } => eprintln!("sopsim: {command}"),
+            FetchEvent::Progress { model, done, total } => {
+                let b = bar.get_or_insert_with(|| {
+                    let b = indicatif::ProgressBar::new(total).with_message(format!("unpacking {model}"));
+                    if let Ok(style) = indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes}") {
+                        b.set_style(style.progress_chars("=> "));
+                    }
+                    b
+                });
+                b.set_position(done);
+            }
+            FetchEvent::Done { model, dir } => {
+                if let Some(b) = bar.take() {
+                    b.finish_and_clear();
+                }
+                eprintln!("sopsim: {model} ready in {}", dir.display());
+            }
         }
     }
 }
@@ -421,7 +457,7 @@ fn execute(command: Command) -> Result<(), CommandError> {
         } => {
             let root = sopsim::models::models_dir();
             let specs: Vec<_> = if names.is_empty() {
-                sopsim::models::KNOWN.iter().collect()
+                sopsim::models::KNOWN.iter().filter(|m| m.by_default).collect()
             } else {
                 names
                     .iter()
@@ -436,7 +472,7 @@ fn execute(command: Command) -> Result<(), CommandError> {
                         spec.folder(&root).display()
                     ));
                 } else {
-                    sopsim::models::fetch(spec, &root)?;
+                    sopsim::models::fetch(spec, &root, &FetchProgress::default())?;
                 }
             }
             Ok(())

@@ -68,6 +68,24 @@ pub struct ModelOptions {
     /// A folder with config.json, model.safetensors and tokenizer.json (default: the
     /// fetched MiniLM).
     pub embedder_model: Option<PathBuf>,
+    /// Told about fetching a missing model.
+    pub fetch_observer: Observer,
+}
+
+/// A shared [`models::FetchObserver`].
+#[derive(Clone)]
+pub struct Observer(pub Arc<dyn models::FetchObserver>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
+}
+
+impl Default for Observer {
+    fn default() -> Self {
+        Self(Arc::new(models::Quiet))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -131,6 +149,7 @@ impl Default for ModelOptions {
             replay: None,
             embedder: EmbedderChoice::MiniLm,
             embedder_model: None,
+            fetch_observer: Observer::default(),
         }
     }
 }
@@ -150,7 +169,7 @@ pub fn load_with_notes(
 impl From<ModelError> for CommandError {
     fn from(e: ModelError) -> Self {
         match e {
-            ModelError::Unknown(_) => CommandError::BadInput(e.to_string()),
+            ModelError::Unknown { .. } => CommandError::BadInput(e.to_string()),
             other => CommandError::Runtime(other.to_string()),
         }
     }
@@ -167,16 +186,27 @@ fn existing(flag: &str, path: &std::path::Path) -> Result<(), CommandError> {
     }
 }
 
-/// Loads the chat model the options name, fetching the default model on first use.
+/// The chat model sopsim fetches and runs when none is named.
+pub const DEFAULT_CHAT_MODEL: &models::ModelSpec = &models::QWEN05;
+
+/// Loads the chat model the options name — a GGUF file, or a known model's name —
+/// fetching a known model on first use.
 pub fn local_backend(opts: &ModelOptions) -> Result<LocalBackend, CommandError> {
+    let observer = opts.fetch_observer.0.as_ref();
+    let known = |spec: &models::ModelSpec| -> Result<PathBuf, CommandError> {
+        let root = models::models_dir();
+        spec.ensure(&root, observer)?;
+        Ok(spec.main_file(&root))
+    };
     let path = match &opts.model {
-        Some(p) => {
-            existing("--model", p)?;
-            p.clone()
-        }
-        None => models::SMOLLM2
-            .ensure(&models::models_dir())?
-            .join(models::SMOLLM2.files[0].name),
+        Some(p) => match models::find(&p.to_string_lossy()) {
+            Ok(spec) if spec.name != models::MINILM.name => known(spec)?,
+            _ => {
+                existing("--model", p)?;
+                p.clone()
+            }
+        },
+        None => known(DEFAULT_CHAT_MODEL)?,
     };
     LocalBackend::start(&path, LocalOptions::default()).map_err(|e| match &opts.model {
         Some(p) => CommandError::BadInput(format!("--model {}: {e}", p.display())),
@@ -233,7 +263,7 @@ pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, CommandError> 
                     existing("--embedder-model", d)?;
                     d.clone()
                 }
-                None => models::MINILM.ensure(&models::models_dir())?,
+                None => models::MINILM.ensure(&models::models_dir(), opts.fetch_observer.0.as_ref())?,
             };
             Arc::new(MiniLm::load(&dir).map_err(|e| match &opts.embedder_model {
                 Some(d) => CommandError::BadInput(format!("--embedder-model {}: {e}", d.display())),

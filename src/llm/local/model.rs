@@ -443,14 +443,14 @@ fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matri
         return Err(err(format!("dimensions {:?}, expected [{cols}, {rows}]", info.dims)));
     }
     let ty = WeightType::from_ggml(info.ggml_type).map_err(err)?;
-    if cols % ty.group() != 0 || cols % 32 != 0 {
-        return Err(err(format!("rows of {cols} values cannot be {}", ty.name())));
-    }
     let len = ty
         .row_bytes(cols)
         .checked_mul(rows)
-        .filter(|len| file.slice(info.start, *len).is_some())
+        .ok_or_else(|| err("its size overflows".into()))?;
+    let data = file
+        .slice(info.start, len)
         .ok_or_else(|| err("its data runs past the end of the file".into()))?;
+    QView::new(ty, rows, cols, data).map_err(err)?;
     Ok(Matrix {
         ty,
         rows,

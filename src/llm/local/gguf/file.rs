@@ -466,8 +466,10 @@ pub(crate) mod tests {
 
     #[test]
     fn refuses_truncated_files_and_other_magic() {
-        let bytes = write_gguf(&[("k", Value::U32(1))], &[]);
-        for cut in 0..bytes.len() - 1 {
+        let bytes = write_gguf(&[("k", Value::U32(0x0101_0101))], &[]);
+        // Up to the end of the header (the padding after it may be cut).
+        let header = bytes.iter().rposition(|b| *b != 0).unwrap() + 1;
+        for cut in 0..header {
             assert!(parse(bytes[..cut].to_vec()).is_err(), "cut at {cut}");
         }
         assert!(parse(b"GGML....".to_vec()).is_err());

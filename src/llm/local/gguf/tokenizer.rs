@@ -119,7 +119,8 @@ pub fn tokenizer(f: &GgufFile, vocab_rows: usize) -> Result<(Tokenizer, SpecialT
     let pre_tokenizer: PreTokenizerWrapper = match pre {
         "smollm" => Sequence::new(vec![Digits::new(true).into(), gpt2_bytes.into()]).into(),
         "qwen2" => {
-            tok.with_normalizer(Some(NFC));
+            tok.with_normalizer(Some(NFC))
+                .map_err(|e| GgufError::meta("tokenizer.ggml.pre", e.to_string()))?;
             Sequence::new(vec![split(QWEN2)?, raw_bytes.into()]).into()
         }
         "llama3" | "llama-bpe" | "smaug-bpe" => Sequence::new(vec![split(LLAMA3)?, raw_bytes.into()]).into(),

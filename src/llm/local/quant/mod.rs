@@ -26,7 +26,7 @@ mod x86_512;
 use std::ops::Range;
 use std::sync::OnceLock;
 
-pub use acts::{ActFormat, Acts};
+pub use acts::Acts;
 pub use formats::{dequantize, WeightType};
 
 /// A weight matrix: `rows` output rows of `cols` inputs each, in GGUF block format.
