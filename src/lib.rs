@@ -54,9 +54,9 @@
 //!   statistics, report and plots.
 
 pub mod action;
+pub use sopsim_infer::compute;
 pub mod actors;
 pub mod bench;
-pub mod compute;
 pub mod elysia;
 pub mod embed;
 pub mod error;

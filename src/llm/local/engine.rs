@@ -17,13 +17,18 @@ use rand_chacha::ChaCha8Rng;
 use tokenizers::Tokenizer;
 use tokio::sync::oneshot;
 
-use super::kv::KvCache;
-use super::model::{Model, Scratch, Segment, Want};
-use super::options::{OptionTrie, Question};
-use super::sampling::{call_seed, draw, Sampler};
-use super::template::ChatTemplate;
+use std::hash::Hasher;
+
+use sopsim_infer::kv::KvCache;
+use sopsim_infer::model::{Model, Scratch, Segment, Want};
+use sopsim_infer::options::{OptionTrie, Question};
+use sopsim_infer::sampling::{draw, Sampler, SamplingParams};
+use sopsim_infer::template::ChatTemplate;
+use xxhash_rust::xxh3::Xxh3;
+
 use super::{LocalOptions, SpecialTokens};
-use crate::llm::{Chosen, Completion, LlmError, LlmRequest, TokenSink, Usage};
+use crate::llm::{CallContext, ChatRole, Chosen, Completion, LlmError, LlmRequest, TokenSink, Usage};
+use crate::scenario::LlmSettings;
 
 /// Prompt tokens one step reads at most (all sequences together).
 const STEP_PROMPT_TOKENS: usize = 128;
@@ -169,7 +174,19 @@ impl Worker {
     }
 
     fn prepare(&self, request: &LlmRequest) -> Result<(String, Vec<u32>), LlmError> {
-        let rendered = self.text.template.render(&request.messages).map_err(|e| self.error(e))?;
+        let messages: Vec<(&str, &str)> = request
+            .messages
+            .iter()
+            .map(|m| {
+                let role = match m.role {
+                    ChatRole::System => "system",
+                    ChatRole::User => "user",
+                    ChatRole::Assistant => "assistant",
+                };
+                (role, m.content.as_str())
+            })
+            .collect();
+        let rendered = self.text.template.render(&messages).map_err(|e| self.error(e))?;
         let prompt = encode(&self.text.tokenizer, &rendered).map_err(|e| self.error(e))?;
         if prompt.is_empty() {
             return Err(self.error("the prompt is empty"));
@@ -328,8 +345,13 @@ impl Worker {
             None => {
                 let room = self.model.shape.positions - prompt_len;
                 let max_tokens = req.settings.max_tokens.unwrap_or(self.options.default_max_tokens) as usize;
+                let params = SamplingParams {
+                    temperature: req.settings.temperature.unwrap_or(0.7),
+                    top_k: req.settings.top_k,
+                    top_p: req.settings.top_p,
+                };
                 Ok(Phase::Reply(Reply {
-                    sampler: Sampler::new(&req.settings, seed),
+                    sampler: Sampler::new(params, seed),
                     generated: Vec::new(),
                     text: TextStream::default(),
                     max_tokens: max_tokens.min(room),
@@ -464,6 +486,17 @@ pub(super) fn encode(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, Stri
         .encode(text, false)
         .map(|e| e.get_ids().to_vec())
         .map_err(|e| e.to_string())
+}
+
+/// The seed of a call: the request's own `seed` if set, else the run's seed mixed with
+/// the prompt, so a seeded run draws the same way every time it sends the same prompt.
+fn call_seed(settings: &LlmSettings, context: &CallContext, prompt: &str) -> u64 {
+    settings.seed.unwrap_or_else(|| {
+        let mut h = Xxh3::new();
+        h.write_u64(context.run_seed);
+        h.write(prompt.as_bytes());
+        h.finish()
+    })
 }
 
 /// The option drawn from `probabilities` at `temperature` (0: the most probable).

@@ -2,21 +2,12 @@
 //! sopsim's own kernels on a worker thread that owns the model. Actors only await
 //! replies.
 //!
-//! - [`gguf`]: the file, its metadata, tokenizer and chat template, all checked.
-//! - `quant`: batch-invariant quantised products (AVX2 / AVX-VNNI, scalar reference).
-//! - `model`: the forward pass over rows of many sequences; `attention`, `kv`.
-//! - `engine`: the worker, continuous batching, prefix reuse, choices.
-//! - `sampling`, `options` (choices by probability), `template`.
+//! The model itself — the GGUF file, kernels, forward pass, tokenizer, template — is
+//! the `sopsim-infer` crate; here are the backend handle and `engine`, the worker
+//! that batches every simulation's requests, reuses prompt prefixes and answers
+//! choices.
 
-pub mod gguf;
-mod attention;
 mod engine;
-mod kv;
-mod model;
-mod options;
-mod quant;
-mod sampling;
-mod template;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -29,11 +20,12 @@ use tokio::sync::oneshot;
 use super::{Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
 use crate::tokens::TokenCounter;
 use engine::{Job, Text, Worker};
-use model::Model;
-use template::ChatTemplate;
+use sopsim_infer::gguf;
+use sopsim_infer::model::{self, Model};
+use sopsim_infer::template::ChatTemplate;
 
-pub use gguf::{GgufError, SpecialTokens};
-pub use quant::Kernels;
+pub use sopsim_infer::gguf::{GgufError, SpecialTokens};
+pub use sopsim_infer::quant::Kernels;
 
 /// How the local model runs.
 #[derive(Debug, Clone)]

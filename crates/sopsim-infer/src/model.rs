@@ -1,17 +1,17 @@
 //! The transformer forward pass (llama and qwen2) over a batch of rows from any number
 //! of sequences, each row at its own position in its own sequence's KV cache.
 //!
-//! Products read the weights once per step for every row in it (see [`super::quant`]),
+//! Products read the weights once per step for every row in it (see [`crate::quant`]),
 //! attention runs per row and head, and every other operation is per row. So a row's
 //! result is the same bits whatever else shares its step, whether its prompt was
 //! processed in one piece or several, and whether part of it came from a reused cache.
 
 use std::path::Path;
 
-use super::attention::{attend, HeadCache};
-use super::gguf::{Arch, GgufError, GgufFile, ModelShape};
-use super::kv::KvCache;
-use super::quant::{Acts, Kernels, QView, WeightType};
+use crate::attention::{attend, HeadCache};
+use crate::gguf::{Arch, GgufError, GgufFile, ModelShape};
+use crate::kv::KvCache;
+use crate::quant::{Acts, Kernels, QView, WeightType};
 
 /// A weight matrix in the file: `rows` outputs of `cols` inputs.
 #[derive(Debug, Clone, Copy)]
@@ -330,7 +330,7 @@ impl Model {
             let mut values = Vec::with_capacity(ids.len());
             for id in ids {
                 let mut v = [0f32];
-                super::quant::matmul_rows(self.kernels, head, &sc.acts, id as usize..id as usize + 1, &mut v);
+                crate::quant::matmul_rows(self.kernels, head, &sc.acts, id as usize..id as usize + 1, &mut v);
                 values.push(v[0]);
             }
             out[si][wi] = values;
@@ -372,7 +372,7 @@ impl Model {
         let tasks = dest.chunks_mut(per * n).enumerate().map(|(i, chunk)| {
             move || {
                 let start = i * per;
-                super::quant::matmul_rows(kernels, w, acts, start..start + chunk.len() / n, chunk)
+                crate::quant::matmul_rows(kernels, w, acts, start..start + chunk.len() / n, chunk)
             }
         });
         crate::compute::run_all(tasks.collect());
@@ -478,7 +478,7 @@ fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, GgufError
         .slice(info.start, ty.row_bytes(len))
         .ok_or_else(|| err("its data runs past the end of the file".into()))?;
     let mut out = vec![0f32; len];
-    super::quant::dequantize(ty, bytes, &mut out);
+    crate::quant::dequantize(ty, bytes, &mut out);
     if out.iter().any(|v| !v.is_finite()) {
         return Err(err("holds a value that is not a finite number".into()));
     }

@@ -7,7 +7,7 @@
 
 use half::f16;
 
-use super::quant::sum_lanes;
+use crate::quant::sum_lanes;
 
 /// Converts eight f16 bit patterns.
 trait Half {
@@ -56,7 +56,7 @@ pub struct HeadCache<'a> {
 /// `out` = softmax(q·K / √d) · V over the head's cached positions. `scores` is scratch.
 pub fn attend(q: &[f32], cache: &HeadCache<'_>, scale: f32, scores: &mut Vec<f32>, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if super::quant::Kernels::detect() != super::quant::Kernels::Scalar {
+    if crate::quant::Kernels::detect() != crate::quant::Kernels::Scalar {
         // SAFETY: the kernels were chosen after checking for AVX2, FMA and F16C.
         return unsafe { attend_avx2(q, cache, scale, scores, out) };
     }

@@ -6,8 +6,6 @@
 
 use minijinja::{context, Environment, Error, ErrorKind};
 
-use crate::llm::{ChatMessage, ChatRole};
-
 /// Template instructions one rendering may execute (a long conversation takes a few
 /// thousand).
 const FUEL: u64 = 20_000_000;
@@ -73,18 +71,12 @@ impl ChatTemplate {
         })
     }
 
-    /// The prompt text for `messages`, ending where the assistant's reply begins.
-    pub fn render(&self, messages: &[ChatMessage]) -> Result<String, String> {
+    /// The prompt text for `messages` (role, content), ending where the assistant's
+    /// reply begins.
+    pub fn render(&self, messages: &[(&str, &str)]) -> Result<String, String> {
         let msgs: Vec<minijinja::Value> = messages
             .iter()
-            .map(|m| {
-                let role = match m.role {
-                    ChatRole::System => "system",
-                    ChatRole::User => "user",
-                    ChatRole::Assistant => "assistant",
-                };
-                context! { role => role, content => m.content.clone() }
-            })
+            .map(|(role, content)| context! { role => role, content => content })
             .collect();
         let tmpl = self.env.get_template("chat").map_err(|e| e.to_string())?;
         tmpl.render(context! { messages => msgs, add_generation_prompt => true, bos_token => self.bos, eos_token => self.eos })
@@ -111,7 +103,7 @@ mod tests {
             "</s>".into(),
         )
         .unwrap();
-        let err = t.render(&[ChatMessage::user("hi")]).unwrap_err();
+        let err = t.render(&[("user", "hi")]).unwrap_err();
         assert!(err.contains("fuel"), "{err}");
     }
 
@@ -119,7 +111,7 @@ mod tests {
     fn whitespace_control_and_loop_controls_as_hugging_face_renders() {
         let src = "{% for m in messages %}\n  {% if m.role == 'system' %}{% continue %}{% endif %}\n[{{ m.content | tojson }}]\n{% endfor %}";
         let t = ChatTemplate::new(Some(src.into()), None, "</s>".into()).unwrap();
-        let out = t.render(&[ChatMessage::system("s"), ChatMessage::user("a \"b\"")]).unwrap();
+        let out = t.render(&[("system", "s"), ("user", "a \"b\"")]).unwrap();
         assert_eq!(out, "[\"a \\\"b\\\"\"]\n");
     }
 }

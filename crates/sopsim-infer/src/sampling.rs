@@ -2,27 +2,18 @@
 //! temperature, top-k and top-p, drawn with a seeded generator so that a seeded run
 //! samples the same way every time.
 
-use std::hash::Hasher;
-
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use xxhash_rust::xxh3::Xxh3;
-
-use crate::llm::CallContext;
-use crate::scenario::LlmSettings;
 
 const REPEAT_PENALTY: f32 = 1.1;
 const REPEAT_WINDOW: usize = 64;
 
-/// The seed of a call: the request's own `seed` if set, else the run's seed mixed with
-/// the prompt, so a seeded run draws the same way every time it sends the same prompt.
-pub fn call_seed(settings: &LlmSettings, context: &CallContext, prompt: &str) -> u64 {
-    settings.seed.unwrap_or_else(|| {
-        let mut h = Xxh3::new();
-        h.write_u64(context.run_seed);
-        h.write(prompt.as_bytes());
-        h.finish()
-    })
+/// How to draw: temperature (0 or less: always the most likely), top-k, top-p.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SamplingParams {
+    pub temperature: f32,
+    pub top_k: Option<u32>,
+    pub top_p: Option<f32>,
 }
 
 pub struct Sampler {
@@ -33,12 +24,12 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    pub fn new(settings: &LlmSettings, seed: u64) -> Self {
+    pub fn new(params: SamplingParams, seed: u64) -> Self {
         Self {
             rng: ChaCha8Rng::seed_from_u64(seed),
-            temperature: settings.temperature.unwrap_or(0.7),
-            top_k: settings.top_k.map(|k| k as usize).filter(|k| *k > 0),
-            top_p: settings.top_p.filter(|p| *p > 0.0 && *p < 1.0),
+            temperature: params.temperature,
+            top_k: params.top_k.map(|k| k as usize).filter(|k| *k > 0),
+            top_p: params.top_p.filter(|p| *p > 0.0 && *p < 1.0),
         }
     }
 
@@ -119,16 +110,17 @@ pub fn draw(probs: &[f64], rng: &mut ChaCha8Rng) -> usize {
 mod tests {
     use super::*;
 
-    fn settings(t: f32) -> LlmSettings {
-        LlmSettings {
-            temperature: Some(t),
-            ..Default::default()
+    fn settings(t: f32) -> SamplingParams {
+        SamplingParams {
+            temperature: t,
+            top_k: None,
+            top_p: None,
         }
     }
 
     #[test]
     fn temperature_zero_takes_the_best_after_the_penalty() {
-        let mut s = Sampler::new(&settings(0.0), 1);
+        let mut s = Sampler::new(settings(0.0), 1);
         assert_eq!(s.sample(&mut [0.1, 2.0, 1.95], &[]), 1);
         // Token 1 was just said: 2.0 / 1.1 < 1.95.
         assert_eq!(s.sample(&mut [0.1, 2.0, 1.95], &[1]), 2);
@@ -137,7 +129,7 @@ mod tests {
     #[test]
     fn seeded_draws_repeat_and_follow_the_distribution() {
         let draws = |seed| {
-            let mut s = Sampler::new(&settings(1.0), seed);
+            let mut s = Sampler::new(settings(1.0), seed);
             (0..2000).map(|_| s.sample(&mut [0.0, (3.0f32).ln(), f32::NEG_INFINITY], &[])).collect::<Vec<_>>()
         };
         assert_eq!(draws(5), draws(5));
@@ -148,25 +140,11 @@ mod tests {
 
     #[test]
     fn top_k_and_top_p_cut_the_tail() {
-        let mut s = Sampler::new(
-            &LlmSettings {
-                temperature: Some(1.0),
-                top_k: Some(1),
-                ..Default::default()
-            },
-            3,
-        );
+        let mut s = Sampler::new(SamplingParams { top_k: Some(1), ..settings(1.0) }, 3);
         for _ in 0..50 {
             assert_eq!(s.sample(&mut [1.0, 1.2, 0.5], &[]), 1);
         }
-        let mut s = Sampler::new(
-            &LlmSettings {
-                temperature: Some(1.0),
-                top_p: Some(0.5),
-                ..Default::default()
-            },
-            3,
-        );
+        let mut s = Sampler::new(SamplingParams { top_p: Some(0.5), ..settings(1.0) }, 3);
         for _ in 0..50 {
             assert_eq!(s.sample(&mut [0.0, 5.0, 0.0], &[]), 1);
         }

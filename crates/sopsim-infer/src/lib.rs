@@ -1,0 +1,28 @@
+//! sopsim's local inference core: what it takes to run a GGUF chat model on the CPU,
+//! without any of sopsim's simulation types.
+//!
+//! # Layout
+//!
+//! - [`gguf`]: the file (a bounded parser over a memory map), the architecture's shape,
+//!   the tokenizer and the chat template, every metadata value checked.
+//! - [`quant`]: quantised matrix products whose results do not depend on the batch
+//!   (AVX-512 VNNI, AVX2 and AVX-VNNI kernels matching a scalar reference bit for bit).
+//! - [`model`]: the llama and qwen2 forward pass over rows of many sequences, each with
+//!   its own [`kv::KvCache`]; attention per row and head.
+//! - [`options`]: choosing among options by their probability (a trie of tokens).
+//! - [`sampling`], [`template`]: the next token; the prompt text.
+//! - [`compute`]: the one place that decides how many threads model work uses.
+//!
+//! The scheduler that batches requests from many simulations lives in sopsim
+//! (`sopsim::llm::local`); this crate is compiled optimised even in debug builds,
+//! since model code unoptimised is far too slow for tests.
+
+mod attention;
+pub mod compute;
+pub mod gguf;
+pub mod kv;
+pub mod model;
+pub mod options;
+pub mod quant;
+pub mod sampling;
+pub mod template;
