@@ -1,14 +1,18 @@
 //! `Action`: what one turn produced, and `Action::process`, which makes it a `Memory`.
 
-use crate::memory::{Memory, MessageKind};
+use crate::memory::{Decision, Memory, MessageKind};
 
 /// The output of one agent turn, before it enters memory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Action {
     pub name: String,
     pub role: String,
     pub response: String,
     pub kind: MessageKind,
+    pub decision: Option<Decision>,
+    /// How the other participants are labelled (their names and roles): a reply is cut
+    /// where a line starts with one of them and a colon.
+    pub others: Vec<String>,
 }
 
 /// Where in the run the action happened.
@@ -19,29 +23,74 @@ pub struct Place<'a> {
     pub visit: u32,
 }
 
+/// A processed action: the memory, and whether the reply was cut where it went on as
+/// another participant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Processed {
+    pub memory: Memory,
+    pub cut: bool,
+}
+
 impl Action {
     /// Turns the action into a memory message. As in the seed, a speaker's own name
     /// written as a prefix (`Ada:`, also `Ada (Host):` and `**Ada:**`) is stripped,
     /// repeatedly, because models often echo the transcript format. Unlike the seed,
     /// the name is only stripped at the start: the seed cut everything before its last
-    /// occurrence anywhere, which loses text when a speaker quotes their own name.
-    pub fn process(self, at: Place<'_>) -> Memory {
+    /// occurrence anywhere, which loses text when a speaker quotes their own name. A
+    /// model's reply also ends where a new line starts with another participant's name
+    /// or role and a colon: an agent never writes other people's lines.
+    pub fn process(self, at: Place<'_>) -> Processed {
         let mut text = self.response.trim();
+        let mut cut = false;
         if self.kind == MessageKind::Reply {
             while let Some(rest) = strip_name(text, &self.name, &self.role) {
                 text = rest.trim_start();
             }
+            if let Some(end) = other_speaker_line(text, &self.others) {
+                text = &text[..end];
+                cut = true;
+            }
         }
-        Memory {
-            seq: at.seq,
-            state: at.state.to_string(),
-            visit: at.visit,
-            role: self.role,
-            name: self.name,
-            content: text.trim().to_string(),
-            kind: self.kind,
+        Processed {
+            memory: Memory {
+                seq: at.seq,
+                state: at.state.to_string(),
+                visit: at.visit,
+                role: self.role,
+                name: self.name,
+                content: text.trim().to_string(),
+                kind: self.kind,
+                decision: self.decision,
+            },
+            cut,
         }
     }
+}
+
+/// Where the first line that another participant "says" starts (`Bob:`, `Bob (Con):`,
+/// `**Bob:**`), if any line after the first does.
+fn other_speaker_line(text: &str, others: &[String]) -> Option<usize> {
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        if at > 0 {
+            let t = line.trim_start().trim_start_matches('*').trim_start();
+            let says = others.iter().filter(|o| !o.is_empty()).any(|o| {
+                t.strip_prefix(o.as_str()).is_some_and(|rest| {
+                    let rest = rest.trim_start();
+                    let rest = match rest.strip_prefix('(') {
+                        Some(r) => r.split_once(')').map_or("", |(_, after)| after),
+                        None => rest,
+                    };
+                    rest.trim_start_matches('*').starts_with(':')
+                })
+            });
+            if says {
+                return Some(at);
+            }
+        }
+        at += line.len();
+    }
+    None
 }
 
 fn strip_name<'t>(text: &'t str, name: &str, role: &str) -> Option<&'t str> {
@@ -64,48 +113,67 @@ fn strip_name<'t>(text: &'t str, name: &str, role: &str) -> Option<&'t str> {
 mod tests {
     use super::*;
 
-    fn process(response: &str) -> String {
-        let a = Action {
+    fn action(response: &str, kind: MessageKind) -> Action {
+        Action {
             name: "Ada".into(),
             role: "Host".into(),
             response: response.into(),
-            kind: MessageKind::Reply,
-        };
-        a.process(Place {
+            kind,
+            decision: None,
+            others: vec!["Ben".into(), "Guest".into()],
+        }
+    }
+
+    fn process(response: &str) -> Processed {
+        action(response, MessageKind::Reply).process(Place {
             seq: 4,
             state: "s",
             visit: 1,
         })
-        .content
     }
 
     #[test]
     fn strips_leading_own_name_prefixes() {
-        assert_eq!(process("Ada: Hello there."), "Hello there.");
-        assert_eq!(process("  Ada (Host): Ada: Hi"), "Hi");
-        assert_eq!(process("**Ada:** Bold start"), "Bold start");
+        assert_eq!(process("Ada: Hello there.").memory.content, "Hello there.");
+        assert_eq!(process("  Ada (Host): Ada: Hi").memory.content, "Hi");
+        assert_eq!(process("**Ada:** Bold start").memory.content, "Bold start");
     }
 
     #[test]
     fn keeps_other_names_and_mid_text_mentions() {
-        assert_eq!(process("Bob: not me"), "Bob: not me");
-        assert_eq!(process("As Ada: I said, yes."), "As Ada: I said, yes.");
-        assert_eq!(process("Adam: close but no"), "Adam: close but no");
+        assert_eq!(process("Bob: not me").memory.content, "Bob: not me");
+        assert_eq!(process("As Ada: I said, yes.").memory.content, "As Ada: I said, yes.");
+        assert_eq!(process("Adam: close but no").memory.content, "Adam: close but no");
+        let p = process("I agree with Ben: the bridge is costly.\nBen's point stands.");
+        assert!(!p.cut, "{p:?}");
+    }
+
+    #[test]
+    fn stops_where_another_participant_starts_speaking() {
+        let p = process("Welcome, everyone.\nBen: Thank you, Ada!\nAda: You're welcome.");
+        assert_eq!((p.memory.content.as_str(), p.cut), ("Welcome, everyone.", true));
+        let p = process("Ada: Let us begin.\n\n**Ben (Guest):** I object.");
+        assert_eq!((p.memory.content.as_str(), p.cut), ("Let us begin.", true));
+        let p = process("Our guest arrives.\nGuest: Hello.");
+        assert_eq!(p.memory.content, "Our guest arrives.");
+        // A person's typed turn is kept as typed.
+        let human = action("Hi\nBen: hi", MessageKind::Human).process(Place {
+            seq: 0,
+            state: "s",
+            visit: 1,
+        });
+        assert_eq!((human.memory.content.as_str(), human.cut), ("Hi\nBen: hi", false));
     }
 
     #[test]
     fn keeps_the_place_in_the_run() {
-        let a = Action {
-            name: "Ada".into(),
-            role: "Host".into(),
-            response: "Ada: x".into(),
-            kind: MessageKind::Human,
-        };
-        let m = a.process(Place {
-            seq: 9,
-            state: "vote",
-            visit: 3,
-        });
+        let m = action("Ada: x", MessageKind::Human)
+            .process(Place {
+                seq: 9,
+                state: "vote",
+                visit: 3,
+            })
+            .memory;
         assert_eq!(
             (m.seq, m.state.as_str(), m.visit, m.content.as_str()),
             (9, "vote", 3, "Ada: x")

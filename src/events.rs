@@ -31,6 +31,19 @@ pub enum SimEvent {
         text: String,
     },
     Message(Arc<Memory>),
+    /// A simultaneous round begins: every one of `roles` acts on the same information.
+    RoundStarted {
+        state: String,
+        visit: u32,
+        round: u32,
+        roles: Vec<String>,
+    },
+    /// A simultaneous round's messages are all in (they were sent just before).
+    RoundEnded {
+        state: String,
+        visit: u32,
+        round: u32,
+    },
     Warning {
         text: String,
     },
@@ -84,6 +97,19 @@ pub struct TerminalSink {
 struct TerminalState {
     roles: Vec<String>,
     streamed: bool,
+    /// Inside a simultaneous round: its messages arrive together, each with its speaker.
+    in_round: bool,
+}
+
+/// ` (COOPERATE 0.93, DEFECT 0.07)`, or nothing when the backend gave none.
+fn probabilities(d: &crate::memory::Decision) -> String {
+    match &d.probabilities {
+        Some(p) => {
+            let parts: Vec<String> = p.iter().map(|(v, x)| format!("{v} {x:.2}")).collect();
+            format!(" ({})", parts.join(", "))
+        }
+        None => String::new(),
+    }
 }
 
 impl TerminalSink {
@@ -94,6 +120,7 @@ impl TerminalSink {
             out: Mutex::new(TerminalState {
                 roles: Vec::new(),
                 streamed: false,
+                in_round: false,
             }),
             color,
         }
@@ -141,14 +168,27 @@ impl EventSink for TerminalSink {
                 write!(out, "{text}")
             }
             SimEvent::Message(m) => {
-                if st.streamed {
+                let shown = if st.streamed {
                     writeln!(out)
-                } else if m.kind == crate::memory::MessageKind::Human {
+                } else if st.in_round || m.kind == crate::memory::MessageKind::Human {
                     let s = self.style_for(&mut st, &m.role);
                     writeln!(out, "{s}{} ({}):{s:#} {}", m.name, m.role, m.content)
                 } else {
                     writeln!(out, "{}", m.content)
+                };
+                st.streamed = false;
+                match &m.decision {
+                    Some(d) => writeln!(out, "{dim}  → {}{}{dim:#}", d.value, probabilities(d)),
+                    None => shown,
                 }
+            }
+            SimEvent::RoundStarted { round, roles, .. } => {
+                st.in_round = true;
+                writeln!(out, "{dim}  round {round}: {} move at once…{dim:#}", roles.join(", "))
+            }
+            SimEvent::RoundEnded { .. } => {
+                st.in_round = false;
+                Ok(())
             }
             SimEvent::Warning { text } => {
                 let w = if self.color {
@@ -219,18 +259,33 @@ pub fn to_return(event: &SimEvent, elapsed_ms: u64) -> Option<(Return, String)> 
             format!("visit-{visit}"),
         )),
         SimEvent::Message(m) => {
-            let meta: Map<String, Value> = json!({
+            let mut meta: Map<String, Value> = json!({
                 "seq": m.seq, "state": m.state, "visit": m.visit, "role": m.role, "name": m.name,
                 "kind": m.kind, "elapsed_ms": elapsed_ms,
             })
             .as_object()
             .cloned()
             .unwrap_or_default();
+            if let Some(d) = &m.decision {
+                meta.insert("decision".into(), json!(d));
+            }
             Some((
                 Return::response(m.content.clone(), meta),
                 format!("visit-{}", m.visit),
             ))
         }
+        SimEvent::RoundStarted { state, visit, round, roles } => Some((
+            Return::Status {
+                text: format!("Round {round} of {state} begins: {} act at once", roles.join(", ")),
+            },
+            format!("visit-{visit}"),
+        )),
+        SimEvent::RoundEnded { state, visit, round } => Some((
+            Return::Status {
+                text: format!("Round {round} of {state} ends"),
+            },
+            format!("visit-{visit}"),
+        )),
         SimEvent::Warning { text } => Some((Return::Warning { text: text.clone() }, "run".into())),
         SimEvent::Finished { .. } => Some((Return::Completed, "run".into())),
         SimEvent::TurnStarted { .. } | SimEvent::Token { .. } => None,

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::actors::messages::Snapshot;
-use crate::actors::{AgentActor, Director, EnvironmentActor, ParseFailures};
+use crate::actors::{AgentActor, Cast, Director, EnvironmentActor, Limits, ParseFailures};
 use crate::embed::{EmbedService, HashEmbedder};
 use crate::error::SimError;
 use crate::events::{EventSink, Sinks};
@@ -25,7 +25,6 @@ use crate::llm::{CallKind, KindUsage, LlmBackend, LlmClient, ScriptedBackend};
 use crate::memory::Memory;
 use crate::output::TranscriptWriter;
 use crate::scenario::{Mode, Scenario};
-use crate::sop::SopEngine;
 use crate::tokens::{Estimator, TokenCounter};
 
 /// Why a run ended (`ended_by` in `summary.json`).
@@ -224,36 +223,29 @@ pub async fn run(
                 sinks: sinks.clone(),
                 human,
                 replies: 0,
+                choices: 0,
                 seed: config.seed,
             };
             (name.clone(), actor.start())
         })
         .collect();
     let (done_tx, done_rx) = oneshot::channel();
-    Director {
-        engine: SopEngine::new(scenario.clone(), config.seed),
+    let cast = Cast {
         scenario: scenario.clone(),
         agents,
         env: env.clone(),
         llm: llm.clone(),
         counter: services.counter.clone(),
         sinks,
-        transcript: config.transcript,
+    };
+    let limits = Limits {
         max_turns: config.max_turns.unwrap_or(scenario.sop.max_turns),
-        cancel: config.cancel.unwrap_or_default(),
-        done: Some(done_tx),
-        turn: 0,
-        route_calls: 0,
-        transit_calls: 0,
-        warnings: config.notes,
-        seed: config.seed,
-        prices: services.prices.clone(),
         budget_usd: config.budget_usd,
         max_total_tokens: config.max_total_tokens,
-        stop_reason: None,
-        budget_unknown_warned: false,
-        failures: ParseFailures::default(),
-    }
+        prices: services.prices.clone(),
+        cancel: config.cancel.unwrap_or_default(),
+    };
+    Director::new(cast, limits, config.transcript, config.seed, config.notes, done_tx)
     .start();
     let finish = done_rx
         .await

@@ -145,9 +145,9 @@ fn routed(route: &[&str]) -> sopsim::scenario::Scenario {
 }
 
 #[test]
-fn the_controller_is_retried_once_then_order_takes_over_with_a_warning() {
+fn a_controller_answer_naming_no_offered_role_falls_back_to_order_with_a_warning() {
     let (outcome, reqs) = run_recorded(
-        &routed(&["nobody", "still nobody", "<end>Left</end>"]),
+        &routed(&["nobody", "<end>Left</end>"]),
         None,
         0,
         &[],
@@ -158,7 +158,8 @@ fn the_controller_is_retried_once_then_order_takes_over_with_a_warning() {
         .iter()
         .filter(|r| r.context.kind == CallKind::Route)
         .collect();
-    assert_eq!(routes.len(), 4, "two attempts per decision");
+    assert_eq!(routes.len(), 2, "one closed choice per decision");
+    assert_eq!(routes[0].options.as_deref(), Some(&["Left".to_string(), "Right".to_string()][..]));
     assert_eq!(
         routes[0].context.choices,
         ["Left", "Right"],

@@ -46,6 +46,7 @@ fn transcript(lines: &[(u32, &str, &str)]) -> Vec<Memory> {
             name: name.to_string(),
             content: content.to_string(),
             kind: MessageKind::Reply,
+            decision: None,
         })
         .collect()
 }

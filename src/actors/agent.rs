@@ -1,6 +1,8 @@
 //! The Agent actor: one per agent. On `TakeTurn` it observes the Environment, builds its
-//! prompt (pure, in `prompt`), calls its model or reads its human's input, and records
-//! the result. It keeps only what is its own: its name and how many replies it made.
+//! prompt (pure, in `prompt`), calls its model or reads its human's input, makes its
+//! role's closed choice if it has one, and records the result — or hands it back, for a
+//! simultaneous round, for the Director to record with the others. It keeps only what
+//! is its own: its name and how many calls of each kind it made.
 
 use std::sync::Arc;
 
@@ -12,9 +14,10 @@ use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
 use crate::human::HumanInput;
 use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest, TokenSink};
-use crate::memory::MessageKind;
+use crate::memory::{Decision, MessageKind, Observation};
 use crate::prompt::{self, Speaker};
-use crate::scenario::{LlmSettings, Scenario};
+use crate::scenario::{ChoiceTiming, LlmSettings, Scenario};
+use crate::sop::parse_choice;
 use crate::tokens::TokenCounter;
 
 pub struct AgentActor {
@@ -27,6 +30,7 @@ pub struct AgentActor {
     /// Set when a person plays this agent.
     pub(crate) human: Option<Arc<dyn HumanInput>>,
     pub(crate) replies: u64,
+    pub(crate) choices: u64,
     pub(crate) seed: u64,
 }
 
@@ -34,9 +38,24 @@ impl Actor for AgentActor {
     type Context = Context<Self>;
 }
 
+/// What the other participants are called here: every other agent's name, and every
+/// other role of the state. A reply stops where it goes on as one of them.
+fn other_labels(scenario: &Scenario, state: &str, name: &str, role: &str) -> Vec<String> {
+    let mut labels: Vec<String> = scenario.agents.keys().filter(|n| *n != name).cloned().collect();
+    if let Some(st) = scenario.sop.states.get(state) {
+        for r in st.roles.iter().filter(|r| *r != role) {
+            if !labels.contains(r) {
+                labels.push(r.clone());
+            }
+        }
+    }
+    labels
+}
+
 impl AgentActor {
-    /// Model settings for this agent in `state` playing `role`, innermost first.
-    fn settings(&self, state: &str, role: &str) -> LlmSettings {
+    /// Model settings for this agent in `state` playing `role`, innermost first, with
+    /// stop sequences where a reply would go on as another participant.
+    fn settings(&self, state: &str, role: &str, others: &[String]) -> (LlmSettings, Vec<String>) {
         let st = &self.scenario.sop.states[state];
         let agent = &self.scenario.agents[&self.name];
         let mut s = LlmSettings::default();
@@ -51,18 +70,11 @@ impl AgentActor {
         {
             s = s.over(layer);
         }
-        // A small model tends to go on as the other speakers; stop where it would.
+        let speaker_stops: Vec<String> = others.iter().map(|o| format!("\n{o}:")).collect();
         let mut stop = s.stop.take().unwrap_or_default();
-        for other in self
-            .scenario
-            .agents
-            .keys()
-            .filter(|n| **n != self.name && self.scenario.agents[*n].roles.contains_key(state))
-        {
-            stop.push(format!("\n{other}:"));
-        }
+        stop.extend(speaker_stops.iter().cloned());
         s.stop = Some(stop);
-        s
+        (s, speaker_stops)
     }
 
     fn token_sink(&self) -> Option<TokenSink> {
@@ -78,6 +90,27 @@ impl AgentActor {
             })
         }))
     }
+
+    fn context(&self, kind: CallKind, msg: &TakeTurn, index: u64) -> CallContext {
+        CallContext {
+            kind,
+            state: msg.state.clone(),
+            turn: msg.turn,
+            agent: Some(self.name.clone()),
+            role: Some(msg.role.clone()),
+            index,
+            choices: Vec::new(),
+            run_seed: self.seed,
+        }
+    }
+}
+
+/// A human's typed line as a choice: the option it names, if any.
+fn typed_decision(line: &str, options: &[String]) -> Option<Decision> {
+    parse_choice(line, options).map(|i| Decision {
+        value: options[i].clone(),
+        probabilities: None,
+    })
 }
 
 impl Handler<TakeTurn> for AgentActor {
@@ -90,44 +123,58 @@ impl Handler<TakeTurn> for AgentActor {
             human: self.human.is_some(),
         });
         let env = self.env.clone();
-        let record = |response: String, kind: MessageKind, name: String, msg: &TakeTurn| Record {
-            name,
+        let others = other_labels(&self.scenario, &msg.state, &self.name, &msg.role);
+        // The turn as recorded; each path below fills in what it said.
+        let draft = Turn {
+            name: self.name.clone(),
             role: msg.role.clone(),
-            response,
-            kind,
+            response: String::new(),
+            kind: MessageKind::Reply,
             turn: msg.turn,
+            decision: None,
+            others,
+            stopped_at_speaker: false,
         };
+        let finish = move |t: Turn, commit: bool, env: Addr<EnvironmentActor>| async move {
+            if !commit {
+                return Ok(TurnDone::Drafted(t));
+            }
+            let mut stored = env.send(Record(vec![t])).await??;
+            stored.pop().map(TurnDone::Spoke).ok_or_else(|| SimError::BadInput("nothing was recorded".into()))
+        };
+        let choice = self.scenario.sop.states[&msg.state]
+            .components
+            .get(&msg.role)
+            .and_then(|c| c.choice.clone());
+        let options = choice.as_ref().map(|c| c.options()).unwrap_or_default();
         if let Some(query) = msg.opening.clone() {
-            let rec = record(query, MessageKind::Opening, self.name.clone(), &msg);
-            return Box::pin(
-                async move { Ok(TurnDone::Spoke(env.send(rec).await??)) }.into_actor(self),
-            );
+            let t = Turn { response: query, kind: MessageKind::Opening, ..draft };
+            return Box::pin(finish(t, msg.commit, env).into_actor(self));
         }
         if let Some(human) = self.human.clone() {
-            let name = self.name.clone();
+            let (name, role, commit) = (self.name.clone(), msg.role.clone(), msg.commit);
             return Box::pin(
                 async move {
-                    let Some(line) = human.read_turn(&name, &msg.role).await else {
+                    let Some(line) = human.read_turn(&name, &role).await else {
                         return Ok(TurnDone::InputClosed);
                     };
-                    let rec = record(line, MessageKind::Human, name, &msg);
-                    Ok(TurnDone::Spoke(env.send(rec).await??))
+                    let decision = typed_decision(&line, &options);
+                    finish(Turn { response: line, kind: MessageKind::Human, decision, ..draft }, commit, env).await
                 }
                 .into_actor(self),
             );
         }
-        let settings = self.settings(&msg.state, &msg.role);
-        let context = CallContext {
-            kind: CallKind::Act,
-            state: msg.state.clone(),
-            turn: msg.turn,
-            agent: Some(self.name.clone()),
-            role: Some(msg.role.clone()),
-            index: self.replies,
-            choices: Vec::new(),
-            run_seed: self.seed,
-        };
-        self.replies += 1;
+        let (settings, speaker_stops) = self.settings(&msg.state, &msg.role, &draft.others);
+        let instead = choice.as_ref().is_some_and(|c| c.after == ChoiceTiming::Instead);
+        let act_context = (!instead).then(|| {
+            self.replies += 1;
+            self.context(CallKind::Act, &msg, self.replies - 1)
+        });
+        let choice_context = choice.is_some().then(|| {
+            self.choices += 1;
+            self.context(CallKind::Choice, &msg, self.choices - 1)
+        });
+        let tool_context = self.context(CallKind::Tool, &msg, self.replies.saturating_sub(1));
         let (scenario, counter, llm, stream, name) = (
             self.scenario.clone(),
             self.counter.clone(),
@@ -135,28 +182,17 @@ impl Handler<TakeTurn> for AgentActor {
             self.token_sink(),
             self.name.clone(),
         );
-        let tool_context = CallContext {
-            kind: CallKind::Tool,
-            ..context.clone()
-        };
-        let tool_settings = settings.clone();
         Box::pin(
             async move {
-                let mut obs = env.send(Observe).await?;
+                let failed = |source| SimError::Llm { turn: msg.turn, source };
+                let mut obs: Observation = env.send(Observe).await?;
                 let state = &scenario.sop.states[&msg.state];
                 let comps = state.components.get(&msg.role);
                 // Tool steps run before the reply, as aiwaves' components do in `compile`.
                 if let Some(step) = comps.and_then(|c| c.extract.as_ref()) {
-                    let assembled =
-                        prompt::extract_prompt(&scenario, state, step, &obs, counter.as_ref());
-                    let request = LlmRequest::chat(assembled.messages, tool_settings, tool_context);
-                    let reply =
-                        llm.complete(request, None)
-                            .await
-                            .map_err(|source| SimError::Llm {
-                                turn: msg.turn,
-                                source,
-                            })?;
+                    let assembled = prompt::extract_prompt(&scenario, state, step, &obs, counter.as_ref());
+                    let request = LlmRequest::chat(assembled.messages, settings.clone(), tool_context);
+                    let reply = llm.complete(request, None).await.map_err(failed)?;
                     let values = prompt::read_extracted(&reply.text, &step.words);
                     obs.shared.extend(values.iter().cloned());
                     env.send(SetShared { values }).await?;
@@ -170,24 +206,32 @@ impl Handler<TakeTurn> for AgentActor {
                     role: &msg.role,
                     agent: &scenario.agents[&name],
                 };
-                let assembled = prompt::agent_prompt(
-                    &scenario,
-                    state,
-                    who,
-                    &obs,
-                    found.as_deref(),
-                    counter.as_ref(),
-                );
-                let request = LlmRequest::chat(assembled.messages, settings, context);
-                let reply =
-                    llm.complete(request, stream)
-                        .await
-                        .map_err(|source| SimError::Llm {
-                            turn: msg.turn,
-                            source,
-                        })?;
-                let rec = record(reply.text, MessageKind::Reply, name, &msg);
-                Ok(TurnDone::Spoke(env.send(rec).await??))
+                let mut reply = None;
+                let mut stopped = false;
+                if let Some(context) = act_context {
+                    let assembled = prompt::agent_prompt(&scenario, state, who, &obs, found.as_deref(), counter.as_ref());
+                    let request = LlmRequest::chat(assembled.messages, settings.clone(), context);
+                    let completion = llm.complete(request, stream).await.map_err(failed)?;
+                    stopped = completion.stopped_at.as_ref().is_some_and(|s| speaker_stops.contains(s));
+                    reply = Some(completion.text);
+                }
+                let mut decision = None;
+                if let (Some(spec), Some(context)) = (&choice, choice_context) {
+                    let assembled = prompt::choice_prompt(&scenario, state, who, &obs, reply.as_deref(), spec, &options, counter.as_ref());
+                    let request = LlmRequest::choice(assembled.messages, options.clone(), settings.clone(), context);
+                    let completion = llm.complete(request, None).await.map_err(failed)?;
+                    decision = completion.chosen.and_then(|c| {
+                        let value = options.get(c.index)?.clone();
+                        let probabilities = c.probabilities.map(|p| options.iter().cloned().zip(p).collect());
+                        Some(Decision { value, probabilities })
+                    });
+                }
+                let (response, kind) = match reply {
+                    Some(text) => (text, MessageKind::Reply),
+                    None => (decision.as_ref().map(|d| d.value.clone()).unwrap_or_default(), MessageKind::Choice),
+                };
+                let t = Turn { response, kind, decision, stopped_at_speaker: stopped, ..draft };
+                finish(t, msg.commit, env).await
             }
             .into_actor(self),
         )

@@ -3,8 +3,11 @@
 //! asks for (controller, judge), sends `TakeTurn` to agents and appends every finished
 //! turn to the transcript before the next one starts.
 //!
-//! One turn is a chain of self-messages: `Step` (choose the speaker) → `Speak` (the
-//! agent's turn) → `Transit` (apply the transition) → `Step`.
+//! A sequential turn is a chain of self-messages: `Step` (choose the speaker) →
+//! `Speak` (the agent's turn) → `Transit` (apply the transition) → `Step`. In a
+//! simultaneous state, `Step` starts a `Round`: every role's turn at once, each on the
+//! memory as it stood when the round began; the turns are committed together, in the
+//! order of the state's roles, and the transition is checked after the round.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,13 +23,13 @@ use super::messages::*;
 use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
 use crate::llm::cost::PriceTable;
-use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest};
-use crate::memory::Memory;
+use crate::llm::{CallContext, CallKind, ChoiceMethod, LlmClient, LlmRequest};
+use crate::memory::{Memory, Observation};
 use crate::output::TranscriptWriter;
-use crate::prompt;
+use crate::prompt::{self, Assembled};
 use crate::scenario::{Scenario, SpeakerRule};
 use crate::sim::EndReason;
-use crate::sop::{parse_choice_in, Check, SopEngine, Speaker, Transition};
+use crate::sop::{Check, SopEngine, Speaker, Transition};
 use crate::tokens::TokenCounter;
 
 /// How a run ended, as the Director saw it.
@@ -47,35 +50,80 @@ pub struct Finish {
 pub struct ParseFailures {
     /// Speaker-controller answers that named no offered role.
     pub controller_answers: u64,
-    /// Turns where both controller answers failed and the order rule chose.
+    /// Turns where the controller's answer failed and the order rule chose.
     pub controller_fallbacks: u64,
     /// Judge answers that named no offered choice (the state stayed).
     pub judge_answers: u64,
 }
 
+/// The actors and services of the Director's simulation.
+pub struct Cast {
+    pub scenario: Arc<Scenario>,
+    pub agents: HashMap<String, Addr<AgentActor>>,
+    pub env: Addr<EnvironmentActor>,
+    pub llm: LlmClient,
+    pub counter: Arc<dyn TokenCounter>,
+    pub sinks: Sinks,
+}
+
+/// When the Director ends a run early, between turns.
+pub struct Limits {
+    pub max_turns: u64,
+    pub budget_usd: Option<f64>,
+    pub max_total_tokens: Option<u64>,
+    pub prices: Arc<PriceTable>,
+    /// Set to stop at the next turn boundary.
+    pub cancel: Arc<AtomicBool>,
+}
+
 pub struct Director {
-    pub(crate) scenario: Arc<Scenario>,
-    pub(crate) engine: SopEngine,
-    pub(crate) agents: HashMap<String, Addr<AgentActor>>,
-    pub(crate) env: Addr<EnvironmentActor>,
-    pub(crate) llm: LlmClient,
-    pub(crate) counter: Arc<dyn TokenCounter>,
-    pub(crate) sinks: Sinks,
-    pub(crate) transcript: Option<TranscriptWriter>,
-    pub(crate) max_turns: u64,
-    pub(crate) cancel: Arc<AtomicBool>,
-    pub(crate) done: Option<oneshot::Sender<Finish>>,
-    pub(crate) turn: u64,
-    pub(crate) route_calls: u64,
-    pub(crate) transit_calls: u64,
-    pub(crate) warnings: Vec<String>,
-    pub(crate) seed: u64,
-    pub(crate) prices: Arc<PriceTable>,
-    pub(crate) budget_usd: Option<f64>,
-    pub(crate) max_total_tokens: Option<u64>,
-    pub(crate) stop_reason: Option<String>,
-    pub(crate) budget_unknown_warned: bool,
-    pub(crate) failures: ParseFailures,
+    cast: Cast,
+    limits: Limits,
+    engine: SopEngine,
+    transcript: Option<TranscriptWriter>,
+    done: Option<oneshot::Sender<Finish>>,
+    seed: u64,
+    turn: u64,
+    /// Calls made so far by kind (each call's index).
+    route_calls: u64,
+    transit_calls: u64,
+    rounds: u32,
+    warnings: Vec<String>,
+    stop_reason: Option<String>,
+    budget_unknown_warned: bool,
+    text_choices_warned: bool,
+    failures: ParseFailures,
+}
+
+impl Director {
+    /// A Director at the start of the scenario's first state; `notes` start its
+    /// warnings; `done` receives how the run ended.
+    pub fn new(
+        cast: Cast,
+        limits: Limits,
+        transcript: Option<TranscriptWriter>,
+        seed: u64,
+        notes: Vec<String>,
+        done: oneshot::Sender<Finish>,
+    ) -> Self {
+        Self {
+            engine: SopEngine::new(cast.scenario.clone(), seed),
+            cast,
+            limits,
+            transcript,
+            done: Some(done),
+            seed,
+            turn: 0,
+            route_calls: 0,
+            transit_calls: 0,
+            rounds: 0,
+            warnings: notes,
+            stop_reason: None,
+            budget_unknown_warned: false,
+            text_choices_warned: false,
+            failures: ParseFailures::default(),
+        }
+    }
 }
 
 impl Actor for Director {
@@ -100,26 +148,38 @@ struct Speak {
 
 #[derive(Message)]
 #[rtype(result = "()")]
+struct Round {
+    roles: Vec<String>,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
 struct Transit(Transition);
+
+/// What a controller or judge call asks: its prompt and the options.
+struct Question {
+    kind: CallKind,
+    index: u64,
+    /// Offered to the model.
+    options: Vec<String>,
+    prompt: Assembled,
+}
 
 impl Director {
     /// Why the run must stop for its budget, if it must. Checked between turns.
     fn over_budget(&mut self) -> Option<String> {
-        if self.budget_usd.is_none() && self.max_total_tokens.is_none() {
+        let l = &self.limits;
+        if l.budget_usd.is_none() && l.max_total_tokens.is_none() {
             return None;
         }
-        let ledger = self.llm.ledger();
+        let ledger = self.cast.llm.ledger();
         let tokens = ledger.prompt_tokens() + ledger.completion_tokens();
-        if let Some(max) = self.max_total_tokens.filter(|max| tokens >= *max) {
-            return Some(format!(
-                "max_total_tokens {max} reached: {tokens} tokens used"
-            ));
+        if let Some(max) = l.max_total_tokens.filter(|max| tokens >= *max) {
+            return Some(format!("max_total_tokens {max} reached: {tokens} tokens used"));
         }
-        let budget = self.budget_usd?;
-        match self.prices.cost(&ledger).usd {
-            Some(usd) if usd >= budget => {
-                Some(format!("budget of ${budget} reached: ${usd:.6} spent"))
-            }
+        let budget = l.budget_usd?;
+        match l.prices.cost(&ledger).usd {
+            Some(usd) if usd >= budget => Some(format!("budget of ${budget} reached: ${usd:.6} spent")),
             Some(_) => None,
             None => {
                 if !self.budget_unknown_warned {
@@ -127,11 +187,11 @@ impl Director {
                     let unknown: Vec<String> = ledger
                         .by_model
                         .keys()
-                        .filter(|m| self.prices.price(m).is_none())
+                        .filter(|m| l.prices.price(m).is_none())
                         .cloned()
                         .collect();
                     self.warn(format!(
-                        "--budget-usd cannot be enforced: no price for {} (add it with --prices)",
+                        "the budget of ${budget} cannot be enforced: no price for {}",
                         unknown.join(", ")
                     ));
                 }
@@ -141,13 +201,13 @@ impl Director {
     }
 
     fn warn(&mut self, text: String) {
-        self.sinks.emit(SimEvent::Warning { text: text.clone() });
+        self.cast.sinks.emit(SimEvent::Warning { text: text.clone() });
         self.warnings.push(text);
     }
 
     fn finish(&mut self, ended_by: EndReason, error: Option<SimError>, ctx: &mut Context<Self>) {
-        tracing::debug!(scenario = %self.scenario.name, ended_by = ended_by.as_str(), turns = self.turn, "run finished");
-        self.sinks.emit(SimEvent::Finished {
+        tracing::debug!(scenario = %self.cast.scenario.name, ended_by = ended_by.as_str(), turns = self.turn, "run finished");
+        self.cast.sinks.emit(SimEvent::Finished {
             ended_by: ended_by.as_str().to_string(),
             turns: self.turn,
         });
@@ -173,11 +233,12 @@ impl Director {
     /// Starts the engine's current visit: tell the Environment, then take the first step.
     fn enter(&mut self, state: String, ctx: &mut Context<Self>) {
         let visit = self.engine.visit();
-        self.sinks.emit(SimEvent::StateEntered {
+        self.cast.sinks.emit(SimEvent::StateEntered {
             state: state.clone(),
             visit,
         });
-        self.env
+        self.cast
+            .env
             .send(EnterVisit { state, visit })
             .into_actor(self)
             .map(|res, act, ctx| match res {
@@ -187,150 +248,172 @@ impl Director {
             .wait(ctx);
     }
 
-    fn controller_context(&self, kind: CallKind, index: u64, choices: &[String]) -> CallContext {
-        CallContext {
-            kind,
-            state: self.engine.current_state().to_string(),
-            turn: self.turn + u64::from(kind == CallKind::Route),
-            agent: None,
-            role: None,
-            index,
-            choices: choices.to_vec(),
-            run_seed: self.seed,
-        }
+    /// Settings for the controller and judge calls: the state's, over the scenario's.
+    fn state_settings(&self) -> crate::scenario::LlmSettings {
+        let state = &self.cast.scenario.sop.states[self.engine.current_state()];
+        state.llm.clone().unwrap_or_default().over(&self.cast.scenario.llm)
     }
 
-    fn controller_settings(&self) -> crate::scenario::LlmSettings {
-        let state = &self.scenario.sop.states[self.engine.current_state()];
-        state
-            .llm
-            .clone()
-            .unwrap_or_default()
-            .over(&self.scenario.llm)
-    }
-
-    /// The `llm` speaker rule: ask, retry once, then fall back to order with a warning.
-    fn ask_controller(&mut self, choices: Vec<String>, ctx: &mut Context<Self>) {
-        let (env, llm, scenario, counter) = (
-            self.env.clone(),
-            self.llm.clone(),
-            self.scenario.clone(),
-            self.counter.clone(),
-        );
-        let state_name = self.engine.current_state().to_string();
-        let contexts = [0, 1]
-            .map(|i| self.controller_context(CallKind::Route, self.route_calls + i, &choices));
-        let settings = self.controller_settings();
-        let fallback = self.engine.in_order();
-        let turn = self.turn + 1;
-        let tag = match &self.scenario.sop.states[self.engine.current_state()].speaker {
-            SpeakerRule::Llm {
-                extract_words: Some(tag),
-                ..
-            } => tag.clone(),
-            _ => "end".to_string(),
-        };
+    /// Asks a controller or judge question as a closed choice; `then` gets the option
+    /// chosen (`None` when the backend could not give a valid one).
+    fn ask(
+        &mut self,
+        build: impl FnOnce(&Scenario, &Observation) -> Question + 'static,
+        then: impl FnOnce(&mut Self, Option<usize>, &mut Context<Self>) + 'static,
+        ctx: &mut Context<Self>,
+    ) {
+        let (env, llm, scenario) = (self.cast.env.clone(), self.cast.llm.clone(), self.cast.scenario.clone());
+        let settings = self.state_settings();
+        let (state, turn, seed) = (self.engine.current_state().to_string(), self.turn, self.seed);
         async move {
             let obs = env.send(Observe).await?;
-            let state = &scenario.sop.states[&state_name];
-            let assembled = prompt::route_prompt(&scenario, state, &choices, &obs, counter.as_ref());
-            let mut answers = Vec::new();
-            for context in contexts {
-                let req = LlmRequest::chat(assembled.messages.clone(), settings.clone(), context);
-                let answer = llm.complete(req, None).await.map_err(|source| SimError::Llm { turn, source })?.text;
-                if let Some(i) = parse_choice_in(&answer, &choices, &tag, &[]) {
-                    return Ok((choices[i].clone(), answers.len() as u64 + 1, answers.len() as u64, None));
-                }
-                answers.push(answer);
-            }
-            let warning = format!(
-                "turn {turn}: the speaker controller named none of {} (answers: {:?}); falling back to order: {fallback}",
-                choices.join(", "),
-                answers
-            );
-            Ok::<_, SimError>((fallback, 2, 2, Some(warning)))
+            let q = build(&scenario, &obs);
+            let context = CallContext {
+                kind: q.kind,
+                state,
+                turn: turn + u64::from(q.kind == CallKind::Route),
+                agent: None,
+                role: None,
+                index: q.index,
+                choices: q.options.clone(),
+                run_seed: seed,
+            };
+            let request = LlmRequest::choice(q.prompt.messages, q.options, settings, context);
+            let completion = llm
+                .complete(request, None)
+                .await
+                .map_err(|source| SimError::Llm { turn: turn.max(1), source })?;
+            Ok::<_, SimError>(completion.chosen)
         }
         .into_actor(self)
-        .map(|res, act, ctx| match res {
-            Ok((role, calls, unparsed, warning)) => {
-                act.route_calls += calls;
-                act.failures.controller_answers += unparsed;
-                if let Some(w) = warning {
-                    act.failures.controller_fallbacks += 1;
-                    act.warn(w);
+        .map(move |res, act, ctx| match res {
+            Ok(chosen) => {
+                if chosen.as_ref().is_some_and(|c| c.method == ChoiceMethod::Text) && !act.text_choices_warned {
+                    act.text_choices_warned = true;
+                    act.warn("the server refused structured output; routing choices are read from its text answers".into());
                 }
-                ctx.notify(Speak { role, opening: None });
+                then(act, chosen.map(|c| c.index), ctx)
             }
             Err(e) => act.fail(e, ctx),
         })
         .wait(ctx);
     }
 
-    fn spoken(&mut self, memory: Arc<Memory>, ctx: &mut Context<Self>) {
-        if let Some(t) = &mut self.transcript {
-            if let Err(e) = t.append(&memory) {
-                return self.fail(e, ctx);
+    /// The `llm` speaker rule: one closed choice among the roles; if the backend gives
+    /// no valid one, `order` decides and a warning is recorded.
+    fn ask_controller(&mut self, choices: Vec<String>, ctx: &mut Context<Self>) {
+        let index = self.route_calls;
+        self.route_calls += 1;
+        let state_name = self.engine.current_state().to_string();
+        let (counter, offered) = (self.cast.counter.clone(), choices.clone());
+        self.ask(
+            move |scenario, obs| Question {
+                kind: CallKind::Route,
+                index,
+                prompt: prompt::route_prompt(scenario, &scenario.sop.states[&state_name], &offered, obs, counter.as_ref()),
+                options: offered,
+            },
+            move |act, chosen, ctx| {
+                let role = match chosen {
+                    Some(i) => choices[i].clone(),
+                    None => {
+                        let fallback = act.engine.in_order();
+                        act.failures.controller_answers += 1;
+                        act.failures.controller_fallbacks += 1;
+                        act.warn(format!(
+                            "turn {}: the speaker controller gave none of {}; falling back to order: {fallback}",
+                            act.turn + 1,
+                            choices.join(", ")
+                        ));
+                        fallback
+                    }
+                };
+                ctx.notify(Speak { role, opening: None });
+            },
+            ctx,
+        );
+    }
+
+    /// The transition judge: one closed choice between staying and each next state (or
+    /// their labels, for configs that answer with labels).
+    fn ask_judge(&mut self, choices: Vec<String>, ctx: &mut Context<Self>) {
+        let index = self.transit_calls;
+        self.transit_calls += 1;
+        let state_name = self.engine.current_state().to_string();
+        let (counter, offered) = (self.cast.counter.clone(), choices.clone());
+        self.ask(
+            move |scenario, obs| {
+                let state = &scenario.sop.states[&state_name];
+                let judge = state.transition.judge.clone().unwrap_or_default();
+                let options = if judge.labels.len() == offered.len() { judge.labels.clone() } else { offered.clone() };
+                Question {
+                    kind: CallKind::Transit,
+                    index,
+                    prompt: prompt::judge_prompt(scenario, &state_name, state, &judge, &offered, obs, counter.as_ref()),
+                    options,
+                }
+            },
+            move |act, chosen, ctx| {
+                let t = match chosen {
+                    Some(0) => Transition::Stay,
+                    Some(i) => act.engine.move_to(&choices[i]),
+                    None => {
+                        act.failures.judge_answers += 1;
+                        act.warn(format!(
+                            "turn {}: the transition judge gave none of {}; staying in {}",
+                            act.turn,
+                            choices.join(", "),
+                            act.engine.current_state()
+                        ));
+                        Transition::Stay
+                    }
+                };
+                ctx.notify(Transit(t));
+            },
+            ctx,
+        );
+    }
+
+    /// Appends finished turns to the transcript and the events, in order.
+    fn commit(&mut self, memories: &[Arc<Memory>]) -> Result<(), SimError> {
+        for memory in memories {
+            if let Some(t) = &mut self.transcript {
+                t.append(memory)?;
             }
+            self.cast.sinks.emit(SimEvent::Message(memory.clone()));
+            self.engine.record_turn(&memory.role);
         }
-        self.sinks.emit(SimEvent::Message(memory.clone()));
-        self.engine.record_turn(&memory.role);
-        match self.engine.check_transition(&memory.content) {
+        Ok(())
+    }
+
+    fn transit_after(&mut self, check: Check, ctx: &mut Context<Self>) {
+        match check {
             Check::Decided(t, cause) => {
-                tracing::debug!(turn = self.turn, state = %memory.state, ?t, ?cause, "transition");
+                tracing::debug!(turn = self.turn, state = self.engine.current_state(), ?t, ?cause, "transition");
                 ctx.notify(Transit(t))
             }
             Check::AskJudge { choices } => self.ask_judge(choices, ctx),
         }
     }
 
-    fn ask_judge(&mut self, choices: Vec<String>, ctx: &mut Context<Self>) {
-        let (env, llm, scenario, counter) = (
-            self.env.clone(),
-            self.llm.clone(),
-            self.scenario.clone(),
-            self.counter.clone(),
-        );
-        let state_name = self.engine.current_state().to_string();
-        let context = self.controller_context(CallKind::Transit, self.transit_calls, &choices);
-        let settings = self.controller_settings();
-        let turn = self.turn;
-        self.transit_calls += 1;
-        let asked = choices.clone();
-        async move {
-            let obs = env.send(Observe).await?;
-            let state = &scenario.sop.states[&state_name];
-            let judge = state.transition.judge.clone().unwrap_or_default();
-            let assembled = prompt::judge_prompt(&scenario, &state_name, state, &judge, &asked, &obs, counter.as_ref());
-            let req = LlmRequest::chat(assembled.messages, settings, context);
-            Ok::<_, SimError>(llm.complete(req, None).await.map_err(|source| SimError::Llm { turn, source })?.text)
-        }
-        .into_actor(self)
-        .map(move |res, act, ctx| match res {
-            Ok(answer) => {
-                let t = act.engine.judge_answer(&answer, &choices).unwrap_or_else(|| {
-                    act.failures.judge_answers += 1;
-                    act.warn(format!(
-                        "turn {turn}: the transition judge named none of {} (answer: {answer:?}); staying in {}",
-                        choices.join(", "),
-                        act.engine.current_state()
-                    ));
-                    Transition::Stay
-                });
-                ctx.notify(Transit(t));
-            }
-            Err(e) => act.fail(e, ctx),
-        })
-        .wait(ctx);
+    fn agent(&self, role: &str) -> Result<Addr<AgentActor>, SimError> {
+        let state = self.engine.current_state();
+        self.cast
+            .scenario
+            .agent_for(state, role)
+            .and_then(|n| self.cast.agents.get(n))
+            .cloned()
+            .ok_or_else(|| SimError::BadInput(format!("no agent plays role {role:?} in state {state:?}")))
     }
 }
 
 impl Handler<Step> for Director {
     type Result = ();
     fn handle(&mut self, _: Step, ctx: &mut Context<Self>) {
-        if self.cancel.load(Ordering::Relaxed) {
+        if self.limits.cancel.load(Ordering::Relaxed) {
             return self.finish(EndReason::Interrupted, None, ctx);
         }
-        if self.turn >= self.max_turns {
+        if self.turn >= self.limits.max_turns {
             return self.finish(EndReason::MaxTurns, None, ctx);
         }
         if let Some(reason) = self.over_budget() {
@@ -342,11 +425,14 @@ impl Handler<Step> for Director {
                 role,
                 opening: Some(query),
             }),
-            Speaker::Role(role) => ctx.notify(Speak {
-                role,
-                opening: None,
-            }),
+            Speaker::Role(role) => ctx.notify(Speak { role, opening: None }),
             Speaker::Ask { choices } => self.ask_controller(choices, ctx),
+            // A round is all or nothing: it does not start if the turn limit would
+            // cut it short.
+            Speaker::Round { roles } if self.turn + roles.len() as u64 > self.limits.max_turns => {
+                self.finish(EndReason::MaxTurns, None, ctx)
+            }
+            Speaker::Round { roles } => ctx.notify(Round { roles }),
         }
     }
 }
@@ -354,20 +440,12 @@ impl Handler<Step> for Director {
 impl Handler<Speak> for Director {
     type Result = ();
     fn handle(&mut self, msg: Speak, ctx: &mut Context<Self>) {
-        let state = self.engine.current_state().to_string();
-        let Some(agent) = self
-            .scenario
-            .agent_for(&state, &msg.role)
-            .and_then(|n| self.agents.get(n))
-            .cloned()
-        else {
-            let e = SimError::BadInput(format!(
-                "no agent plays role {:?} in state {state:?}",
-                msg.role
-            ));
-            return self.fail(e, ctx);
+        let agent = match self.agent(&msg.role) {
+            Ok(a) => a,
+            Err(e) => return self.fail(e, ctx),
         };
         self.turn += 1;
+        let state = self.engine.current_state().to_string();
         tracing::debug!(turn = self.turn, %state, role = %msg.role, opening = msg.opening.is_some(), "take turn");
         let turn = TakeTurn {
             state,
@@ -375,22 +453,102 @@ impl Handler<Speak> for Director {
             role: msg.role,
             turn: self.turn,
             opening: msg.opening,
+            commit: true,
         };
         agent
             .send(turn)
             .into_actor(self)
             .map(|res, act, ctx| {
-                if !matches!(res, Ok(Ok(TurnDone::Spoke(_)))) {
-                    act.turn -= 1; // the turn did not finish: `turns` counts finished ones
+                let memory = match res {
+                    Ok(Ok(TurnDone::Spoke(memory))) => memory,
+                    other => {
+                        act.turn -= 1; // the turn did not finish: `turns` counts finished ones
+                        return match other {
+                            Ok(Ok(TurnDone::InputClosed)) => act.finish(EndReason::InputClosed, None, ctx),
+                            Ok(Err(e)) => act.fail(e, ctx),
+                            Err(e) => act.fail(e.into(), ctx),
+                            Ok(Ok(_)) => act.fail(SimError::BadInput("a sequential turn was not recorded".into()), ctx),
+                        };
+                    }
+                };
+                if let Err(e) = act.commit(std::slice::from_ref(&memory)) {
+                    return act.fail(e, ctx);
                 }
-                match res {
-                    Ok(Ok(TurnDone::Spoke(memory))) => act.spoken(memory, ctx),
-                    Ok(Ok(TurnDone::InputClosed)) => act.finish(EndReason::InputClosed, None, ctx),
-                    Ok(Err(e)) => act.fail(e, ctx),
-                    Err(e) => act.fail(e.into(), ctx),
-                }
+                let check = act.engine.check_transition(&memory.content);
+                act.transit_after(check, ctx);
             })
             .wait(ctx);
+    }
+}
+
+impl Handler<Round> for Director {
+    type Result = ();
+    fn handle(&mut self, msg: Round, ctx: &mut Context<Self>) {
+        let agents = match msg.roles.iter().map(|r| self.agent(r)).collect::<Result<Vec<_>, _>>() {
+            Ok(a) => a,
+            Err(e) => return self.fail(e, ctx),
+        };
+        self.rounds += 1;
+        let (state, visit, round) = (self.engine.current_state().to_string(), self.engine.visit(), self.rounds);
+        self.cast.sinks.emit(SimEvent::RoundStarted {
+            state: state.clone(),
+            visit,
+            round,
+            roles: msg.roles.clone(),
+        });
+        let first = self.turn + 1;
+        let n = msg.roles.len() as u64;
+        self.turn += n;
+        // Every role's turn is in flight at once; each observes the memory as it stood
+        // when the round began, since nothing of the round is committed until all are in.
+        let turns: Vec<_> = agents
+            .into_iter()
+            .zip(&msg.roles)
+            .enumerate()
+            .map(|(i, (agent, role))| {
+                agent.send(TakeTurn {
+                    state: state.clone(),
+                    visit,
+                    role: role.clone(),
+                    turn: first + i as u64,
+                    opening: None,
+                    commit: false,
+                })
+            })
+            .collect();
+        let env = self.cast.env.clone();
+        async move {
+            let mut drafted = Vec::with_capacity(turns.len());
+            for done in futures::future::join_all(turns).await {
+                match done?? {
+                    TurnDone::Drafted(t) => drafted.push(t),
+                    TurnDone::InputClosed => return Ok(None),
+                    TurnDone::Spoke(_) => return Err(SimError::BadInput("a round's turn was recorded alone".into())),
+                }
+            }
+            Ok::<_, SimError>(Some(env.send(Record(drafted)).await??))
+        }
+        .into_actor(self)
+        .map(move |res, act, ctx| {
+            let memories = match res {
+                Ok(Some(m)) => m,
+                other => {
+                    act.turn -= n; // nothing of the round was committed
+                    return match other {
+                        Err(e) => act.fail(e, ctx),
+                        _ => act.finish(EndReason::InputClosed, None, ctx),
+                    };
+                }
+            };
+            if let Err(e) = act.commit(&memories) {
+                return act.fail(e, ctx);
+            }
+            act.cast.sinks.emit(SimEvent::RoundEnded { state, visit, round });
+            let texts: Vec<&str> = memories.iter().map(|m| m.content.as_str()).collect();
+            let check = act.engine.check_round(&texts);
+            act.transit_after(check, ctx);
+        })
+        .wait(ctx);
     }
 }
 

@@ -28,6 +28,8 @@ pub struct EnvironmentActor {
     shared: std::collections::BTreeMap<String, String>,
     /// Embedding calls made for this simulation.
     embeddings: u64,
+    /// Replies cut where they went on as another participant.
+    cut_replies: u64,
     /// Whether anything reads embeddings (`Scenario::needs_embeddings`).
     needs_embeddings: bool,
     embed: EmbedService,
@@ -58,6 +60,7 @@ impl EnvironmentActor {
             tool_errors: IndexMap::new(),
             shared: Default::default(),
             embeddings: 0,
+            cut_replies: 0,
             embed,
             llm,
             counter,
@@ -115,41 +118,59 @@ impl Handler<Observe> for EnvironmentActor {
 }
 
 impl Handler<Record> for EnvironmentActor {
-    type Result = AtomicResponse<Self, Result<Arc<Memory>, SimError>>;
+    type Result = AtomicResponse<Self, Result<Vec<Arc<Memory>>, SimError>>;
 
-    fn handle(&mut self, msg: Record, _: &mut Context<Self>) -> Self::Result {
-        let action = Action {
-            name: msg.name,
-            role: msg.role,
-            response: msg.response,
-            kind: msg.kind,
-        };
-        let memory = action.process(Place {
-            seq: self.memory.next_seq(),
-            state: &self.state,
-            visit: self.visit,
-        });
+    fn handle(&mut self, Record(turns): Record, _: &mut Context<Self>) -> Self::Result {
+        let first_seq = self.memory.next_seq();
+        let turn = turns.last().map_or(0, |t| t.turn);
+        let memories: Vec<Memory> = turns
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let action = Action {
+                    name: t.name,
+                    role: t.role,
+                    response: t.response,
+                    kind: t.kind,
+                    decision: t.decision,
+                    others: t.others,
+                };
+                let processed = action.process(Place {
+                    seq: first_seq + i as u64,
+                    state: &self.state,
+                    visit: self.visit,
+                });
+                self.cut_replies += u64::from(processed.cut || t.stopped_at_speaker);
+                processed.memory
+            })
+            .collect();
         // Nothing reads embeddings when retrieval is off and no knowledge lookup needs
         // the latest message's vector: then none is computed.
         let embed = self.needs_embeddings.then(|| self.embed.clone());
-        let text = memory.content.clone();
-        let turn = msg.turn;
-        self.embeddings += u64::from(embed.is_some());
+        let texts: Vec<String> = memories.iter().map(|m| m.content.clone()).collect();
+        if embed.is_some() {
+            self.embeddings += texts.len() as u64;
+        }
         AtomicResponse::new(Box::pin(
             async move {
                 match embed {
-                    Some(embed) => embed.embed(text).await,
-                    None => Ok(Vec::new()),
+                    // The embedding service batches these with other simulations'.
+                    Some(embed) => futures::future::join_all(texts.into_iter().map(|t| embed.embed(t)))
+                        .await
+                        .into_iter()
+                        .collect::<Result<Vec<_>, _>>(),
+                    None => Ok(vec![Vec::new(); texts.len()]),
                 }
             }
             .into_actor(self)
-            .map(move |embedding, act, _| {
-                let embedding = embedding?;
-                let (recorded, due) = act.memory.record(memory, &embedding);
+            .map(move |embeddings, act, _| {
+                let embeddings = embeddings?;
+                let pairs = memories.into_iter().zip(embeddings.iter().map(Vec::as_slice)).collect();
+                let (recorded, due) = act.memory.record_all(pairs);
                 Ok((recorded, due.map(|req| act.summary_request(&req, turn))))
             })
             .then(
-                move |res: Result<(Arc<Memory>, Option<LlmRequest>), SimError>, act, _| {
+                move |res: Result<(Vec<Arc<Memory>>, Option<LlmRequest>), SimError>, act, _| {
                     let llm = act.llm.clone();
                     async move {
                         let (recorded, request) = res?;
@@ -171,7 +192,7 @@ impl Handler<Record> for EnvironmentActor {
                 let (recorded, summary) = res?;
                 if let Some(text) = summary {
                     tracing::debug!(
-                        through_seq = recorded.seq,
+                        through_seq = recorded.last().map_or(0, |m| m.seq),
                         chars = text.len(),
                         "summary made"
                     );
@@ -243,6 +264,7 @@ impl Handler<Snapshot> for EnvironmentActor {
             transcript: self.memory.log().to_vec(),
             json,
             embeddings: self.embeddings,
+            cut_replies: self.cut_replies,
         })
     }
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::elysia::Return;
 use crate::error::SimError;
-use crate::memory::{Memory, MessageKind, Observation};
+use crate::memory::{Decision, Memory, MessageKind, Observation};
 
 /// Director → Environment: a new visit of `state` begins.
 #[derive(Debug, Clone, Serialize, Deserialize, Message)]
@@ -23,16 +23,27 @@ pub struct EnterVisit {
 #[rtype(result = "Observation")]
 pub struct Observe;
 
-/// Agent → Environment: store a finished turn (embed it, append it, summarise if due).
-#[derive(Debug, Clone, Serialize, Deserialize, Message)]
-#[rtype(result = "Result<Arc<Memory>, SimError>")]
-pub struct Record {
+/// One finished turn, ready to be committed to memory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Turn {
     pub name: String,
     pub role: String,
     pub response: String,
     pub kind: MessageKind,
     pub turn: u64,
+    pub decision: Option<Decision>,
+    /// The other participants' names and roles: a reply is cut where it goes on as one.
+    pub others: Vec<String>,
+    /// The model stopped at a stop sequence that starts another participant's line.
+    pub stopped_at_speaker: bool,
 }
+
+/// Agent or Director → Environment: commit these turns, in order, with consecutive
+/// `seq` numbers (one turn, or every turn of a simultaneous round): embed them, append
+/// them, summarise if due.
+#[derive(Debug, Clone, Serialize, Deserialize, Message)]
+#[rtype(result = "Result<Vec<Arc<Memory>>, SimError>")]
+pub struct Record(pub Vec<Turn>);
 
 /// Director → Agent: speak now.
 #[derive(Debug, Clone, Serialize, Deserialize, Message)]
@@ -45,12 +56,17 @@ pub struct TakeTurn {
     pub turn: u64,
     /// The visit's opening line, said verbatim.
     pub opening: Option<String>,
+    /// Record the turn at once (sequential states); otherwise hand it back as a
+    /// [`TurnDone::Drafted`] for the Director to commit with the rest of its round.
+    pub commit: bool,
 }
 
 /// Agent → Director: the turn's outcome.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum TurnDone {
     Spoke(Arc<Memory>),
+    /// A turn of a simultaneous round, not yet in memory.
+    Drafted(Turn),
     /// A human agent's input ended; the run ends cleanly.
     InputClosed,
 }
@@ -75,6 +91,8 @@ pub struct EnvironmentSnapshot {
     pub json: serde_json::Value,
     /// Embedding calls the simulation made (one per recorded message).
     pub embeddings: u64,
+    /// Replies cut where they went on as another participant.
+    pub cut_replies: u64,
 }
 
 /// Agent → Environment: values an `extract` step read, stored for `template`s.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use super::{
-    CallContext, CallKind, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage,
+    CallContext, CallKind, ChoiceMethod, Chosen, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage,
 };
 use crate::scenario::Script;
 use crate::template;
@@ -32,11 +32,19 @@ impl ScriptedBackend {
         }
     }
 
-    fn answer(&self, req: &LlmRequest) -> Result<String, LlmError> {
+    /// The rendered answer, and the seeded choices drawn in it.
+    fn answer(&self, req: &LlmRequest) -> Result<(String, Vec<Drawn>), LlmError> {
         let ctx = &req.context;
         let s = &self.script;
         let pick = |lines: &[String]| -> Option<String> {
             (!lines.is_empty()).then(|| lines[(ctx.index % lines.len() as u64) as usize].clone())
+        };
+        let own_lines = |by_agent: &indexmap::IndexMap<String, Vec<String>>| {
+            ctx.agent
+                .as_ref()
+                .and_then(|a| by_agent.get(a))
+                .or_else(|| ctx.role.as_ref().and_then(|r| by_agent.get(r)))
+                .and_then(|l| pick(l))
         };
         let line = match ctx.kind {
             CallKind::Act | CallKind::Tool => {
@@ -55,6 +63,15 @@ impl ScriptedBackend {
                     .or_else(|| s.default.clone())
                     .unwrap_or_else(|| DEFAULT_LINE.to_string())
             }
+            // A role's choice: its `choices` lines, else its reply lines (a line naming
+            // an option chooses it), else a seeded draw among the options.
+            CallKind::Choice => own_lines(&s.choices)
+                .or_else(|| {
+                    let own = ctx.agent.as_ref().and_then(|a| s.agents.get(a));
+                    let by_role = ctx.role.as_ref().and_then(|r| s.roles.get(r));
+                    own.or(by_role).and_then(|l| pick(l))
+                })
+                .unwrap_or_else(|| format!("{{{ONE_OF}{}}}", req.options.clone().unwrap_or_default().join("|"))),
             CallKind::Route => pick(&s.route)
                 .or_else(|| pick(&ctx.choices))
                 .ok_or_else(|| LlmError::Script {
@@ -68,32 +85,72 @@ impl ScriptedBackend {
         };
         let n = (ctx.index + 1).to_string();
         let turn = ctx.turn.to_string();
-        template::render(&line, |key| -> Option<Cow<'_, str>> {
+        let drawn = std::cell::RefCell::new(Vec::new());
+        let text = template::render(&line, |key| -> Option<Cow<'_, str>> {
             Some(match key {
                 "name" => Cow::Borrowed(ctx.agent.as_deref().unwrap_or("")),
                 "role" => Cow::Borrowed(ctx.role.as_deref().unwrap_or("")),
                 "state" => Cow::Borrowed(ctx.state.as_str()),
                 "turn" => Cow::Owned(turn.clone()),
                 "n" => Cow::Owned(n.clone()),
-                _ => Cow::Owned(one_of(key, ctx)?.to_string()),
+                _ => {
+                    let (alternatives, picked) = one_of(key, ctx)?;
+                    let value = alternatives[picked].to_string();
+                    drawn.borrow_mut().push(Drawn {
+                        alternatives: alternatives.iter().map(|a| a.to_string()).collect(),
+                    });
+                    Cow::Owned(value)
+                }
             })
         })
         .map_err(|e| LlmError::Script {
             what: format!("a valid line: {e}"),
-        })
+        })?;
+        Ok((text, drawn.into_inner()))
     }
+}
+
+/// A `{one_of:…}` drawn in a line: its alternatives.
+struct Drawn {
+    alternatives: Vec<String>,
+}
+
+/// The scripted answer to a closed choice: the option the answer names, with uniform
+/// probabilities over a `{one_of:…}` that made it (a fixed line chooses with
+/// certainty). `None` when it names no option.
+fn scripted_choice(answer: &str, drawn: &[Drawn], options: &[String], labels_for: &[String]) -> Option<Chosen> {
+    let index = crate::sop::parse_choice_in(answer, options, "end", labels_for)?;
+    let from_draw = match drawn {
+        [one] => {
+            let mut p = vec![0.0; options.len()];
+            for a in &one.alternatives {
+                let i = crate::sop::parse_choice_in(a, options, "end", labels_for)?;
+                p[i] += 1.0 / one.alternatives.len() as f64;
+            }
+            Some(p)
+        }
+        _ => None,
+    };
+    let probabilities = from_draw.unwrap_or_else(|| (0..options.len()).map(|i| if i == index { 1.0 } else { 0.0 }).collect());
+    Some(Chosen {
+        index,
+        probabilities: Some(probabilities),
+        method: ChoiceMethod::Script,
+    })
 }
 
 /// `{one_of:A|B|C}`: one of the options, chosen by the run's seed, the agent and its
 /// reply number, so a scripted run varies from seed to seed but replays exactly.
-fn one_of<'k>(key: &'k str, ctx: &CallContext) -> Option<&'k str> {
+/// Returns the alternatives and the index drawn.
+fn one_of<'k>(key: &'k str, ctx: &CallContext) -> Option<(Vec<&'k str>, usize)> {
     let options: Vec<&str> = key.strip_prefix(ONE_OF)?.split('|').collect();
     let mut hasher = xxhash_rust::xxh3::Xxh3::with_seed(ctx.run_seed);
     hasher.update(ctx.agent.as_deref().unwrap_or("").as_bytes());
     hasher.update(&ctx.index.to_le_bytes());
     hasher.update(&ctx.turn.to_le_bytes());
     hasher.update(key.as_bytes());
-    Some(options[(hasher.digest() % options.len() as u64) as usize])
+    let picked = (hasher.digest() % options.len() as u64) as usize;
+    Some((options, picked))
 }
 
 /// The prefix of the seeded-choice placeholder.
@@ -110,7 +167,21 @@ impl LlmBackend for ScriptedBackend {
         stream: Option<TokenSink>,
     ) -> BoxFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
-            let text = self.answer(&request)?;
+            let (text, drawn) = self.answer(&request)?;
+            if let Some(options) = &request.options {
+                // A route or transit answer may name the option or its label (the judge
+                // of an aiwaves config answers "0" or "1"); others name the option.
+                let labels = if request.context.kind == CallKind::Transit { options.clone() } else { Vec::new() };
+                let chosen = scripted_choice(&text, &drawn, options, &labels);
+                let usage = Usage {
+                    prompt_tokens: request.messages.iter().map(|m| Estimator.count(&m.content)).sum::<usize>() as u64,
+                    completion_tokens: 1,
+                    cached_prompt_tokens: 0,
+                    estimated: true,
+                };
+                let text = chosen.as_ref().map_or(text, |c| options[c.index].clone());
+                return Ok(Completion { chosen, ..Completion::text(text, usage, "scripted".into()) });
+            }
             if let Some(sink) = stream {
                 for piece in text.split_inclusive(' ') {
                     sink(piece);

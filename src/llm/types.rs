@@ -47,15 +47,18 @@ pub enum CallKind {
     Summary,
     /// A tool's own model call.
     Tool,
+    /// A role's closed choice (`choice` component).
+    Choice,
 }
 
 impl CallKind {
-    pub const ALL: [CallKind; 5] = [
+    pub const ALL: [CallKind; 6] = [
         CallKind::Act,
         CallKind::Route,
         CallKind::Transit,
         CallKind::Summary,
         CallKind::Tool,
+        CallKind::Choice,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -65,6 +68,7 @@ impl CallKind {
             CallKind::Transit => "transit",
             CallKind::Summary => "summary",
             CallKind::Tool => "tool",
+            CallKind::Choice => "choice",
         }
     }
 }
@@ -128,6 +132,23 @@ pub struct Chosen {
     /// The probability of every option, in the request's order (`None` when the
     /// backend cannot tell).
     pub probabilities: Option<Vec<f64>>,
+    /// How the backend decided.
+    pub method: ChoiceMethod,
+}
+
+/// How a backend made a choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChoiceMethod {
+    /// From the model's logits over the options (local models).
+    Logits,
+    /// Structured output constrained to the options (servers).
+    Structured,
+    /// A free-text answer read as one of the options (a server that refused
+    /// structured output).
+    Text,
+    /// From the scenario's script.
+    Script,
 }
 
 /// Token usage of one call.

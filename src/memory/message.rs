@@ -12,6 +12,17 @@ pub enum MessageKind {
     Reply,
     /// A turn typed by a person.
     Human,
+    /// A turn that is only a closed choice (a `choice` component with `after: instead`).
+    Choice,
+}
+
+/// A closed choice made in a turn: the value, and the probability the model gave each
+/// option when the backend can tell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub value: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probabilities: Option<indexmap::IndexMap<String, f64>>,
 }
 
 /// One message: the seed's `Memory(send_role, send_name, content)` plus where and
@@ -19,7 +30,7 @@ pub enum MessageKind {
 ///
 /// There is deliberately no wall-clock time here: a replayed run must reproduce the
 /// transcript byte for byte. Times are in `events.jsonl`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Memory {
     /// Position in the run's log, from 0.
     pub seq: u64,
@@ -32,6 +43,9 @@ pub struct Memory {
     pub name: String,
     pub content: String,
     pub kind: MessageKind,
+    /// The turn's closed choice, if its role has a `choice` component.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
 }
 
 impl Memory {

@@ -5,5 +5,5 @@ mod message;
 mod shared;
 
 pub use index::{EmbeddingIndex, Hit};
-pub use message::{Memory, MessageKind};
+pub use message::{Decision, Memory, MessageKind};
 pub use shared::{Observation, SharedMemory, Summary, SummaryRequest};

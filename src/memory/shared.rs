@@ -109,17 +109,25 @@ impl SharedMemory {
     /// Appends a message with its embedding (computed once, by the caller). Returns the
     /// stored message, and the summary request when this message completes a batch of
     /// `max_chat_history`.
-    pub fn record(
-        &mut self,
-        memory: Memory,
-        embedding: &[f32],
-    ) -> (Arc<Memory>, Option<SummaryRequest>) {
-        debug_assert_eq!(memory.seq, self.next_seq());
-        let stored = Arc::new(memory);
-        self.log.push(stored.clone());
-        self.index.push(embedding);
-        self.since_summary += 1;
-        if self.since_summary % self.max_chat_history != 0 {
+    pub fn record(&mut self, memory: Memory, embedding: &[f32]) -> (Arc<Memory>, Option<SummaryRequest>) {
+        let (mut stored, due) = self.record_all(vec![(memory, embedding)]);
+        (stored.remove(0), due)
+    }
+
+    /// Appends messages together (a simultaneous round), each with its embedding. A
+    /// summary due within them is asked for once, after the last, and covers them all.
+    pub fn record_all(&mut self, messages: Vec<(Memory, &[f32])>) -> (Vec<Arc<Memory>>, Option<SummaryRequest>) {
+        let before = self.since_summary / self.max_chat_history;
+        let mut stored = Vec::with_capacity(messages.len());
+        for (memory, embedding) in messages {
+            debug_assert_eq!(memory.seq, self.next_seq());
+            let m = Arc::new(memory);
+            self.log.push(m.clone());
+            self.index.push(embedding);
+            self.since_summary += 1;
+            stored.push(m);
+        }
+        if self.since_summary / self.max_chat_history == before {
             return (stored, None);
         }
         let from = self.log.len() - self.since_summary;
@@ -182,6 +190,7 @@ mod tests {
             name: "N".into(),
             content: content.into(),
             kind: MessageKind::Reply,
+            decision: None,
         }
     }
 

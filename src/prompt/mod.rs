@@ -45,9 +45,6 @@ fn agent_system(state: &State, who: Speaker<'_>, comps: Option<&Components>) -> 
         sys.push(format!("Your style: {}", style.join(" ")));
     }
     if let Some(c) = comps {
-        if let Some(task) = &c.task {
-            sys.push(format!("Your task: {}", task.trim()));
-        }
         if let Some(rule) = &c.rule {
             sys.push(format!("Rules: {}", rule.trim()));
         }
@@ -72,11 +69,29 @@ fn agent_tail(who: Speaker<'_>, comps: Option<&Components>, opening: bool) -> Ve
         tail.extend(c.output.iter().map(|o| o.trim().to_string()));
         tail.extend(c.last.iter().map(|l| l.trim().to_string()));
     }
-    tail.push(format!(
-        "Reply as {} ({}) with your next message only.",
-        who.name, who.role
-    ));
+    tail.push(your_turn(who, comps.and_then(|c| c.task.as_deref())));
     tail
+}
+
+/// The last line of an agent's prompt: who speaks now and what to do. Small models
+/// follow a task stated here far better than one stated in the system part.
+fn your_turn(who: Speaker<'_>, task: Option<&str>) -> String {
+    let only = format!("Reply as {} ({}) with your next message only.", who.name, who.role);
+    match task.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(task) => format!("{}, {} {only}", who.name, lower_first(task)),
+        None => only,
+    }
+}
+
+/// "Choose your move." → "choose your move." ("I…" and acronyms keep their capital).
+fn lower_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match (chars.next(), chars.next()) {
+        (Some(a), Some(b)) if a.is_uppercase() && b.is_lowercase() => {
+            a.to_lowercase().chain(text[a.len_utf8()..].chars()).collect()
+        }
+        _ => text.to_string(),
+    }
 }
 
 fn context_sections(obs: &Observation, latest_rank: u32) -> Vec<Section> {
@@ -151,6 +166,33 @@ pub fn agent_prompt(
     }
     Draft {
         system,
+        sections: context_sections(obs, RANK_LATEST),
+        tail,
+    }
+    .fit(scenario.environment.prompt_token_budget, counter)
+}
+
+/// The prompt for a role's closed choice: the agent's context as for its reply, then
+/// what it just said (when it spoke first), the question and the options.
+pub fn choice_prompt(
+    scenario: &Scenario,
+    state: &State,
+    who: Speaker<'_>,
+    obs: &Observation,
+    own_reply: Option<&str>,
+    spec: &crate::scenario::ChoiceSpec,
+    options: &[String],
+    counter: &dyn TokenCounter,
+) -> Assembled {
+    let comps = state.components.get(who.role);
+    let mut tail = Vec::new();
+    if let Some(reply) = own_reply {
+        tail.push(format!("You ({}) just said: {}", who.name, reply.trim()));
+    }
+    tail.push(spec.prompt.clone().unwrap_or_else(|| format!("{}, make your choice.", who.name)));
+    tail.push(format!("Answer with exactly one of: {}.", quoted_list(options)));
+    Draft {
+        system: agent_system(state, who, comps),
         sections: context_sections(obs, RANK_LATEST),
         tail,
     }

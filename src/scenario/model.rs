@@ -204,6 +204,12 @@ pub struct State {
     /// Prompt components per role.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub components: IndexMap<String, Components>,
+    /// `sequential` (the default): one role at a time, each seeing what the others
+    /// said. `simultaneous`: rounds in which every role acts once on the same
+    /// information, and no role sees another's message of the same round (game moves).
+    #[serde(default, skip_serializing_if = "Turns::is_sequential")]
+    pub turns: Turns,
+    /// Who speaks next (sequential states only).
     #[serde(default)]
     pub speaker: SpeakerRule,
     #[serde(default)]
@@ -215,6 +221,21 @@ pub struct State {
     /// default for its roles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmSettings>,
+}
+
+/// How the roles of a state take turns.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Turns {
+    #[default]
+    Sequential,
+    Simultaneous,
+}
+
+impl Turns {
+    fn is_sequential(&self) -> bool {
+        *self == Turns::Sequential
+    }
 }
 
 /// Prompts for the short-term summary made in this state.
@@ -283,8 +304,103 @@ pub struct Components {
     /// latest message are added to the prompt (aiwaves' KnowledgeBaseComponent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub knowledge: Option<KnowledgeLookup>,
+    /// A closed decision this role makes every turn here (a game move), asked as a
+    /// choice among options rather than read out of free text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choice: Option<ChoiceSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmSettings>,
+}
+
+/// A closed decision: the model picks one option (with the probability of each, where
+/// the backend can tell), so every turn has a valid decision whatever the model writes.
+/// Stored on the turn's message as `decision: {value, probabilities}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ChoiceSpec {
+    /// The options (at least two, all different).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+    /// Numeric options instead: `[min, max, step]`, the step dividing the range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<[f64; 3]>,
+    /// The question (default: "Make your choice.").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// `reply` (the default): the agent speaks freely, then chooses; `instead`: the
+    /// choice is the whole turn.
+    #[serde(default)]
+    pub after: ChoiceTiming,
+}
+
+/// When a role's choice is made.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ChoiceTiming {
+    #[default]
+    Reply,
+    Instead,
+}
+
+/// Numeric choices are at most this many options.
+pub const MAX_RANGE_OPTIONS: usize = 1000;
+
+impl ChoiceSpec {
+    /// The options, in order: `values`, or the numbers of `range` written as briefly as
+    /// the step allows (`0`, `2.5`…). Empty when the spec is invalid (validation says
+    /// why).
+    pub fn options(&self) -> Vec<String> {
+        if !self.values.is_empty() {
+            return self.values.clone();
+        }
+        let Some([min, max, step]) = self.range else {
+            return Vec::new();
+        };
+        match range_count(min, max, step) {
+            Ok(n) => {
+                let decimals = decimals(step).max(decimals(min));
+                (0..n)
+                    .map(|i| format_number(min + i as f64 * step, decimals))
+                    .collect()
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// How many numbers `[min, max, step]` holds, or why it is not a valid range.
+pub fn range_count(min: f64, max: f64, step: f64) -> Result<usize, String> {
+    if !(min.is_finite() && max.is_finite() && step.is_finite()) {
+        return Err("the range must be three finite numbers".into());
+    }
+    if min >= max {
+        return Err(format!("[{min}, {max}, {step}] is empty or inverted: min must be below max"));
+    }
+    if step <= 0.0 {
+        return Err(format!("the step {step} must be positive"));
+    }
+    let steps = (max - min) / step;
+    if (steps - steps.round()).abs() > 1e-9 * steps.max(1.0) {
+        return Err(format!("the step {step} does not divide the range {min}..{max}"));
+    }
+    let n = steps.round() + 1.0;
+    if n > MAX_RANGE_OPTIONS as f64 {
+        return Err(format!("{n} options; at most {MAX_RANGE_OPTIONS}"));
+    }
+    Ok(n as usize)
+}
+
+/// Decimal places needed to write `x` (at most 6).
+fn decimals(x: f64) -> usize {
+    (0..=6).find(|d| {
+        let scaled = x * 10f64.powi(*d as i32);
+        (scaled - scaled.round()).abs() < 1e-9
+    }).unwrap_or(6)
+}
+
+fn format_number(x: f64, decimals: usize) -> String {
+    let s = format!("{x:.decimals$}");
+    if s == "-0" { "0".into() } else { s }
 }
 
 /// A model call that extracts tagged values from the conversation.
@@ -427,6 +543,10 @@ pub struct Script {
     /// Answers of the transition judge, in order (default: "stay").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub transit: Vec<String>,
+    /// Agent or role name → answers to its `choice` component, in order (default: its
+    /// reply lines, where they name an option, else a seeded draw among the options).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub choices: IndexMap<String, Vec<String>>,
     /// The summary template, with `{state}` and `{turn}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,

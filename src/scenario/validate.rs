@@ -237,7 +237,7 @@ impl<'a> Checker<'a> {
                     self.problem(path.key("next").index(i), format!("unknown state {next:?}"));
                 }
             }
-            for role in state.components.keys() {
+            for (role, comps) in &state.components {
                 if !state.roles.contains(role) {
                     self.problem(
                         path.key("components").key(role),
@@ -247,8 +247,36 @@ impl<'a> Checker<'a> {
                         ),
                     );
                 }
+                if let Some(choice) = &comps.choice {
+                    self.choice(choice, &path.key("components").key(role).key("choice"));
+                }
             }
             self.budget(name, state, &path, counter);
+        }
+    }
+
+    fn choice(&mut self, choice: &super::ChoiceSpec, path: &FieldPath) {
+        match (choice.values.is_empty(), choice.range) {
+            (false, Some(_)) => self.problem(path.clone(), "give values or range, not both"),
+            (true, None) => self.problem(path.clone(), "give the options: values, or range [min, max, step]"),
+            (false, None) => {
+                if choice.values.len() < 2 {
+                    self.problem(path.key("values"), "a choice needs at least two values");
+                }
+                let mut seen = HashSet::new();
+                for (i, v) in choice.values.iter().enumerate() {
+                    if v.trim().is_empty() {
+                        self.problem(path.key("values").index(i), "an option cannot be empty");
+                    } else if !seen.insert(v.as_str()) {
+                        self.problem(path.key("values").index(i), format!("{v:?} is listed twice"));
+                    }
+                }
+            }
+            (true, Some([min, max, step])) => {
+                if let Err(e) = super::model::range_count(min, max, step) {
+                    self.problem(path.key("range"), e);
+                }
+            }
         }
     }
 

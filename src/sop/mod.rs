@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub use choice::{parse_choice, parse_choice_in};
 
-use crate::scenario::{Scenario, SpeakerRule, State};
+use crate::scenario::{Scenario, SpeakerRule, State, Turns};
 
 /// Who speaks next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +31,8 @@ pub enum Speaker {
     Role(String),
     /// The `llm` rule: ask the controller to choose among `choices`.
     Ask { choices: Vec<String> },
+    /// A simultaneous state: every role acts once, on the same information.
+    Round { roles: Vec<String> },
 }
 
 /// Where the SOP goes after a turn.
@@ -133,6 +135,11 @@ impl SopEngine {
                 None => Speaker::Role(begin),
             };
         }
+        if state.turns == Turns::Simultaneous {
+            return Speaker::Round {
+                roles: state.roles.clone(),
+            };
+        }
         if state.roles.len() == 1 {
             return Speaker::Role(state.roles[0].clone());
         }
@@ -177,14 +184,21 @@ impl SopEngine {
 
     /// Checks the current state's transition rules against the last message.
     pub fn check_transition(&self, last_message: &str) -> Check {
+        self.check_round(&[last_message])
+    }
+
+    /// Checks the transition rules after a turn, or after a simultaneous round against
+    /// all of its messages: for keywords, the first message (in the order of the
+    /// state's roles) that contains one decides, and within it the first keyword
+    /// listed.
+    pub fn check_round(&self, messages: &[&str]) -> Check {
         let state = self.state();
         let rule = &state.transition;
-        let lower = last_message.to_lowercase();
-        if let Some(kw) = rule
-            .keywords
-            .iter()
-            .find(|k| lower.contains(&k.keyword.to_lowercase()))
-        {
+        let found = messages.iter().find_map(|m| {
+            let lower = m.to_lowercase();
+            rule.keywords.iter().find(|k| lower.contains(&k.keyword.to_lowercase()))
+        });
+        if let Some(kw) = found {
             return Check::Decided(self.target(&kw.to), Cause::Keyword(kw.keyword.clone()));
         }
         if let Some(max) = rule.max_turns {
@@ -217,6 +231,12 @@ impl SopEngine {
                 self.target(&choices[i])
             }
         })
+    }
+
+    /// The transition to the state (or end) called `name`, after the `max_visits`
+    /// redirects.
+    pub fn move_to(&self, name: &str) -> Transition {
+        self.target(name)
     }
 
     /// Where a transition naming `name` leads, after the `max_visits` redirects.

@@ -29,7 +29,7 @@ fn three_roles(rule: SpeakerRule) -> Arc<Scenario> {
 fn take(engine: &mut SopEngine) -> String {
     let role = match engine.next_speaker() {
         Speaker::Opening { role, .. } | Speaker::Role(role) => role,
-        Speaker::Ask { .. } => panic!("unexpected question"),
+        Speaker::Ask { .. } | Speaker::Round { .. } => panic!("unexpected question"),
     };
     engine.record_turn(&role);
     role

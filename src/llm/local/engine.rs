@@ -27,7 +27,7 @@ use sopsim_infer::template::ChatTemplate;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::{LocalOptions, SpecialTokens};
-use crate::llm::{CallContext, ChatRole, Chosen, Completion, LlmError, LlmRequest, TokenSink, Usage};
+use crate::llm::{CallContext, ChatRole, ChoiceMethod, Chosen, Completion, LlmError, LlmRequest, TokenSink, Usage};
 use crate::scenario::LlmSettings;
 
 /// Prompt tokens one step reads at most (all sequences together).
@@ -434,6 +434,7 @@ impl Worker {
             chosen: Some(Chosen {
                 index,
                 probabilities: Some(probabilities),
+                method: ChoiceMethod::Logits,
             }),
         };
         let (tx, _) = oneshot::channel();
