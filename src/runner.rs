@@ -214,19 +214,26 @@ pub fn local_backend(opts: &ModelOptions) -> Result<LocalBackend, CommandError> 
     })
 }
 
-/// The OpenAI-compatible backend for the options and the environment.
-pub fn openai_backend(opts: &ModelOptions) -> Result<OpenAiBackend, CommandError> {
+/// The OpenAI-compatible backend for the options and the environment. When no model
+/// is named (`--model`, `OPENAI_MODEL`, the scenario's top-level `llm.model`), the server
+/// is asked which one it serves.
+pub fn openai_backend(opts: &ModelOptions, scenario_model: Option<&str>) -> Result<OpenAiBackend, CommandError> {
     let mut o = OpenAiOptions::from_env();
     if let Some(base) = &opts.base_url {
         o.base_url = base.clone();
     }
     if let Some(model) = &opts.model {
-        o.model = model.display().to_string();
+        o.model = Some(model.display().to_string());
     }
     o.retry.attempts = opts.max_attempts;
     o.read_timeout = opts.timeout;
     o.concurrency = opts.concurrency;
-    OpenAiBackend::new(o).map_err(|e| CommandError::BadInput(format!("--base-url: {e}")))
+    let unnamed = o.model.is_none() && scenario_model.is_none();
+    let mut backend = OpenAiBackend::new(o).map_err(|e| CommandError::BadInput(format!("--base-url: {e}")))?;
+    if unnamed {
+        backend.discover_model().map_err(|e| CommandError::Runtime(e.to_string()))?;
+    }
+    Ok(backend)
 }
 
 /// Loads the embedder the options name, fetching the default model on first use.
@@ -294,7 +301,10 @@ pub fn llm(scenario: &Scenario, opts: &ModelOptions) -> Result<Llm, CommandError
                 let counter = backend.counter();
                 (Arc::new(backend), counter)
             }
-            (None, LlmChoice::OpenAi) => (Arc::new(openai_backend(opts)?), Arc::new(Estimator)),
+            (None, LlmChoice::OpenAi) => (
+                Arc::new(openai_backend(opts, scenario.llm.model.as_deref())?),
+                Arc::new(Estimator),
+            ),
         };
     let llm: Arc<dyn LlmBackend> = match &opts.record {
         Some(dir) => Arc::new(

@@ -193,7 +193,9 @@ pub async fn run(
     }
     let mode = config.mode.unwrap_or(scenario.environment.mode);
     let llm = LlmClient::new(services.llm.clone());
-    let sinks = Sinks::new(config.sinks);
+    let mut config = config;
+    let sinks = Sinks::new(std::mem::take(&mut config.sinks));
+    config.notes.extend(services.llm.notes());
     for text in &config.notes {
         sinks.emit(crate::events::SimEvent::Warning { text: text.clone() });
     }

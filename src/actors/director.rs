@@ -27,7 +27,7 @@ use crate::llm::{CallContext, CallKind, ChoiceMethod, LlmClient, LlmRequest};
 use crate::memory::{Memory, Observation};
 use crate::output::TranscriptWriter;
 use crate::prompt::{self, Assembled};
-use crate::scenario::{Scenario, SpeakerRule};
+use crate::scenario::Scenario;
 use crate::sim::EndReason;
 use crate::sop::{Check, SopEngine, Speaker, Transition};
 use crate::tokens::TokenCounter;

@@ -29,6 +29,12 @@ pub trait LlmBackend: Send + Sync {
     /// A short description for summaries and logs (never contains secrets).
     fn describe(&self) -> String;
 
+    /// What setting the backend up found worth telling the user (reported as
+    /// warnings when a run starts).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Completes `request`, passing text pieces to `stream` as they arrive.
     fn complete<'a>(
         &'a self,

@@ -23,6 +23,10 @@ struct Canonical<'a> {
     messages: std::borrow::Cow<'a, [ChatMessage]>,
     settings: std::borrow::Cow<'a, LlmSettings>,
     call: CallPlace<'a>,
+    /// A closed choice's options (absent for a chat completion, so those keys are the
+    /// same as before choices existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    options: Option<std::borrow::Cow<'a, [String]>>,
 }
 
 /// Where in a run a call happens.
@@ -54,6 +58,10 @@ struct Entry<'a> {
     text: String,
     usage: Usage,
     model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stopped_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    chosen: Option<super::Chosen>,
 }
 
 impl<'a> Canonical<'a> {
@@ -62,6 +70,7 @@ impl<'a> Canonical<'a> {
             messages: (&req.messages[..]).into(),
             settings: std::borrow::Cow::Borrowed(&req.settings),
             call: CallPlace::of(req),
+            options: req.options.as_deref().map(Into::into),
         }
     }
 }
@@ -101,6 +110,10 @@ impl LlmBackend for Recorder {
         self.inner.describe()
     }
 
+    fn notes(&self) -> Vec<String> {
+        self.inner.notes()
+    }
+
     fn complete<'a>(
         &'a self,
         request: LlmRequest,
@@ -115,6 +128,8 @@ impl LlmBackend for Recorder {
                 text: completion.text.clone(),
                 usage: completion.usage,
                 model: completion.model.clone(),
+                stopped_at: completion.stopped_at.clone(),
+                chosen: completion.chosen.clone(),
             };
             let path = self.dir.join(format!("{key}.json"));
             let tmp = path.with_extension("json.tmp");
@@ -197,7 +212,11 @@ impl LlmBackend for Replayer {
             if let Some(sink) = stream {
                 sink(&entry.text);
             }
-            Ok(Completion::text(entry.text, entry.usage, entry.model))
+            Ok(Completion {
+                stopped_at: entry.stopped_at,
+                chosen: entry.chosen,
+                ..Completion::text(entry.text, entry.usage, entry.model)
+            })
         })
     }
 }

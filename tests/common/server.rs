@@ -31,6 +31,12 @@ pub enum Reply {
     Slow(Duration),
     /// A stream whose event is not JSON.
     Garbage,
+    /// A structured choice answer `{"choice": value}` (as text, so a test can send any),
+    /// with log-probabilities of the value's first token when given.
+    Choice {
+        content: String,
+        top: Vec<(String, f64)>,
+    },
 }
 
 pub fn ok(pieces: &[&str]) -> Reply {
@@ -98,6 +104,11 @@ fn handle(
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let stream = body["stream"].as_bool().unwrap_or(false);
     requests.lock().unwrap().push((head.clone(), body.clone()));
+    if head.starts_with("GET /v1/models") {
+        let b = json!({"object": "list", "data": [{"id": "served-model-a", "object": "model"}, {"id": "served-model-b", "object": "model"}]}).to_string();
+        let _ = conn.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes());
+        return;
+    }
     if head.starts_with("POST /v1/embeddings") {
         let data: Vec<Value> = body["input"]
             .as_array()
@@ -180,5 +191,20 @@ fn handle(
             conn.write_all(format!("{sse_head}{}data: [DONE]\n\n", chunk("late")).as_bytes())
         }
         Reply::Garbage => conn.write_all(format!("{sse_head}data: {{not json\n\n").as_bytes()),
+        Reply::Choice { content, top } => {
+            // Tokens: `{"choice": "`, then the value's first letters (where `top` applies),
+            // then the rest.
+            let cut = content.find(": \"").map_or(0, |i| i + 3);
+            let (lead, rest) = content.split_at(cut);
+            let (first, tail) = rest.split_at(rest.len().min(2));
+            let top: Vec<Value> = top.iter().map(|(t, lp)| json!({"token": t, "logprob": lp})).collect();
+            let logprobs = json!({"content": [
+                {"token": lead, "logprob": 0.0, "top_logprobs": []},
+                {"token": first, "logprob": -0.1, "top_logprobs": top},
+                {"token": tail, "logprob": 0.0, "top_logprobs": []},
+            ]});
+            let b = json!({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop", "logprobs": logprobs}], "usage": {"prompt_tokens": 30, "completion_tokens": 5}}).to_string();
+            conn.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes())
+        }
     };
 }

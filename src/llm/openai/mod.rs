@@ -22,7 +22,7 @@ use tokio::sync::Semaphore;
 pub use retry::{parse_retry_after, retryable_status, RetryPolicy};
 pub use sse::{Event, SseParser};
 
-use super::{ChatRole, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage};
+use super::{ChatRole, ChoiceMethod, Chosen, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage};
 use crate::tokens::{Estimator, TokenCounter};
 
 /// An API key. Its `Debug` output is redacted so it cannot leak through logs.
@@ -53,8 +53,9 @@ pub struct OpenAiOptions {
     /// With or without a trailing `/v1`.
     pub base_url: String,
     pub api_key: Option<ApiKey>,
-    /// The model when a request names none.
-    pub model: String,
+    /// The model when a request names none; `None`: ask the server
+    /// ([`OpenAiBackend::discover_model`]).
+    pub model: Option<String>,
     /// Stream agents' replies (SSE). Controller, judge and summary answers are short and
     /// shown whole, so they are always asked for in one piece.
     pub stream: bool,
@@ -73,7 +74,7 @@ impl OpenAiOptions {
         Self {
             base_url: var("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into()),
             api_key: var("OPENAI_API_KEY").and_then(ApiKey::new),
-            model: var("OPENAI_MODEL").unwrap_or_else(|| "gpt-4o-mini".into()),
+            model: var("OPENAI_MODEL"),
             stream: true,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(120),
@@ -106,6 +107,23 @@ fn shown(url: &str) -> String {
     }
 }
 
+/// Endpoints that refused structured output (`response_format`): asked in plain text.
+fn refuses_structured(endpoint: &str) -> bool {
+    REFUSED.contains_key(endpoint)
+}
+
+static REFUSED: LazyLock<DashMap<String, ()>> = LazyLock::new(DashMap::new);
+
+/// How a closed choice is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Asking {
+    /// `response_format`: a JSON object whose `choice` is one of the options, with
+    /// `logprobs` for the probabilities.
+    Structured,
+    /// The prompt's own instruction; the answer is read as text.
+    Text,
+}
+
 /// One semaphore per endpoint, shared by every backend in the process.
 fn limit(endpoint: &str, permits: usize) -> Arc<Semaphore> {
     static LIMITS: LazyLock<DashMap<String, Arc<Semaphore>>> = LazyLock::new(DashMap::new);
@@ -120,6 +138,8 @@ pub struct OpenAiBackend {
     options: OpenAiOptions,
     url: String,
     permits: Arc<Semaphore>,
+    /// What discovering the model found worth saying.
+    notes: Vec<String>,
 }
 
 /// Why one attempt failed.
@@ -128,6 +148,9 @@ enum Failure {
         cause: String,
         after: Option<Duration>,
     },
+    /// A structured choice answer that is not JSON or names no option: retried, then
+    /// asked in plain text.
+    BadAnswer(String),
     Fatal(String),
 }
 
@@ -152,10 +175,55 @@ impl OpenAiBackend {
             options,
             url,
             permits,
+            notes: Vec::new(),
         })
     }
 
-    fn body(&self, req: &LlmRequest) -> Value {
+    /// Asks the server which model it serves (`GET {base}/models`) and uses the first;
+    /// a note says so when it serves several. For when no model is named anywhere
+    /// (a flag, the environment, the scenario). Blocking: call it before a run starts.
+    pub fn discover_model(&mut self) -> Result<(), LlmError> {
+        let url = format!("{}/models", self.endpoint());
+        let fail = |why: String| LlmError::Backend {
+            backend: "openai".into(),
+            message: format!("no model is named (--model, OPENAI_MODEL or the scenario's llm.model), and {} did not say which it serves: {why}", shown(&url)),
+        };
+        let client = reqwest::blocking::Client::builder()
+            .connect_timeout(self.options.connect_timeout)
+            .timeout(self.options.read_timeout)
+            .build()
+            .map_err(|e| fail(e.to_string()))?;
+        let mut call = client.get(&url);
+        if let Some(key) = &self.options.api_key {
+            call = call.bearer_auth(key.expose());
+        }
+        let response = call.send().map_err(|e| fail(without_url(&e)))?;
+        let status = response.status().as_u16();
+        let body = response.text().map_err(|e| fail(without_url(&e)))?;
+        if status != 200 {
+            return Err(fail(format!("HTTP {status}: {}", server_message(&body))));
+        }
+        let v: Value = serde_json::from_str(&body).map_err(|e| fail(format!("malformed JSON: {e}")))?;
+        let ids: Vec<String> = v["data"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|m| m["id"].as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        let first = ids.first().cloned().ok_or_else(|| fail("it lists no model".into()))?;
+        if ids.len() > 1 {
+            let shown_ids: Vec<&str> = ids.iter().take(8).map(String::as_str).collect();
+            self.notes.push(format!(
+                "no model named; {} serves {} models ({}{}): using {first}",
+                shown(&self.endpoint()),
+                ids.len(),
+                shown_ids.join(", "),
+                if ids.len() > 8 { ", …" } else { "" }
+            ));
+        }
+        self.options.model = Some(first);
+        Ok(())
+    }
+
+    fn body(&self, req: &LlmRequest, asking: Asking) -> Value {
         let s = &req.settings;
         let messages: Vec<Value> = req
             .messages
@@ -198,6 +266,23 @@ impl OpenAiBackend {
         if self.streams(req) {
             obj.insert("stream_options".into(), json!({"include_usage": true}));
         }
+        if let (Some(options), Asking::Structured) = (&req.options, asking) {
+            let schema = json!({
+                "type": "object",
+                "properties": {"choice": {"type": "string", "enum": options}},
+                "required": ["choice"],
+                "additionalProperties": false,
+            });
+            obj.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": {"name": "choice", "strict": true, "schema": schema}}),
+            );
+            obj.insert("logprobs".into(), json!(true));
+            obj.insert("top_logprobs".into(), json!(10));
+            // Room for the JSON around the longest option.
+            let longest = options.iter().map(|o| Estimator.count(o)).max().unwrap_or(1);
+            obj.insert("max_tokens".into(), json!(16 + 2 * longest));
+        }
         Value::Object(obj)
     }
 
@@ -206,15 +291,20 @@ impl OpenAiBackend {
     }
 
     fn model<'a>(&'a self, req: &'a LlmRequest) -> &'a str {
-        req.settings.model.as_deref().unwrap_or(&self.options.model)
+        req.settings
+            .model
+            .as_deref()
+            .or(self.options.model.as_deref())
+            .unwrap_or("default")
     }
 
     async fn attempt(
         &self,
         req: &LlmRequest,
         stream: Option<&TokenSink>,
+        asking: Asking,
     ) -> Result<Completion, Failure> {
-        let mut call = self.client.post(&self.url).json(&self.body(req));
+        let mut call = self.client.post(&self.url).json(&self.body(req, asking));
         if let Some(key) = &self.options.api_key {
             call = call.bearer_auth(&key.0);
         }
@@ -244,6 +334,15 @@ impl OpenAiBackend {
             let text = response.text().await.unwrap_or_default();
             let said = server_message(&text);
             let url = shown(&self.url);
+            if status == 400 && req.options.is_some() && asking == Asking::Structured {
+                // Structured output is refused: remember it for this endpoint and ask in
+                // plain text from now on.
+                REFUSED.insert(self.endpoint(), ());
+                return Err(Failure::Retry {
+                    cause: format!("HTTP 400 from {url} to structured output: {said}"),
+                    after: Some(Duration::ZERO),
+                });
+            }
             return Err(match status {
                 401 | 403 => Failure::Fatal(format!("HTTP {status} from {url}: check the API key (OPENAI_API_KEY); the server said: {said}")),
                 404 => Failure::Fatal(format!("HTTP 404 from {url}: no model {:?} there, or the base URL is wrong; the server said: {said}", self.model(req))),
@@ -278,8 +377,20 @@ impl OpenAiBackend {
             if let Some(sink) = stream {
                 sink(&content);
             }
-            Ok(self.completion(req, content, &v["usage"]))
+            let mut completion = self.completion(req, content, &v["usage"]);
+            completion.stopped_at = v["choices"][0]["stop_reason"].as_str().map(String::from);
+            if let Some(options) = &req.options {
+                completion.chosen = read_choice(&completion.text, options, asking, &v["choices"][0]["logprobs"])?;
+                if let Some(c) = &completion.chosen {
+                    completion.text = options[c.index].clone();
+                }
+            }
+            Ok(completion)
         }
+    }
+
+    fn endpoint(&self) -> String {
+        normalize_base(&self.options.base_url)
     }
 
     async fn read_stream(
@@ -379,6 +490,68 @@ impl OpenAiBackend {
     }
 }
 
+/// The option a choice answer names, with the probabilities the logprobs give. A
+/// structured answer that is not JSON or names no option is retried; a text answer
+/// naming none is no choice (`None`).
+fn read_choice(content: &str, options: &[String], asking: Asking, logprobs: &Value) -> Result<Option<Chosen>, Failure> {
+    match asking {
+        Asking::Text => Ok(crate::sop::parse_choice_in(content, options, "end", options).map(|index| Chosen {
+            index,
+            probabilities: None,
+            method: ChoiceMethod::Text,
+        })),
+        Asking::Structured => {
+            let bad = Failure::BadAnswer;
+            let v: Value = serde_json::from_str(content.trim()).map_err(|e| bad(format!("the structured answer is not JSON: {e}")))?;
+            let value = v["choice"].as_str().ok_or_else(|| bad("the structured answer has no \"choice\"".into()))?;
+            let index = options
+                .iter()
+                .position(|o| o == value)
+                .ok_or_else(|| bad(format!("the structured answer {value:?} is not one of the options")))?;
+            Ok(Some(Chosen {
+                index,
+                probabilities: option_probabilities(content, value, options, logprobs),
+                method: ChoiceMethod::Structured,
+            }))
+        }
+    }
+}
+
+/// The options' probabilities from the top log-probabilities of the answer's token
+/// where the chosen value begins: each alternative token there counts for the options
+/// it begins. `None` without logprobs, or when no alternative begins an option.
+fn option_probabilities(content: &str, value: &str, options: &[String], logprobs: &Value) -> Option<Vec<f64>> {
+    let tokens = logprobs["content"].as_array()?;
+    let start = content.find(&format!("\"{value}\""))? + 1;
+    let mut at = 0;
+    for t in tokens {
+        let text = t["token"].as_str().unwrap_or("");
+        let end = at + text.len();
+        if end > start {
+            // This token holds the value's start; `lead` is what it has before it.
+            let lead = start.checked_sub(at)?;
+            let mut p = vec![0.0; options.len()];
+            for alt in t["top_logprobs"].as_array()? {
+                let (Some(tok), Some(lp)) = (alt["token"].as_str(), alt["logprob"].as_f64()) else { continue };
+                let Some(rest) = tok.get(lead..).filter(|_| tok.starts_with(&text[..lead])) else { continue };
+                let rest = rest.split('"').next().unwrap_or("");
+                if rest.is_empty() {
+                    continue;
+                }
+                for (i, o) in options.iter().enumerate() {
+                    if o.starts_with(rest) {
+                        p[i] += lp.exp();
+                    }
+                }
+            }
+            let total: f64 = p.iter().sum();
+            return (total > 0.0).then(|| p.into_iter().map(|x| x / total).collect());
+        }
+        at = end;
+    }
+    None
+}
+
 /// reqwest errors include the URL; print it without credentials.
 fn without_url(e: &reqwest::Error) -> String {
     let mut s = e.to_string();
@@ -410,10 +583,14 @@ fn server_message(body: &str) -> String {
 }
 
 impl LlmBackend for OpenAiBackend {
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
+
     fn describe(&self) -> String {
         format!(
             "openai:{}@{}",
-            self.options.model,
+            self.options.model.as_deref().unwrap_or("default"),
             shown(&normalize_base(&self.options.base_url))
         )
     }
@@ -434,8 +611,16 @@ impl LlmBackend for OpenAiBackend {
                 })?;
             let policy = self.options.retry;
             let mut attempt = 1;
+            let structured = || {
+                if request.options.is_some() && !refuses_structured(&self.endpoint()) {
+                    Asking::Structured
+                } else {
+                    Asking::Text
+                }
+            };
             loop {
-                match self.attempt(&request, stream.as_ref()).await {
+                let asking = structured();
+                match self.attempt(&request, stream.as_ref(), asking).await {
                     Ok(c) => return Ok(c),
                     Err(Failure::Fatal(message)) => {
                         return Err(LlmError::Backend {
@@ -448,6 +633,20 @@ impl LlmBackend for OpenAiBackend {
                         tracing::warn!(attempt, ?wait, %cause, "retrying the model call");
                         tokio::time::sleep(wait).await;
                         attempt += 1;
+                    }
+                    Err(Failure::BadAnswer(cause)) if attempt < policy.attempts => {
+                        tracing::warn!(attempt, %cause, "asking the choice again");
+                        attempt += 1;
+                    }
+                    // A server whose structured answers keep failing is asked in plain
+                    // text, and its answer read as one of the options.
+                    Err(Failure::BadAnswer(_)) => {
+                        return match self.attempt(&request, None, Asking::Text).await {
+                            Ok(c) => Ok(c),
+                            Err(Failure::Fatal(message) | Failure::Retry { cause: message, .. } | Failure::BadAnswer(message)) => {
+                                Err(LlmError::Backend { backend: "openai".into(), message })
+                            }
+                        };
                     }
                     Err(Failure::Retry { cause, .. }) => {
                         return Err(LlmError::Backend {
