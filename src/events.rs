@@ -101,15 +101,16 @@ struct TerminalState {
     in_round: bool,
 }
 
-/// ` (COOPERATE 0.93, DEFECT 0.07)`, or nothing when the backend gave none.
+/// ` (COOPERATE 0.93, DEFECT 0.07)`: the most likely options (at most four shown),
+/// or nothing when the backend gave no probabilities.
 fn probabilities(d: &crate::memory::Decision) -> String {
-    match &d.probabilities {
-        Some(p) => {
-            let parts: Vec<String> = p.iter().map(|(v, x)| format!("{v} {x:.2}")).collect();
-            format!(" ({})", parts.join(", "))
-        }
-        None => String::new(),
-    }
+    let Some(p) = &d.probabilities else {
+        return String::new();
+    };
+    let mut ranked: Vec<(&String, &f64)> = p.iter().filter(|(_, x)| **x >= 0.005).collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(a.1));
+    let parts: Vec<String> = ranked.iter().take(4).map(|(v, x)| format!("{v} {x:.2}")).collect();
+    format!(" ({})", parts.join(", "))
 }
 
 impl TerminalSink {

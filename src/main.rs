@@ -438,6 +438,9 @@ fn execute(command: Command) -> Result<(), CommandError> {
         }
         Command::Validate { scenario } => {
             let s = runner::load(&scenario)?;
+            for note in scenario::advice(&s) {
+                eprintln!("note: {note}");
+            }
             say(&format!(
                 "{}: valid ({} states, {} agents)",
                 scenario.display(),

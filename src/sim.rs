@@ -196,6 +196,7 @@ pub async fn run(
     let mut config = config;
     let sinks = Sinks::new(std::mem::take(&mut config.sinks));
     config.notes.extend(services.llm.notes());
+    config.notes.extend(crate::scenario::advice(&scenario).iter().map(ToString::to_string));
     for text in &config.notes {
         sinks.emit(crate::events::SimEvent::Warning { text: text.clone() });
     }

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use common::root;
 use sopsim::bench::extract::outcome_figures;
-use sopsim::memory::{Memory, MessageKind};
+use sopsim::memory::{Decision, Memory, MessageKind};
 use sopsim::scenario::{self, FieldPath, OutcomeRules};
 
 fn sopsim() -> Command {
@@ -51,23 +51,41 @@ fn transcript(lines: &[(u32, &str, &str)]) -> Vec<Memory> {
         .collect()
 }
 
+/// A transcript of `(visit, name, decision, probabilities)`: turns with a choice.
+fn choices(lines: &[(u32, &str, &str, &[(&str, f64)])]) -> Vec<Memory> {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, (visit, name, value, probabilities))| Memory {
+            seq: i as u64,
+            state: "round".into(),
+            visit: *visit,
+            role: "Player".into(),
+            name: name.to_string(),
+            content: format!("{name} speaks."),
+            kind: MessageKind::Reply,
+            decision: Some(Decision {
+                value: value.to_string(),
+                probabilities: (!probabilities.is_empty())
+                    .then(|| probabilities.iter().map(|(v, p)| (v.to_string(), *p)).collect()),
+            }),
+        })
+        .collect()
+}
+
 fn figure(f: &sopsim::bench::extract::Figures, name: &str) -> Option<f64> {
     *f.get(name).unwrap_or_else(|| panic!("no figure {name}"))
 }
 
 #[test]
-fn prisoners_dilemma_pays_each_round_from_the_table() {
-    let t = transcript(&[
-        (1, "Alice", "I COOPERATE."),
-        (1, "Bob", "cooperate, then."),
-        // The last readable move counts.
-        (2, "Alice", "Tempted to defect, but I COOPERATE."),
-        (2, "Bob", "I DEFECT."),
-        (3, "Alice", "DEFECT"),
-        (3, "Bob", "DEFECT!"),
-        // Bob names no move: the round pays nothing and counts one failure.
-        (4, "Alice", "COOPERATE"),
-        (4, "Bob", "I am not sure."),
+fn prisoners_dilemma_pays_each_round_from_the_choices() {
+    let t = choices(&[
+        (1, "Alice", "COOPERATE", &[("COOPERATE", 0.9), ("DEFECT", 0.1)]),
+        (1, "Bob", "COOPERATE", &[("COOPERATE", 0.6), ("DEFECT", 0.4)]),
+        (2, "Alice", "COOPERATE", &[("COOPERATE", 0.7), ("DEFECT", 0.3)]),
+        (2, "Bob", "DEFECT", &[("COOPERATE", 0.2), ("DEFECT", 0.8)]),
+        (3, "Alice", "DEFECT", &[("COOPERATE", 0.4), ("DEFECT", 0.6)]),
+        (3, "Bob", "DEFECT", &[]),
     ]);
     let f = outcome_figures(&rules("prisoners_dilemma"), &t).unwrap();
     // (C,C) 3/3, (C,D) 0/5, (D,D) 1/1
@@ -77,25 +95,60 @@ fn prisoners_dilemma_pays_each_round_from_the_table() {
     // Gini of [4, 9]: |4 − 9|·2 / (2·2·13) = 10/52
     let equality = figure(&f, "equality").unwrap();
     assert!((equality - (1.0 - 10.0 / 52.0)).abs() < 1e-12, "{equality}");
-    // Readable moves: Alice C C D C, Bob C D D → 4 of 7 cooperate
-    let rate = figure(&f, "cooperation_rate").unwrap();
-    assert!((rate - 4.0 / 7.0).abs() < 1e-12, "{rate}");
-    assert_eq!(figure(&f, "rounds"), Some(4.0));
-    assert_eq!(figure(&f, "decision_failures"), Some(1.0));
+    // Moves: Alice C C D, Bob C D D → 3 of 6 cooperate
+    assert_eq!(figure(&f, "cooperation_rate"), Some(0.5));
+    assert_eq!(figure(&f, "rounds"), Some(3.0));
+    assert_eq!(figure(&f, "decision_failures"), Some(0.0));
+    // The model's probability of cooperating, over the five choices that have one.
+    let p = figure(&f, "p.COOPERATE").unwrap();
+    assert!((p - (0.9 + 0.6 + 0.7 + 0.2 + 0.4) / 5.0).abs() < 1e-12, "{p}");
+    assert!((figure(&f, "p.DEFECT").unwrap() - (1.0 - p)).abs() < 1e-12);
 }
 
 #[test]
-fn public_goods_pays_by_formula_and_rejects_numbers_out_of_range() {
+fn moves_are_read_from_the_text_when_no_choice_was_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_scenario(
+        dir.path(),
+        serde_json::json!({
+            "players": ["Alice", "Bob"],
+            "decision": { "pattern": "\\b(cooperate|defect)\\b", "state": "round",
+                          "values": ["COOPERATE", "DEFECT"], "cooperative": ["COOPERATE"] },
+            "payoff": { "table": { "COOPERATE,COOPERATE": [3, 3], "COOPERATE,DEFECT": [0, 5],
+                                   "DEFECT,COOPERATE": [5, 0], "DEFECT,DEFECT": [1, 1] } }
+        }),
+    );
+    let s = sopsim::scenario::load(&path).unwrap();
+    let rules = OutcomeRules::compile(s.outcomes.as_ref().unwrap(), &s, &FieldPath::root().key("outcomes")).unwrap();
     let t = transcript(&[
-        (1, "Ana", "CONTRIBUTE 10"),
-        (1, "Ben", "contribute: 5"),
-        (1, "Cleo", "CONTRIBUTE 0"),
-        (1, "Dev", "CONTRIBUTE 5"),
+        (1, "Alice", "I COOPERATE."),
+        (1, "Bob", "cooperate, then."),
+        // The last readable move counts.
+        (2, "Alice", "Tempted to defect, but I COOPERATE."),
+        (2, "Bob", "I DEFECT."),
+        // Bob names no move: the round pays nothing and counts one failure.
+        (3, "Alice", "COOPERATE"),
+        (3, "Bob", "I am not sure."),
+    ]);
+    let f = outcome_figures(&rules, &t).unwrap();
+    assert_eq!(figure(&f, "payoff.Alice"), Some(3.0));
+    assert_eq!(figure(&f, "payoff.Bob"), Some(8.0));
+    assert_eq!(figure(&f, "decision_failures"), Some(1.0));
+    assert!(f.get("p.COOPERATE").is_none(), "no choice component, no probabilities");
+}
+
+#[test]
+fn public_goods_pays_by_formula_over_every_contribution_of_the_round() {
+    let t = choices(&[
+        (1, "Ana", "10", &[("10", 0.5), ("8", 0.5)]),
+        (1, "Ben", "5", &[]),
+        (1, "Cleo", "0", &[]),
+        (1, "Dev", "5", &[]),
         // Round 2: Dev's 12 is outside [0, 10]: unreadable, so the round pays nothing.
-        (2, "Ana", "CONTRIBUTE 10"),
-        (2, "Ben", "CONTRIBUTE 10"),
-        (2, "Cleo", "CONTRIBUTE 10"),
-        (2, "Dev", "CONTRIBUTE 12"),
+        (2, "Ana", "10", &[]),
+        (2, "Ben", "10", &[]),
+        (2, "Cleo", "10", &[]),
+        (2, "Dev", "12", &[]),
     ]);
     let f = outcome_figures(&rules("public_goods"), &t).unwrap();
     // Round 1: pot 20 × 1.6 / 4 = 8 each; payoff = 10 − own + 8
@@ -108,12 +161,19 @@ fn public_goods_pays_by_formula_and_rejects_numbers_out_of_range() {
     // Readable contributions 10 5 0 5 10 10 10 over the range 0..10
     let rate = figure(&f, "cooperation_rate").unwrap();
     assert!((rate - 50.0 / 70.0).abs() < 1e-12, "{rate}");
+    // The expected contribution under the model: 0.5·10 + 0.5·8.
+    assert_eq!(figure(&f, "expected_decision"), Some(9.0));
 }
 
+/// The prisoner's dilemma with other outcome rules, its moves read from the text (its
+/// choice components removed).
 fn write_scenario(dir: &Path, outcomes: serde_json::Value) -> std::path::PathBuf {
     let mut s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(scenario_path("prisoners_dilemma")).unwrap())
             .unwrap();
+    for comps in s["sop"]["states"]["round"]["components"].as_object_mut().unwrap().values_mut() {
+        comps.as_object_mut().unwrap().remove("choice");
+    }
     s["outcomes"] = outcomes;
     let path = dir.join("game.json");
     std::fs::write(&path, serde_json::to_string_pretty(&s).unwrap()).unwrap();
@@ -415,6 +475,8 @@ fn runs_that_fail_are_counted_and_listed() {
         &format!("http://127.0.0.1:{port}/v1"),
         "--max-attempts",
         "1",
+        "--model",
+        "test-model",
         "--embedder",
         "hash",
         "--seeds",

@@ -46,3 +46,17 @@ fn a_seeded_run_is_reproducible() {
         "the random speaker rule follows the seed"
     );
 }
+
+#[test]
+fn prisoners_dilemma_in_simultaneous_rounds() {
+    let (outcome, _) = run_recorded(&example("prisoners_dilemma"), None, 0, &[]);
+    assert_eq!(outcome.summary.ended_by.as_str(), "end");
+    assert_golden("prisoners_dilemma.jsonl", &jsonl(&outcome));
+}
+
+#[test]
+fn public_goods_in_simultaneous_rounds() {
+    let (outcome, _) = run_recorded(&example("public_goods"), None, 0, &[]);
+    assert_eq!(outcome.summary.ended_by.as_str(), "end");
+    assert_golden("public_goods.jsonl", &jsonl(&outcome));
+}

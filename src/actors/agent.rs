@@ -117,11 +117,14 @@ impl Handler<TakeTurn> for AgentActor {
     type Result = ResponseActFuture<Self, Result<TurnDone, SimError>>;
 
     fn handle(&mut self, msg: TakeTurn, _: &mut Context<Self>) -> Self::Result {
-        self.sinks.emit(SimEvent::TurnStarted {
-            name: self.name.clone(),
-            role: msg.role.clone(),
-            human: self.human.is_some(),
-        });
+        // A round's turns are shown when the round is complete, not as they happen.
+        if msg.commit {
+            self.sinks.emit(SimEvent::TurnStarted {
+                name: self.name.clone(),
+                role: msg.role.clone(),
+                human: self.human.is_some(),
+            });
+        }
         let env = self.env.clone();
         let others = other_labels(&self.scenario, &msg.state, &self.name, &msg.role);
         // The turn as recorded; each path below fills in what it said.
@@ -179,7 +182,7 @@ impl Handler<TakeTurn> for AgentActor {
             self.scenario.clone(),
             self.counter.clone(),
             self.llm.clone(),
-            self.token_sink(),
+            self.token_sink().filter(|_| msg.commit),
             self.name.clone(),
         );
         Box::pin(

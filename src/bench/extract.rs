@@ -121,32 +121,52 @@ fn rounds<'a>(decision: &CompiledDecision, transcript: &'a [Memory]) -> Vec<Vec<
     by_visit.into_values().collect()
 }
 
-/// The player's readable decision among its messages in one round.
+/// A choice or a number as the rule reads it, if it is a valid one.
+fn readable(rule: &crate::scenario::DecisionRule, values: &[String], text: &str) -> Option<Decision> {
+    if values.is_empty() {
+        let n: f64 = text.trim().parse().ok()?;
+        let in_range = rule.range.is_none_or(|[lo, hi]| (lo..=hi).contains(&n));
+        (n.is_finite() && in_range).then_some(Decision::Number(n))
+    } else {
+        let key = choice_key(text);
+        values.contains(&key).then_some(Decision::Choice(key))
+    }
+}
+
+/// The player's readable decision among its messages in one round: the `decision`
+/// its choice component stored, else what the pattern reads in its text; and the
+/// probabilities the model gave the options, when it did.
 fn read_decision(
     decision: &CompiledDecision,
     messages: &[&Memory],
     player: &str,
-) -> Option<Decision> {
+) -> (Option<Decision>, Option<indexmap::IndexMap<String, f64>>) {
     let rule = &decision.rule;
     let values: Vec<String> = rule.values.iter().map(|v| choice_key(v)).collect();
-    let mut readable = messages
+    let own: Vec<&&Memory> = messages.iter().filter(|m| m.name == player).collect();
+    let chosen: Vec<_> = own
         .iter()
-        .filter(|m| m.name == player)
-        .flat_map(|m| decision.pattern.captures_iter(&m.content))
-        .filter_map(|caps| {
-            let text = caps.get(1).or_else(|| caps.get(0))?.as_str();
-            if values.is_empty() {
-                let n: f64 = text.trim().parse().ok()?;
-                let in_range = rule.range.is_none_or(|[lo, hi]| (lo..=hi).contains(&n));
-                (n.is_finite() && in_range).then_some(Decision::Number(n))
-            } else {
-                let key = choice_key(text);
-                values.contains(&key).then_some(Decision::Choice(key))
-            }
-        });
-    match rule.take {
-        Take::First => readable.next(),
-        Take::Last => readable.last(),
+        .filter_map(|m| m.decision.as_ref())
+        .filter_map(|d| Some((readable(rule, &values, &d.value)?, d.probabilities.clone())))
+        .collect();
+    if let Some((d, p)) = take(rule.take, chosen) {
+        return (Some(d), p);
+    }
+    let Some(pattern) = &decision.pattern else {
+        return (None, None);
+    };
+    let texts: Vec<Decision> = own
+        .iter()
+        .flat_map(|m| pattern.captures_iter(&m.content))
+        .filter_map(|caps| readable(rule, &values, caps.get(1).or_else(|| caps.get(0))?.as_str()))
+        .collect();
+    (take(rule.take, texts), None)
+}
+
+fn take<T>(which: Take, mut all: Vec<T>) -> Option<T> {
+    match which {
+        Take::First => (!all.is_empty()).then(|| all.remove(0)),
+        Take::Last => all.pop(),
     }
 }
 
@@ -165,10 +185,27 @@ fn decisions(
     let mut failures = 0u64;
     let mut cooperation = Vec::new();
     let mut payoffs = vec![0.0; rules.players.len()];
+    // The model's probabilities of each value, over every decision that has them.
+    let mut probability_sums: IndexMap<String, f64> = values.iter().map(|v| (v.clone(), 0.0)).collect();
+    let mut expected: Vec<f64> = Vec::new();
+    let mut with_probabilities = 0u64;
     for (r, messages) in rounds.iter().enumerate() {
         let mut joint = Vec::with_capacity(rules.players.len());
         for player in &rules.players {
-            let read = read_decision(decision, messages, player);
+            let (read, probabilities) = read_decision(decision, messages, player);
+            if let Some(p) = probabilities {
+                with_probabilities += 1;
+                let mut mean = 0.0;
+                for (option, x) in &p {
+                    if let Some(sum) = probability_sums.get_mut(&choice_key(option)) {
+                        *sum += x;
+                    }
+                    if let Ok(n) = option.trim().parse::<f64>() {
+                        mean += n * x;
+                    }
+                }
+                expected.push(mean);
+            }
             if let Some(d) = &read {
                 cooperation.push(cooperation_of(decision, d));
             } else {
@@ -205,6 +242,16 @@ fn decisions(
     );
     f.insert("rounds".into(), Some(rounds.len() as f64));
     f.insert("decision_failures".into(), Some(failures as f64));
+    if decision.chosen {
+        let n = with_probabilities as f64;
+        for (v, sum) in probability_sums {
+            f.insert(format!("p.{v}"), (with_probabilities > 0).then(|| sum / n));
+        }
+        f.insert(
+            "expected_decision".into(),
+            (!expected.is_empty()).then(|| expected.iter().sum::<f64>() / expected.len() as f64),
+        );
+    }
     Ok(())
 }
 

@@ -16,4 +16,4 @@ pub use load::{
 pub use model::*;
 pub use outcomes::*;
 pub use path::FieldPath;
-pub use validate::{check, check_structure, schema, Problem};
+pub use validate::{advice, check, check_structure, schema, Problem};

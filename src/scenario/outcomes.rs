@@ -31,13 +31,16 @@ pub struct Outcomes {
     pub report: Vec<String>,
 }
 
-/// How each player's decision is read from its messages.
+/// How each player's decision is read: from the `decision` its `choice` component
+/// stored on its messages, else from its text with `pattern`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionRule {
     /// A regular expression; its first capture group (else the whole match) is the
-    /// decision. Matched case-insensitively.
-    pub pattern: String,
+    /// decision. Matched case-insensitively. Needed unless the players' roles have a
+    /// `choice` component.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
     /// Only messages in this state count, and each visit of it is one round. Without
     /// it, the whole run is one round.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -137,7 +140,10 @@ pub struct OutcomeRules {
 #[derive(Debug, Clone)]
 pub struct CompiledDecision {
     pub rule: DecisionRule,
-    pub pattern: Regex,
+    pub pattern: Option<Regex>,
+    /// Whether the players decide with a `choice` component (then runs report the
+    /// probabilities the model gave: `p.VALUE`, or `expected_decision` for numbers).
+    pub chosen: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -254,6 +260,13 @@ impl OutcomeRules {
                 names.push("cooperation_rate".into());
             }
             names.extend(["rounds".to_string(), "decision_failures".to_string()]);
+            if d.chosen {
+                if d.rule.values.is_empty() {
+                    names.push("expected_decision".into());
+                } else {
+                    names.extend(d.rule.values.iter().map(|v| format!("p.{}", choice_key(v))));
+                }
+            }
         }
         for s in &self.scores {
             names.extend(s.agents.iter().map(|a| format!("score.{}.{a}", s.name)));
@@ -346,11 +359,53 @@ fn compile_decision(
         )),
         _ => {}
     }
-    let pattern = regex(&d.pattern, path.key("pattern"), problems)?;
+    let chosen = choice_components(scenario, d.state.as_deref());
+    for (at, options) in &chosen {
+        for o in options {
+            let readable = if values.is_empty() {
+                o.parse::<f64>().is_ok_and(|n| d.range.is_none_or(|[lo, hi]| (lo..=hi).contains(&n)))
+            } else {
+                values.contains(&choice_key(o))
+            };
+            if !readable {
+                problems.push((
+                    path.clone(),
+                    format!("the choice option {o:?} of {at} is not a decision value here ({})", if values.is_empty() { "a number in range".to_string() } else { d.values.join(", ") }),
+                ));
+            }
+        }
+    }
+    let pattern = match &d.pattern {
+        Some(p) => Some(regex(p, path.key("pattern"), problems)?),
+        None if chosen.is_empty() => {
+            problems.push((
+                path.key("pattern"),
+                "give a pattern to read decisions from the text, or a choice component to the players' roles".into(),
+            ));
+            return None;
+        }
+        None => None,
+    };
     Some(CompiledDecision {
         rule: d.clone(),
         pattern,
+        chosen: !chosen.is_empty(),
     })
+}
+
+/// Every `choice` component in `state` (or anywhere), by where it is, with its options.
+fn choice_components(scenario: &Scenario, state: Option<&str>) -> Vec<(String, Vec<String>)> {
+    scenario
+        .sop
+        .states
+        .iter()
+        .filter(|(name, _)| state.is_none_or(|s| s == name.as_str()))
+        .flat_map(|(name, st)| {
+            st.components.iter().filter_map(move |(role, c)| {
+                c.choice.as_ref().map(|ch| (format!("sop.states.{name}.components.{role}"), ch.options()))
+            })
+        })
+        .collect()
 }
 
 fn compile_payoff(

@@ -38,6 +38,7 @@ pub fn schema() -> &'static Value {
     SCHEMA.get_or_init(|| {
         let mut schema = serde_json::to_value(schemars::schema_for!(Scenario))
             .expect("a derived schema serialises");
+        unwrap_optional(&mut schema);
         if let Some(obj) = schema.as_object_mut() {
             obj.insert(
                 "$id".into(),
@@ -46,6 +47,37 @@ pub fn schema() -> &'static Value {
         }
         schema
     })
+}
+
+/// An optional field's schema is `anyOf: [its type, null]`; against that, a mistake
+/// inside the field is reported as "not valid under any of the schemas" at the field.
+/// Optional fields are simply left out, so the schema keeps the type alone and a
+/// mistake is reported where it is.
+fn unwrap_optional(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            let inner = match map.get("anyOf") {
+                Some(Value::Array(branches)) if branches.len() == 2 => {
+                    let is_null = |b: &Value| b.get("type") == Some(&Value::from("null"));
+                    match (is_null(&branches[0]), is_null(&branches[1])) {
+                        (false, true) => Some(branches[0].clone()),
+                        (true, false) => Some(branches[1].clone()),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            if let Some(Value::Object(inner)) = inner {
+                map.remove("anyOf");
+                for (k, x) in inner {
+                    map.entry(k).or_insert(x);
+                }
+            }
+            map.values_mut().for_each(unwrap_optional);
+        }
+        Value::Array(items) => items.iter_mut().for_each(unwrap_optional),
+        _ => {}
+    }
 }
 
 /// Structural problems of a parsed JSON document against the schema.
@@ -133,6 +165,31 @@ fn schema_message(raw: &str) -> String {
     }
     let cut: String = raw.chars().take(MAX).collect();
     format!("{cut}…")
+}
+
+/// Settings that are valid but probably not what was meant: shown by `sopsim
+/// validate` and as warnings when a run starts; they never fail validation.
+pub fn advice(s: &Scenario) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for (name, state) in &s.sop.states {
+        if state.turns != super::model::Turns::Simultaneous {
+            continue;
+        }
+        let path = root().key("sop").key("states").key(name);
+        if state.roles.len() == 1 {
+            out.push(Problem {
+                path: path.key("turns"),
+                message: "a simultaneous state with one role is sequential in effect".into(),
+            });
+        }
+        if state.speaker != SpeakerRule::Order {
+            out.push(Problem {
+                path: path.key("speaker"),
+                message: "ignored: in a simultaneous state every role acts in each round".into(),
+            });
+        }
+    }
+    out
 }
 
 /// Problems of meaning in a structurally valid scenario.

@@ -126,16 +126,20 @@ impl SopEngine {
     pub fn next_speaker(&mut self) -> Speaker {
         let state = &self.scenario.sop.states[&self.current];
         let begin = self.scenario.begin_role(state).to_string();
+        let simultaneous = state.turns == Turns::Simultaneous;
         if self.turns_in_visit == 0 {
-            return match &state.begin_query {
-                Some(query) => Speaker::Opening {
-                    role: begin,
-                    query: query.clone(),
-                },
-                None => Speaker::Role(begin),
-            };
+            match &state.begin_query {
+                Some(query) => {
+                    return Speaker::Opening {
+                        role: begin,
+                        query: query.clone(),
+                    }
+                }
+                None if !simultaneous => return Speaker::Role(begin),
+                None => {}
+            }
         }
-        if state.turns == Turns::Simultaneous {
+        if simultaneous {
             return Speaker::Round {
                 roles: state.roles.clone(),
             };

@@ -208,3 +208,90 @@ fn handle(
         }
     };
 }
+
+/// A server that holds chat requests until `group` of them are in flight, then answers
+/// them all (in arrival order, or the reverse), each with a reply that marks the request
+/// it answers. If a group does not fill within two seconds, its requests are answered
+/// anyway and `lonely` counts them, so a test of simultaneity fails instead of hanging.
+pub struct GatedServer {
+    pub base: String,
+    pub requests: Arc<Mutex<Vec<Value>>>,
+    pub lonely: Arc<Mutex<usize>>,
+}
+
+impl GatedServer {
+    pub fn start(group: usize, reverse: bool) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let lonely = Arc::new(Mutex::new(0));
+        let gate: Arc<(Mutex<Vec<u64>>, std::sync::Condvar)> = Arc::default();
+        let (r, l, g) = (requests.clone(), lonely.clone(), gate.clone());
+        std::thread::spawn(move || {
+            for (n, conn) in listener.incoming().flatten().enumerate() {
+                let (r, l, g) = (r.clone(), l.clone(), g.clone());
+                std::thread::spawn(move || gated(conn, n as u64, group, reverse, &r, &l, &g));
+            }
+        });
+        Self { base, requests, lonely }
+    }
+}
+
+/// The mark a reply carries: the request's messages, hashed.
+pub fn mark_of(body: &Value) -> String {
+    let text = body["messages"].to_string();
+    let h = text.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3));
+    format!("M{:08x}", h as u32)
+}
+
+fn gated(
+    mut conn: TcpStream,
+    n: u64,
+    group: usize,
+    reverse: bool,
+    requests: &Mutex<Vec<Value>>,
+    lonely: &Mutex<usize>,
+    gate: &(Mutex<Vec<u64>>, std::sync::Condvar),
+) {
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let len = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).unwrap();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    requests.lock().unwrap().push(body.clone());
+    // Wait for the group to fill; then take turns to answer in the chosen order.
+    let (lock, cv) = gate;
+    let mut pending = lock.lock().unwrap();
+    pending.push(n);
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while pending.len() % group != 0 && std::time::Instant::now() < deadline {
+        pending = cv.wait_timeout(pending, Duration::from_millis(20)).unwrap().0;
+    }
+    cv.notify_all();
+    let batch_start = pending.len() - ((pending.len() - 1) % group + 1);
+    let batch: Vec<u64> = pending[batch_start..].to_vec();
+    if batch.len() < group {
+        *lonely.lock().unwrap() += 1;
+    }
+    let position = batch.iter().position(|x| *x == n).unwrap_or(0);
+    let rank = if reverse { batch.len() - 1 - position } else { position };
+    drop(pending);
+    std::thread::sleep(Duration::from_millis(60 * rank as u64));
+    let content = format!("{} says {}.", body["messages"][0]["content"].as_str().unwrap_or("").split('.').next().unwrap_or(""), mark_of(&body));
+    let b = json!({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 3}}).to_string();
+    let _ = conn.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes());
+}

@@ -1,0 +1,61 @@
+//! The `choice` component and `turns` in scenario files: bad fields exit 2 naming the
+//! field; advice for valid but odd settings.
+
+mod common;
+
+use common::root;
+
+fn with_round(edit: impl FnOnce(&mut serde_json::Value)) -> (tempfile::TempDir, std::path::PathBuf) {
+    let mut s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("scenarios/prisoners_dilemma.json")).unwrap()).unwrap();
+    edit(&mut s["sop"]["states"]["round"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("game.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&s).unwrap()).unwrap();
+    (dir, path)
+}
+
+fn validate(path: &std::path::Path) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim")).args(["validate", path.to_str().unwrap()]).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn bad_choices_name_the_field() {
+    let cases: &[(serde_json::Value, &str)] = &[
+        (serde_json::json!({ "values": ["COOPERATE"] }), "choice.values: a choice needs at least two values"),
+        (serde_json::json!({ "values": ["A", "B", "A"] }), "choice.values[2]: \"A\" is listed twice"),
+        (serde_json::json!({ "values": ["A", " "] }), "choice.values[1]: an option cannot be empty"),
+        (serde_json::json!({ "range": [10, 0, 1] }), "choice.range: [10, 0, 1] is empty or inverted"),
+        (serde_json::json!({ "range": [0, 10, 3] }), "choice.range: the step 3 does not divide the range 0..10"),
+        (serde_json::json!({ "range": [0, 10, 0] }), "choice.range: the step 0 must be positive"),
+        (serde_json::json!({ "range": [0, 1000000, 1] }), "choice.range: 1000001 options; at most 1000"),
+        (serde_json::json!({ "values": ["A", "B"], "range": [0, 1, 1] }), "choice: give values or range, not both"),
+        (serde_json::json!({}), "choice: give the options"),
+        (serde_json::json!({ "values": ["A", "B"], "after": "before" }), "choice.after"),
+    ];
+    for (choice, expected) in cases {
+        let (_dir, path) = with_round(|round| round["components"]["Player A"]["choice"] = choice.clone());
+        let (code, err) = validate(&path);
+        assert_eq!(code, Some(2), "{choice}: {err}");
+        assert!(err.contains(&format!("sop.states.round.components[\"Player A\"].{expected}")), "{choice}: missing {expected:?} in:\n{err}");
+    }
+}
+
+#[test]
+fn turns_must_be_sequential_or_simultaneous() {
+    let (_dir, path) = with_round(|round| round["turns"] = "parallel".into());
+    let (code, err) = validate(&path);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("sop.states.round.turns"), "{err}");
+}
+
+#[test]
+fn a_simultaneous_state_with_one_role_is_allowed_with_a_note() {
+    let (_dir, path) = with_round(|round| {
+        round["speaker"] = serde_json::json!({ "rule": "random" });
+    });
+    let (code, err) = validate(&path);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("note: sop.states.round.speaker: ignored: in a simultaneous state every role acts in each round"), "{err}");
+}
