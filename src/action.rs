@@ -43,7 +43,7 @@ impl Action {
         let mut text = self.response.trim();
         let mut cut = false;
         if self.kind == MessageKind::Reply {
-            while let Some(rest) = strip_name(text, &self.name, &self.role) {
+            while let Some(rest) = strip_name(text, &self.name, &self.role).or_else(|| strip_label(text, &self.others)) {
                 text = rest.trim_start();
             }
             if let Some(end) = other_speaker_line(text, &self.others) {
@@ -67,30 +67,60 @@ impl Action {
     }
 }
 
-/// Where the first line that another participant "says" starts (`Bob:`, `Bob (Con):`,
-/// `**Bob:**`), if any line after the first does.
+/// A speaker's label at the start of a line: one to three capitalised words and a
+/// part in brackets, then a colon (`Brasher (Host):`, `**Anna (Guest):**`) — how a
+/// transcript line starts, whoever the speaker.
+static LABELLED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"^\**\s*\p{Lu}[\p{L}'’_-]*(?: \p{Lu}[\p{L}'’_-]*){0,2}\s*\([^()\n]{1,40}\)\s*\**\s*:")
+        .expect("the label pattern is valid")
+});
+
+/// A bare name and a colon (`Anna:`): one capitalised word of letters.
+static NAMED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"^\**\s*\p{Lu}[\p{Ll}'’-]{1,20}\s*\**\s*:\s").expect("the name pattern is valid")
+});
+
+/// Whether `line` starts as a participant's line: another participant's name or role and
+/// a colon (`Bob:`, `Bob (Con):`, `**Bob:**`), or any `Name (Role):` label.
+fn speaker_line(line: &str, others: &[String]) -> bool {
+    let t = line.trim_start().trim_start_matches('*').trim_start();
+    LABELLED.is_match(t)
+        || others.iter().filter(|o| !o.is_empty()).any(|o| {
+            t.strip_prefix(o.as_str()).is_some_and(|rest| {
+                let rest = rest.trim_start();
+                let rest = match rest.strip_prefix('(') {
+                    Some(r) => r.split_once(')').map_or("", |(_, after)| after),
+                    None => rest,
+                };
+                rest.trim_start_matches('*').starts_with(':')
+            })
+        })
+}
+
+/// Where the first line that someone else "says" starts, if any line after the first
+/// does.
 fn other_speaker_line(text: &str, others: &[String]) -> Option<usize> {
     let mut at = 0;
     for line in text.split_inclusive('\n') {
-        if at > 0 {
-            let t = line.trim_start().trim_start_matches('*').trim_start();
-            let says = others.iter().filter(|o| !o.is_empty()).any(|o| {
-                t.strip_prefix(o.as_str()).is_some_and(|rest| {
-                    let rest = rest.trim_start();
-                    let rest = match rest.strip_prefix('(') {
-                        Some(r) => r.split_once(')').map_or("", |(_, after)| after),
-                        None => rest,
-                    };
-                    rest.trim_start_matches('*').starts_with(':')
-                })
-            });
-            if says {
-                return Some(at);
-            }
+        if at > 0 && speaker_line(line, others) {
+            return Some(at);
         }
         at += line.len();
     }
     None
+}
+
+/// A reply that opens with someone else's label (a known participant's, a `Name
+/// (Role):` label, or a bare `Name:`) without the label: the words are the speaker's,
+/// the label is not.
+fn strip_label<'t>(text: &'t str, others: &[String]) -> Option<&'t str> {
+    let t = text.trim_start();
+    if !(speaker_line(t, others) || NAMED.is_match(t)) {
+        return None;
+    }
+    let (_, rest) = t.split_once(':')?;
+    let rest = rest.trim_start_matches('*').trim_start();
+    (!rest.is_empty()).then_some(rest)
 }
 
 fn strip_name<'t>(text: &'t str, name: &str, role: &str) -> Option<&'t str> {
@@ -140,11 +170,23 @@ mod tests {
     }
 
     #[test]
-    fn keeps_other_names_and_mid_text_mentions() {
-        assert_eq!(process("Bob: not me").memory.content, "Bob: not me");
+    fn keeps_mid_text_mentions() {
         assert_eq!(process("As Ada: I said, yes.").memory.content, "As Ada: I said, yes.");
-        assert_eq!(process("Adam: close but no").memory.content, "Adam: close but no");
+        assert_eq!(process("The council, Ben: all of them").memory.content, "The council, Ben: all of them");
         let p = process("I agree with Ben: the bridge is costly.\nBen's point stands.");
+        assert!(!p.cut, "{p:?}");
+    }
+
+    #[test]
+    fn invented_speakers_are_cut_and_foreign_labels_dropped() {
+        let p = process("Cars are a problem.\nBrasher (Host): I disagree!");
+        assert_eq!((p.memory.content.as_str(), p.cut), ("Cars are a problem.", true));
+        let p = process("Anton: That's interesting, and here is why.");
+        assert_eq!(p.memory.content, "That's interesting, and here is why.");
+        let p = process("**Ben (Guest):** Hello.\nMore.");
+        assert_eq!(p.memory.content, "Hello.\nMore.");
+        // Headings and lists are not speakers.
+        let p = process("Two points:\n1. **Economic Impact**: costs rise.\nSummary: both matter.");
         assert!(!p.cut, "{p:?}");
     }
 

@@ -145,6 +145,8 @@ pub struct RunSummary {
     pub prompt_tokens_by_turn: Vec<u64>,
     pub llm_latency_ms: Latency,
     pub parse_failures: ParseFailures,
+    /// Agent replies cut where they went on as another participant (`Bob: …`).
+    pub cut_replies: u64,
     pub warnings: Vec<String>,
     pub wall_ms: u64,
 }
@@ -296,6 +298,7 @@ pub async fn run(
         tokens_by_model: ledger.by_model.clone(),
         prompt_tokens_by_turn: ledger.prompt_tokens_by_turn.clone(),
         parse_failures: finish.failures,
+        cut_replies: snapshot.cut_replies,
         llm_latency_ms: Latency {
             p50: percentile(&latencies, 0.5),
             p95: percentile(&latencies, 0.95),

@@ -76,10 +76,9 @@ fn agent_tail(who: Speaker<'_>, comps: Option<&Components>, opening: bool) -> Ve
 /// The last line of an agent's prompt: who speaks now and what to do. Small models
 /// follow a task stated here far better than one stated in the system part.
 fn your_turn(who: Speaker<'_>, task: Option<&str>) -> String {
-    let only = format!("Reply as {} ({}) with your next message only.", who.name, who.role);
     match task.map(str::trim).filter(|t| !t.is_empty()) {
-        Some(task) => format!("{}, {} {only}", who.name, lower_first(task)),
-        None => only,
+        Some(task) => format!("{}, {}", who.name, lower_first(task)),
+        None => format!("Reply as {} ({}) with your next message only.", who.name, who.role),
     }
 }
 
