@@ -98,11 +98,15 @@ fn speaker_line(line: &str, others: &[String]) -> bool {
 }
 
 /// Where the first line that someone else "says" starts, if any line after the first
-/// does.
+/// does. Bare `Name:` lines count only when there are two or more of them (a written
+/// dialogue), since `Evidence:` or `Note:` alone is a heading, not a speaker.
 fn other_speaker_line(text: &str, others: &[String]) -> Option<usize> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let named = |l: &str| NAMED.is_match(l.trim_start().trim_start_matches('*').trim_start());
+    let dialogue = lines.iter().skip(1).filter(|l| named(l)).count() >= 2;
     let mut at = 0;
-    for line in text.split_inclusive('\n') {
-        if at > 0 && speaker_line(line, others) {
+    for line in lines {
+        if at > 0 && (speaker_line(line, others) || (dialogue && named(line))) {
             return Some(at);
         }
         at += line.len();
@@ -110,12 +114,11 @@ fn other_speaker_line(text: &str, others: &[String]) -> Option<usize> {
     None
 }
 
-/// A reply that opens with someone else's label (a known participant's, a `Name
-/// (Role):` label, or a bare `Name:`) without the label: the words are the speaker's,
-/// the label is not.
+/// A reply that opens with someone else's label (a known participant's, or a `Name
+/// (Role):` label) without the label: the words are the speaker's, the label is not.
 fn strip_label<'t>(text: &'t str, others: &[String]) -> Option<&'t str> {
     let t = text.trim_start();
-    if !(speaker_line(t, others) || NAMED.is_match(t)) {
+    if !speaker_line(t, others) {
         return None;
     }
     let (_, rest) = t.split_once(':')?;
@@ -181,8 +184,10 @@ mod tests {
     fn invented_speakers_are_cut_and_foreign_labels_dropped() {
         let p = process("Cars are a problem.\nBrasher (Host): I disagree!");
         assert_eq!((p.memory.content.as_str(), p.cut), ("Cars are a problem.", true));
-        let p = process("Anton: That's interesting, and here is why.");
-        assert_eq!(p.memory.content, "That's interesting, and here is why.");
+        let p = process("Evidence: streets that closed to cars saw footfall rise.");
+        assert_eq!(p.memory.content, "Evidence: streets that closed to cars saw footfall rise.");
+        let p = process("Good point.\nAnna: Why?\nBrasher: Because.");
+        assert_eq!((p.memory.content.as_str(), p.cut), ("Good point.", true));
         let p = process("**Ben (Guest):** Hello.\nMore.");
         assert_eq!(p.memory.content, "Hello.\nMore.");
         // Headings and lists are not speakers.
