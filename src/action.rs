@@ -1,6 +1,6 @@
-//! `Action`: what one turn produced, and `Action::process`, which makes it a `Memory`.
+//! `Action`: what one turn produced, and `Action::process`, which makes it a `Message`.
 
-use crate::memory::{Decision, Memory, MessageKind};
+use crate::memory::{Decision, Message, MessageKind};
 
 /// The output of one agent turn, before it enters memory.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,7 +27,7 @@ pub struct Place<'a> {
 /// another participant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Processed {
-    pub memory: Memory,
+    pub memory: Message,
     pub cut: bool,
 }
 
@@ -52,7 +52,7 @@ impl Action {
             }
         }
         Processed {
-            memory: Memory {
+            memory: Message {
                 seq: at.seq,
                 state: at.state.to_string(),
                 visit: at.visit,

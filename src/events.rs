@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Map, Value};
 
 use crate::elysia::Return;
-use crate::memory::Memory;
+use crate::memory::Message;
 
 /// Something that happened in a run.
 #[derive(Debug, Clone)]
@@ -30,7 +30,7 @@ pub enum SimEvent {
         name: String,
         text: String,
     },
-    Message(Arc<Memory>),
+    Message(Arc<Message>),
     /// A simultaneous round begins: every one of `roles` acts on the same information.
     RoundStarted {
         state: String,

@@ -35,7 +35,7 @@
 //!   rules (max turns, keywords, judge).
 //! - [`prompt`]: what each kind of model call sends, fitted to the token budget.
 //! - [`memory`]: messages, the embedding index, shared memory and the two modes.
-//! - [`action`]: `Action::process`, a turn's output becoming a `Memory`.
+//! - [`action`]: `Action::process`, a turn's output becoming a `Message`.
 //! - [`elysia`]: the keyed result store and Elysia's return objects.
 //! - [`template`], [`tokens`]: placeholder templates and token counting.
 //!

@@ -6,8 +6,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::SimError;
-use crate::memory::Memory;
-use crate::sim::RunOutcome;
+use crate::memory::Message;
 
 /// Appends each finished turn as one JSON line and flushes it before the next turn, so
 /// an interrupted run keeps every finished turn.
@@ -29,7 +28,7 @@ impl TranscriptWriter {
         })
     }
 
-    pub fn append(&mut self, memory: &Memory) -> Result<(), SimError> {
+    pub fn append(&mut self, memory: &Message) -> Result<(), SimError> {
         let io = |source| SimError::Io {
             what: self.path.display().to_string(),
             source,
@@ -61,10 +60,10 @@ impl RunDir {
         self.dir.join(file)
     }
 
-    /// Writes `summary.json` and `environment.json`.
-    pub fn write_final(&self, outcome: &RunOutcome) -> Result<(), SimError> {
-        write_json(&self.path("environment.json"), &outcome.environment)?;
-        write_json(&self.path("summary.json"), &outcome.summary)
+    /// Writes `environment.json` and `summary.json`.
+    pub fn write_final(&self, environment: &serde_json::Value, summary: &impl serde::Serialize) -> Result<(), SimError> {
+        write_json(&self.path("environment.json"), environment)?;
+        write_json(&self.path("summary.json"), summary)
     }
 }
 

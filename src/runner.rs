@@ -419,7 +419,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, CommandError> {
         sim::run(scenario.clone(), &services, config).await
     })?;
     if let Some(dir) = &dir {
-        dir.write_final(&outcome)?;
+        dir.write_final(&outcome.environment, &outcome.summary)?;
     }
     if let Some(e) = events.as_ref().and_then(|e| e.error()) {
         return Err(CommandError::Runtime(format!("writing events.jsonl: {e}")));

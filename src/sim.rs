@@ -11,10 +11,11 @@ use std::time::Instant;
 
 use actix::Actor;
 use indexmap::IndexMap;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::actors::messages::Snapshot;
+pub use crate::actors::EndReason;
 use crate::actors::{AgentActor, Cast, Director, EnvironmentActor, Limits, ParseFailures};
 use crate::embed::{EmbedService, HashEmbedder};
 use crate::error::SimError;
@@ -22,41 +23,10 @@ use crate::events::{EventSink, Sinks};
 use crate::human::{HumanInput, StdinInput};
 use crate::llm::cost::PriceTable;
 use crate::llm::{CallKind, KindUsage, LlmBackend, LlmClient, ScriptedBackend};
-use crate::memory::Memory;
+use crate::memory::Message;
 use crate::output::TranscriptWriter;
 use crate::scenario::{Mode, Scenario};
 use crate::tokens::{Estimator, TokenCounter};
-
-/// Why a run ended (`ended_by` in `summary.json`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EndReason {
-    /// A transition reached the SOP's end.
-    End,
-    /// The turn limit (`--max-turns` or `sop.max_turns`) was reached.
-    MaxTurns,
-    /// A human agent's input ended.
-    InputClosed,
-    /// Interrupted (Ctrl-C) between turns.
-    Interrupted,
-    /// `--budget-usd` or `--max-total-tokens` was reached; `stop_reason` says which.
-    Budget,
-    /// A runtime failure; `error` says what.
-    Error,
-}
-
-impl EndReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EndReason::End => "end",
-            EndReason::MaxTurns => "max_turns",
-            EndReason::InputClosed => "input_closed",
-            EndReason::Interrupted => "interrupted",
-            EndReason::Budget => "budget",
-            EndReason::Error => "error",
-        }
-    }
-}
 
 /// Process-wide services every simulation shares.
 #[derive(Clone)]
@@ -169,7 +139,7 @@ fn percentile(sorted_us: &[u64], p: f64) -> f64 {
 #[derive(Debug)]
 pub struct RunOutcome {
     pub summary: RunSummary,
-    pub transcript: Vec<Arc<Memory>>,
+    pub transcript: Vec<Arc<Message>>,
     /// The Environment at the end (`environment.json`).
     pub environment: serde_json::Value,
     /// The runtime failure, when `summary.ended_by` is `error`.

@@ -16,6 +16,9 @@ pub enum TemplateError {
     StrayClose(usize),
 }
 
+/// The prefix of the seeded-choice placeholder of script lines, `{one_of:A|B}`.
+pub const ONE_OF: &str = "one_of:";
+
 /// Fills `template` with `lookup(key)` for every `{key}`.
 pub fn render<'a, F>(template: &str, lookup: F) -> Result<String, TemplateError>
 where

@@ -3,6 +3,22 @@
 //! Backends with a real tokenizer count exactly; everything else uses [`Estimator`],
 //! whose figures are marked as estimated wherever they are reported.
 
+/// Tokens of chat framing counted per message (role markers, separators, and a share of
+/// the reply's opening). ChatML costs 5 per message plus 3 to open the reply, so 8 per
+/// message keeps a two-message prompt inside the budget.
+pub const MESSAGE_OVERHEAD: usize = 8;
+
+/// Lines joined as a prompt joins them: non-empty ones, one per line.
+pub fn join_lines(parts: &[String]) -> String {
+    parts.iter().filter(|p| !p.is_empty()).cloned().collect::<Vec<_>>().join("\n")
+}
+
+/// The tokens of a two-message prompt holding only `system` and `tail` (the fixed
+/// text, with no conversation).
+pub fn fixed_prompt_tokens(system: &[String], tail: &[String], counter: &dyn TokenCounter) -> usize {
+    counter.count(&join_lines(system)) + counter.count(&join_lines(tail)) + 2 * MESSAGE_OVERHEAD
+}
+
 /// Counts the tokens of a text.
 pub trait TokenCounter: Send + Sync {
     fn count(&self, text: &str) -> usize;

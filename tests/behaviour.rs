@@ -235,7 +235,7 @@ fn no_prompt_exceeds_the_budget() {
                 .iter()
                 .map(|m| {
                     sopsim::tokens::TokenCounter::count(&sopsim::tokens::Estimator, &m.content)
-                        + sopsim::prompt::MESSAGE_OVERHEAD
+                        + sopsim::tokens::MESSAGE_OVERHEAD
                 })
                 .sum();
             assert!(

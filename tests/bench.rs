@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use common::root;
 use sopsim::bench::extract::outcome_figures;
-use sopsim::memory::{Decision, Memory, MessageKind};
+use sopsim::memory::{Decision, Message, MessageKind};
 use sopsim::scenario::{self, FieldPath, OutcomeRules};
 
 fn sopsim() -> Command {
@@ -34,11 +34,11 @@ fn rules(name: &str) -> OutcomeRules {
 }
 
 /// A transcript of `(visit, name, content)` in the state `round`.
-fn transcript(lines: &[(u32, &str, &str)]) -> Vec<Memory> {
+fn transcript(lines: &[(u32, &str, &str)]) -> Vec<Message> {
     lines
         .iter()
         .enumerate()
-        .map(|(i, (visit, name, content))| Memory {
+        .map(|(i, (visit, name, content))| Message {
             seq: i as u64,
             state: "round".into(),
             visit: *visit,
@@ -52,11 +52,11 @@ fn transcript(lines: &[(u32, &str, &str)]) -> Vec<Memory> {
 }
 
 /// A transcript of `(visit, name, decision, probabilities)`: turns with a choice.
-fn choices(lines: &[(u32, &str, &str, &[(&str, f64)])]) -> Vec<Memory> {
+fn choices(lines: &[(u32, &str, &str, &[(&str, f64)])]) -> Vec<Message> {
     lines
         .iter()
         .enumerate()
-        .map(|(i, (visit, name, value, probabilities))| Memory {
+        .map(|(i, (visit, name, value, probabilities))| Message {
             seq: i as u64,
             state: "round".into(),
             visit: *visit,

@@ -15,8 +15,8 @@ use crate::events::{SimEvent, Sinks};
 use crate::human::HumanInput;
 use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest, TokenSink};
 use crate::memory::{Decision, MessageKind, Observation};
-use crate::prompt::{self, Speaker};
-use crate::scenario::{ChoiceTiming, LlmSettings, Scenario};
+use crate::prompt;
+use crate::scenario::{ChoiceTiming, LlmSettings, Persona, Scenario};
 use crate::sop::parse_choice;
 use crate::tokens::TokenCounter;
 
@@ -53,23 +53,10 @@ fn other_labels(scenario: &Scenario, state: &str, name: &str, role: &str) -> Vec
 }
 
 impl AgentActor {
-    /// Model settings for this agent in `state` playing `role`, innermost first, with
-    /// stop sequences where a reply would go on as another participant.
+    /// Model settings for this agent in `state` playing `role`, with stop sequences
+    /// where a reply would go on as another participant.
     fn settings(&self, state: &str, role: &str, others: &[String]) -> (LlmSettings, Vec<String>) {
-        let st = &self.scenario.sop.states[state];
-        let agent = &self.scenario.agents[&self.name];
-        let mut s = LlmSettings::default();
-        for layer in [
-            agent.llm.as_ref(),
-            st.components.get(role).and_then(|c| c.llm.as_ref()),
-            st.llm.as_ref(),
-            Some(&self.scenario.llm),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            s = s.over(layer);
-        }
+        let mut s = self.scenario.settings_for(state, Some(role), Some(&self.name));
         let speaker_stops: Vec<String> = others.iter().map(|o| format!("\n{o}:")).collect();
         let mut stop = s.stop.take().unwrap_or_default();
         stop.extend(speaker_stops.iter().cloned());
@@ -92,16 +79,7 @@ impl AgentActor {
     }
 
     fn context(&self, kind: CallKind, msg: &TakeTurn, index: u64) -> CallContext {
-        CallContext {
-            kind,
-            state: msg.state.clone(),
-            turn: msg.turn,
-            agent: Some(self.name.clone()),
-            role: Some(msg.role.clone()),
-            index,
-            choices: Vec::new(),
-            run_seed: self.seed,
-        }
+        CallContext::new(kind, &msg.state, msg.turn, self.seed).by(&self.name, &msg.role, index)
     }
 }
 
@@ -204,7 +182,7 @@ impl Handler<TakeTurn> for AgentActor {
                     Some(lookup) => Some(env.send(Consult { lookup }).await??),
                     None => None,
                 };
-                let who = Speaker {
+                let who = Persona {
                     name: &name,
                     role: &msg.role,
                     agent: &scenario.agents[&name],

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use actix::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use super::agent::AgentActor;
@@ -24,13 +24,43 @@ use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
 use crate::llm::cost::PriceTable;
 use crate::llm::{CallContext, CallKind, ChoiceMethod, LlmClient, LlmRequest};
-use crate::memory::{Memory, Observation};
+use crate::memory::{Message, Observation};
 use crate::output::TranscriptWriter;
 use crate::prompt::{self, Assembled};
 use crate::scenario::Scenario;
-use crate::sim::EndReason;
 use crate::sop::{Check, SopEngine, Speaker, Transition};
 use crate::tokens::TokenCounter;
+
+/// Why a run ended (`ended_by` in `summary.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// A transition reached the SOP's end.
+    End,
+    /// The turn limit (`--max-turns` or `sop.max_turns`) was reached.
+    MaxTurns,
+    /// A human agent's input ended.
+    InputClosed,
+    /// Interrupted (Ctrl-C) between turns.
+    Interrupted,
+    /// `--budget-usd` or `--max-total-tokens` was reached; `stop_reason` says which.
+    Budget,
+    /// A runtime failure; `error` says what.
+    Error,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::End => "end",
+            EndReason::MaxTurns => "max_turns",
+            EndReason::InputClosed => "input_closed",
+            EndReason::Interrupted => "interrupted",
+            EndReason::Budget => "budget",
+            EndReason::Error => "error",
+        }
+    }
+}
 
 /// How a run ended, as the Director saw it.
 #[derive(Debug)]
@@ -248,12 +278,6 @@ impl Director {
             .wait(ctx);
     }
 
-    /// Settings for the controller and judge calls: the state's, over the scenario's.
-    fn state_settings(&self) -> crate::scenario::LlmSettings {
-        let state = &self.cast.scenario.sop.states[self.engine.current_state()];
-        state.llm.clone().unwrap_or_default().over(&self.cast.scenario.llm)
-    }
-
     /// Asks a controller or judge question as a closed choice; `then` gets the option
     /// chosen (`None` when the backend could not give a valid one).
     fn ask(
@@ -263,20 +287,14 @@ impl Director {
         ctx: &mut Context<Self>,
     ) {
         let (env, llm, scenario) = (self.cast.env.clone(), self.cast.llm.clone(), self.cast.scenario.clone());
-        let settings = self.state_settings();
+        let settings = self.cast.scenario.settings_for(self.engine.current_state(), None, None);
         let (state, turn, seed) = (self.engine.current_state().to_string(), self.turn, self.seed);
         async move {
             let obs = env.send(Observe).await?;
             let q = build(&scenario, &obs);
             let context = CallContext {
-                kind: q.kind,
-                state,
-                turn: turn + u64::from(q.kind == CallKind::Route),
-                agent: None,
-                role: None,
-                index: q.index,
                 choices: q.options.clone(),
-                run_seed: seed,
+                ..CallContext::new(q.kind, &state, turn + u64::from(q.kind == CallKind::Route), seed).numbered(q.index)
             };
             let request = LlmRequest::choice(q.prompt.messages, q.options, settings, context);
             let completion = llm
@@ -375,7 +393,7 @@ impl Director {
     }
 
     /// Appends finished turns to the transcript and the events, in order.
-    fn commit(&mut self, memories: &[Arc<Memory>]) -> Result<(), SimError> {
+    fn commit(&mut self, memories: &[Arc<Message>]) -> Result<(), SimError> {
         for memory in memories {
             if let Some(t) = &mut self.transcript {
                 t.append(memory)?;

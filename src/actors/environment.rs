@@ -14,7 +14,7 @@ use crate::elysia::{Return, Store};
 use crate::embed::EmbedService;
 use crate::error::SimError;
 use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest};
-use crate::memory::{Memory, SharedMemory, SummaryRequest};
+use crate::memory::{Message, SharedMemory, SummaryRequest};
 use crate::prompt;
 use crate::scenario::Scenario;
 use crate::tokens::TokenCounter;
@@ -73,24 +73,11 @@ impl EnvironmentActor {
     fn summary_request(&self, req: &SummaryRequest, turn: u64) -> LlmRequest {
         let state = &self.scenario.sop.states[&self.state];
         let assembled = prompt::summary_prompt(&self.scenario, state, req, self.counter.as_ref());
-        let settings = state
-            .llm
-            .clone()
-            .unwrap_or_default()
-            .over(&self.scenario.llm);
+        let index = self.memory.summaries().len() as u64;
         LlmRequest::chat(
             assembled.messages,
-            settings,
-            CallContext {
-                kind: CallKind::Summary,
-                state: self.state.clone(),
-                turn,
-                agent: None,
-                role: None,
-                index: self.memory.summaries().len() as u64,
-                choices: Vec::new(),
-                run_seed: self.seed,
-            },
+            self.scenario.settings_for(&self.state, None, None),
+            CallContext::new(CallKind::Summary, &self.state, turn, self.seed).numbered(index),
         )
     }
 }
@@ -118,12 +105,12 @@ impl Handler<Observe> for EnvironmentActor {
 }
 
 impl Handler<Record> for EnvironmentActor {
-    type Result = AtomicResponse<Self, Result<Vec<Arc<Memory>>, SimError>>;
+    type Result = AtomicResponse<Self, Result<Vec<Arc<Message>>, SimError>>;
 
     fn handle(&mut self, Record(turns): Record, _: &mut Context<Self>) -> Self::Result {
         let first_seq = self.memory.next_seq();
         let turn = turns.last().map_or(0, |t| t.turn);
-        let memories: Vec<Memory> = turns
+        let memories: Vec<Message> = turns
             .into_iter()
             .enumerate()
             .map(|(i, t)| {
@@ -170,7 +157,7 @@ impl Handler<Record> for EnvironmentActor {
                 Ok((recorded, due.map(|req| act.summary_request(&req, turn))))
             })
             .then(
-                move |res: Result<(Vec<Arc<Memory>>, Option<LlmRequest>), SimError>, act, _| {
+                move |res: Result<(Vec<Arc<Message>>, Option<LlmRequest>), SimError>, act, _| {
                     let llm = act.llm.clone();
                     async move {
                         let (recorded, request) = res?;

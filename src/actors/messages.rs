@@ -3,15 +3,14 @@
 
 use std::sync::Arc;
 
-use actix::Message;
 use serde::{Deserialize, Serialize};
 
 use crate::elysia::Return;
 use crate::error::SimError;
-use crate::memory::{Decision, Memory, MessageKind, Observation};
+use crate::memory::{Decision, Message, MessageKind, Observation};
 
 /// Director → Environment: a new visit of `state` begins.
-#[derive(Debug, Clone, Serialize, Deserialize, Message)]
+#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
 #[rtype(result = "()")]
 pub struct EnterVisit {
     pub state: String,
@@ -19,7 +18,7 @@ pub struct EnterVisit {
 }
 
 /// Agent or Director → Environment: what may be seen now.
-#[derive(Debug, Clone, Serialize, Deserialize, Message)]
+#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
 #[rtype(result = "Observation")]
 pub struct Observe;
 
@@ -41,12 +40,12 @@ pub struct Turn {
 /// Agent or Director → Environment: commit these turns, in order, with consecutive
 /// `seq` numbers (one turn, or every turn of a simultaneous round): embed them, append
 /// them, summarise if due.
-#[derive(Debug, Clone, Serialize, Deserialize, Message)]
-#[rtype(result = "Result<Vec<Arc<Memory>>, SimError>")]
+#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
+#[rtype(result = "Result<Vec<Arc<Message>>, SimError>")]
 pub struct Record(pub Vec<Turn>);
 
 /// Director → Agent: speak now.
-#[derive(Debug, Clone, Serialize, Deserialize, Message)]
+#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
 #[rtype(result = "Result<TurnDone, SimError>")]
 pub struct TakeTurn {
     pub state: String,
@@ -64,7 +63,7 @@ pub struct TakeTurn {
 /// Agent → Director: the turn's outcome.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum TurnDone {
-    Spoke(Arc<Memory>),
+    Spoke(Arc<Message>),
     /// A turn of a simultaneous round, not yet in memory.
     Drafted(Turn),
     /// A human agent's input ended; the run ends cleanly.
@@ -73,7 +72,7 @@ pub enum TurnDone {
 
 /// A tool's return for the Environment: Results go into the store, Errors into the
 /// tool's error list that its next call sees. Returns the frontend payload, if any.
-#[derive(Debug, Clone, Serialize, Deserialize, Message)]
+#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
 #[rtype(result = "()")]
 pub struct ApplyReturn {
     pub tool: String,
@@ -81,13 +80,13 @@ pub struct ApplyReturn {
 }
 
 /// The Environment's state for `environment.json` and the run's transcript.
-#[derive(Debug, Clone, Serialize, Deserialize, Message)]
+#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
 #[rtype(result = "EnvironmentSnapshot")]
 pub struct Snapshot;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EnvironmentSnapshot {
-    pub transcript: Vec<Arc<Memory>>,
+    pub transcript: Vec<Arc<Message>>,
     pub json: serde_json::Value,
     /// Embedding calls the simulation made (one per recorded message).
     pub embeddings: u64,
@@ -96,14 +95,14 @@ pub struct EnvironmentSnapshot {
 }
 
 /// Agent → Environment: values an `extract` step read, stored for `template`s.
-#[derive(Debug, Clone, Serialize, Deserialize, Message)]
+#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
 #[rtype(result = "()")]
 pub struct SetShared {
     pub values: Vec<(String, String)>,
 }
 
 /// Agent → Environment: the knowledge-base text for the latest message.
-#[derive(Debug, Clone, Serialize, Deserialize, Message)]
+#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
 #[rtype(result = "Result<String, SimError>")]
 pub struct Consult {
     pub lookup: crate::scenario::KnowledgeLookup,

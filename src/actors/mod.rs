@@ -8,5 +8,5 @@ mod environment;
 pub mod messages;
 
 pub use agent::AgentActor;
-pub use director::{Cast, Director, Finish, Limits, ParseFailures};
+pub use director::{Cast, Director, EndReason, Finish, Limits, ParseFailures};
 pub use environment::EnvironmentActor;

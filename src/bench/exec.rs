@@ -209,7 +209,7 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: Arc<AtomicB
         Ok(o) => o,
         Err(e) => return failed(e.to_string()),
     };
-    if let Err(e) = dir.write_final(&outcome) {
+    if let Err(e) = dir.write_final(&outcome.environment, &outcome.summary) {
         return failed(e.to_string());
     }
     if let Some(e) = events.error() {

@@ -5,7 +5,7 @@
 use indexmap::IndexMap;
 use serde::Deserialize;
 
-use crate::memory::Memory;
+use crate::memory::Message;
 use crate::scenario::{
     choice_key, evaluate_formula, CompiledDecision, CompiledPayoff, CompiledScore, DecisionValue,
     FormulaInputs, OutcomeRules, Reduce, Take,
@@ -90,7 +90,7 @@ enum Decision {
 }
 
 /// The outcome figures of one run's transcript, in `rules.figure_names()` order.
-pub fn outcome_figures(rules: &OutcomeRules, transcript: &[Memory]) -> Result<Figures, String> {
+pub fn outcome_figures(rules: &OutcomeRules, transcript: &[Message]) -> Result<Figures, String> {
     let mut f = Figures::new();
     if let Some(decision) = &rules.decision {
         decisions(rules, decision, transcript, &mut f)?;
@@ -110,11 +110,11 @@ pub fn outcome_figures(rules: &OutcomeRules, transcript: &[Memory]) -> Result<Fi
 }
 
 /// Messages of the decision's state grouped by visit (one round each), in order.
-fn rounds<'a>(decision: &CompiledDecision, transcript: &'a [Memory]) -> Vec<Vec<&'a Memory>> {
+fn rounds<'a>(decision: &CompiledDecision, transcript: &'a [Message]) -> Vec<Vec<&'a Message>> {
     let Some(state) = &decision.rule.state else {
         return vec![transcript.iter().collect()];
     };
-    let mut by_visit: IndexMap<u32, Vec<&Memory>> = IndexMap::new();
+    let mut by_visit: IndexMap<u32, Vec<&Message>> = IndexMap::new();
     for m in transcript.iter().filter(|m| &m.state == state) {
         by_visit.entry(m.visit).or_default().push(m);
     }
@@ -138,12 +138,12 @@ fn readable(rule: &crate::scenario::DecisionRule, values: &[String], text: &str)
 /// probabilities the model gave the options, when it did.
 fn read_decision(
     decision: &CompiledDecision,
-    messages: &[&Memory],
+    messages: &[&Message],
     player: &str,
 ) -> (Option<Decision>, Option<indexmap::IndexMap<String, f64>>) {
     let rule = &decision.rule;
     let values: Vec<String> = rule.values.iter().map(|v| choice_key(v)).collect();
-    let own: Vec<&&Memory> = messages.iter().filter(|m| m.name == player).collect();
+    let own: Vec<&&Message> = messages.iter().filter(|m| m.name == player).collect();
     let chosen: Vec<_> = own
         .iter()
         .filter_map(|m| m.decision.as_ref())
@@ -173,7 +173,7 @@ fn take<T>(which: Take, mut all: Vec<T>) -> Option<T> {
 fn decisions(
     rules: &OutcomeRules,
     decision: &CompiledDecision,
-    transcript: &[Memory],
+    transcript: &[Message],
     f: &mut Figures,
 ) -> Result<(), String> {
     let default = decision.rule.default.as_ref().map(|d| match d {
@@ -322,7 +322,7 @@ fn round_payoffs(
     }
 }
 
-fn scores(score: &CompiledScore, transcript: &[Memory], f: &mut Figures) {
+fn scores(score: &CompiledScore, transcript: &[Message], f: &mut Figures) {
     let mut total: Option<f64> = None;
     for agent in &score.agents {
         let messages = transcript

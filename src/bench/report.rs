@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::extract::{self, Figures, SummaryFigures};
 use super::plan::{Job, Settings};
 use super::stats::{self, Difference, Summary};
-use crate::memory::Memory;
+use crate::memory::Message;
 use crate::scenario::{Mode, OutcomeRules};
 
 /// What the report knows of one planned run.
@@ -76,7 +76,7 @@ pub fn read_run(dir: &Path, rules: Option<&OutcomeRules>) -> RunStatus {
     }
 }
 
-fn read_transcript(path: &Path) -> Result<Vec<Memory>, String> {
+fn read_transcript(path: &Path) -> Result<Vec<Message>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     text.lines()
         .filter(|l| !l.trim().is_empty())

@@ -3,5 +3,5 @@
 mod objects;
 mod store;
 
-pub use objects::{ResultObject, Return};
-pub use store::{content_hash, Entry, Store, StoreError, REF_ID};
+pub use objects::{ResultObject, Return, REF_ID};
+pub use store::{content_hash, Entry, Store, StoreError};

@@ -12,7 +12,9 @@ use serde_json::{json, Map, Value};
 
 use crate::template::{self, TemplateError};
 
-use super::store::REF_ID;
+/// The key under which every stored object carries its reference id.
+pub const REF_ID: &str = "_REF_ID";
+
 
 /// A tool's result: objects for the store and the frontend (Elysia's `Result`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -18,9 +18,8 @@ use serde_json::{Map, Value};
 use thiserror::Error;
 use xxhash_rust::xxh3::Xxh3;
 
-use super::objects::ResultObject;
+use super::objects::{ResultObject, REF_ID};
 
-pub const REF_ID: &str = "_REF_ID";
 
 /// One add: objects sharing one metadata.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ use super::{
     CallContext, CallKind, ChoiceMethod, Chosen, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage,
 };
 use crate::scenario::Script;
-use crate::template;
+use crate::template::{self, ONE_OF};
 use crate::tokens::{Estimator, TokenCounter};
 
 const DEFAULT_LINE: &str = "{name} ({role}) speaks in {state}, turn {turn}.";
@@ -77,7 +77,8 @@ impl ScriptedBackend {
                 .ok_or_else(|| LlmError::Script {
                     what: "a route answer or offered roles".into(),
                 })?,
-            CallKind::Transit => pick(&s.transit).unwrap_or_else(|| crate::sop::STAY.to_string()),
+            // Without answers the judge stays: the first choice offered.
+            CallKind::Transit => pick(&s.transit).or_else(|| ctx.choices.first().cloned()).unwrap_or_default(),
             CallKind::Summary => s
                 .summary
                 .clone()
@@ -153,8 +154,6 @@ fn one_of<'k>(key: &'k str, ctx: &CallContext) -> Option<(Vec<&'k str>, usize)> 
     Some((options, picked))
 }
 
-/// The prefix of the seeded-choice placeholder.
-pub const ONE_OF: &str = "one_of:";
 
 impl LlmBackend for ScriptedBackend {
     fn describe(&self) -> String {

@@ -91,6 +91,38 @@ pub struct CallContext {
     pub run_seed: u64,
 }
 
+impl CallContext {
+    /// A call of `kind` in `state` during `turn` of a run seeded with `run_seed`, made by
+    /// no agent (the controller, the judge, a summary); index 0.
+    pub fn new(kind: CallKind, state: &str, turn: u64, run_seed: u64) -> Self {
+        Self {
+            kind,
+            state: state.to_string(),
+            turn,
+            agent: None,
+            role: None,
+            index: 0,
+            choices: Vec::new(),
+            run_seed,
+        }
+    }
+
+    /// Made by `agent` playing `role`, its `index`-th call of this kind.
+    pub fn by(self, agent: &str, role: &str, index: u64) -> Self {
+        Self {
+            agent: Some(agent.to_string()),
+            role: Some(role.to_string()),
+            index,
+            ..self
+        }
+    }
+
+    /// The `index`-th call of this kind in the run.
+    pub fn numbered(self, index: u64) -> Self {
+        Self { index, ..self }
+    }
+}
+
 /// One request: a chat completion, or — when `options` is set — a closed choice,
 /// answered with one of the options and (where the backend can tell) the probability
 /// of each, without free text.

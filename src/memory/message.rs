@@ -1,4 +1,4 @@
-//! `Memory`: one message in the run's long-term log.
+//! `Message`: one message in the run's long-term log (the seed's `Memory`).
 
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +31,8 @@ pub struct Decision {
 /// There is deliberately no wall-clock time here: a replayed run must reproduce the
 /// transcript byte for byte. Times are in `events.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Memory {
+#[doc(alias = "Memory")]
+pub struct Message {
     /// Position in the run's log, from 0.
     pub seq: u64,
     pub state: String,
@@ -48,7 +49,7 @@ pub struct Memory {
     pub decision: Option<Decision>,
 }
 
-impl Memory {
+impl Message {
     /// The message as one line of a prompt.
     pub fn render(&self) -> String {
         format!("{} ({}): {}", self.name, self.role, self.content)

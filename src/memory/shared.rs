@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::index::EmbeddingIndex;
-use super::message::Memory;
+use super::message::Message;
 use crate::scenario::Mode;
 
 /// The short-term summary and how far it reaches.
@@ -27,9 +27,9 @@ pub struct Summary {
 pub struct Observation {
     pub summary: Option<String>,
     /// Older messages relevant to the latest one, most relevant first.
-    pub relevant: Vec<Arc<Memory>>,
+    pub relevant: Vec<Arc<Message>>,
     /// The latest messages, oldest first; the last is the one to answer.
-    pub recent: Vec<Arc<Memory>>,
+    pub recent: Vec<Arc<Message>>,
     /// Values agents' `extract` steps stored, for `template` components.
     pub shared: BTreeMap<String, String>,
 }
@@ -38,7 +38,7 @@ pub struct Observation {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SummaryRequest {
     pub previous: Option<String>,
-    pub messages: Vec<Arc<Memory>>,
+    pub messages: Vec<Arc<Message>>,
 }
 
 /// The memory shared by a simulation's agents.
@@ -47,7 +47,7 @@ pub struct SharedMemory {
     mode: Mode,
     max_chat_history: usize,
     top_k: usize,
-    log: Vec<Arc<Memory>>,
+    log: Vec<Arc<Message>>,
     index: EmbeddingIndex,
     summary: Option<Summary>,
     /// Every summary made, in order, for `environment.json`.
@@ -73,7 +73,7 @@ impl SharedMemory {
         }
     }
 
-    pub fn log(&self) -> &[Arc<Memory>] {
+    pub fn log(&self) -> &[Arc<Message>] {
         &self.log
     }
 
@@ -109,14 +109,14 @@ impl SharedMemory {
     /// Appends a message with its embedding (computed once, by the caller). Returns the
     /// stored message, and the summary request when this message completes a batch of
     /// `max_chat_history`.
-    pub fn record(&mut self, memory: Memory, embedding: &[f32]) -> (Arc<Memory>, Option<SummaryRequest>) {
+    pub fn record(&mut self, memory: Message, embedding: &[f32]) -> (Arc<Message>, Option<SummaryRequest>) {
         let (mut stored, due) = self.record_all(vec![(memory, embedding)]);
         (stored.remove(0), due)
     }
 
     /// Appends messages together (a simultaneous round), each with its embedding. A
     /// summary due within them is asked for once, after the last, and covers them all.
-    pub fn record_all(&mut self, messages: Vec<(Memory, &[f32])>) -> (Vec<Arc<Memory>>, Option<SummaryRequest>) {
+    pub fn record_all(&mut self, messages: Vec<(Message, &[f32])>) -> (Vec<Arc<Message>>, Option<SummaryRequest>) {
         let before = self.since_summary / self.max_chat_history;
         let mut stored = Vec::with_capacity(messages.len());
         for (memory, embedding) in messages {
@@ -181,8 +181,8 @@ mod tests {
     use super::*;
     use crate::memory::MessageKind;
 
-    fn msg(seq: u64, state: &str, content: &str) -> Memory {
-        Memory {
+    fn msg(seq: u64, state: &str, content: &str) -> Message {
+        Message {
             seq,
             state: state.into(),
             visit: 1,

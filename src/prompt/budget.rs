@@ -6,12 +6,8 @@
 //! user part its end, where the question is). The result never exceeds the budget.
 
 use crate::llm::ChatMessage;
-use crate::tokens::TokenCounter;
+use crate::tokens::{join_lines as join, TokenCounter, MESSAGE_OVERHEAD};
 
-/// Tokens of chat framing counted per message (role markers, separators, and a share of
-/// the reply's opening). ChatML costs 5 per message plus 3 to open the reply, so 8 per
-/// message keeps a two-message prompt inside the budget.
-pub const MESSAGE_OVERHEAD: usize = 8;
 
 /// One group of context lines under a header; the header is shown only if a line is left.
 #[derive(Debug, Clone)]
@@ -47,14 +43,6 @@ pub struct Assembled {
     pub truncated: bool,
 }
 
-fn join(parts: &[String]) -> String {
-    parts
-        .iter()
-        .filter(|p| !p.is_empty())
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 impl Draft {
     fn user_text(&self, kept: &[Vec<bool>]) -> String {
@@ -75,10 +63,6 @@ impl Draft {
         parts.join("\n")
     }
 
-    /// The fixed part's size: everything but the droppable items.
-    pub fn fixed_tokens(&self, counter: &dyn TokenCounter) -> usize {
-        counter.count(&join(&self.system)) + counter.count(&join(&self.tail)) + 2 * MESSAGE_OVERHEAD
-    }
 
     pub fn fit(self, budget: usize, counter: &dyn TokenCounter) -> Assembled {
         let system = join(&self.system);

@@ -8,90 +8,16 @@
 
 mod budget;
 
-pub use budget::{Assembled, Draft, Item, Section, MESSAGE_OVERHEAD};
+pub use budget::{Assembled, Draft, Item, Section};
 
 use crate::memory::{Observation, SummaryRequest};
-use crate::scenario::{AgentSpec, Components, JudgePrompts, Scenario, SpeakerRule, State};
+use crate::scenario::{role_text, JudgePrompts, Persona, RoleText, Scenario, SpeakerRule, State};
 use crate::tokens::TokenCounter;
 
 const RANK_RECENT: u32 = 0;
 const RANK_RELEVANT: u32 = 1_000_000;
 const RANK_SUMMARY: u32 = 2_000_000;
 const RANK_LATEST: u32 = 3_000_000;
-
-/// Who is speaking, for an agent's prompt.
-#[derive(Debug, Clone, Copy)]
-pub struct Speaker<'a> {
-    pub name: &'a str,
-    pub role: &'a str,
-    pub agent: &'a AgentSpec,
-}
-
-fn agent_system(state: &State, who: Speaker<'_>, comps: Option<&Components>) -> Vec<String> {
-    let mut sys = vec![state.environment_prompt.trim().to_string()];
-    sys.push(format!(
-        "You are {}. Here you play the role of {}.",
-        who.name, who.role
-    ));
-    let style: Vec<&str> = [
-        who.agent.style.as_str(),
-        comps.and_then(|c| c.style.as_deref()).unwrap_or(""),
-    ]
-    .into_iter()
-    .map(str::trim)
-    .filter(|s| !s.is_empty())
-    .collect();
-    if !style.is_empty() {
-        sys.push(format!("Your style: {}", style.join(" ")));
-    }
-    if let Some(c) = comps {
-        if let Some(rule) = &c.rule {
-            sys.push(format!("Rules: {}", rule.trim()));
-        }
-        if !c.demonstrations.is_empty() {
-            let demos: Vec<String> = c
-                .demonstrations
-                .iter()
-                .map(|d| format!("- {}", d.trim()))
-                .collect();
-            sys.push(format!("Examples of how you speak:\n{}", demos.join("\n")));
-        }
-    }
-    sys
-}
-
-fn agent_tail(who: Speaker<'_>, comps: Option<&Components>, opening: bool) -> Vec<String> {
-    let mut tail = Vec::new();
-    if opening {
-        tail.push("Nothing has been said yet; you open the conversation.".to_string());
-    }
-    if let Some(c) = comps {
-        tail.extend(c.output.iter().map(|o| o.trim().to_string()));
-        tail.extend(c.last.iter().map(|l| l.trim().to_string()));
-    }
-    tail.push(your_turn(who, comps.and_then(|c| c.task.as_deref())));
-    tail
-}
-
-/// The last line of an agent's prompt: who speaks now and what to do. Small models
-/// follow a task stated here far better than one stated in the system part.
-fn your_turn(who: Speaker<'_>, task: Option<&str>) -> String {
-    match task.map(str::trim).filter(|t| !t.is_empty()) {
-        Some(task) => format!("{}, {}", who.name, lower_first(task)),
-        None => format!("Reply as {} ({}) with your next message only.", who.name, who.role),
-    }
-}
-
-/// "Choose your move." → "choose your move." ("I…" and acronyms keep their capital).
-fn lower_first(text: &str) -> String {
-    let mut chars = text.chars();
-    match (chars.next(), chars.next()) {
-        (Some(a), Some(b)) if a.is_uppercase() && b.is_lowercase() => {
-            a.to_lowercase().chain(text[a.len_utf8()..].chars()).collect()
-        }
-        _ => text.to_string(),
-    }
-}
 
 fn context_sections(obs: &Observation, latest_rank: u32) -> Vec<Section> {
     let mut sections = Vec::new();
@@ -148,17 +74,16 @@ fn context_sections(obs: &Observation, latest_rank: u32) -> Vec<Section> {
 pub fn agent_prompt(
     scenario: &Scenario,
     state: &State,
-    who: Speaker<'_>,
+    who: Persona<'_>,
     obs: &Observation,
     found: Option<&str>,
     counter: &dyn TokenCounter,
 ) -> Assembled {
     let comps = state.components.get(who.role);
-    let mut system = agent_system(state, who, comps);
+    let RoleText { mut system, mut tail } = role_text(state, who, obs.recent.is_empty());
     if let Some(template) = comps.and_then(|c| c.template.as_deref()) {
         system.push(fill_template(template, obs));
     }
-    let mut tail = agent_tail(who, comps, obs.recent.is_empty());
     if let Some(found) = found.filter(|f| !f.is_empty()) {
         let at = usize::from(obs.recent.is_empty());
         tail.insert(at, found.to_string());
@@ -176,14 +101,13 @@ pub fn agent_prompt(
 pub fn choice_prompt(
     scenario: &Scenario,
     state: &State,
-    who: Speaker<'_>,
+    who: Persona<'_>,
     obs: &Observation,
     own_reply: Option<&str>,
     spec: &crate::scenario::ChoiceSpec,
     options: &[String],
     counter: &dyn TokenCounter,
 ) -> Assembled {
-    let comps = state.components.get(who.role);
     let mut tail = Vec::new();
     if let Some(reply) = own_reply {
         tail.push(format!("You ({}) just said: {}", who.name, reply.trim()));
@@ -191,7 +115,7 @@ pub fn choice_prompt(
     tail.push(spec.prompt.clone().unwrap_or_else(|| format!("{}, make your choice.", who.name)));
     tail.push(format!("Answer with exactly one of: {}.", quoted_list(options)));
     Draft {
-        system: agent_system(state, who, comps),
+        system: role_text(state, who, false).system,
         sections: context_sections(obs, RANK_LATEST),
         tail,
     }
@@ -244,25 +168,6 @@ pub fn read_extracted(reply: &str, words: &[String]) -> Vec<(String, String)> {
             Some((w.clone(), reply[start..start + len].trim().to_string()))
         })
         .collect()
-}
-
-/// The fixed part of an agent's prompt in a state, for validation against the budget.
-pub fn fixed_prompt_tokens(
-    _scenario: &Scenario,
-    state: &State,
-    role: &str,
-    name: &str,
-    agent: &AgentSpec,
-    counter: &dyn TokenCounter,
-) -> usize {
-    let who = Speaker { name, role, agent };
-    let comps = state.components.get(role);
-    Draft {
-        system: agent_system(state, who, comps),
-        sections: Vec::new(),
-        tail: agent_tail(who, comps, true),
-    }
-    .fixed_tokens(counter)
 }
 
 fn quoted_list(choices: &[String]) -> String {

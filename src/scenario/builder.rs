@@ -15,7 +15,7 @@
 //! ```
 
 use super::load::{validate_built, ScenarioError};
-use super::model::*;
+use super::format::*;
 
 /// Builds a [`Scenario`]; the first state added is the start state.
 #[derive(Debug, Clone)]

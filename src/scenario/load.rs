@@ -7,7 +7,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::aiwaves::{self, is_aiwaves, Imported};
-use super::model::Scenario;
+use super::format::Scenario;
 use super::validate::{self, Problem};
 use crate::tokens::Estimator;
 

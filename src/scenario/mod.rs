@@ -3,9 +3,10 @@
 pub mod aiwaves;
 mod builder;
 mod load;
-mod model;
+mod format;
 mod outcomes;
 mod path;
+mod persona;
 mod validate;
 
 pub use builder::{AgentBuilder, ScenarioBuilder, StateBuilder};
@@ -13,7 +14,8 @@ pub use load::{
     from_document, import_aiwaves, load, load_any, parse_json, read_text, validate_built,
     ScenarioError, MAX_SCENARIO_BYTES,
 };
-pub use model::*;
+pub use format::*;
 pub use outcomes::*;
 pub use path::FieldPath;
+pub use persona::{role_text, Persona, RoleText};
 pub use validate::{advice, check, check_structure, schema, Problem};

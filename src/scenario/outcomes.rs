@@ -7,7 +7,7 @@ use regex::{Regex, RegexBuilder};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::model::Scenario;
+use super::format::Scenario;
 use super::path::FieldPath;
 
 /// What a benchmark measures in each run, besides the generic figures (turns, calls,

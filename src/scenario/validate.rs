@@ -11,11 +11,12 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use super::model::{Scenario, SpeakerRule, State};
+use super::format::{Scenario, SpeakerRule, State};
 use super::outcomes::OutcomeRules;
 use super::path::FieldPath;
-use crate::llm::scripted::ONE_OF;
-use crate::prompt::fixed_prompt_tokens;
+use super::persona::{role_text, Persona};
+use crate::template::ONE_OF;
+use crate::tokens::fixed_prompt_tokens;
 use crate::template;
 use crate::tokens::TokenCounter;
 
@@ -172,7 +173,7 @@ fn schema_message(raw: &str) -> String {
 pub fn advice(s: &Scenario) -> Vec<Problem> {
     let mut out = Vec::new();
     for (name, state) in &s.sop.states {
-        if state.turns != super::model::Turns::Simultaneous {
+        if state.turns != super::format::Turns::Simultaneous {
             continue;
         }
         let path = root().key("sop").key("states").key(name);
@@ -330,7 +331,7 @@ impl<'a> Checker<'a> {
                 }
             }
             (true, Some([min, max, step])) => {
-                if let Err(e) = super::model::range_count(min, max, step) {
+                if let Err(e) = super::format::range_count(min, max, step) {
                     self.problem(path.key("range"), e);
                 }
             }
@@ -479,7 +480,8 @@ impl<'a> Checker<'a> {
                 continue;
             };
             let agent = &self.s.agents[agent_name];
-            let fixed = fixed_prompt_tokens(self.s, state, role, agent_name, agent, counter);
+            let text = role_text(state, Persona { name: agent_name, role, agent }, true);
+            let fixed = fixed_prompt_tokens(&text.system, &text.tail, counter);
             if fixed > budget {
                 self.problem(
                     path.key("components").key(role),

@@ -21,7 +21,7 @@ mod attention;
 pub mod compute;
 pub mod gguf;
 pub mod kv;
-pub mod model;
+pub mod transformer;
 pub mod options;
 pub mod quant;
 pub mod sampling;

@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 use std::hash::Hasher;
 
 use sopsim_infer::kv::KvCache;
-use sopsim_infer::model::{Model, Scratch, Segment, Want};
+use sopsim_infer::transformer::{Model, Scratch, Segment, Want};
 use sopsim_infer::options::{OptionTrie, Question};
 use sopsim_infer::sampling::{draw, Sampler, SamplingParams};
 use sopsim_infer::template::ChatTemplate;

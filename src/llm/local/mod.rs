@@ -21,7 +21,7 @@ use super::{Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
 use crate::tokens::TokenCounter;
 use engine::{Job, Text, Worker};
 use sopsim_infer::gguf;
-use sopsim_infer::model::{self, Model};
+use sopsim_infer::transformer::{self, Model};
 use sopsim_infer::template::ChatTemplate;
 
 pub use sopsim_infer::gguf::{GgufError, SpecialTokens};
@@ -30,7 +30,7 @@ pub use sopsim_infer::quant::Kernels;
 /// How the local model runs.
 #[derive(Debug, Clone)]
 pub struct LocalOptions {
-    /// Memory for the KV caches of finished sequences kept for prefix reuse (0: none).
+    /// Message for the KV caches of finished sequences kept for prefix reuse (0: none).
     pub cache_bytes: usize,
     /// Sequences decoded together in one step at most.
     pub max_batch: usize,
@@ -115,13 +115,13 @@ impl LocalModel {
     /// empty cache (for comparing with other engines).
     pub fn logits(&self, tokens: &[u32], positions: &[usize]) -> Result<Vec<Vec<f32>>, String> {
         let mut cache = self.model.new_cache();
-        let mut segment = [model::Segment {
+        let mut segment = [transformer::Segment {
             cache: &mut cache,
             tokens,
-            wants: positions.iter().map(|p| (*p, model::Want::All)).collect(),
+            wants: positions.iter().map(|p| (*p, transformer::Want::All)).collect(),
         }];
         let _lock = crate::compute::compute_lock();
-        let mut out = self.model.forward(&mut model::Scratch::default(), &mut segment)?;
+        let mut out = self.model.forward(&mut transformer::Scratch::default(), &mut segment)?;
         Ok(out.pop().unwrap_or_default())
     }
 

@@ -553,6 +553,22 @@ pub struct Script {
 }
 
 impl Scenario {
+    /// The model settings of a call in `state`, layered from the inside out: the agent's
+    /// (if an agent makes the call), the role's in this state, the state's, then the
+    /// scenario's. Unknown names contribute nothing.
+    pub fn settings_for(&self, state: &str, role: Option<&str>, agent: Option<&str>) -> LlmSettings {
+        let st = self.sop.states.get(state);
+        [
+            agent.and_then(|a| self.agents.get(a)).and_then(|a| a.llm.as_ref()),
+            role.zip(st).and_then(|(r, st)| st.components.get(r)).and_then(|c| c.llm.as_ref()),
+            st.and_then(|st| st.llm.as_ref()),
+            Some(&self.llm),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(LlmSettings::default(), |s, layer| s.over(layer))
+    }
+
     /// Whether anything reads message embeddings: retrieval (`top_k` > 0) or a
     /// knowledge lookup. When nothing does, messages are not embedded at all.
     pub fn needs_embeddings(&self) -> bool {
