@@ -102,7 +102,10 @@ fn context(index: u64) -> CallContext {
 
 fn request(user: &str, max_tokens: u32) -> LlmRequest {
     LlmRequest::chat(
-        vec![ChatMessage::system("You are a helpful assistant."), ChatMessage::user(user)],
+        vec![
+            ChatMessage::system("You are a helpful assistant."),
+            ChatMessage::user(user),
+        ],
         settings(max_tokens),
         context(0),
     )
@@ -116,12 +119,32 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 fn bench_model(c: &mut Criterion, name: &str, spec: &ModelSpec) {
     let path = spec.main_file(&models_dir());
     spec.ensure(&models_dir(), &Quiet).unwrap();
-    let fresh = LocalBackend::start(&path, LocalOptions { cache_bytes: 0, ignore_eos: true, ..LocalOptions::default() }).unwrap();
-    let reuse = LocalBackend::start(&path, LocalOptions { ignore_eos: true, ..LocalOptions::default() }).unwrap();
+    let fresh = LocalBackend::start(
+        &path,
+        LocalOptions {
+            cache_bytes: 0,
+            ignore_eos: true,
+            ..LocalOptions::default()
+        },
+    )
+    .unwrap();
+    let reuse = LocalBackend::start(
+        &path,
+        LocalOptions {
+            ignore_eos: true,
+            ..LocalOptions::default()
+        },
+    )
+    .unwrap();
     let story = story();
-    let prompt_tokens = block_on(fresh.complete(request(&story, 1), None)).unwrap().usage.prompt_tokens;
+    let prompt_tokens = block_on(fresh.complete(request(&story, 1), None))
+        .unwrap()
+        .usage
+        .prompt_tokens;
     let mut group = c.benchmark_group(name);
-    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
     group.throughput(Throughput::Elements(prompt_tokens));
     group.bench_function(BenchmarkId::new("prompt_tokens", prompt_tokens), |b| {
         b.iter(|| block_on(fresh.complete(request(&story, 1), None)).unwrap())
@@ -148,20 +171,34 @@ fn bench_model(c: &mut Criterion, name: &str, spec: &ModelSpec) {
 /// (continuous batching across simulations), each after its own cached prompt.
 fn bench_batched_decode(c: &mut Criterion) {
     let path = QWEN05.main_file(&models_dir());
-    let backend = LocalBackend::start(&path, LocalOptions { ignore_eos: true, ..LocalOptions::default() }).unwrap();
+    let backend = LocalBackend::start(
+        &path,
+        LocalOptions {
+            ignore_eos: true,
+            ..LocalOptions::default()
+        },
+    )
+    .unwrap();
     const DECODE: u32 = 64;
     let ask = |k: usize, max_tokens: u32| {
         let reqs = (0..k).map(|i| {
             LlmRequest::chat(
-                vec![ChatMessage::system("You are a helpful assistant."), ChatMessage::user(format!("Tell story number {i} about a bridge."))],
+                vec![
+                    ChatMessage::system("You are a helpful assistant."),
+                    ChatMessage::user(format!("Tell story number {i} about a bridge.")),
+                ],
                 settings(max_tokens),
                 context(i as u64),
             )
         });
-        block_on(futures::future::join_all(reqs.map(|r| backend.complete(r, None))))
+        block_on(futures::future::join_all(
+            reqs.map(|r| backend.complete(r, None)),
+        ))
     };
     let mut group = c.benchmark_group("qwen05_batched_decode");
-    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
     for k in [1usize, 2, 4, 8] {
         ask(k, 1); // the prompts are cached from here on
         group.throughput(Throughput::Elements(k as u64 * u64::from(DECODE)));
@@ -186,21 +223,42 @@ fn bench_batched_decode(c: &mut Criterion) {
 /// the options scored from the logits) against a free reply of 20 tokens, same prompt.
 fn bench_choice(c: &mut Criterion) {
     let path = QWEN05.main_file(&models_dir());
-    let backend = LocalBackend::start(&path, LocalOptions { cache_bytes: 0, ignore_eos: true, ..LocalOptions::default() }).unwrap();
+    let backend = LocalBackend::start(
+        &path,
+        LocalOptions {
+            cache_bytes: 0,
+            ignore_eos: true,
+            ..LocalOptions::default()
+        },
+    )
+    .unwrap();
     let messages = vec![
         ChatMessage::system("You are Alice in a repeated prisoner's dilemma against Bob. Both cooperating pays 3 each; both defecting 1 each; a defector against a cooperator gets 5 and the cooperator 0."),
         ChatMessage::user("Round 3. Last round Bob cooperated and you cooperated. Choose your move."),
     ];
     let mut group = c.benchmark_group("qwen05_decision");
-    group.sample_size(10).measurement_time(Duration::from_secs(8));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(8));
     group.bench_function("choice_of_two", |b| {
         b.iter(|| {
-            let r = LlmRequest::choice(messages.clone(), vec!["COOPERATE".into(), "DEFECT".into()], settings(1), context(0));
+            let r = LlmRequest::choice(
+                messages.clone(),
+                vec!["COOPERATE".into(), "DEFECT".into()],
+                settings(1),
+                context(0),
+            );
             block_on(backend.complete(r, None)).unwrap()
         })
     });
     group.bench_function("free_reply_20_tokens", |b| {
-        b.iter(|| block_on(backend.complete(LlmRequest::chat(messages.clone(), settings(20), context(0)), None)).unwrap())
+        b.iter(|| {
+            block_on(backend.complete(
+                LlmRequest::chat(messages.clone(), settings(20), context(0)),
+                None,
+            ))
+            .unwrap()
+        })
     });
     group.finish();
 }
@@ -209,7 +267,14 @@ fn bench_generate(c: &mut Criterion) {
     bench_model(c, "qwen05", &QWEN05);
     bench_model(c, "smollm2", &SMOLLM2);
     let path = QWEN05.main_file(&models_dir());
-    let fresh = LocalBackend::start(&path, LocalOptions { cache_bytes: 0, ..LocalOptions::default() }).unwrap();
+    let fresh = LocalBackend::start(
+        &path,
+        LocalOptions {
+            cache_bytes: 0,
+            ..LocalOptions::default()
+        },
+    )
+    .unwrap();
     let reuse = LocalBackend::start(&path, LocalOptions::default()).unwrap();
 
     // An agent's turn: a shared 180-token system prompt, a changing conversation.
@@ -226,8 +291,13 @@ each market day. The council meets on Tuesday evenings in the old mill.";
         )
     };
     let mut group = c.benchmark_group("qwen05_agent_turn");
-    group.sample_size(10).measurement_time(Duration::from_secs(10));
-    for (name, backend) in [("without_prefix_reuse", &fresh), ("with_prefix_reuse", &reuse)] {
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
+    for (name, backend) in [
+        ("without_prefix_reuse", &fresh),
+        ("with_prefix_reuse", &reuse),
+    ] {
         let mut i = 0;
         group.bench_function(name, |b| {
             b.iter(|| {
@@ -239,5 +309,11 @@ each market day. The council meets on Tuesday evenings in the old mill.";
     group.finish();
 }
 
-criterion_group!(benches, bench_embed, bench_generate, bench_batched_decode, bench_choice);
+criterion_group!(
+    benches,
+    bench_embed,
+    bench_generate,
+    bench_batched_decode,
+    bench_choice
+);
 criterion_main!(benches);

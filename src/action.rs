@@ -43,7 +43,9 @@ impl Action {
         let mut text = self.response.trim();
         let mut cut = false;
         if self.kind == MessageKind::Reply {
-            while let Some(rest) = strip_name(text, &self.name, &self.role).or_else(|| strip_label(text, &self.others)) {
+            while let Some(rest) =
+                strip_name(text, &self.name, &self.role).or_else(|| strip_label(text, &self.others))
+            {
                 text = rest.trim_start();
             }
             if let Some(end) = other_speaker_line(text, &self.others) {
@@ -71,13 +73,16 @@ impl Action {
 /// part in brackets, then a colon (`Brasher (Host):`, `**Anna (Guest):**`) — how a
 /// transcript line starts, whoever the speaker.
 static LABELLED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-    regex::Regex::new(r"^\**\s*\p{Lu}[\p{L}'’_-]*(?: \p{Lu}[\p{L}'’_-]*){0,2}\s*\([^()\n]{1,40}\)\s*\**\s*:")
-        .expect("the label pattern is valid")
+    regex::Regex::new(
+        r"^\**\s*\p{Lu}[\p{L}'’_-]*(?: \p{Lu}[\p{L}'’_-]*){0,2}\s*\([^()\n]{1,40}\)\s*\**\s*:",
+    )
+    .expect("the label pattern is valid")
 });
 
 /// A bare name and a colon (`Anna:`): one capitalised word of letters.
 static NAMED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-    regex::Regex::new(r"^\**\s*\p{Lu}[\p{Ll}'’-]{1,20}\s*\**\s*:\s").expect("the name pattern is valid")
+    regex::Regex::new(r"^\**\s*\p{Lu}[\p{Ll}'’-]{1,20}\s*\**\s*:\s")
+        .expect("the name pattern is valid")
 });
 
 /// Whether `line` starts as a participant's line: another participant's name or role and
@@ -174,8 +179,14 @@ mod tests {
 
     #[test]
     fn keeps_mid_text_mentions() {
-        assert_eq!(process("As Ada: I said, yes.").memory.content, "As Ada: I said, yes.");
-        assert_eq!(process("The council, Ben: all of them").memory.content, "The council, Ben: all of them");
+        assert_eq!(
+            process("As Ada: I said, yes.").memory.content,
+            "As Ada: I said, yes."
+        );
+        assert_eq!(
+            process("The council, Ben: all of them").memory.content,
+            "The council, Ben: all of them"
+        );
         let p = process("I agree with Ben: the bridge is costly.\nBen's point stands.");
         assert!(!p.cut, "{p:?}");
     }
@@ -183,9 +194,15 @@ mod tests {
     #[test]
     fn invented_speakers_are_cut_and_foreign_labels_dropped() {
         let p = process("Cars are a problem.\nBrasher (Host): I disagree!");
-        assert_eq!((p.memory.content.as_str(), p.cut), ("Cars are a problem.", true));
+        assert_eq!(
+            (p.memory.content.as_str(), p.cut),
+            ("Cars are a problem.", true)
+        );
         let p = process("Evidence: streets that closed to cars saw footfall rise.");
-        assert_eq!(p.memory.content, "Evidence: streets that closed to cars saw footfall rise.");
+        assert_eq!(
+            p.memory.content,
+            "Evidence: streets that closed to cars saw footfall rise."
+        );
         let p = process("Good point.\nAnna: Why?\nBrasher: Because.");
         assert_eq!((p.memory.content.as_str(), p.cut), ("Good point.", true));
         let p = process("**Ben (Guest):** Hello.\nMore.");
@@ -198,7 +215,10 @@ mod tests {
     #[test]
     fn stops_where_another_participant_starts_speaking() {
         let p = process("Welcome, everyone.\nBen: Thank you, Ada!\nAda: You're welcome.");
-        assert_eq!((p.memory.content.as_str(), p.cut), ("Welcome, everyone.", true));
+        assert_eq!(
+            (p.memory.content.as_str(), p.cut),
+            ("Welcome, everyone.", true)
+        );
         let p = process("Ada: Let us begin.\n\n**Ben (Guest):** I object.");
         assert_eq!((p.memory.content.as_str(), p.cut), ("Let us begin.", true));
         let p = process("Our guest arrives.\nGuest: Hello.");
@@ -209,7 +229,10 @@ mod tests {
             state: "s",
             visit: 1,
         });
-        assert_eq!((human.memory.content.as_str(), human.cut), ("Hi\nBen: hi", false));
+        assert_eq!(
+            (human.memory.content.as_str(), human.cut),
+            ("Hi\nBen: hi", false)
+        );
     }
 
     #[test]

@@ -1,4 +1,8 @@
-//! Errors of a running simulation.
+//! Errors of a running simulation, the cancellation token that stops one, and the one
+//! way errors are written out with their causes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use thiserror::Error;
 
@@ -7,18 +11,99 @@ use crate::llm::LlmError;
 
 #[derive(Debug, Error)]
 pub enum SimError {
-    /// The run's settings do not fit the scenario (exit code 2 at the CLI).
-    #[error("{0}")]
-    BadInput(String),
-    #[error("model call failed at turn {turn}: {source}")]
-    Llm { turn: u64, source: LlmError },
-    #[error("embedding failed: {0}")]
+    #[error("model call failed at turn {turn}")]
+    Llm {
+        turn: u64,
+        #[source]
+        source: LlmError,
+    },
+    #[error("embedding failed")]
     Embed(#[from] EmbedError),
-    #[error("an actor stopped unexpectedly: {0}")]
+    #[error("an actor stopped unexpectedly")]
     Mailbox(#[from] actix::MailboxError),
-    #[error("writing {what}: {source}")]
+    #[error("writing {what}")]
     Io {
         what: String,
+        #[source]
         source: std::io::Error,
     },
+    #[error("the knowledge base {path}")]
+    Knowledge {
+        path: String,
+        #[source]
+        source: crate::knowledge::KnowledgeError,
+    },
+    #[error(
+        "{name:?} is not an agent of this scenario (agents: {known}), so no person can play it"
+    )]
+    UnknownHuman { name: String, known: String },
+    #[error("a person plays {agent:?}, but the run was given no input for people")]
+    NoHumanInput { agent: String },
+    #[error("no agent plays role {role:?} in state {state:?}")]
+    NoAgent { state: String, role: String },
+    /// The actors broke one of their own rules (a bug, reported rather than a panic).
+    #[error("internal error: {0}")]
+    Internal(&'static str),
+}
+
+impl SimError {
+    /// Whether the run's settings, rather than something that happened while running,
+    /// are at fault.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            SimError::UnknownHuman { .. }
+                | SimError::Knowledge { .. }
+                | SimError::NoHumanInput { .. }
+        )
+    }
+}
+
+/// An error and all its causes, `outer: inner: innermost`.
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let part = e.to_string();
+        // Some errors repeat their source's text; do not say it twice.
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = e.source();
+    }
+    text
+}
+
+/// Stops a run (or a whole benchmark) at its next turn boundary when cancelled. Clones
+/// share the state, so the caller keeps one and hands another to the run.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_names_every_cause_once() {
+        let e = SimError::Io {
+            what: "transcript.jsonl".into(),
+            source: std::io::Error::other("disk full"),
+        };
+        assert_eq!(chain(&e), "writing transcript.jsonl: disk full");
+    }
 }

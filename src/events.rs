@@ -1,11 +1,10 @@
 //! What a running simulation reports, and where it goes: the live terminal view and
 //! `events.jsonl`, one Elysia frontend payload per line.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use anstyle::{AnsiColor, Style};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Map, Value};
@@ -79,135 +78,6 @@ impl Sinks {
     }
 }
 
-const PALETTE: [AnsiColor; 6] = [
-    AnsiColor::Cyan,
-    AnsiColor::Green,
-    AnsiColor::Magenta,
-    AnsiColor::Blue,
-    AnsiColor::Yellow,
-    AnsiColor::Red,
-];
-
-/// Prints the conversation as it happens, each role in its own colour on a terminal.
-pub struct TerminalSink {
-    out: Mutex<TerminalState>,
-    color: bool,
-}
-
-struct TerminalState {
-    roles: Vec<String>,
-    streamed: bool,
-    /// Inside a simultaneous round: its messages arrive together, each with its speaker.
-    in_round: bool,
-}
-
-/// ` (COOPERATE 0.93, DEFECT 0.07)`: the most likely options (at most four shown),
-/// or nothing when the backend gave no probabilities.
-fn probabilities(d: &crate::memory::Decision) -> String {
-    let Some(p) = &d.probabilities else {
-        return String::new();
-    };
-    let mut ranked: Vec<(&String, &f64)> = p.iter().filter(|(_, x)| **x >= 0.005).collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(a.1));
-    let parts: Vec<String> = ranked.iter().take(4).map(|(v, x)| format!("{v} {x:.2}")).collect();
-    format!(" ({})", parts.join(", "))
-}
-
-impl TerminalSink {
-    /// Colour only when stdout is a terminal and `NO_COLOR` is unset.
-    pub fn stdout() -> Self {
-        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        Self {
-            out: Mutex::new(TerminalState {
-                roles: Vec::new(),
-                streamed: false,
-                in_round: false,
-            }),
-            color,
-        }
-    }
-
-    fn style_for(&self, st: &mut TerminalState, role: &str) -> Style {
-        if !self.color {
-            return Style::new();
-        }
-        let i = st.roles.iter().position(|r| r == role).unwrap_or_else(|| {
-            st.roles.push(role.to_string());
-            st.roles.len() - 1
-        });
-        Style::new()
-            .fg_color(Some(PALETTE[i % PALETTE.len()].into()))
-            .bold()
-    }
-}
-
-impl EventSink for TerminalSink {
-    fn emit(&self, event: &SimEvent) {
-        let mut st = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        let dim = if self.color {
-            Style::new().dimmed()
-        } else {
-            Style::new()
-        };
-        let _ = match event {
-            SimEvent::StateEntered { state, visit } => {
-                writeln!(out, "{dim}── {state} (visit {visit}) ──{dim:#}")
-            }
-            SimEvent::TurnStarted { name, role, human } => {
-                st.streamed = false;
-                if *human {
-                    Ok(())
-                } else {
-                    let s = self.style_for(&mut st, role);
-                    write!(out, "{s}{name} ({role}):{s:#} ")
-                }
-            }
-            SimEvent::Token { text, .. } => {
-                st.streamed = true;
-                write!(out, "{text}")
-            }
-            SimEvent::Message(m) => {
-                let shown = if st.streamed {
-                    writeln!(out)
-                } else if st.in_round || m.kind == crate::memory::MessageKind::Human {
-                    let s = self.style_for(&mut st, &m.role);
-                    writeln!(out, "{s}{} ({}):{s:#} {}", m.name, m.role, m.content)
-                } else {
-                    writeln!(out, "{}", m.content)
-                };
-                st.streamed = false;
-                match &m.decision {
-                    Some(d) => writeln!(out, "{dim}  → {}{}{dim:#}", d.value, probabilities(d)),
-                    None => shown,
-                }
-            }
-            SimEvent::RoundStarted { round, roles, .. } => {
-                st.in_round = true;
-                writeln!(out, "{dim}  round {round}: {} move at once…{dim:#}", roles.join(", "))
-            }
-            SimEvent::RoundEnded { .. } => {
-                st.in_round = false;
-                Ok(())
-            }
-            SimEvent::Warning { text } => {
-                let w = if self.color {
-                    Style::new().fg_color(Some(AnsiColor::Yellow.into()))
-                } else {
-                    Style::new()
-                };
-                writeln!(out, "{w}warning:{w:#} {text}")
-            }
-            SimEvent::Finished { ended_by, turns } => writeln!(
-                out,
-                "{dim}── ended by {ended_by} after {turns} turns ──{dim:#}"
-            ),
-        };
-        let _ = out.flush();
-    }
-}
-
 /// Writes each event as an Elysia frontend payload to a JSONL file, flushed per line.
 pub struct FrontendLog {
     inner: Mutex<FrontendState>,
@@ -218,7 +88,7 @@ pub struct FrontendLog {
 struct FrontendState {
     file: std::io::BufWriter<std::fs::File>,
     ids: ChaCha8Rng,
-    failed: Option<String>,
+    failed: Option<std::io::Error>,
 }
 
 impl FrontendLog {
@@ -241,12 +111,12 @@ impl FrontendLog {
     }
 
     /// The first write error, if any (reported at the end of the run).
-    pub fn error(&self) -> Option<String> {
+    pub fn take_error(&self) -> Option<std::io::Error> {
         self.inner
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .failed
-            .clone()
+            .take()
     }
 }
 
@@ -275,13 +145,25 @@ pub fn to_return(event: &SimEvent, elapsed_ms: u64) -> Option<(Return, String)> 
                 format!("visit-{}", m.visit),
             ))
         }
-        SimEvent::RoundStarted { state, visit, round, roles } => Some((
+        SimEvent::RoundStarted {
+            state,
+            visit,
+            round,
+            roles,
+        } => Some((
             Return::Status {
-                text: format!("Round {round} of {state} begins: {} act at once", roles.join(", ")),
+                text: format!(
+                    "Round {round} of {state} begins: {} act at once",
+                    roles.join(", ")
+                ),
             },
             format!("visit-{visit}"),
         )),
-        SimEvent::RoundEnded { state, visit, round } => Some((
+        SimEvent::RoundEnded {
+            state,
+            visit,
+            round,
+        } => Some((
             Return::Status {
                 text: format!("Round {round} of {state} ends"),
             },
@@ -312,7 +194,7 @@ impl EventSink for FrontendLog {
             .and_then(|_| st.file.write_all(b"\n"))
             .and_then(|_| st.file.flush());
         if let Err(e) = result {
-            st.failed.get_or_insert(e.to_string());
+            st.failed.get_or_insert(e);
         }
     }
 }

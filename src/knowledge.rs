@@ -43,6 +43,21 @@ impl Entry {
     }
 }
 
+/// A knowledge base that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KnowledgeError {
+    #[error("cannot read it")]
+    Read(#[source] std::io::Error),
+    #[error("not JSON")]
+    Json(#[source] serde_json::Error),
+    #[error("expected an object or array of entries")]
+    Shape,
+    #[error("no entries with \"q\" or \"chunk\"")]
+    Empty,
+    #[error("embedding its entries")]
+    Embed(#[source] crate::embed::EmbedError),
+}
+
 /// Entries and their embeddings, for one kind of lookup.
 #[derive(Debug)]
 pub struct KnowledgeBase {
@@ -51,19 +66,13 @@ pub struct KnowledgeBase {
 }
 
 /// Reads a knowledge-base file's entries.
-pub fn read_entries(path: &Path) -> Result<Vec<Entry>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let doc: Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+pub fn read_entries(path: &Path) -> Result<Vec<Entry>, KnowledgeError> {
+    let text = std::fs::read_to_string(path).map_err(KnowledgeError::Read)?;
+    let doc: Value = serde_json::from_str(&text).map_err(KnowledgeError::Json)?;
     let items: Vec<&Value> = match &doc {
         Value::Object(m) => m.values().collect(),
         Value::Array(a) => a.iter().collect(),
-        _ => {
-            return Err(format!(
-                "{}: expected an object or array of entries",
-                path.display()
-            ))
-        }
+        _ => return Err(KnowledgeError::Shape),
     };
     let field = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(String::from);
     let entries: Vec<Entry> = items
@@ -76,10 +85,7 @@ pub fn read_entries(path: &Path) -> Result<Vec<Entry>, String> {
         .filter(|e| e.question.is_some() || e.chunk.is_some())
         .collect();
     if entries.is_empty() {
-        return Err(format!(
-            "{}: no entries with \"q\" or \"chunk\"",
-            path.display()
-        ));
+        return Err(KnowledgeError::Empty);
     }
     Ok(entries)
 }
@@ -90,14 +96,14 @@ impl KnowledgeBase {
         entries: Vec<Entry>,
         kind: KnowledgeKind,
         embed: &EmbedService,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, KnowledgeError> {
         let texts: Vec<String> = entries
             .iter()
             .map(|e| e.key(kind).unwrap_or_default().to_string())
             .collect();
         let vectors = futures::future::try_join_all(texts.into_iter().map(|t| embed.embed(t)))
             .await
-            .map_err(|e| format!("embedding the knowledge base: {e}"))?;
+            .map_err(KnowledgeError::Embed)?;
         let mut index = EmbeddingIndex::default();
         for v in &vectors {
             index.push(v);
@@ -132,7 +138,7 @@ type Key = (PathBuf, KnowledgeKind, String);
 pub async fn shared(
     spec: &KnowledgeLookup,
     embed: &EmbedService,
-) -> Result<Arc<KnowledgeBase>, String> {
+) -> Result<Arc<KnowledgeBase>, KnowledgeError> {
     static CACHE: OnceLock<DashMap<Key, Arc<OnceCell<Arc<KnowledgeBase>>>>> = OnceLock::new();
     let key = (
         PathBuf::from(&spec.path),

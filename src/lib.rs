@@ -70,6 +70,7 @@ pub mod output;
 pub mod prompt;
 pub mod runner;
 pub mod scenario;
+pub mod setup;
 pub mod sim;
 pub mod sop;
 pub mod template;

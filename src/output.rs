@@ -46,11 +46,8 @@ pub struct RunDir {
 
 impl RunDir {
     /// Creates the folder (and parents) if needed.
-    pub fn create(dir: &Path) -> Result<Self, SimError> {
-        std::fs::create_dir_all(dir).map_err(|source| SimError::Io {
-            what: dir.display().to_string(),
-            source,
-        })?;
+    pub fn create(dir: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
         Ok(Self {
             dir: dir.to_path_buf(),
         })
@@ -61,7 +58,11 @@ impl RunDir {
     }
 
     /// Writes `environment.json` and `summary.json`.
-    pub fn write_final(&self, environment: &serde_json::Value, summary: &impl serde::Serialize) -> Result<(), SimError> {
+    pub fn write_final(
+        &self,
+        environment: &serde_json::Value,
+        summary: &impl serde::Serialize,
+    ) -> Result<(), SimError> {
         write_json(&self.path("environment.json"), environment)?;
         write_json(&self.path("summary.json"), summary)
     }

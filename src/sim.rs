@@ -5,7 +5,6 @@
 //! [`Services`] (the model backend and the embedding service) and nothing else.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,9 +17,9 @@ use crate::actors::messages::Snapshot;
 pub use crate::actors::EndReason;
 use crate::actors::{AgentActor, Cast, Director, EnvironmentActor, Limits, ParseFailures};
 use crate::embed::{EmbedService, HashEmbedder};
-use crate::error::SimError;
+use crate::error::{CancelToken, SimError};
 use crate::events::{EventSink, Sinks};
-use crate::human::{HumanInput, StdinInput};
+use crate::human::HumanInput;
 use crate::llm::cost::PriceTable;
 use crate::llm::{CallKind, KindUsage, LlmBackend, LlmClient, ScriptedBackend};
 use crate::memory::Message;
@@ -60,13 +59,13 @@ pub struct RunConfig {
     pub max_turns: Option<u64>,
     /// Agents played by a person, besides those marked `human` in the scenario.
     pub humans: Vec<String>,
-    /// Where human turns come from (default: standard input).
+    /// Where human turns come from; needed when a person plays an agent.
     pub human_input: Option<Arc<dyn HumanInput>>,
     pub sinks: Vec<Arc<dyn EventSink>>,
     /// Appends each finished turn to `transcript.jsonl`.
     pub transcript: Option<TranscriptWriter>,
-    /// Set to stop the run at the next turn boundary.
-    pub cancel: Option<Arc<AtomicBool>>,
+    /// Cancelled to stop the run at the next turn boundary.
+    pub cancel: Option<CancelToken>,
     /// Stop at a turn boundary once the run has cost this much.
     pub budget_usd: Option<f64>,
     /// Stop at a turn boundary once this many tokens (prompt + completion) were used.
@@ -157,10 +156,10 @@ pub async fn run(
     for h in &config.humans {
         if !scenario.agents.contains_key(h) {
             let known: Vec<&str> = scenario.agents.keys().map(String::as_str).collect();
-            return Err(SimError::BadInput(format!(
-                "--human {h:?}: no such agent (agents: {})",
-                known.join(", ")
-            )));
+            return Err(SimError::UnknownHuman {
+                name: h.clone(),
+                known: known.join(", "),
+            });
         }
     }
     let mode = config.mode.unwrap_or(scenario.environment.mode);
@@ -168,7 +167,11 @@ pub async fn run(
     let mut config = config;
     let sinks = Sinks::new(std::mem::take(&mut config.sinks));
     config.notes.extend(services.llm.notes());
-    config.notes.extend(crate::scenario::advice(&scenario).iter().map(ToString::to_string));
+    config.notes.extend(
+        crate::scenario::advice(&scenario)
+            .iter()
+            .map(ToString::to_string),
+    );
     for text in &config.notes {
         sinks.emit(crate::events::SimEvent::Warning { text: text.clone() });
     }
@@ -181,14 +184,29 @@ pub async fn run(
         config.seed,
     )
     .start();
-    let human_input: Arc<dyn HumanInput> = config
-        .human_input
-        .unwrap_or_else(|| Arc::new(StdinInput::default()));
+    let played = |name: &String, spec: &crate::scenario::AgentSpec| {
+        spec.human || config.humans.contains(name)
+    };
+    if let Some((name, _)) = scenario
+        .agents
+        .iter()
+        .find(|(n, a)| played(n, a))
+        .filter(|_| config.human_input.is_none())
+    {
+        return Err(SimError::NoHumanInput {
+            agent: name.clone(),
+        });
+    }
+    let human_input = config.human_input.clone();
     let agents: HashMap<String, _> = scenario
         .agents
         .iter()
         .map(|(name, spec)| {
-            let human = (spec.human || config.humans.contains(name)).then(|| human_input.clone());
+            let human = if played(name, spec) {
+                human_input.clone()
+            } else {
+                None
+            };
             let actor = AgentActor {
                 name: name.clone(),
                 scenario: scenario.clone(),
@@ -220,11 +238,18 @@ pub async fn run(
         prices: services.prices.clone(),
         cancel: config.cancel.unwrap_or_default(),
     };
-    Director::new(cast, limits, config.transcript, config.seed, config.notes, done_tx)
+    Director::new(
+        cast,
+        limits,
+        config.transcript,
+        config.seed,
+        config.notes,
+        done_tx,
+    )
     .start();
     let finish = done_rx
         .await
-        .map_err(|_| SimError::BadInput("the director stopped without finishing".into()))?;
+        .map_err(|_| SimError::Internal("the director stopped without finishing"))?;
     let snapshot = env.send(Snapshot).await?;
     let ledger = llm.ledger();
     let cost = services.prices.cost(&ledger);
@@ -247,7 +272,7 @@ pub async fn run(
         visits: finish.visits,
         final_state: finish.final_state,
         ended_by: finish.ended_by,
-        error: finish.error.as_ref().map(ToString::to_string),
+        error: finish.error.as_ref().map(|e| crate::error::chain(e)),
         stop_reason: finish.stop_reason,
         llm_calls,
         cost_usd: cost.usd,

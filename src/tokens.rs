@@ -10,12 +10,21 @@ pub const MESSAGE_OVERHEAD: usize = 8;
 
 /// Lines joined as a prompt joins them: non-empty ones, one per line.
 pub fn join_lines(parts: &[String]) -> String {
-    parts.iter().filter(|p| !p.is_empty()).cloned().collect::<Vec<_>>().join("\n")
+    parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The tokens of a two-message prompt holding only `system` and `tail` (the fixed
 /// text, with no conversation).
-pub fn fixed_prompt_tokens(system: &[String], tail: &[String], counter: &dyn TokenCounter) -> usize {
+pub fn fixed_prompt_tokens(
+    system: &[String],
+    tail: &[String],
+    counter: &dyn TokenCounter,
+) -> usize {
     counter.count(&join_lines(system)) + counter.count(&join_lines(tail)) + 2 * MESSAGE_OVERHEAD
 }
 

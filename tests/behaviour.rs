@@ -146,12 +146,7 @@ fn routed(route: &[&str]) -> sopsim::scenario::Scenario {
 
 #[test]
 fn a_controller_answer_naming_no_offered_role_falls_back_to_order_with_a_warning() {
-    let (outcome, reqs) = run_recorded(
-        &routed(&["nobody", "<end>Left</end>"]),
-        None,
-        0,
-        &[],
-    );
+    let (outcome, reqs) = run_recorded(&routed(&["nobody", "<end>Left</end>"]), None, 0, &[]);
     let speakers: Vec<&str> = outcome.transcript.iter().map(|m| m.role.as_str()).collect();
     assert_eq!(speakers, ["Host", "Left", "Right"], "fallback after Host is Left (order); then the script says Left again, which is not offered, so order again");
     let routes: Vec<_> = reqs
@@ -159,7 +154,10 @@ fn a_controller_answer_naming_no_offered_role_falls_back_to_order_with_a_warning
         .filter(|r| r.context.kind == CallKind::Route)
         .collect();
     assert_eq!(routes.len(), 2, "one closed choice per decision");
-    assert_eq!(routes[0].options.as_deref(), Some(&["Left".to_string(), "Right".to_string()][..]));
+    assert_eq!(
+        routes[0].options.as_deref(),
+        Some(&["Left".to_string(), "Right".to_string()][..])
+    );
     assert_eq!(
         routes[0].context.choices,
         ["Left", "Right"],
@@ -292,5 +290,9 @@ fn an_unknown_human_is_bad_input() {
         config,
     )
     .unwrap_err();
-    assert!(err.to_string().contains("--human \"Zed\""), "{err}");
+    assert!(
+        matches!(&err, sopsim::error::SimError::UnknownHuman { name, .. } if name == "Zed"),
+        "{err}"
+    );
+    assert!(err.is_bad_input());
 }

@@ -66,8 +66,12 @@ fn choices(lines: &[(u32, &str, &str, &[(&str, f64)])]) -> Vec<Message> {
             kind: MessageKind::Reply,
             decision: Some(Decision {
                 value: value.to_string(),
-                probabilities: (!probabilities.is_empty())
-                    .then(|| probabilities.iter().map(|(v, p)| (v.to_string(), *p)).collect()),
+                probabilities: (!probabilities.is_empty()).then(|| {
+                    probabilities
+                        .iter()
+                        .map(|(v, p)| (v.to_string(), *p))
+                        .collect()
+                }),
             }),
         })
         .collect()
@@ -80,9 +84,24 @@ fn figure(f: &sopsim::bench::extract::Figures, name: &str) -> Option<f64> {
 #[test]
 fn prisoners_dilemma_pays_each_round_from_the_choices() {
     let t = choices(&[
-        (1, "Alice", "COOPERATE", &[("COOPERATE", 0.9), ("DEFECT", 0.1)]),
-        (1, "Bob", "COOPERATE", &[("COOPERATE", 0.6), ("DEFECT", 0.4)]),
-        (2, "Alice", "COOPERATE", &[("COOPERATE", 0.7), ("DEFECT", 0.3)]),
+        (
+            1,
+            "Alice",
+            "COOPERATE",
+            &[("COOPERATE", 0.9), ("DEFECT", 0.1)],
+        ),
+        (
+            1,
+            "Bob",
+            "COOPERATE",
+            &[("COOPERATE", 0.6), ("DEFECT", 0.4)],
+        ),
+        (
+            2,
+            "Alice",
+            "COOPERATE",
+            &[("COOPERATE", 0.7), ("DEFECT", 0.3)],
+        ),
         (2, "Bob", "DEFECT", &[("COOPERATE", 0.2), ("DEFECT", 0.8)]),
         (3, "Alice", "DEFECT", &[("COOPERATE", 0.4), ("DEFECT", 0.6)]),
         (3, "Bob", "DEFECT", &[]),
@@ -101,7 +120,10 @@ fn prisoners_dilemma_pays_each_round_from_the_choices() {
     assert_eq!(figure(&f, "decision_failures"), Some(0.0));
     // The model's probability of cooperating, over the five choices that have one.
     let p = figure(&f, "p.COOPERATE").unwrap();
-    assert!((p - (0.9 + 0.6 + 0.7 + 0.2 + 0.4) / 5.0).abs() < 1e-12, "{p}");
+    assert!(
+        (p - (0.9 + 0.6 + 0.7 + 0.2 + 0.4) / 5.0).abs() < 1e-12,
+        "{p}"
+    );
     assert!((figure(&f, "p.DEFECT").unwrap() - (1.0 - p)).abs() < 1e-12);
 }
 
@@ -119,7 +141,12 @@ fn moves_are_read_from_the_text_when_no_choice_was_made() {
         }),
     );
     let s = sopsim::scenario::load(&path).unwrap();
-    let rules = OutcomeRules::compile(s.outcomes.as_ref().unwrap(), &s, &FieldPath::root().key("outcomes")).unwrap();
+    let rules = OutcomeRules::compile(
+        s.outcomes.as_ref().unwrap(),
+        &s,
+        &FieldPath::root().key("outcomes"),
+    )
+    .unwrap();
     let t = transcript(&[
         (1, "Alice", "I COOPERATE."),
         (1, "Bob", "cooperate, then."),
@@ -134,7 +161,10 @@ fn moves_are_read_from_the_text_when_no_choice_was_made() {
     assert_eq!(figure(&f, "payoff.Alice"), Some(3.0));
     assert_eq!(figure(&f, "payoff.Bob"), Some(8.0));
     assert_eq!(figure(&f, "decision_failures"), Some(1.0));
-    assert!(f.get("p.COOPERATE").is_none(), "no choice component, no probabilities");
+    assert!(
+        f.get("p.COOPERATE").is_none(),
+        "no choice component, no probabilities"
+    );
 }
 
 #[test]
@@ -171,7 +201,11 @@ fn write_scenario(dir: &Path, outcomes: serde_json::Value) -> std::path::PathBuf
     let mut s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(scenario_path("prisoners_dilemma")).unwrap())
             .unwrap();
-    for comps in s["sop"]["states"]["round"]["components"].as_object_mut().unwrap().values_mut() {
+    for comps in s["sop"]["states"]["round"]["components"]
+        .as_object_mut()
+        .unwrap()
+        .values_mut()
+    {
         comps.as_object_mut().unwrap().remove("choice");
     }
     s["outcomes"] = outcomes;
@@ -451,7 +485,7 @@ fn a_rerun_resumes_unfinished_runs_and_gives_the_same_report() {
     ]);
     assert_eq!(code, 2);
     assert!(
-        stderr.contains("--out") && stderr.contains("--max-turns 3"),
+        stderr.contains("--out") && stderr.contains("at most 3 turns"),
         "{stderr}"
     );
 }

@@ -5,9 +5,13 @@ mod common;
 
 use common::root;
 
-fn with_round(edit: impl FnOnce(&mut serde_json::Value)) -> (tempfile::TempDir, std::path::PathBuf) {
-    let mut s: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root().join("scenarios/prisoners_dilemma.json")).unwrap()).unwrap();
+fn with_round(
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> (tempfile::TempDir, std::path::PathBuf) {
+    let mut s: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("scenarios/prisoners_dilemma.json")).unwrap(),
+    )
+    .unwrap();
     edit(&mut s["sop"]["states"]["round"]);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("game.json");
@@ -16,29 +20,68 @@ fn with_round(edit: impl FnOnce(&mut serde_json::Value)) -> (tempfile::TempDir, 
 }
 
 fn validate(path: &std::path::Path) -> (Option<i32>, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim")).args(["validate", path.to_str().unwrap()]).output().unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args(["validate", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
 fn bad_choices_name_the_field() {
     let cases: &[(serde_json::Value, &str)] = &[
-        (serde_json::json!({ "values": ["COOPERATE"] }), "choice.values: a choice needs at least two values"),
-        (serde_json::json!({ "values": ["A", "B", "A"] }), "choice.values[2]: \"A\" is listed twice"),
-        (serde_json::json!({ "values": ["A", " "] }), "choice.values[1]: an option cannot be empty"),
-        (serde_json::json!({ "range": [10, 0, 1] }), "choice.range: [10, 0, 1] is empty or inverted"),
-        (serde_json::json!({ "range": [0, 10, 3] }), "choice.range: the step 3 does not divide the range 0..10"),
-        (serde_json::json!({ "range": [0, 10, 0] }), "choice.range: the step 0 must be positive"),
-        (serde_json::json!({ "range": [0, 1000000, 1] }), "choice.range: 1000001 options; at most 1000"),
-        (serde_json::json!({ "values": ["A", "B"], "range": [0, 1, 1] }), "choice: give values or range, not both"),
+        (
+            serde_json::json!({ "values": ["COOPERATE"] }),
+            "choice.values: a choice needs at least two values",
+        ),
+        (
+            serde_json::json!({ "values": ["A", "B", "A"] }),
+            "choice.values[2]: \"A\" is listed twice",
+        ),
+        (
+            serde_json::json!({ "values": ["A", " "] }),
+            "choice.values[1]: an option cannot be empty",
+        ),
+        (
+            serde_json::json!({ "range": [10, 0, 1] }),
+            "choice.range: [10, 0, 1] is empty or inverted",
+        ),
+        (
+            serde_json::json!({ "range": [0, 10, 3] }),
+            "choice.range: the step 3 does not divide the range 0..10",
+        ),
+        (
+            serde_json::json!({ "range": [0, 10, 0] }),
+            "choice.range: the step 0 must be positive",
+        ),
+        (
+            serde_json::json!({ "range": [0, 1000000, 1] }),
+            "choice.range: 1000001 options; at most 1000",
+        ),
+        (
+            serde_json::json!({ "values": ["A", "B"], "range": [0, 1, 1] }),
+            "choice: give values or range, not both",
+        ),
         (serde_json::json!({}), "choice: give the options"),
-        (serde_json::json!({ "values": ["A", "B"], "after": "before" }), "choice.after"),
+        (
+            serde_json::json!({ "values": ["A", "B"], "after": "before" }),
+            "choice.after",
+        ),
     ];
     for (choice, expected) in cases {
-        let (_dir, path) = with_round(|round| round["components"]["Player A"]["choice"] = choice.clone());
+        let (_dir, path) =
+            with_round(|round| round["components"]["Player A"]["choice"] = choice.clone());
         let (code, err) = validate(&path);
         assert_eq!(code, Some(2), "{choice}: {err}");
-        assert!(err.contains(&format!("sop.states.round.components[\"Player A\"].{expected}")), "{choice}: missing {expected:?} in:\n{err}");
+        assert!(
+            err.contains(&format!(
+                "sop.states.round.components[\"Player A\"].{expected}"
+            )),
+            "{choice}: missing {expected:?} in:\n{err}"
+        );
     }
 }
 

@@ -149,7 +149,11 @@ fn context(seed: u64) -> CallContext {
 }
 
 fn request(system: &str, user: &str, settings: LlmSettings, seed: u64) -> LlmRequest {
-    LlmRequest::chat(vec![ChatMessage::system(system), ChatMessage::user(user)], settings, context(seed))
+    LlmRequest::chat(
+        vec![ChatMessage::system(system), ChatMessage::user(user)],
+        settings,
+        context(seed),
+    )
 }
 
 fn greedy(max_tokens: u32) -> LlmSettings {
@@ -237,7 +241,10 @@ fn reusing_a_cached_prefix_gives_exactly_the_same_reply() {
             block_on(uncached.complete(request(LONG_SYSTEM, q, greedy(24), 0), None)).unwrap();
         assert_eq!(cached.text, fresh.text, "{q}");
         assert_eq!(fresh.usage.cached_prompt_tokens, 0);
-        eprintln!("{q}: {} of {} prompt tokens reused", cached.usage.cached_prompt_tokens, cached.usage.prompt_tokens);
+        eprintln!(
+            "{q}: {} of {} prompt tokens reused",
+            cached.usage.cached_prompt_tokens, cached.usage.prompt_tokens
+        );
         reused += cached.usage.cached_prompt_tokens;
     }
     assert!(
@@ -250,7 +257,16 @@ fn reusing_a_cached_prefix_gives_exactly_the_same_reply() {
 fn stop_sequences_cut_the_reply_and_streaming_matches_it() {
     let ask = |stop: Option<Vec<String>>, sink| {
         let settings = LlmSettings { stop, ..greedy(40) };
-        block_on(backend().complete(request("You answer with numbered lists.", "List five fruits.", settings, 0), sink)).unwrap()
+        block_on(backend().complete(
+            request(
+                "You answer with numbered lists.",
+                "List five fruits.",
+                settings,
+                0,
+            ),
+            sink,
+        ))
+        .unwrap()
     };
     let full = ask(None, None);
     let words: Vec<&str> = full.text.split_whitespace().collect();
@@ -259,12 +275,17 @@ fn stop_sequences_cut_the_reply_and_streaming_matches_it() {
     let stop = words[words.len() / 2].to_string();
     let pieces = Arc::new(Mutex::new(String::new()));
     let sink_pieces = pieces.clone();
-    let sink: sopsim::llm::TokenSink = Arc::new(move |t: &str| sink_pieces.lock().unwrap().push_str(t));
+    let sink: sopsim::llm::TokenSink =
+        Arc::new(move |t: &str| sink_pieces.lock().unwrap().push_str(t));
     let cut = ask(Some(vec![stop.clone()]), Some(sink));
     let want = full.text[..full.text.find(&stop).unwrap()].trim();
     assert_eq!(cut.text, want);
     assert_eq!(cut.stopped_at.as_deref(), Some(stop.as_str()));
-    assert_eq!(pieces.lock().unwrap().trim(), cut.text, "streamed text is the reply");
+    assert_eq!(
+        pieces.lock().unwrap().trim(),
+        cut.text,
+        "streamed text is the reply"
+    );
 }
 
 #[test]
@@ -308,29 +329,73 @@ fn a_scenario_runs_on_the_local_models() {
 /// Our tokenizer and forward pass against llama.cpp on the same file: the prompt's ids,
 /// and the highest logits at three positions (`tests/reference/llamacpp_logits.py`).
 fn matches_llama_cpp(spec: &ModelSpec, reference: &str) {
-    let reference: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root().join("tests/reference").join(reference)).unwrap()).unwrap();
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/reference").join(reference)).unwrap(),
+    )
+    .unwrap();
     let model = LocalModel::load(&model_path(spec)).unwrap();
-    let want_ids: Vec<u32> = reference["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect();
+    let want_ids: Vec<u32> = reference["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect();
     let ids = model.encode(reference["prompt"].as_str().unwrap()).unwrap();
-    assert_eq!(ids, want_ids, "{}: token ids differ from llama.cpp's", spec.name);
-    let positions: Vec<usize> =
-        reference["positions"].as_array().unwrap().iter().map(|p| p["position"].as_u64().unwrap() as usize).collect();
+    assert_eq!(
+        ids, want_ids,
+        "{}: token ids differ from llama.cpp's",
+        spec.name
+    );
+    let positions: Vec<usize> = reference["positions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["position"].as_u64().unwrap() as usize)
+        .collect();
     let logits = model.logits(&ids, &positions).unwrap();
     let mut worst = 0f32;
-    for (ours, theirs) in logits.iter().zip(reference["positions"].as_array().unwrap()) {
-        let top: Vec<(usize, f32)> =
-            theirs["top"].as_array().unwrap().iter().map(|e| (e[0].as_u64().unwrap() as usize, e[1].as_f64().unwrap() as f32)).collect();
-        let best = ours.iter().enumerate().fold(0, |b, (i, v)| if *v > ours[b] { i } else { b });
+    for (ours, theirs) in logits
+        .iter()
+        .zip(reference["positions"].as_array().unwrap())
+    {
+        let top: Vec<(usize, f32)> = theirs["top"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e[0].as_u64().unwrap() as usize,
+                    e[1].as_f64().unwrap() as f32,
+                )
+            })
+            .collect();
+        let best = ours
+            .iter()
+            .enumerate()
+            .fold(0, |b, (i, v)| if *v > ours[b] { i } else { b });
         // The top two may swap when their logits are within the quantisation noise.
         let margin = top[0].1 - top[1].1;
-        assert!(best == top[0].0 || margin < 0.2, "{}: position {}: our best token {best}, llama.cpp's {}", spec.name, theirs["position"], top[0].0);
+        assert!(
+            best == top[0].0 || margin < 0.2,
+            "{}: position {}: our best token {best}, llama.cpp's {}",
+            spec.name,
+            theirs["position"],
+            top[0].0
+        );
         for (id, value) in &top {
             worst = worst.max((ours[*id] - value).abs());
         }
     }
-    eprintln!("{}: max |Δlogit| against llama.cpp over its top 20 at {} positions: {worst:.3}", spec.name, positions.len());
-    assert!(worst < 0.75, "{}: logits differ from llama.cpp's by up to {worst}", spec.name);
+    eprintln!(
+        "{}: max |Δlogit| against llama.cpp over its top 20 at {} positions: {worst:.3}",
+        spec.name,
+        positions.len()
+    );
+    assert!(
+        worst < 0.75,
+        "{}: logits differ from llama.cpp's by up to {worst}",
+        spec.name
+    );
 }
 
 #[test]
@@ -362,16 +427,28 @@ fn pd_choice(temperature: f32, seed: u64) -> LlmRequest {
 fn choices_on_the_local_model_are_probabilities_and_seeded_draws() {
     let greedy = block_on(qwen().complete(pd_choice(0.0, 1), None)).unwrap();
     let chosen = greedy.chosen.clone().expect("a choice");
-    let p = chosen.probabilities.clone().expect("probabilities from the logits");
+    let p = chosen
+        .probabilities
+        .clone()
+        .expect("probabilities from the logits");
     assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{p:?}");
     assert!(p.iter().all(|x| (0.0..=1.0).contains(x)));
     let best = if p[0] >= p[1] { 0 } else { 1 };
     assert_eq!(chosen.index, best, "temperature 0 takes the most probable");
     assert_eq!(greedy.text, ["COOPERATE", "DEFECT"][best]);
-    assert_eq!(greedy.usage.completion_tokens, 0, "no text is generated: the options' first tokens differ");
+    assert_eq!(
+        greedy.usage.completion_tokens, 0,
+        "no text is generated: the options' first tokens differ"
+    );
     let draws = |seed: u64| {
         (0..6)
-            .map(|i: u64| block_on(qwen().complete(pd_choice(1.0, seed + i), None)).unwrap().chosen.unwrap().index)
+            .map(|i: u64| {
+                block_on(qwen().complete(pd_choice(1.0, seed + i), None))
+                    .unwrap()
+                    .chosen
+                    .unwrap()
+                    .index
+            })
             .collect::<Vec<_>>()
     };
     assert_eq!(draws(10), draws(10), "seeded draws repeat");
@@ -379,22 +456,38 @@ fn choices_on_the_local_model_are_probabilities_and_seeded_draws() {
 
 #[test]
 fn replies_are_the_same_alone_and_in_batches_with_and_without_reuse() {
-    let questions: Vec<String> = (0..8).map(|i| format!("Give one reason number {i} to build a bridge.")).collect();
+    let questions: Vec<String> = (0..8)
+        .map(|i| format!("Give one reason number {i} to build a bridge."))
+        .collect();
     let req = |i: usize| request(LONG_SYSTEM, &questions[i], greedy(10), i as u64);
-    let fresh = LocalBackend::start(&model_path(&QWEN05), LocalOptions { cache_bytes: 0, ..LocalOptions::default() }).unwrap();
-    let alone: Vec<String> = (0..8).map(|i| block_on(fresh.complete(req(i), None)).unwrap().text).collect();
+    let fresh = LocalBackend::start(
+        &model_path(&QWEN05),
+        LocalOptions {
+            cache_bytes: 0,
+            ..LocalOptions::default()
+        },
+    )
+    .unwrap();
+    let alone: Vec<String> = (0..8)
+        .map(|i| block_on(fresh.complete(req(i), None)).unwrap().text)
+        .collect();
     for (backend, size) in [(qwen(), 2), (&fresh, 5), (qwen(), 8)] {
-        let batch: Vec<String> = block_on(futures::future::join_all((0..size).map(|i| backend.complete(req(i), None))))
-            .into_iter()
-            .map(|c| c.unwrap().text)
-            .collect();
+        let batch: Vec<String> = block_on(futures::future::join_all(
+            (0..size).map(|i| backend.complete(req(i), None)),
+        ))
+        .into_iter()
+        .map(|c| c.unwrap().text)
+        .collect();
         assert_eq!(batch, alone[..size], "a batch of {size}");
     }
     // Mixed with other requests (a choice and a longer reply) in the same batches.
     let mixed = block_on(futures::future::join3(
         qwen().complete(req(3), None),
         qwen().complete(pd_choice(0.0, 2), None),
-        qwen().complete(request(SYSTEM, "Describe a river in detail.", greedy(30), 9), None),
+        qwen().complete(
+            request(SYSTEM, "Describe a river in detail.", greedy(30), 9),
+            None,
+        ),
     ));
     assert_eq!(mixed.0.unwrap().text, alone[3]);
 }

@@ -582,7 +582,10 @@ fn choose(b: &OpenAiBackend) -> sopsim::llm::Completion {
             run_seed: 0,
         },
     );
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(b.complete(req, None)).unwrap()
 }
 
@@ -590,48 +593,88 @@ fn choose(b: &OpenAiBackend) -> sopsim::llm::Completion {
 fn a_choice_asks_for_structured_output_and_reads_the_probabilities() {
     let server = Server::start(vec![Reply::Choice {
         content: r#"{"choice": "DEFECT"}"#.into(),
-        top: vec![("DE".into(), (0.75f64).ln()), ("CO".into(), (0.2f64).ln()), ("XY".into(), (0.05f64).ln())],
+        top: vec![
+            ("DE".into(), (0.75f64).ln()),
+            ("CO".into(), (0.2f64).ln()),
+            ("XY".into(), (0.05f64).ln()),
+        ],
     }]);
     let c = choose(&backend(&server, false, 3, 2000));
     let chosen = c.chosen.unwrap();
     assert_eq!((chosen.index, c.text.as_str()), (1, "DEFECT"));
     assert_eq!(chosen.method, sopsim::llm::ChoiceMethod::Structured);
     let p = chosen.probabilities.unwrap();
-    assert!((p[1] - 0.75 / 0.95).abs() < 1e-9 && (p[0] - 0.2 / 0.95).abs() < 1e-9, "{p:?}");
+    assert!(
+        (p[1] - 0.75 / 0.95).abs() < 1e-9 && (p[0] - 0.2 / 0.95).abs() < 1e-9,
+        "{p:?}"
+    );
     let (_, body) = &server.requests()[0];
-    assert_eq!(body["response_format"]["json_schema"]["schema"]["properties"]["choice"]["enum"], json!(["COOPERATE", "DEFECT"]));
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"]["properties"]["choice"]["enum"],
+        json!(["COOPERATE", "DEFECT"])
+    );
     assert_eq!(body["logprobs"], true);
 }
 
 #[test]
 fn a_server_that_rejects_structured_output_is_asked_in_text_from_then_on() {
     let server = Server::start(vec![
-        Reply::Plain { status: 400, body: r#"{"error": {"message": "response_format is not supported"}}"#.into(), headers: vec![] },
+        Reply::Plain {
+            status: 400,
+            body: r#"{"error": {"message": "response_format is not supported"}}"#.into(),
+            headers: vec![],
+        },
         ok(&["I will DEFECT."]),
         ok(&["<end>COOPERATE</end>"]),
     ]);
     let b = backend(&server, false, 3, 2000);
     let first = choose(&b);
     let chosen = first.chosen.unwrap();
-    assert_eq!((chosen.index, chosen.method, chosen.probabilities), (1, sopsim::llm::ChoiceMethod::Text, None));
+    assert_eq!(
+        (chosen.index, chosen.method, chosen.probabilities),
+        (1, sopsim::llm::ChoiceMethod::Text, None)
+    );
     assert_eq!(choose(&b).chosen.unwrap().index, 0);
     let requests = server.requests();
-    assert_eq!(requests.len(), 3, "the refusal is remembered, not asked again");
+    assert_eq!(
+        requests.len(),
+        3,
+        "the refusal is remembered, not asked again"
+    );
     assert!(requests[0].1.get("response_format").is_some());
-    assert!(requests[1].1.get("response_format").is_none() && requests[2].1.get("response_format").is_none());
+    assert!(
+        requests[1].1.get("response_format").is_none()
+            && requests[2].1.get("response_format").is_none()
+    );
 }
 
 #[test]
 fn an_answer_outside_the_options_is_retried_then_read_as_text_never_a_crash() {
     let server = Server::start(vec![
-        Reply::Choice { content: r#"{"choice": "MAYBE"}"#.into(), top: vec![] },
-        Reply::Choice { content: "not json at all".into(), top: vec![] },
-        Reply::Choice { content: r#"{"choice": "PASS"}"#.into(), top: vec![] },
+        Reply::Choice {
+            content: r#"{"choice": "MAYBE"}"#.into(),
+            top: vec![],
+        },
+        Reply::Choice {
+            content: "not json at all".into(),
+            top: vec![],
+        },
+        Reply::Choice {
+            content: r#"{"choice": "PASS"}"#.into(),
+            top: vec![],
+        },
         ok(&["whatever"]),
     ]);
     let c = choose(&backend(&server, false, 3, 2000));
-    assert!(c.chosen.is_none(), "a text answer naming no option is no choice: {c:?}");
-    assert_eq!(server.requests().len(), 4, "three structured attempts, then plain text");
+    assert!(
+        c.chosen.is_none(),
+        "a text answer naming no option is no choice: {c:?}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        4,
+        "three structured attempts, then plain text"
+    );
 }
 
 #[test]
@@ -641,7 +684,21 @@ fn with_no_model_named_the_server_is_asked_and_an_unknown_model_is_not_priced() 
     let out = dir.path().join("run");
     let debate = root().join("scenarios/debate.json").display().to_string();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
-        .args(["run", &debate, "--out", out.to_str().unwrap(), "--max-turns", "3", "--llm", "openai", "--embedder", "hash", "--base-url", &server.base, "-q"])
+        .args([
+            "run",
+            &debate,
+            "--out",
+            out.to_str().unwrap(),
+            "--max-turns",
+            "3",
+            "--llm",
+            "openai",
+            "--embedder",
+            "hash",
+            "--base-url",
+            &server.base,
+            "-q",
+        ])
         .env_remove("OPENAI_MODEL")
         .env("OPENAI_API_KEY", KEY)
         .output()
@@ -649,8 +706,22 @@ fn with_no_model_named_the_server_is_asked_and_an_unknown_model_is_not_priced() 
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = summary_of(&out);
     assert!(s["llm"].as_str().unwrap().contains("served-model-a"), "{s}");
-    assert!(s["cost_usd"].is_null(), "no price for a served model sopsim does not know: {s}");
-    assert!(s["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("serves 2 models")), "{s}");
-    let chat = server.requests().into_iter().find(|(h, _)| h.starts_with("POST")).unwrap();
+    assert!(
+        s["cost_usd"].is_null(),
+        "no price for a served model sopsim does not know: {s}"
+    );
+    assert!(
+        s["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("serves 2 models")),
+        "{s}"
+    );
+    let chat = server
+        .requests()
+        .into_iter()
+        .find(|(h, _)| h.starts_with("POST"))
+        .unwrap();
     assert_eq!(chat.1["model"], "served-model-a");
 }

@@ -44,7 +44,11 @@ fn backend(base: &str) -> OpenAiBackend {
         stream: false,
         connect_timeout: Duration::from_secs(2),
         read_timeout: Duration::from_secs(10),
-        retry: RetryPolicy { attempts: 1, base: Duration::from_millis(10), max_delay: Duration::from_millis(10) },
+        retry: RetryPolicy {
+            attempts: 1,
+            base: Duration::from_millis(10),
+            max_delay: Duration::from_millis(10),
+        },
         concurrency: 8,
     })
     .unwrap()
@@ -52,7 +56,12 @@ fn backend(base: &str) -> OpenAiBackend {
 
 fn play(reverse: bool) -> (String, GatedServer) {
     let server = GatedServer::start(2, reverse);
-    let outcome = run_blocking(Arc::new(game()), &services_with(Arc::new(backend(&server.base))), RunConfig::default()).unwrap();
+    let outcome = run_blocking(
+        Arc::new(game()),
+        &services_with(Arc::new(backend(&server.base))),
+        RunConfig::default(),
+    )
+    .unwrap();
     assert_eq!(outcome.summary.ended_by.as_str(), "end");
     assert_eq!(outcome.summary.turns, 6, "three rounds of two turns");
     (jsonl(&outcome), server)
@@ -61,7 +70,11 @@ fn play(reverse: bool) -> (String, GatedServer) {
 #[test]
 fn every_role_acts_on_the_same_information_with_its_call_in_flight_at_once() {
     let (transcript, server) = play(false);
-    assert_eq!(*server.lonely.lock().unwrap(), 0, "both calls of every round were in flight together");
+    assert_eq!(
+        *server.lonely.lock().unwrap(),
+        0,
+        "both calls of every round were in flight together"
+    );
     let requests = server.requests.lock().unwrap().clone();
     assert_eq!(requests.len(), 6);
     for round in requests.chunks(2) {
@@ -69,15 +82,32 @@ fn every_role_acts_on_the_same_information_with_its_call_in_flight_at_once() {
         for r in round {
             let text = r["messages"].to_string();
             for m in &marks {
-                assert!(!text.contains(m.as_str()), "a request holds a reply of its own round: {text}");
+                assert!(
+                    !text.contains(m.as_str()),
+                    "a request holds a reply of its own round: {text}"
+                );
             }
         }
     }
     // Later rounds see the earlier ones (cooperative mode).
-    assert!(requests[2]["messages"].to_string().contains(&mark_of(&requests[0])));
+    assert!(requests[2]["messages"]
+        .to_string()
+        .contains(&mark_of(&requests[0])));
     let lines: Vec<&str> = transcript.lines().collect();
-    let roles: Vec<String> = lines.iter().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["role"].as_str().unwrap().to_string()).collect();
-    assert_eq!(roles, ["North", "South", "North", "South", "North", "South"], "each round in the order of roles");
+    let roles: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["role"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        ["North", "South", "North", "South", "North", "South"],
+        "each round in the order of roles"
+    );
 }
 
 #[test]
@@ -94,20 +124,37 @@ fn the_scripted_games_are_simultaneous_and_pay_from_every_choice_of_the_round() 
         let (outcome, requests) = run_recorded(&scenario, None, 1, &[]);
         // No request of a round holds another player's message of that round.
         for r in &requests {
-            let (Some(agent), Some(visit)) = (r.context.agent.as_deref(), visit_of(&outcome, r.context.turn)) else {
+            let (Some(agent), Some(visit)) = (
+                r.context.agent.as_deref(),
+                visit_of(&outcome, r.context.turn),
+            ) else {
                 continue;
             };
             let prompt: String = r.messages.iter().map(|x| x.content.as_str()).collect();
-            for other in outcome.transcript.iter().filter(|o| o.visit == visit && o.name != agent) {
-                assert!(!prompt.contains(&other.render()), "{name}: {agent} saw {:?} in its own round", other.render());
+            for other in outcome
+                .transcript
+                .iter()
+                .filter(|o| o.visit == visit && o.name != agent)
+            {
+                assert!(
+                    !prompt.contains(&other.render()),
+                    "{name}: {agent} saw {:?} in its own round",
+                    other.render()
+                );
             }
         }
         assert_eq!(outcome.summary.ended_by.as_str(), "end");
-        assert!(outcome.transcript.iter().all(|m| m.decision.is_some()), "{name}: every turn chose");
+        assert!(
+            outcome.transcript.iter().all(|m| m.decision.is_some()),
+            "{name}: every turn chose"
+        );
     }
 }
 
 /// The visit a turn number belongs to.
 fn visit_of(outcome: &sopsim::sim::RunOutcome, turn: u64) -> Option<u32> {
-    outcome.transcript.get(turn.checked_sub(1)? as usize).map(|m| m.visit)
+    outcome
+        .transcript
+        .get(turn.checked_sub(1)? as usize)
+        .map(|m| m.visit)
 }

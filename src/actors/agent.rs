@@ -41,7 +41,12 @@ impl Actor for AgentActor {
 /// What the other participants are called here: every other agent's name, and every
 /// other role of the state. A reply stops where it goes on as one of them.
 fn other_labels(scenario: &Scenario, state: &str, name: &str, role: &str) -> Vec<String> {
-    let mut labels: Vec<String> = scenario.agents.keys().filter(|n| *n != name).cloned().collect();
+    let mut labels: Vec<String> = scenario
+        .agents
+        .keys()
+        .filter(|n| *n != name)
+        .cloned()
+        .collect();
     if let Some(st) = scenario.sop.states.get(state) {
         for r in st.roles.iter().filter(|r| *r != role) {
             if !labels.contains(r) {
@@ -56,7 +61,9 @@ impl AgentActor {
     /// Model settings for this agent in `state` playing `role`, with stop sequences
     /// where a reply would go on as another participant.
     fn settings(&self, state: &str, role: &str, others: &[String]) -> (LlmSettings, Vec<String>) {
-        let mut s = self.scenario.settings_for(state, Some(role), Some(&self.name));
+        let mut s = self
+            .scenario
+            .settings_for(state, Some(role), Some(&self.name));
         let speaker_stops: Vec<String> = others.iter().map(|o| format!("\n{o}:")).collect();
         let mut stop = s.stop.take().unwrap_or_default();
         stop.extend(speaker_stops.iter().cloned());
@@ -121,7 +128,10 @@ impl Handler<TakeTurn> for AgentActor {
                 return Ok(TurnDone::Drafted(t));
             }
             let mut stored = env.send(Record(vec![t])).await??;
-            stored.pop().map(TurnDone::Spoke).ok_or_else(|| SimError::BadInput("nothing was recorded".into()))
+            stored
+                .pop()
+                .map(TurnDone::Spoke)
+                .ok_or(SimError::Internal("a turn was not recorded"))
         };
         let choice = self.scenario.sop.states[&msg.state]
             .components
@@ -129,7 +139,11 @@ impl Handler<TakeTurn> for AgentActor {
             .and_then(|c| c.choice.clone());
         let options = choice.as_ref().map(|c| c.options()).unwrap_or_default();
         if let Some(query) = msg.opening.clone() {
-            let t = Turn { response: query, kind: MessageKind::Opening, ..draft };
+            let t = Turn {
+                response: query,
+                kind: MessageKind::Opening,
+                ..draft
+            };
             return Box::pin(finish(t, msg.commit, env).into_actor(self));
         }
         if let Some(human) = self.human.clone() {
@@ -140,13 +154,25 @@ impl Handler<TakeTurn> for AgentActor {
                         return Ok(TurnDone::InputClosed);
                     };
                     let decision = typed_decision(&line, &options);
-                    finish(Turn { response: line, kind: MessageKind::Human, decision, ..draft }, commit, env).await
+                    finish(
+                        Turn {
+                            response: line,
+                            kind: MessageKind::Human,
+                            decision,
+                            ..draft
+                        },
+                        commit,
+                        env,
+                    )
+                    .await
                 }
                 .into_actor(self),
             );
         }
         let (settings, speaker_stops) = self.settings(&msg.state, &msg.role, &draft.others);
-        let instead = choice.as_ref().is_some_and(|c| c.after == ChoiceTiming::Instead);
+        let instead = choice
+            .as_ref()
+            .is_some_and(|c| c.after == ChoiceTiming::Instead);
         let act_context = (!instead).then(|| {
             self.replies += 1;
             self.context(CallKind::Act, &msg, self.replies - 1)
@@ -165,14 +191,19 @@ impl Handler<TakeTurn> for AgentActor {
         );
         Box::pin(
             async move {
-                let failed = |source| SimError::Llm { turn: msg.turn, source };
+                let failed = |source| SimError::Llm {
+                    turn: msg.turn,
+                    source,
+                };
                 let mut obs: Observation = env.send(Observe).await?;
                 let state = &scenario.sop.states[&msg.state];
                 let comps = state.components.get(&msg.role);
                 // Tool steps run before the reply, as aiwaves' components do in `compile`.
                 if let Some(step) = comps.and_then(|c| c.extract.as_ref()) {
-                    let assembled = prompt::extract_prompt(&scenario, state, step, &obs, counter.as_ref());
-                    let request = LlmRequest::chat(assembled.messages, settings.clone(), tool_context);
+                    let assembled =
+                        prompt::extract_prompt(&scenario, state, step, &obs, counter.as_ref());
+                    let request =
+                        LlmRequest::chat(assembled.messages, settings.clone(), tool_context);
                     let reply = llm.complete(request, None).await.map_err(failed)?;
                     let values = prompt::read_extracted(&reply.text, &step.words);
                     obs.shared.extend(values.iter().cloned());
@@ -190,28 +221,69 @@ impl Handler<TakeTurn> for AgentActor {
                 let mut reply = None;
                 let mut stopped = false;
                 if let Some(context) = act_context {
-                    let assembled = prompt::agent_prompt(&scenario, state, who, &obs, found.as_deref(), counter.as_ref());
+                    let assembled = prompt::agent_prompt(
+                        &scenario,
+                        state,
+                        who,
+                        &obs,
+                        found.as_deref(),
+                        counter.as_ref(),
+                    );
                     let request = LlmRequest::chat(assembled.messages, settings.clone(), context);
                     let completion = llm.complete(request, stream).await.map_err(failed)?;
-                    stopped = completion.stopped_at.as_ref().is_some_and(|s| speaker_stops.contains(s));
+                    stopped = completion
+                        .stopped_at
+                        .as_ref()
+                        .is_some_and(|s| speaker_stops.contains(s));
                     reply = Some(completion.text);
                 }
                 let mut decision = None;
                 if let (Some(spec), Some(context)) = (&choice, choice_context) {
-                    let assembled = prompt::choice_prompt(&scenario, state, who, &obs, reply.as_deref(), spec, &options, counter.as_ref());
-                    let request = LlmRequest::choice(assembled.messages, options.clone(), settings.clone(), context);
+                    let assembled = prompt::choice_prompt(
+                        &scenario,
+                        state,
+                        who,
+                        &obs,
+                        reply.as_deref(),
+                        spec,
+                        &options,
+                        counter.as_ref(),
+                    );
+                    let request = LlmRequest::choice(
+                        assembled.messages,
+                        options.clone(),
+                        settings.clone(),
+                        context,
+                    );
                     let completion = llm.complete(request, None).await.map_err(failed)?;
                     decision = completion.chosen.and_then(|c| {
                         let value = options.get(c.index)?.clone();
-                        let probabilities = c.probabilities.map(|p| options.iter().cloned().zip(p).collect());
-                        Some(Decision { value, probabilities })
+                        let probabilities = c
+                            .probabilities
+                            .map(|p| options.iter().cloned().zip(p).collect());
+                        Some(Decision {
+                            value,
+                            probabilities,
+                        })
                     });
                 }
                 let (response, kind) = match reply {
                     Some(text) => (text, MessageKind::Reply),
-                    None => (decision.as_ref().map(|d| d.value.clone()).unwrap_or_default(), MessageKind::Choice),
+                    None => (
+                        decision
+                            .as_ref()
+                            .map(|d| d.value.clone())
+                            .unwrap_or_default(),
+                        MessageKind::Choice,
+                    ),
                 };
-                let t = Turn { response, kind, decision, stopped_at_speaker: stopped, ..draft };
+                let t = Turn {
+                    response,
+                    kind,
+                    decision,
+                    stopped_at_speaker: stopped,
+                    ..draft
+                };
                 finish(t, msg.commit, env).await
             }
             .into_actor(self),

@@ -10,7 +10,6 @@
 //! order of the state's roles, and the transition is checked after the round.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -20,7 +19,7 @@ use tokio::sync::oneshot;
 use super::agent::AgentActor;
 use super::environment::EnvironmentActor;
 use super::messages::*;
-use crate::error::SimError;
+use crate::error::{CancelToken, SimError};
 use crate::events::{SimEvent, Sinks};
 use crate::llm::cost::PriceTable;
 use crate::llm::{CallContext, CallKind, ChoiceMethod, LlmClient, LlmRequest};
@@ -102,8 +101,8 @@ pub struct Limits {
     pub budget_usd: Option<f64>,
     pub max_total_tokens: Option<u64>,
     pub prices: Arc<PriceTable>,
-    /// Set to stop at the next turn boundary.
-    pub cancel: Arc<AtomicBool>,
+    /// Cancelled to stop at the next turn boundary.
+    pub cancel: CancelToken,
 }
 
 pub struct Director {
@@ -205,11 +204,15 @@ impl Director {
         let ledger = self.cast.llm.ledger();
         let tokens = ledger.prompt_tokens() + ledger.completion_tokens();
         if let Some(max) = l.max_total_tokens.filter(|max| tokens >= *max) {
-            return Some(format!("max_total_tokens {max} reached: {tokens} tokens used"));
+            return Some(format!(
+                "max_total_tokens {max} reached: {tokens} tokens used"
+            ));
         }
         let budget = l.budget_usd?;
         match l.prices.cost(&ledger).usd {
-            Some(usd) if usd >= budget => Some(format!("budget of ${budget} reached: ${usd:.6} spent")),
+            Some(usd) if usd >= budget => {
+                Some(format!("budget of ${budget} reached: ${usd:.6} spent"))
+            }
             Some(_) => None,
             None => {
                 if !self.budget_unknown_warned {
@@ -231,7 +234,9 @@ impl Director {
     }
 
     fn warn(&mut self, text: String) {
-        self.cast.sinks.emit(SimEvent::Warning { text: text.clone() });
+        self.cast
+            .sinks
+            .emit(SimEvent::Warning { text: text.clone() });
         self.warnings.push(text);
     }
 
@@ -286,9 +291,20 @@ impl Director {
         then: impl FnOnce(&mut Self, Option<usize>, &mut Context<Self>) + 'static,
         ctx: &mut Context<Self>,
     ) {
-        let (env, llm, scenario) = (self.cast.env.clone(), self.cast.llm.clone(), self.cast.scenario.clone());
-        let settings = self.cast.scenario.settings_for(self.engine.current_state(), None, None);
-        let (state, turn, seed) = (self.engine.current_state().to_string(), self.turn, self.seed);
+        let (env, llm, scenario) = (
+            self.cast.env.clone(),
+            self.cast.llm.clone(),
+            self.cast.scenario.clone(),
+        );
+        let settings = self
+            .cast
+            .scenario
+            .settings_for(self.engine.current_state(), None, None);
+        let (state, turn, seed) = (
+            self.engine.current_state().to_string(),
+            self.turn,
+            self.seed,
+        );
         async move {
             let obs = env.send(Observe).await?;
             let q = build(&scenario, &obs);
@@ -363,11 +379,23 @@ impl Director {
             move |scenario, obs| {
                 let state = &scenario.sop.states[&state_name];
                 let judge = state.transition.judge.clone().unwrap_or_default();
-                let options = if judge.labels.len() == offered.len() { judge.labels.clone() } else { offered.clone() };
+                let options = if judge.labels.len() == offered.len() {
+                    judge.labels.clone()
+                } else {
+                    offered.clone()
+                };
                 Question {
                     kind: CallKind::Transit,
                     index,
-                    prompt: prompt::judge_prompt(scenario, &state_name, state, &judge, &offered, obs, counter.as_ref()),
+                    prompt: prompt::judge_prompt(
+                        scenario,
+                        &state_name,
+                        state,
+                        &judge,
+                        &offered,
+                        obs,
+                        counter.as_ref(),
+                    ),
                     options,
                 }
             },
@@ -407,7 +435,13 @@ impl Director {
     fn transit_after(&mut self, check: Check, ctx: &mut Context<Self>) {
         match check {
             Check::Decided(t, cause) => {
-                tracing::debug!(turn = self.turn, state = self.engine.current_state(), ?t, ?cause, "transition");
+                tracing::debug!(
+                    turn = self.turn,
+                    state = self.engine.current_state(),
+                    ?t,
+                    ?cause,
+                    "transition"
+                );
                 ctx.notify(Transit(t))
             }
             Check::AskJudge { choices } => self.ask_judge(choices, ctx),
@@ -421,14 +455,17 @@ impl Director {
             .agent_for(state, role)
             .and_then(|n| self.cast.agents.get(n))
             .cloned()
-            .ok_or_else(|| SimError::BadInput(format!("no agent plays role {role:?} in state {state:?}")))
+            .ok_or_else(|| SimError::NoAgent {
+                state: state.to_string(),
+                role: role.to_string(),
+            })
     }
 }
 
 impl Handler<Step> for Director {
     type Result = ();
     fn handle(&mut self, _: Step, ctx: &mut Context<Self>) {
-        if self.limits.cancel.load(Ordering::Relaxed) {
+        if self.limits.cancel.is_cancelled() {
             return self.finish(EndReason::Interrupted, None, ctx);
         }
         if self.turn >= self.limits.max_turns {
@@ -443,7 +480,10 @@ impl Handler<Step> for Director {
                 role,
                 opening: Some(query),
             }),
-            Speaker::Role(role) => ctx.notify(Speak { role, opening: None }),
+            Speaker::Role(role) => ctx.notify(Speak {
+                role,
+                opening: None,
+            }),
             Speaker::Ask { choices } => self.ask_controller(choices, ctx),
             // A round is all or nothing: it does not start if the turn limit would
             // cut it short.
@@ -482,10 +522,15 @@ impl Handler<Speak> for Director {
                     other => {
                         act.turn -= 1; // the turn did not finish: `turns` counts finished ones
                         return match other {
-                            Ok(Ok(TurnDone::InputClosed)) => act.finish(EndReason::InputClosed, None, ctx),
+                            Ok(Ok(TurnDone::InputClosed)) => {
+                                act.finish(EndReason::InputClosed, None, ctx)
+                            }
                             Ok(Err(e)) => act.fail(e, ctx),
                             Err(e) => act.fail(e.into(), ctx),
-                            Ok(Ok(_)) => act.fail(SimError::BadInput("a sequential turn was not recorded".into()), ctx),
+                            Ok(Ok(_)) => act.fail(
+                                SimError::Internal("a sequential turn was not recorded"),
+                                ctx,
+                            ),
                         };
                     }
                 };
@@ -502,12 +547,21 @@ impl Handler<Speak> for Director {
 impl Handler<Round> for Director {
     type Result = ();
     fn handle(&mut self, msg: Round, ctx: &mut Context<Self>) {
-        let agents = match msg.roles.iter().map(|r| self.agent(r)).collect::<Result<Vec<_>, _>>() {
+        let agents = match msg
+            .roles
+            .iter()
+            .map(|r| self.agent(r))
+            .collect::<Result<Vec<_>, _>>()
+        {
             Ok(a) => a,
             Err(e) => return self.fail(e, ctx),
         };
         self.rounds += 1;
-        let (state, visit, round) = (self.engine.current_state().to_string(), self.engine.visit(), self.rounds);
+        let (state, visit, round) = (
+            self.engine.current_state().to_string(),
+            self.engine.visit(),
+            self.rounds,
+        );
         self.cast.sinks.emit(SimEvent::RoundStarted {
             state: state.clone(),
             visit,
@@ -541,7 +595,9 @@ impl Handler<Round> for Director {
                 match done?? {
                     TurnDone::Drafted(t) => drafted.push(t),
                     TurnDone::InputClosed => return Ok(None),
-                    TurnDone::Spoke(_) => return Err(SimError::BadInput("a round's turn was recorded alone".into())),
+                    TurnDone::Spoke(_) => {
+                        return Err(SimError::Internal("a round's turn was recorded alone"))
+                    }
                 }
             }
             Ok::<_, SimError>(Some(env.send(Record(drafted)).await??))
@@ -561,7 +617,11 @@ impl Handler<Round> for Director {
             if let Err(e) = act.commit(&memories) {
                 return act.fail(e, ctx);
             }
-            act.cast.sinks.emit(SimEvent::RoundEnded { state, visit, round });
+            act.cast.sinks.emit(SimEvent::RoundEnded {
+                state,
+                visit,
+                round,
+            });
             let texts: Vec<&str> = memories.iter().map(|m| m.content.as_str()).collect();
             let check = act.engine.check_round(&texts);
             act.transit_after(check, ctx);

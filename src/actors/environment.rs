@@ -142,17 +142,22 @@ impl Handler<Record> for EnvironmentActor {
             async move {
                 match embed {
                     // The embedding service batches these with other simulations'.
-                    Some(embed) => futures::future::join_all(texts.into_iter().map(|t| embed.embed(t)))
-                        .await
-                        .into_iter()
-                        .collect::<Result<Vec<_>, _>>(),
+                    Some(embed) => {
+                        futures::future::join_all(texts.into_iter().map(|t| embed.embed(t)))
+                            .await
+                            .into_iter()
+                            .collect::<Result<Vec<_>, _>>()
+                    }
                     None => Ok(vec![Vec::new(); texts.len()]),
                 }
             }
             .into_actor(self)
             .map(move |embeddings, act, _| {
                 let embeddings = embeddings?;
-                let pairs = memories.into_iter().zip(embeddings.iter().map(Vec::as_slice)).collect();
+                let pairs = memories
+                    .into_iter()
+                    .zip(embeddings.iter().map(Vec::as_slice))
+                    .collect();
                 let (recorded, due) = act.memory.record_all(pairs);
                 Ok((recorded, due.map(|req| act.summary_request(&req, turn))))
             })
@@ -221,7 +226,10 @@ impl Handler<Consult> for EnvironmentActor {
             };
             let base = crate::knowledge::shared(&msg.lookup, &embed)
                 .await
-                .map_err(SimError::BadInput)?;
+                .map_err(|source| SimError::Knowledge {
+                    path: msg.lookup.path.clone(),
+                    source,
+                })?;
             Ok(base.lookup(&query, &msg.lookup))
         })
     }

@@ -1,18 +1,18 @@
-//! Running the planned jobs: up to `--jobs` simulations at once, spread over one actix
+//! Running the planned jobs: up to `jobs` simulations at once, spread over one actix
 //! arbiter per core and sharing the model and embedding services; each run writes its
-//! own folder. Ctrl-C stops every run at its next turn boundary and leaves the
+//! own folder. Cancelling stops every run at its next turn boundary and leaves the
 //! unfinished ones for the next invocation.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc;
 
 use super::plan::Job;
+use super::BenchObserver;
+use crate::error::CancelToken;
 use crate::events::{EventSink, FrontendLog};
 use crate::output::{RunDir, TranscriptWriter};
 use crate::scenario::Scenario;
@@ -23,7 +23,7 @@ use crate::sim::{self, EndReason, RunConfig, Services};
 pub struct Prepared {
     pub scenario: Arc<Scenario>,
     pub services: Services,
-    /// `--max-turns`.
+    /// The turn limit of every run, when set.
     pub max_turns: Option<u64>,
     /// Reported as warnings in every run (what an imported config left out).
     pub notes: Vec<String>,
@@ -57,15 +57,14 @@ pub fn execute(
     jobs: Vec<Job>,
     prepared: &HashMap<String, Prepared>,
     concurrency: usize,
-    show_progress: bool,
+    observer: &dyn BenchObserver,
+    cancel: CancelToken,
 ) -> Executed {
     let started = Instant::now();
     let total = jobs.len();
     let concurrency = concurrency.clamp(1, total.max(1));
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = concurrency.min(cores);
-    let progress = progress_bar(total as u64, show_progress);
-    let cancel = Arc::new(AtomicBool::new(false));
     let queue: Arc<Mutex<VecDeque<(Job, Prepared)>>> = Arc::new(Mutex::new(
         jobs.into_iter()
             .map(|j| {
@@ -80,76 +79,44 @@ pub fn execute(
         ..Executed::default()
     };
     actix::System::new().block_on(async {
-        let interrupt = cancel.clone();
-        let bar = progress.clone();
-        actix::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                bar.println("interrupted: stopping every run at its next turn (press Ctrl-C again to quit now)");
-                interrupt.store(true, Ordering::Relaxed);
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(130);
-                }
-            }
-        });
         let arbiters: Vec<actix::Arbiter> = (0..workers).map(|_| actix::Arbiter::new()).collect();
         let (tx, mut rx) = mpsc::unbounded_channel();
         for lane in 0..concurrency {
-            let (queue, tx, cancel, out) = (queue.clone(), tx.clone(), cancel.clone(), out.to_path_buf());
+            let (queue, tx, cancel, out) =
+                (queue.clone(), tx.clone(), cancel.clone(), out.to_path_buf());
             arbiters[lane % workers].spawn_fn(move || {
                 actix::spawn(lane_loop(queue, tx, cancel, out));
             });
         }
         drop(tx);
         while let Some((job, result)) = rx.recv().await {
-            match result {
+            match &result {
                 JobResult::Finished { turns } => {
                     executed.finished += 1;
                     executed.turns += turns;
                 }
-                JobResult::Failed { error } => {
-                    executed.failed += 1;
-                    progress.println(format!("{}: failed: {error}", job.id));
-                }
+                JobResult::Failed { .. } => executed.failed += 1,
                 JobResult::Interrupted => executed.interrupted += 1,
             }
-            if executed.failed > 0 {
-                progress.set_message(format!("{} failed", executed.failed));
-            }
-            progress.inc(1);
+            observer.run_done(&job, &result);
         }
         for arbiter in &arbiters {
             arbiter.stop();
         }
     });
-    progress.finish_and_clear();
     executed.wall = started.elapsed();
     executed
-}
-
-fn progress_bar(total: u64, show: bool) -> ProgressBar {
-    let target = if show {
-        ProgressDrawTarget::stderr()
-    } else {
-        ProgressDrawTarget::hidden()
-    };
-    let bar = ProgressBar::with_draw_target(Some(total), target);
-    if let Ok(style) =
-        ProgressStyle::with_template("{bar:30} {pos}/{len} runs · {elapsed} · ETA {eta} {msg}")
-    {
-        bar.set_style(style);
-    }
-    bar
 }
 
 /// One lane: takes the next job until none are left or the benchmark is interrupted.
 async fn lane_loop(
     queue: Arc<Mutex<VecDeque<(Job, Prepared)>>>,
     results: mpsc::UnboundedSender<(Job, JobResult)>,
-    cancel: Arc<AtomicBool>,
+    cancel: CancelToken,
     out: PathBuf,
 ) {
     loop {
-        if cancel.load(Ordering::Relaxed) {
+        if cancel.is_cancelled() {
             return;
         }
         let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
@@ -162,7 +129,7 @@ async fn lane_loop(
 }
 
 /// Runs one job into its folder, replacing whatever an unfinished attempt left there.
-async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: Arc<AtomicBool>) -> JobResult {
+async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken) -> JobResult {
     let dir_path = job.dir(out);
     let failed = |error: String| {
         let _ = crate::output::write_json(
@@ -182,13 +149,13 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: Arc<AtomicB
         Ok(d) => d,
         Err(e) => {
             return JobResult::Failed {
-                error: e.to_string(),
+                error: format!("{}: {e}", dir_path.display()),
             }
         }
     };
     let transcript = match TranscriptWriter::create(&dir.path("transcript.jsonl")) {
         Ok(t) => t,
-        Err(e) => return failed(e.to_string()),
+        Err(e) => return failed(crate::error::chain(&e)),
     };
     let conversation = format!("{}-{}-{}", job.scenario, job.mode.as_str(), job.seed);
     let events = match FrontendLog::create(&dir.path("events.jsonl"), conversation, job.seed) {
@@ -207,12 +174,12 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: Arc<AtomicB
     };
     let outcome = match sim::run(prepared.scenario.clone(), &prepared.services, config).await {
         Ok(o) => o,
-        Err(e) => return failed(e.to_string()),
+        Err(e) => return failed(crate::error::chain(&e)),
     };
     if let Err(e) = dir.write_final(&outcome.environment, &outcome.summary) {
-        return failed(e.to_string());
+        return failed(crate::error::chain(&e));
     }
-    if let Some(e) = events.error() {
+    if let Some(e) = events.take_error() {
         return failed(format!("events.jsonl: {e}"));
     }
     match outcome.summary.ended_by {

@@ -122,7 +122,11 @@ fn rounds<'a>(decision: &CompiledDecision, transcript: &'a [Message]) -> Vec<Vec
 }
 
 /// A choice or a number as the rule reads it, if it is a valid one.
-fn readable(rule: &crate::scenario::DecisionRule, values: &[String], text: &str) -> Option<Decision> {
+fn readable(
+    rule: &crate::scenario::DecisionRule,
+    values: &[String],
+    text: &str,
+) -> Option<Decision> {
     if values.is_empty() {
         let n: f64 = text.trim().parse().ok()?;
         let in_range = rule.range.is_none_or(|[lo, hi]| (lo..=hi).contains(&n));
@@ -186,7 +190,8 @@ fn decisions(
     let mut cooperation = Vec::new();
     let mut payoffs = vec![0.0; rules.players.len()];
     // The model's probabilities of each value, over every decision that has them.
-    let mut probability_sums: IndexMap<String, f64> = values.iter().map(|v| (v.clone(), 0.0)).collect();
+    let mut probability_sums: IndexMap<String, f64> =
+        values.iter().map(|v| (v.clone(), 0.0)).collect();
     let mut expected: Vec<f64> = Vec::new();
     let mut with_probabilities = 0u64;
     for (r, messages) in rounds.iter().enumerate() {

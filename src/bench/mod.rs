@@ -23,18 +23,104 @@ pub mod report;
 pub mod stats;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use std::path::Path as StdPath;
+
+use thiserror::Error;
+
+use crate::error::{CancelToken, SimError};
 use crate::output::write_json;
-use crate::runner::{self, CommandError, LlmChoice, ModelOptions};
 use crate::scenario::aiwaves::Imported;
 use crate::scenario::{Mode, OutcomeRules, Scenario};
+use crate::setup::{self, LlmChoice, ModelOptions, Setting, SetupError};
+pub use exec::JobResult;
 use exec::{Executed, Prepared};
 use plan::{Job, Settings};
 use report::{Report, ScenarioRuns};
+
+/// Why a benchmark could not be planned, run or reported.
+#[derive(Debug, Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    #[error("{path}: a benchmark runs without people, but agent {agent:?} is human")]
+    Human { path: PathBuf, agent: String },
+    #[error(
+        "{first} and {second} are both named {name:?}; a benchmark tells scenarios apart by name"
+    )]
+    SameName {
+        first: PathBuf,
+        second: PathBuf,
+        name: String,
+    },
+    #[error("{path}: not a sopsim benchmark's ({message}); use another output folder")]
+    NotABenchmark { path: PathBuf, message: String },
+    #[error("{out}: its runs used {earlier}; this benchmark uses {now}; use another output folder to compare them")]
+    OtherSettings {
+        out: PathBuf,
+        earlier: String,
+        now: String,
+    },
+    #[error("{file}: the file changed since {id} ran in {out}; use another output folder, or delete {runs} to run it again")]
+    ScenarioChanged {
+        file: String,
+        id: String,
+        out: PathBuf,
+        runs: PathBuf,
+    },
+    #[error("{path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Write(#[from] SimError),
+    #[error("drawing {path}: {message}")]
+    Plot { path: PathBuf, message: String },
+}
+
+impl BenchError {
+    /// Whether the input (files, settings, the output folder) is at fault.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            BenchError::Setup(e) => e.is_bad_input(),
+            BenchError::Io { .. } | BenchError::Write(_) | BenchError::Plot { .. } => false,
+            _ => true,
+        }
+    }
+
+    /// The setting at fault, for the errors about one.
+    pub fn setting(&self) -> Option<Setting> {
+        match self {
+            BenchError::Setup(e) => e.setting(),
+            BenchError::Human { .. }
+            | BenchError::SameName { .. }
+            | BenchError::ScenarioChanged { .. } => Some(Setting::Scenario),
+            BenchError::NotABenchmark { .. } | BenchError::OtherSettings { .. } => {
+                Some(Setting::Out)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Told how a benchmark goes (the command line draws a progress bar).
+pub trait BenchObserver: Sync {
+    /// `total` runs to do this time; `done` were finished by earlier invocations.
+    fn planned(&self, _total: usize, _done: usize) {}
+    /// A run ended.
+    fn run_done(&self, _job: &Job, _result: &JobResult) {}
+}
+
+/// Observes nothing.
+pub struct Unobserved;
+
+impl BenchObserver for Unobserved {}
 
 /// What `sopsim bench` was asked to do.
 #[derive(Debug, Clone)]
@@ -47,8 +133,6 @@ pub struct BenchOptions {
     pub out: PathBuf,
     pub max_turns: Option<u64>,
     pub models: ModelOptions,
-    /// Draw the progress bar (on a terminal).
-    pub progress: bool,
 }
 
 /// What a benchmark invocation ran and concluded.
@@ -90,31 +174,27 @@ struct Loaded {
     imported: Imported,
 }
 
-fn load(path: &Path) -> Result<Loaded, CommandError> {
-    let (scenario, imported) = runner::load_with_notes(path)?;
-    if let Some(human) = scenario.agents.iter().find(|(_, a)| a.human) {
-        return Err(CommandError::BadInput(format!(
-            "{}: agents.{}: a benchmark runs without people, but this agent is human",
-            path.display(),
-            human.0
-        )));
+fn load(path: &StdPath) -> Result<Loaded, BenchError> {
+    let (scenario, imported) = setup::load(path)?;
+    if let Some((name, _)) = scenario.agents.iter().find(|(_, a)| a.human) {
+        return Err(BenchError::Human {
+            path: path.to_path_buf(),
+            agent: name.clone(),
+        });
     }
-    let bytes = std::fs::read(path)
-        .map_err(|e| CommandError::BadInput(format!("{}: {e}", path.display())))?;
-    let rules = match &scenario.outcomes {
-        // Validation compiled these already; a failure here cannot happen for a loaded file.
-        Some(o) => Some(
-            OutcomeRules::compile(
-                o,
-                &scenario,
-                &crate::scenario::FieldPath::root().key("outcomes"),
-            )
-            .map_err(|p| {
-                CommandError::BadInput(format!("{}: {}: {}", path.display(), p[0].0, p[0].1))
-            })?,
-        ),
-        None => None,
-    };
+    let bytes = std::fs::read(path).map_err(|source| BenchError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    // Validation compiled the outcomes already, so this succeeds for a loaded file.
+    let rules = scenario.outcomes.as_ref().and_then(|o| {
+        OutcomeRules::compile(
+            o,
+            &scenario,
+            &crate::scenario::FieldPath::root().key("outcomes"),
+        )
+        .ok()
+    });
     Ok(Loaded {
         path: path.to_path_buf(),
         sha256: format!("{:x}", Sha256::digest(&bytes)),
@@ -132,18 +212,29 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-/// Runs the benchmark and writes its report.
-pub fn run(opts: &BenchOptions) -> Result<BenchRun, CommandError> {
+/// Runs the benchmark and writes its report, telling `observer` how it goes and
+/// stopping every run at its next turn once `cancel` is cancelled.
+pub fn run(
+    opts: &BenchOptions,
+    observer: &dyn BenchObserver,
+    cancel: CancelToken,
+) -> Result<BenchRun, BenchError> {
     if opts.scenarios.is_empty() {
-        return Err(CommandError::BadInput(
-            "bench: name at least one scenario file".into(),
-        ));
+        return Err(SetupError::Scenarios("name at least one scenario file".into()).into());
     }
     if opts.seeds == 0 {
-        return Err(CommandError::BadInput("--seeds: must be at least 1".into()));
+        return Err(SetupError::Count {
+            setting: Setting::Seeds,
+            what: "the number of seeds",
+        }
+        .into());
     }
     if opts.jobs == 0 {
-        return Err(CommandError::BadInput("--jobs: must be at least 1".into()));
+        return Err(SetupError::Count {
+            setting: Setting::Jobs,
+            what: "the number of runs at once",
+        }
+        .into());
     }
     let loaded = opts
         .scenarios
@@ -155,12 +246,11 @@ pub fn run(opts: &BenchOptions) -> Result<BenchRun, CommandError> {
             .iter()
             .find(|b| b.scenario.name == a.scenario.name)
         {
-            return Err(CommandError::BadInput(format!(
-                "{} and {} are both named {:?}; a benchmark tells scenarios apart by name",
-                b.path.display(),
-                a.path.display(),
-                a.scenario.name
-            )));
+            return Err(BenchError::SameName {
+                first: b.path.clone(),
+                second: a.path.clone(),
+                name: a.scenario.name.clone(),
+            });
         }
     }
     let seeds: Vec<u64> = (opts.first_seed..opts.first_seed + opts.seeds).collect();
@@ -176,23 +266,23 @@ pub fn run(opts: &BenchOptions) -> Result<BenchRun, CommandError> {
     // One model backend and one embedding service for every run; the scripted backend
     // answers from each scenario's own script.
     let needed = loaded.iter().any(|l| l.scenario.needs_embeddings());
-    let embed = runner::embed_service(&opts.models, needed)?;
-    let prices = runner::prices(&opts.models)?;
-    // As for `sopsim run`: an aiwaves config's API_BASE names the server unless
-    // --base-url does (the first config that names one, for the one shared backend).
+    let embed = setup::embed_service(&opts.models, needed)?;
+    let prices = setup::prices(&opts.models)?;
+    // As for `sopsim run`: an aiwaves config's API_BASE names the server unless the
+    // options do (the first config that names one, for the one shared backend).
     let mut models = opts.models.clone();
     if models.base_url.is_none() {
         models.base_url = loaded.iter().find_map(|l| l.imported.base_url.clone());
     }
     let shared = match (models.llm, &models.replay) {
         (LlmChoice::Scripted, None) => None,
-        _ => Some(runner::llm(&loaded[0].scenario, &models)?),
+        _ => Some(setup::llm(&loaded[0].scenario, &models)?),
     };
     let mut prepared = HashMap::new();
     for l in &loaded {
         let (llm, counter) = match &shared {
             Some(s) => s.clone(),
-            None => runner::llm(&l.scenario, &models)?,
+            None => setup::llm(&l.scenario, &models)?,
         };
         let services = crate::sim::Services {
             llm,
@@ -228,7 +318,8 @@ pub fn run(opts: &BenchOptions) -> Result<BenchRun, CommandError> {
         .cloned()
         .collect();
     let skipped = jobs.len() - pending.len();
-    let executed = exec::execute(&opts.out, pending, &prepared, opts.jobs, opts.progress);
+    observer.planned(pending.len(), skipped);
+    let executed = exec::execute(&opts.out, pending, &prepared, opts.jobs, observer, cancel);
 
     let scenario_runs: Vec<ScenarioRuns> = loaded
         .iter()
@@ -260,9 +351,8 @@ pub fn run(opts: &BenchOptions) -> Result<BenchRun, CommandError> {
     Ok(run)
 }
 
-fn write_outputs(out: &Path, run: &BenchRun, timing: &report::Timing) -> Result<(), CommandError> {
-    let io = |e: crate::error::SimError| CommandError::Runtime(e.to_string());
-    write_json(&out.join("report.json"), &report::to_json(&run.report)).map_err(io)?;
+fn write_outputs(out: &StdPath, run: &BenchRun, timing: &report::Timing) -> Result<(), BenchError> {
+    write_json(&out.join("report.json"), &report::to_json(&run.report))?;
     let timing_json = serde_json::json!({
         "this_invocation": {
             "runs": run.executed.finished + run.executed.failed,
@@ -277,19 +367,21 @@ fn write_outputs(out: &Path, run: &BenchRun, timing: &report::Timing) -> Result<
         },
         "by_scenario": timing.scenarios,
     });
-    write_json(&out.join("timing.json"), &report::to_json(&timing_json)).map_err(io)?;
+    write_json(&out.join("timing.json"), &report::to_json(&timing_json))?;
     let plots = draw_plots(out, &run.report)?;
     let md = report::markdown(&run.report, timing, run, &plots);
-    std::fs::write(out.join("report.md"), md)
-        .map_err(|e| CommandError::Runtime(format!("{}: {e}", out.join("report.md").display())))
+    let path = out.join("report.md");
+    std::fs::write(&path, md).map_err(|source| BenchError::Io { path, source })
 }
 
 /// Draws each scenario's headline figures and its tokens per turn; returns the PNG
 /// paths (relative to `out`) per scenario.
-fn draw_plots(out: &Path, report: &Report) -> Result<Vec<(String, Vec<String>)>, CommandError> {
+fn draw_plots(out: &StdPath, report: &Report) -> Result<Vec<(String, Vec<String>)>, BenchError> {
     let dir = out.join("plots");
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| CommandError::Runtime(format!("{}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir).map_err(|source| BenchError::Io {
+        path: dir.clone(),
+        source,
+    })?;
     let mut all = Vec::new();
     for sc in &report.scenarios {
         let mut files = Vec::new();
@@ -317,7 +409,10 @@ fn draw_plots(out: &Path, report: &Report) -> Result<Vec<(String, Vec<String>)>,
                 figure,
                 &series,
             )
-            .map_err(CommandError::Runtime)?;
+            .map_err(|message| BenchError::Plot {
+                path: stem.clone(),
+                message,
+            })?;
             files.push(format!("plots/{}-{}.png", safe(&sc.scenario), safe(figure)));
         }
         let tokens: Vec<(Mode, Vec<f64>)> = sc
@@ -331,7 +426,10 @@ fn draw_plots(out: &Path, report: &Report) -> Result<Vec<(String, Vec<String>)>,
             &format!("{}: prompt tokens per turn", sc.scenario),
             &tokens,
         )
-        .map_err(CommandError::Runtime)?;
+        .map_err(|message| BenchError::Plot {
+            path: stem.clone(),
+            message,
+        })?;
         files.push(format!("plots/{}-tokens-by-turn.png", safe(&sc.scenario)));
         all.push((sc.scenario.clone(), files));
     }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::BenchError;
 use crate::output::write_json;
-use crate::runner::CommandError;
 use crate::scenario::Mode;
 
 /// One simulation of the benchmark.
@@ -68,23 +68,21 @@ pub fn is_finished(dir: &Path) -> bool {
 /// Checks the output folder against this invocation and records the plan: refuses a
 /// folder made with other settings or older versions of the scenario files, keeps the
 /// jobs earlier invocations planned, and writes `bench.json` and `manifest.jsonl`.
-pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), CommandError> {
+pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), BenchError> {
     std::fs::create_dir_all(out).map_err(|e| io_error(out, e))?;
     let settings_file = out.join("bench.json");
     if let Ok(bytes) = std::fs::read(&settings_file) {
-        let earlier: Settings = serde_json::from_slice(&bytes).map_err(|e| {
-            CommandError::BadInput(format!(
-                "--out {}: bench.json is not a sopsim benchmark's ({e}); use another folder",
-                out.display()
-            ))
-        })?;
+        let earlier: Settings =
+            serde_json::from_slice(&bytes).map_err(|e| BenchError::NotABenchmark {
+                path: settings_file.clone(),
+                message: e.to_string(),
+            })?;
         if &earlier != settings {
-            return Err(CommandError::BadInput(format!(
-                "--out {}: its runs used {}; this benchmark uses {}. Use another --out to compare them",
-                out.display(),
-                describe(&earlier),
-                describe(settings)
-            )));
+            return Err(BenchError::OtherSettings {
+                out: out.to_path_buf(),
+                earlier: describe(&earlier),
+                now: describe(settings),
+            });
         }
     }
     let manifest = out.join("manifest.jsonl");
@@ -92,20 +90,19 @@ pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), Comma
     for job in jobs {
         match all.iter().find(|j| j.id == job.id) {
             Some(old) if old.sha256 != job.sha256 && is_finished(&old.dir(out)) => {
-                return Err(CommandError::BadInput(format!(
-                    "{}: the file changed since {} ran in {}; use another --out, or delete {} to run it again",
-                    job.file,
-                    job.id,
-                    out.display(),
-                    out.join("runs").join(&job.scenario).display()
-                )));
+                return Err(BenchError::ScenarioChanged {
+                    file: job.file.clone(),
+                    id: job.id.clone(),
+                    out: out.to_path_buf(),
+                    runs: out.join("runs").join(&job.scenario),
+                });
             }
             Some(_) => all.retain(|j| j.id != job.id),
             None => {}
         }
         all.push(job.clone());
     }
-    write_json(&settings_file, settings).map_err(|e| CommandError::Runtime(e.to_string()))?;
+    write_json(&settings_file, settings)?;
     let mut text = String::new();
     for job in &all {
         text.push_str(&serde_json::to_string(job).map_err(|e| io_error(&manifest, e.into()))?);
@@ -119,12 +116,12 @@ pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), Comma
 fn describe(s: &Settings) -> String {
     let turns = s
         .max_turns
-        .map(|t| format!(", --max-turns {t}"))
+        .map(|t| format!(", at most {t} turns"))
         .unwrap_or_default();
     format!("llm {}, embedder {}{turns}", s.llm, s.embedder)
 }
 
-fn read_manifest(path: &Path) -> Result<Vec<Job>, CommandError> {
+fn read_manifest(path: &Path) -> Result<Vec<Job>, BenchError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -134,17 +131,17 @@ fn read_manifest(path: &Path) -> Result<Vec<Job>, CommandError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| {
-                CommandError::BadInput(format!(
-                    "{} line {}: not a manifest entry ({e}); use another --out",
-                    path.display(),
-                    i + 1
-                ))
+            serde_json::from_str(l).map_err(|e| BenchError::NotABenchmark {
+                path: path.to_path_buf(),
+                message: format!("line {}: not a manifest entry ({e})", i + 1),
             })
         })
         .collect()
 }
 
-fn io_error(path: &Path, e: std::io::Error) -> CommandError {
-    CommandError::Runtime(format!("{}: {e}", path.display()))
+fn io_error(path: &Path, source: std::io::Error) -> BenchError {
+    BenchError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }

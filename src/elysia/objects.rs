@@ -15,7 +15,6 @@ use crate::template::{self, TemplateError};
 /// The key under which every stored object carries its reference id.
 pub const REF_ID: &str = "_REF_ID";
 
-
 /// A tool's result: objects for the store and the frontend (Elysia's `Result`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultObject {

@@ -20,7 +20,6 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::objects::{ResultObject, REF_ID};
 
-
 /// One add: objects sharing one metadata.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {

@@ -34,6 +34,17 @@ const BUILT_IN: &[(&str, f64, f64)] = &[
     ("o4-mini", 1.10, 4.40),
 ];
 
+/// A price file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PriceError {
+    #[error("cannot read it")]
+    Read(#[source] std::io::Error),
+    #[error("expected {{\"model\": {{\"input\": USD per 1M tokens, \"output\": …}}}}")]
+    Json(#[source] serde_json::Error),
+    #[error("{0}: prices must be zero or more")]
+    Negative(String),
+}
+
 impl PriceTable {
     pub fn built_in() -> Self {
         Self(
@@ -53,19 +64,15 @@ impl PriceTable {
     }
 
     /// The built-in table with a JSON file's entries (`{"model": {"input": 0.1, "output": 0.4}}`) on top.
-    pub fn with_file(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("--prices {}: {e}", path.display()))?;
+    pub fn with_file(path: &Path) -> Result<Self, PriceError> {
+        let text = std::fs::read_to_string(path).map_err(PriceError::Read)?;
         let extra: BTreeMap<String, Price> =
-            serde_json::from_str(&text).map_err(|e| format!("--prices {}: {e} (expected {{\"model\": {{\"input\": USD per 1M tokens, \"output\": …}}}})", path.display()))?;
+            serde_json::from_str(&text).map_err(PriceError::Json)?;
         if let Some((m, _)) = extra
             .iter()
             .find(|(_, p)| !(p.input >= 0.0 && p.output >= 0.0))
         {
-            return Err(format!(
-                "--prices {}: {m}: prices must be zero or more",
-                path.display()
-            ));
+            return Err(PriceError::Negative(m.clone()));
         }
         let mut table = Self::built_in();
         table.0.extend(extra);

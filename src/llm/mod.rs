@@ -20,8 +20,12 @@ use thiserror::Error;
 pub enum LlmError {
     #[error("the scripted backend needs {what}")]
     Script { what: String },
+    /// A call failed (the server, the model thread, a recording).
     #[error("{backend}: {message}")]
     Backend { backend: String, message: String },
+    /// The backend's settings cannot work (a malformed server URL…).
+    #[error("{backend}: {message}")]
+    Config { backend: String, message: String },
 }
 
 /// A chat-completion backend, shared by every simulation in the process.

@@ -159,9 +159,12 @@ pub struct Replayer {
 }
 
 impl Replayer {
-    pub fn new(dir: &Path) -> Result<Self, String> {
+    pub fn new(dir: &Path) -> std::io::Result<Self> {
         if !dir.is_dir() {
-            return Err(format!("--replay {}: no such folder", dir.display()));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such folder",
+            ));
         }
         let recorded = std::fs::read_to_string(dir.join(BACKEND_FILE))
             .ok()

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use super::{
-    CallContext, CallKind, ChoiceMethod, Chosen, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage,
+    CallContext, CallKind, ChoiceMethod, Chosen, Completion, LlmBackend, LlmError, LlmRequest,
+    TokenSink, Usage,
 };
 use crate::scenario::Script;
 use crate::template::{self, ONE_OF};
@@ -71,14 +72,21 @@ impl ScriptedBackend {
                     let by_role = ctx.role.as_ref().and_then(|r| s.roles.get(r));
                     own.or(by_role).and_then(|l| pick(l))
                 })
-                .unwrap_or_else(|| format!("{{{ONE_OF}{}}}", req.options.clone().unwrap_or_default().join("|"))),
+                .unwrap_or_else(|| {
+                    format!(
+                        "{{{ONE_OF}{}}}",
+                        req.options.clone().unwrap_or_default().join("|")
+                    )
+                }),
             CallKind::Route => pick(&s.route)
                 .or_else(|| pick(&ctx.choices))
                 .ok_or_else(|| LlmError::Script {
                     what: "a route answer or offered roles".into(),
                 })?,
             // Without answers the judge stays: the first choice offered.
-            CallKind::Transit => pick(&s.transit).or_else(|| ctx.choices.first().cloned()).unwrap_or_default(),
+            CallKind::Transit => pick(&s.transit)
+                .or_else(|| ctx.choices.first().cloned())
+                .unwrap_or_default(),
             CallKind::Summary => s
                 .summary
                 .clone()
@@ -119,7 +127,12 @@ struct Drawn {
 /// The scripted answer to a closed choice: the option the answer names, with uniform
 /// probabilities over a `{one_of:…}` that made it (a fixed line chooses with
 /// certainty). `None` when it names no option.
-fn scripted_choice(answer: &str, drawn: &[Drawn], options: &[String], labels_for: &[String]) -> Option<Chosen> {
+fn scripted_choice(
+    answer: &str,
+    drawn: &[Drawn],
+    options: &[String],
+    labels_for: &[String],
+) -> Option<Chosen> {
     let index = crate::sop::parse_choice_in(answer, options, "end", labels_for)?;
     let from_draw = match drawn {
         [one] => {
@@ -132,7 +145,11 @@ fn scripted_choice(answer: &str, drawn: &[Drawn], options: &[String], labels_for
         }
         _ => None,
     };
-    let probabilities = from_draw.unwrap_or_else(|| (0..options.len()).map(|i| if i == index { 1.0 } else { 0.0 }).collect());
+    let probabilities = from_draw.unwrap_or_else(|| {
+        (0..options.len())
+            .map(|i| if i == index { 1.0 } else { 0.0 })
+            .collect()
+    });
     Some(Chosen {
         index,
         probabilities: Some(probabilities),
@@ -154,7 +171,6 @@ fn one_of<'k>(key: &'k str, ctx: &CallContext) -> Option<(Vec<&'k str>, usize)> 
     Some((options, picked))
 }
 
-
 impl LlmBackend for ScriptedBackend {
     fn describe(&self) -> String {
         "scripted".into()
@@ -170,16 +186,27 @@ impl LlmBackend for ScriptedBackend {
             if let Some(options) = &request.options {
                 // A route or transit answer may name the option or its label (the judge
                 // of an aiwaves config answers "0" or "1"); others name the option.
-                let labels = if request.context.kind == CallKind::Transit { options.clone() } else { Vec::new() };
+                let labels = if request.context.kind == CallKind::Transit {
+                    options.clone()
+                } else {
+                    Vec::new()
+                };
                 let chosen = scripted_choice(&text, &drawn, options, &labels);
                 let usage = Usage {
-                    prompt_tokens: request.messages.iter().map(|m| Estimator.count(&m.content)).sum::<usize>() as u64,
+                    prompt_tokens: request
+                        .messages
+                        .iter()
+                        .map(|m| Estimator.count(&m.content))
+                        .sum::<usize>() as u64,
                     completion_tokens: 1,
                     cached_prompt_tokens: 0,
                     estimated: true,
                 };
                 let text = chosen.as_ref().map_or(text, |c| options[c.index].clone());
-                return Ok(Completion { chosen, ..Completion::text(text, usage, "scripted".into()) });
+                return Ok(Completion {
+                    chosen,
+                    ..Completion::text(text, usage, "scripted".into())
+                });
             }
             if let Some(sink) = stream {
                 for piece in text.split_inclusive(' ') {

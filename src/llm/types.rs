@@ -146,7 +146,12 @@ impl LlmRequest {
     }
 
     /// A closed choice among `options`.
-    pub fn choice(messages: Vec<ChatMessage>, options: Vec<String>, settings: LlmSettings, context: CallContext) -> Self {
+    pub fn choice(
+        messages: Vec<ChatMessage>,
+        options: Vec<String>,
+        settings: LlmSettings,
+        context: CallContext,
+    ) -> Self {
         Self {
             messages,
             settings,

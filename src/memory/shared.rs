@@ -109,14 +109,21 @@ impl SharedMemory {
     /// Appends a message with its embedding (computed once, by the caller). Returns the
     /// stored message, and the summary request when this message completes a batch of
     /// `max_chat_history`.
-    pub fn record(&mut self, memory: Message, embedding: &[f32]) -> (Arc<Message>, Option<SummaryRequest>) {
+    pub fn record(
+        &mut self,
+        memory: Message,
+        embedding: &[f32],
+    ) -> (Arc<Message>, Option<SummaryRequest>) {
         let (mut stored, due) = self.record_all(vec![(memory, embedding)]);
         (stored.remove(0), due)
     }
 
     /// Appends messages together (a simultaneous round), each with its embedding. A
     /// summary due within them is asked for once, after the last, and covers them all.
-    pub fn record_all(&mut self, messages: Vec<(Message, &[f32])>) -> (Vec<Arc<Message>>, Option<SummaryRequest>) {
+    pub fn record_all(
+        &mut self,
+        messages: Vec<(Message, &[f32])>,
+    ) -> (Vec<Arc<Message>>, Option<SummaryRequest>) {
         let before = self.since_summary / self.max_chat_history;
         let mut stored = Vec::with_capacity(messages.len());
         for (memory, embedding) in messages {

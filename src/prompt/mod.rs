@@ -80,7 +80,10 @@ pub fn agent_prompt(
     counter: &dyn TokenCounter,
 ) -> Assembled {
     let comps = state.components.get(who.role);
-    let RoleText { mut system, mut tail } = role_text(state, who, obs.recent.is_empty());
+    let RoleText {
+        mut system,
+        mut tail,
+    } = role_text(state, who, obs.recent.is_empty());
     if let Some(template) = comps.and_then(|c| c.template.as_deref()) {
         system.push(fill_template(template, obs));
     }
@@ -112,8 +115,15 @@ pub fn choice_prompt(
     if let Some(reply) = own_reply {
         tail.push(format!("You ({}) just said: {}", who.name, reply.trim()));
     }
-    tail.push(spec.prompt.clone().unwrap_or_else(|| format!("{}, make your choice.", who.name)));
-    tail.push(format!("Answer with exactly one of: {}.", quoted_list(options)));
+    tail.push(
+        spec.prompt
+            .clone()
+            .unwrap_or_else(|| format!("{}, make your choice.", who.name)),
+    );
+    tail.push(format!(
+        "Answer with exactly one of: {}.",
+        quoted_list(options)
+    ));
     Draft {
         system: role_text(state, who, false).system,
         sections: context_sections(obs, RANK_LATEST),

@@ -14,8 +14,8 @@
 //! assert_eq!(scenario.sop.start, "talk");
 //! ```
 
-use super::load::{validate_built, ScenarioError};
 use super::format::*;
+use super::load::{validate_built, ScenarioError};
 
 /// Builds a [`Scenario`]; the first state added is the start state.
 #[derive(Debug, Clone)]

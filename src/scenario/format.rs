@@ -374,14 +374,18 @@ pub fn range_count(min: f64, max: f64, step: f64) -> Result<usize, String> {
         return Err("the range must be three finite numbers".into());
     }
     if min >= max {
-        return Err(format!("[{min}, {max}, {step}] is empty or inverted: min must be below max"));
+        return Err(format!(
+            "[{min}, {max}, {step}] is empty or inverted: min must be below max"
+        ));
     }
     if step <= 0.0 {
         return Err(format!("the step {step} must be positive"));
     }
     let steps = (max - min) / step;
     if (steps - steps.round()).abs() > 1e-9 * steps.max(1.0) {
-        return Err(format!("the step {step} does not divide the range {min}..{max}"));
+        return Err(format!(
+            "the step {step} does not divide the range {min}..{max}"
+        ));
     }
     let n = steps.round() + 1.0;
     if n > MAX_RANGE_OPTIONS as f64 {
@@ -392,15 +396,21 @@ pub fn range_count(min: f64, max: f64, step: f64) -> Result<usize, String> {
 
 /// Decimal places needed to write `x` (at most 6).
 fn decimals(x: f64) -> usize {
-    (0..=6).find(|d| {
-        let scaled = x * 10f64.powi(*d as i32);
-        (scaled - scaled.round()).abs() < 1e-9
-    }).unwrap_or(6)
+    (0..=6)
+        .find(|d| {
+            let scaled = x * 10f64.powi(*d as i32);
+            (scaled - scaled.round()).abs() < 1e-9
+        })
+        .unwrap_or(6)
 }
 
 fn format_number(x: f64, decimals: usize) -> String {
     let s = format!("{x:.decimals$}");
-    if s == "-0" { "0".into() } else { s }
+    if s == "-0" {
+        "0".into()
+    } else {
+        s
+    }
 }
 
 /// A model call that extracts tagged values from the conversation.
@@ -556,11 +566,20 @@ impl Scenario {
     /// The model settings of a call in `state`, layered from the inside out: the agent's
     /// (if an agent makes the call), the role's in this state, the state's, then the
     /// scenario's. Unknown names contribute nothing.
-    pub fn settings_for(&self, state: &str, role: Option<&str>, agent: Option<&str>) -> LlmSettings {
+    pub fn settings_for(
+        &self,
+        state: &str,
+        role: Option<&str>,
+        agent: Option<&str>,
+    ) -> LlmSettings {
         let st = self.sop.states.get(state);
         [
-            agent.and_then(|a| self.agents.get(a)).and_then(|a| a.llm.as_ref()),
-            role.zip(st).and_then(|(r, st)| st.components.get(r)).and_then(|c| c.llm.as_ref()),
+            agent
+                .and_then(|a| self.agents.get(a))
+                .and_then(|a| a.llm.as_ref()),
+            role.zip(st)
+                .and_then(|(r, st)| st.components.get(r))
+                .and_then(|c| c.llm.as_ref()),
             st.and_then(|st| st.llm.as_ref()),
             Some(&self.llm),
         ]

@@ -2,19 +2,19 @@
 
 pub mod aiwaves;
 mod builder;
-mod load;
 mod format;
+mod load;
 mod outcomes;
 mod path;
 mod persona;
 mod validate;
 
 pub use builder::{AgentBuilder, ScenarioBuilder, StateBuilder};
+pub use format::*;
 pub use load::{
     from_document, import_aiwaves, load, load_any, parse_json, read_text, validate_built,
     ScenarioError, MAX_SCENARIO_BYTES,
 };
-pub use format::*;
 pub use outcomes::*;
 pub use path::FieldPath;
 pub use persona::{role_text, Persona, RoleText};

@@ -363,14 +363,22 @@ fn compile_decision(
     for (at, options) in &chosen {
         for o in options {
             let readable = if values.is_empty() {
-                o.parse::<f64>().is_ok_and(|n| d.range.is_none_or(|[lo, hi]| (lo..=hi).contains(&n)))
+                o.parse::<f64>()
+                    .is_ok_and(|n| d.range.is_none_or(|[lo, hi]| (lo..=hi).contains(&n)))
             } else {
                 values.contains(&choice_key(o))
             };
             if !readable {
                 problems.push((
                     path.clone(),
-                    format!("the choice option {o:?} of {at} is not a decision value here ({})", if values.is_empty() { "a number in range".to_string() } else { d.values.join(", ") }),
+                    format!(
+                        "the choice option {o:?} of {at} is not a decision value here ({})",
+                        if values.is_empty() {
+                            "a number in range".to_string()
+                        } else {
+                            d.values.join(", ")
+                        }
+                    ),
                 ));
             }
         }
@@ -402,7 +410,9 @@ fn choice_components(scenario: &Scenario, state: Option<&str>) -> Vec<(String, V
         .filter(|(name, _)| state.is_none_or(|s| s == name.as_str()))
         .flat_map(|(name, st)| {
             st.components.iter().filter_map(move |(role, c)| {
-                c.choice.as_ref().map(|ch| (format!("sop.states.{name}.components.{role}"), ch.options()))
+                c.choice
+                    .as_ref()
+                    .map(|ch| (format!("sop.states.{name}.components.{role}"), ch.options()))
             })
         })
         .collect()

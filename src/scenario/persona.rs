@@ -33,12 +33,18 @@ pub fn role_text(state: &State, who: Persona<'_>, opening: bool) -> RoleText {
 
 fn system_part(state: &State, who: Persona<'_>, comps: Option<&Components>) -> Vec<String> {
     let mut sys = vec![state.environment_prompt.trim().to_string()];
-    sys.push(format!("You are {}. Here you play the role of {}.", who.name, who.role));
-    let style: Vec<&str> = [who.agent.style.as_str(), comps.and_then(|c| c.style.as_deref()).unwrap_or("")]
-        .into_iter()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
+    sys.push(format!(
+        "You are {}. Here you play the role of {}.",
+        who.name, who.role
+    ));
+    let style: Vec<&str> = [
+        who.agent.style.as_str(),
+        comps.and_then(|c| c.style.as_deref()).unwrap_or(""),
+    ]
+    .into_iter()
+    .map(str::trim)
+    .filter(|s| !s.is_empty())
+    .collect();
     if !style.is_empty() {
         sys.push(format!("Your style: {}", style.join(" ")));
     }
@@ -47,7 +53,11 @@ fn system_part(state: &State, who: Persona<'_>, comps: Option<&Components>) -> V
             sys.push(format!("Rules: {}", rule.trim()));
         }
         if !c.demonstrations.is_empty() {
-            let demos: Vec<String> = c.demonstrations.iter().map(|d| format!("- {}", d.trim())).collect();
+            let demos: Vec<String> = c
+                .demonstrations
+                .iter()
+                .map(|d| format!("- {}", d.trim()))
+                .collect();
             sys.push(format!("Examples of how you speak:\n{}", demos.join("\n")));
         }
     }
@@ -72,7 +82,10 @@ fn tail_part(who: Persona<'_>, comps: Option<&Components>, opening: bool) -> Vec
 fn your_turn(who: Persona<'_>, task: Option<&str>) -> String {
     match task.map(str::trim).filter(|t| !t.is_empty()) {
         Some(task) => format!("{}, {}", who.name, lower_first(task)),
-        None => format!("Reply as {} ({}) with your next message only.", who.name, who.role),
+        None => format!(
+            "Reply as {} ({}) with your next message only.",
+            who.name, who.role
+        ),
     }
 }
 
@@ -80,9 +93,10 @@ fn your_turn(who: Persona<'_>, task: Option<&str>) -> String {
 fn lower_first(text: &str) -> String {
     let mut chars = text.chars();
     match (chars.next(), chars.next()) {
-        (Some(a), Some(b)) if a.is_uppercase() && b.is_lowercase() => {
-            a.to_lowercase().chain(text[a.len_utf8()..].chars()).collect()
-        }
+        (Some(a), Some(b)) if a.is_uppercase() && b.is_lowercase() => a
+            .to_lowercase()
+            .chain(text[a.len_utf8()..].chars())
+            .collect(),
         _ => text.to_string(),
     }
 }
@@ -97,9 +111,17 @@ mod tests {
         let mut state = State::default();
         state.components.insert(
             "Pro".into(),
-            Components { task: Some("Give the opening.".into()), output: Some("Two sentences.".into()), ..Components::default() },
+            Components {
+                task: Some("Give the opening.".into()),
+                output: Some("Two sentences.".into()),
+                ..Components::default()
+            },
         );
-        let who = Persona { name: "Ada", role: "Pro", agent: &agent };
+        let who = Persona {
+            name: "Ada",
+            role: "Pro",
+            agent: &agent,
+        };
         let text = role_text(&state, who, false);
         assert_eq!(text.tail, ["Two sentences.", "Ada, give the opening."]);
         assert_eq!(lower_first("I think"), "I think");

@@ -15,9 +15,9 @@ use super::format::{Scenario, SpeakerRule, State};
 use super::outcomes::OutcomeRules;
 use super::path::FieldPath;
 use super::persona::{role_text, Persona};
+use crate::template;
 use crate::template::ONE_OF;
 use crate::tokens::fixed_prompt_tokens;
-use crate::template;
 use crate::tokens::TokenCounter;
 
 /// One problem found in a scenario.
@@ -316,7 +316,10 @@ impl<'a> Checker<'a> {
     fn choice(&mut self, choice: &super::ChoiceSpec, path: &FieldPath) {
         match (choice.values.is_empty(), choice.range) {
             (false, Some(_)) => self.problem(path.clone(), "give values or range, not both"),
-            (true, None) => self.problem(path.clone(), "give the options: values, or range [min, max, step]"),
+            (true, None) => self.problem(
+                path.clone(),
+                "give the options: values, or range [min, max, step]",
+            ),
             (false, None) => {
                 if choice.values.len() < 2 {
                     self.problem(path.key("values"), "a choice needs at least two values");
@@ -326,7 +329,10 @@ impl<'a> Checker<'a> {
                     if v.trim().is_empty() {
                         self.problem(path.key("values").index(i), "an option cannot be empty");
                     } else if !seen.insert(v.as_str()) {
-                        self.problem(path.key("values").index(i), format!("{v:?} is listed twice"));
+                        self.problem(
+                            path.key("values").index(i),
+                            format!("{v:?} is listed twice"),
+                        );
                     }
                 }
             }
@@ -480,7 +486,15 @@ impl<'a> Checker<'a> {
                 continue;
             };
             let agent = &self.s.agents[agent_name];
-            let text = role_text(state, Persona { name: agent_name, role, agent }, true);
+            let text = role_text(
+                state,
+                Persona {
+                    name: agent_name,
+                    role,
+                    agent,
+                },
+                true,
+            );
             let fixed = fixed_prompt_tokens(&text.system, &text.tail, counter);
             if fixed > budget {
                 self.problem(

@@ -200,7 +200,9 @@ impl SopEngine {
         let rule = &state.transition;
         let found = messages.iter().find_map(|m| {
             let lower = m.to_lowercase();
-            rule.keywords.iter().find(|k| lower.contains(&k.keyword.to_lowercase()))
+            rule.keywords
+                .iter()
+                .find(|k| lower.contains(&k.keyword.to_lowercase()))
         });
         if let Some(kw) = found {
             return Check::Decided(self.target(&kw.to), Cause::Keyword(kw.keyword.clone()));

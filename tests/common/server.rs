@@ -197,7 +197,10 @@ fn handle(
             let cut = content.find(": \"").map_or(0, |i| i + 3);
             let (lead, rest) = content.split_at(cut);
             let (first, tail) = rest.split_at(rest.len().min(2));
-            let top: Vec<Value> = top.iter().map(|(t, lp)| json!({"token": t, "logprob": lp})).collect();
+            let top: Vec<Value> = top
+                .iter()
+                .map(|(t, lp)| json!({"token": t, "logprob": lp}))
+                .collect();
             let logprobs = json!({"content": [
                 {"token": lead, "logprob": 0.0, "top_logprobs": []},
                 {"token": first, "logprob": -0.1, "top_logprobs": top},
@@ -233,14 +236,20 @@ impl GatedServer {
                 std::thread::spawn(move || gated(conn, n as u64, group, reverse, &r, &l, &g));
             }
         });
-        Self { base, requests, lonely }
+        Self {
+            base,
+            requests,
+            lonely,
+        }
     }
 }
 
 /// The mark a reply carries: the request's messages, hashed.
 pub fn mark_of(body: &Value) -> String {
     let text = body["messages"].to_string();
-    let h = text.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3));
+    let h = text.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    });
     format!("M{:08x}", h as u32)
 }
 
@@ -267,7 +276,11 @@ fn gated(
     }
     let len = head
         .lines()
-        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse::<usize>().unwrap())
+        })
         .unwrap_or(0);
     let mut body = vec![0; len];
     reader.read_exact(&mut body).unwrap();
@@ -279,7 +292,10 @@ fn gated(
     pending.push(n);
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     while pending.len() % group != 0 && std::time::Instant::now() < deadline {
-        pending = cv.wait_timeout(pending, Duration::from_millis(20)).unwrap().0;
+        pending = cv
+            .wait_timeout(pending, Duration::from_millis(20))
+            .unwrap()
+            .0;
     }
     cv.notify_all();
     let batch_start = pending.len() - ((pending.len() - 1) % group + 1);
@@ -288,10 +304,23 @@ fn gated(
         *lonely.lock().unwrap() += 1;
     }
     let position = batch.iter().position(|x| *x == n).unwrap_or(0);
-    let rank = if reverse { batch.len() - 1 - position } else { position };
+    let rank = if reverse {
+        batch.len() - 1 - position
+    } else {
+        position
+    };
     drop(pending);
     std::thread::sleep(Duration::from_millis(60 * rank as u64));
-    let content = format!("{} says {}.", body["messages"][0]["content"].as_str().unwrap_or("").split('.').next().unwrap_or(""), mark_of(&body));
+    let content = format!(
+        "{} says {}.",
+        body["messages"][0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .split('.')
+            .next()
+            .unwrap_or(""),
+        mark_of(&body)
+    );
     let b = json!({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 3}}).to_string();
     let _ = conn.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes());
 }

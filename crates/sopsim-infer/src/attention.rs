@@ -54,7 +54,13 @@ pub struct HeadCache<'a> {
 }
 
 /// `out` = softmax(q·K / √d) · V over the head's cached positions. `scores` is scratch.
-pub fn attend(q: &[f32], cache: &HeadCache<'_>, scale: f32, scores: &mut Vec<f32>, out: &mut [f32]) {
+pub fn attend(
+    q: &[f32],
+    cache: &HeadCache<'_>,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
     #[cfg(target_arch = "x86_64")]
     if crate::quant::Kernels::detect() != crate::quant::Kernels::Scalar {
         // SAFETY: the kernels were chosen after checking for AVX2, FMA and F16C.
@@ -65,12 +71,24 @@ pub fn attend(q: &[f32], cache: &HeadCache<'_>, scale: f32, scores: &mut Vec<f32
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn attend_avx2(q: &[f32], cache: &HeadCache<'_>, scale: f32, scores: &mut Vec<f32>, out: &mut [f32]) {
+unsafe fn attend_avx2(
+    q: &[f32],
+    cache: &HeadCache<'_>,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
     attend_generic::<F16c>(q, cache, scale, scores, out)
 }
 
 #[inline(always)]
-fn attend_generic<H: Half>(q: &[f32], cache: &HeadCache<'_>, scale: f32, scores: &mut Vec<f32>, out: &mut [f32]) {
+fn attend_generic<H: Half>(
+    q: &[f32],
+    cache: &HeadCache<'_>,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
     let hd = q.len();
     scores.clear();
     let mut max = f32::NEG_INFINITY;
@@ -96,7 +114,10 @@ fn attend_generic<H: Half>(q: &[f32], cache: &HeadCache<'_>, scale: f32, scores:
     out.fill(0.0);
     for (j, p) in scores.iter().enumerate() {
         let at = j * cache.width + cache.offset;
-        for (oc, vc) in out.chunks_exact_mut(8).zip(cache.v[at..at + hd].chunks_exact(8)) {
+        for (oc, vc) in out
+            .chunks_exact_mut(8)
+            .zip(cache.v[at..at + hd].chunks_exact(8))
+        {
             let vv = H::load8(vc);
             for l in 0..8 {
                 oc[l] = p.mul_add(vv[l], oc[l]);
@@ -118,26 +139,50 @@ mod tests {
         let hd = 16;
         let width = 32; // two heads per position
         let n = 5;
-        let k: Vec<u16> = (0..n * width).map(|i| f16::from_f32(((i * 7) % 11) as f32 / 10.0 - 0.5).to_bits()).collect();
-        let v: Vec<u16> = (0..n * width).map(|i| f16::from_f32(((i * 5) % 13) as f32 / 10.0 - 0.6).to_bits()).collect();
+        let k: Vec<u16> = (0..n * width)
+            .map(|i| f16::from_f32(((i * 7) % 11) as f32 / 10.0 - 0.5).to_bits())
+            .collect();
+        let v: Vec<u16> = (0..n * width)
+            .map(|i| f16::from_f32(((i * 5) % 13) as f32 / 10.0 - 0.6).to_bits())
+            .collect();
         let q: Vec<f32> = (0..hd).map(|i| (i as f32 - 8.0) / 8.0).collect();
-        let cache = HeadCache { k: &k, v: &v, width, offset: 16, len: n };
+        let cache = HeadCache {
+            k: &k,
+            v: &v,
+            width,
+            offset: 16,
+            len: n,
+        };
         let mut out = vec![0f32; hd];
         attend(&q, &cache, 0.25, &mut Vec::new(), &mut out);
         let f = |b: u16| f64::from(f16::from_bits(b).to_f32());
         let scores: Vec<f64> = (0..n)
-            .map(|j| (0..hd).map(|d| f64::from(q[d]) * f(k[j * width + 16 + d])).sum::<f64>() * 0.25)
+            .map(|j| {
+                (0..hd)
+                    .map(|d| f64::from(q[d]) * f(k[j * width + 16 + d]))
+                    .sum::<f64>()
+                    * 0.25
+            })
             .collect();
         let max = scores.iter().cloned().fold(f64::MIN, f64::max);
         let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
         let total: f64 = e.iter().sum();
         for d in 0..hd {
-            let want: f64 = (0..n).map(|j| e[j] / total * f(v[j * width + 16 + d])).sum();
-            assert!((f64::from(out[d]) - want).abs() < 1e-5, "{d}: {} vs {want}", out[d]);
+            let want: f64 = (0..n)
+                .map(|j| e[j] / total * f(v[j * width + 16 + d]))
+                .sum();
+            assert!(
+                (f64::from(out[d]) - want).abs() < 1e-5,
+                "{d}: {} vs {want}",
+                out[d]
+            );
         }
         // The soft conversion gives the same bits as F16C.
         let mut soft = vec![0f32; hd];
         attend_generic::<Soft>(&q, &cache, 0.25, &mut Vec::new(), &mut soft);
-        assert_eq!(out.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), soft.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        assert_eq!(
+            out.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            soft.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
     }
 }

@@ -70,7 +70,12 @@ impl KvCache {
         let mut out = KvCache::new(self.k.len(), self.width);
         out.reserve(n)?;
         let len = n * self.width;
-        for (dst, src) in out.k.iter_mut().zip(&self.k).chain(out.v.iter_mut().zip(&self.v)) {
+        for (dst, src) in out
+            .k
+            .iter_mut()
+            .zip(&self.k)
+            .chain(out.v.iter_mut().zip(&self.v))
+        {
             dst[..len].copy_from_slice(&src[..len]);
         }
         out.tokens = self.tokens[..n].to_vec();

@@ -50,7 +50,9 @@ impl OptionTrie {
                 };
                 path.push(at);
             }
-            if !nodes[at].children.is_empty() || paths.iter().any(|p: &Vec<usize>| p.last() == Some(&at)) {
+            if !nodes[at].children.is_empty()
+                || paths.iter().any(|p: &Vec<usize>| p.last() == Some(&at))
+            {
                 return Err(format!("option {i} has the same tokens as another"));
             }
             paths.push(path);
@@ -84,10 +86,13 @@ impl OptionTrie {
     pub fn probabilities(&self, answers: &[Vec<f32>]) -> Vec<f64> {
         let questions = self.questions();
         // For every branching node: its children's renormalised probabilities.
-        let mut at_node: std::collections::HashMap<usize, Vec<f64>> = std::collections::HashMap::new();
+        let mut at_node: std::collections::HashMap<usize, Vec<f64>> =
+            std::collections::HashMap::new();
         for (q, logits) in questions.iter().zip(answers) {
             let node = self.node_at(&q.path);
-            let max = logits.iter().fold(f64::NEG_INFINITY, |m, l| m.max(f64::from(*l)));
+            let max = logits
+                .iter()
+                .fold(f64::NEG_INFINITY, |m, l| m.max(f64::from(*l)));
             let e: Vec<f64> = logits.iter().map(|l| (f64::from(*l) - max).exp()).collect();
             let total: f64 = e.iter().sum();
             at_node.insert(node, e.into_iter().map(|x| x / total).collect());
@@ -99,7 +104,11 @@ impl OptionTrie {
                 let mut parent = 0;
                 for &node in path {
                     if let Some(probs) = at_node.get(&parent) {
-                        let i = self.nodes[parent].children.iter().position(|(_, n)| *n == node).unwrap_or(0);
+                        let i = self.nodes[parent]
+                            .children
+                            .iter()
+                            .position(|(_, n)| *n == node)
+                            .unwrap_or(0);
                         p *= probs.get(i).copied().unwrap_or(0.0);
                     }
                     parent = node;
@@ -111,7 +120,11 @@ impl OptionTrie {
 
     fn node_at(&self, path: &[u32]) -> usize {
         path.iter().fold(0, |at, t| {
-            self.nodes[at].children.iter().find(|(c, _)| c == t).map_or(at, |(_, n)| *n)
+            self.nodes[at]
+                .children
+                .iter()
+                .find(|(c, _)| c == t)
+                .map_or(at, |(_, n)| *n)
         })
     }
 }
@@ -130,8 +143,14 @@ mod tests {
         assert_eq!(
             qs,
             vec![
-                Question { path: vec![], children: vec![0, 2] },
-                Question { path: vec![0], children: vec![1, 5] },
+                Question {
+                    path: vec![],
+                    children: vec![0, 2]
+                },
+                Question {
+                    path: vec![0],
+                    children: vec![1, 5]
+                },
             ]
         );
         // Root: logits ln 3 and ln 1 → 0.75 / 0.25. After "CO": ln 1, ln 4 → 0.2 / 0.8.

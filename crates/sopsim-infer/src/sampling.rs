@@ -37,7 +37,11 @@ impl Sampler {
     pub fn sample(&mut self, logits: &mut [f32], recent: &[u32]) -> u32 {
         for &t in recent.iter().rev().take(REPEAT_WINDOW) {
             if let Some(l) = logits.get_mut(t as usize) {
-                *l = if *l > 0.0 { *l / REPEAT_PENALTY } else { *l * REPEAT_PENALTY };
+                *l = if *l > 0.0 {
+                    *l / REPEAT_PENALTY
+                } else {
+                    *l * REPEAT_PENALTY
+                };
             }
         }
         if !(self.temperature > 0.0) {
@@ -62,7 +66,10 @@ impl Sampler {
         cand.sort_unstable_by(by_logit);
         let max = f64::from(cand[0].0);
         let t = f64::from(self.temperature);
-        let mut probs: Vec<f64> = cand.iter().map(|(l, _)| ((f64::from(*l) - max) / t).exp()).collect();
+        let mut probs: Vec<f64> = cand
+            .iter()
+            .map(|(l, _)| ((f64::from(*l) - max) / t).exp())
+            .collect();
         let total: f64 = probs.iter().sum();
         probs.iter_mut().for_each(|p| *p /= total);
         if let Some(top_p) = self.top_p {
@@ -130,21 +137,38 @@ mod tests {
     fn seeded_draws_repeat_and_follow_the_distribution() {
         let draws = |seed| {
             let mut s = Sampler::new(settings(1.0), seed);
-            (0..2000).map(|_| s.sample(&mut [0.0, (3.0f32).ln(), f32::NEG_INFINITY], &[])).collect::<Vec<_>>()
+            (0..2000)
+                .map(|_| s.sample(&mut [0.0, (3.0f32).ln(), f32::NEG_INFINITY], &[]))
+                .collect::<Vec<_>>()
         };
         assert_eq!(draws(5), draws(5));
         let ones = draws(5).iter().filter(|t| **t == 1).count();
-        assert!((1400..1600).contains(&ones), "{ones} of 2000, expected about 1500");
+        assert!(
+            (1400..1600).contains(&ones),
+            "{ones} of 2000, expected about 1500"
+        );
         assert!(!draws(5).contains(&2));
     }
 
     #[test]
     fn top_k_and_top_p_cut_the_tail() {
-        let mut s = Sampler::new(SamplingParams { top_k: Some(1), ..settings(1.0) }, 3);
+        let mut s = Sampler::new(
+            SamplingParams {
+                top_k: Some(1),
+                ..settings(1.0)
+            },
+            3,
+        );
         for _ in 0..50 {
             assert_eq!(s.sample(&mut [1.0, 1.2, 0.5], &[]), 1);
         }
-        let mut s = Sampler::new(SamplingParams { top_p: Some(0.5), ..settings(1.0) }, 3);
+        let mut s = Sampler::new(
+            SamplingParams {
+                top_p: Some(0.5),
+                ..settings(1.0)
+            },
+            3,
+        );
         for _ in 0..50 {
             assert_eq!(s.sample(&mut [0.0, 5.0, 0.0], &[]), 1);
         }

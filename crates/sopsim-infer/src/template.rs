@@ -26,8 +26,18 @@ fn strftime_now(format: String) -> String {
         .map_or(0, |d| d.as_secs() / 86_400) as i64;
     let (y, m, d) = civil_from_days(days);
     const MONTHS: [&str; 12] = [
-        "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-        "November", "December",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
     ];
     format
         .replace("%Y", &y.to_string())
@@ -98,7 +108,10 @@ mod tests {
     #[test]
     fn a_template_that_never_ends_fails() {
         let t = ChatTemplate::new(
-            Some("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}".into()),
+            Some(
+                "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"
+                    .into(),
+            ),
             None,
             "</s>".into(),
         )

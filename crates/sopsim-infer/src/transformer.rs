@@ -93,7 +93,10 @@ impl Model {
         if shape.head_dim % 8 != 0 {
             return Err(GgufError::meta(
                 &format!("{}.attention.head_count", shape.arch.name()),
-                format!("heads of {} values (a multiple of 8 is needed)", shape.head_dim),
+                format!(
+                    "heads of {} values (a multiple of 8 is needed)",
+                    shape.head_dim
+                ),
             ));
         }
         let s = &shape;
@@ -109,7 +112,10 @@ impl Model {
             .filter(|v| (1..=1 << 22).contains(v))
             .ok_or_else(|| GgufError::Tensor {
                 name: "token_embd.weight".into(),
-                message: format!("dimensions {:?} (expected [{}, vocabulary])", embed_info.dims, s.dim),
+                message: format!(
+                    "dimensions {:?} (expected [{}, vocabulary])",
+                    embed_info.dims, s.dim
+                ),
             })?;
         let embed = matrix(&file, "token_embd.weight", vocab, s.dim)?;
         let head = if file.tensors.contains_key("output.weight") {
@@ -182,19 +188,34 @@ impl Model {
 
     /// Runs every segment's tokens; returns, per segment, the logits it asked for (in
     /// the order of its `wants`).
-    pub fn forward(&self, scratch: &mut Scratch, segments: &mut [Segment<'_>]) -> Result<Vec<Vec<Vec<f32>>>, String> {
+    pub fn forward(
+        &self,
+        scratch: &mut Scratch,
+        segments: &mut [Segment<'_>],
+    ) -> Result<Vec<Vec<Vec<f32>>>, String> {
         let s = &self.shape;
-        let (dim, qd, kvd, hd) = (s.dim, s.heads * s.head_dim, s.kv_heads * s.head_dim, s.head_dim);
+        let (dim, qd, kvd, hd) = (
+            s.dim,
+            s.heads * s.head_dim,
+            s.kv_heads * s.head_dim,
+            s.head_dim,
+        );
         // Each row: (segment, position).
         let mut rows: Vec<(usize, usize)> = Vec::new();
         for (i, seg) in segments.iter_mut().enumerate() {
             let start = seg.cache.len();
             let end = start + seg.tokens.len();
             if end > s.positions {
-                return Err(format!("{end} tokens do not fit the model's {} positions", s.positions));
+                return Err(format!(
+                    "{end} tokens do not fit the model's {} positions",
+                    s.positions
+                ));
             }
             if let Some(bad) = seg.tokens.iter().find(|t| **t as usize >= self.vocab) {
-                return Err(format!("token {bad} is outside the vocabulary of {}", self.vocab));
+                return Err(format!(
+                    "token {bad} is outside the vocabulary of {}",
+                    self.vocab
+                ));
             }
             seg.cache.reserve(end)?;
             rows.extend((start..end).map(|p| (i, p)));
@@ -206,7 +227,11 @@ impl Model {
         let sc = scratch;
         sc.x.resize(n * dim, 0.0);
         let embed = self.view(&self.embed);
-        for (r, tok) in segments.iter().flat_map(|seg| seg.tokens.iter()).enumerate() {
+        for (r, tok) in segments
+            .iter()
+            .flat_map(|seg| seg.tokens.iter())
+            .enumerate()
+        {
             embed.dequantize_row(*tok as usize, &mut sc.x[r * dim..(r + 1) * dim]);
         }
         let scale = 1.0 / (hd as f32).sqrt();
@@ -219,7 +244,11 @@ impl Model {
             self.matmul(&layer.q, &sc.h, &mut sc.acts, &mut sc.q, &mut sc.tmp);
             self.matmul(&layer.k, &sc.h, &mut sc.acts, &mut sc.k, &mut sc.tmp);
             self.matmul(&layer.v, &sc.h, &mut sc.acts, &mut sc.v, &mut sc.tmp);
-            for (buf, bias) in [(&mut sc.q, &layer.q_bias), (&mut sc.k, &layer.k_bias), (&mut sc.v, &layer.v_bias)] {
+            for (buf, bias) in [
+                (&mut sc.q, &layer.q_bias),
+                (&mut sc.k, &layer.k_bias),
+                (&mut sc.v, &layer.v_bias),
+            ] {
                 if let Some(b) = bias {
                     for row in buf.chunks_exact_mut(b.len()) {
                         row.iter_mut().zip(b).for_each(|(x, b)| *x += b);
@@ -231,27 +260,46 @@ impl Model {
                 self.rope(&mut sc.k[r * kvd..(r + 1) * kvd], pos);
             }
             for (r, &(seg, pos)) in rows.iter().enumerate() {
-                segments[seg]
-                    .cache
-                    .store(li, pos, &sc.k[r * kvd..(r + 1) * kvd], &sc.v[r * kvd..(r + 1) * kvd]);
+                segments[seg].cache.store(
+                    li,
+                    pos,
+                    &sc.k[r * kvd..(r + 1) * kvd],
+                    &sc.v[r * kvd..(r + 1) * kvd],
+                );
             }
             sc.att.resize(n * qd, 0.0);
             {
                 let (q, segs, rows, heads) = (&sc.q, &*segments, &rows, s.heads);
                 let per_task = heads_per_task(n, heads);
-                let tasks = sc.att.chunks_mut(per_task * hd).enumerate().map(|(ci, chunk)| {
-                    move || {
-                        let mut scores = Vec::new();
-                        for (k, out) in chunk.chunks_exact_mut(hd).enumerate() {
-                            let unit = ci * per_task + k;
-                            let (r, h) = (unit / heads, unit % heads);
-                            let (seg, pos) = rows[r];
-                            let (keys, values) = segs[seg].cache.layer(li);
-                            let cache = HeadCache { k: keys, v: values, width: kvd, offset: (h / group) * hd, len: pos + 1 };
-                            attend(&q[r * qd + h * hd..r * qd + (h + 1) * hd], &cache, scale, &mut scores, out);
+                let tasks = sc
+                    .att
+                    .chunks_mut(per_task * hd)
+                    .enumerate()
+                    .map(|(ci, chunk)| {
+                        move || {
+                            let mut scores = Vec::new();
+                            for (k, out) in chunk.chunks_exact_mut(hd).enumerate() {
+                                let unit = ci * per_task + k;
+                                let (r, h) = (unit / heads, unit % heads);
+                                let (seg, pos) = rows[r];
+                                let (keys, values) = segs[seg].cache.layer(li);
+                                let cache = HeadCache {
+                                    k: keys,
+                                    v: values,
+                                    width: kvd,
+                                    offset: (h / group) * hd,
+                                    len: pos + 1,
+                                };
+                                attend(
+                                    &q[r * qd + h * hd..r * qd + (h + 1) * hd],
+                                    &cache,
+                                    scale,
+                                    &mut scores,
+                                    out,
+                                );
+                            }
                         }
-                    }
-                });
+                    });
                 crate::compute::run_all(tasks.collect());
             }
             self.matmul(&layer.o, &sc.att, &mut sc.acts, &mut sc.h, &mut sc.tmp);
@@ -275,7 +323,11 @@ impl Model {
     }
 
     /// The logits each segment asked for.
-    fn logits(&self, sc: &mut Scratch, segments: &[Segment<'_>]) -> Result<Vec<Vec<Vec<f32>>>, String> {
+    fn logits(
+        &self,
+        sc: &mut Scratch,
+        segments: &[Segment<'_>],
+    ) -> Result<Vec<Vec<Vec<f32>>>, String> {
         let dim = self.shape.dim;
         // Rows wanting every logit go through the head together.
         let mut all_rows: Vec<usize> = Vec::new();
@@ -286,13 +338,19 @@ impl Model {
             out.push(vec![Vec::new(); seg.wants.len()]);
             for (wi, (row, want)) in seg.wants.iter().enumerate() {
                 if *row >= seg.tokens.len() {
-                    return Err(format!("logits asked for row {row} of {}", seg.tokens.len()));
+                    return Err(format!(
+                        "logits asked for row {row} of {}",
+                        seg.tokens.len()
+                    ));
                 }
                 match want {
                     Want::All => all_rows.push(first + row),
                     Want::Only(ids) => {
                         if let Some(bad) = ids.iter().find(|t| **t as usize >= self.vocab) {
-                            return Err(format!("token {bad} is outside the vocabulary of {}", self.vocab));
+                            return Err(format!(
+                                "token {bad} is outside the vocabulary of {}",
+                                self.vocab
+                            ));
                         }
                         only.push((si, wi, first + row, ids.clone()))
                     }
@@ -330,7 +388,13 @@ impl Model {
             let mut values = Vec::with_capacity(ids.len());
             for id in ids {
                 let mut v = [0f32];
-                crate::quant::matmul_rows(self.kernels, head, &sc.acts, id as usize..id as usize + 1, &mut v);
+                crate::quant::matmul_rows(
+                    self.kernels,
+                    head,
+                    &sc.acts,
+                    id as usize..id as usize + 1,
+                    &mut v,
+                );
                 values.push(v[0]);
             }
             out[si][wi] = values;
@@ -340,14 +404,25 @@ impl Model {
 
     /// `out = x · Wᵀ` for every row of `x` (`n × cols` → `n × rows`), spread over the
     /// compute threads by output rows.
-    fn matmul(&self, m: &Matrix, x: &[f32], acts: &mut Acts, out: &mut Vec<f32>, tmp: &mut Vec<f32>) {
+    fn matmul(
+        &self,
+        m: &Matrix,
+        x: &[f32],
+        acts: &mut Acts,
+        out: &mut Vec<f32>,
+        tmp: &mut Vec<f32>,
+    ) {
         let w = self.view(m);
         acts.quantize(w.ty.act_format(), x, w.cols);
         let n = acts.tokens();
         out.resize(n * w.rows, 0.0);
         let threads = crate::compute::threads();
         // Small products are not worth waking the other threads for.
-        let pieces = if w.rows * w.cols * n < 1 << 17 { 1 } else { threads * 4 };
+        let pieces = if w.rows * w.cols * n < 1 << 17 {
+            1
+        } else {
+            threads * 4
+        };
         let per = w.rows.div_ceil(pieces);
         if pieces == 1 || n == 1 {
             // One token: each piece's output is a contiguous part of `out`.
@@ -440,7 +515,10 @@ fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matri
         message,
     };
     if info.dims != [cols as u64, rows as u64] {
-        return Err(err(format!("dimensions {:?}, expected [{cols}, {rows}]", info.dims)));
+        return Err(err(format!(
+            "dimensions {:?}, expected [{cols}, {rows}]",
+            info.dims
+        )));
     }
     let ty = WeightType::from_ggml(info.ggml_type).map_err(err)?;
     let len = ty

@@ -20,14 +20,16 @@ use tokio::sync::oneshot;
 use std::hash::Hasher;
 
 use sopsim_infer::kv::KvCache;
-use sopsim_infer::transformer::{Model, Scratch, Segment, Want};
 use sopsim_infer::options::{OptionTrie, Question};
 use sopsim_infer::sampling::{draw, Sampler, SamplingParams};
 use sopsim_infer::template::ChatTemplate;
+use sopsim_infer::transformer::{Model, Scratch, Segment, Want};
 use xxhash_rust::xxh3::Xxh3;
 
 use super::{LocalOptions, SpecialTokens};
-use crate::llm::{CallContext, ChatRole, ChoiceMethod, Chosen, Completion, LlmError, LlmRequest, TokenSink, Usage};
+use crate::llm::{
+    CallContext, ChatRole, ChoiceMethod, Chosen, Completion, LlmError, LlmRequest, TokenSink, Usage,
+};
 use crate::scenario::LlmSettings;
 
 /// Prompt tokens one step reads at most (all sequences together).
@@ -69,8 +71,6 @@ struct ChoiceState {
     option_tokens: u64,
     seed: u64,
 }
-
-
 
 struct Seq {
     job: Job,
@@ -125,17 +125,24 @@ impl Worker {
                 match jobs.try_recv() {
                     Ok(job) => waiting.push_back(job),
                     Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) if self.active.is_empty() && waiting.is_empty() => return,
+                    Err(TryRecvError::Disconnected)
+                        if self.active.is_empty() && waiting.is_empty() =>
+                    {
+                        return
+                    }
                     Err(TryRecvError::Disconnected) => break,
                 }
             }
             while self.active.len() < self.options.max_batch.max(1) {
-                let Some(job) = waiting.pop_front() else { break };
+                let Some(job) = waiting.pop_front() else {
+                    break;
+                };
                 self.admit(job);
             }
             // A simulation that went away (cancelled, or its run ended) leaves now.
-            let (gone, kept): (Vec<Seq>, Vec<Seq>) =
-                std::mem::take(&mut self.active).into_iter().partition(|s| s.job.reply.is_closed());
+            let (gone, kept): (Vec<Seq>, Vec<Seq>) = std::mem::take(&mut self.active)
+                .into_iter()
+                .partition(|s| s.job.reply.is_closed());
             self.active = kept;
             for seq in gone {
                 self.recycle(seq.cache);
@@ -148,9 +155,13 @@ impl Worker {
 
     /// Renders and tokenizes a request; a bad request is answered at once.
     fn admit(&mut self, job: Job) {
-        let prepared = self
-            .prepare(&job.request)
-            .and_then(|(rendered, prompt)| Ok((self.after_prompt(&job.request, &rendered, prompt.len())?, rendered, prompt)));
+        let prepared = self.prepare(&job.request).and_then(|(rendered, prompt)| {
+            Ok((
+                self.after_prompt(&job.request, &rendered, prompt.len())?,
+                rendered,
+                prompt,
+            ))
+        });
         match prepared {
             Ok((phase, _, prompt)) => {
                 let mut cache = self.take_cache(&prompt);
@@ -186,7 +197,11 @@ impl Worker {
                 (role, m.content.as_str())
             })
             .collect();
-        let rendered = self.text.template.render(&messages).map_err(|e| self.error(e))?;
+        let rendered = self
+            .text
+            .template
+            .render(&messages)
+            .map_err(|e| self.error(e))?;
         let prompt = encode(&self.text.tokenizer, &rendered).map_err(|e| self.error(e))?;
         if prompt.is_empty() {
             return Err(self.error("the prompt is empty"));
@@ -206,7 +221,13 @@ impl Worker {
     /// `ids` continues whole is taken; one it shares only a prefix with is copied, so
     /// that it stays whole for the prompts that continue it.
     fn take_cache(&mut self, ids: &[u32]) -> KvCache {
-        let common = |c: &KvCache| c.tokens().iter().zip(ids).take_while(|(a, b)| a == b).count();
+        let common = |c: &KvCache| {
+            c.tokens()
+                .iter()
+                .zip(ids)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
         let best = self
             .pool
             .iter()
@@ -224,7 +245,10 @@ impl Worker {
         }
         self.clock += 1;
         self.pool[i].1 = self.clock;
-        self.pool[i].0.copy_prefix(keep).unwrap_or_else(|_| self.model.new_cache())
+        self.pool[i]
+            .0
+            .copy_prefix(keep)
+            .unwrap_or_else(|_| self.model.new_cache())
     }
 
     /// Keeps a finished sequence's cache for reuse, within the pool's memory budget.
@@ -281,7 +305,11 @@ impl Worker {
         let mut outputs = outputs.into_iter();
         let mut still = Vec::with_capacity(self.active.len());
         for (mut seq, (tokens, _)) in std::mem::take(&mut self.active).into_iter().zip(plans) {
-            let logits = if tokens.is_empty() { Vec::new() } else { outputs.next().unwrap_or_default() };
+            let logits = if tokens.is_empty() {
+                Vec::new()
+            } else {
+                outputs.next().unwrap_or_default()
+            };
             match self.advance(&mut seq, logits) {
                 Ok(true) => still.push(seq),
                 Ok(false) => self.recycle(seq.cache),
@@ -304,13 +332,18 @@ impl Worker {
         let mut logits = logits.into_iter();
         match &mut seq.phase {
             Phase::Reply(reply) => {
-                let Some(mut l) = logits.next() else { return Ok(true) };
+                let Some(mut l) = logits.next() else {
+                    return Ok(true);
+                };
                 let recent: Vec<u32> = seq.prompt.iter().chain(&reply.generated).copied().collect();
                 let next = reply.sampler.sample(&mut l, &recent);
                 let done = self.text.special.stop_ids.contains(&next) && !self.options.ignore_eos;
                 if !done {
                     reply.generated.push(next);
-                    let piece = reply.text.push(&self.text.tokenizer, &reply.generated).map_err(|e| self.error(e))?;
+                    let piece = reply
+                        .text
+                        .push(&self.text.tokenizer, &reply.generated)
+                        .map_err(|e| self.error(e))?;
                     if let Some((cut, stop)) = stop_position(reply.text.full(), &reply.stops) {
                         reply.text.truncate(cut);
                         reply.stopped_at = Some(stop);
@@ -339,12 +372,20 @@ impl Worker {
 
     /// The phase after the prompt has been read: checked at admission, so that a bad
     /// request fails before it takes a place in the batch.
-    fn after_prompt(&self, req: &LlmRequest, rendered: &str, prompt_len: usize) -> Result<Phase, LlmError> {
+    fn after_prompt(
+        &self,
+        req: &LlmRequest,
+        rendered: &str,
+        prompt_len: usize,
+    ) -> Result<Phase, LlmError> {
         let seed = call_seed(&req.settings, &req.context, rendered);
         match &req.options {
             None => {
                 let room = self.model.shape.positions - prompt_len;
-                let max_tokens = req.settings.max_tokens.unwrap_or(self.options.default_max_tokens) as usize;
+                let max_tokens =
+                    req.settings
+                        .max_tokens
+                        .unwrap_or(self.options.default_max_tokens) as usize;
                 let params = SamplingParams {
                     temperature: req.settings.temperature.unwrap_or(0.7),
                     top_k: req.settings.top_k,
@@ -370,10 +411,15 @@ impl Worker {
                     })
                     .collect::<Result<_, String>>()
                     .map_err(|e| self.error(e))?;
-                let trie = OptionTrie::new(&tokens).map_err(|e| self.error(format!("options {options:?}: {e}")))?;
+                let trie = OptionTrie::new(&tokens)
+                    .map_err(|e| self.error(format!("options {options:?}: {e}")))?;
                 let questions = trie.questions();
-                if prompt_len + questions.iter().map(|q| q.path.len()).max().unwrap_or(0) >= self.model.shape.positions {
-                    return Err(self.error("the prompt and the options do not fit the model's positions"));
+                if prompt_len + questions.iter().map(|q| q.path.len()).max().unwrap_or(0)
+                    >= self.model.shape.positions
+                {
+                    return Err(
+                        self.error("the prompt and the options do not fit the model's positions")
+                    );
                 }
                 Ok(Phase::Choice(ChoiceState {
                     trie,
@@ -387,7 +433,9 @@ impl Worker {
     }
 
     fn finish_reply(&self, seq: &mut Seq) -> Result<bool, LlmError> {
-        let Phase::Reply(reply) = &mut seq.phase else { return Ok(false) };
+        let Phase::Reply(reply) = &mut seq.phase else {
+            return Ok(false);
+        };
         if let Some(sink) = &seq.job.stream {
             let rest = reply.text.unsent();
             if !rest.is_empty() {
@@ -415,11 +463,17 @@ impl Worker {
     }
 
     fn finish_choice(&self, seq: &mut Seq) -> Result<bool, LlmError> {
-        let Phase::Choice(choice) = &mut seq.phase else { return Ok(false) };
+        let Phase::Choice(choice) = &mut seq.phase else {
+            return Ok(false);
+        };
         let req = &seq.job.request;
         let options = req.options.clone().unwrap_or_default();
         let probabilities = choice.trie.probabilities(&choice.answers);
-        let index = pick(&probabilities, req.settings.temperature.unwrap_or(0.0), choice.seed);
+        let index = pick(
+            &probabilities,
+            req.settings.temperature.unwrap_or(0.0),
+            choice.seed,
+        );
         seq.cache.truncate(seq.prompt.len());
         let completion = Completion {
             model: format!("local:{}", self.name),
@@ -477,7 +531,10 @@ fn plan(seq: &mut Seq, prompt_budget: &mut usize) -> (Vec<u32>, Vec<(usize, Want
             // Each question starts again from the prompt.
             seq.cache.truncate(seq.prompt.len());
             choice.option_tokens += q.path.len() as u64;
-            (q.path.clone(), vec![(q.path.len() - 1, Want::Only(q.children.clone()))])
+            (
+                q.path.clone(),
+                vec![(q.path.len() - 1, Want::Only(q.children.clone()))],
+            )
         }
     }
 }
@@ -536,7 +593,9 @@ struct TextStream {
 
 impl TextStream {
     fn push(&mut self, tokenizer: &Tokenizer, generated: &[u32]) -> Result<String, String> {
-        self.text = tokenizer.decode(generated, true).map_err(|e| e.to_string())?;
+        self.text = tokenizer
+            .decode(generated, true)
+            .map_err(|e| e.to_string())?;
         // Hold back a trailing replacement character (a multi-byte character cut in two)
         // and a trailing partial line, where a stop sequence such as "\nBob:" may begin.
         let safe = self.text.trim_end_matches('\u{fffd}').len();

@@ -21,8 +21,8 @@ use super::{Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
 use crate::tokens::TokenCounter;
 use engine::{Job, Text, Worker};
 use sopsim_infer::gguf;
-use sopsim_infer::transformer::{self, Model};
 use sopsim_infer::template::ChatTemplate;
+use sopsim_infer::transformer::{self, Model};
 
 pub use sopsim_infer::gguf::{GgufError, SpecialTokens};
 pub use sopsim_infer::quant::Kernels;
@@ -84,9 +84,14 @@ impl LocalModel {
             source,
         };
         let model = Model::load(path).map_err(|e| err(e.into()))?;
-        let (tokenizer, special) = gguf::tokenizer(model.file(), model.vocab).map_err(|e| err(e.into()))?;
-        let template = ChatTemplate::new(gguf::chat_template(model.file()), special.bos.clone(), special.eos.clone())
-            .map_err(|e| err(LoadProblem::Template(e)))?;
+        let (tokenizer, special) =
+            gguf::tokenizer(model.file(), model.vocab).map_err(|e| err(e.into()))?;
+        let template = ChatTemplate::new(
+            gguf::chat_template(model.file()),
+            special.bos.clone(),
+            special.eos.clone(),
+        )
+        .map_err(|e| err(LoadProblem::Template(e)))?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -118,10 +123,15 @@ impl LocalModel {
         let mut segment = [transformer::Segment {
             cache: &mut cache,
             tokens,
-            wants: positions.iter().map(|p| (*p, transformer::Want::All)).collect(),
+            wants: positions
+                .iter()
+                .map(|p| (*p, transformer::Want::All))
+                .collect(),
         }];
         let _lock = crate::compute::compute_lock();
-        let mut out = self.model.forward(&mut transformer::Scratch::default(), &mut segment)?;
+        let mut out = self
+            .model
+            .forward(&mut transformer::Scratch::default(), &mut segment)?;
         Ok(out.pop().unwrap_or_default())
     }
 

@@ -22,7 +22,9 @@ use tokio::sync::Semaphore;
 pub use retry::{parse_retry_after, retryable_status, RetryPolicy};
 pub use sse::{Event, SseParser};
 
-use super::{ChatRole, ChoiceMethod, Chosen, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage};
+use super::{
+    ChatRole, ChoiceMethod, Chosen, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage,
+};
 use crate::tokens::{Estimator, TokenCounter};
 
 /// An API key. Its `Debug` output is redacted so it cannot leak through logs.
@@ -157,7 +159,7 @@ enum Failure {
 impl OpenAiBackend {
     pub fn new(options: OpenAiOptions) -> Result<Self, LlmError> {
         let base = normalize_base(&options.base_url);
-        reqwest::Url::parse(&base).map_err(|e| LlmError::Backend {
+        reqwest::Url::parse(&base).map_err(|e| LlmError::Config {
             backend: "openai".into(),
             message: format!("base URL {}: {e}", shown(&base)),
         })?;
@@ -184,9 +186,11 @@ impl OpenAiBackend {
     /// (a flag, the environment, the scenario). Blocking: call it before a run starts.
     pub fn discover_model(&mut self) -> Result<(), LlmError> {
         let url = format!("{}/models", self.endpoint());
-        let fail = |why: String| LlmError::Backend {
+        let fail = |why: String| {
+            LlmError::Backend {
             backend: "openai".into(),
             message: format!("no model is named (--model, OPENAI_MODEL or the scenario's llm.model), and {} did not say which it serves: {why}", shown(&url)),
+        }
         };
         let client = reqwest::blocking::Client::builder()
             .connect_timeout(self.options.connect_timeout)
@@ -203,12 +207,20 @@ impl OpenAiBackend {
         if status != 200 {
             return Err(fail(format!("HTTP {status}: {}", server_message(&body))));
         }
-        let v: Value = serde_json::from_str(&body).map_err(|e| fail(format!("malformed JSON: {e}")))?;
+        let v: Value =
+            serde_json::from_str(&body).map_err(|e| fail(format!("malformed JSON: {e}")))?;
         let ids: Vec<String> = v["data"]
             .as_array()
-            .map(|a| a.iter().filter_map(|m| m["id"].as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|m| m["id"].as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default();
-        let first = ids.first().cloned().ok_or_else(|| fail("it lists no model".into()))?;
+        let first = ids
+            .first()
+            .cloned()
+            .ok_or_else(|| fail("it lists no model".into()))?;
         if ids.len() > 1 {
             let shown_ids: Vec<&str> = ids.iter().take(8).map(String::as_str).collect();
             self.notes.push(format!(
@@ -280,7 +292,11 @@ impl OpenAiBackend {
             obj.insert("logprobs".into(), json!(true));
             obj.insert("top_logprobs".into(), json!(10));
             // Room for the JSON around the longest option.
-            let longest = options.iter().map(|o| Estimator.count(o)).max().unwrap_or(1);
+            let longest = options
+                .iter()
+                .map(|o| Estimator.count(o))
+                .max()
+                .unwrap_or(1);
             obj.insert("max_tokens".into(), json!(16 + 2 * longest));
         }
         Value::Object(obj)
@@ -380,7 +396,12 @@ impl OpenAiBackend {
             let mut completion = self.completion(req, content, &v["usage"]);
             completion.stopped_at = v["choices"][0]["stop_reason"].as_str().map(String::from);
             if let Some(options) = &req.options {
-                completion.chosen = read_choice(&completion.text, options, asking, &v["choices"][0]["logprobs"])?;
+                completion.chosen = read_choice(
+                    &completion.text,
+                    options,
+                    asking,
+                    &v["choices"][0]["logprobs"],
+                )?;
                 if let Some(c) = &completion.chosen {
                     completion.text = options[c.index].clone();
                 }
@@ -493,21 +514,32 @@ impl OpenAiBackend {
 /// The option a choice answer names, with the probabilities the logprobs give. A
 /// structured answer that is not JSON or names no option is retried; a text answer
 /// naming none is no choice (`None`).
-fn read_choice(content: &str, options: &[String], asking: Asking, logprobs: &Value) -> Result<Option<Chosen>, Failure> {
+fn read_choice(
+    content: &str,
+    options: &[String],
+    asking: Asking,
+    logprobs: &Value,
+) -> Result<Option<Chosen>, Failure> {
     match asking {
-        Asking::Text => Ok(crate::sop::parse_choice_in(content, options, "end", options).map(|index| Chosen {
-            index,
-            probabilities: None,
-            method: ChoiceMethod::Text,
-        })),
+        Asking::Text => Ok(
+            crate::sop::parse_choice_in(content, options, "end", options).map(|index| Chosen {
+                index,
+                probabilities: None,
+                method: ChoiceMethod::Text,
+            }),
+        ),
         Asking::Structured => {
             let bad = Failure::BadAnswer;
-            let v: Value = serde_json::from_str(content.trim()).map_err(|e| bad(format!("the structured answer is not JSON: {e}")))?;
-            let value = v["choice"].as_str().ok_or_else(|| bad("the structured answer has no \"choice\"".into()))?;
-            let index = options
-                .iter()
-                .position(|o| o == value)
-                .ok_or_else(|| bad(format!("the structured answer {value:?} is not one of the options")))?;
+            let v: Value = serde_json::from_str(content.trim())
+                .map_err(|e| bad(format!("the structured answer is not JSON: {e}")))?;
+            let value = v["choice"]
+                .as_str()
+                .ok_or_else(|| bad("the structured answer has no \"choice\"".into()))?;
+            let index = options.iter().position(|o| o == value).ok_or_else(|| {
+                bad(format!(
+                    "the structured answer {value:?} is not one of the options"
+                ))
+            })?;
             Ok(Some(Chosen {
                 index,
                 probabilities: option_probabilities(content, value, options, logprobs),
@@ -520,7 +552,12 @@ fn read_choice(content: &str, options: &[String], asking: Asking, logprobs: &Val
 /// The options' probabilities from the top log-probabilities of the answer's token
 /// where the chosen value begins: each alternative token there counts for the options
 /// it begins. `None` without logprobs, or when no alternative begins an option.
-fn option_probabilities(content: &str, value: &str, options: &[String], logprobs: &Value) -> Option<Vec<f64>> {
+fn option_probabilities(
+    content: &str,
+    value: &str,
+    options: &[String],
+    logprobs: &Value,
+) -> Option<Vec<f64>> {
     let tokens = logprobs["content"].as_array()?;
     let start = content.find(&format!("\"{value}\""))? + 1;
     let mut at = 0;
@@ -532,8 +569,12 @@ fn option_probabilities(content: &str, value: &str, options: &[String], logprobs
             let lead = start.checked_sub(at)?;
             let mut p = vec![0.0; options.len()];
             for alt in t["top_logprobs"].as_array()? {
-                let (Some(tok), Some(lp)) = (alt["token"].as_str(), alt["logprob"].as_f64()) else { continue };
-                let Some(rest) = tok.get(lead..).filter(|_| tok.starts_with(&text[..lead])) else { continue };
+                let (Some(tok), Some(lp)) = (alt["token"].as_str(), alt["logprob"].as_f64()) else {
+                    continue;
+                };
+                let Some(rest) = tok.get(lead..).filter(|_| tok.starts_with(&text[..lead])) else {
+                    continue;
+                };
                 let rest = rest.split('"').next().unwrap_or("");
                 if rest.is_empty() {
                     continue;
@@ -643,9 +684,14 @@ impl LlmBackend for OpenAiBackend {
                     Err(Failure::BadAnswer(_)) => {
                         return match self.attempt(&request, None, Asking::Text).await {
                             Ok(c) => Ok(c),
-                            Err(Failure::Fatal(message) | Failure::Retry { cause: message, .. } | Failure::BadAnswer(message)) => {
-                                Err(LlmError::Backend { backend: "openai".into(), message })
-                            }
+                            Err(
+                                Failure::Fatal(message)
+                                | Failure::Retry { cause: message, .. }
+                                | Failure::BadAnswer(message),
+                            ) => Err(LlmError::Backend {
+                                backend: "openai".into(),
+                                message,
+                            }),
                         };
                     }
                     Err(Failure::Retry { cause, .. }) => {

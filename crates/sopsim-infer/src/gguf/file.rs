@@ -164,7 +164,9 @@ impl GgufFile {
                         message: format!("{n_dims} dimensions (1 to {MAX_DIMS} allowed)"),
                     });
                 }
-                let dims = (0..n_dims).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
+                let dims = (0..n_dims)
+                    .map(|_| r.u64())
+                    .collect::<Result<Vec<_>, _>>()?;
                 let ggml_type = r.u32()?;
                 let offset = r.u64()?;
                 infos.push((name, dims, ggml_type, offset));
@@ -318,9 +320,7 @@ impl<'a> Reader<'a> {
                     4 | 5 | 6 => 4,
                     8 | 10 | 11 | 12 => 8,
                     9 => 12,
-                    other => {
-                        return Err(GgufError::Format(format!("unknown value type {other}")))
-                    }
+                    other => return Err(GgufError::Format(format!("unknown value type {other}"))),
                 };
                 let n = self.count(min)?;
                 let mut items = Vec::with_capacity(n);
@@ -444,7 +444,10 @@ pub(crate) mod tests {
             &[("t", vec![4, 2], 0, vec![1u8; 32])],
         );
         let f = parse(bytes).unwrap();
-        assert_eq!(f.get("general.architecture").unwrap().as_str(), Some("llama"));
+        assert_eq!(
+            f.get("general.architecture").unwrap().as_str(),
+            Some("llama")
+        );
         assert_eq!(f.get("list").unwrap().as_array().unwrap().len(), 2);
         let t = &f.tensors["t"];
         assert_eq!(t.dims, vec![4, 2]);
@@ -456,7 +459,10 @@ pub(crate) mod tests {
         let mut bytes = write_gguf(&[("k", Value::U32(1))], &[]);
         // kv_count → 2^60
         bytes[16..24].copy_from_slice(&(1u64 << 60).to_le_bytes());
-        assert!(parse(bytes).unwrap_err().to_string().contains("more than the file"));
+        assert!(parse(bytes)
+            .unwrap_err()
+            .to_string()
+            .contains("more than the file"));
         let mut bytes = write_gguf(&[("k", Value::String("x".into()))], &[]);
         // the string's length → 2^62
         let at = 24 + 8 + 1 + 4;

@@ -85,7 +85,12 @@ pub struct ModelShape {
     pub positions: usize,
 }
 
-fn get_usize(f: &GgufFile, key: &str, default: Option<usize>, max: usize) -> Result<usize, GgufError> {
+fn get_usize(
+    f: &GgufFile,
+    key: &str,
+    default: Option<usize>,
+    max: usize,
+) -> Result<usize, GgufError> {
     let v = match (f.get(key), default) {
         (Some(v), _) => v
             .as_u64()
@@ -99,7 +104,12 @@ fn get_usize(f: &GgufFile, key: &str, default: Option<usize>, max: usize) -> Res
     }
 }
 
-fn get_f32(f: &GgufFile, key: &str, default: f32, range: std::ops::RangeInclusive<f32>) -> Result<f32, GgufError> {
+fn get_f32(
+    f: &GgufFile,
+    key: &str,
+    default: f32,
+    range: std::ops::RangeInclusive<f32>,
+) -> Result<f32, GgufError> {
     let Some(v) = f.get(key) else {
         return Ok(default);
     };
@@ -107,7 +117,11 @@ fn get_f32(f: &GgufFile, key: &str, default: f32, range: std::ops::RangeInclusiv
         Some(x) if x.is_finite() && range.contains(&x) => Ok(x),
         _ => Err(GgufError::meta(
             key,
-            format!("{v:?} is not a number in {}..={}", range.start(), range.end()),
+            format!(
+                "{v:?} is not a number in {}..={}",
+                range.start(),
+                range.end()
+            ),
         )),
     }
 }
@@ -170,5 +184,7 @@ impl ModelShape {
 
 /// The model's chat template (Jinja), if the file has one.
 pub fn chat_template(f: &GgufFile) -> Option<String> {
-    f.get("tokenizer.chat_template")?.as_str().map(str::to_string)
+    f.get("tokenizer.chat_template")?
+        .as_str()
+        .map(str::to_string)
 }

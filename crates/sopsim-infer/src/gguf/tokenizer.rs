@@ -53,8 +53,12 @@ fn strings(f: &GgufFile, key: &str) -> Result<Vec<String>, GgufError> {
 }
 
 fn split(pattern: &str) -> Result<PreTokenizerWrapper, GgufError> {
-    let s = Split::new(SplitPattern::Regex(pattern.into()), SplitDelimiterBehavior::Isolated, false)
-        .map_err(|e| GgufError::meta("tokenizer.ggml.pre", e.to_string()))?;
+    let s = Split::new(
+        SplitPattern::Regex(pattern.into()),
+        SplitDelimiterBehavior::Isolated,
+        false,
+    )
+    .map_err(|e| GgufError::meta("tokenizer.ggml.pre", e.to_string()))?;
     Ok(s.into())
 }
 
@@ -76,14 +80,19 @@ pub fn tokenizer(f: &GgufFile, vocab_rows: usize) -> Result<(Tokenizer, SpecialT
     if tokens.is_empty() || tokens.len() > vocab_rows {
         return Err(GgufError::meta(
             "tokenizer.ggml.tokens",
-            format!("{} tokens for an embedding of {vocab_rows} rows", tokens.len()),
+            format!(
+                "{} tokens for an embedding of {vocab_rows} rows",
+                tokens.len()
+            ),
         ));
     }
     let types_key = "tokenizer.ggml.token_type";
     let types: Vec<i64> = match f.get(types_key) {
         None => vec![1; tokens.len()],
         Some(v) => {
-            let items = v.as_array().ok_or_else(|| GgufError::meta(types_key, "not an array"))?;
+            let items = v
+                .as_array()
+                .ok_or_else(|| GgufError::meta(types_key, "not an array"))?;
             if items.len() != tokens.len() {
                 return Err(GgufError::meta(
                     types_key,
@@ -113,7 +122,10 @@ pub fn tokenizer(f: &GgufFile, vocab_rows: usize) -> Result<(Tokenizer, SpecialT
         .build()
         .map_err(|e| GgufError::meta(merges_key, e.to_string()))?;
     let mut tok = Tokenizer::new(bpe);
-    let pre = f.get("tokenizer.ggml.pre").and_then(Value::as_str).unwrap_or("gpt2");
+    let pre = f
+        .get("tokenizer.ggml.pre")
+        .and_then(Value::as_str)
+        .unwrap_or("gpt2");
     let gpt2_bytes = ByteLevel::new(false, true, true);
     let raw_bytes = ByteLevel::new(false, false, false);
     let pre_tokenizer: PreTokenizerWrapper = match pre {
@@ -123,7 +135,9 @@ pub fn tokenizer(f: &GgufFile, vocab_rows: usize) -> Result<(Tokenizer, SpecialT
                 .map_err(|e| GgufError::meta("tokenizer.ggml.pre", e.to_string()))?;
             Sequence::new(vec![split(QWEN2)?, raw_bytes.into()]).into()
         }
-        "llama3" | "llama-bpe" | "smaug-bpe" => Sequence::new(vec![split(LLAMA3)?, raw_bytes.into()]).into(),
+        "llama3" | "llama-bpe" | "smaug-bpe" => {
+            Sequence::new(vec![split(LLAMA3)?, raw_bytes.into()]).into()
+        }
         _ => gpt2_bytes.into(),
     };
     tok.with_pre_tokenizer(Some(pre_tokenizer));
@@ -136,8 +150,12 @@ pub fn tokenizer(f: &GgufFile, vocab_rows: usize) -> Result<(Tokenizer, SpecialT
         .filter(|(_, t)| **t == CONTROL || **t == USER_DEFINED)
         .map(|(i, _)| i as u32)
         .collect();
-    tok.add_special_tokens(special.iter().map(|&i| AddedToken::from(tokens[i as usize].clone(), true)))
-        .map_err(|e| GgufError::meta(types_key, e.to_string()))?;
+    tok.add_special_tokens(
+        special
+            .iter()
+            .map(|&i| AddedToken::from(tokens[i as usize].clone(), true)),
+    )
+    .map_err(|e| GgufError::meta(types_key, e.to_string()))?;
     let id = |key: &str| -> Result<Option<u32>, GgufError> {
         match f.get(key) {
             None => Ok(None),

@@ -93,7 +93,11 @@ impl Acts {
         self.bsum.resize(x.len() / 32, 0);
         // Tokens are quantised independently: spread them over the compute threads.
         let tokens = self.tokens;
-        let pieces = if x.len() >= 1 << 14 { crate::compute::threads() } else { 1 };
+        let pieces = if x.len() >= 1 << 14 {
+            crate::compute::threads()
+        } else {
+            1
+        };
         let per = tokens.div_ceil(pieces).max(1);
         let n = per * cols;
         let tasks = x
@@ -104,7 +108,12 @@ impl Acts {
             .zip(self.bsum.chunks_mut(n / 32))
             .map(|((((x, qs), qs_offset), scales), bsum)| {
                 move || {
-                    let out = Out { qs, qs_offset, scales, bsum };
+                    let out = Out {
+                        qs,
+                        qs_offset,
+                        scales,
+                        bsum,
+                    };
                     #[cfg(target_arch = "x86_64")]
                     if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") {
                         // SAFETY: the features were just checked.
@@ -180,7 +189,11 @@ unsafe fn quantize_avx512(out: Out<'_>, x: &[f32], group: usize) {
 
 #[inline(always)]
 fn quantize_groups(acts: Out<'_>, x: &[f32], group: usize) {
-    for (g, (values, q)) in x.chunks_exact(group).zip(acts.qs.chunks_exact_mut(group)).enumerate() {
+    for (g, (values, q)) in x
+        .chunks_exact(group)
+        .zip(acts.qs.chunks_exact_mut(group))
+        .enumerate()
+    {
         let mut amax = 0f32;
         for v in values {
             amax = amax.max(v.abs());

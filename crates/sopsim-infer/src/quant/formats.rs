@@ -119,14 +119,22 @@ fn chunk_ints(ty: WeightType, g: &[u8], c: usize) -> [i32; 32] {
     let mut w = [0i32; 32];
     match ty {
         WeightType::Q4_0 | WeightType::Q4_1 => {
-            let (qs, off) = if ty == WeightType::Q4_0 { (&g[2..18], 8) } else { (&g[4..20], 0) };
+            let (qs, off) = if ty == WeightType::Q4_0 {
+                (&g[2..18], 8)
+            } else {
+                (&g[4..20], 0)
+            };
             for i in 0..16 {
                 w[i] = i32::from(qs[i] & 0x0F) - off;
                 w[i + 16] = i32::from(qs[i] >> 4) - off;
             }
         }
         WeightType::Q5_0 | WeightType::Q5_1 => {
-            let (at, off) = if ty == WeightType::Q5_0 { (2, 16) } else { (4, 0) };
+            let (at, off) = if ty == WeightType::Q5_0 {
+                (2, 16)
+            } else {
+                (4, 0)
+            };
             let qh = u32::from_le_bytes([g[at], g[at + 1], g[at + 2], g[at + 3]]);
             let qs = &g[at + 4..at + 20];
             for i in 0..16 {
@@ -171,7 +179,9 @@ fn chunk_ints(ty: WeightType, g: &[u8], c: usize) -> [i32; 32] {
                 w[l] = i32::from(low | (high << 4)) - 32;
             }
         }
-        WeightType::F32 | WeightType::F16 | WeightType::BF16 => unreachable!("float formats have no integer chunks"),
+        WeightType::F32 | WeightType::F16 | WeightType::BF16 => {
+            unreachable!("float formats have no integer chunks")
+        }
     }
     w
 }
@@ -233,7 +243,9 @@ fn chunk_scale_min(ty: WeightType, g: &[u8], c: usize) -> ([f32; 2], f32) {
             let sc = |i: usize| f32::from(g[192 + 2 * c + i] as i8);
             ([d * sc(0), d * sc(1)], 0.0)
         }
-        WeightType::F32 | WeightType::F16 | WeightType::BF16 => unreachable!("float formats have no scales"),
+        WeightType::F32 | WeightType::F16 | WeightType::BF16 => {
+            unreachable!("float formats have no scales")
+        }
     }
 }
 
@@ -272,7 +284,11 @@ pub fn dot_reference(ty: WeightType, row: &[u8], acts: &Acts, t: usize) -> f32 {
     for (gi, g) in row.chunks_exact(gb).enumerate() {
         let dx = scales[gi];
         match ty {
-            WeightType::Q4_0 | WeightType::Q5_0 | WeightType::Q8_0 | WeightType::Q4_1 | WeightType::Q5_1 => {
+            WeightType::Q4_0
+            | WeightType::Q5_0
+            | WeightType::Q8_0
+            | WeightType::Q4_1
+            | WeightType::Q5_1 => {
                 let l = lanes(&chunk_ints(ty, g, 0), gi);
                 let s = f16_at(g, 0) * dx;
                 // Even blocks in one chain, odd ones in another.

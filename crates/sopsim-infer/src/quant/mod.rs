@@ -149,9 +149,13 @@ pub fn matmul_rows(
     match kernels {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Kernels::Avx512` is only chosen when `x86_512::supported()` holds.
-        Kernels::Avx512 if x86_512::handles(w.ty) => unsafe { x86_512::matmul_rows(w, acts, rows, out) },
+        Kernels::Avx512 if x86_512::handles(w.ty) => unsafe {
+            x86_512::matmul_rows(w, acts, rows, out)
+        },
         #[cfg(target_arch = "x86_64")]
-        Kernels::Avx2 | Kernels::AvxVnni | Kernels::Avx512 => x86::matmul_rows(kernels, w, acts, rows, out),
+        Kernels::Avx2 | Kernels::AvxVnni | Kernels::Avx512 => {
+            x86::matmul_rows(kernels, w, acts, rows, out)
+        }
         _ => {
             let len = rows.len();
             for (i, r) in rows.enumerate() {

@@ -101,8 +101,14 @@ fn simd_kernels_match_the_reference_bit_for_bit() {
             let reference = product(Kernels::Scalar, w, &x);
             for &k in &kernels {
                 let got = product(k, w, &x);
-                let same = reference.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "{ty:?} {k:?} tokens={tokens}: {reference:?} vs {got:?}");
+                let same = reference
+                    .iter()
+                    .zip(&got)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(
+                    same,
+                    "{ty:?} {k:?} tokens={tokens}: {reference:?} vs {got:?}"
+                );
             }
         }
     }
@@ -120,7 +126,11 @@ fn a_row_gives_the_same_bits_alone_and_in_any_batch() {
         for t in 0..7 {
             let alone = product(Kernels::detect(), w, &x[t * cols..(t + 1) * cols]);
             for r in 0..3 {
-                assert_eq!(alone[r].to_bits(), together[t * 3 + r].to_bits(), "{ty:?} row {r} token {t}");
+                assert_eq!(
+                    alone[r].to_bits(),
+                    together[t * 3 + r].to_bits(),
+                    "{ty:?} row {r} token {t}"
+                );
             }
         }
     }
@@ -135,7 +145,11 @@ fn candle_dequantize(ty: WeightType, data: &[u8], out: &mut [f32]) {
         let n = data.len() / std::mem::size_of::<B>();
         let mut blocks: Vec<B> = Vec::with_capacity(n);
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), blocks.as_mut_ptr() as *mut u8, data.len());
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                blocks.as_mut_ptr() as *mut u8,
+                data.len(),
+            );
             blocks.set_len(n);
         }
         B::to_float(&blocks, out);
@@ -164,7 +178,10 @@ fn dequantisation_agrees_with_candle() {
         formats::dequantize(ty, &data, &mut ours);
         candle_dequantize(ty, &data, &mut theirs);
         for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
-            assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "{ty:?} value {i}: {a} vs {b}");
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+                "{ty:?} value {i}: {a} vs {b}"
+            );
         }
     }
 }
@@ -182,10 +199,22 @@ fn quantised_products_are_close_to_float_products() {
         for r in 0..4 {
             w.dequantize_row(r, &mut row);
             for t in 0..2 {
-                let exact: f64 = row.iter().zip(&x[t * cols..]).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
-                let norm: f64 = row.iter().zip(&x[t * cols..]).map(|(a, b)| (f64::from(*a) * f64::from(*b)).abs()).sum();
+                let exact: f64 = row
+                    .iter()
+                    .zip(&x[t * cols..])
+                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                    .sum();
+                let norm: f64 = row
+                    .iter()
+                    .zip(&x[t * cols..])
+                    .map(|(a, b)| (f64::from(*a) * f64::from(*b)).abs())
+                    .sum();
                 let err = (f64::from(got[t * 4 + r]) - exact).abs();
-                assert!(err <= 0.02 * norm + 1e-4, "{ty:?}: {} vs {exact} (scale {norm})", got[t * 4 + r]);
+                assert!(
+                    err <= 0.02 * norm + 1e-4,
+                    "{ty:?}: {} vs {exact} (scale {norm})",
+                    got[t * 4 + r]
+                );
             }
         }
     }
@@ -203,7 +232,12 @@ fn views_refuse_sizes_that_do_not_match() {
 #[ignore]
 fn kernel_speed() {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    for ty in [WeightType::Q5_0, WeightType::Q8_0, WeightType::Q4K, WeightType::Q6K] {
+    for ty in [
+        WeightType::Q5_0,
+        WeightType::Q8_0,
+        WeightType::Q4K,
+        WeightType::Q6K,
+    ] {
         let (rows, cols) = (4864, if ty.group() == 256 { 4864 } else { 896 });
         let data = random_matrix(ty, rows, cols, &mut rng);
         let w = QView::new(ty, rows, cols, &data).unwrap();
@@ -219,7 +253,11 @@ fn kernel_speed() {
                     matmul_rows(k, w, &acts, 0..rows, &mut out);
                 }
                 let s = t.elapsed().as_secs_f64() / reps as f64;
-                println!("{ty:?} n={n} {k:?}: {:.2} GB/s weights, {:.1} GMAC/s", data.len() as f64 / s / 1e9, (rows * cols * n) as f64 / s / 1e9);
+                println!(
+                    "{ty:?} n={n} {k:?}: {:.2} GB/s weights, {:.1} GMAC/s",
+                    data.len() as f64 / s / 1e9,
+                    (rows * cols * n) as f64 / s / 1e9
+                );
             }
         }
     }

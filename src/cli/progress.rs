@@ -1,0 +1,104 @@
+//! Progress on stderr: a model being fetched, a benchmark's runs.
+
+use std::sync::Mutex;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use sopsim::bench::plan::Job;
+use sopsim::bench::{BenchObserver, JobResult};
+use sopsim::models::{FetchEvent, FetchObserver};
+
+/// Shows a model fetch: what runs, and a bar of the bytes checked.
+#[derive(Default)]
+pub struct FetchProgress {
+    bar: Mutex<Option<ProgressBar>>,
+}
+
+impl FetchObserver for FetchProgress {
+    fn event(&self, event: FetchEvent) {
+        let mut bar = self.bar.lock().unwrap_or_else(|p| p.into_inner());
+        match event {
+            FetchEvent::Starting { model, dir } => {
+                eprintln!(
+                    "sopsim: {model} is not in {} yet; fetching it (once)…",
+                    dir.display()
+                )
+            }
+            FetchEvent::Running { command } => eprintln!("sopsim: {command}"),
+            FetchEvent::Progress { model, done, total } => {
+                let b = bar.get_or_insert_with(|| {
+                    let b = ProgressBar::new(total).with_message(format!("unpacking {model}"));
+                    if let Ok(style) =
+                        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes}")
+                    {
+                        b.set_style(style.progress_chars("=> "));
+                    }
+                    b
+                });
+                b.set_position(done);
+            }
+            FetchEvent::Done { model, dir } => {
+                if let Some(b) = bar.take() {
+                    b.finish_and_clear();
+                }
+                eprintln!("sopsim: {model} ready in {}", dir.display());
+            }
+        }
+    }
+}
+
+/// A bar of a benchmark's runs, with failures printed above it as they happen.
+pub struct BenchProgress {
+    bar: ProgressBar,
+    failed: Mutex<usize>,
+}
+
+impl BenchProgress {
+    /// Drawn on stderr unless `quiet`.
+    pub fn new(quiet: bool) -> Self {
+        let target = if quiet {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        };
+        let bar = ProgressBar::with_draw_target(None, target);
+        if let Ok(style) =
+            ProgressStyle::with_template("{bar:30} {pos}/{len} runs · {elapsed} · ETA {eta} {msg}")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        Self {
+            bar,
+            failed: Mutex::new(0),
+        }
+    }
+
+    /// A line above the bar (or on stderr when there is none).
+    pub fn println(&self, text: &str) {
+        if self.bar.is_hidden() {
+            eprintln!("{text}");
+        } else {
+            self.bar.println(text);
+        }
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl BenchObserver for BenchProgress {
+    fn planned(&self, total: usize, _done: usize) {
+        self.bar.set_length(total as u64);
+    }
+
+    fn run_done(&self, job: &Job, result: &JobResult) {
+        if let JobResult::Failed { error } = result {
+            let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+            *failed += 1;
+            self.println(&format!("{}: failed: {error}", job.id));
+            self.bar.set_message(format!("{failed} failed"));
+        }
+        self.bar.inc(1);
+    }
+}

@@ -1,0 +1,128 @@
+//! `sopsim run` and `sopsim bench`: the library's runs with the terminal attached
+//! (live view, people's input, progress, Ctrl-C).
+
+use std::sync::Arc;
+
+use sopsim::bench::BenchOptions;
+use sopsim::error::CancelToken;
+use sopsim::events::EventSink;
+use sopsim::human::HumanInput;
+use sopsim::runner::{self, RunIo, RunOptions};
+use sopsim::scenario::Mode;
+use sopsim::sim::EndReason;
+
+use super::args::{BenchArgs, RunArgs};
+use super::failure::Failure;
+use super::progress::{BenchProgress, FetchProgress};
+use super::say;
+use super::signals::cancel_on_ctrl_c;
+use super::stdin::StdinInput;
+use super::terminal::TerminalSink;
+
+pub fn run(args: RunArgs) -> Result<(), Failure> {
+    let opts = RunOptions {
+        scenario: args.scenario,
+        out: args.out,
+        mode: args.mode.map(Mode::from),
+        seed: args.seed,
+        max_turns: args.max_turns,
+        models: args.models.options(Arc::new(FetchProgress::default())),
+        humans: args.humans,
+        budget_usd: args.budget_usd,
+        max_total_tokens: args.max_total_tokens,
+    };
+    let cancel = CancelToken::new();
+    cancel_on_ctrl_c(
+        cancel.clone(),
+        "interrupted: stopping after the current turn",
+    );
+    let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
+    if !args.quiet {
+        sinks.push(Arc::new(TerminalSink::stdout()));
+    }
+    // Read only once a person's turn comes (the scenario may mark agents human).
+    let human_input: Option<Arc<dyn HumanInput>> = Some(Arc::new(StdinInput::new()));
+    let outcome = runner::run(
+        &opts,
+        RunIo {
+            sinks,
+            human_input,
+            cancel,
+        },
+    )?;
+    let s = &outcome.summary;
+    if args.quiet {
+        say(&format!(
+            "{}: {} turns, ended by {}, final state {}",
+            s.scenario,
+            s.turns,
+            s.ended_by.as_str(),
+            s.final_state
+        ));
+    }
+    if s.ended_by == EndReason::Interrupted {
+        let kept = match &opts.out {
+            Some(out) => format!("; {} finished turn(s) are in {}", s.turns, out.display()),
+            None => String::new(),
+        };
+        return Err(Failure::Interrupted(format!(
+            "interrupted after {} turn(s){kept}",
+            s.turns
+        )));
+    }
+    Ok(())
+}
+
+pub fn bench(args: BenchArgs) -> Result<(), Failure> {
+    let mut modes = Vec::new();
+    for m in args.modes.into_iter().map(Mode::from) {
+        if !modes.contains(&m) {
+            modes.push(m);
+        }
+    }
+    let opts = BenchOptions {
+        scenarios: args.scenarios,
+        modes,
+        seeds: args.seeds,
+        first_seed: args.first_seed,
+        jobs: args.jobs as usize,
+        out: args.out,
+        max_turns: args.max_turns,
+        models: args.models.options(Arc::new(FetchProgress::default())),
+    };
+    let cancel = CancelToken::new();
+    cancel_on_ctrl_c(
+        cancel.clone(),
+        "interrupted: stopping every run at its next turn",
+    );
+    let progress = BenchProgress::new(args.quiet);
+    let result = sopsim::bench::run(&opts, &progress, cancel);
+    progress.finish();
+    let run = result?;
+    let (failed, unfinished) = run.incomplete();
+    say(&format!(
+        "{} runs this time ({} already finished) in {:.1} s: {:.1} runs/s, {:.0} turns/s; {failed} failed, {unfinished} unfinished",
+        run.executed.finished + run.executed.failed,
+        run.skipped,
+        run.executed.wall.as_secs_f64(),
+        run.runs_per_s(),
+        run.turns_per_s(),
+    ));
+    say(&format!("report: {}", opts.out.join("report.md").display()));
+    if run.executed.interrupted > 0 {
+        return Err(Failure::Interrupted(format!(
+            "interrupted: {unfinished} run(s) unfinished; run the same command again to finish them"
+        )));
+    }
+    if unfinished > 0 {
+        return Err(Failure::Runtime(format!(
+            "{unfinished} run(s) unfinished; run the same command again to finish them"
+        )));
+    }
+    if failed > 0 {
+        return Err(Failure::Runtime(format!(
+            "{failed} run(s) failed; report.md lists them; run the same command again to retry them"
+        )));
+    }
+    Ok(())
+}

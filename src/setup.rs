@@ -1,0 +1,404 @@
+//! Building what runs need from typed options: the model backend, the embedder, the
+//! price table, and loading scenario files. Errors name the *setting* at fault
+//! ([`Setting`]); the command line turns that into its flag.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::embed::{EmbedError, EmbedService, Embedder, HashEmbedder};
+use crate::llm::cost::{PriceError, PriceTable};
+use crate::llm::record::{Recorder, Replayer};
+use crate::llm::{LlmBackend, LlmError, ScriptedBackend};
+use crate::models::{self, FetchObserver, ModelError};
+use crate::scenario::aiwaves::Imported;
+use crate::scenario::{self, Scenario, ScenarioError};
+use crate::sim::Services;
+use crate::tokens::{Estimator, TokenCounter};
+
+/// Which model answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LlmChoice {
+    /// A GGUF model run by sopsim's own engine (default: Qwen2.5-Coder-0.5B-Instruct).
+    Local,
+    /// An OpenAI-compatible server.
+    OpenAi,
+    /// Replies from the scenario's `script`.
+    Scripted,
+}
+
+/// Which embedder indexes messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbedderChoice {
+    /// all-MiniLM-L6-v2 through candle.
+    MiniLm,
+    /// `POST {base}/embeddings` on an OpenAI-compatible server.
+    OpenAi,
+    /// Feature hashing: no model, microseconds per message.
+    Hash,
+}
+
+/// Which models to use and where they are.
+#[derive(Clone)]
+pub struct ModelOptions {
+    pub llm: LlmChoice,
+    /// A GGUF file or a known model's name for the local backend; the model's name for
+    /// a server.
+    pub model: Option<PathBuf>,
+    /// The server (default: `OPENAI_BASE_URL`, else OpenAI's).
+    pub base_url: Option<String>,
+    /// Attempts per server call, the response timeout, calls in flight per server.
+    pub max_attempts: u32,
+    pub timeout: std::time::Duration,
+    pub concurrency: usize,
+    /// Prices to add to or override the built-in table (JSON, USD per 1M tokens).
+    pub prices: Option<PathBuf>,
+    /// Store every model request and response in this folder.
+    pub record: Option<PathBuf>,
+    /// Answer every model request from this recording, with no model or server.
+    pub replay: Option<PathBuf>,
+    pub embedder: EmbedderChoice,
+    /// A folder with config.json, model.safetensors and tokenizer.json, or a server's
+    /// embedding model.
+    pub embedder_model: Option<PathBuf>,
+    /// Told about fetching a missing model.
+    pub fetch_observer: Arc<dyn FetchObserver>,
+}
+
+impl std::fmt::Debug for ModelOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelOptions")
+            .field("llm", &self.llm)
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("embedder", &self.embedder)
+            .field("embedder_model", &self.embedder_model)
+            .field("record", &self.record)
+            .field("replay", &self.replay)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ModelOptions {
+    /// The local models, and the server settings `sopsim run` defaults to.
+    fn default() -> Self {
+        Self {
+            llm: LlmChoice::Local,
+            model: None,
+            base_url: None,
+            max_attempts: 5,
+            timeout: std::time::Duration::from_secs(120),
+            concurrency: 8,
+            prices: None,
+            record: None,
+            replay: None,
+            embedder: EmbedderChoice::MiniLm,
+            embedder_model: None,
+            fetch_observer: Arc::new(models::Quiet),
+        }
+    }
+}
+
+/// The option a [`SetupError`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    Scenario,
+    Model,
+    BaseUrl,
+    Embedder,
+    EmbedderModel,
+    Prices,
+    Record,
+    Replay,
+    Out,
+    Seeds,
+    Jobs,
+}
+
+/// What could not be set up, and which setting it is about.
+#[derive(Debug, Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error("{path}: no such file or folder")]
+    Missing { setting: Setting, path: PathBuf },
+    #[error("the model file")]
+    LocalModel(#[source] crate::llm::local::LoadError),
+    #[error(transparent)]
+    Fetch(#[from] ModelError),
+    #[error("the model server")]
+    Server {
+        setting: Setting,
+        #[source]
+        source: LlmError,
+    },
+    #[error("the embedder")]
+    Embedder {
+        setting: Setting,
+        #[source]
+        source: EmbedError,
+    },
+    #[error("{path}")]
+    Prices {
+        path: PathBuf,
+        #[source]
+        source: PriceError,
+    },
+    #[error("{path}")]
+    Recording {
+        setting: Setting,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: cannot use it as the output folder")]
+    Out {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} must be at least 1")]
+    Count {
+        setting: Setting,
+        what: &'static str,
+    },
+    #[error("{0}")]
+    Scenarios(String),
+}
+
+impl SetupError {
+    /// The setting at fault, if one is.
+    pub fn setting(&self) -> Option<Setting> {
+        match self {
+            SetupError::Scenario(_) | SetupError::Scenarios(_) => Some(Setting::Scenario),
+            SetupError::Missing { setting, .. }
+            | SetupError::Server { setting, .. }
+            | SetupError::Embedder { setting, .. }
+            | SetupError::Recording { setting, .. }
+            | SetupError::Count { setting, .. } => Some(*setting),
+            SetupError::LocalModel(_) => Some(Setting::Model),
+            SetupError::Prices { .. } => Some(Setting::Prices),
+            SetupError::Out { .. } => Some(Setting::Out),
+            SetupError::Fetch(_) => None,
+        }
+    }
+
+    /// Whether the user's input is at fault (rather than the network or a download).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            SetupError::Fetch(e) => matches!(e, ModelError::Unknown { .. }),
+            SetupError::Server { source, .. } => matches!(source, LlmError::Config { .. }),
+            _ => true,
+        }
+    }
+}
+
+fn existing(setting: Setting, path: &Path) -> Result<(), SetupError> {
+    if path.exists() {
+        Ok(())
+    } else {
+        Err(SetupError::Missing {
+            setting,
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+/// Loads and validates a scenario file: native, or an aiwaves config translated, with
+/// what the translation could not carry over.
+pub fn load(path: &Path) -> Result<(Scenario, Option<Imported>), SetupError> {
+    Ok(scenario::load_any(path)?)
+}
+
+/// The chat model sopsim fetches and runs when none is named.
+pub const DEFAULT_CHAT_MODEL: &models::ModelSpec = &models::QWEN05;
+
+/// Loads the chat model the options name — a GGUF file, or a known model's name —
+/// fetching a known model on first use.
+pub fn local_backend(opts: &ModelOptions) -> Result<crate::llm::local::LocalBackend, SetupError> {
+    let known = |spec: &models::ModelSpec| -> Result<PathBuf, SetupError> {
+        let root = models::models_dir();
+        spec.ensure(&root, opts.fetch_observer.as_ref())?;
+        Ok(spec.main_file(&root))
+    };
+    let path = match &opts.model {
+        Some(p) => match models::find(&p.to_string_lossy()) {
+            Ok(spec) if spec.name != models::MINILM.name => known(spec)?,
+            _ => {
+                existing(Setting::Model, p)?;
+                p.clone()
+            }
+        },
+        None => known(DEFAULT_CHAT_MODEL)?,
+    };
+    crate::llm::local::LocalBackend::start(&path, crate::llm::local::LocalOptions::default())
+        .map_err(SetupError::LocalModel)
+}
+
+/// The OpenAI-compatible backend for the options and the environment. When no model
+/// is named (the options, `OPENAI_MODEL`, the scenario's top-level `llm.model`), the
+/// server is asked which one it serves.
+pub fn openai_backend(
+    opts: &ModelOptions,
+    scenario_model: Option<&str>,
+) -> Result<crate::llm::openai::OpenAiBackend, SetupError> {
+    use crate::llm::openai::{OpenAiBackend, OpenAiOptions};
+    let mut o = OpenAiOptions::from_env();
+    if let Some(base) = &opts.base_url {
+        o.base_url = base.clone();
+    }
+    if let Some(model) = &opts.model {
+        o.model = Some(model.display().to_string());
+    }
+    o.retry.attempts = opts.max_attempts;
+    o.read_timeout = opts.timeout;
+    o.concurrency = opts.concurrency;
+    let unnamed = o.model.is_none() && scenario_model.is_none();
+    let server = |source| SetupError::Server {
+        setting: Setting::BaseUrl,
+        source,
+    };
+    let mut backend = OpenAiBackend::new(o).map_err(server)?;
+    if unnamed {
+        backend
+            .discover_model()
+            .map_err(|source| SetupError::Server {
+                setting: Setting::Model,
+                source,
+            })?;
+    }
+    Ok(backend)
+}
+
+/// The embedder the options name, fetching the default model on first use.
+pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, SetupError> {
+    Ok(match opts.embedder {
+        EmbedderChoice::Hash => Arc::new(HashEmbedder::default()),
+        EmbedderChoice::OpenAi => {
+            use crate::embed::OpenAiEmbedder;
+            use crate::llm::openai::{OpenAiOptions, RetryPolicy};
+            let mut o = OpenAiOptions::from_env();
+            if let Some(base) = &opts.base_url {
+                o.base_url = base.clone();
+            }
+            let model = opts
+                .embedder_model
+                .as_ref()
+                .map(|m| m.display().to_string())
+                .or_else(|| {
+                    std::env::var("OPENAI_EMBEDDING_MODEL")
+                        .ok()
+                        .filter(|m| !m.is_empty())
+                })
+                .unwrap_or_else(|| "text-embedding-3-small".into());
+            let retry = RetryPolicy {
+                attempts: opts.max_attempts,
+                ..RetryPolicy::default()
+            };
+            Arc::new(
+                OpenAiEmbedder::new(&o.base_url, o.api_key, model, opts.timeout, retry).map_err(
+                    |source| SetupError::Embedder {
+                        setting: Setting::Embedder,
+                        source,
+                    },
+                )?,
+            )
+        }
+        EmbedderChoice::MiniLm => {
+            let dir = match &opts.embedder_model {
+                Some(d) => {
+                    existing(Setting::EmbedderModel, d)?;
+                    d.clone()
+                }
+                None => {
+                    models::MINILM.ensure(&models::models_dir(), opts.fetch_observer.as_ref())?
+                }
+            };
+            Arc::new(
+                crate::embed::MiniLm::load(&dir).map_err(|source| SetupError::Embedder {
+                    setting: Setting::EmbedderModel,
+                    source,
+                })?,
+            )
+        }
+    })
+}
+
+/// A model backend and its token counter.
+pub type Llm = (Arc<dyn LlmBackend>, Arc<dyn TokenCounter>);
+
+/// The model backend the options name (the scripted one answers from `scenario`'s
+/// script), behind the recorder when recording.
+pub fn llm(scenario: &Scenario, opts: &ModelOptions) -> Result<Llm, SetupError> {
+    let (llm, counter): Llm = match (&opts.replay, opts.llm) {
+        (Some(dir), _) => (
+            Arc::new(Replayer::new(dir).map_err(|source| SetupError::Recording {
+                setting: Setting::Replay,
+                path: dir.clone(),
+                source,
+            })?),
+            Arc::new(Estimator),
+        ),
+        (None, LlmChoice::Scripted) => (
+            Arc::new(ScriptedBackend::new(scenario.script.clone())),
+            Arc::new(Estimator),
+        ),
+        (None, LlmChoice::Local) => {
+            let backend = local_backend(opts)?;
+            let counter = backend.counter();
+            (Arc::new(backend), counter)
+        }
+        (None, LlmChoice::OpenAi) => (
+            Arc::new(openai_backend(opts, scenario.llm.model.as_deref())?),
+            Arc::new(Estimator),
+        ),
+    };
+    let llm: Arc<dyn LlmBackend> = match &opts.record {
+        Some(dir) => Arc::new(
+            Recorder::new(llm, dir).map_err(|source| SetupError::Recording {
+                setting: Setting::Record,
+                path: dir.clone(),
+                source,
+            })?,
+        ),
+        None => llm,
+    };
+    Ok((llm, counter))
+}
+
+/// The price table: built in, plus the options' price file.
+pub fn prices(opts: &ModelOptions) -> Result<Arc<PriceTable>, SetupError> {
+    Ok(Arc::new(match &opts.prices {
+        Some(file) => PriceTable::with_file(file).map_err(|source| SetupError::Prices {
+            path: file.clone(),
+            source,
+        })?,
+        None => PriceTable::built_in(),
+    }))
+}
+
+/// The embedding service for the options (one worker, batches of up to 64), or none
+/// loaded at all when no scenario to run reads an embedding.
+pub fn embed_service(opts: &ModelOptions, needed: bool) -> Result<EmbedService, SetupError> {
+    if !needed {
+        return Ok(EmbedService::start(
+            Arc::new(crate::embed::NoEmbedder),
+            1,
+            1,
+        ));
+    }
+    Ok(EmbedService::start(embedder(opts)?, 1, 64))
+}
+
+/// The services a run needs: one model backend and one embedding service (none is
+/// loaded for a scenario that never reads an embedding).
+pub fn services(scenario: &Scenario, opts: &ModelOptions) -> Result<Services, SetupError> {
+    let (llm, counter) = llm(scenario, opts)?;
+    Ok(Services {
+        llm,
+        embed: embed_service(opts, scenario.needs_embeddings())?,
+        counter,
+        prices: prices(opts)?,
+    })
+}
