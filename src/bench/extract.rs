@@ -82,6 +82,19 @@ pub fn timing_figures(s: &SummaryFigures) -> Figures {
     ])
 }
 
+/// Why a finished run's outcomes could not be read out.
+#[derive(Debug, thiserror::Error)]
+pub enum OutcomeError {
+    #[error("outcomes.payoff.table has no row {0:?}")]
+    NoRow(String),
+    #[error("outcomes.payoff.formula: round {round}")]
+    Formula {
+        round: usize,
+        #[source]
+        source: crate::scenario::FormulaError,
+    },
+}
+
 /// A decision as read: a normalised choice or a number.
 #[derive(Debug, Clone, PartialEq)]
 enum Decision {
@@ -90,7 +103,10 @@ enum Decision {
 }
 
 /// The outcome figures of one run's transcript, in `rules.figure_names()` order.
-pub fn outcome_figures(rules: &OutcomeRules, transcript: &[Message]) -> Result<Figures, String> {
+pub fn outcome_figures(
+    rules: &OutcomeRules,
+    transcript: &[Message],
+) -> Result<Figures, OutcomeError> {
     let mut f = Figures::new();
     if let Some(decision) = &rules.decision {
         decisions(rules, decision, transcript, &mut f)?;
@@ -179,7 +195,7 @@ fn decisions(
     decision: &CompiledDecision,
     transcript: &[Message],
     f: &mut Figures,
-) -> Result<(), String> {
+) -> Result<(), OutcomeError> {
     let default = decision.rule.default.as_ref().map(|d| match d {
         DecisionValue::Number(n) => Decision::Number(*n),
         DecisionValue::Choice(c) => Decision::Choice(choice_key(c)),
@@ -282,7 +298,7 @@ fn round_payoffs(
     values: &[String],
     joint: &[Decision],
     round: usize,
-) -> Result<Vec<f64>, String> {
+) -> Result<Vec<f64>, OutcomeError> {
     match payoff {
         CompiledPayoff::Table(table) => {
             let key = joint
@@ -293,10 +309,7 @@ fn round_payoffs(
                 })
                 .collect::<Vec<_>>()
                 .join(",");
-            table
-                .get(&key)
-                .cloned()
-                .ok_or_else(|| format!("outcomes.payoff.table has no row {key:?}"))
+            table.get(&key).cloned().ok_or(OutcomeError::NoRow(key))
         }
         CompiledPayoff::Formula(formula) => {
             let numbers: Option<Vec<f64>> = joint
@@ -320,7 +333,7 @@ fn round_payoffs(
                         None => FormulaInputs::choices(&choices[i], &choices, values, round),
                     };
                     evaluate_formula(formula, &inputs)
-                        .map_err(|e| format!("outcomes.payoff.formula: round {round}: {e}"))
+                        .map_err(|source| OutcomeError::Formula { round, source })
                 })
                 .collect()
         }

@@ -80,8 +80,8 @@ pub enum BenchError {
     },
     #[error(transparent)]
     Write(#[from] SimError),
-    #[error("drawing {path}: {message}")]
-    Plot { path: PathBuf, message: String },
+    #[error(transparent)]
+    Plot(#[from] plot::PlotError),
 }
 
 impl BenchError {
@@ -89,7 +89,7 @@ impl BenchError {
     pub fn is_bad_input(&self) -> bool {
         match self {
             BenchError::Setup(e) => e.is_bad_input(),
-            BenchError::Io { .. } | BenchError::Write(_) | BenchError::Plot { .. } => false,
+            BenchError::Io { .. } | BenchError::Write(_) | BenchError::Plot(_) => false,
             _ => true,
         }
     }
@@ -408,11 +408,7 @@ fn draw_plots(out: &StdPath, report: &Report) -> Result<Vec<(String, Vec<String>
                 &format!("{}: {figure}", sc.scenario),
                 figure,
                 &series,
-            )
-            .map_err(|message| BenchError::Plot {
-                path: stem.clone(),
-                message,
-            })?;
+            )?;
             files.push(format!("plots/{}-{}.png", safe(&sc.scenario), safe(figure)));
         }
         let tokens: Vec<(Mode, Vec<f64>)> = sc
@@ -425,11 +421,7 @@ fn draw_plots(out: &StdPath, report: &Report) -> Result<Vec<(String, Vec<String>
             &stem,
             &format!("{}: prompt tokens per turn", sc.scenario),
             &tokens,
-        )
-        .map_err(|message| BenchError::Plot {
-            path: stem.clone(),
-            message,
-        })?;
+        )?;
         files.push(format!("plots/{}-tokens-by-turn.png", safe(&sc.scenario)));
         all.push((sc.scenario.clone(), files));
     }

@@ -2,7 +2,7 @@
 //! dot per run, the mean with its 95% interval) and the mean prompt tokens per turn
 //! over the run. Text is set in the embedded DejaVu Sans, so PNGs need no system fonts.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use plotters::coord::Shift;
@@ -11,6 +11,17 @@ use plotters::style::FontStyle;
 
 use super::stats::Summary;
 use crate::scenario::Mode;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A plot that could not be drawn or written.
+#[derive(Debug, thiserror::Error)]
+#[error("drawing {path}")]
+pub struct PlotError {
+    pub path: PathBuf,
+    #[source]
+    pub source: BoxError,
+}
 
 const SIZE: (u32, u32) = (720, 420);
 const COLOURS: [RGBColor; 4] = [
@@ -48,17 +59,17 @@ macro_rules! svg_and_png {
         let png = $stem.with_extension("png");
         {
             let area = SVGBackend::new(&svg, SIZE).into_drawing_area();
-            $draw(&area, $($arg),*).map_err(|e| format!("{}: {e}", svg.display()))?;
+            $draw(&area, $($arg),*).map_err(|source| PlotError { path: svg.clone(), source })?;
         }
         let area = BitMapBackend::new(&png, SIZE).into_drawing_area();
-        let drawn = $draw(&area, $($arg),*).map_err(|e| format!("{}: {e}", png.display()));
+        let drawn = $draw(&area, $($arg),*).map_err(|source| PlotError { path: png.clone(), source });
         drop(area);
         drawn
     }};
 }
 
-fn err<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
+fn err<E: std::error::Error + Send + Sync + 'static>(e: E) -> BoxError {
+    Box::new(e)
 }
 
 fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
@@ -82,7 +93,7 @@ pub fn distribution(
     title: &str,
     figure: &str,
     series: &[Series],
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     let all = series.iter().flat_map(|s| {
         s.values
             .iter()
@@ -100,7 +111,10 @@ fn draw_distribution<DB: DrawingBackend>(
     series: &[Series],
     lo: f64,
     hi: f64,
-) -> Result<(), String> {
+) -> Result<(), BoxError>
+where
+    DB::ErrorType: 'static,
+{
     let n = series.len();
     {
         root.fill(&WHITE).map_err(err)?;
@@ -159,7 +173,7 @@ pub fn tokens_per_turn(
     stem: &Path,
     title: &str,
     series: &[(Mode, Vec<f64>)],
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     let turns = series
         .iter()
         .map(|(_, v)| v.len())
@@ -176,7 +190,10 @@ fn draw_tokens<DB: DrawingBackend>(
     series: &[(Mode, Vec<f64>)],
     turns: usize,
     hi: f64,
-) -> Result<(), String> {
+) -> Result<(), BoxError>
+where
+    DB::ErrorType: 'static,
+{
     {
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(root)

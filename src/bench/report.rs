@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::extract::{self, Figures, SummaryFigures};
 use super::plan::{Job, Settings};
 use super::stats::{self, Difference, Summary};
+use crate::error::chain;
 use crate::memory::Message;
 use crate::scenario::{Mode, OutcomeRules};
 
@@ -61,11 +62,11 @@ pub fn read_run(dir: &Path, rules: Option<&OutcomeRules>) -> RunStatus {
     if let Some(rules) = rules {
         let transcript = match read_transcript(&dir.join("transcript.jsonl")) {
             Ok(t) => t,
-            Err(error) => return RunStatus::Failed { error },
+            Err(e) => return RunStatus::Failed { error: chain(&e) },
         };
         match extract::outcome_figures(rules, &transcript) {
             Ok(outcomes) => figures.extend(outcomes),
-            Err(error) => return RunStatus::Failed { error },
+            Err(e) => return RunStatus::Failed { error: chain(&e) },
         }
     }
     RunStatus::Finished {
@@ -76,13 +77,39 @@ pub fn read_run(dir: &Path, rules: Option<&OutcomeRules>) -> RunStatus {
     }
 }
 
-fn read_transcript(path: &Path) -> Result<Vec<Message>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+/// A run's transcript that cannot be read back.
+#[derive(Debug, thiserror::Error)]
+enum TranscriptError {
+    #[error("{path}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} line {line}")]
+    Line {
+        path: String,
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+fn read_transcript(path: &Path) -> Result<Vec<Message>, TranscriptError> {
+    let shown = || path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| TranscriptError::Io {
+        path: shown(),
+        source,
+    })?;
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .enumerate()
         .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| format!("{} line {}: {e}", path.display(), i + 1))
+            serde_json::from_str(l).map_err(|source| TranscriptError::Line {
+                path: shown(),
+                line: i + 1,
+                source,
+            })
         })
         .collect()
 }

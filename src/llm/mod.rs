@@ -16,16 +16,63 @@ pub use types::*;
 use futures::future::BoxFuture;
 use thiserror::Error;
 
+/// Any error, kept as the cause of an [`LlmError`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 #[derive(Debug, Error)]
 pub enum LlmError {
     #[error("the scripted backend needs {what}")]
     Script { what: String },
-    /// A call failed (the server, the model thread, a recording).
+    /// A call failed (the server, the model thread, a recording), with the error that
+    /// made it fail when there is one.
     #[error("{backend}: {message}")]
-    Backend { backend: String, message: String },
+    Backend {
+        backend: String,
+        message: String,
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The backend's settings cannot work (a malformed server URL…).
     #[error("{backend}: {message}")]
-    Config { backend: String, message: String },
+    Config {
+        backend: String,
+        message: String,
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+impl LlmError {
+    /// A failed call, explained by `message` alone.
+    pub fn failed(backend: impl Into<String>, message: impl Into<String>) -> Self {
+        LlmError::Backend {
+            backend: backend.into(),
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A failed call: `message` says what was being done, `source` why it failed.
+    pub fn caused_by(
+        backend: impl Into<String>,
+        message: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        LlmError::Backend {
+            backend: backend.into(),
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// Settings that cannot work.
+    pub fn config(backend: impl Into<String>, message: impl Into<String>) -> Self {
+        LlmError::Config {
+            backend: backend.into(),
+            message: message.into(),
+            source: None,
+        }
+    }
 }
 
 /// A chat-completion backend, shared by every simulation in the process.

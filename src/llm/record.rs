@@ -137,10 +137,7 @@ impl LlmBackend for Recorder {
                 .map_err(std::io::Error::from)
                 .and_then(|bytes| std::fs::write(&tmp, bytes))
                 .and_then(|_| std::fs::rename(&tmp, &path));
-            written.map_err(|e| LlmError::Backend {
-                backend: "record".into(),
-                message: format!("{}: {e}", path.display()),
-            })?;
+            written.map_err(|e| LlmError::caused_by("record", path.display().to_string(), e))?;
             Ok(completion)
         })
     }
@@ -194,9 +191,7 @@ impl LlmBackend for Replayer {
             let path = self.dir.join(format!("{key}.json"));
             let ctx = &request.context;
             let missing = || {
-                LlmError::Backend {
-                backend: "replay".into(),
-                message: format!(
+                LlmError::failed("replay", format!(
                     "turn {} ({} call{} in state {}): this request is not in the recording {} (key {})",
                     ctx.turn,
                     ctx.kind.as_str(),
@@ -204,14 +199,11 @@ impl LlmBackend for Replayer {
                     ctx.state,
                     self.dir.display(),
                     &key[..16]
-                ),
-            }
+                ))
             };
             let bytes = std::fs::read(&path).map_err(|_| missing())?;
-            let entry: Entry = serde_json::from_slice(&bytes).map_err(|e| LlmError::Backend {
-                backend: "replay".into(),
-                message: format!("{}: {e}", path.display()),
-            })?;
+            let entry: Entry = serde_json::from_slice(&bytes)
+                .map_err(|e| LlmError::caused_by("replay", path.display().to_string(), e))?;
             if let Some(sink) = stream {
                 sink(&entry.text);
             }

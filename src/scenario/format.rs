@@ -93,15 +93,18 @@ impl Mode {
     }
 }
 
+/// A mode's name that is neither `cooperative` nor `competitive`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mode {0:?} (expected cooperative or competitive)")]
+pub struct UnknownMode(pub String);
+
 impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownMode;
+    fn from_str(s: &str) -> Result<Self, UnknownMode> {
         match s {
             "cooperative" => Ok(Mode::Cooperative),
             "competitive" => Ok(Mode::Competitive),
-            other => Err(format!(
-                "unknown mode {other:?} (expected cooperative or competitive)"
-            )),
+            other => Err(UnknownMode(other.to_string())),
         }
     }
 }
@@ -368,28 +371,39 @@ impl ChoiceSpec {
     }
 }
 
-/// How many numbers `[min, max, step]` holds, or why it is not a valid range.
-pub fn range_count(min: f64, max: f64, step: f64) -> Result<usize, String> {
+/// Why `[min, max, step]` is not a usable range of numbers.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RangeError {
+    #[error("the range must be three finite numbers")]
+    NotFinite,
+    #[error("[{min}, {max}, {step}] is empty or inverted: min must be below max")]
+    Empty { min: f64, max: f64, step: f64 },
+    #[error("the step {0} must be positive")]
+    Step(f64),
+    #[error("the step {step} does not divide the range {min}..{max}")]
+    Uneven { min: f64, max: f64, step: f64 },
+    #[error("{0} options; at most {MAX_RANGE_OPTIONS}")]
+    TooMany(f64),
+}
+
+/// How many numbers `[min, max, step]` holds.
+pub fn range_count(min: f64, max: f64, step: f64) -> Result<usize, RangeError> {
     if !(min.is_finite() && max.is_finite() && step.is_finite()) {
-        return Err("the range must be three finite numbers".into());
+        return Err(RangeError::NotFinite);
     }
     if min >= max {
-        return Err(format!(
-            "[{min}, {max}, {step}] is empty or inverted: min must be below max"
-        ));
+        return Err(RangeError::Empty { min, max, step });
     }
     if step <= 0.0 {
-        return Err(format!("the step {step} must be positive"));
+        return Err(RangeError::Step(step));
     }
     let steps = (max - min) / step;
     if (steps - steps.round()).abs() > 1e-9 * steps.max(1.0) {
-        return Err(format!(
-            "the step {step} does not divide the range {min}..{max}"
-        ));
+        return Err(RangeError::Uneven { min, max, step });
     }
     let n = steps.round() + 1.0;
     if n > MAX_RANGE_OPTIONS as f64 {
-        return Err(format!("{n} options; at most {MAX_RANGE_OPTIONS}"));
+        return Err(RangeError::TooMany(n));
     }
     Ok(n as usize)
 }

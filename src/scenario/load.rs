@@ -212,14 +212,12 @@ pub fn import_aiwaves(path: &Path, doc: &Value) -> Result<(Value, Imported), Sce
     };
     let dir = path.parent().unwrap_or(Path::new(""));
     let exists = |p: &str| dir.join(p).is_file();
-    aiwaves::import(doc, name, &exists).map_err(|message| ScenarioError::Invalid {
+    aiwaves::import(doc, name, &exists).map_err(|e| ScenarioError::Invalid {
         path: path.to_path_buf(),
         count: 1,
         problems: vec![Problem {
-            path: super::path::FieldPath::raw(message.split(':').next().unwrap_or("").to_string()),
-            message: message
-                .split_once(": ")
-                .map_or(message.clone(), |(_, m)| m.to_string()),
+            path: super::path::FieldPath::raw(e.field),
+            message: e.message,
         }],
     })
 }

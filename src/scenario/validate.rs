@@ -83,12 +83,10 @@ fn unwrap_optional(v: &mut Value) {
 
 /// Structural problems of a parsed JSON document against the schema.
 pub fn check_structure(doc: &Value) -> Vec<Problem> {
-    static VALIDATOR: OnceLock<Result<jsonschema::Validator, String>> = OnceLock::new();
-    let validator = match VALIDATOR.get_or_init(|| {
-        jsonschema::options()
-            .build(schema())
-            .map_err(|e| e.to_string())
-    }) {
+    static VALIDATOR: OnceLock<
+        Result<jsonschema::Validator, jsonschema::ValidationError<'static>>,
+    > = OnceLock::new();
+    let validator = match VALIDATOR.get_or_init(|| jsonschema::options().build(schema())) {
         Ok(v) => v,
         Err(e) => {
             return vec![Problem {
@@ -338,7 +336,7 @@ impl<'a> Checker<'a> {
             }
             (true, Some([min, max, step])) => {
                 if let Err(e) = super::format::range_count(min, max, step) {
-                    self.problem(path.key("range"), e);
+                    self.problem(path.key("range"), e.to_string());
                 }
             }
         }

@@ -1,6 +1,8 @@
 //! One sequence's keys and values (f16, as llama.cpp keeps them), and the tokens they
 //! belong to. A cache can be cut back to any prefix and continued from there.
 
+use crate::error::InferError;
+
 use half::f16;
 
 /// Capacity grows in steps of this many positions.
@@ -47,17 +49,16 @@ impl KvCache {
 
     /// Makes room for `n` positions in all; refuses, rather than aborting, when memory
     /// runs out.
-    pub fn reserve(&mut self, n: usize) -> Result<(), String> {
+    pub fn reserve(&mut self, n: usize) -> Result<(), InferError> {
         if n <= self.cap {
             return Ok(());
         }
         let cap = n.div_ceil(STEP) * STEP;
-        let want = cap
-            .checked_mul(self.width)
-            .ok_or("the KV cache size overflows")?;
+        let no_memory = InferError::NoMemory { positions: n };
+        let want = cap.checked_mul(self.width).ok_or(no_memory)?;
         for buf in self.k.iter_mut().chain(self.v.iter_mut()) {
             buf.try_reserve_exact(want.saturating_sub(buf.len()))
-                .map_err(|_| format!("no memory for a KV cache of {cap} positions"))?;
+                .map_err(|_| InferError::NoMemory { positions: cap })?;
             buf.resize(want, 0);
         }
         self.cap = cap;
@@ -65,7 +66,7 @@ impl KvCache {
     }
 
     /// A new cache holding the first `n` positions of this one (which stays as it is).
-    pub fn copy_prefix(&self, n: usize) -> Result<KvCache, String> {
+    pub fn copy_prefix(&self, n: usize) -> Result<KvCache, InferError> {
         let n = n.min(self.len());
         let mut out = KvCache::new(self.k.len(), self.width);
         out.reserve(n)?;

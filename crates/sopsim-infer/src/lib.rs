@@ -7,11 +7,12 @@
 //!   the tokenizer and the chat template, every metadata value checked.
 //! - [`quant`]: quantised matrix products whose results do not depend on the batch
 //!   (AVX-512 VNNI, AVX2 and AVX-VNNI kernels matching a scalar reference bit for bit).
-//! - [`model`]: the llama and qwen2 forward pass over rows of many sequences, each with
+//! - [`transformer`]: the llama and qwen2 forward pass over rows of many sequences, each with
 //!   its own [`kv::KvCache`]; attention per row and head.
 //! - [`options`]: choosing among options by their probability (a trie of tokens).
 //! - [`sampling`], [`template`]: the next token; the prompt text.
 //! - [`compute`]: the one place that decides how many threads model work uses.
+//! - [`error`]: what can go wrong once a model is loaded.
 //!
 //! The scheduler that batches requests from many simulations lives in sopsim
 //! (`sopsim::llm::local`); this crate is compiled optimised even in debug builds,
@@ -19,6 +20,7 @@
 
 mod attention;
 pub mod compute;
+pub mod error;
 pub mod gguf;
 pub mod kv;
 pub mod options;

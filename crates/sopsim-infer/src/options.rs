@@ -8,6 +8,8 @@
 //! product along its path. Options of different token lengths thus compare fairly: a
 //! long option pays only at the points where it had a competitor.
 
+use crate::error::InferError;
+
 /// A question for the model: the logits of `children` after the prompt and `path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Question {
@@ -29,12 +31,12 @@ pub struct OptionTrie {
 
 impl OptionTrie {
     /// `options` are token sequences, distinct and non-empty.
-    pub fn new(options: &[Vec<u32>]) -> Result<Self, String> {
+    pub fn new(options: &[Vec<u32>]) -> Result<Self, InferError> {
         let mut nodes = vec![Node::default()];
         let mut paths = Vec::with_capacity(options.len());
         for (i, tokens) in options.iter().enumerate() {
             if tokens.is_empty() {
-                return Err(format!("option {i} has no tokens"));
+                return Err(InferError::EmptyOption { index: i });
             }
             let mut at = 0;
             let mut path = Vec::with_capacity(tokens.len());
@@ -53,7 +55,7 @@ impl OptionTrie {
             if !nodes[at].children.is_empty()
                 || paths.iter().any(|p: &Vec<usize>| p.last() == Some(&at))
             {
-                return Err(format!("option {i} has the same tokens as another"));
+                return Err(InferError::SameOption { index: i });
             }
             paths.push(path);
         }

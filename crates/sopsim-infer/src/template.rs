@@ -4,6 +4,8 @@
 //! or ChatML when the file has none. A template comes from a downloaded file, so it
 //! runs with a fuel limit: one that loops forever fails instead of hanging.
 
+use crate::error::InferError;
+
 use minijinja::{context, Environment, Error, ErrorKind};
 
 /// Template instructions one rendering may execute (a long conversation takes a few
@@ -61,7 +63,11 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 impl ChatTemplate {
-    pub fn new(source: Option<String>, bos: Option<String>, eos: String) -> Result<Self, String> {
+    pub fn new(
+        source: Option<String>,
+        bos: Option<String>,
+        eos: String,
+    ) -> Result<Self, InferError> {
         let mut env = Environment::new();
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
@@ -72,8 +78,7 @@ impl ChatTemplate {
             Err(Error::new(ErrorKind::InvalidOperation, msg))
         });
         env.add_function("strftime_now", strftime_now);
-        env.add_template_owned("chat", source.unwrap_or_else(|| CHATML.to_string()))
-            .map_err(|e| format!("chat template: {e}"))?;
+        env.add_template_owned("chat", source.unwrap_or_else(|| CHATML.to_string()))?;
         Ok(Self {
             env,
             bos: bos.unwrap_or_default(),
@@ -83,14 +88,14 @@ impl ChatTemplate {
 
     /// The prompt text for `messages` (role, content), ending where the assistant's
     /// reply begins.
-    pub fn render(&self, messages: &[(&str, &str)]) -> Result<String, String> {
+    pub fn render(&self, messages: &[(&str, &str)]) -> Result<String, InferError> {
         let msgs: Vec<minijinja::Value> = messages
             .iter()
             .map(|(role, content)| context! { role => role, content => content })
             .collect();
-        let tmpl = self.env.get_template("chat").map_err(|e| e.to_string())?;
+        let tmpl = self.env.get_template("chat")?;
         tmpl.render(context! { messages => msgs, add_generation_prompt => true, bos_token => self.bos, eos_token => self.eos })
-            .map_err(|e| format!("chat template: {e}"))
+            .map_err(InferError::from)
     }
 }
 
@@ -116,8 +121,10 @@ mod tests {
             "</s>".into(),
         )
         .unwrap();
-        let err = t.render(&[("user", "hi")]).unwrap_err();
-        assert!(err.contains("fuel"), "{err}");
+        let InferError::Template(err) = t.render(&[("user", "hi")]).unwrap_err() else {
+            panic!("not a template error");
+        };
+        assert_eq!(err.kind(), minijinja::ErrorKind::OutOfFuel, "{err}");
     }
 
     #[test]

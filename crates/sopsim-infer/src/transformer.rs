@@ -6,6 +6,8 @@
 //! result is the same bits whatever else shares its step, whether its prompt was
 //! processed in one piece or several, and whether part of it came from a reused cache.
 
+use crate::error::InferError;
+
 use std::path::Path;
 
 use crate::attention::{attend, HeadCache};
@@ -192,7 +194,7 @@ impl Model {
         &self,
         scratch: &mut Scratch,
         segments: &mut [Segment<'_>],
-    ) -> Result<Vec<Vec<Vec<f32>>>, String> {
+    ) -> Result<Vec<Vec<Vec<f32>>>, InferError> {
         let s = &self.shape;
         let (dim, qd, kvd, hd) = (
             s.dim,
@@ -206,16 +208,16 @@ impl Model {
             let start = seg.cache.len();
             let end = start + seg.tokens.len();
             if end > s.positions {
-                return Err(format!(
-                    "{end} tokens do not fit the model's {} positions",
-                    s.positions
-                ));
+                return Err(InferError::TooLong {
+                    tokens: end,
+                    positions: s.positions,
+                });
             }
             if let Some(bad) = seg.tokens.iter().find(|t| **t as usize >= self.vocab) {
-                return Err(format!(
-                    "token {bad} is outside the vocabulary of {}",
-                    self.vocab
-                ));
+                return Err(InferError::UnknownToken {
+                    token: *bad,
+                    vocab: self.vocab,
+                });
             }
             seg.cache.reserve(end)?;
             rows.extend((start..end).map(|p| (i, p)));
@@ -327,7 +329,7 @@ impl Model {
         &self,
         sc: &mut Scratch,
         segments: &[Segment<'_>],
-    ) -> Result<Vec<Vec<Vec<f32>>>, String> {
+    ) -> Result<Vec<Vec<Vec<f32>>>, InferError> {
         let dim = self.shape.dim;
         // Rows wanting every logit go through the head together.
         let mut all_rows: Vec<usize> = Vec::new();
@@ -338,19 +340,19 @@ impl Model {
             out.push(vec![Vec::new(); seg.wants.len()]);
             for (wi, (row, want)) in seg.wants.iter().enumerate() {
                 if *row >= seg.tokens.len() {
-                    return Err(format!(
-                        "logits asked for row {row} of {}",
-                        seg.tokens.len()
-                    ));
+                    return Err(InferError::NoSuchRow {
+                        row: *row,
+                        rows: seg.tokens.len(),
+                    });
                 }
                 match want {
                     Want::All => all_rows.push(first + row),
                     Want::Only(ids) => {
                         if let Some(bad) = ids.iter().find(|t| **t as usize >= self.vocab) {
-                            return Err(format!(
-                                "token {bad} is outside the vocabulary of {}",
-                                self.vocab
-                            ));
+                            return Err(InferError::UnknownToken {
+                                token: *bad,
+                                vocab: self.vocab,
+                            });
                         }
                         only.push((si, wi, first + row, ids.clone()))
                     }
@@ -520,7 +522,11 @@ fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matri
             info.dims
         )));
     }
-    let ty = WeightType::from_ggml(info.ggml_type).map_err(err)?;
+    let weight = |source| GgufError::Weight {
+        name: name.into(),
+        source,
+    };
+    let ty = WeightType::from_ggml(info.ggml_type).map_err(weight)?;
     let len = ty
         .row_bytes(cols)
         .checked_mul(rows)
@@ -528,7 +534,7 @@ fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matri
     let data = file
         .slice(info.start, len)
         .ok_or_else(|| err("its data runs past the end of the file".into()))?;
-    QView::new(ty, rows, cols, data).map_err(err)?;
+    QView::new(ty, rows, cols, data).map_err(weight)?;
     Ok(Matrix {
         ty,
         rows,
@@ -548,7 +554,10 @@ fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, GgufError
     if info.dims != [len as u64] {
         return Err(err(format!("dimensions {:?}, expected [{len}]", info.dims)));
     }
-    let ty = WeightType::from_ggml(info.ggml_type).map_err(err)?;
+    let ty = WeightType::from_ggml(info.ggml_type).map_err(|source| GgufError::Weight {
+        name: name.into(),
+        source,
+    })?;
     if !matches!(ty, WeightType::F32 | WeightType::F16 | WeightType::BF16) {
         return Err(err(format!("a vector stored as {}", ty.name())));
     }

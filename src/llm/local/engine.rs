@@ -106,10 +106,12 @@ impl Worker {
     }
 
     fn error(&self, message: impl Into<String>) -> LlmError {
-        LlmError::Backend {
-            backend: format!("local:{}", self.name),
-            message: message.into(),
-        }
+        LlmError::failed(format!("local:{}", self.name), message)
+    }
+
+    /// `what` failed because of `source`.
+    fn failed(&self, what: &str, source: impl Into<crate::llm::BoxError>) -> LlmError {
+        LlmError::caused_by(format!("local:{}", self.name), what, source)
     }
 
     pub fn run(mut self, jobs: Receiver<Job>) {
@@ -167,7 +169,9 @@ impl Worker {
                 let mut cache = self.take_cache(&prompt);
                 let cached = cache.len();
                 if let Err(e) = cache.reserve(prompt.len()) {
-                    let _ = job.reply.send(Err(self.error(e)));
+                    let _ = job
+                        .reply
+                        .send(Err(self.failed("making room for the prompt", e)));
                     return;
                 }
                 self.active.push(Seq {
@@ -201,8 +205,9 @@ impl Worker {
             .text
             .template
             .render(&messages)
-            .map_err(|e| self.error(e))?;
-        let prompt = encode(&self.text.tokenizer, &rendered).map_err(|e| self.error(e))?;
+            .map_err(|e| self.failed("rendering the prompt", e))?;
+        let prompt = encode(&self.text.tokenizer, &rendered)
+            .map_err(|e| self.failed("tokenizing the prompt", e))?;
         if prompt.is_empty() {
             return Err(self.error("the prompt is empty"));
         }
@@ -296,8 +301,12 @@ impl Worker {
             Err(e) => {
                 // The checks at admission leave nothing that one sequence could fail
                 // on its own here; whatever it was, every sequence of the step gets it.
+                let e = std::sync::Arc::new(e);
                 for seq in std::mem::take(&mut self.active) {
-                    let _ = seq.job.reply.send(Err(self.error(e.clone())));
+                    let _ = seq
+                        .job
+                        .reply
+                        .send(Err(self.failed("the forward pass", e.clone())));
                 }
                 return;
             }
@@ -343,7 +352,7 @@ impl Worker {
                     let piece = reply
                         .text
                         .push(&self.text.tokenizer, &reply.generated)
-                        .map_err(|e| self.error(e))?;
+                        .map_err(|e| self.failed("decoding the reply", e))?;
                     if let Some((cut, stop)) = stop_position(reply.text.full(), &reply.stops) {
                         reply.text.truncate(cut);
                         reply.stopped_at = Some(stop);
@@ -409,10 +418,10 @@ impl Worker {
                         t.push(end);
                         Ok(t)
                     })
-                    .collect::<Result<_, String>>()
-                    .map_err(|e| self.error(e))?;
+                    .collect::<Result<_, tokenizers::Error>>()
+                    .map_err(|e| self.failed("tokenizing the options", e))?;
                 let trie = OptionTrie::new(&tokens)
-                    .map_err(|e| self.error(format!("options {options:?}: {e}")))?;
+                    .map_err(|e| self.failed(&format!("options {options:?}"), e))?;
                 let questions = trie.questions();
                 if prompt_len + questions.iter().map(|q| q.path.len()).max().unwrap_or(0)
                     >= self.model.shape.positions
@@ -539,11 +548,8 @@ fn plan(seq: &mut Seq, prompt_budget: &mut usize) -> (Vec<u32>, Vec<(usize, Want
     }
 }
 
-pub(super) fn encode(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, String> {
-    tokenizer
-        .encode(text, false)
-        .map(|e| e.get_ids().to_vec())
-        .map_err(|e| e.to_string())
+pub(super) fn encode(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, tokenizers::Error> {
+    tokenizer.encode(text, false).map(|e| e.get_ids().to_vec())
 }
 
 /// The seed of a call: the request's own `seed` if set, else the run's seed mixed with
@@ -592,10 +598,12 @@ struct TextStream {
 }
 
 impl TextStream {
-    fn push(&mut self, tokenizer: &Tokenizer, generated: &[u32]) -> Result<String, String> {
-        self.text = tokenizer
-            .decode(generated, true)
-            .map_err(|e| e.to_string())?;
+    fn push(
+        &mut self,
+        tokenizer: &Tokenizer,
+        generated: &[u32],
+    ) -> Result<String, tokenizers::Error> {
+        self.text = tokenizer.decode(generated, true)?;
         // Hold back a trailing replacement character (a multi-byte character cut in two)
         // and a trailing partial line, where a stop sequence such as "\nBob:" may begin.
         let safe = self.text.trim_end_matches('\u{fffd}').len();

@@ -64,10 +64,19 @@ pub struct LoadError {
 pub enum LoadProblem {
     #[error(transparent)]
     Gguf(#[from] GgufError),
-    #[error("chat template: {0}")]
-    Template(String),
-    #[error("cannot start the model thread: {0}")]
-    Thread(std::io::Error),
+    #[error(transparent)]
+    Template(sopsim_infer::error::InferError),
+    #[error("cannot start the model thread")]
+    Thread(#[source] std::io::Error),
+}
+
+/// Why a loaded model could not tokenize or compute.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    #[error("the tokenizer")]
+    Tokenizer(#[source] tokenizers::Error),
+    #[error(transparent)]
+    Infer(#[from] sopsim_infer::error::InferError),
 }
 
 /// A loaded model with its tokenizer and chat template.
@@ -112,13 +121,13 @@ impl LocalModel {
     }
 
     /// The token ids of `text` (control tokens such as `<|im_start|>` are single ids).
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
-        engine::encode(&self.text.tokenizer, text)
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, LocalError> {
+        engine::encode(&self.text.tokenizer, text).map_err(LocalError::Tokenizer)
     }
 
     /// Every logit after each of `positions` of `tokens`, run as one sequence from an
     /// empty cache (for comparing with other engines).
-    pub fn logits(&self, tokens: &[u32], positions: &[usize]) -> Result<Vec<Vec<f32>>, String> {
+    pub fn logits(&self, tokens: &[u32], positions: &[usize]) -> Result<Vec<Vec<f32>>, LocalError> {
         let mut cache = self.model.new_cache();
         let mut segment = [transformer::Segment {
             cache: &mut cache,
@@ -214,9 +223,11 @@ impl LlmBackend for LocalBackend {
         stream: Option<TokenSink>,
     ) -> BoxFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
-            let stopped = || LlmError::Backend {
-                backend: format!("local:{}", self.name),
-                message: "the model thread has stopped".into(),
+            let stopped = || {
+                LlmError::failed(
+                    format!("local:{}", self.name),
+                    "the model thread has stopped",
+                )
             };
             let (reply, rx) = oneshot::channel();
             self.queue

@@ -161,15 +161,13 @@ impl OpenAiBackend {
         let base = normalize_base(&options.base_url);
         reqwest::Url::parse(&base).map_err(|e| LlmError::Config {
             backend: "openai".into(),
-            message: format!("base URL {}: {e}", shown(&base)),
+            message: format!("base URL {}", shown(&base)),
+            source: Some(e.into()),
         })?;
         let client = reqwest::Client::builder()
             .connect_timeout(options.connect_timeout)
             .build()
-            .map_err(|e| LlmError::Backend {
-                backend: "openai".into(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| LlmError::caused_by("openai", "building the HTTP client", e))?;
         let url = format!("{base}/chat/completions");
         let permits = limit(&base, options.concurrency);
         Ok(Self {
@@ -187,10 +185,13 @@ impl OpenAiBackend {
     pub fn discover_model(&mut self) -> Result<(), LlmError> {
         let url = format!("{}/models", self.endpoint());
         let fail = |why: String| {
-            LlmError::Backend {
-            backend: "openai".into(),
-            message: format!("no model is named (--model, OPENAI_MODEL or the scenario's llm.model), and {} did not say which it serves: {why}", shown(&url)),
-        }
+            LlmError::failed(
+                "openai",
+                format!(
+                    "no model is named, and {} did not say which it serves: {why}",
+                    shown(&url)
+                ),
+            )
         };
         let client = reqwest::blocking::Client::builder()
             .connect_timeout(self.options.connect_timeout)
@@ -438,7 +439,7 @@ impl OpenAiBackend {
                 after: None,
             })?;
             let events = parser.push(&chunk).map_err(|e| Failure::Retry {
-                cause: e,
+                cause: e.to_string(),
                 after: None,
             })?;
             for event in events {
@@ -474,7 +475,7 @@ impl OpenAiBackend {
             }
         }
         // Servers that omit [DONE] still end a complete reply with a finish_reason.
-        if finished && parser.pending().iter().all(u8::is_ascii_whitespace) {
+        if finished && !parser.is_mid_event() {
             return Ok(self.completion(req, text, &usage));
         }
         Err(Failure::Retry {
@@ -642,13 +643,9 @@ impl LlmBackend for OpenAiBackend {
         stream: Option<TokenSink>,
     ) -> BoxFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
-            let _permit = self
-                .permits
-                .acquire()
-                .await
-                .map_err(|e| LlmError::Backend {
-                    backend: "openai".into(),
-                    message: e.to_string(),
+            let _permit =
+                self.permits.acquire().await.map_err(|e| {
+                    LlmError::caused_by("openai", "waiting for a connection slot", e)
                 })?;
             let policy = self.options.retry;
             let mut attempt = 1;
@@ -664,10 +661,7 @@ impl LlmBackend for OpenAiBackend {
                 match self.attempt(&request, stream.as_ref(), asking).await {
                     Ok(c) => return Ok(c),
                     Err(Failure::Fatal(message)) => {
-                        return Err(LlmError::Backend {
-                            backend: "openai".into(),
-                            message,
-                        })
+                        return Err(LlmError::failed("openai", message))
                     }
                     Err(Failure::Retry { cause, after }) if attempt < policy.attempts => {
                         let wait = policy.delay(attempt, after, &mut rand::rng());
@@ -688,17 +682,14 @@ impl LlmBackend for OpenAiBackend {
                                 Failure::Fatal(message)
                                 | Failure::Retry { cause: message, .. }
                                 | Failure::BadAnswer(message),
-                            ) => Err(LlmError::Backend {
-                                backend: "openai".into(),
-                                message,
-                            }),
+                            ) => Err(LlmError::failed("openai", message)),
                         };
                     }
                     Err(Failure::Retry { cause, .. }) => {
-                        return Err(LlmError::Backend {
-                            backend: "openai".into(),
-                            message: format!("gave up after {attempt} attempts; last: {cause}"),
-                        })
+                        return Err(LlmError::failed(
+                            "openai",
+                            format!("gave up after {attempt} attempts; last: {cause}"),
+                        ))
                     }
                 }
             }

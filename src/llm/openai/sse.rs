@@ -1,6 +1,13 @@
 //! Server-sent events as OpenAI-compatible servers stream them: `data: {json}` events
-//! separated by blank lines, ending with `data: [DONE]`. Pure and incremental: bytes go
-//! in as they arrive, whole events come out.
+//! separated by blank lines, ending with `data: [DONE]`. Parsed as the HTML standard
+//! says (lines end in CRLF, LF or a lone CR; a leading byte-order mark is dropped;
+//! `:` starts a comment), incrementally: bytes go in as they arrive, whole events
+//! come out, and each byte is looked at once.
+
+use thiserror::Error;
+
+/// The longest line or event sopsim holds while waiting for its end.
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// One parsed event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -9,66 +16,112 @@ pub enum Event {
     Done,
 }
 
+/// A stream that is not a usable event stream.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SseError {
+    #[error("the event stream is not UTF-8")]
+    NotUtf8,
+    #[error("an event in the stream is over {MAX_EVENT_BYTES} bytes")]
+    TooLong,
+}
+
 /// Accumulates bytes and yields complete events.
 #[derive(Debug, Default)]
 pub struct SseParser {
-    buffer: Vec<u8>,
+    /// The line being received.
+    line: Vec<u8>,
+    /// The data lines of the event being received, each followed by a newline.
+    data: String,
+    has_data: bool,
+    /// Whether the first line (which may start with a byte-order mark) has ended.
+    past_first_line: bool,
+    /// The last byte received was a CR: a LF right after it belongs to the same ending.
+    after_cr: bool,
 }
 
 impl SseParser {
     /// Adds received bytes; returns the events they completed.
-    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<Event>, String> {
-        self.buffer.extend_from_slice(bytes);
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<Event>, SseError> {
         let mut events = Vec::new();
-        while let Some((end, sep)) = find_boundary(&self.buffer) {
-            let raw: Vec<u8> = self.buffer.drain(..end + sep).collect();
-            let text = std::str::from_utf8(&raw[..end])
-                .map_err(|e| format!("the event stream is not UTF-8: {e}"))?;
-            if let Some(event) = parse_event(text) {
-                events.push(event);
-            }
+        let mut rest = bytes;
+        if self.after_cr && rest.first() == Some(&b'\n') {
+            rest = &rest[1..];
         }
+        self.after_cr = false;
+        while let Some(i) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            self.take(&rest[..i])?;
+            let cr = rest[i] == b'\r';
+            rest = &rest[i + 1..];
+            if cr {
+                match rest.first() {
+                    Some(b'\n') => rest = &rest[1..],
+                    None => self.after_cr = true,
+                    Some(_) => {}
+                }
+            }
+            self.end_line(&mut events)?;
+        }
+        self.take(rest)?;
         Ok(events)
     }
 
-    /// Bytes received after the last complete event (a cut-off stream leaves some).
-    pub fn pending(&self) -> &[u8] {
-        &self.buffer
+    /// Whether the stream stopped inside an event (a cut-off stream does).
+    pub fn is_mid_event(&self) -> bool {
+        self.has_data || !self.line.iter().all(u8::is_ascii_whitespace)
     }
-}
 
-fn find_boundary(buf: &[u8]) -> Option<(usize, usize)> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
-    let crlf = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| (i, 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (a, b) => a.or(b),
+    fn take(&mut self, bytes: &[u8]) -> Result<(), SseError> {
+        if self.line.len() + self.data.len() + bytes.len() > MAX_EVENT_BYTES {
+            return Err(SseError::TooLong);
+        }
+        self.line.extend_from_slice(bytes);
+        Ok(())
     }
-}
 
-fn parse_event(text: &str) -> Option<Event> {
-    let data: Vec<&str> = text
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .map(|d| d.strip_prefix(' ').unwrap_or(d))
-        .collect();
-    if data.is_empty() {
-        return None; // comments (": keep-alive") and other fields
+    fn end_line(&mut self, events: &mut Vec<Event>) -> Result<(), SseError> {
+        let mut raw = std::mem::take(&mut self.line);
+        if !self.past_first_line {
+            self.past_first_line = true;
+            if raw.starts_with("\u{feff}".as_bytes()) {
+                raw.drain(..3);
+            }
+        }
+        let line = std::str::from_utf8(&raw).map_err(|_| SseError::NotUtf8)?;
+        if line.is_empty() {
+            if std::mem::take(&mut self.has_data) {
+                let mut data = std::mem::take(&mut self.data);
+                data.pop(); // the newline after the last data line
+                events.push(if data.trim() == "[DONE]" {
+                    Event::Done
+                } else {
+                    Event::Data(data)
+                });
+            }
+            return Ok(());
+        }
+        if line.starts_with(':') {
+            return Ok(()); // a comment (": keep-alive")
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        if field == "data" {
+            self.data.push_str(value);
+            self.data.push('\n');
+            self.has_data = true;
+        }
+        Ok(())
     }
-    let data = data.join("\n");
-    Some(if data.trim() == "[DONE]" {
-        Event::Done
-    } else {
-        Event::Data(data)
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn all(p: &mut SseParser, pieces: &[&[u8]]) -> Vec<Event> {
+        pieces.iter().flat_map(|b| p.push(b).unwrap()).collect()
+    }
 
     #[test]
     fn events_split_across_reads_come_out_whole() {
@@ -83,15 +136,15 @@ mod tests {
                 Event::Done
             ]
         );
-        assert!(p.pending().is_empty());
+        assert!(!p.is_mid_event());
     }
 
     #[test]
-    fn a_cut_off_stream_leaves_pending_bytes() {
+    fn a_cut_off_stream_is_mid_event() {
         let mut p = SseParser::default();
         p.push(b"data: {\"choices\":[{\"delta\":{\"content\":\"Hel")
             .unwrap();
-        assert!(!p.pending().is_empty());
+        assert!(p.is_mid_event());
     }
 
     #[test]
@@ -101,5 +154,49 @@ mod tests {
             p.push(b"data: line one\ndata: line two\n\n").unwrap(),
             vec![Event::Data("line one\nline two".into())]
         );
+    }
+
+    #[test]
+    fn lone_cr_endings_and_a_byte_order_mark_are_understood() {
+        let mut p = SseParser::default();
+        let got = all(
+            &mut p,
+            &[
+                b"\xef\xbb\xbfdata: a\r\rdata: b\r",
+                b"\n\r\n",
+                b"data:c\r\r",
+            ],
+        );
+        assert_eq!(
+            got,
+            vec![
+                Event::Data("a".into()),
+                Event::Data("b".into()),
+                Event::Data("c".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_crlf_split_between_reads_is_one_ending() {
+        let mut p = SseParser::default();
+        // Were the LF after the split taken as a second ending, the blank line would
+        // end the event early and "x" would be lost to an event of its own.
+        let got = all(&mut p, &[b"data: a\r", b"\ndata: x\r\n\r\n"]);
+        assert_eq!(got, vec![Event::Data("a\nx".into())]);
+    }
+
+    #[test]
+    fn an_endless_line_is_refused() {
+        let mut p = SseParser::default();
+        let chunk = vec![b'x'; 1 << 20];
+        let mut result = Ok(vec![]);
+        for _ in 0..=MAX_EVENT_BYTES >> 20 {
+            result = p.push(&chunk);
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result, Err(SseError::TooLong));
     }
 }

@@ -26,6 +26,12 @@ pub enum GgufError {
     Meta { key: String, message: String },
     #[error("tensor {name}: {message}")]
     Tensor { name: String, message: String },
+    #[error("tensor {name}")]
+    Weight {
+        name: String,
+        #[source]
+        source: crate::error::WeightError,
+    },
 }
 
 impl GgufError {

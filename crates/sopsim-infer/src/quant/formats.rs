@@ -44,11 +44,11 @@ const GGML_TYPES: &[(u32, &str, Option<WeightType>)] = &[
 
 impl WeightType {
     /// The format of ggml type number `n`, or its name if sopsim cannot compute with it.
-    pub fn from_ggml(n: u32) -> Result<Self, String> {
+    pub fn from_ggml(n: u32) -> Result<Self, crate::error::WeightError> {
         match GGML_TYPES.iter().find(|(id, _, _)| *id == n) {
             Some((_, _, Some(t))) => Ok(*t),
-            Some((_, name, None)) => Err(format!("type {name} is not supported")),
-            None => Err(format!("unknown ggml type {n}")),
+            Some((_, name, None)) => Err(crate::error::WeightError::Unsupported(name)),
+            None => Err(crate::error::WeightError::UnknownType(n)),
         }
     }
 

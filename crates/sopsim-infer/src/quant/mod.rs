@@ -40,25 +40,32 @@ pub struct QView<'a> {
 
 impl<'a> QView<'a> {
     /// Checks that `data` holds exactly `rows × cols` values of type `ty`.
-    pub fn new(ty: WeightType, rows: usize, cols: usize, data: &'a [u8]) -> Result<Self, String> {
+    pub fn new(
+        ty: WeightType,
+        rows: usize,
+        cols: usize,
+        data: &'a [u8],
+    ) -> Result<Self, crate::error::WeightError> {
+        use crate::error::WeightError;
         if cols == 0 || rows == 0 {
-            return Err("a dimension is zero".into());
+            return Err(WeightError::ZeroDimension);
         }
         if cols % ty.group() != 0 || cols % 32 != 0 {
-            return Err(format!(
-                "rows of {cols} values cannot be stored as {} (groups of {})",
-                ty.name(),
-                ty.group().max(32)
-            ));
+            return Err(WeightError::Row {
+                cols,
+                ty: ty.name(),
+                group: ty.group().max(32),
+            });
         }
         let want = ty.row_bytes(cols).checked_mul(rows);
         if want != Some(data.len()) {
-            return Err(format!(
-                "{} bytes for {rows} × {cols} {} values, which need {}",
-                data.len(),
-                ty.name(),
-                want.map_or("more than fits in memory".to_string(), |w| w.to_string())
-            ));
+            return Err(WeightError::Size {
+                bytes: data.len(),
+                rows,
+                cols,
+                ty: ty.name(),
+                need: want,
+            });
         }
         Ok(Self {
             ty,

@@ -1,0 +1,150 @@
+//! Payoff formulas: a minijinja expression over one player's decision and everyone's,
+//! evaluated with a fuel limit so no formula can run for ever.
+
+use indexmap::IndexMap;
+use serde::Serialize;
+use thiserror::Error;
+
+/// The names a payoff formula may use.
+pub(super) const FORMULA_NAMES: &[&str] = &[
+    "own",
+    "sum",
+    "mean",
+    "min",
+    "max",
+    "n",
+    "others_sum",
+    "others_mean",
+    "counts",
+    "round",
+];
+
+/// The variables a payoff formula sees for one player in one round.
+#[derive(Debug, Clone, Serialize)]
+pub struct FormulaInputs {
+    own: serde_json::Value,
+    n: usize,
+    round: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sum: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mean: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    others_sum: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    others_mean: Option<f64>,
+    counts: IndexMap<String, usize>,
+}
+
+impl FormulaInputs {
+    /// `own` among the numeric decisions `all` (which include it once).
+    pub fn numeric(own: f64, all: &[f64], round: usize) -> Self {
+        let n = all.len();
+        let sum: f64 = all.iter().sum();
+        let others = n.saturating_sub(1);
+        Self {
+            own: own.into(),
+            n,
+            round,
+            sum: Some(sum),
+            mean: Some(sum / n as f64),
+            min: all.iter().copied().reduce(f64::min),
+            max: all.iter().copied().reduce(f64::max),
+            others_sum: Some(sum - own),
+            others_mean: (others > 0).then(|| (sum - own) / others as f64),
+            counts: IndexMap::new(),
+        }
+    }
+
+    /// `own` among the choices `all`; `counts` has every one of `values`, chosen or not.
+    pub fn choices(own: &str, all: &[String], values: &[String], round: usize) -> Self {
+        let mut counts: IndexMap<String, usize> = values.iter().map(|v| (v.clone(), 0)).collect();
+        for c in all {
+            *counts.entry(c.clone()).or_insert(0) += 1;
+        }
+        Self {
+            own: own.into(),
+            n: all.len(),
+            round,
+            sum: None,
+            mean: None,
+            min: None,
+            max: None,
+            others_sum: None,
+            others_mean: None,
+            counts,
+        }
+    }
+}
+
+/// Longest formula accepted, in bytes.
+pub const MAX_FORMULA_BYTES: usize = 4096;
+
+/// Evaluation steps a formula may take (a payoff is a few dozen).
+const FUEL: u64 = 100_000;
+
+/// What is wrong with a payoff formula.
+#[derive(Debug, Error)]
+pub enum FormulaError {
+    #[error("the formula is {0} bytes, over the {MAX_FORMULA_BYTES}-byte limit")]
+    TooLong(usize),
+    #[error("not a valid expression")]
+    Syntax(#[source] minijinja::Error),
+    #[error("cannot evaluate")]
+    Eval(#[source] minijinja::Error),
+    #[error("gives {0}, not a finite number")]
+    NotANumber(String),
+}
+
+/// One player's payoff from a formula.
+pub fn evaluate_formula(formula: &str, inputs: &FormulaInputs) -> Result<f64, FormulaError> {
+    if formula.len() > MAX_FORMULA_BYTES {
+        return Err(FormulaError::TooLong(formula.len()));
+    }
+    let mut env = minijinja::Environment::new();
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    env.set_fuel(Some(FUEL));
+    let expr = env
+        .compile_expression(formula)
+        .map_err(FormulaError::Syntax)?;
+    let value = expr
+        .eval(minijinja::Value::from_serialize(inputs))
+        .map_err(FormulaError::Eval)?;
+    f64::try_from(value.clone())
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| FormulaError::NotANumber(value.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_or_endless_formulas_fail_cleanly() {
+        let inputs = FormulaInputs::numeric(1.0, &[1.0, 2.0], 1);
+        assert_eq!(evaluate_formula("own * 2 + sum", &inputs).unwrap(), 5.0);
+        let deep = format!("{}1{}", "(".repeat(3000), ")".repeat(3000));
+        assert!(matches!(
+            evaluate_formula(&deep, &inputs),
+            Err(FormulaError::TooLong(_))
+        ));
+        let nested = format!("{}1{}", "(".repeat(1000), ")".repeat(1000));
+        assert!(evaluate_formula(&nested, &inputs).is_err());
+        // Huge strings and ranges are refused rather than allocated.
+        for heavy in ["('x' * 1000000000) | length", "range(1000000000) | length"] {
+            assert!(
+                matches!(evaluate_formula(heavy, &inputs), Err(FormulaError::Eval(_))),
+                "{heavy}"
+            );
+        }
+        assert!(matches!(
+            evaluate_formula("'x'", &inputs),
+            Err(FormulaError::NotANumber(_))
+        ));
+    }
+}

@@ -1,0 +1,182 @@
+//! The `outcomes` section of a scenario: what `sopsim bench` reads out of a finished run
+//! (decisions and scores from the agents' messages, payoffs over the decisions), and
+//! its compiled form, which validation builds once to report every problem by field.
+
+use indexmap::IndexMap;
+use regex::Regex;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+mod compile;
+mod formula;
+
+pub use compile::choice_key;
+pub use formula::{evaluate_formula, FormulaError, FormulaInputs};
+
+/// What a benchmark measures in each run, besides the generic figures (turns, calls,
+/// tokens, latency) every scenario gets.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Outcomes {
+    /// The agents scored, in the order of the payoff table's keys and values (default:
+    /// every agent with a role in the decision's state, in file order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub players: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<DecisionRule>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payoff: Option<Payoff>,
+    /// Extra per-agent numbers read from messages, by name.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub scores: IndexMap<String, ScoreRule>,
+    /// The figures of the report's headline table (default: every outcome figure).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub report: Vec<String>,
+}
+
+/// How each player's decision is read: from the `decision` its `choice` component
+/// stored on its messages, else from its text with `pattern`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionRule {
+    /// A regular expression; its first capture group (else the whole match) is the
+    /// decision. Matched case-insensitively. Needed unless the players' roles have a
+    /// `choice` component.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// Only messages in this state count, and each visit of it is one round. Without
+    /// it, the whole run is one round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Which match counts when a player's messages in a round match several times.
+    #[serde(default)]
+    pub take: Take,
+    /// The possible choices, matched case-insensitively and reported as written here.
+    /// Without `values`, decisions are numbers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+    /// The choices that count as cooperating (`cooperation_rate`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cooperative: Vec<String>,
+    /// Numeric decisions: the allowed `[min, max]`; a number outside is unreadable.
+    /// `cooperation_rate` is the mean of `(value - min) / (max - min)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<[f64; 2]>,
+    /// The decision assumed for a player with no readable decision in a round (it is
+    /// counted in `decision_failures` either way). Without it, that round earns no payoffs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<DecisionValue>,
+}
+
+/// A choice or a number.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum DecisionValue {
+    Number(f64),
+    Choice(String),
+}
+
+/// Which of several matches counts.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Take {
+    First,
+    #[default]
+    Last,
+}
+
+/// What each player earns in a round. Exactly one of `table` and `formula`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Payoff {
+    /// Joint decisions in `players` order, joined by `,` (e.g. `"COOPERATE,DEFECT"`) →
+    /// each player's payoff, in the same order. Every combination must be listed.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub table: IndexMap<String, Vec<f64>>,
+    /// One player's payoff as an expression (minijinja syntax) over `own`, `sum`,
+    /// `mean`, `min`, `max`, `n`, `others_sum`, `others_mean` (numeric decisions),
+    /// `counts` (each of `values` → how many chose it this round), and `round` (from 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formula: Option<String>,
+}
+
+/// A number read from an agent's messages.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreRule {
+    /// A regular expression; its first capture group is the number. With `reduce:
+    /// count`, the matches are counted and need no group.
+    pub pattern: String,
+    /// Only messages in this state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// The agents scored (default: the players).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
+    #[serde(default)]
+    pub reduce: Reduce,
+}
+
+/// How an agent's matches become one score.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Reduce {
+    First,
+    #[default]
+    Last,
+    Sum,
+    Mean,
+    Count,
+}
+
+/// The outcome rules, checked and ready to apply to transcripts.
+#[derive(Debug, Clone)]
+pub struct OutcomeRules {
+    pub players: Vec<String>,
+    pub decision: Option<CompiledDecision>,
+    pub payoff: Option<CompiledPayoff>,
+    pub scores: Vec<CompiledScore>,
+    /// The headline figures, in order.
+    pub report: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct CompiledDecision {
+    pub rule: DecisionRule,
+    pub pattern: Option<Regex>,
+    /// Whether the players decide with a `choice` component (then runs report the
+    /// probabilities the model gave: `p.VALUE`, or `expected_decision` for numbers).
+    pub chosen: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum CompiledPayoff {
+    /// Joint key (normalised choices joined by `,`) → payoffs in player order.
+    Table(IndexMap<String, Vec<f64>>),
+    Formula(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct CompiledScore {
+    pub name: String,
+    pub rule: ScoreRule,
+    pub agents: Vec<String>,
+    pub pattern: Regex,
+}
+
+/// The figures `sopsim bench` reports for every scenario, outcomes or not.
+pub const GENERIC_FIGURES: &[&str] = &[
+    "turns",
+    "reached_end",
+    "turns_to_end",
+    "llm_calls",
+    "llm_calls.act",
+    "llm_calls.route",
+    "llm_calls.transit",
+    "llm_calls.summary",
+    "prompt_tokens",
+    "completion_tokens",
+    "prompt_tokens_per_turn",
+    "controller_failures",
+    "judge_failures",
+];
