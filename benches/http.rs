@@ -90,7 +90,7 @@ fn http_services(base: &str, concurrency: usize) -> Services {
     let mut o = OpenAiOptions::from_env();
     o.base_url = base.to_string();
     o.api_key = None;
-    o.model = "bench".into();
+    o.model = Some("bench".into());
     o.concurrency = concurrency;
     o.read_timeout = Duration::from_secs(30);
     Services {

@@ -62,7 +62,14 @@ fn bench_jobs(c: &mut Criterion) {
             b.iter_batched(
                 scratch,
                 |dir| {
-                    let done = execute(dir.path(), jobs.clone(), &prepared, n, false);
+                    let done = execute(
+                        dir.path(),
+                        jobs.clone(),
+                        &prepared,
+                        n,
+                        &sopsim::bench::Unobserved,
+                        Default::default(),
+                    );
                     assert_eq!(done.finished, jobs.len());
                     dir
                 },

@@ -50,10 +50,11 @@
 //! - [`events`], [`output`], [`human`]: live terminal view and `events.jsonl`, run
 //!   files, human input.
 //! - [`runner`]: `sopsim run` as a library call.
-//! - [`bench`]: `sopsim bench`: scenario × mode × seed, run many at once, outcomes,
+//! - [`bench`](mod@bench): `sopsim bench`: scenario × mode × seed, run many at once, outcomes,
 //!   statistics, report and plots.
 
 pub mod action;
+#[cfg(feature = "local")]
 pub use sopsim_infer::compute;
 pub mod actors;
 pub mod bench;

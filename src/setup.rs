@@ -123,8 +123,16 @@ pub enum SetupError {
     Scenario(#[from] ScenarioError),
     #[error("{path}: no such file or folder")]
     Missing { setting: Setting, path: PathBuf },
-    #[error("the model file")]
-    LocalModel(#[source] crate::llm::local::LoadError),
+    #[cfg(feature = "local")]
+    #[error(transparent)]
+    LocalModel(crate::llm::local::LoadError),
+    /// The options ask for a part this build of sopsim left out.
+    #[error("this build of sopsim has no {what} (it was built without the `{feature}` feature)")]
+    NotBuilt {
+        setting: Setting,
+        what: &'static str,
+        feature: &'static str,
+    },
     #[error(transparent)]
     Fetch(#[from] ModelError),
     #[error("the model server")]
@@ -176,7 +184,9 @@ impl SetupError {
             | SetupError::Server { setting, .. }
             | SetupError::Embedder { setting, .. }
             | SetupError::Recording { setting, .. }
-            | SetupError::Count { setting, .. } => Some(*setting),
+            | SetupError::Count { setting, .. }
+            | SetupError::NotBuilt { setting, .. } => Some(*setting),
+            #[cfg(feature = "local")]
             SetupError::LocalModel(_) => Some(Setting::Model),
             SetupError::Prices { .. } => Some(Setting::Prices),
             SetupError::Out { .. } => Some(Setting::Out),
@@ -194,6 +204,7 @@ impl SetupError {
     }
 }
 
+#[cfg(feature = "local")]
 fn existing(setting: Setting, path: &Path) -> Result<(), SetupError> {
     if path.exists() {
         Ok(())
@@ -216,6 +227,7 @@ pub const DEFAULT_CHAT_MODEL: &models::ModelSpec = &models::QWEN05;
 
 /// Loads the chat model the options name — a GGUF file, or a known model's name —
 /// fetching a known model on first use.
+#[cfg(feature = "local")]
 pub fn local_backend(opts: &ModelOptions) -> Result<crate::llm::local::LocalBackend, SetupError> {
     let known = |spec: &models::ModelSpec| -> Result<PathBuf, SetupError> {
         let root = models::models_dir();
@@ -236,9 +248,29 @@ pub fn local_backend(opts: &ModelOptions) -> Result<crate::llm::local::LocalBack
         .map_err(SetupError::LocalModel)
 }
 
+/// The local chat model as a backend with its token counter (what `sopsim chat` uses).
+pub fn local_llm(opts: &ModelOptions) -> Result<Llm, SetupError> {
+    #[cfg(feature = "local")]
+    {
+        let backend = local_backend(opts)?;
+        let counter = backend.counter();
+        Ok((Arc::new(backend), counter))
+    }
+    #[cfg(not(feature = "local"))]
+    {
+        let _ = opts;
+        Err(SetupError::NotBuilt {
+            setting: Setting::Model,
+            what: "local models",
+            feature: "local",
+        })
+    }
+}
+
 /// The OpenAI-compatible backend for the options and the environment. When no model
 /// is named (the options, `OPENAI_MODEL`, the scenario's top-level `llm.model`), the
 /// server is asked which one it serves.
+#[cfg(feature = "openai")]
 pub fn openai_backend(
     opts: &ModelOptions,
     scenario_model: Option<&str>,
@@ -275,6 +307,7 @@ pub fn openai_backend(
 pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, SetupError> {
     Ok(match opts.embedder {
         EmbedderChoice::Hash => Arc::new(HashEmbedder::default()),
+        #[cfg(feature = "openai")]
         EmbedderChoice::OpenAi => {
             use crate::embed::OpenAiEmbedder;
             use crate::llm::openai::{OpenAiOptions, RetryPolicy};
@@ -305,6 +338,23 @@ pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, SetupError> {
                 )?,
             )
         }
+        #[cfg(not(feature = "openai"))]
+        EmbedderChoice::OpenAi => {
+            return Err(SetupError::NotBuilt {
+                setting: Setting::Embedder,
+                what: "OpenAI-compatible servers",
+                feature: "openai",
+            })
+        }
+        #[cfg(not(feature = "local"))]
+        EmbedderChoice::MiniLm => {
+            return Err(SetupError::NotBuilt {
+                setting: Setting::Embedder,
+                what: "local models",
+                feature: "local",
+            })
+        }
+        #[cfg(feature = "local")]
         EmbedderChoice::MiniLm => {
             let dir = match &opts.embedder_model {
                 Some(d) => {
@@ -344,15 +394,21 @@ pub fn llm(scenario: &Scenario, opts: &ModelOptions) -> Result<Llm, SetupError> 
             Arc::new(ScriptedBackend::new(scenario.script.clone())),
             Arc::new(Estimator),
         ),
-        (None, LlmChoice::Local) => {
-            let backend = local_backend(opts)?;
+        (None, LlmChoice::Local) => local_llm(opts)?,
+        #[cfg(feature = "openai")]
+        (None, LlmChoice::OpenAi) => {
+            let backend = openai_backend(opts, scenario.llm.model.as_deref())?;
             let counter = backend.counter();
             (Arc::new(backend), counter)
         }
-        (None, LlmChoice::OpenAi) => (
-            Arc::new(openai_backend(opts, scenario.llm.model.as_deref())?),
-            Arc::new(Estimator),
-        ),
+        #[cfg(not(feature = "openai"))]
+        (None, LlmChoice::OpenAi) => {
+            return Err(SetupError::NotBuilt {
+                setting: Setting::Model,
+                what: "OpenAI-compatible servers",
+                feature: "openai",
+            })
+        }
     };
     let llm: Arc<dyn LlmBackend> = match &opts.record {
         Some(dir) => Arc::new(

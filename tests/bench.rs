@@ -51,8 +51,11 @@ fn transcript(lines: &[(u32, &str, &str)]) -> Vec<Message> {
         .collect()
 }
 
-/// A transcript of `(visit, name, decision, probabilities)`: turns with a choice.
-fn choices(lines: &[(u32, &str, &str, &[(&str, f64)])]) -> Vec<Message> {
+/// One turn with a choice: `(visit, name, decision, probabilities)`.
+type ChoiceLine<'a> = (u32, &'a str, &'a str, &'a [(&'a str, f64)]);
+
+/// A transcript of turns with a choice.
+fn choices(lines: &[ChoiceLine]) -> Vec<Message> {
     lines
         .iter()
         .enumerate()

@@ -15,7 +15,7 @@ const SIMS: usize = 200;
 fn scenario(i: usize) -> sopsim::scenario::Scenario {
     let (a, b) = (format!("Ann{i}"), format!("Bo{i}"));
     ScenarioBuilder::new(format!("sim{i}"))
-        .mode(if i % 2 == 0 {
+        .mode(if i.is_multiple_of(2) {
             Mode::Cooperative
         } else {
             Mode::Competitive

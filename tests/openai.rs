@@ -136,7 +136,7 @@ fn a_server_that_always_fails_gives_up_after_the_attempts_naming_the_cause() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("gave up after 3 attempts")
+        err.contains("gave up after 3 attempt")
             && err.contains("HTTP 500")
             && err.contains("CUDA out of memory"),
         "{err}"

@@ -244,9 +244,11 @@ impl Handler<TakeTurn> for AgentActor {
                         state,
                         who,
                         &obs,
-                        reply.as_deref(),
-                        spec,
-                        &options,
+                        prompt::Question {
+                            spec,
+                            options: &options,
+                            own_reply: reply.as_deref(),
+                        },
                         counter.as_ref(),
                     );
                     let request = LlmRequest::choice(

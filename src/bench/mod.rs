@@ -18,6 +18,7 @@
 pub mod exec;
 pub mod extract;
 pub mod plan;
+#[cfg(feature = "plots")]
 pub mod plot;
 pub mod report;
 pub mod stats;
@@ -80,6 +81,7 @@ pub enum BenchError {
     },
     #[error(transparent)]
     Write(#[from] SimError),
+    #[cfg(feature = "plots")]
     #[error(transparent)]
     Plot(#[from] plot::PlotError),
 }
@@ -89,7 +91,9 @@ impl BenchError {
     pub fn is_bad_input(&self) -> bool {
         match self {
             BenchError::Setup(e) => e.is_bad_input(),
-            BenchError::Io { .. } | BenchError::Write(_) | BenchError::Plot(_) => false,
+            BenchError::Io { .. } | BenchError::Write(_) => false,
+            #[cfg(feature = "plots")]
+            BenchError::Plot(_) => false,
             _ => true,
         }
     }
@@ -374,8 +378,15 @@ fn write_outputs(out: &StdPath, run: &BenchRun, timing: &report::Timing) -> Resu
     std::fs::write(&path, md).map_err(|source| BenchError::Io { path, source })
 }
 
+/// Without the `plots` feature the report has no pictures.
+#[cfg(not(feature = "plots"))]
+fn draw_plots(_out: &StdPath, _report: &Report) -> Result<Vec<(String, Vec<String>)>, BenchError> {
+    Ok(Vec::new())
+}
+
 /// Draws each scenario's headline figures and its tokens per turn; returns the PNG
 /// paths (relative to `out`) per scenario.
+#[cfg(feature = "plots")]
 fn draw_plots(out: &StdPath, report: &Report) -> Result<Vec<(String, Vec<String>)>, BenchError> {
     let dir = out.join("plots");
     std::fs::create_dir_all(&dir).map_err(|source| BenchError::Io {

@@ -87,7 +87,8 @@ pub fn paired<K: Ord>(a: &[(K, f64)], b: &[(K, f64)]) -> Option<Difference> {
     let p = sd.filter(|s| *s > 0.0).and_then(|s| {
         let t = m / (s / (n as f64).sqrt());
         let dist = StudentsT::new(0.0, 1.0, (n - 1) as f64).ok()?;
-        Some((2.0 * (1.0 - dist.cdf(t.abs()))).clamp(0.0, 1.0))
+        // The survival function keeps small p-values that 1 − cdf rounds to zero.
+        Some((2.0 * dist.sf(t.abs())).clamp(0.0, 1.0))
     });
     Some(Difference {
         n,
@@ -163,6 +164,22 @@ mod tests {
         );
         let same = paired(&a, &a).unwrap();
         assert_eq!((same.mean, same.p), (0.0, None));
+    }
+
+    #[test]
+    fn tiny_p_values_keep_their_precision() {
+        // Two runs: 1 degree of freedom (Cauchy), two-sided p = 2/π·atan(1/t).
+        let a = [(1, 0.0), (2, 0.0)];
+        let b = [(1, 1.0), (2, 1.0 + 1e-12)];
+        let d = paired(&a, &b).unwrap();
+        let t = d.mean / (d.sd.unwrap() / 2f64.sqrt());
+        let exact = 2.0 / std::f64::consts::PI * (1.0 / t).atan();
+        assert!(exact < 1e-11 && exact > 0.0);
+        assert!(
+            ((d.p.unwrap() - exact) / exact).abs() < 1e-6,
+            "{:?} vs {exact}",
+            d.p
+        );
     }
 
     #[test]

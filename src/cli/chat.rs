@@ -3,9 +3,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use sopsim::llm::{
-    CallContext, CallKind, ChatMessage, ChatRole, LlmBackend, LlmRequest, TokenSink,
-};
+use sopsim::llm::{CallContext, CallKind, ChatMessage, ChatRole, LlmRequest, TokenSink};
 use sopsim::scenario::LlmSettings;
 use sopsim::setup::{self, EmbedderChoice, ModelOptions};
 
@@ -23,7 +21,7 @@ pub fn chat(args: ChatArgs) -> Result<(), Failure> {
         fetch_observer: Arc::new(FetchProgress::default()),
         ..ModelOptions::default()
     };
-    let backend = setup::local_backend(&opts)?;
+    let (backend, _) = setup::local_llm(&opts)?;
     eprintln!(
         "{} ready; type a message (Ctrl-D to quit)",
         backend.describe()

@@ -2,12 +2,16 @@
 //! keeps embedding work off the actors' threads and batches it.
 
 mod hash;
+#[cfg(feature = "local")]
 mod minilm;
+#[cfg(feature = "openai")]
 mod openai;
 mod service;
 
 pub use hash::HashEmbedder;
+#[cfg(feature = "local")]
 pub use minilm::MiniLm;
+#[cfg(feature = "openai")]
 pub use openai::OpenAiEmbedder;
 pub use service::EmbedService;
 

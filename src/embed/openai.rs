@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 
 use super::{EmbedError, Embedder};
 use crate::llm::openai::{
-    normalize_base, parse_retry_after, retryable_status, ApiKey, RetryPolicy,
+    normalize_base, parse_retry_after, retryable_status, server_message, with_retries, ApiKey,
+    AttemptError, RetryPolicy,
 };
 
 pub struct OpenAiEmbedder {
@@ -51,7 +52,7 @@ impl OpenAiEmbedder {
         })
     }
 
-    fn attempt(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, (bool, Option<Duration>, String)> {
+    fn attempt(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, AttemptError> {
         let mut call = self
             .client
             .post(&self.url)
@@ -59,26 +60,19 @@ impl OpenAiEmbedder {
         if let Some(key) = &self.key {
             call = call.bearer_auth(key.expose());
         }
-        let response = call.send().map_err(|e| {
-            (
-                true,
-                None,
-                format!("connection failed: {}", e.without_url()),
-            )
-        })?;
+        let retry = |cause: String| AttemptError::Retry { cause, after: None };
+        let response = call
+            .send()
+            .map_err(|e| retry(format!("connection failed: {}", e.without_url())))?;
         let status = response.status().as_u16();
         let after = response
             .headers()
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, SystemTime::now()));
-        let text = response.text().map_err(|e| {
-            (
-                true,
-                None,
-                format!("reading the response: {}", e.without_url()),
-            )
-        })?;
+        let text = response
+            .text()
+            .map_err(|e| retry(format!("reading the response: {}", e.without_url())))?;
         if status != 200 {
             let hint = match status {
                 401 | 403 => "; check the API key (OPENAI_API_KEY)".to_string(),
@@ -88,21 +82,22 @@ impl OpenAiEmbedder {
                 ),
                 _ => String::new(),
             };
-            return Err((
-                retryable_status(status),
-                after,
-                format!(
-                    "HTTP {status} from {}{hint}: {}",
-                    self.url,
-                    text.chars().take(300).collect::<String>()
-                ),
-            ));
+            let cause = format!(
+                "HTTP {status} from {}{hint}: {}",
+                self.url,
+                server_message(&text, self.key.as_ref())
+            );
+            return Err(if retryable_status(status) {
+                AttemptError::Retry { cause, after }
+            } else {
+                AttemptError::Fatal(cause)
+            });
         }
-        let v: Value = serde_json::from_str(&text)
-            .map_err(|e| (true, None, format!("malformed JSON: {e}")))?;
+        let v: Value =
+            serde_json::from_str(&text).map_err(|e| retry(format!("malformed JSON: {e}")))?;
         let mut rows: Vec<(u64, Vec<f32>)> = v["data"]
             .as_array()
-            .ok_or((false, None, "the response has no data array".to_string()))?
+            .ok_or_else(|| AttemptError::Fatal("the response has no data array".into()))?
             .iter()
             .map(|d| {
                 let emb = d["embedding"]
@@ -112,11 +107,11 @@ impl OpenAiEmbedder {
             })
             .collect();
         if rows.len() != texts.len() {
-            return Err((
-                false,
-                None,
-                format!("asked for {} embeddings, got {}", texts.len(), rows.len()),
-            ));
+            return Err(AttemptError::Fatal(format!(
+                "asked for {} embeddings, got {}",
+                texts.len(),
+                rows.len()
+            )));
         }
         rows.sort_by_key(|(i, _)| *i);
         Ok(rows.into_iter().map(|(_, v)| v).collect())
@@ -134,26 +129,20 @@ impl Embedder for OpenAiEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let mut attempt = 1;
-        loop {
-            match self.attempt(texts) {
-                Ok(vectors) => {
-                    if let Some(v) = vectors.first() {
-                        self.dim.store(v.len(), Ordering::Relaxed);
-                    }
-                    return Ok(vectors);
-                }
-                Err((true, after, cause)) if attempt < self.retry.attempts => {
-                    std::thread::sleep(self.retry.delay(attempt, after, &mut rand::rng()));
-                    tracing::warn!(attempt, %cause, "retrying the embedding call");
-                    attempt += 1;
-                }
-                Err((_, _, cause)) => {
-                    return Err(failed(format!(
-                        "gave up after {attempt} attempt(s); last: {cause}"
-                    )))
-                }
-            }
+        // Embedding runs on the embedding worker's thread, so waiting blocks it.
+        let vectors = futures::executor::block_on(with_retries(
+            &self.retry,
+            "embedding call",
+            |_| std::future::ready(self.attempt(texts)),
+            |wait| {
+                std::thread::sleep(wait);
+                std::future::ready(())
+            },
+        ))
+        .map_err(|e| failed(e.to_string()))?;
+        if let Some(v) = vectors.first() {
+            self.dim.store(v.len(), Ordering::Relaxed);
         }
+        Ok(vectors)
     }
 }

@@ -3,7 +3,9 @@
 
 mod client;
 pub mod cost;
+#[cfg(feature = "local")]
 pub mod local;
+#[cfg(feature = "openai")]
 pub mod openai;
 pub mod record;
 pub mod scripted;

@@ -99,6 +99,14 @@ pub fn agent_prompt(
     .fit(scenario.environment.prompt_token_budget, counter)
 }
 
+/// A closed choice put to an agent.
+pub struct Question<'a> {
+    pub spec: &'a crate::scenario::ChoiceSpec,
+    pub options: &'a [String],
+    /// What the agent just said, when it speaks before it chooses.
+    pub own_reply: Option<&'a str>,
+}
+
 /// The prompt for a role's closed choice: the agent's context as for its reply, then
 /// what it just said (when it spoke first), the question and the options.
 pub fn choice_prompt(
@@ -106,11 +114,14 @@ pub fn choice_prompt(
     state: &State,
     who: Persona<'_>,
     obs: &Observation,
-    own_reply: Option<&str>,
-    spec: &crate::scenario::ChoiceSpec,
-    options: &[String],
+    question: Question<'_>,
     counter: &dyn TokenCounter,
 ) -> Assembled {
+    let Question {
+        spec,
+        options,
+        own_reply,
+    } = question;
     let mut tail = Vec::new();
     if let Some(reply) = own_reply {
         tail.push(format!("You ({}) just said: {}", who.name, reply.trim()));

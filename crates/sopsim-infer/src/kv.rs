@@ -33,6 +33,10 @@ impl KvCache {
         self.tokens.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
     pub fn tokens(&self) -> &[u32] {
         &self.tokens
     }

@@ -44,7 +44,8 @@ impl Sampler {
                 };
             }
         }
-        if !(self.temperature > 0.0) {
+        // NaN counts as zero: the most likely token.
+        if self.temperature.is_nan() || self.temperature <= 0.0 {
             return argmax(logits);
         }
         // Candidates sorted by logit, highest first (ties by token id), cut to top-k.

@@ -51,9 +51,13 @@ pub(super) struct Text {
 /// What a sequence does once its prompt is read (until then — while its cache holds
 /// less than the prompt — it reads the prompt).
 enum Phase {
-    Reply(Reply),
+    Reply(Box<Reply>),
     Choice(ChoiceState),
 }
+
+/// A sequence's part of a step: the tokens it feeds, and the logits it wants for which
+/// of them.
+type Plan = (Vec<u32>, Vec<(usize, Want)>);
 
 struct Reply {
     sampler: Sampler,
@@ -258,7 +262,7 @@ impl Worker {
 
     /// Keeps a finished sequence's cache for reuse, within the pool's memory budget.
     fn recycle(&mut self, cache: KvCache) {
-        if self.options.cache_bytes == 0 || cache.len() == 0 {
+        if self.options.cache_bytes == 0 || cache.is_empty() {
             return;
         }
         self.clock += 1;
@@ -276,7 +280,7 @@ impl Worker {
 
     /// One forward pass over every active sequence, then each one's next move.
     fn step(&mut self) {
-        let mut plans: Vec<(Vec<u32>, Vec<(usize, Want)>)> = Vec::with_capacity(self.active.len());
+        let mut plans: Vec<Plan> = Vec::with_capacity(self.active.len());
         let mut prompt_budget = STEP_PROMPT_TOKENS;
         for seq in &mut self.active {
             plans.push(plan(seq, &mut prompt_budget));
@@ -400,14 +404,14 @@ impl Worker {
                     top_k: req.settings.top_k,
                     top_p: req.settings.top_p,
                 };
-                Ok(Phase::Reply(Reply {
+                Ok(Phase::Reply(Box::new(Reply {
                     sampler: Sampler::new(params, seed),
                     generated: Vec::new(),
                     text: TextStream::default(),
                     max_tokens: max_tokens.min(room),
                     stops: req.settings.stop.clone().unwrap_or_default(),
                     stopped_at: None,
-                }))
+                })))
             }
             Some(options) => {
                 let end = self.text.special.eos_id;
@@ -565,7 +569,8 @@ fn call_seed(settings: &LlmSettings, context: &CallContext, prompt: &str) -> u64
 
 /// The option drawn from `probabilities` at `temperature` (0: the most probable).
 fn pick(probabilities: &[f64], temperature: f32, seed: u64) -> usize {
-    if !(temperature > 0.0) {
+    // NaN counts as zero: the most probable.
+    if temperature.is_nan() || temperature <= 0.0 {
         let mut best = 0;
         for (i, p) in probabilities.iter().enumerate() {
             if *p > probabilities[best] {

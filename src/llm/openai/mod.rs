@@ -9,6 +9,7 @@
 
 mod retry;
 mod sse;
+mod tokens;
 
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime};
@@ -19,8 +20,11 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
-pub use retry::{parse_retry_after, retryable_status, RetryPolicy};
+pub use retry::{
+    parse_retry_after, retryable_status, with_retries, AttemptError, GaveUp, RetryPolicy,
+};
 pub use sse::{Event, SseParser};
+pub use tokens::counter_for;
 
 use super::{
     ChatRole, ChoiceMethod, Chosen, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage,
@@ -144,18 +148,6 @@ pub struct OpenAiBackend {
     notes: Vec<String>,
 }
 
-/// Why one attempt failed.
-enum Failure {
-    Retry {
-        cause: String,
-        after: Option<Duration>,
-    },
-    /// A structured choice answer that is not JSON or names no option: retried, then
-    /// asked in plain text.
-    BadAnswer(String),
-    Fatal(String),
-}
-
 impl OpenAiBackend {
     pub fn new(options: OpenAiOptions) -> Result<Self, LlmError> {
         let base = normalize_base(&options.base_url);
@@ -206,7 +198,10 @@ impl OpenAiBackend {
         let status = response.status().as_u16();
         let body = response.text().map_err(|e| fail(without_url(&e)))?;
         if status != 200 {
-            return Err(fail(format!("HTTP {status}: {}", server_message(&body))));
+            return Err(fail(format!(
+                "HTTP {status}: {}",
+                server_message(&body, self.options.api_key.as_ref())
+            )));
         }
         let v: Value =
             serde_json::from_str(&body).map_err(|e| fail(format!("malformed JSON: {e}")))?;
@@ -320,7 +315,7 @@ impl OpenAiBackend {
         req: &LlmRequest,
         stream: Option<&TokenSink>,
         asking: Asking,
-    ) -> Result<Completion, Failure> {
+    ) -> Result<Completion, AttemptError> {
         let mut call = self.client.post(&self.url).json(&self.body(req, asking));
         if let Some(key) = &self.options.api_key {
             call = call.bearer_auth(&key.0);
@@ -328,13 +323,13 @@ impl OpenAiBackend {
         let sent = tokio::time::timeout(self.options.read_timeout, call.send()).await;
         let response = match sent {
             Err(_) => {
-                return Err(Failure::Retry {
+                return Err(AttemptError::Retry {
                     cause: format!("no response within {:?}", self.options.read_timeout),
                     after: None,
                 })
             }
             Ok(Err(e)) => {
-                return Err(Failure::Retry {
+                return Err(AttemptError::Retry {
                     cause: format!("connection failed: {}", without_url(&e)),
                     after: None,
                 })
@@ -349,22 +344,22 @@ impl OpenAiBackend {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| parse_retry_after(v, SystemTime::now()));
             let text = response.text().await.unwrap_or_default();
-            let said = server_message(&text);
+            let said = server_message(&text, self.options.api_key.as_ref());
             let url = shown(&self.url);
             if status == 400 && req.options.is_some() && asking == Asking::Structured {
                 // Structured output is refused: remember it for this endpoint and ask in
                 // plain text from now on.
                 REFUSED.insert(self.endpoint(), ());
-                return Err(Failure::Retry {
+                return Err(AttemptError::Retry {
                     cause: format!("HTTP 400 from {url} to structured output: {said}"),
                     after: Some(Duration::ZERO),
                 });
             }
             return Err(match status {
-                401 | 403 => Failure::Fatal(format!("HTTP {status} from {url}: check the API key (OPENAI_API_KEY); the server said: {said}")),
-                404 => Failure::Fatal(format!("HTTP 404 from {url}: no model {:?} there, or the base URL is wrong; the server said: {said}", self.model(req))),
-                s if retryable_status(s) => Failure::Retry { cause: format!("HTTP {s} from {url}: {said}"), after },
-                s => Failure::Fatal(format!("HTTP {s} from {url}: {said}")),
+                401 | 403 => AttemptError::Fatal(format!("HTTP {status} from {url}: check the API key (OPENAI_API_KEY); the server said: {said}")),
+                404 => AttemptError::Fatal(format!("HTTP 404 from {url}: no model {:?} there, or the base URL is wrong; the server said: {said}", self.model(req))),
+                s if retryable_status(s) => AttemptError::Retry { cause: format!("HTTP {s} from {url}: {said}"), after },
+                s => AttemptError::Fatal(format!("HTTP {s} from {url}: {said}")),
             });
         }
         if self.streams(req) {
@@ -372,21 +367,21 @@ impl OpenAiBackend {
         } else {
             let text = tokio::time::timeout(self.options.read_timeout, response.text())
                 .await
-                .map_err(|_| Failure::Retry {
+                .map_err(|_| AttemptError::Retry {
                     cause: "the response stalled".into(),
                     after: None,
                 })?
-                .map_err(|e| Failure::Retry {
+                .map_err(|e| AttemptError::Retry {
                     cause: format!("reading the response: {}", without_url(&e)),
                     after: None,
                 })?;
-            let v: Value = serde_json::from_str(&text).map_err(|e| Failure::Retry {
+            let v: Value = serde_json::from_str(&text).map_err(|e| AttemptError::Retry {
                 cause: format!("malformed JSON in the response: {e}"),
                 after: None,
             })?;
             let content = v["choices"][0]["message"]["content"]
                 .as_str()
-                .ok_or_else(|| Failure::Retry {
+                .ok_or_else(|| AttemptError::Retry {
                     cause: "the response has no choices[0].message.content".into(),
                     after: None,
                 })?
@@ -411,6 +406,11 @@ impl OpenAiBackend {
         }
     }
 
+    /// Counts tokens as the model does where sopsim knows its tokenizer.
+    pub fn counter(&self) -> std::sync::Arc<dyn crate::tokens::TokenCounter> {
+        counter_for(self.options.model.as_deref())
+    }
+
     fn endpoint(&self) -> String {
         normalize_base(&self.options.base_url)
     }
@@ -420,7 +420,7 @@ impl OpenAiBackend {
         req: &LlmRequest,
         response: reqwest::Response,
         sink: Option<&TokenSink>,
-    ) -> Result<Completion, Failure> {
+    ) -> Result<Completion, AttemptError> {
         let mut bytes = response.bytes_stream();
         let mut parser = SseParser::default();
         let mut text = String::new();
@@ -429,16 +429,16 @@ impl OpenAiBackend {
         loop {
             let next = tokio::time::timeout(self.options.read_timeout, bytes.next())
                 .await
-                .map_err(|_| Failure::Retry {
+                .map_err(|_| AttemptError::Retry {
                     cause: format!("the stream stalled for {:?}", self.options.read_timeout),
                     after: None,
                 })?;
             let Some(chunk) = next else { break };
-            let chunk = chunk.map_err(|e| Failure::Retry {
+            let chunk = chunk.map_err(|e| AttemptError::Retry {
                 cause: format!("the stream broke: {}", without_url(&e)),
                 after: None,
             })?;
-            let events = parser.push(&chunk).map_err(|e| Failure::Retry {
+            let events = parser.push(&chunk).map_err(|e| AttemptError::Retry {
                 cause: e.to_string(),
                 after: None,
             })?;
@@ -447,15 +447,15 @@ impl OpenAiBackend {
                     Event::Done => return Ok(self.completion(req, text, &usage)),
                     Event::Data(d) => d,
                 };
-                let v: Value = serde_json::from_str(&data).map_err(|e| Failure::Retry {
+                let v: Value = serde_json::from_str(&data).map_err(|e| AttemptError::Retry {
                     cause: format!("malformed JSON in the stream: {e}"),
                     after: None,
                 })?;
                 if let Some(err) = v.get("error") {
-                    return Err(Failure::Retry {
+                    return Err(AttemptError::Retry {
                         cause: format!(
                             "the server reported an error mid-stream: {}",
-                            server_message(&err.to_string())
+                            server_message(&err.to_string(), self.options.api_key.as_ref())
                         ),
                         after: None,
                     });
@@ -478,7 +478,7 @@ impl OpenAiBackend {
         if finished && !parser.is_mid_event() {
             return Ok(self.completion(req, text, &usage));
         }
-        Err(Failure::Retry {
+        Err(AttemptError::Retry {
             cause: format!("the stream was cut off after {} characters", text.len()),
             after: None,
         })
@@ -520,7 +520,7 @@ fn read_choice(
     options: &[String],
     asking: Asking,
     logprobs: &Value,
-) -> Result<Option<Chosen>, Failure> {
+) -> Result<Option<Chosen>, AttemptError> {
     match asking {
         Asking::Text => Ok(
             crate::sop::parse_choice_in(content, options, "end", options).map(|index| Chosen {
@@ -530,7 +530,7 @@ fn read_choice(
             }),
         ),
         Asking::Structured => {
-            let bad = Failure::BadAnswer;
+            let bad = AttemptError::Again;
             let v: Value = serde_json::from_str(content.trim())
                 .map_err(|e| bad(format!("the structured answer is not JSON: {e}")))?;
             let value = v["choice"]
@@ -604,7 +604,12 @@ fn without_url(e: &reqwest::Error) -> String {
 }
 
 /// The server's own explanation: `error.message` of a JSON body, else the text.
-fn server_message(body: &str) -> String {
+/// What a server said in an error body: its message when the body is OpenAI-style
+/// JSON, else the text; at most 300 characters, with API keys blanked out (servers echo
+/// a wrong key back in "Incorrect API key provided: sk-…").
+pub(crate) fn server_message(body: &str, key: Option<&ApiKey>) -> String {
+    let body = scrub(body, key);
+    let body = body.as_str();
     let v: Option<Value> = serde_json::from_str(body).ok();
     let msg = v
         .as_ref()
@@ -622,6 +627,23 @@ fn server_message(body: &str) -> String {
     } else {
         msg
     }
+}
+
+/// `text` with `key` and anything shaped like an API key or bearer token replaced by
+/// `[redacted]`.
+pub(crate) fn scrub(text: &str, key: Option<&ApiKey>) -> String {
+    static SHAPES: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let shapes = SHAPES.get_or_init(|| {
+        regex::Regex::new(r"(?i)\b(?:sk|pk|rk)-[a-z0-9_\-*.]{6,}|\bbearer\s+[^\s\x22']+")
+            .expect("a valid pattern")
+    });
+    let mut text = text.to_string();
+    if let Some(k) = key {
+        if k.expose().len() >= 4 {
+            text = text.replace(k.expose(), "[redacted]");
+        }
+    }
+    shapes.replace_all(&text, "[redacted]").into_owned()
 }
 
 impl LlmBackend for OpenAiBackend {
@@ -648,50 +670,48 @@ impl LlmBackend for OpenAiBackend {
                     LlmError::caused_by("openai", "waiting for a connection slot", e)
                 })?;
             let policy = self.options.retry;
-            let mut attempt = 1;
-            let structured = || {
+            // Asked again each attempt: a server that refused structured output on
+            // the last one is asked in plain text from then on.
+            let asking = || {
                 if request.options.is_some() && !refuses_structured(&self.endpoint()) {
                     Asking::Structured
                 } else {
                     Asking::Text
                 }
             };
-            loop {
-                let asking = structured();
-                match self.attempt(&request, stream.as_ref(), asking).await {
-                    Ok(c) => return Ok(c),
-                    Err(Failure::Fatal(message)) => {
-                        return Err(LlmError::failed("openai", message))
+            let last_was_bad_answer = std::sync::atomic::AtomicBool::new(false);
+            let result = with_retries(
+                &policy,
+                "model call",
+                |_| {
+                    let last = &last_was_bad_answer;
+                    let stream = stream.as_ref();
+                    let request = &request;
+                    let asking = asking();
+                    async move {
+                        let r = self.attempt(request, stream, asking).await;
+                        last.store(
+                            matches!(r, Err(AttemptError::Again(_))),
+                            std::sync::atomic::Ordering::Relaxed,
+                        );
+                        r
                     }
-                    Err(Failure::Retry { cause, after }) if attempt < policy.attempts => {
-                        let wait = policy.delay(attempt, after, &mut rand::rng());
-                        tracing::warn!(attempt, ?wait, %cause, "retrying the model call");
-                        tokio::time::sleep(wait).await;
-                        attempt += 1;
-                    }
-                    Err(Failure::BadAnswer(cause)) if attempt < policy.attempts => {
-                        tracing::warn!(attempt, %cause, "asking the choice again");
-                        attempt += 1;
-                    }
-                    // A server whose structured answers keep failing is asked in plain
-                    // text, and its answer read as one of the options.
-                    Err(Failure::BadAnswer(_)) => {
-                        return match self.attempt(&request, None, Asking::Text).await {
-                            Ok(c) => Ok(c),
-                            Err(
-                                Failure::Fatal(message)
-                                | Failure::Retry { cause: message, .. }
-                                | Failure::BadAnswer(message),
-                            ) => Err(LlmError::failed("openai", message)),
-                        };
-                    }
-                    Err(Failure::Retry { cause, .. }) => {
-                        return Err(LlmError::failed(
-                            "openai",
-                            format!("gave up after {attempt} attempts; last: {cause}"),
-                        ))
-                    }
+                },
+                tokio::time::sleep,
+            )
+            .await;
+            match result {
+                Ok(c) => Ok(c),
+                // A server whose structured answers keep failing is asked in plain
+                // text, and its answer read as one of the options.
+                Err(GaveUp::Exhausted { .. })
+                    if last_was_bad_answer.load(std::sync::atomic::Ordering::Relaxed) =>
+                {
+                    self.attempt(&request, None, Asking::Text)
+                        .await
+                        .map_err(|e| LlmError::failed("openai", e.cause()))
                 }
+                Err(e) => Err(LlmError::failed("openai", e.to_string())),
             }
         })
     }
@@ -722,11 +742,28 @@ mod tests {
     #[test]
     fn server_messages_are_extracted_and_bounded() {
         assert_eq!(
-            server_message(r#"{"error": {"message": "Rate limit reached"}}"#),
+            server_message(r#"{"error": {"message": "Rate limit reached"}}"#, None),
             "Rate limit reached"
         );
-        assert_eq!(server_message("plain text"), "plain text");
-        assert_eq!(server_message(&"x".repeat(1000)).len(), 300);
-        assert_eq!(server_message(""), "(no message)");
+        assert_eq!(server_message("plain text", None), "plain text");
+        assert_eq!(server_message(&"x".repeat(1000), None).len(), 300);
+        assert_eq!(server_message("", None), "(no message)");
+    }
+
+    #[test]
+    fn keys_are_blanked_out_of_server_messages() {
+        let key = ApiKey::new("my-own-secret-key-123").unwrap();
+        let body = r#"{"error": {"message": "Incorrect API key provided: sk-proj-abcDEF123456. Sent: my-own-secret-key-123, Authorization: Bearer xyz.987"}}"#;
+        let said = server_message(body, Some(&key));
+        assert!(
+            !said.contains("abcDEF")
+                && !said.contains("my-own-secret")
+                && !said.contains("xyz.987"),
+            "{said}"
+        );
+        assert!(
+            said.starts_with("Incorrect API key provided: [redacted]"),
+            "{said}"
+        );
     }
 }

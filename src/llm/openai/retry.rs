@@ -1,6 +1,9 @@
-//! When to try a request again, and how long to wait: exponential backoff with full
-//! jitter, bounded attempts, and the server's `Retry-After` when it sends one.
+//! When to try a request again, and how long to wait: exponential backoff with equal
+//! jitter (a random wait between half the ceiling and the ceiling), bounded attempts,
+//! and the server's `Retry-After` when it sends one. [`with_retries`] is the one loop
+//! every call to a server goes through.
 
+use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use rand::Rng;
@@ -27,6 +30,81 @@ impl Default for RetryPolicy {
 /// Whether an HTTP status is worth retrying: rate limits and server errors.
 pub fn retryable_status(status: u16) -> bool {
     status == 429 || status == 408 || (500..600).contains(&status)
+}
+
+/// How one attempt failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttemptError {
+    /// Worth another attempt after the policy's wait, or the server's `after`.
+    Retry {
+        cause: String,
+        after: Option<Duration>,
+    },
+    /// Worth another attempt at once (the answer, not the server, was at fault).
+    Again(String),
+    /// Not worth another attempt.
+    Fatal(String),
+}
+
+impl AttemptError {
+    /// What went wrong.
+    pub fn cause(&self) -> &str {
+        match self {
+            AttemptError::Retry { cause, .. }
+            | AttemptError::Again(cause)
+            | AttemptError::Fatal(cause) => cause,
+        }
+    }
+}
+
+/// Why [`with_retries`] stopped without a result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GaveUp {
+    #[error("gave up after {attempts} attempt(s); last: {last}")]
+    Exhausted { attempts: u32, last: String },
+    #[error("{0}")]
+    Fatal(String),
+}
+
+/// Runs `attempt(1)`, `attempt(2)`, … until one succeeds, one fails for good, or
+/// `policy.attempts` have been made, waiting with `sleep` between attempts as the
+/// policy says. `what` names the call in the log.
+pub async fn with_retries<T, A, AF, S, SF>(
+    policy: &RetryPolicy,
+    what: &str,
+    mut attempt: A,
+    sleep: S,
+) -> Result<T, GaveUp>
+where
+    A: FnMut(u32) -> AF,
+    AF: Future<Output = Result<T, AttemptError>>,
+    S: Fn(Duration) -> SF,
+    SF: Future<Output = ()>,
+{
+    let attempts = policy.attempts.max(1);
+    let mut n = 1;
+    loop {
+        let (cause, wait) = match attempt(n).await {
+            Ok(value) => return Ok(value),
+            Err(AttemptError::Fatal(cause)) => return Err(GaveUp::Fatal(cause)),
+            Err(AttemptError::Again(cause)) => (cause, Duration::ZERO),
+            Err(AttemptError::Retry { cause, after }) => {
+                let wait = policy.delay(n, after, &mut rand::rng());
+                (cause, wait)
+            }
+        };
+        if n >= attempts {
+            return Err(GaveUp::Exhausted {
+                attempts: n,
+                last: cause,
+            });
+        }
+        tracing::warn!(attempt = n, ?wait, %cause, "retrying the {what}");
+        if !wait.is_zero() {
+            sleep(wait).await;
+        }
+        n += 1;
+    }
 }
 
 impl RetryPolicy {
@@ -62,6 +140,61 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    fn run<T>(
+        policy: &RetryPolicy,
+        attempt: impl FnMut(u32) -> Result<T, AttemptError>,
+    ) -> (Result<T, GaveUp>, Vec<Duration>) {
+        let waits = std::cell::RefCell::new(Vec::new());
+        let mut attempt = attempt;
+        let result = futures::executor::block_on(with_retries(
+            policy,
+            "test call",
+            |n| std::future::ready(attempt(n)),
+            |d| {
+                waits.borrow_mut().push(d);
+                std::future::ready(())
+            },
+        ));
+        (result, waits.into_inner())
+    }
+
+    #[test]
+    fn the_loop_retries_waits_and_gives_up_as_the_policy_says() {
+        let policy = RetryPolicy {
+            attempts: 3,
+            ..RetryPolicy::default()
+        };
+        let retry = |after| AttemptError::Retry {
+            cause: "busy".into(),
+            after,
+        };
+        // Succeeds on the third attempt, after the server's wait and then a backoff.
+        let (ok, waits) = run(&policy, |n| match n {
+            1 => Err(retry(Some(Duration::from_secs(2)))),
+            2 => Err(retry(None)),
+            _ => Ok(n),
+        });
+        assert_eq!(ok, Ok(3));
+        assert_eq!(waits[0], Duration::from_secs(2));
+        assert!(waits[1] >= Duration::from_millis(500) && waits[1] <= Duration::from_secs(1));
+        // Bad answers are asked again at once; a fatal error stops at once.
+        let (again, waits) = run(&policy, |_| Err::<(), _>(AttemptError::Again("bad".into())));
+        assert_eq!(
+            again,
+            Err(GaveUp::Exhausted {
+                attempts: 3,
+                last: "bad".into()
+            })
+        );
+        assert!(waits.is_empty());
+        let mut calls = 0;
+        let (fatal, _) = run(&policy, |_| {
+            calls += 1;
+            Err::<(), _>(AttemptError::Fatal("401".into()))
+        });
+        assert_eq!((fatal, calls), (Err(GaveUp::Fatal("401".into())), 1));
+    }
 
     #[test]
     fn backoff_grows_is_jittered_and_bounded() {

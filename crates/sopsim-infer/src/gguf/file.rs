@@ -317,7 +317,7 @@ impl<'a> Reader<'a> {
                 let min = match item_ty {
                     0 | 1 | 7 => 1,
                     2 | 3 => 2,
-                    4 | 5 | 6 => 4,
+                    4..=6 => 4,
                     8 | 10 | 11 | 12 => 8,
                     9 => 12,
                     other => return Err(GgufError::Format(format!("unknown value type {other}"))),

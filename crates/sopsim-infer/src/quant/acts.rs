@@ -26,7 +26,7 @@ impl ActFormat {
     }
 }
 
-/// `tokens` rows of `cols` activations in one [`ActFormat`]. Buffers are reused.
+/// `tokens` rows of `cols` activations in one `ActFormat`. Buffers are reused.
 #[derive(Debug, Clone)]
 pub struct Acts {
     format: ActFormat,
@@ -75,9 +75,9 @@ impl Acts {
     }
 
     /// Stores `x` (`tokens × cols`, row-major) in `format`. `cols` must be a multiple
-    /// of 32 (and of 256 for [`ActFormat::Q8x256`]).
+    /// of 32 (and of 256 for `ActFormat::Q8x256`).
     pub fn quantize(&mut self, format: ActFormat, x: &[f32], cols: usize) {
-        debug_assert!(cols > 0 && x.len() % cols == 0 && cols % 32 == 0);
+        debug_assert!(cols > 0 && x.len().is_multiple_of(cols) && cols.is_multiple_of(32));
         self.format = format;
         self.tokens = x.len() / cols;
         self.cols = cols;

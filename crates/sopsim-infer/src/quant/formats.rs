@@ -152,14 +152,22 @@ fn chunk_ints(ty: WeightType, g: &[u8], c: usize) -> [i32; 32] {
         WeightType::Q4K => {
             let qs = &g[16 + 32 * (c / 2)..16 + 32 * (c / 2) + 32];
             for (i, q) in qs.iter().enumerate() {
-                w[i] = i32::from(if c % 2 == 0 { q & 0x0F } else { q >> 4 });
+                w[i] = i32::from(if c.is_multiple_of(2) {
+                    q & 0x0F
+                } else {
+                    q >> 4
+                });
             }
         }
         WeightType::Q5K => {
             let qh = &g[16..48];
             let ql = &g[48 + 32 * (c / 2)..48 + 32 * (c / 2) + 32];
             for i in 0..32 {
-                let low = if c % 2 == 0 { ql[i] & 0x0F } else { ql[i] >> 4 };
+                let low = if c.is_multiple_of(2) {
+                    ql[i] & 0x0F
+                } else {
+                    ql[i] >> 4
+                };
                 let high = (qh[i] >> c) & 1;
                 w[i] = i32::from(low | (high << 4));
             }

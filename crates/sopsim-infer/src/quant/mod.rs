@@ -12,8 +12,8 @@
 //! thread, and in the scalar reference and the SIMD kernels alike — which is what makes
 //! batched replies byte-identical to unbatched ones.
 //!
-//! - [`formats`]: the block layouts, dequantisation, and the reference products.
-//! - [`acts`]: quantising activations.
+//! - `formats`: the block layouts, dequantisation, and the reference products.
+//! - `acts`: quantising activations.
 //! - `x86`: the AVX2 / AVX-VNNI kernels, chosen at run time.
 
 mod acts;
@@ -50,7 +50,7 @@ impl<'a> QView<'a> {
         if cols == 0 || rows == 0 {
             return Err(WeightError::ZeroDimension);
         }
-        if cols % ty.group() != 0 || cols % 32 != 0 {
+        if !cols.is_multiple_of(ty.group()) || !cols.is_multiple_of(32) {
             return Err(WeightError::Row {
                 cols,
                 ty: ty.name(),

@@ -399,9 +399,9 @@ unsafe fn q6k<I: Isa, const N: usize>(row: &[u8], acts: &Acts, t0: usize, res: &
                 let sa = i16::from(*block.add(192 + 2 * c) as i8);
                 let sb = i16::from(*block.add(193 + 2 * c) as i8);
                 let sc16 = _mm256_set_m128i(_mm_set1_epi16(sb), _mm_set1_epi16(sa));
-                for i in 0..N {
+                for (i, t) in total.iter_mut().enumerate() {
                     let x = _mm256_sign_epi8(x_chunk(acts, t0 + i, g * 8 + c), w);
-                    total[i] = I::dot_scaled(total[i], mag, x, sc16);
+                    *t = I::dot_scaled(*t, mag, x, sc16);
                 }
             }
         }
@@ -436,9 +436,9 @@ unsafe fn float<const N: usize>(
                 _mm256_castsi256_ps(_mm256_slli_epi32::<16>(h))
             }
         };
-        for i in 0..N {
+        for (i, a) in acc.iter_mut().enumerate() {
             let x = _mm256_loadu_ps(acts.floats(t0 + i).as_ptr().add(c * 8));
-            acc[i] = _mm256_fmadd_ps(w, x, acc[i]);
+            *a = _mm256_fmadd_ps(w, x, *a);
         }
     }
     for i in 0..N {

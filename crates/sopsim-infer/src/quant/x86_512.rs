@@ -417,9 +417,9 @@ unsafe fn q6k<const N: usize>(row: &[u8], acts: &Acts, t0: usize, res: &mut [f32
                     _mm512_maddubs_epi16(_mm512_set1_epi8(-128), w),
                     scv,
                 );
-                for i in 0..N {
+                for (i, t) in total.iter_mut().enumerate() {
                     let pr = _mm512_maddubs_epi16(x_two(acts, t0 + i, g * 8 + c), w);
-                    total[i] = _mm512_dpwssd_epi32(total[i], pr, scv);
+                    *t = _mm512_dpwssd_epi32(*t, pr, scv);
                 }
             }
         }
