@@ -26,6 +26,33 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! A scenario file runs as `sopsim run` runs it, with the caller's event sinks and a
+//! token that stops it at the next turn boundary (from another thread, a web handler…).
+//! The library never prints, exits or installs signal handlers; errors are typed and
+//! name the setting at fault ([`setup::SetupError::setting`]).
+//!
+//! ```no_run
+//! use sopsim::error::CancelToken;
+//! use sopsim::runner::{run, RunIo, RunOptions};
+//! use sopsim::setup::{LlmChoice, ModelOptions};
+//!
+//! let cancel = CancelToken::new();
+//! let opts = RunOptions {
+//!     scenario: "scenarios/debate.json".into(),
+//!     out: Some("out/debate".into()),
+//!     mode: None,
+//!     seed: 7,
+//!     max_turns: None,
+//!     models: ModelOptions { llm: LlmChoice::Local, ..ModelOptions::default() },
+//!     humans: vec![],
+//!     budget_usd: None,
+//!     max_total_tokens: None,
+//! };
+//! let outcome = run(&opts, RunIo { cancel: cancel.clone(), ..RunIo::default() })?;
+//! println!("{} turns, ended by {}", outcome.summary.turns, outcome.summary.ended_by.as_str());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Layout
 //!
 //! Pure logic, free of I/O and actors, unit-tested directly:
@@ -47,9 +74,13 @@
 //! Running:
 //! - [`actors`]: Director, Agent and Environment actors and their messages.
 //! - [`sim`]: wiring one simulation, running it, its summary.
-//! - [`events`], [`output`], [`human`]: live terminal view and `events.jsonl`, run
-//!   files, human input.
-//! - [`runner`]: `sopsim run` as a library call.
+//! - [`events`], [`output`], [`human`]: the event stream and `events.jsonl`, run
+//!   files, where people's turns come from.
+//! - [`setup`]: typed model options → backends, embedder, prices; errors naming the
+//!   setting at fault.
+//! - [`runner`]: `sopsim run` as a library call; [`error`]: run errors, the
+//!   cancellation token, error chains.
+//! - [`models`]: the local models sopsim knows, fetched from PyPI and checked.
 //! - [`bench`](mod@bench): `sopsim bench`: scenario × mode × seed, run many at once, outcomes,
 //!   statistics, report and plots.
 

@@ -491,3 +491,30 @@ fn replies_are_the_same_alone_and_in_batches_with_and_without_reuse() {
     ));
     assert_eq!(mixed.0.unwrap().text, alone[3]);
 }
+
+/// Chat templates render as Hugging Face's `apply_chat_template` renders them
+/// (`tests/reference/chat_templates.py`, jinja2 with trim_blocks and lstrip_blocks).
+#[test]
+fn chat_templates_render_as_hugging_face_does() {
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/reference/chat_templates.json")).unwrap(),
+    )
+    .unwrap();
+    for (name, spec) in [("qwen05", &QWEN05), ("smollm2", &SMOLLM2)] {
+        let model = LocalModel::load(&model_path(spec)).unwrap();
+        for case in reference[name]["cases"].as_array().unwrap() {
+            let messages: Vec<(&str, &str)> = case["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+                .collect();
+            let rendered = model.render(&messages).unwrap();
+            assert_eq!(
+                rendered,
+                case["rendered"].as_str().unwrap(),
+                "{name}: {messages:?}"
+            );
+        }
+    }
+}

@@ -5,7 +5,7 @@
 //! if the fixed text alone is too long it is cut (the system part keeps its start, the
 //! user part its end, where the question is). The result never exceeds the budget.
 
-use crate::llm::ChatMessage;
+use super::ChatMessage;
 use crate::tokens::{join_lines as join, TokenCounter, MESSAGE_OVERHEAD};
 
 /// One group of context lines under a header; the header is shown only if a line is left.

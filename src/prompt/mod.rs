@@ -7,8 +7,10 @@
 //! then the summary; the message being answered goes last of all.
 
 mod budget;
+mod chat;
 
 pub use budget::{Assembled, Draft, Item, Section};
+pub use chat::{ChatMessage, ChatRole};
 
 use crate::memory::{Observation, SummaryRequest};
 use crate::scenario::{role_text, JudgePrompts, Persona, RoleText, Scenario, SpeakerRule, State};

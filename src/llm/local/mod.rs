@@ -120,6 +120,12 @@ impl LocalModel {
         &self.text.tokenizer
     }
 
+    /// The prompt text the model's chat template makes of `messages` (role, content),
+    /// ending where the assistant's reply begins.
+    pub fn render(&self, messages: &[(&str, &str)]) -> Result<String, LocalError> {
+        Ok(self.text.template.render(messages)?)
+    }
+
     /// The token ids of `text` (control tokens such as `<|im_start|>` are single ids).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, LocalError> {
         engine::encode(&self.text.tokenizer, text).map_err(LocalError::Tokenizer)

@@ -1,0 +1,120 @@
+//! The library never prints and never exits the process: runs, benchmarks and failures
+//! through the library API, in a child process whose stdout and stderr must stay empty.
+//! (A harness-less test, so no test harness writes to stdout either.)
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+use sopsim::bench::{self, BenchOptions, Unobserved};
+use sopsim::error::CancelToken;
+use sopsim::runner::{self, RunIo, RunOptions};
+use sopsim::scenario::Mode;
+use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions};
+
+const CHILD: &str = "SOPSIM_LIBRARY_QUIET_CHILD";
+
+fn scenario(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(format!("{name}.json"))
+}
+
+fn scripted() -> ModelOptions {
+    ModelOptions {
+        llm: LlmChoice::Scripted,
+        embedder: EmbedderChoice::Hash,
+        ..ModelOptions::default()
+    }
+}
+
+/// What the child does: everything a library user might, success and failure.
+fn use_the_library() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let opts = RunOptions {
+        scenario: scenario("debate"),
+        out: Some(dir.path().join("run")),
+        mode: None,
+        seed: 3,
+        max_turns: None,
+        models: scripted(),
+        humans: Vec::new(),
+        budget_usd: None,
+        max_total_tokens: None,
+    };
+    let outcome = runner::run(&opts, RunIo::default()).expect("the debate runs");
+    assert!(outcome.summary.turns > 0);
+
+    // Failures come back as values: a missing file, a person with no input, an
+    // unreachable server.
+    let missing = RunOptions {
+        scenario: dir.path().join("nowhere.json"),
+        ..opts.clone()
+    };
+    assert!(runner::run(&missing, RunIo::default()).is_err());
+    let human = RunOptions {
+        humans: vec!["Alice".into()],
+        out: None,
+        ..opts.clone()
+    };
+    assert!(runner::run(&human, RunIo::default()).is_err());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let offline = RunOptions {
+        out: None,
+        models: ModelOptions {
+            llm: LlmChoice::OpenAi,
+            model: Some("m".into()),
+            base_url: Some(format!("http://127.0.0.1:{port}")),
+            max_attempts: 2,
+            timeout: std::time::Duration::from_millis(500),
+            ..scripted()
+        },
+        ..opts.clone()
+    };
+    assert!(runner::run(&offline, RunIo::default()).is_err());
+
+    let bench_opts = BenchOptions {
+        scenarios: vec![scenario("prisoners_dilemma")],
+        modes: vec![Mode::Cooperative, Mode::Competitive],
+        seeds: 2,
+        first_seed: 0,
+        jobs: 2,
+        out: dir.path().join("bench"),
+        max_turns: None,
+        models: scripted(),
+    };
+    let run = bench::run(&bench_opts, &Unobserved, CancelToken::new()).expect("the benchmark runs");
+    assert_eq!(run.executed.finished, 4);
+    let _ = Arc::new(run);
+}
+
+fn main() {
+    if std::env::var_os(CHILD).is_some() {
+        use_the_library();
+        return;
+    }
+    let me = std::env::current_exe().expect("the test's own path");
+    let out = Command::new(me)
+        .env(CHILD, "1")
+        .output()
+        .expect("the child runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the child failed: {}\n{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.is_empty(),
+        "the library printed to stdout:\n{stdout}"
+    );
+    assert!(
+        stderr.is_empty(),
+        "the library printed to stderr:\n{stderr}"
+    );
+    println!("library_quiet: runs, failures and a benchmark printed nothing");
+}
