@@ -360,3 +360,50 @@ fn a_failed_model_fetch_explains_the_manual_steps() {
         .unwrap();
     assert!(String::from_utf8_lossy(&listed.stdout).contains("missing (sopsim models fetch)"));
 }
+
+#[test]
+fn ctrl_c_stops_at_the_turn_boundary_keeps_the_turns_and_exits_130() {
+    use common::server::{ok, Reply, Server};
+    let server = Server::start(vec![
+        ok(&["First point."]),
+        Reply::Slow(std::time::Duration::from_millis(1500)),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("debate");
+    let child = sopsim()
+        .args(["run", &scenario("debate"), "--out", out.to_str().unwrap(), "-q"])
+        .args(["--llm", "openai", "--model", "m", "--embedder", "hash"])
+        .args(["--base-url", &server.base])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first reply to be on disk, then interrupt during the slow second.
+    let transcript = out.join("transcript.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline
+        && std::fs::read_to_string(&transcript).map_or(0, |t| t.lines().count()) < 2
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let interrupted = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let done = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["ended_by"], "interrupted");
+    // The slow reply in flight when Ctrl-C came finishes its turn; nothing after it.
+    assert_eq!(summary["turns"], 3);
+    let kept = std::fs::read_to_string(&transcript).unwrap();
+    assert_eq!(
+        kept.lines().count() as u64,
+        summary["turns"].as_u64().unwrap(),
+        "every finished turn: {kept}"
+    );
+}
