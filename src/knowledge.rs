@@ -65,9 +65,13 @@ pub struct KnowledgeBase {
     index: EmbeddingIndex,
 }
 
+/// The largest knowledge-base file read.
+pub const MAX_KNOWLEDGE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Reads a knowledge-base file's entries.
 pub fn read_entries(path: &Path) -> Result<Vec<Entry>, KnowledgeError> {
-    let text = std::fs::read_to_string(path).map_err(KnowledgeError::Read)?;
+    let text =
+        crate::files::read_text_bounded(path, MAX_KNOWLEDGE_BYTES).map_err(KnowledgeError::Read)?;
     let doc: Value = serde_json::from_str(&text).map_err(KnowledgeError::Json)?;
     let items: Vec<&Value> = match &doc {
         Value::Object(m) => m.values().collect(),

@@ -65,6 +65,7 @@
 //! - [`action`]: `Action::process`, a turn's output becoming a `Message`.
 //! - [`elysia`]: the keyed result store and Elysia's return objects.
 //! - [`template`], [`tokens`]: placeholder templates and token counting.
+//! - [`files`]: bounded reads of users' files, whole-or-nothing writes.
 //!
 //! Services shared by every simulation in a process:
 //! - [`llm`]: the `LlmBackend` trait, the scripted backend, per-simulation accounting.
@@ -93,6 +94,7 @@ pub mod elysia;
 pub mod embed;
 pub mod error;
 pub mod events;
+pub mod files;
 pub mod human;
 pub mod knowledge;
 pub mod llm;

@@ -2,18 +2,20 @@
 //! `summary.json` and `environment.json` at the end, each written whole or not at all.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::SimError;
 use crate::memory::Message;
 
-/// Appends each finished turn as one JSON line and flushes it before the next turn, so
-/// an interrupted run keeps every finished turn.
+/// Appends each finished turn as one JSON line, written with one call before the next
+/// turn, so an interrupted or killed run keeps every finished turn and no torn line
+/// (a `write` to a regular file is not split by a signal).
 #[derive(Debug)]
 pub struct TranscriptWriter {
     path: PathBuf,
-    file: BufWriter<File>,
+    file: File,
+    line: Vec<u8>,
 }
 
 impl TranscriptWriter {
@@ -24,7 +26,8 @@ impl TranscriptWriter {
         })?;
         Ok(Self {
             path: path.to_path_buf(),
-            file: BufWriter::new(file),
+            file,
+            line: Vec::new(),
         })
     }
 
@@ -33,9 +36,10 @@ impl TranscriptWriter {
             what: self.path.display().to_string(),
             source,
         };
-        serde_json::to_writer(&mut self.file, memory).map_err(|e| io(e.into()))?;
-        self.file.write_all(b"\n").map_err(io)?;
-        self.file.flush().map_err(io)
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, memory).map_err(|e| io(e.into()))?;
+        self.line.push(b'\n');
+        self.file.write_all(&self.line).map_err(io)
     }
 }
 
@@ -74,9 +78,7 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), Sim
         what: path.display().to_string(),
         source,
     };
-    let tmp = path.with_extension("json.tmp");
     let mut text = serde_json::to_string_pretty(value).map_err(|e| io(e.into()))?;
     text.push('\n');
-    std::fs::write(&tmp, text).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    crate::files::replace_file(path, text.as_bytes()).map_err(io)
 }

@@ -128,16 +128,12 @@ pub fn run(opts: &RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
         notes: imported.notes,
     };
     let outcome = actix::System::new().block_on(sim::run(scenario.clone(), &services, config))?;
-    if let Some(dir) = &dir {
-        dir.write_final(&outcome.environment, &outcome.summary)?;
-    }
-    if let Some(source) = events.as_ref().and_then(|e| e.take_error()) {
-        return Err(SimError::Io {
-            what: "events.jsonl".into(),
-            source,
-        }
-        .into());
-    }
+    // The final files are written even after a failure (they say how the run ended),
+    // but the first failure is the one reported.
+    let written = match &dir {
+        Some(dir) => dir.write_final(&outcome.environment, &outcome.summary),
+        None => Ok(()),
+    };
     if outcome.summary.ended_by == EndReason::Error {
         let source = outcome.error.unwrap_or(SimError::Internal(
             "the run ended by an error it did not keep",
@@ -148,5 +144,13 @@ pub fn run(opts: &RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
             source,
         });
     }
+    if let Some(source) = events.as_ref().and_then(|e| e.take_error()) {
+        return Err(SimError::Io {
+            what: "events.jsonl".into(),
+            source,
+        }
+        .into());
+    }
+    written?;
     Ok(outcome)
 }

@@ -371,7 +371,13 @@ fn ctrl_c_stops_at_the_turn_boundary_keeps_the_turns_and_exits_130() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("debate");
     let child = sopsim()
-        .args(["run", &scenario("debate"), "--out", out.to_str().unwrap(), "-q"])
+        .args([
+            "run",
+            &scenario("debate"),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ])
         .args(["--llm", "openai", "--model", "m", "--embedder", "hash"])
         .args(["--base-url", &server.base])
         .stdout(Stdio::null())
@@ -406,4 +412,56 @@ fn ctrl_c_stops_at_the_turn_boundary_keeps_the_turns_and_exits_130() {
         summary["turns"].as_u64().unwrap(),
         "every finished turn: {kept}"
     );
+}
+
+#[test]
+fn a_full_disk_names_the_first_write_that_failed_and_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    std::fs::create_dir(&out).unwrap();
+    // Every write to /dev/full fails with "no space left on device".
+    std::os::unix::fs::symlink("/dev/full", out.join("transcript.jsonl")).unwrap();
+    let (code, _, stderr) = run(&[
+        "run",
+        &scenario("debate"),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("transcript.jsonl") && stderr.to_lowercase().contains("no space"),
+        "{stderr}"
+    );
+    let left: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!left.iter().any(|f| f.ends_with(".tmp")), "{left:?}");
+}
+
+#[test]
+fn a_long_message_is_one_whole_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut debate: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(scenario("debate")).unwrap()).unwrap();
+    let long = "word ".repeat(20_000);
+    debate["sop"]["states"]["affirmative_prep"]["begin_query"] = serde_json::json!(long);
+    let path = dir.path().join("long.json");
+    std::fs::write(&path, debate.to_string()).unwrap();
+    let out = dir.path().join("run");
+    let (code, _, stderr) = run(&[
+        "run",
+        path.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+        "--max-turns",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let transcript = std::fs::read_to_string(out.join("transcript.jsonl")).unwrap();
+    let first: serde_json::Value =
+        serde_json::from_str(transcript.lines().next().unwrap()).unwrap();
+    assert_eq!(first["content"].as_str().unwrap(), long.trim());
 }

@@ -725,3 +725,21 @@ fn with_no_model_named_the_server_is_asked_and_an_unknown_model_is_not_priced() 
         .unwrap();
     assert_eq!(chat.1["model"], "served-model-a");
 }
+
+#[test]
+fn a_server_echoing_the_key_does_not_get_it_into_errors() {
+    for status in [401, 400, 500] {
+        let echo = Reply::Plain {
+            status,
+            body: format!(
+                r#"{{"error":{{"message":"Incorrect API key provided: {KEY}. Header was: Authorization: Bearer {KEY}"}}}}"#
+            ),
+            headers: vec![],
+        };
+        let server = Server::start(vec![echo; 3]);
+        let err = ask(&backend(&server, true, 2, 2000)).unwrap_err();
+        let shown = sopsim::error::chain(&err);
+        assert!(!shown.contains("7f3a9c"), "{status}: {shown}");
+        assert!(shown.contains("[redacted]"), "{status}: {shown}");
+    }
+}

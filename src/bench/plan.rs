@@ -108,9 +108,7 @@ pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), Bench
         text.push_str(&serde_json::to_string(job).map_err(|e| io_error(&manifest, e.into()))?);
         text.push('\n');
     }
-    let tmp = manifest.with_extension("jsonl.tmp");
-    std::fs::write(&tmp, text).map_err(|e| io_error(&tmp, e))?;
-    std::fs::rename(&tmp, &manifest).map_err(|e| io_error(&manifest, e))
+    crate::files::replace_file(&manifest, text.as_bytes()).map_err(|e| io_error(&manifest, e))
 }
 
 fn describe(s: &Settings) -> String {

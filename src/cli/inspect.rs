@@ -46,7 +46,7 @@ pub fn validate(path: &Path, format: Format) -> Result<(), Failure> {
     }
     let (s, _) = loaded.map_err(bad)?;
     for note in scenario::advice(&s) {
-        eprintln!("note: {note}");
+        super::note(&note.to_string());
     }
     say(&format!(
         "{}: valid ({} states, {} agents)",
@@ -74,10 +74,12 @@ pub fn import_aiwaves(config: &Path) -> Result<(), Failure> {
     let (native, imported) = scenario::import_aiwaves(config, &doc).map_err(bad)?;
     scenario::from_document(config, native.clone()).map_err(bad)?;
     for note in &imported.notes {
-        eprintln!("note: {note}");
+        super::note(&note.to_string());
     }
     if let Some(base) = &imported.base_url {
-        eprintln!("note: the config's API_BASE is {base}; pass --base-url {base} when running the native file");
+        super::note(&format!(
+            "the config's API_BASE is {base}; pass --base-url {base} when running the native file"
+        ));
     }
     say(&to_json(&native)?);
     Ok(())

@@ -40,15 +40,21 @@ pub fn main() -> ExitCode {
     match execute(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("error: {}", failure.message());
+            eprintln!("error: {}", terminal::printable(failure.message()));
             failure.exit_code()
         }
     }
 }
 
-/// Prints to stdout; a closed pipe (`sopsim schema | head`) is not an error.
+/// Prints to stdout, control characters escaped; a closed pipe (`sopsim schema |
+/// head`) is not an error.
 fn say(text: &str) {
-    let _ = writeln!(std::io::stdout().lock(), "{text}");
+    let _ = writeln!(std::io::stdout().lock(), "{}", terminal::printable(text));
+}
+
+/// A note on stderr, control characters escaped.
+fn note(text: &str) {
+    eprintln!("note: {}", terminal::printable(text));
 }
 
 fn execute(command: Command) -> Result<(), Failure> {

@@ -75,6 +75,7 @@ impl BenchProgress {
 
     /// A line above the bar (or on stderr when there is none).
     pub fn println(&self, text: &str) {
+        let text = super::terminal::printable(text);
         if self.bar.is_hidden() {
             eprintln!("{text}");
         } else {

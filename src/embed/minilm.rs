@@ -31,15 +31,49 @@ fn failed(message: impl ToString) -> EmbedError {
     }
 }
 
+/// A BERT config the model code can build without dividing by zero or allocating
+/// without bound (a real MiniLM: 384 wide, 6 layers, 12 heads, 30,522 tokens).
+fn check_config(c: &Config) -> Result<(), String> {
+    let within = |name: &str, v: usize, max: usize| {
+        if (1..=max).contains(&v) {
+            Ok(())
+        } else {
+            Err(format!("{name} is {v}; expected 1 to {max}"))
+        }
+    };
+    within("hidden_size", c.hidden_size, 8192)?;
+    within("num_attention_heads", c.num_attention_heads, 256)?;
+    within("num_hidden_layers", c.num_hidden_layers, 128)?;
+    within("intermediate_size", c.intermediate_size, 65_536)?;
+    within("vocab_size", c.vocab_size, 1 << 20)?;
+    within(
+        "max_position_embeddings",
+        c.max_position_embeddings,
+        1 << 16,
+    )?;
+    within("type_vocab_size", c.type_vocab_size, 1024)?;
+    if c.hidden_size % c.num_attention_heads != 0 {
+        return Err(format!(
+            "hidden_size {} is not a multiple of num_attention_heads {}",
+            c.hidden_size, c.num_attention_heads
+        ));
+    }
+    if !(c.layer_norm_eps.is_finite() && c.layer_norm_eps >= 0.0) {
+        return Err(format!("layer_norm_eps is {}", c.layer_norm_eps));
+    }
+    Ok(())
+}
+
 impl MiniLm {
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from `dir`.
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
-        let read = |name: &str| {
-            std::fs::read_to_string(dir.join(name))
+        let read = |name: &str, limit: u64| {
+            crate::files::read_bounded(&dir.join(name), limit)
                 .map_err(|e| failed(format!("{}: {e}", dir.join(name).display())))
         };
-        let config: Config = serde_json::from_str(&read("config.json")?)
+        let config: Config = serde_json::from_slice(&read("config.json", 1 << 20)?)
             .map_err(|e| failed(format!("config.json: {e}")))?;
+        check_config(&config).map_err(|e| failed(format!("config.json: {e}")))?;
         let device = Device::Cpu;
         let weights = dir.join("model.safetensors");
         // SAFETY: the file is memory-mapped read-only and not modified while mapped.
@@ -47,7 +81,7 @@ impl MiniLm {
             .map_err(|e| failed(format!("{}: {e}", weights.display())))?;
         let model =
             BertModel::load(vb, &config).map_err(|e| failed(format!("loading BERT: {e}")))?;
-        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+        let mut tokenizer = Tokenizer::from_bytes(read("tokenizer.json", 64 << 20)?)
             .map_err(|e| failed(format!("tokenizer.json: {e}")))?;
         // The shipped tokenizer.json pads every text to 128 tokens and truncates at 128;
         // sentence-transformers pads to the batch's longest and truncates at 256.

@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 
 use super::{EmbedError, Embedder};
 use crate::llm::openai::{
-    normalize_base, parse_retry_after, retryable_status, server_message, with_retries, ApiKey,
-    AttemptError, RetryPolicy,
+    normalize_base, parse_retry_after, retryable_status, server_message, with_retries,
+    without_credentials, ApiKey, AttemptError, RetryPolicy,
 };
 
 pub struct OpenAiEmbedder {
@@ -44,7 +44,10 @@ impl OpenAiEmbedder {
             .map_err(|e| failed(e.to_string()))?;
         Ok(Self {
             client,
-            url: format!("{}/embeddings", normalize_base(base_url)),
+            url: format!(
+                "{}/embeddings",
+                normalize_base(&without_credentials(base_url).0)
+            ),
             key,
             model,
             retry,

@@ -24,6 +24,9 @@ pub struct PriceTable(BTreeMap<String, Price>);
 
 /// OpenAI's list prices for common models (USD per 1M tokens, standard tier); override
 /// or extend them with `--prices FILE`.
+/// The largest price file read.
+const MAX_PRICE_FILE_BYTES: u64 = 1024 * 1024;
+
 const BUILT_IN: &[(&str, f64, f64)] = &[
     ("gpt-4o-mini", 0.15, 0.60),
     ("gpt-4o", 2.50, 10.00),
@@ -65,7 +68,8 @@ impl PriceTable {
 
     /// The built-in table with a JSON file's entries (`{"model": {"input": 0.1, "output": 0.4}}`) on top.
     pub fn with_file(path: &Path) -> Result<Self, PriceError> {
-        let text = std::fs::read_to_string(path).map_err(PriceError::Read)?;
+        let text = crate::files::read_text_bounded(path, MAX_PRICE_FILE_BYTES)
+            .map_err(PriceError::Read)?;
         let extra: BTreeMap<String, Price> =
             serde_json::from_str(&text).map_err(PriceError::Json)?;
         if let Some((m, _)) = extra

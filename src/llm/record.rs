@@ -132,16 +132,17 @@ impl LlmBackend for Recorder {
                 chosen: completion.chosen.clone(),
             };
             let path = self.dir.join(format!("{key}.json"));
-            let tmp = path.with_extension("json.tmp");
             let written = serde_json::to_vec_pretty(&entry)
                 .map_err(std::io::Error::from)
-                .and_then(|bytes| std::fs::write(&tmp, bytes))
-                .and_then(|_| std::fs::rename(&tmp, &path));
+                .and_then(|bytes| crate::files::replace_file(&path, &bytes));
             written.map_err(|e| LlmError::caused_by("record", path.display().to_string(), e))?;
             Ok(completion)
         })
     }
 }
+
+/// The largest recorded answer sopsim reads back.
+const MAX_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Where a recording names the backend it recorded.
 const BACKEND_FILE: &str = "backend.txt";
@@ -163,7 +164,7 @@ impl Replayer {
                 "no such folder",
             ));
         }
-        let recorded = std::fs::read_to_string(dir.join(BACKEND_FILE))
+        let recorded = crate::files::read_text_bounded(&dir.join(BACKEND_FILE), 4096)
             .ok()
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty());
@@ -201,7 +202,11 @@ impl LlmBackend for Replayer {
                     &key[..16]
                 ))
             };
-            let bytes = std::fs::read(&path).map_err(|_| missing())?;
+            if !path.exists() {
+                return Err(missing());
+            }
+            let bytes = crate::files::read_bounded(&path, MAX_ENTRY_BYTES)
+                .map_err(|e| LlmError::caused_by("replay", path.display().to_string(), e))?;
             let entry: Entry = serde_json::from_slice(&bytes)
                 .map_err(|e| LlmError::caused_by("replay", path.display().to_string(), e))?;
             if let Some(sink) = stream {

@@ -26,12 +26,8 @@ pub enum ScenarioError {
     IsDirectory { path: PathBuf },
     #[error("{path}: the file is empty")]
     Empty { path: PathBuf },
-    #[error("{path}: the file is {size} bytes, over the {limit}-byte limit for scenario files")]
-    TooLarge {
-        path: PathBuf,
-        size: u64,
-        limit: u64,
-    },
+    #[error("{path}: the file is over the {limit}-byte limit for scenario files")]
+    TooLarge { path: PathBuf, limit: u64 },
     #[error("{path}: not valid UTF-8 (first bad byte at offset {offset})")]
     NotUtf8 { path: PathBuf, offset: usize },
     #[error("{path}: not valid JSON at line {line}, column {column}: {message}")]
@@ -63,27 +59,26 @@ pub fn read_text(path: &Path) -> Result<String, ScenarioError> {
         path: path.to_path_buf(),
         source,
     };
-    let meta = std::fs::metadata(path).map_err(io)?;
-    if meta.is_dir() {
-        return Err(ScenarioError::IsDirectory {
-            path: path.to_path_buf(),
-        });
-    }
-    if meta.len() > MAX_SCENARIO_BYTES {
-        return Err(ScenarioError::TooLarge {
-            path: path.to_path_buf(),
-            size: meta.len(),
-            limit: MAX_SCENARIO_BYTES,
-        });
-    }
-    let bytes = std::fs::read(path).map_err(io)?;
-    if bytes.len() as u64 > MAX_SCENARIO_BYTES {
-        return Err(ScenarioError::TooLarge {
-            path: path.to_path_buf(),
-            size: bytes.len() as u64,
-            limit: MAX_SCENARIO_BYTES,
-        });
-    }
+    let bytes = crate::files::read_bounded(path, MAX_SCENARIO_BYTES).map_err(|e| {
+        match e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<crate::files::FileError>())
+        {
+            Some(crate::files::FileError::Folder) => ScenarioError::IsDirectory {
+                path: path.to_path_buf(),
+            },
+            Some(crate::files::FileError::TooLarge { limit }) => ScenarioError::TooLarge {
+                path: path.to_path_buf(),
+                limit: *limit,
+            },
+            _ => io(e),
+        }
+    })?;
+    // A byte-order mark is not part of the JSON (editors on Windows write one).
+    let bytes = match bytes.strip_prefix("\u{feff}".as_bytes()) {
+        Some(rest) => rest.to_vec(),
+        None => bytes,
+    };
     let text = String::from_utf8(bytes).map_err(|e| ScenarioError::NotUtf8 {
         path: path.to_path_buf(),
         offset: e.utf8_error().valid_up_to(),

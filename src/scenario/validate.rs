@@ -262,6 +262,7 @@ impl<'a> Checker<'a> {
             if name.trim().is_empty() {
                 self.problem(path.clone(), "agent names must not be empty");
             }
+            self.printable_name(&path, name);
             if agent.roles.is_empty() {
                 self.problem(path.key("roles"), "the agent plays no role in any state");
             }
@@ -282,10 +283,22 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Names are printed at the start of transcript lines: a control character in one
+    /// (a newline, an escape sequence) would forge lines or drive the terminal.
+    fn printable_name(&mut self, path: &FieldPath, name: &str) {
+        if name.chars().any(char::is_control) {
+            self.problem(
+                path.clone(),
+                format!("{name:?}: names must not contain control characters (newlines, escapes)"),
+            );
+        }
+    }
+
     fn states(&mut self, counter: &dyn TokenCounter) {
         let s = self.s;
         for (name, state) in &s.sop.states {
             let path = root().key("sop").key("states").key(name);
+            self.printable_name(&path, name);
             self.roles(name, state, &path);
             self.transition(name, state, &path);
             for (i, next) in state.next.iter().enumerate() {
@@ -348,6 +361,7 @@ impl<'a> Checker<'a> {
         }
         let mut seen = HashSet::new();
         for (i, role) in state.roles.iter().enumerate() {
+            self.printable_name(&path.key("roles").index(i), role);
             if !seen.insert(role) {
                 self.problem(
                     path.key("roles").index(i),

@@ -101,6 +101,18 @@ pub fn normalize_base(base: &str) -> String {
     }
 }
 
+/// The URL without a user name and password, and whether it had any.
+pub fn without_credentials(url: &str) -> (String, bool) {
+    match reqwest::Url::parse(url.trim()) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            (u.to_string(), true)
+        }
+        _ => (url.to_string(), false),
+    }
+}
+
 /// The URL without credentials, for messages.
 fn shown(url: &str) -> String {
     match reqwest::Url::parse(url) {
@@ -149,13 +161,32 @@ pub struct OpenAiBackend {
 }
 
 impl OpenAiBackend {
-    pub fn new(options: OpenAiOptions) -> Result<Self, LlmError> {
+    pub fn new(mut options: OpenAiOptions) -> Result<Self, LlmError> {
+        let mut notes = Vec::new();
+        let (base_url, had_credentials) = without_credentials(&options.base_url);
+        if had_credentials {
+            notes.push(
+                "the server's URL carried a user name or password: sopsim removed them and \
+                 authenticates with OPENAI_API_KEY as a bearer token"
+                    .to_string(),
+            );
+        }
+        options.base_url = base_url;
         let base = normalize_base(&options.base_url);
-        reqwest::Url::parse(&base).map_err(|e| LlmError::Config {
+        let parsed = reqwest::Url::parse(&base).map_err(|e| LlmError::Config {
             backend: "openai".into(),
             message: format!("base URL {}", shown(&base)),
             source: Some(e.into()),
         })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(LlmError::config(
+                "openai",
+                format!(
+                    "base URL {}: only http and https servers are supported",
+                    shown(&base)
+                ),
+            ));
+        }
         let client = reqwest::Client::builder()
             .connect_timeout(options.connect_timeout)
             .build()
@@ -167,7 +198,7 @@ impl OpenAiBackend {
             options,
             url,
             permits,
-            notes: Vec::new(),
+            notes,
         })
     }
 
@@ -748,6 +779,20 @@ mod tests {
         assert_eq!(server_message("plain text", None), "plain text");
         assert_eq!(server_message(&"x".repeat(1000), None).len(), 300);
         assert_eq!(server_message("", None), "(no message)");
+    }
+
+    #[test]
+    fn credentials_in_the_base_url_are_removed_and_other_schemes_refused() {
+        let mut o = OpenAiOptions::from_env();
+        o.base_url = "http://user:secret@127.0.0.1:9/v1".into();
+        let b = OpenAiBackend::new(o.clone()).unwrap();
+        assert!(!b.describe().contains("secret") && !b.endpoint().contains("secret"));
+        assert_eq!(b.notes().len(), 1);
+        o.base_url = "file:///etc/passwd".into();
+        assert!(matches!(
+            OpenAiBackend::new(o),
+            Err(LlmError::Config { .. })
+        ));
     }
 
     #[test]

@@ -194,3 +194,106 @@ pub fn chat_template(f: &GgufFile) -> Option<String> {
         .as_str()
         .map(str::to_string)
 }
+
+/// Hostile files, each a few hundred bytes of metadata: every one is refused with the
+/// key or tensor at fault, never a panic, an abort or a huge allocation.
+#[cfg(test)]
+mod hostile {
+    use super::file::tests::write_gguf;
+    use super::*;
+
+    fn shape_metadata() -> Vec<(&'static str, Value)> {
+        vec![
+            ("general.architecture", Value::String("llama".into())),
+            ("llama.embedding_length", Value::U32(64)),
+            ("llama.attention.head_count", Value::U32(8)),
+            ("llama.block_count", Value::U32(1)),
+            ("llama.feed_forward_length", Value::U32(128)),
+        ]
+    }
+
+    fn with(key: &'static str, value: Value) -> Vec<(&'static str, Value)> {
+        let mut m: Vec<_> = shape_metadata()
+            .into_iter()
+            .filter(|(k, _)| *k != key)
+            .collect();
+        m.push((key, value));
+        m
+    }
+
+    fn file(
+        metadata: &[(&str, Value)],
+        tensors: &[(&str, Vec<u64>, u32, Vec<u8>)],
+    ) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        std::fs::write(&path, write_gguf(metadata, tensors)).unwrap();
+        (dir, path)
+    }
+
+    fn shape_error(metadata: &[(&str, Value)]) -> String {
+        let (_dir, path) = file(metadata, &[]);
+        ModelShape::read(&GgufFile::open(&path).unwrap())
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn impossible_shapes_are_refused_by_key() {
+        assert!(
+            ModelShape::read(&GgufFile::open(&file(&shape_metadata(), &[]).1).unwrap()).is_ok()
+        );
+        for (key, value) in [
+            ("llama.attention.head_count", Value::U32(0)),
+            ("llama.attention.head_count_kv", Value::U32(0)),
+            ("llama.block_count", Value::U64(1 << 40)),
+            ("llama.block_count", Value::U64(1 << 60)),
+            ("llama.rope.dimension_count", Value::U64(1 << 31)),
+            ("llama.embedding_length", Value::U64(u64::MAX)),
+            ("llama.feed_forward_length", Value::I64(-1)),
+            (
+                "llama.attention.layer_norm_rms_epsilon",
+                Value::F32(f32::NAN),
+            ),
+        ] {
+            let e = shape_error(&with(key, value.clone()));
+            assert!(e.contains(key), "{key} = {value:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_token_type_list_longer_than_the_tokens_is_refused() {
+        let tokens = Value::Array(vec![Value::String("a".into()), Value::String("b".into())]);
+        let types = Value::Array(vec![Value::I32(1); 5]);
+        let (_dir, path) = file(
+            &[
+                ("tokenizer.ggml.model", Value::String("gpt2".into())),
+                ("tokenizer.ggml.tokens", tokens),
+                ("tokenizer.ggml.token_type", types),
+                (
+                    "tokenizer.ggml.merges",
+                    Value::Array(vec![Value::String("a b".into())]),
+                ),
+            ],
+            &[],
+        );
+        let e = tokenizer(&GgufFile::open(&path).unwrap(), 10)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tokenizer.ggml.token_type"), "{e}");
+    }
+
+    #[test]
+    fn a_tensor_of_impossible_size_is_refused_by_name() {
+        let huge = vec![1u64 << 62, 1u64 << 62];
+        let (_dir, path) = file(
+            &shape_metadata(),
+            &[("token_embd.weight", huge, 0, vec![0u8; 32])],
+        );
+        let e = crate::transformer::Model::load(&path)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("token_embd.weight"), "{e}");
+    }
+}

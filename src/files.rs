@@ -1,0 +1,106 @@
+//! Reading the files users give sopsim and writing the ones it keeps: a user's file is
+//! read only if it is a regular file (not a device, a pipe or a folder, even behind a
+//! symlink) and only up to a limit, so `/dev/zero` is refused rather than read for
+//! ever; a kept file is written whole or not at all.
+
+use std::fs::File;
+use std::io::{ErrorKind, Read};
+use std::path::{Path, PathBuf};
+
+/// Why a user's file was not read (kept as the source of an [`std::io::Error`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("is a folder, not a file")]
+    Folder,
+    #[error("is not a regular file (a device, a pipe or a socket)")]
+    NotRegular,
+    #[error("is over the {limit}-byte limit")]
+    TooLarge { limit: u64 },
+}
+
+fn refuse(kind: ErrorKind, e: FileError) -> std::io::Error {
+    std::io::Error::new(kind, e)
+}
+
+/// The bytes of the regular file at `path`, at most `limit` of them.
+pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    // Checked before opening: opening a FIFO would wait for a writer.
+    let meta = std::fs::metadata(path)?;
+    if meta.is_dir() {
+        return Err(refuse(ErrorKind::InvalidInput, FileError::Folder));
+    }
+    if !meta.is_file() {
+        return Err(refuse(ErrorKind::InvalidInput, FileError::NotRegular));
+    }
+    if meta.len() > limit {
+        return Err(refuse(
+            ErrorKind::InvalidData,
+            FileError::TooLarge { limit },
+        ));
+    }
+    let mut bytes = Vec::new();
+    File::open(path)?
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(refuse(
+            ErrorKind::InvalidData,
+            FileError::TooLarge { limit },
+        ));
+    }
+    Ok(bytes)
+}
+
+/// [`read_bounded`] as UTF-8 text.
+pub fn read_text_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
+    String::from_utf8(read_bounded(path, limit)?)
+        .map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e.utf8_error()))
+}
+
+/// Writes `bytes` to `path` whole or not at all: into `path.tmp`, then renamed into
+/// place; on failure the temporary file is removed.
+pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let written = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_folders_and_large_files_are_refused_without_reading_them() {
+        for (path, what) in [("/dev/zero", "not a regular file"), ("/tmp", "folder")] {
+            let e = read_bounded(Path::new(path), 10).unwrap_err();
+            assert!(e.to_string().contains(what), "{path}: {e}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big");
+        std::fs::write(&big, [b'x'; 11]).unwrap();
+        assert!(read_bounded(&big, 10)
+            .unwrap_err()
+            .to_string()
+            .contains("limit"));
+        assert_eq!(read_bounded(&big, 11).unwrap().len(), 11);
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        assert!(read_bounded(&link, 10).is_err());
+    }
+
+    #[test]
+    fn a_failed_replacement_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("sub");
+        std::fs::create_dir(&target).unwrap();
+        // Renaming a file over a folder fails after the temporary file was written.
+        assert!(replace_file(&target, b"{}").is_err());
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+    }
+}
