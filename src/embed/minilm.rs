@@ -52,7 +52,7 @@ fn check_config(c: &Config) -> Result<(), String> {
         1 << 16,
     )?;
     within("type_vocab_size", c.type_vocab_size, 1024)?;
-    if c.hidden_size % c.num_attention_heads != 0 {
+    if !c.hidden_size.is_multiple_of(c.num_attention_heads) {
         return Err(format!(
             "hidden_size {} is not a multiple of num_attention_heads {}",
             c.hidden_size, c.num_attention_heads
