@@ -4,8 +4,8 @@
 //! ever; a kept file is written whole or not at all.
 
 use std::fs::File;
-use std::io::{ErrorKind, Read};
-use std::path::{Path, PathBuf};
+use std::io::{ErrorKind, Read, Write};
+use std::path::Path;
 
 /// Why a user's file was not read (kept as the source of an [`std::io::Error`]).
 #[derive(Debug, thiserror::Error)]
@@ -57,17 +57,22 @@ pub fn read_text_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
         .map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e.utf8_error()))
 }
 
-/// Writes `bytes` to `path` whole or not at all: into `path.tmp`, then renamed into
-/// place; on failure the temporary file is removed.
+/// Writes `bytes` to `path` whole or not at all: into a uniquely named temporary file
+/// beside it, then renamed into place. Unique names matter because parallel bench jobs
+/// may record the same model call at once; on failure the temporary file is removed.
 pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let written = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(folder)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -100,6 +105,24 @@ mod tests {
         std::fs::create_dir(&target).unwrap();
         // Renaming a file over a folder fails after the temporary file was written.
         assert!(replace_file(&target, b"{}").is_err());
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+    }
+
+    #[test]
+    fn parallel_writers_of_one_file_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("same.json");
+        std::thread::scope(|scope| {
+            for i in 0..8 {
+                let target = &target;
+                scope.spawn(move || {
+                    for _ in 0..50 {
+                        replace_file(target, format!("{i}").as_bytes()).unwrap();
+                    }
+                });
+            }
+        });
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "{left:?}");
     }

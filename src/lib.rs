@@ -38,15 +38,10 @@
 //!
 //! let cancel = CancelToken::new();
 //! let opts = RunOptions {
-//!     scenario: "scenarios/debate.json".into(),
 //!     out: Some("out/debate".into()),
-//!     mode: None,
 //!     seed: 7,
-//!     max_turns: None,
 //!     models: ModelOptions { llm: LlmChoice::Local, ..ModelOptions::default() },
-//!     humans: vec![],
-//!     budget_usd: None,
-//!     max_total_tokens: None,
+//!     ..RunOptions::new("scenarios/debate.json")
 //! };
 //! let outcome = run(&opts, RunIo { cancel: cancel.clone(), ..RunIo::default() })?;
 //! println!("{} turns, ended by {}", outcome.summary.turns, outcome.summary.ended_by.as_str());

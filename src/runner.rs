@@ -32,6 +32,27 @@ pub struct RunOptions {
     pub budget_usd: Option<f64>,
     /// Stop at a turn boundary once this many tokens were used.
     pub max_total_tokens: Option<u64>,
+    /// Folders besides the scenario's own that its files (knowledge bases) may be in.
+    pub allowed_paths: Vec<PathBuf>,
+}
+
+impl RunOptions {
+    /// `scenario` as `sopsim run SCENARIO` runs it: seed 0, the local models, no files
+    /// written, no limits beyond the scenario's own.
+    pub fn new(scenario: impl Into<PathBuf>) -> Self {
+        Self {
+            scenario: scenario.into(),
+            out: None,
+            mode: None,
+            seed: 0,
+            max_turns: None,
+            models: ModelOptions::default(),
+            humans: Vec::new(),
+            budget_usd: None,
+            max_total_tokens: None,
+            allowed_paths: Vec::new(),
+        }
+    }
 }
 
 /// Why `run` failed.
@@ -80,7 +101,7 @@ pub fn run(opts: &RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
         human_input,
         cancel,
     } = io;
-    let (mut scenario, imported) = setup::load(&opts.scenario)?;
+    let (mut scenario, imported) = setup::load(&opts.scenario, &opts.allowed_paths)?;
     let imported = imported.unwrap_or_default();
     let mut models = opts.models.clone();
     if models.base_url.is_none() {

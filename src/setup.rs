@@ -218,8 +218,9 @@ fn existing(setting: Setting, path: &Path) -> Result<(), SetupError> {
 
 /// Loads and validates a scenario file: native, or an aiwaves config translated, with
 /// what the translation could not carry over.
-pub fn load(path: &Path) -> Result<(Scenario, Option<Imported>), SetupError> {
-    Ok(scenario::load_any(path)?)
+/// Files the scenario names (knowledge bases) must lie in its folder or in `allowed`.
+pub fn load(path: &Path, allowed: &[PathBuf]) -> Result<(Scenario, Option<Imported>), SetupError> {
+    Ok(scenario::load_any_with(path, allowed)?)
 }
 
 /// The chat model sopsim fetches and runs when none is named.

@@ -465,3 +465,130 @@ fn a_long_message_is_one_whole_line() {
         serde_json::from_str(transcript.lines().next().unwrap()).unwrap();
     assert_eq!(first["content"].as_str().unwrap(), long.trim());
 }
+
+#[test]
+fn knowledge_bases_outside_the_scenarios_folder_are_refused_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("outside.json"),
+        r#"[{"q": "Opening hours?", "a": "Nine to five."}]"#,
+    )
+    .unwrap();
+    let folder = dir.path().join("oculist");
+    std::fs::create_dir(&folder).unwrap();
+    let config = std::fs::read_to_string(scenario("aiwaves/oculist_agent/config")).unwrap();
+    for (target, allowed, code) in [
+        ("../outside.json", None, 2),
+        ("../outside.json", Some(dir.path()), 0),
+        ("../../../../../../../../etc/passwd", None, 2),
+    ] {
+        let path = folder.join("config.json");
+        std::fs::write(
+            &path,
+            config.replace("Single_Agent/oculist_agent/database.json", target),
+        )
+        .unwrap();
+        let mut args = vec!["validate".to_string(), path.display().to_string()];
+        if let Some(a) = allowed {
+            args.extend(["--allow-path".to_string(), a.display().to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (got, _, stderr) = run(&args);
+        assert_eq!(got, code, "{target}: {stderr}");
+        if code == 2 {
+            assert!(
+                stderr.contains("knowledge.path")
+                    && stderr.contains("outside the scenario's folder"),
+                "{target}: {stderr}"
+            );
+        }
+    }
+}
+
+/// Runs `sopsim args` with `stdin` and kills it if it has not ended after a minute
+/// (a hang is the failure looked for here, not a slow machine).
+fn run_bounded(args: &[String], stdin: Stdio) -> (Option<i32>, String) {
+    let mut child = sopsim()
+        .args(args)
+        .stdin(stdin)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return (None, "still running after a minute".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn endless_files_and_input_are_refused_or_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let zero_link = dir.path().join("scenario.json");
+    std::os::unix::fs::symlink("/dev/zero", &zero_link).unwrap();
+    let s = |v: &str| v.to_string();
+    let scripted: Vec<String> = SCRIPTED.iter().map(|a| s(a)).collect();
+    // A scenario, a price file and a recording that never end.
+    let replay = dir.path().join("replay");
+    std::fs::create_dir(&replay).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", replay.join("backend.txt")).unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec![s("validate"), s("/dev/zero")], "not a regular file"),
+        (
+            vec![s("validate"), zero_link.display().to_string()],
+            "not a regular file",
+        ),
+        (
+            [
+                vec![s("run"), scenario("debate"), s("--prices"), s("/dev/zero")],
+                scripted.clone(),
+            ]
+            .concat(),
+            "not a regular file",
+        ),
+        (
+            vec![
+                s("run"),
+                scenario("debate"),
+                s("--replay"),
+                replay.display().to_string(),
+                s("--embedder"),
+                s("hash"),
+            ],
+            "",
+        ),
+    ];
+    for (args, expected) in cases {
+        let (code, stderr) = run_bounded(&args, Stdio::null());
+        assert!(code.is_some(), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert_ne!(code, Some(0), "{args:?}: {stderr}");
+    }
+    // A person whose input is /dev/zero: lines are cut at the limit, and the run ends.
+    let args = [
+        vec![
+            s("run"),
+            scenario("customer_service"),
+            s("--max-turns"),
+            s("4"),
+            s("-q"),
+        ],
+        scripted,
+    ]
+    .concat();
+    let (code, stderr) = run_bounded(
+        &args,
+        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+}

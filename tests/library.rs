@@ -40,19 +40,14 @@ fn a_cancelled_run_stops_at_a_turn_boundary_and_keeps_its_turns() {
         said: Mutex::new(Vec::new()),
     });
     let opts = RunOptions {
-        scenario: common::root().join("scenarios/debate.json"),
         out: Some(dir.path().to_path_buf()),
-        mode: None,
         seed: 0,
-        max_turns: None,
         models: ModelOptions {
             llm: LlmChoice::Scripted,
             embedder: EmbedderChoice::Hash,
             ..ModelOptions::default()
         },
-        humans: Vec::new(),
-        budget_usd: None,
-        max_total_tokens: None,
+        ..RunOptions::new(common::root().join("scenarios/debate.json"))
     };
     let io = RunIo {
         sinks: vec![sink.clone()],

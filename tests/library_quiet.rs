@@ -32,15 +32,10 @@ fn scripted() -> ModelOptions {
 fn use_the_library() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let opts = RunOptions {
-        scenario: scenario("debate"),
         out: Some(dir.path().join("run")),
-        mode: None,
         seed: 3,
-        max_turns: None,
         models: scripted(),
-        humans: Vec::new(),
-        budget_usd: None,
-        max_total_tokens: None,
+        ..RunOptions::new(scenario("debate"))
     };
     let outcome = runner::run(&opts, RunIo::default()).expect("the debate runs");
     assert!(outcome.summary.turns > 0);
@@ -85,6 +80,7 @@ fn use_the_library() {
         out: dir.path().join("bench"),
         max_turns: None,
         models: scripted(),
+        allowed_paths: Vec::new(),
     };
     let run = bench::run(&bench_opts, &Unobserved, CancelToken::new()).expect("the benchmark runs");
     assert_eq!(run.executed.finished, 4);

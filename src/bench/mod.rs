@@ -137,6 +137,8 @@ pub struct BenchOptions {
     pub out: PathBuf,
     pub max_turns: Option<u64>,
     pub models: ModelOptions,
+    /// Folders besides each scenario's own that its files may be in.
+    pub allowed_paths: Vec<PathBuf>,
 }
 
 /// What a benchmark invocation ran and concluded.
@@ -178,8 +180,8 @@ struct Loaded {
     imported: Imported,
 }
 
-fn load(path: &StdPath) -> Result<Loaded, BenchError> {
-    let (scenario, imported) = setup::load(path)?;
+fn load(path: &StdPath, allowed: &[PathBuf]) -> Result<Loaded, BenchError> {
+    let (scenario, imported) = setup::load(path, allowed)?;
     if let Some((name, _)) = scenario.agents.iter().find(|(_, a)| a.human) {
         return Err(BenchError::Human {
             path: path.to_path_buf(),
@@ -243,7 +245,7 @@ pub fn run(
     let loaded = opts
         .scenarios
         .iter()
-        .map(|p| load(p))
+        .map(|p| load(p, &opts.allowed_paths))
         .collect::<Result<Vec<_>, _>>()?;
     for (i, a) in loaded.iter().enumerate() {
         if let Some(b) = loaded[..i]

@@ -45,6 +45,9 @@ pub enum Command {
         /// How to print the verdict.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Let the scenario read files (knowledge bases) in DIR too (repeatable).
+        #[arg(long = "allow-path", value_name = "DIR")]
+        allowed_paths: Vec<PathBuf>,
     },
     /// Print the JSON Schema of the scenario format (for editors).
     Schema,
@@ -107,6 +110,10 @@ pub struct RunArgs {
     /// Do not print the transcript as it happens; print one line at the end.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Let the scenario read files (knowledge bases) in DIR too, not only in its own
+    /// folder (repeatable).
+    #[arg(long = "allow-path", value_name = "DIR")]
+    pub allowed_paths: Vec<PathBuf>,
 }
 
 #[derive(Args)]
@@ -137,6 +144,10 @@ pub struct BenchArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Let the scenarios read files (knowledge bases) in DIR too, not only in their own
+    /// folders (repeatable).
+    #[arg(long = "allow-path", value_name = "DIR")]
+    pub allowed_paths: Vec<PathBuf>,
 }
 
 #[derive(Args)]

@@ -18,8 +18,12 @@ fn to_json(value: &serde_json::Value) -> Result<String, Failure> {
     serde_json::to_string_pretty(value).map_err(|e| Failure::runtime(&e))
 }
 
-pub fn validate(path: &Path, format: Format) -> Result<(), Failure> {
-    let loaded = scenario::load_any(path);
+pub fn validate(
+    path: &Path,
+    format: Format,
+    allowed: &[std::path::PathBuf],
+) -> Result<(), Failure> {
+    let loaded = scenario::load_any_with(path, allowed);
     if format == Format::Json {
         let verdict = match &loaded {
             Ok((s, _)) => json!({

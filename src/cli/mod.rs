@@ -64,7 +64,11 @@ fn execute(command: Command) -> Result<(), Failure> {
         Command::Import {
             format: ImportFormat::Aiwaves { config },
         } => inspect::import_aiwaves(&config),
-        Command::Validate { scenario, format } => inspect::validate(&scenario, format),
+        Command::Validate {
+            scenario,
+            format,
+            allowed_paths,
+        } => inspect::validate(&scenario, format, &allowed_paths),
         Command::Schema => inspect::schema(),
         Command::Models {
             action: ModelsAction::Fetch { names },

@@ -30,6 +30,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         humans: args.humans,
         budget_usd: args.budget_usd,
         max_total_tokens: args.max_total_tokens,
+        allowed_paths: args.allowed_paths,
     };
     let cancel = CancelToken::new();
     cancel_on_ctrl_c(
@@ -89,6 +90,7 @@ pub fn bench(args: BenchArgs) -> Result<(), Failure> {
         out: args.out,
         max_turns: args.max_turns,
         models: args.models.options(Arc::new(FetchProgress::default())),
+        allowed_paths: args.allowed_paths,
     };
     let cancel = CancelToken::new();
     cancel_on_ctrl_c(

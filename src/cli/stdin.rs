@@ -1,6 +1,6 @@
 //! People's turns typed on standard input, read by a thread of their own so no actor
-//! blocks on the terminal. A line longer than [`MAX_LINE_BYTES`] is cut there (the rest
-//! of it is skipped), so a pasted file or an endless pipe cannot fill the memory.
+//! blocks on the terminal. A line longer than [`MAX_LINE_BYTES`] is split into pieces of
+//! at most that size, so a pasted file or an endless pipe cannot fill the memory.
 
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -44,8 +44,8 @@ impl StdinInput {
     }
 }
 
-/// The next line without its ending, cut at `limit` bytes; invalid UTF-8 is replaced,
-/// not fatal. `None` at the end of input or on a read error.
+/// The next line without its ending, or its next `limit` bytes when it is longer;
+/// invalid UTF-8 is replaced, not fatal. `None` at the end of input or on a read error.
 pub fn read_line(input: &mut impl BufRead, limit: usize) -> Option<String> {
     let mut line = Vec::new();
     let mut ended = false;
@@ -59,12 +59,15 @@ pub fn read_line(input: &mut impl BufRead, limit: usize) -> Option<String> {
             ended = true;
             break;
         }
-        let (part, used, complete) = match chunk.iter().position(|&b| b == b'\n') {
-            Some(i) => (&chunk[..i], i + 1, true),
-            None => (chunk, chunk.len(), false),
-        };
         let room = limit.saturating_sub(line.len());
-        line.extend_from_slice(&part[..part.len().min(room)]);
+        let (part, used, complete) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) if i <= room => (&chunk[..i], i + 1, true),
+            _ => {
+                let n = chunk.len().min(room);
+                (&chunk[..n], n, n == room)
+            }
+        };
+        line.extend_from_slice(part);
         input.consume(used);
         if complete {
             break;
@@ -104,9 +107,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lines_are_cut_at_the_limit_and_endings_dropped() {
+    fn long_lines_come_in_pieces_and_endings_are_dropped() {
         let mut input = std::io::BufReader::with_capacity(4, &b"hello world\r\nok\nxyz"[..]);
         assert_eq!(read_line(&mut input, 5).as_deref(), Some("hello"));
+        assert_eq!(read_line(&mut input, 5).as_deref(), Some(" worl"));
+        assert_eq!(read_line(&mut input, 5).as_deref(), Some("d"));
         assert_eq!(read_line(&mut input, 5).as_deref(), Some("ok"));
         assert_eq!(read_line(&mut input, 5).as_deref(), Some("xyz"));
         assert_eq!(read_line(&mut input, 5), None);

@@ -137,31 +137,59 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     load_any(path).map(|(s, _)| s)
 }
 
-/// Makes `knowledge` paths relative to the scenario file's folder, and checks that
-/// they name files.
-fn resolve_files(path: &Path, mut scenario: Scenario) -> Result<Scenario, ScenarioError> {
-    let dir = path.parent().unwrap_or(Path::new(""));
+/// Resolves every knowledge-base path against the scenario's folder, and checks each
+/// file: it must exist, lie inside the scenario's folder or one of `allowed` (a
+/// shared config must not read `../../../etc/passwd` into a prompt), and hold entries.
+fn resolve_files(
+    path: &Path,
+    mut scenario: Scenario,
+    allowed: &[PathBuf],
+) -> Result<Scenario, ScenarioError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut roots: Vec<PathBuf> = std::iter::once(dir)
+        .chain(allowed.iter().map(PathBuf::as_path))
+        .filter_map(|d| d.canonicalize().ok())
+        .collect();
+    roots.dedup();
     let mut problems = Vec::new();
     for (state_name, state) in scenario.sop.states.iter_mut() {
         for (role, comps) in state.components.iter_mut() {
             let Some(k) = comps.knowledge.as_mut() else {
                 continue;
             };
+            let field = super::path::FieldPath::root()
+                .key("sop")
+                .key("states")
+                .key(state_name)
+                .key("components")
+                .key(role)
+                .key("knowledge")
+                .key("path");
             let resolved = dir.join(&k.path);
-            if !resolved.is_file() {
+            let problem = match resolved.canonicalize() {
+                Err(_) => Some(format!("no such file: {}", resolved.display())),
+                Ok(real) if !roots.iter().any(|r| real.starts_with(r)) => Some(format!(
+                    "{} is outside the scenario's folder {} (allow its folder explicitly to use it)",
+                    real.display(),
+                    dir.display()
+                )),
+                Ok(real) => match super::knowledge_file::read_entries(&real) {
+                    Err(e) => Some(format!("{}: {}", real.display(), crate::error::chain(&e))),
+                    Ok(_) => {
+                        k.path = real.display().to_string();
+                        None
+                    }
+                },
+            };
+            if let Some(message) = problem {
                 problems.push(Problem {
-                    path: super::path::FieldPath::root()
-                        .key("sop")
-                        .key("states")
-                        .key(state_name)
-                        .key("components")
-                        .key(role)
-                        .key("knowledge")
-                        .key("path"),
-                    message: format!("no such file: {}", resolved.display()),
+                    path: field,
+                    message,
                 });
             }
-            k.path = resolved.display().to_string();
         }
     }
     if problems.is_empty() {
@@ -177,16 +205,25 @@ fn resolve_files(path: &Path, mut scenario: Scenario) -> Result<Scenario, Scenar
 
 /// Loads a native scenario or an aiwaves 1.x config, telling them apart by their keys.
 /// For an aiwaves config, also returns what the translation could not carry over.
+/// Files the scenario names must lie in its own folder.
 pub fn load_any(path: &Path) -> Result<(Scenario, Option<Imported>), ScenarioError> {
+    load_any_with(path, &[])
+}
+
+/// [`load_any`], with files also allowed from the folders in `allowed`.
+pub fn load_any_with(
+    path: &Path,
+    allowed: &[PathBuf],
+) -> Result<(Scenario, Option<Imported>), ScenarioError> {
     let text = read_text(path)?;
     let doc = parse_json(path, &text)?;
     if !is_aiwaves(&doc) {
         let scenario = from_document(path, doc)?;
-        return resolve_files(path, scenario).map(|s| (s, None));
+        return resolve_files(path, scenario, allowed).map(|s| (s, None));
     }
     let (native, imported) = import_aiwaves(path, &doc)?;
     let scenario = from_document(path, native)?;
-    resolve_files(path, scenario).map(|s| (s, Some(imported)))
+    resolve_files(path, scenario, allowed).map(|s| (s, Some(imported)))
 }
 
 /// Translates an aiwaves config at `path` into a native scenario document.

@@ -3,6 +3,7 @@
 pub mod aiwaves;
 mod builder;
 mod format;
+pub mod knowledge_file;
 mod load;
 mod outcomes;
 mod path;
@@ -12,8 +13,8 @@ mod validate;
 pub use builder::{AgentBuilder, ScenarioBuilder, StateBuilder};
 pub use format::*;
 pub use load::{
-    from_document, import_aiwaves, load, load_any, parse_json, read_text, validate_built,
-    ScenarioError, MAX_SCENARIO_BYTES,
+    from_document, import_aiwaves, load, load_any, load_any_with, parse_json, read_text,
+    validate_built, ScenarioError, MAX_SCENARIO_BYTES,
 };
 pub use outcomes::*;
 pub use path::FieldPath;
