@@ -171,6 +171,14 @@ pub enum SetupError {
         setting: Setting,
         what: &'static str,
     },
+    #[error("{what} must be at most {max}")]
+    TooMany {
+        setting: Setting,
+        what: &'static str,
+        max: u64,
+    },
+    #[error("{count} seeds from {first} go past the largest seed, {}", u64::MAX)]
+    SeedsOverflow { first: u64, count: u64 },
     #[error("{0}")]
     Scenarios(String),
 }
@@ -185,11 +193,13 @@ impl SetupError {
             | SetupError::Embedder { setting, .. }
             | SetupError::Recording { setting, .. }
             | SetupError::Count { setting, .. }
+            | SetupError::TooMany { setting, .. }
             | SetupError::NotBuilt { setting, .. } => Some(*setting),
             #[cfg(feature = "local")]
             SetupError::LocalModel(_) => Some(Setting::Model),
             SetupError::Prices { .. } => Some(Setting::Prices),
             SetupError::Out { .. } => Some(Setting::Out),
+            SetupError::SeedsOverflow { .. } => Some(Setting::Seeds),
             SetupError::Fetch(_) => None,
         }
     }

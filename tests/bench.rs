@@ -555,6 +555,24 @@ fn bad_bench_flags_exit_2_naming_the_flag() {
         assert_eq!(code, 2, "{args:?}: {stderr}");
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let max = u64::MAX.to_string();
+    for (args, expected) in [
+        (
+            vec!["--first-seed", max.as_str(), "--seeds", "2"],
+            "--seeds",
+        ),
+        (vec!["--seeds", "100000000000"], "--seeds"),
+        (vec!["--out", file.to_str().unwrap()], "--out"),
+    ] {
+        let mut all = vec![pd.as_str(), "--llm", "scripted", "--embedder", "hash"];
+        all.extend(args);
+        let (code, _, stderr) = bench(&all);
+        assert_eq!(code, 2, "{all:?}: {stderr}");
+        assert!(stderr.contains(expected), "{all:?}: {stderr}");
+    }
     let human = scenario_path("customer_service");
     let (code, _, stderr) = bench(&[&human, "--llm", "scripted", "--embedder", "hash"]);
     assert_eq!(code, 2);
@@ -647,4 +665,37 @@ fn a_replayed_recording_gives_the_recorded_report_byte_for_byte() {
         read(&dir.path().join("a/report.json")),
         read(&dir.path().join("b/report.json"))
     );
+}
+
+#[test]
+fn a_low_open_file_limit_caps_the_runs_at_once_and_none_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let sopsim = env!("CARGO_BIN_EXE_sopsim");
+    let pd = scenario_path("prisoners_dilemma");
+    let run = Command::new("sh")
+        .args([
+            "-c",
+            "ulimit -n 100 && exec \"$@\"",
+            "sh",
+            sopsim,
+            "bench",
+            &pd,
+        ])
+        .args(["--llm", "scripted", "--embedder", "hash", "--seeds", "40"])
+        .args(["--jobs", "2000", "--out", out.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("the open-file limit is 100"),
+        "{stdout}{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&read(&out.join("report.json"))).unwrap();
+    for counts in report["scenarios"][0]["runs"].as_object().unwrap().values() {
+        assert_eq!(counts["finished"], 40, "{counts}");
+    }
 }

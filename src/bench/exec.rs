@@ -49,6 +49,31 @@ pub struct Executed {
     pub concurrency: usize,
     /// Arbiter threads the runs were spread over.
     pub workers: usize,
+    /// The open-file limit, when it lowered the number of runs at once.
+    pub capped_by_open_files: Option<u64>,
+    /// Why each failed run failed, by run id: the report lists these even when the
+    /// run could not write its own `error.json`.
+    pub failures: HashMap<String, String>,
+}
+
+/// Files a run keeps open (transcript, events) plus those it opens briefly (summary,
+/// environment, error) and a connection to a model server.
+const FILES_PER_RUN: u64 = 6;
+/// Left for the process itself: standard streams, model files, the report.
+const FILES_RESERVED: u64 = 64;
+
+/// How many runs fit at once under an open-file limit of `limit`.
+pub fn runs_within_open_files(limit: u64) -> usize {
+    (limit.saturating_sub(FILES_RESERVED) / FILES_PER_RUN).max(1) as usize
+}
+
+/// The process's soft open-file limit, when it has one.
+fn open_file_limit() -> Option<u64> {
+    rlimit::Resource::NOFILE
+        .get()
+        .ok()
+        .map(|(soft, _)| soft)
+        .filter(|&soft| soft != rlimit::INFINITY)
 }
 
 /// Runs `jobs` (those not yet finished), `concurrency` at a time.
@@ -62,7 +87,15 @@ pub fn execute(
 ) -> Executed {
     let started = Instant::now();
     let total = jobs.len();
-    let concurrency = concurrency.clamp(1, total.max(1));
+    let mut concurrency = concurrency.clamp(1, total.max(1));
+    let mut capped_by_open_files = None;
+    if let Some(limit) = open_file_limit() {
+        let fit = runs_within_open_files(limit);
+        if concurrency > fit {
+            concurrency = fit;
+            capped_by_open_files = Some(limit);
+        }
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = concurrency.min(cores);
     let queue: Arc<Mutex<VecDeque<(Job, Prepared)>>> = Arc::new(Mutex::new(
@@ -76,6 +109,7 @@ pub fn execute(
     let mut executed = Executed {
         concurrency,
         workers,
+        capped_by_open_files,
         ..Executed::default()
     };
     actix::System::new().block_on(async {
@@ -95,13 +129,19 @@ pub fn execute(
                     executed.finished += 1;
                     executed.turns += turns;
                 }
-                JobResult::Failed { .. } => executed.failed += 1,
+                JobResult::Failed { error } => {
+                    executed.failed += 1;
+                    executed.failures.insert(job.id.clone(), error.clone());
+                }
                 JobResult::Interrupted => executed.interrupted += 1,
             }
             observer.run_done(&job, &result);
         }
-        for arbiter in &arbiters {
+        // Joined, not just stopped: their actors hold the runs' files open until
+        // they are dropped, and the report reads those files next.
+        for arbiter in arbiters {
             arbiter.stop();
+            let _ = arbiter.join();
         }
     });
     executed.wall = started.elapsed();

@@ -41,7 +41,10 @@ use crate::setup::{self, LlmChoice, ModelOptions, Setting, SetupError};
 pub use exec::JobResult;
 use exec::{Executed, Prepared};
 use plan::{Job, Settings};
-use report::{Report, ScenarioRuns};
+use report::{Report, RunStatus, ScenarioRuns};
+
+/// Seeds one benchmark may plan: each is a run folder per scenario and mode.
+pub const MAX_SEEDS: u64 = 1_000_000;
 
 /// Why a benchmark could not be planned, run or reported.
 #[derive(Debug, Error)]
@@ -259,7 +262,29 @@ pub fn run(
             });
         }
     }
-    let seeds: Vec<u64> = (opts.first_seed..opts.first_seed + opts.seeds).collect();
+    if opts.seeds > MAX_SEEDS {
+        return Err(SetupError::TooMany {
+            setting: Setting::Seeds,
+            what: "the number of seeds",
+            max: MAX_SEEDS,
+        }
+        .into());
+    }
+    let last_seed =
+        opts.first_seed
+            .checked_add(opts.seeds - 1)
+            .ok_or(SetupError::SeedsOverflow {
+                first: opts.first_seed,
+                count: opts.seeds,
+            })?;
+    if opts.out.exists() && !opts.out.is_dir() {
+        return Err(SetupError::Out {
+            path: opts.out.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "it is a file"),
+        }
+        .into());
+    }
+    let seeds: Vec<u64> = (opts.first_seed..=last_seed).collect();
     let mut jobs = Vec::new();
     for l in &loaded {
         for m in &opts.modes {
@@ -338,10 +363,15 @@ pub fn run(
                 .iter()
                 .filter(|j| j.scenario == l.scenario.name)
                 .map(|j| {
-                    (
-                        j.clone(),
-                        report::read_run(&j.dir(&opts.out), l.rules.as_ref()),
-                    )
+                    let status = match report::read_run(&j.dir(&opts.out), l.rules.as_ref()) {
+                        RunStatus::Unfinished if executed.failures.contains_key(&j.id) => {
+                            RunStatus::Failed {
+                                error: executed.failures[&j.id].clone(),
+                            }
+                        }
+                        status => status,
+                    };
+                    (j.clone(), status)
                 })
                 .collect(),
         })

@@ -35,9 +35,14 @@ pub enum RunStatus {
 
 /// Reads one run's folder and computes its figures.
 pub fn read_run(dir: &Path, rules: Option<&OutcomeRules>) -> RunStatus {
-    let summary: Option<SummaryFigures> = std::fs::read(dir.join("summary.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    let unreadable = |name: &str, e: std::io::Error| RunStatus::Failed {
+        error: format!("cannot read {}: {e}", dir.join(name).display()),
+    };
+    let summary: Option<SummaryFigures> = match std::fs::read(dir.join("summary.json")) {
+        Ok(b) => serde_json::from_slice(&b).ok(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return unreadable("summary.json", e),
+    };
     let Some(summary) = summary else {
         return match std::fs::read(dir.join("error.json")) {
             Ok(bytes) => RunStatus::Failed {
@@ -46,7 +51,8 @@ pub fn read_run(dir: &Path, rules: Option<&OutcomeRules>) -> RunStatus {
                     .and_then(|v| v["error"].as_str().map(String::from))
                     .unwrap_or_else(|| "unreadable error.json".into()),
             },
-            Err(_) => RunStatus::Unfinished,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => RunStatus::Unfinished,
+            Err(e) => unreadable("error.json", e),
         };
     };
     match summary.ended_by.as_str() {

@@ -37,6 +37,8 @@ pub fn main() -> ExitCode {
         )))
         .with_writer(std::io::stderr)
         .init();
+    // Benchmarks open two files per run; the soft limit is often far below the hard one.
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
     match execute(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {

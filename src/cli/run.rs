@@ -102,6 +102,12 @@ pub fn bench(args: BenchArgs) -> Result<(), Failure> {
     progress.finish();
     let run = result?;
     let (failed, unfinished) = run.incomplete();
+    if let Some(limit) = run.executed.capped_by_open_files {
+        say(&format!(
+            "ran {} at once rather than --jobs {}: the open-file limit is {limit} (ulimit -n)",
+            run.executed.concurrency, opts.jobs
+        ));
+    }
     say(&format!(
         "{} runs this time ({} already finished) in {:.1} s: {:.1} runs/s, {:.0} turns/s; {failed} failed, {unfinished} unfinished",
         run.executed.finished + run.executed.failed,
