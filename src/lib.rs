@@ -61,6 +61,7 @@
 //! - [`elysia`]: the keyed result store and Elysia's return objects.
 //! - [`template`], [`tokens`]: placeholder templates and token counting.
 //! - [`files`]: bounded reads of users' files, whole-or-nothing writes.
+//! - [`user_json`]: JSON users write, parsed with duplicate keys refused.
 //!
 //! Services shared by every simulation in a process:
 //! - [`llm`]: the `LlmBackend` trait, the scripted backend, per-simulation accounting.
@@ -104,3 +105,4 @@ pub mod sim;
 pub mod sop;
 pub mod template;
 pub mod tokens;
+pub mod user_json;

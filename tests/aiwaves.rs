@@ -349,3 +349,28 @@ fn the_imported_native_file_runs_the_same_way_as_the_config() {
     assert_eq!(a.lines().count(), 34);
     assert_eq!(a, transcript(&native, "native"));
 }
+
+#[test]
+fn relations_and_user_names_the_original_ignores_are_warned_about() {
+    let mut doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(config("debate/config.json")).unwrap())
+            .unwrap();
+    doc["relations"]["Ghost_state"] = serde_json::json!({"0": "Judge_state"});
+    doc["relations"]["Judge_state"]["next"] = serde_json::json!("end_state");
+    doc["config"]["User_Names"] = serde_json::json!("[\"Nobody\"]");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let (_, imported) = scenario::load_any(&path).unwrap();
+    let notes = imported.unwrap().notes.join("\n");
+    for expected in [
+        "relations.Ghost_state: there is no state \"Ghost_state\"",
+        "relations.Judge_state.next: relation keys are numbers",
+        "config.User_Names: \"Nobody\" is not an agent that speaks",
+    ] {
+        assert!(
+            notes.contains(expected),
+            "missing {expected:?} in:\n{notes}"
+        );
+    }
+}

@@ -281,6 +281,10 @@ fn bad_outcomes_name_the_field() {
     ] {
         assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
     }
+    assert!(
+        !err.contains("unknown figure \"welfare\""),
+        "a broken payoff's figures are not unknown too:\n{err}"
+    );
     let path = write_scenario(
         dir.path(),
         serde_json::json!({

@@ -132,7 +132,23 @@ fn bad_files_exit_2_naming_the_file_and_field() {
     debate["sop"]["states"]["debate"]["next"] = serde_json::json!(["nowhere"]);
     debate["sop"]["states"]["verdict"]["transition"]["max_turns"] = serde_json::json!("two");
     debate["agnets"] = serde_json::json!({});
+    let mut scripted: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(scenario("debate")).unwrap()).unwrap();
+    scripted["script"] = serde_json::json!({"route": ["{speaker}"]});
+    let debate_text = std::fs::read_to_string(scenario("debate")).unwrap();
+    let twice = debate_text.replacen("{", "{\"name\": \"first\",", 1);
     let cases = [
+        (
+            write(
+                "route.json",
+                serde_json::to_string(&scripted).unwrap().as_bytes(),
+            ),
+            "script.route[0]: unknown placeholder {speaker}".to_string(),
+        ),
+        (
+            write("twice.json", twice.as_bytes()),
+            "the key \"name\" appears twice in the top level".to_string(),
+        ),
         (write("empty.json", b""), "the file is empty".to_string()),
         (
             write("latin1.json", b"{\"name\": \"caf\xe9\"}"),

@@ -202,7 +202,9 @@ impl Director {
             return None;
         }
         let ledger = self.cast.llm.ledger();
-        let tokens = ledger.prompt_tokens() + ledger.completion_tokens();
+        let tokens = ledger
+            .prompt_tokens()
+            .saturating_add(ledger.completion_tokens());
         if let Some(max) = l.max_total_tokens.filter(|max| tokens >= *max) {
             return Some(format!(
                 "max_total_tokens {max} reached: {tokens} tokens used"

@@ -22,9 +22,13 @@ pub struct KindUsage {
 impl KindUsage {
     fn count(&mut self, c: &Completion) {
         self.calls += 1;
-        self.prompt_tokens += c.usage.prompt_tokens;
-        self.completion_tokens += c.usage.completion_tokens;
-        self.cached_prompt_tokens += c.usage.cached_prompt_tokens;
+        self.prompt_tokens = self.prompt_tokens.saturating_add(c.usage.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(c.usage.completion_tokens);
+        self.cached_prompt_tokens = self
+            .cached_prompt_tokens
+            .saturating_add(c.usage.cached_prompt_tokens);
     }
 }
 
@@ -48,16 +52,28 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn calls(&self) -> u64 {
-        self.by_kind.values().map(|k| k.calls).sum()
+        self.by_kind
+            .values()
+            .map(|k| k.calls)
+            .fold(0, u64::saturating_add)
     }
     pub fn prompt_tokens(&self) -> u64 {
-        self.by_kind.values().map(|k| k.prompt_tokens).sum()
+        self.by_kind
+            .values()
+            .map(|k| k.prompt_tokens)
+            .fold(0, u64::saturating_add)
     }
     pub fn completion_tokens(&self) -> u64 {
-        self.by_kind.values().map(|k| k.completion_tokens).sum()
+        self.by_kind
+            .values()
+            .map(|k| k.completion_tokens)
+            .fold(0, u64::saturating_add)
     }
     pub fn cached_prompt_tokens(&self) -> u64 {
-        self.by_kind.values().map(|k| k.cached_prompt_tokens).sum()
+        self.by_kind
+            .values()
+            .map(|k| k.cached_prompt_tokens)
+            .fold(0, u64::saturating_add)
     }
 
     fn add(&mut self, ctx: &super::CallContext, c: &Completion, micros: u64) {
@@ -76,7 +92,8 @@ impl Ledger {
         if self.prompt_tokens_by_turn.len() <= slot {
             self.prompt_tokens_by_turn.resize(slot + 1, 0);
         }
-        self.prompt_tokens_by_turn[slot] += c.usage.prompt_tokens;
+        let by_turn = &mut self.prompt_tokens_by_turn[slot];
+        *by_turn = by_turn.saturating_add(c.usage.prompt_tokens);
     }
 }
 
@@ -120,5 +137,30 @@ impl LlmClient {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{CallContext, CallKind, Usage};
+
+    #[test]
+    fn absurd_usage_from_a_recording_saturates_instead_of_wrapping() {
+        let mut ledger = Ledger::default();
+        let usage = Usage {
+            prompt_tokens: u64::MAX,
+            completion_tokens: u64::MAX,
+            cached_prompt_tokens: u64::MAX,
+            estimated: false,
+        };
+        let reply = Completion::text("x".into(), usage, "m".into());
+        for kind in [CallKind::Act, CallKind::Act, CallKind::Summary] {
+            ledger.add(&CallContext::new(kind, "s", 1, 0), &reply, 1);
+        }
+        assert_eq!(ledger.prompt_tokens(), u64::MAX);
+        assert_eq!(ledger.completion_tokens(), u64::MAX);
+        assert_eq!(ledger.cached_prompt_tokens(), u64::MAX);
+        assert_eq!(ledger.prompt_tokens_by_turn, vec![u64::MAX]);
     }
 }

@@ -70,8 +70,9 @@ impl PriceTable {
     pub fn with_file(path: &Path) -> Result<Self, PriceError> {
         let text = crate::files::read_text_bounded(path, MAX_PRICE_FILE_BYTES)
             .map_err(PriceError::Read)?;
-        let extra: BTreeMap<String, Price> =
-            serde_json::from_str(&text).map_err(PriceError::Json)?;
+        let extra: BTreeMap<String, Price> = crate::user_json::parse(&text)
+            .and_then(serde_json::from_value)
+            .map_err(PriceError::Json)?;
         if let Some((m, _)) = extra
             .iter()
             .find(|(_, p)| !(p.input >= 0.0 && p.output >= 0.0))

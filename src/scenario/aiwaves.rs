@@ -88,6 +88,7 @@ pub fn import(
     let graph = Graph::read(obj)?;
     let mut states = Map::new();
     let mut state_roles: Vec<(String, Vec<String>)> = Vec::new();
+    graph.check_relations(&mut imported.notes);
     for state_name in graph.reachable(&mut imported.notes) {
         let (state, roles) =
             translate_state(&graph, &state_name, &settings, exists, &mut imported.notes)?;
@@ -229,6 +230,35 @@ impl<'a> Graph<'a> {
             .unwrap_or_default();
         edges.sort_by_key(|(k, _)| (k.parse::<u64>().unwrap_or(u64::MAX), k.clone()));
         edges
+    }
+
+    /// Notes for relations the original ignores without a word: edges from a state that
+    /// does not exist, keys that are not numbers, targets that are not names.
+    fn check_relations(&self, notes: &mut Vec<String>) {
+        for (from, edges) in self.relations {
+            if from != &self.finish && !self.states.contains_key(from) {
+                notes.push(format!(
+                    "relations.{from}: there is no state {from:?}, so these edges are never taken"
+                ));
+                continue;
+            }
+            let Some(edges) = edges.as_object() else {
+                notes.push(format!("relations.{from}: not an object of edges; ignored"));
+                continue;
+            };
+            for (key, to) in edges {
+                if key.parse::<u64>().is_err() {
+                    notes.push(format!(
+                        "relations.{from}.{key}: relation keys are numbers (\"0\" stays, \"1\" moves on); {key:?} is offered after them"
+                    ));
+                }
+                if !to.is_string() {
+                    notes.push(format!(
+                        "relations.{from}.{key}: not a state name; the edge is ignored"
+                    ));
+                }
+            }
+        }
     }
 
     /// The states reachable from the root (only they ever run), in breadth-first order;
@@ -487,6 +517,11 @@ fn translate_agents(
             a["human"] = json!(true);
         }
         agents.insert(agent.clone(), a);
+    }
+    for human in humans.iter().filter(|h| !agents.contains_key(h.as_str())) {
+        notes.push(format!(
+            "config.User_Names: {human:?} is not an agent that speaks, so nobody types for it"
+        ));
     }
     Ok(agents)
 }

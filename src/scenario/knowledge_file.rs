@@ -55,7 +55,7 @@ pub const MAX_KNOWLEDGE_BYTES: u64 = 64 * 1024 * 1024;
 pub fn read_entries(path: &Path) -> Result<Vec<Entry>, KnowledgeFileError> {
     let text = crate::files::read_text_bounded(path, MAX_KNOWLEDGE_BYTES)
         .map_err(KnowledgeFileError::Read)?;
-    let doc: Value = serde_json::from_str(&text).map_err(KnowledgeFileError::Json)?;
+    let doc: Value = crate::user_json::parse(&text).map_err(KnowledgeFileError::Json)?;
     let items: Vec<&Value> = match &doc {
         Value::Object(m) => m.values().collect(),
         Value::Array(a) => a.iter().collect(),

@@ -93,7 +93,7 @@ pub fn read_text(path: &Path) -> Result<String, ScenarioError> {
 
 /// Parses JSON text into a document, with the syntax error's position.
 pub fn parse_json(path: &Path, text: &str) -> Result<Value, ScenarioError> {
-    serde_json::from_str(text).map_err(|e| ScenarioError::Syntax {
+    crate::user_json::parse(text).map_err(|e| ScenarioError::Syntax {
         path: path.to_path_buf(),
         line: e.line(),
         column: e.column(),

@@ -616,6 +616,21 @@ impl<'a> Checker<'a> {
                 checks.push((p.index(i), line.as_str(), LINE_KEYS));
             }
         }
+        // Every answer the scripted backend gives is rendered as a line.
+        let answers = [("route", &script.route), ("transit", &script.transit)]
+            .into_iter()
+            .map(|(k, v)| (path.key(k), v))
+            .chain(
+                script
+                    .choices
+                    .iter()
+                    .map(|(k, v)| (path.key("choices").key(k), v)),
+            );
+        for (p, list) in answers {
+            for (i, line) in list.iter().enumerate() {
+                checks.push((p.index(i), line.as_str(), LINE_KEYS));
+            }
+        }
         if let Some(d) = &script.default {
             checks.push((path.key("default"), d, LINE_KEYS));
         }

@@ -59,11 +59,32 @@ impl OutcomeRules {
             report: Vec::new(),
         };
         let known = rules.figure_names();
+        // A part that failed to compile has already been reported; the figures it would
+        // have produced are not "unknown" on top of that.
+        let broken = |f: &str| {
+            let decision_broken = outcomes.decision.is_some() && rules.decision.is_none();
+            let payoff_broken = outcomes.payoff.is_some() && rules.payoff.is_none();
+            (decision_broken
+                && ([
+                    "cooperation_rate",
+                    "rounds",
+                    "decision_failures",
+                    "expected_decision",
+                ]
+                .contains(&f)
+                    || f.starts_with("p.")))
+                || (payoff_broken
+                    && (f.starts_with("payoff.") || f == "welfare" || f == "equality"))
+                || outcomes.scores.keys().any(|name| {
+                    !rules.scores.iter().any(|s| &s.name == name)
+                        && f.starts_with(&format!("score.{name}."))
+                })
+        };
         if outcomes.report.is_empty() {
             rules.report = known;
         } else {
             for (i, f) in outcomes.report.iter().enumerate() {
-                if !known.contains(f) && !GENERIC_FIGURES.contains(&f.as_str()) {
+                if !known.contains(f) && !GENERIC_FIGURES.contains(&f.as_str()) && !broken(f) {
                     problems.push((
                         path.key("report").index(i),
                         format!("unknown figure {f:?} (known: {})", known.join(", ")),

@@ -114,10 +114,15 @@ pub fn evaluate_formula(formula: &str, inputs: &FormulaInputs) -> Result<f64, Fo
     let value = expr
         .eval(minijinja::Value::from_serialize(inputs))
         .map_err(FormulaError::Eval)?;
-    f64::try_from(value.clone())
-        .ok()
-        .filter(|v| v.is_finite())
-        .ok_or_else(|| FormulaError::NotANumber(value.to_string()))
+    match f64::try_from(value.clone()) {
+        Ok(v) if v.is_finite() => Ok(v),
+        Ok(v) => Err(FormulaError::NotANumber(v.to_string())),
+        // Named by kind: rendering a billion-item list would take as long as building it.
+        Err(_) => Err(FormulaError::NotANumber(format!(
+            "a value of type {}",
+            value.kind()
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -135,13 +140,32 @@ mod tests {
         ));
         let nested = format!("{}1{}", "(".repeat(1000), ")".repeat(1000));
         assert!(evaluate_formula(&nested, &inputs).is_err());
-        // Huge strings and ranges are refused rather than allocated.
+        // Chains as long as the size limit allows fail or finish, never overflow the stack.
+        let minus = "-".repeat(MAX_FORMULA_BYTES - 3) + "own";
+        let _ = evaluate_formula(&minus, &inputs);
+        let nots = "not ".repeat(MAX_FORMULA_BYTES / 4 - 1) + "own";
+        let _ = evaluate_formula(&nots, &inputs);
+        let filters = "own".to_string() + &"|abs".repeat(MAX_FORMULA_BYTES / 4 - 1);
+        assert_eq!(evaluate_formula(&filters, &inputs).unwrap(), 1.0);
+        let terms = "own".to_string() + &"+own".repeat(MAX_FORMULA_BYTES / 4 - 1);
+        let _ = evaluate_formula(&terms, &inputs);
+        // Huge strings and ranges are refused rather than allocated; a repeated list is
+        // lazy, and is reported by kind rather than rendered.
         for heavy in ["('x' * 1000000000) | length", "range(1000000000) | length"] {
             assert!(
                 matches!(evaluate_formula(heavy, &inputs), Err(FormulaError::Eval(_))),
                 "{heavy}"
             );
         }
+        assert_eq!(
+            evaluate_formula("([own] * 1000000000) | length", &inputs).unwrap(),
+            1e9
+        );
+        let e = evaluate_formula("[own] * 1000000000", &inputs).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "gives a value of type iterator, not a finite number"
+        );
         assert!(matches!(
             evaluate_formula("'x'", &inputs),
             Err(FormulaError::NotANumber(_))
