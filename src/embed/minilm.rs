@@ -64,6 +64,22 @@ fn check_config(c: &Config) -> Result<(), String> {
     Ok(())
 }
 
+/// A `tokenizer.json`'s tokenizer, set up as sentence-transformers runs it.
+pub fn tokenizer_from_json(bytes: &[u8]) -> Result<Tokenizer, tokenizers::Error> {
+    let mut tokenizer = Tokenizer::from_bytes(bytes)?;
+    // The shipped tokenizer.json pads every text to 128 tokens and truncates at 128;
+    // sentence-transformers pads to the batch's longest and truncates at 256.
+    tokenizer.with_padding(Some(PaddingParams {
+        strategy: PaddingStrategy::BatchLongest,
+        ..Default::default()
+    }));
+    tokenizer.with_truncation(Some(TruncationParams {
+        max_length: MAX_TOKENS,
+        ..Default::default()
+    }))?;
+    Ok(tokenizer)
+}
+
 impl MiniLm {
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from `dir`.
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
@@ -81,20 +97,8 @@ impl MiniLm {
             .map_err(|e| failed(format!("{}: {e}", weights.display())))?;
         let model =
             BertModel::load(vb, &config).map_err(|e| failed(format!("loading BERT: {e}")))?;
-        let mut tokenizer = Tokenizer::from_bytes(read("tokenizer.json", 64 << 20)?)
+        let tokenizer = tokenizer_from_json(&read("tokenizer.json", 64 << 20)?)
             .map_err(|e| failed(format!("tokenizer.json: {e}")))?;
-        // The shipped tokenizer.json pads every text to 128 tokens and truncates at 128;
-        // sentence-transformers pads to the batch's longest and truncates at 256.
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..Default::default()
-        }));
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: MAX_TOKENS,
-                ..Default::default()
-            }))
-            .map_err(|e| failed(format!("tokenizer: {e}")))?;
         Ok(Self {
             model,
             tokenizer,

@@ -10,7 +10,7 @@ mod service;
 
 pub use hash::HashEmbedder;
 #[cfg(feature = "local")]
-pub use minilm::MiniLm;
+pub use minilm::{tokenizer_from_json, MiniLm};
 #[cfg(feature = "openai")]
 pub use openai::OpenAiEmbedder;
 pub use service::EmbedService;

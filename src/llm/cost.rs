@@ -70,7 +70,12 @@ impl PriceTable {
     pub fn with_file(path: &Path) -> Result<Self, PriceError> {
         let text = crate::files::read_text_bounded(path, MAX_PRICE_FILE_BYTES)
             .map_err(PriceError::Read)?;
-        let extra: BTreeMap<String, Price> = crate::user_json::parse(&text)
+        Self::with_json(&text)
+    }
+
+    /// [`PriceTable::with_file`] for the file's text.
+    pub fn with_json(text: &str) -> Result<Self, PriceError> {
+        let extra: BTreeMap<String, Price> = crate::user_json::parse(text)
             .and_then(serde_json::from_value)
             .map_err(PriceError::Json)?;
         if let Some((m, _)) = extra

@@ -207,16 +207,22 @@ impl LlmBackend for Replayer {
             }
             let bytes = crate::files::read_bounded(&path, MAX_ENTRY_BYTES)
                 .map_err(|e| LlmError::caused_by("replay", path.display().to_string(), e))?;
-            let entry: Entry = serde_json::from_slice(&bytes)
+            let completion = parse_entry(&bytes)
                 .map_err(|e| LlmError::caused_by("replay", path.display().to_string(), e))?;
             if let Some(sink) = stream {
-                sink(&entry.text);
+                sink(&completion.text);
             }
-            Ok(Completion {
-                stopped_at: entry.stopped_at,
-                chosen: entry.chosen,
-                ..Completion::text(entry.text, entry.usage, entry.model)
-            })
+            Ok(completion)
         })
     }
+}
+
+/// The completion a recording file holds.
+pub fn parse_entry(bytes: &[u8]) -> Result<Completion, serde_json::Error> {
+    let entry: Entry = serde_json::from_slice(bytes)?;
+    Ok(Completion {
+        stopped_at: entry.stopped_at,
+        chosen: entry.chosen,
+        ..Completion::text(entry.text, entry.usage, entry.model)
+    })
 }

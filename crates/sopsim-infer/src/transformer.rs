@@ -90,7 +90,11 @@ impl Model {
     /// Reads and checks a GGUF file: every tensor the architecture needs, with the
     /// right shape and a supported type, inside the file.
     pub fn load(path: &Path) -> Result<Self, GgufError> {
-        let file = GgufFile::open(path)?;
+        Self::from_file(GgufFile::open(path)?)
+    }
+
+    /// [`Model::load`] for a file already parsed.
+    pub fn from_file(file: GgufFile) -> Result<Self, GgufError> {
         let shape = ModelShape::read(&file)?;
         if shape.head_dim % 8 != 0 {
             return Err(GgufError::meta(

@@ -106,7 +106,25 @@ pub struct GgufFile {
     pub tensors: HashMap<String, TensorInfo>,
     /// Tensor names in file order.
     pub order: Vec<String>,
-    map: Mmap,
+    map: Bytes,
+}
+
+/// Where a file's bytes live: mapped from disk, or in memory (built or received).
+#[derive(Debug)]
+enum Bytes {
+    Mapped(Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
 }
 
 const MAGIC: &[u8; 4] = b"GGUF";
@@ -130,10 +148,15 @@ impl GgufFile {
         // give wrong numbers, never undefined behaviour in safe code that only reads
         // bytes through bounds-checked slices.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        Self::parse(map)
+        Self::parse(Bytes::Mapped(map))
     }
 
-    fn parse(map: Mmap) -> Result<Self, GgufError> {
+    /// Parses a whole GGUF file held in memory.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, GgufError> {
+        Self::parse(Bytes::Owned(bytes))
+    }
+
+    fn parse(map: Bytes) -> Result<Self, GgufError> {
         let (metadata, tensors, order) = {
             let mut r = Reader { buf: &map, pos: 0 };
             if r.bytes(4)? != MAGIC {

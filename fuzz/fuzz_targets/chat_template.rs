@@ -1,0 +1,12 @@
+//! A chat template as a model file carries it, rendered for a short conversation.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sopsim_infer::template::ChatTemplate;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(source) = std::str::from_utf8(data) else { return };
+    if let Ok(t) = ChatTemplate::new(Some(source.to_string()), Some("<s>".into()), "</s>".into()) {
+        let _ = t.render(&[("system", "Be brief."), ("user", "Hi"), ("assistant", "Hello")]);
+    }
+});
