@@ -46,11 +46,27 @@ pub enum SimEvent {
     Warning {
         text: String,
     },
+    /// At each turn boundary and on pause or resume: how far the run is and what it
+    /// spent so far.
+    Progress(Progress),
     /// The run ended; `ended_by` as in `summary.json`.
     Finished {
         ended_by: String,
         turns: u64,
     },
+}
+
+/// The running totals of [`SimEvent::Progress`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Progress {
+    pub turns: u64,
+    pub paused: bool,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// `None` while some model has no known price.
+    pub cost_usd: Option<f64>,
+    /// Model calls by kind (`act`, `route`, `transit`, `summary`, …).
+    pub calls: std::collections::BTreeMap<String, u64>,
 }
 
 /// Receives a run's events. Implementations must be cheap: they are called inline.
@@ -171,7 +187,7 @@ pub fn to_return(event: &SimEvent, elapsed_ms: u64) -> Option<(Return, String)> 
         )),
         SimEvent::Warning { text } => Some((Return::Warning { text: text.clone() }, "run".into())),
         SimEvent::Finished { .. } => Some((Return::Completed, "run".into())),
-        SimEvent::TurnStarted { .. } | SimEvent::Token { .. } => None,
+        SimEvent::TurnStarted { .. } | SimEvent::Token { .. } | SimEvent::Progress(_) => None,
     }
 }
 

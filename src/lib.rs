@@ -86,6 +86,7 @@ pub mod action;
 pub use sopsim_infer::compute;
 pub mod actors;
 pub mod bench;
+pub mod control;
 pub mod elysia;
 pub mod embed;
 pub mod error;

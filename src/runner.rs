@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+use crate::control::RunControl;
 use crate::error::{CancelToken, SimError};
 use crate::events::{EventSink, FrontendLog};
 use crate::human::HumanInput;
@@ -85,12 +86,13 @@ impl RunError {
 }
 
 /// What the caller connects to a run: where its events go, where people's turns come
-/// from, and the token that stops it.
+/// from, the token that stops it, and the controls that pause and step it.
 #[derive(Clone, Default)]
 pub struct RunIo {
     pub sinks: Vec<Arc<dyn EventSink>>,
     pub human_input: Option<Arc<dyn HumanInput>>,
     pub cancel: CancelToken,
+    pub control: Option<RunControl>,
 }
 
 /// Runs a scenario file as `sopsim run` does, telling `io.sinks` what happens, stopping
@@ -100,6 +102,7 @@ pub fn run(opts: &RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
         mut sinks,
         human_input,
         cancel,
+        control,
     } = io;
     let (mut scenario, imported) = setup::load(&opts.scenario, &opts.allowed_paths)?;
     let imported = imported.unwrap_or_default();
@@ -144,6 +147,7 @@ pub fn run(opts: &RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
         sinks,
         transcript,
         cancel: Some(cancel),
+        control,
         budget_usd: opts.budget_usd,
         max_total_tokens: opts.max_total_tokens,
         notes: imported.notes,

@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 use crate::actors::messages::Snapshot;
 pub use crate::actors::EndReason;
 use crate::actors::{AgentActor, Cast, Director, EnvironmentActor, Limits, ParseFailures};
+use crate::control::RunControl;
 use crate::embed::{EmbedService, HashEmbedder};
 use crate::error::{CancelToken, SimError};
 use crate::events::{EventSink, Sinks};
@@ -66,6 +67,8 @@ pub struct RunConfig {
     pub transcript: Option<TranscriptWriter>,
     /// Cancelled to stop the run at the next turn boundary.
     pub cancel: Option<CancelToken>,
+    /// Pause, step and stop the run from outside.
+    pub control: Option<RunControl>,
     /// Stop at a turn boundary once the run has cost this much.
     pub budget_usd: Option<f64>,
     /// Stop at a turn boundary once this many tokens (prompt + completion) were used.
@@ -237,6 +240,7 @@ pub async fn run(
         max_total_tokens: config.max_total_tokens,
         prices: services.prices.clone(),
         cancel: config.cancel.unwrap_or_default(),
+        control: config.control,
     };
     Director::new(
         cast,

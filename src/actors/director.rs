@@ -19,8 +19,9 @@ use tokio::sync::oneshot;
 use super::agent::AgentActor;
 use super::environment::EnvironmentActor;
 use super::messages::*;
+use crate::control::{Control, Pacer, RunControl, Wake};
 use crate::error::{CancelToken, SimError};
-use crate::events::{SimEvent, Sinks};
+use crate::events::{Progress, SimEvent, Sinks};
 use crate::llm::cost::PriceTable;
 use crate::llm::{CallContext, CallKind, ChoiceMethod, LlmClient, LlmRequest};
 use crate::memory::{Message, Observation};
@@ -103,6 +104,8 @@ pub struct Limits {
     pub prices: Arc<PriceTable>,
     /// Cancelled to stop at the next turn boundary.
     pub cancel: CancelToken,
+    /// Pause, step and stop from outside the run.
+    pub control: Option<RunControl>,
 }
 
 pub struct Director {
@@ -122,6 +125,7 @@ pub struct Director {
     budget_unknown_warned: bool,
     text_choices_warned: bool,
     failures: ParseFailures,
+    pacer: Pacer,
 }
 
 impl Director {
@@ -151,6 +155,7 @@ impl Director {
             budget_unknown_warned: false,
             text_choices_warned: false,
             failures: ParseFailures::default(),
+            pacer: Pacer::default(),
         }
     }
 }
@@ -159,9 +164,51 @@ impl Actor for Director {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        if let Some(control) = &self.limits.control {
+            self.pacer = Pacer::starting(control.is_paused());
+        }
+        if let Some(rx) = self
+            .limits
+            .control
+            .as_ref()
+            .and_then(RunControl::take_receiver)
+        {
+            ctx.add_stream(futures::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|c| (c, rx))
+            }));
+            // A run waiting for a control still ends when cancelled (Ctrl-C).
+            ctx.run_interval(CANCEL_POLL, |act, ctx| {
+                if act.pacer.parked() && act.limits.cancel.is_cancelled() {
+                    act.pacer.unpark();
+                    ctx.notify(Step);
+                }
+            });
+        }
         let state = self.engine.current_state().to_string();
         self.enter(state, ctx);
     }
+}
+
+/// How often a paused run looks at its cancellation token.
+const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl StreamHandler<Control> for Director {
+    fn handle(&mut self, control: Control, ctx: &mut Context<Self>) {
+        let was_paused = self.pacer.paused();
+        let wake = self.pacer.receive(control);
+        if let Some(c) = &self.limits.control {
+            c.set_paused(self.pacer.paused());
+        }
+        if was_paused != self.pacer.paused() {
+            self.report_progress();
+        }
+        if wake == Wake::Continue {
+            ctx.notify(Step);
+        }
+    }
+
+    // The controls' sender may go away; the run goes on without them.
+    fn finished(&mut self, _: &mut Context<Self>) {}
 }
 
 #[derive(Message)]
@@ -233,6 +280,23 @@ impl Director {
                 None
             }
         }
+    }
+
+    /// Tells the sinks how far the run is (turns, tokens, cost, calls by kind).
+    fn report_progress(&self) {
+        let ledger = self.cast.llm.ledger();
+        self.cast.sinks.emit(SimEvent::Progress(Progress {
+            turns: self.turn,
+            paused: self.pacer.paused(),
+            prompt_tokens: ledger.prompt_tokens(),
+            completion_tokens: ledger.completion_tokens(),
+            cost_usd: self.limits.prices.cost(&ledger).usd,
+            calls: ledger
+                .by_kind
+                .iter()
+                .map(|(k, u)| (k.as_str().to_string(), u.calls))
+                .collect(),
+        }));
     }
 
     fn warn(&mut self, text: String) {
@@ -467,8 +531,12 @@ impl Director {
 impl Handler<Step> for Director {
     type Result = ();
     fn handle(&mut self, _: Step, ctx: &mut Context<Self>) {
-        if self.limits.cancel.is_cancelled() {
+        if self.limits.cancel.is_cancelled() || self.pacer.stopped() {
             return self.finish(EndReason::Interrupted, None, ctx);
+        }
+        self.report_progress();
+        if !self.pacer.may_start_turn() {
+            return;
         }
         if self.turn >= self.limits.max_turns {
             return self.finish(EndReason::MaxTurns, None, ctx);

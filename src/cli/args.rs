@@ -1,6 +1,7 @@
 //! The flags and positionals of every command, and their conversion into the
 //! library's typed options.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -37,6 +38,18 @@ pub enum Command {
     Import {
         #[command(subcommand)]
         format: ImportFormat,
+    },
+    /// Show a finished run folder or bench folder in a web browser (read only).
+    Serve {
+        /// A run's --out folder or a bench's folder.
+        dir: PathBuf,
+        /// Listen on ADDR.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+        addr: SocketAddr,
+        /// Every request must carry TOKEN (needed to listen beyond this machine);
+        /// `auto` makes one up and prints it in the URL.
+        #[arg(long, value_name = "TOKEN")]
+        serve_token: Option<String>,
     },
     /// Check a scenario file; exit 0 if it is valid, 2 with every problem if not.
     Validate {
@@ -114,6 +127,24 @@ pub struct RunArgs {
     /// folder (repeatable).
     #[arg(long = "allow-path", value_name = "DIR")]
     pub allowed_paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// With --serve: start paused; the page's Step and Resume buttons start it.
+    #[arg(long, requires = "serve")]
+    pub start_paused: bool,
+}
+
+/// Where the web viewer listens.
+#[derive(Args, Clone)]
+pub struct ServeArgs {
+    /// Show the run in a web browser too, served on ADDR (default 127.0.0.1 on a free
+    /// port); the URL is printed.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:0")]
+    pub serve: Option<SocketAddr>,
+    /// Every request must carry TOKEN (needed to listen beyond this machine);
+    /// `auto` makes one up and prints it in the URL.
+    #[arg(long, value_name = "TOKEN")]
+    pub serve_token: Option<String>,
 }
 
 #[derive(Args)]

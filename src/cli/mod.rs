@@ -1,6 +1,7 @@
 //! The command line: flags ([`args`]), what each command prints, exit codes
 //! ([`failure`]), Ctrl-C ([`signals`]), the live view ([`terminal`]), people's input
-//! ([`stdin`]) and progress bars ([`progress`]). Everything else is a library call.
+//! ([`stdin`]), progress bars ([`progress`]) and the web viewer ([`serve`], [`view`]).
+//! Everything else is a library call.
 
 mod args;
 mod chat;
@@ -9,9 +10,11 @@ mod inspect;
 mod models;
 mod progress;
 mod run;
+mod serve;
 mod signals;
 mod stdin;
 mod terminal;
+mod view;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -72,6 +75,11 @@ fn execute(command: Command) -> Result<(), Failure> {
             allowed_paths,
         } => inspect::validate(&scenario, format, &allowed_paths),
         Command::Schema => inspect::schema(),
+        Command::Serve {
+            dir,
+            addr,
+            serve_token,
+        } => view::serve_folder(&dir, addr, serve_token),
         Command::Models {
             action: ModelsAction::Fetch { names },
         } => models::fetch(&names),

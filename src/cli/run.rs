@@ -18,6 +18,7 @@ use super::say;
 use super::signals::cancel_on_ctrl_c;
 use super::stdin::StdinInput;
 use super::terminal::TerminalSink;
+use super::view::{self, RunViewer};
 
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let opts = RunOptions {
@@ -42,15 +43,39 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         sinks.push(Arc::new(TerminalSink::stdout()));
     }
     // Read only once a person's turn comes (the scenario may mark agents human).
-    let human_input: Option<Arc<dyn HumanInput>> = Some(Arc::new(StdinInput::new()));
-    let outcome = runner::run(
+    let mut human_input: Arc<dyn HumanInput> = Arc::new(StdinInput::new());
+    let mut control = None;
+    let viewer = match args.serve.serve {
+        Some(addr) => {
+            let token = view::token(addr, args.serve.serve_token)?;
+            let viewer = RunViewer::start(
+                addr,
+                token,
+                &opts.scenario,
+                &opts.allowed_paths,
+                human_input,
+                args.start_paused,
+            )?;
+            sinks.push(viewer.hub.clone());
+            human_input = viewer.input.clone();
+            control = Some(viewer.control.clone());
+            Some(viewer)
+        }
+        None => None,
+    };
+    let result = runner::run(
         &opts,
         RunIo {
             sinks,
-            human_input,
-            cancel,
+            human_input: Some(human_input),
+            cancel: cancel.clone(),
+            control,
         },
-    )?;
+    );
+    if let Some(viewer) = viewer {
+        viewer.linger(&cancel);
+    }
+    let outcome = result?;
     let s = &outcome.summary;
     if args.quiet {
         say(&format!(

@@ -177,6 +177,7 @@ impl EventSink for TerminalSink {
                 };
                 writeln!(out, "{w}warning:{w:#} {}", printable(text))
             }
+            SimEvent::Progress(_) => Ok(()),
             SimEvent::Finished { ended_by, turns } => writeln!(
                 out,
                 "{dim}── ended by {ended_by} after {turns} turns ──{dim:#}"

@@ -4,7 +4,7 @@
 use indexmap::IndexMap;
 use regex::{Regex, RegexBuilder};
 
-use super::formula::{evaluate_formula, FormulaInputs, FORMULA_NAMES};
+use super::formula::{compile_formula, evaluate_formula, FormulaInputs, FORMULA_NAMES};
 use super::*;
 use crate::scenario::format::Scenario;
 use crate::scenario::path::FieldPath;
@@ -295,7 +295,7 @@ fn compile_payoff(
                 FormulaInputs::choices(&values[0], &values[..1], &values, 1)
             };
             let env = minijinja::Environment::new();
-            if let Ok(expr) = env.compile_expression(formula) {
+            if let Ok(expr) = compile_formula(&env, formula) {
                 let mut unknown: Vec<String> = expr
                     .undeclared_variables(false)
                     .into_iter()

@@ -92,6 +92,8 @@ const FUEL: u64 = 100_000;
 pub enum FormulaError {
     #[error("the formula is {0} bytes, over the {MAX_FORMULA_BYTES}-byte limit")]
     TooLong(usize),
+    #[error("template delimiters ({{{{ }}}} {{% %}} {{# #}}) have no place in a formula")]
+    Delimiter,
     #[error("not a valid expression")]
     Syntax(#[source] minijinja::Error),
     #[error("cannot evaluate")]
@@ -100,17 +102,32 @@ pub enum FormulaError {
     NotANumber(String),
 }
 
-/// One player's payoff from a formula.
-pub fn evaluate_formula(formula: &str, inputs: &FormulaInputs) -> Result<f64, FormulaError> {
+/// Compiles a formula in `env`, refusing what is too long to parse safely and the
+/// template delimiters that make minijinja 2.24's expression lexer panic ("empty lexer
+/// stack", found by fuzzing).
+pub fn compile_formula<'e>(
+    env: &'e minijinja::Environment<'e>,
+    formula: &'e str,
+) -> Result<minijinja::Expression<'e, 'e>, FormulaError> {
     if formula.len() > MAX_FORMULA_BYTES {
         return Err(FormulaError::TooLong(formula.len()));
     }
+    if ["{{", "}}", "{%", "%}", "{#", "#}"]
+        .iter()
+        .any(|d| formula.contains(d))
+    {
+        return Err(FormulaError::Delimiter);
+    }
+    env.compile_expression(formula)
+        .map_err(FormulaError::Syntax)
+}
+
+/// One player's payoff from a formula.
+pub fn evaluate_formula(formula: &str, inputs: &FormulaInputs) -> Result<f64, FormulaError> {
     let mut env = minijinja::Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     env.set_fuel(Some(FUEL));
-    let expr = env
-        .compile_expression(formula)
-        .map_err(FormulaError::Syntax)?;
+    let expr = compile_formula(&env, formula)?;
     let value = expr
         .eval(minijinja::Value::from_serialize(inputs))
         .map_err(FormulaError::Eval)?;
@@ -166,6 +183,21 @@ mod tests {
             e.to_string(),
             "gives a value of type iterator, not a finite number"
         );
+        // Found by fuzzing: a closing delimiter panicked minijinja's lexer.
+        for delimited in [
+            "10 - own + 1.6 }}* sum / n",
+            "own %} 1",
+            "{{ own }}",
+            "own #}",
+        ] {
+            assert!(
+                matches!(
+                    evaluate_formula(delimited, &inputs),
+                    Err(FormulaError::Delimiter)
+                ),
+                "{delimited}"
+            );
+        }
         assert!(matches!(
             evaluate_formula("'x'", &inputs),
             Err(FormulaError::NotANumber(_))

@@ -1,0 +1,431 @@
+// The sopsim viewer. Three views over the same Elysia frontend payloads that a run
+// writes to events.jsonl: a live run (server-sent events), a finished run (replayed
+// with a speed and a turn slider) and a benchmark (tables, plots, every run).
+// Model text is only ever inserted with textContent, never parsed as HTML.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = String(text);
+  return e;
+}
+
+function roleColour(role) {
+  let h = 0;
+  for (const c of String(role)) h = (h * 31 + c.codePointAt(0)) % 360;
+  return `hsl(${h}, 55%, 38%)`;
+}
+
+async function getJson(url) {
+  const r = await fetch(url, { credentials: 'same-origin' });
+  if (!r.ok) throw new Error(`${url}: ${r.status}`);
+  return r.json();
+}
+
+async function post(path, body) {
+  const r = await fetch(path, {
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body || {}),
+  });
+  return r.json().catch(() => ({}));
+}
+
+// ---- the transcript -------------------------------------------------------------
+
+const view = {
+  visits: new Map(), // "state#visit" -> section element
+  visited: new Map(), // state -> visits so far
+  current: null,
+  streaming: null, // { name, node } while a reply streams in
+  scenario: null,
+  messages: 0,
+};
+
+function section(state, visit) {
+  const key = `${state}#${visit}`;
+  let s = view.visits.get(key);
+  if (!s) {
+    s = el('section', 'visit');
+    s.dataset.state = state;
+    s.dataset.visit = visit;
+    s.append(el('h3', null, `${state} · visit ${visit}`));
+    $('transcript').append(s);
+    view.visits.set(key, s);
+  }
+  return s;
+}
+
+function enterState(state, visit) {
+  view.current = state;
+  view.visited.set(state, Math.max(view.visited.get(state) || 0, visit));
+  section(state, visit);
+  drawGraph();
+}
+
+function lastSection() {
+  const all = $('transcript').querySelectorAll('.visit');
+  return all.length ? all[all.length - 1] : $('transcript');
+}
+
+function addMessage(text, meta) {
+  dropStreaming();
+  const box = el('div', 'msg');
+  box.style.setProperty('--role', roleColour(meta.role));
+  box.dataset.name = meta.name || '';
+  box.dataset.role = meta.role || '';
+  box.dataset.kind = meta.kind || '';
+  const who = el('div', 'speaker', meta.name || '');
+  who.append(el('span', 'role', ` (${meta.role || ''})`));
+  if (meta.decision && meta.decision.value !== undefined) {
+    who.append(el('span', 'decision', `chose ${meta.decision.value}`));
+  }
+  box.append(who, el('div', 'text', text));
+  const target = meta.state ? section(meta.state, meta.visit || 1) : lastSection();
+  target.append(box);
+  view.messages += 1;
+  box.scrollIntoView({ block: 'nearest' });
+}
+
+function dropStreaming() {
+  if (view.streaming) view.streaming.node.remove();
+  view.streaming = null;
+}
+
+function streamToken(name, text) {
+  if (!view.streaming || view.streaming.name !== name) {
+    dropStreaming();
+    const node = el('div', 'msg streaming');
+    node.append(el('div', 'speaker', name), el('div', 'text', ''));
+    lastSection().append(node);
+    view.streaming = { name, node };
+  }
+  view.streaming.node.querySelector('.text').textContent += text;
+}
+
+// One Elysia frontend payload, as in events.jsonl.
+function render(p) {
+  const body = p.payload || {};
+  switch (p.type) {
+    case 'status': {
+      const m = /^Entering (.+) \(visit (\d+)\)$/.exec(body.text || '');
+      if (m) enterState(m[1], Number(m[2]));
+      else lastSection().append(el('div', 'status', body.text));
+      break;
+    }
+    case 'text':
+    case 'result': {
+      const meta = body.metadata || {};
+      const text = (body.objects || []).map((o) => o.text ?? JSON.stringify(o)).join('\n');
+      addMessage(text, meta);
+      break;
+    }
+    case 'warning':
+      lastSection().append(el('div', 'warning', `⚠ ${body.text}`));
+      break;
+    case 'self_healing_error':
+      lastSection().append(el('div', 'warning', `error: ${body.feedback} ${body.error_message || ''}`));
+      break;
+    case 'completed':
+      dropStreaming();
+      break;
+    default:
+      break;
+  }
+}
+
+function clearTranscript() {
+  $('transcript').replaceChildren();
+  view.visits.clear();
+  view.visited.clear();
+  view.current = null;
+  view.messages = 0;
+  view.streaming = null;
+}
+
+// ---- the side panel -------------------------------------------------------------
+
+function graphStates() {
+  if (view.scenario && view.scenario.states) return view.scenario.states;
+  return [...view.visited.keys()].map((name) => ({ name, next: [] }));
+}
+
+function drawGraph() {
+  const svg = $('graph');
+  const ns = 'http://www.w3.org/2000/svg';
+  const states = graphStates();
+  svg.replaceChildren();
+  const defs = document.createElementNS(ns, 'defs');
+  const marker = document.createElementNS(ns, 'marker');
+  for (const [k, v] of Object.entries({ id: 'arrow', viewBox: '0 0 10 10', refX: '10', refY: '5', markerWidth: '6', markerHeight: '6', orient: 'auto' })) marker.setAttribute(k, v);
+  const tip = document.createElementNS(ns, 'path');
+  tip.setAttribute('d', 'M0,0 L10,5 L0,10 z');
+  tip.setAttribute('fill', '#b0b0b8');
+  marker.append(tip);
+  defs.append(marker);
+  svg.append(defs);
+  const w = 300, rowH = 44, boxW = 200, boxH = 28;
+  const pos = new Map();
+  states.forEach((s, i) => pos.set(s.name, { x: (w - boxW) / 2, y: 8 + i * rowH }));
+  svg.setAttribute('viewBox', `0 0 ${w} ${Math.max(60, 16 + states.length * rowH)}`);
+  for (const s of states) {
+    for (const n of s.next || []) {
+      const a = pos.get(s.name), b = pos.get(n);
+      if (!a || !b || n === s.name) continue;
+      const line = document.createElementNS(ns, 'line');
+      const down = b.y > a.y;
+      line.setAttribute('x1', a.x + boxW / 2 + (down ? 0 : 30));
+      line.setAttribute('y1', down ? a.y + boxH : a.y);
+      line.setAttribute('x2', b.x + boxW / 2 + (down ? 0 : 30));
+      line.setAttribute('y2', down ? b.y : b.y + boxH);
+      svg.append(line);
+    }
+  }
+  for (const s of states) {
+    const p = pos.get(s.name);
+    const g = document.createElementNS(ns, 'g');
+    const visits = view.visited.get(s.name) || 0;
+    g.setAttribute('class', `node${s.name === view.current ? ' current' : ''}${visits ? ' visited' : ''}`);
+    g.dataset.state = s.name;
+    const rect = document.createElementNS(ns, 'rect');
+    rect.setAttribute('x', p.x); rect.setAttribute('y', p.y);
+    rect.setAttribute('width', boxW); rect.setAttribute('height', boxH);
+    const label = document.createElementNS(ns, 'text');
+    label.setAttribute('x', p.x + 8); label.setAttribute('y', p.y + 18);
+    label.textContent = visits ? `${s.name} · ${visits}×` : s.name;
+    g.append(rect, label);
+    svg.append(g);
+  }
+}
+
+function drawAgents() {
+  const list = $('agents');
+  list.replaceChildren();
+  for (const a of (view.scenario && view.scenario.agents) || []) {
+    const roles = [...new Set(Object.values(a.roles || {}))];
+    const li = el('li');
+    const name = el('span', 'speaker', a.name);
+    name.style.setProperty('--role', roleColour(roles[0] || a.name));
+    li.append(name, el('span', 'role', ` ${roles.join(', ')}${a.human ? ' · typed by a person' : ''}`));
+    list.append(li);
+  }
+}
+
+function drawCounters(p) {
+  const dl = $('counters');
+  dl.replaceChildren();
+  const rows = [
+    ['turns', p.turns],
+    ['prompt tokens', p.prompt_tokens],
+    ['completion tokens', p.completion_tokens],
+    ['cost', p.cost_usd == null ? 'unknown price' : `$${Number(p.cost_usd).toFixed(6)}`],
+  ];
+  for (const [k, v] of Object.entries(p.calls || {})) rows.push([`${k} calls`, v]);
+  for (const [k, v] of rows) dl.append(el('dt', null, k), el('dd', null, v ?? 0));
+}
+
+function setStatus(text, cls) {
+  const s = $('status');
+  s.textContent = text;
+  s.className = `badge ${cls || ''}`;
+}
+
+// ---- a live run -----------------------------------------------------------------
+
+function startLive(state) {
+  view.scenario = state.scenario;
+  $('title').textContent = state.scenario.name || 'sopsim';
+  $('live-controls').hidden = false;
+  drawAgents();
+  drawGraph();
+  for (const id of ['pause', 'step', 'resume', 'stop']) {
+    $(id).addEventListener('click', () => post(`/api/${id}`, {}));
+  }
+  $('human').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const text = $('human-text').value;
+    if (!text.trim()) return;
+    const reply = await post('/api/input', { name: $('human').dataset.name, text });
+    if (reply.error) $('human-label').textContent = reply.error;
+    else $('human-text').value = '';
+  });
+  const source = new EventSource('/events');
+  source.addEventListener('message', (e) => render(JSON.parse(e.data)));
+  source.addEventListener('token', (e) => {
+    const t = JSON.parse(e.data);
+    streamToken(t.name, t.text);
+  });
+  source.addEventListener('progress', (e) => {
+    const p = JSON.parse(e.data);
+    drawCounters(p);
+    if (!$('status').classList.contains('ended')) setStatus(p.paused ? 'paused' : 'running', p.paused ? 'paused' : '');
+  });
+  source.addEventListener('input', (e) => {
+    const w = JSON.parse(e.data).waiting_for;
+    const form = $('human');
+    form.hidden = !w;
+    if (w) {
+      form.dataset.name = w.name;
+      $('human-label').textContent = `${w.name} (${w.role}) — your turn:`;
+      $('human-text').focus();
+    }
+  });
+  source.addEventListener('end', (e) => {
+    const end = JSON.parse(e.data);
+    setStatus(`ended by ${end.ended_by} after ${end.turns} turns`, 'ended');
+    $('transcript').append(el('div', 'end', `The run ended (${end.ended_by}) after ${end.turns} turns.`));
+    $('live-controls').hidden = true;
+  });
+  // A browser too slow for the run was dropped: start again from the beginning.
+  source.addEventListener('reload', () => location.reload());
+  source.addEventListener('open', () => {
+    if ($('status').textContent === 'connecting…') setStatus(state.paused ? 'paused' : 'running', state.paused ? 'paused' : '');
+  });
+}
+
+// ---- a finished run, replayed ---------------------------------------------------
+
+function messageIndexes(events) {
+  const idx = [];
+  events.forEach((p, i) => { if (p.type === 'text' || p.type === 'result') idx.push(i); });
+  return idx;
+}
+
+function startReplay(events, summary) {
+  $('replay-controls').hidden = false;
+  const turns = messageIndexes(events);
+  const slider = $('slider');
+  slider.max = String(turns.length);
+  let shown = 0;
+  let timer = null;
+  const show = (n) => {
+    shown = Math.max(0, Math.min(n, turns.length));
+    clearTranscript();
+    const upto = shown === turns.length ? events.length : turns[shown];
+    for (let i = 0; i < upto; i++) render(events[i]);
+    drawGraph();
+    slider.value = String(shown);
+    $('slider-value').textContent = `${shown} / ${turns.length}`;
+    if (shown === turns.length && summary) {
+      setStatus(`ended by ${summary.ended_by} after ${summary.turns} turns`, 'ended');
+    } else {
+      setStatus(`replay: ${shown} of ${turns.length} turns`);
+    }
+  };
+  const stopTimer = () => { if (timer) clearInterval(timer); timer = null; $('play').textContent = 'Play'; };
+  slider.addEventListener('input', () => { stopTimer(); show(Number(slider.value)); });
+  $('play').addEventListener('click', () => {
+    if (timer) return stopTimer();
+    const speed = Number($('speed').value);
+    if (speed === 0) return show(turns.length);
+    if (shown >= turns.length) show(0);
+    $('play').textContent = 'Pause';
+    timer = setInterval(() => {
+      if (shown >= turns.length) return stopTimer();
+      show(shown + 1);
+    }, 1000 / speed);
+  });
+  if (summary) drawCounters({
+    turns: summary.turns,
+    prompt_tokens: summary.llm && summary.llm.prompt_tokens,
+    completion_tokens: summary.llm && summary.llm.completion_tokens,
+    cost_usd: summary.cost_usd,
+  });
+  show(turns.length);
+}
+
+// ---- a benchmark ----------------------------------------------------------------
+
+function fmt(x) {
+  return typeof x === 'number' ? (Number.isInteger(x) ? String(x) : x.toFixed(3)) : (x ?? '—');
+}
+
+function startBench(state) {
+  const report = state.report || {};
+  const root = $('bench');
+  root.hidden = false;
+  $('transcript').hidden = true;
+  document.querySelector('aside').hidden = true;
+  document.body.classList.add('bench');
+  $('title').textContent = 'sopsim benchmark';
+  setStatus(`${state.runs.length} runs`);
+  const modes = report.modes || [];
+  for (const sc of report.scenarios || []) {
+    root.append(el('h2', null, sc.scenario));
+    const table = el('table', 'headline');
+    const head = el('tr');
+    head.append(el('th', null, 'figure'));
+    for (const m of modes) head.append(el('th', null, `${m} (mean, 95% CI)`));
+    table.append(head);
+    for (const name of sc.headline || []) {
+      const f = sc.figures[name];
+      if (!f) continue;
+      const tr = el('tr');
+      tr.append(el('td', null, name));
+      for (const m of modes) {
+        const s = (f.by_mode || {})[m] || {};
+        tr.append(el('td', null, s.n ? `${fmt(s.mean)} [${fmt((s.ci95 || [])[0])}, ${fmt((s.ci95 || [])[1])}]` : '—'));
+      }
+      table.append(tr);
+    }
+    root.append(table);
+    const plots = el('div', 'plots');
+    for (const p of state.plots.filter((p) => p.startsWith(`${sc.scenario}-`) && p.endsWith('.svg'))) {
+      const img = el('img');
+      img.src = `/plots/${encodeURIComponent(p)}`;
+      img.alt = p;
+      plots.append(img);
+    }
+    root.append(plots);
+    const runs = el('table', 'runs');
+    const names = sc.headline || [];
+    const rh = el('tr');
+    for (const h of ['run', 'mode', 'seed', ...names]) rh.append(el('th', null, h));
+    runs.append(rh);
+    for (const m of modes) {
+      (report.seeds || []).forEach((seed, i) => {
+        const id = `${sc.scenario}/${m}/seed-${seed}`;
+        if (!state.runs.includes(id)) return;
+        const tr = el('tr', 'run');
+        tr.dataset.id = id;
+        const link = el('a', null, id);
+        link.href = `/?run=${encodeURIComponent(id)}`;
+        const first = el('td');
+        first.append(link);
+        tr.append(first, el('td', null, m), el('td', null, seed));
+        for (const n of names) {
+          const v = ((sc.figures[n] || {}).values || {})[m];
+          tr.append(el('td', null, fmt(v ? v[i] : null)));
+        }
+        runs.append(tr);
+      });
+    }
+    root.append(el('h3', null, 'Every run'), runs);
+  }
+}
+
+// ---- start ----------------------------------------------------------------------
+
+async function main() {
+  const state = await getJson('/api/state');
+  if (state.mode === 'live') return startLive(state);
+  if (state.mode === 'run') {
+    $('title').textContent = (state.summary && state.summary.scenario) || 'sopsim run';
+    return startReplay(await getJson('/api/events'), state.summary);
+  }
+  if (state.mode === 'bench') {
+    const run = params.get('run');
+    if (!run) return startBench(state);
+    $('title').textContent = run;
+    const base = `/api/runs/${run.split('/').map(encodeURIComponent).join('/')}`;
+    const [events, summary] = await Promise.all([getJson(`${base}/events`), getJson(`${base}/summary`).catch(() => null)]);
+    return startReplay(events, summary);
+  }
+}
+
+main().catch((e) => setStatus(`error: ${e.message}`));

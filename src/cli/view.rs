@@ -1,0 +1,132 @@
+//! The viewer's command-line side: checking `--serve`/`--serve-token`, starting the
+//! server beside a run (`sopsim run --serve`) or on a folder (`sopsim serve DIR`), and
+//! keeping it up until Ctrl-C.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sopsim::control::RunControl;
+use sopsim::error::CancelToken;
+use sopsim::human::HumanInput;
+
+use super::failure::Failure;
+use super::say;
+use super::serve::{self, Folder, Hub, Live, Server, Source, WebInput};
+use super::signals::cancel_on_ctrl_c;
+
+/// The token requests must carry: none on a loopback address unless asked; required
+/// on any other, where `auto` makes one up.
+pub fn token(addr: SocketAddr, given: Option<String>) -> Result<Option<String>, Failure> {
+    match given.as_deref() {
+        Some("auto") => Ok(Some(format!("{:032x}", rand::random::<u128>()))),
+        Some(t) if t.len() < 16 || !t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') => {
+            Err(Failure::BadInput(
+                "--serve-token: use at least 16 letters, digits, '-' or '_' (or `auto`)".into(),
+            ))
+        }
+        Some(t) => Ok(Some(t.to_string())),
+        None if addr.ip().is_loopback() => Ok(None),
+        None => Err(Failure::BadInput(format!(
+            "--serve {addr}: listening beyond this machine needs --serve-token TOKEN (or --serve-token auto)"
+        ))),
+    }
+}
+
+/// The viewer beside a run: its sink, input, controls and server.
+pub struct RunViewer {
+    pub hub: Arc<Hub>,
+    pub input: Arc<dyn HumanInput>,
+    pub control: RunControl,
+    server: Server,
+}
+
+impl RunViewer {
+    pub fn start(
+        addr: SocketAddr,
+        token: Option<String>,
+        scenario_path: &Path,
+        allowed: &[std::path::PathBuf],
+        terminal: Arc<dyn HumanInput>,
+        start_paused: bool,
+    ) -> Result<Self, Failure> {
+        // The side panel draws the scenario; a file that does not load fails the run
+        // itself a moment later, with its own message.
+        let scenario = sopsim::scenario::load_any_with(scenario_path, allowed)
+            .map(|(s, _)| serve::scenario_json(&s))
+            .unwrap_or_default();
+        let name = scenario["name"].as_str().unwrap_or("run").to_string();
+        let hub = Arc::new(Hub::new(name));
+        let (input, typed) = WebInput::new(hub.clone(), terminal);
+        let control = if start_paused {
+            RunControl::paused()
+        } else {
+            RunControl::new()
+        };
+        let live = Live {
+            hub: hub.clone(),
+            control: control.clone(),
+            typed,
+            scenario,
+        };
+        let server = serve::start(addr, token, Source::Live(live)).map_err(bind_failure)?;
+        say(&format!("watch it at {}", server.url));
+        Ok(Self {
+            hub,
+            input: Arc::new(input),
+            control,
+            server,
+        })
+    }
+
+    /// After the run: the page stays up until Ctrl-C cancels `cancel` (at once if
+    /// Ctrl-C is what ended the run).
+    pub fn linger(self, cancel: &CancelToken) {
+        if !cancel.is_cancelled() {
+            say(&format!(
+                "the run ended; still serving {} — press Ctrl-C to stop",
+                self.server.url
+            ));
+            wait_until(cancel);
+        }
+        self.server.stop();
+    }
+}
+
+fn bind_failure(e: serve::ServeError) -> Failure {
+    match e {
+        serve::ServeError::Bind { .. } => Failure::BadInput(format!("--serve: {e}")),
+        serve::ServeError::Start(_) => Failure::runtime(&e),
+    }
+}
+
+/// `sopsim serve DIR`.
+pub fn serve_folder(dir: &Path, addr: SocketAddr, token: Option<String>) -> Result<(), Failure> {
+    let token = self::token(addr, token)?;
+    let folder = Folder::open(dir).map_err(|e| Failure::BadInput(e.to_string()))?;
+    let server = serve::start(addr, token, Source::Folder(folder)).map_err(|e| match e {
+        serve::ServeError::Bind { .. } => Failure::BadInput(format!("--addr: {e}")),
+        serve::ServeError::Start(_) => Failure::runtime(&e),
+    })?;
+    say(&format!(
+        "serving {} at {} — press Ctrl-C to stop",
+        dir.display(),
+        server.url
+    ));
+    wait_for_ctrl_c();
+    server.stop();
+    Ok(())
+}
+
+fn wait_for_ctrl_c() {
+    let stop = CancelToken::new();
+    cancel_on_ctrl_c(stop.clone(), "stopping the server");
+    wait_until(&stop);
+}
+
+fn wait_until(token: &CancelToken) {
+    while !token.is_cancelled() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,508 @@
+//! The web viewer in a real browser (headless Chromium through chromedriver): what a
+//! person watching a run sees, the controls, a person's turn typed in the page, a
+//! reloaded page, model text shown as text, and a benchmark's page. Screenshots of each
+//! view go to `target/viewer-*.png`. Also the server's answers to bad requests.
+//!
+//! Needs `chromium` and `chromium-driver` (`.ci/run` installs them); without them the
+//! test fails rather than skips.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+
+use common::root;
+
+/// A child process killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts chromedriver and waits until it listens.
+fn chromedriver() -> (Killed, String) {
+    let port = free_port();
+    let child = Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver is not installed: apt-get install -y chromium chromium-driver");
+    let child = Killed(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "chromedriver did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
+async fn browser(driver: &str) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({ "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                          "--disable-dev-shm-usage", "--window-size=1280,900"] }),
+    );
+    // chromedriver is plain HTTP on loopback: no TLS stack needed.
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(driver)
+        .await
+        .expect("headless Chromium through chromedriver")
+}
+
+/// Starts sopsim with `args` and returns it with the URL it printed.
+fn sopsim(args: &[&str]) -> (Killed, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let child = Killed(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let url = loop {
+        let line = lines.next().expect("sopsim printed no URL").unwrap();
+        if let Some(i) = line.find("http://") {
+            break line[i..].split_whitespace().next().unwrap().to_string();
+        }
+    };
+    // Keep reading so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, url)
+}
+
+async fn eval(client: &Client, script: &str) -> Value {
+    client.execute(script, vec![]).await.unwrap()
+}
+
+/// (speaker, text) of every finished message on the page, in order.
+async fn messages(client: &Client) -> Vec<(String, String)> {
+    let v = eval(
+        client,
+        "return [...document.querySelectorAll('#transcript .msg:not(.streaming)')]
+            .map(m => [m.dataset.name, m.querySelector('.text').textContent]);",
+    )
+    .await;
+    serde_json::from_value(v).unwrap()
+}
+
+async fn wait_for<F, Fut>(what: &str, mut ready: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_for_messages(client: &Client, n: usize) {
+    wait_for(&format!("{n} messages"), || async {
+        messages(client).await.len() == n
+    })
+    .await;
+}
+
+async fn click(client: &Client, id: &str) {
+    client
+        .find(Locator::Id(id))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+async fn screenshot(client: &Client, name: &str) {
+    let png = client.screenshot().await.unwrap();
+    std::fs::write(
+        root().join("target").join(format!("viewer-{name}.png")),
+        png,
+    )
+    .unwrap();
+}
+
+fn transcript(dir: &Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(dir.join("transcript.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (
+                v["name"].as_str().unwrap().to_string(),
+                v["content"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The debate, with one of Ben's replies written to break out of the page.
+fn hostile_debate(dir: &Path) -> PathBuf {
+    let mut doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("scenarios/debate.json")).unwrap(),
+    )
+    .unwrap();
+    doc["script"]["agents"]["Ben"] = json!(["<script>alert(1)</script></script><b>bold</b>"]);
+    let path = dir.join("debate.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn a_person_watches_pauses_steps_types_and_reloads_a_live_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = hostile_debate(dir.path());
+    let out = dir.path().join("out");
+    let (_driver, driver_url) = chromedriver();
+    let client = browser(&driver_url).await;
+    let (_run, url) = sopsim(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--llm",
+        "scripted",
+        "--embedder",
+        "hash",
+        "--serve",
+        "--start-paused",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    client.goto(&url).await.unwrap();
+    wait_for("the paused badge", || async {
+        eval(
+            &client,
+            "return document.getElementById('status').textContent;",
+        )
+        .await
+            == "paused"
+    })
+    .await;
+    assert!(
+        messages(&client).await.is_empty(),
+        "paused before the first turn"
+    );
+
+    // Step adds exactly one turn; a paused run adds none.
+    click(&client, "step").await;
+    wait_for_messages(&client, 1).await;
+    click(&client, "step").await;
+    wait_for_messages(&client, 2).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let shown = messages(&client).await;
+    assert_eq!(shown.len(), 2, "pause holds: {shown:?}");
+    assert_eq!(
+        eval(
+            &client,
+            "return document.querySelector('#graph .node.current').dataset.state;"
+        )
+        .await,
+        "affirmative_prep"
+    );
+
+    // The hostile reply is text: no new script element, no alert, no bold element.
+    assert_eq!(shown[1].0, "Ben");
+    assert_eq!(shown[1].1, "<script>alert(1)</script></script><b>bold</b>");
+    assert_eq!(eval(&client, "return document.scripts.length;").await, 1);
+    assert_eq!(
+        eval(
+            &client,
+            "return document.querySelectorAll('#transcript b').length;"
+        )
+        .await,
+        0
+    );
+    assert!(client.get_alert_text().await.is_err(), "no alert opened");
+    screenshot(&client, "live").await;
+
+    // A reloaded page shows the run so far.
+    client.refresh().await.unwrap();
+    wait_for_messages(&client, 2).await;
+
+    // Resume runs to the end; the page shows what transcript.jsonl holds, in order.
+    click(&client, "resume").await;
+    wait_for("the end", || async {
+        eval(
+            &client,
+            "return document.getElementById('status').textContent;",
+        )
+        .await
+        .as_str()
+        .is_some_and(|s| s.starts_with("ended by"))
+    })
+    .await;
+    assert_eq!(messages(&client).await, transcript(&out));
+    let last_state = eval(
+        &client,
+        "return document.querySelector('#graph .node.current').dataset.state;",
+    )
+    .await;
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(last_state, summary["final_state"]);
+    screenshot(&client, "ended").await;
+
+    // A person's turn typed in the page.
+    let human = root().join("scenarios/customer_service.json");
+    let (_run, url) = sopsim(&[
+        "run",
+        human.to_str().unwrap(),
+        "--llm",
+        "scripted",
+        "--embedder",
+        "hash",
+        "--serve",
+        "--quiet",
+    ]);
+    client.goto(&url).await.unwrap();
+    wait_for("the input box", || async {
+        eval(&client, "return !document.getElementById('human').hidden;").await == true
+    })
+    .await;
+    let before = messages(&client).await.len();
+    let text = client.find(Locator::Id("human-text")).await.unwrap();
+    text.send_keys("My order 1234 never arrived.")
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("#human button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for("the typed turn", || async {
+        messages(&client)
+            .await
+            .iter()
+            .skip(before)
+            .any(|(name, t)| name == "Customer" && t == "My order 1234 never arrived.")
+    })
+    .await;
+    screenshot(&client, "human").await;
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_finished_run_and_a_benchmark_are_browsable() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = dir.path().join("bench");
+    let status = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args([
+            "bench",
+            root()
+                .join("scenarios/prisoners_dilemma.json")
+                .to_str()
+                .unwrap(),
+        ])
+        .args([
+            "--llm",
+            "scripted",
+            "--embedder",
+            "hash",
+            "--seeds",
+            "2",
+            "--quiet",
+        ])
+        .arg("--out")
+        .arg(&bench)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let listing = |d: &Path| {
+        let mut all: Vec<PathBuf> = walk(d);
+        all.sort();
+        all
+    };
+    let before = listing(&bench);
+    let (_driver, driver_url) = chromedriver();
+    let client = browser(&driver_url).await;
+    let (server, url) = sopsim(&["serve", bench.to_str().unwrap()]);
+    client.goto(&url).await.unwrap();
+    wait_for("every run listed", || async {
+        eval(
+            &client,
+            "return document.querySelectorAll('tr.run').length;",
+        )
+        .await
+            == 4
+    })
+    .await;
+    wait_for("the plots", || async {
+        eval(
+            &client,
+            "const imgs = [...document.querySelectorAll('.plots img')];
+             return imgs.length > 0 && imgs.every(i => i.complete && i.naturalWidth > 0);",
+        )
+        .await
+            == true
+    })
+    .await;
+    screenshot(&client, "bench").await;
+
+    // Each run opens in the run view, replayed to its end.
+    let run = "prisoners_dilemma/competitive/seed-1";
+    client
+        .find(Locator::Css(&format!("tr.run[data-id='{run}'] a")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let expected = transcript(&bench.join("runs").join(run));
+    wait_for_messages(&client, expected.len()).await;
+    assert_eq!(messages(&client).await, expected);
+    // The slider shows the run as it was after one turn.
+    eval(
+        &client,
+        "const s = document.getElementById('slider'); s.value = '1';
+         s.dispatchEvent(new Event('input')); return true;",
+    )
+    .await;
+    wait_for_messages(&client, 1).await;
+    screenshot(&client, "replay").await;
+    client.close().await.unwrap();
+    drop(server);
+    assert_eq!(
+        listing(&bench),
+        before,
+        "serving never writes into the folder"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A raw HTTP request; returns the status code and the body.
+fn http(url: &str, request: &str) -> (u16, String) {
+    let addr = url.trim_start_matches("http://").split('/').next().unwrap();
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
+}
+
+fn post(path: &str, body: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[test]
+fn bad_requests_and_bad_addresses_get_clear_answers() {
+    let debate = root().join("scenarios/debate.json");
+    let debate = debate.to_str().unwrap();
+    let scripted = ["--llm", "scripted", "--embedder", "hash", "--quiet"];
+    let (_run, url) = sopsim(
+        &[
+            &["run", debate, "--serve", "--start-paused"][..],
+            &scripted[..],
+        ]
+        .concat(),
+    );
+    let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(http(&url, &get("/nowhere")).0, 404);
+    let (status, body) = http(&url, &post("/api/pause", "{not json"));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("error"), "{body}");
+    assert_eq!(http(&url, &post("/api/pause", "[1]")).0, 400);
+    assert_eq!(
+        http(&url, &get("/api/pause")).0,
+        404,
+        "controls are POST only"
+    );
+    assert_eq!(
+        http(
+            &url,
+            &post("/api/input", r#"{"name": "Ada", "text": "hi"}"#)
+        )
+        .0,
+        409
+    );
+    let (status, page) = http(&url, &get("/"));
+    assert_eq!(status, 200);
+    assert!(page.contains("app.js"));
+
+    // A port in use is bad input naming the address.
+    let taken = url.trim_start_matches("http://").trim_end_matches('/');
+    let out = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args([&["run", debate, "--serve", taken][..], &scripted[..]].concat())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(taken));
+
+    // Beyond loopback, a token is required, and then every request must carry it.
+    let out = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args([&["run", debate, "--serve", "0.0.0.0:0"][..], &scripted[..]].concat())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--serve-token"));
+    let (_run, url) = sopsim(
+        &[
+            &[
+                "run",
+                debate,
+                "--serve",
+                "127.0.0.1:0",
+                "--serve-token",
+                "auto",
+                "--start-paused",
+            ][..],
+            &scripted[..],
+        ]
+        .concat(),
+    );
+    let (base, token) = url.split_once("?token=").unwrap();
+    assert_eq!(http(base, &get("/api/state")).0, 401);
+    assert_eq!(
+        http(base, &get(&format!("/api/state?token={token}"))).0,
+        200
+    );
+    let bearer = format!(
+        "GET /api/state HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    assert_eq!(http(base, &bearer).0, 200);
+}
