@@ -1,10 +1,12 @@
-//! `runner::run` as a library user calls it: its own event sink, and a cancellation
-//! token that stops the run at a turn boundary with every finished turn kept.
+//! `runner::run` as a library user calls it: its own event sink, a cancellation token
+//! that stops the run at a turn boundary with every finished turn kept, and controls
+//! that pause, step and stop it.
 
 mod common;
 
 use std::sync::{Arc, Mutex};
 
+use sopsim::control::{Control, RunControl};
 use sopsim::error::CancelToken;
 use sopsim::events::{EventSink, SimEvent};
 use sopsim::runner::{self, RunIo, RunOptions};
@@ -53,6 +55,7 @@ fn a_cancelled_run_stops_at_a_turn_boundary_and_keeps_its_turns() {
         sinks: vec![sink.clone()],
         human_input: None,
         cancel: token,
+        control: None,
     };
     let outcome = runner::run(&opts, io).unwrap();
     assert_eq!(outcome.summary.ended_by, EndReason::Interrupted);
@@ -65,4 +68,57 @@ fn a_cancelled_run_stops_at_a_turn_boundary_and_keeps_its_turns() {
         assert_eq!(v["content"].as_str(), Some(text.as_str()));
     }
     assert!(dir.path().join("summary.json").exists());
+}
+
+/// Counts messages said.
+#[derive(Default)]
+struct Count(Mutex<usize>);
+
+impl EventSink for Count {
+    fn emit(&self, event: &SimEvent) {
+        if let SimEvent::Message(_) = event {
+            *self.0.lock().unwrap() += 1;
+        }
+    }
+}
+
+#[test]
+fn a_paused_run_takes_one_turn_per_step_and_stops_when_told() {
+    let count = Arc::new(Count::default());
+    let control = RunControl::paused();
+    let opts = RunOptions {
+        models: ModelOptions {
+            llm: LlmChoice::Scripted,
+            embedder: EmbedderChoice::Hash,
+            ..ModelOptions::default()
+        },
+        ..RunOptions::new(common::root().join("scenarios/debate.json"))
+    };
+    let io = RunIo {
+        sinks: vec![count.clone()],
+        control: Some(control.clone()),
+        ..RunIo::default()
+    };
+    let run = std::thread::spawn(move || runner::run(&opts, io).unwrap());
+    let said = || *count.0.lock().unwrap();
+    let wait_for = |n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while said() != n {
+            assert!(std::time::Instant::now() < deadline, "{} said, not {n}", said());
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(said(), 0, "nothing happens while paused");
+    assert!(control.is_paused());
+    for n in 1..=3 {
+        control.send(Control::Step);
+        wait_for(n);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(said(), 3, "each step is one turn");
+    control.send(Control::Stop);
+    let outcome = run.join().unwrap();
+    assert_eq!(outcome.summary.ended_by, EndReason::Interrupted);
+    assert_eq!(outcome.summary.turns, 3);
 }
