@@ -104,7 +104,11 @@ fn a_paused_run_takes_one_turn_per_step_and_stops_when_told() {
     let wait_for = |n: usize| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while said() != n {
-            assert!(std::time::Instant::now() < deadline, "{} said, not {n}", said());
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} said, not {n}",
+                said()
+            );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     };

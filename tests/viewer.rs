@@ -506,3 +506,60 @@ fn bad_requests_and_bad_addresses_get_clear_answers() {
     );
     assert_eq!(http(base, &bearer).0, 200);
 }
+
+#[test]
+fn a_browser_that_disconnects_mid_run_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let debate = root().join("scenarios/debate.json");
+    let debate = debate.to_str().unwrap();
+    let (served, plain) = (dir.path().join("served"), dir.path().join("plain"));
+    let scripted = [
+        "--llm",
+        "scripted",
+        "--embedder",
+        "hash",
+        "--quiet",
+        "--out",
+    ];
+    let (_run, url) = sopsim(
+        &[
+            &["run", debate, "--serve", "--start-paused"][..],
+            &scripted[..],
+            &[served.to_str().unwrap()][..],
+        ]
+        .concat(),
+    );
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    for _ in 0..3 {
+        http(&url, &post("/api/step", "{}"));
+    }
+    let mut first = [0u8; 512];
+    let _ = stream.read(&mut first).unwrap();
+    drop(stream);
+    http(&url, &post("/api/resume", "{}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !served.join("summary.json").exists() {
+        assert!(Instant::now() < deadline, "the run did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args(
+            [
+                &["run", debate][..],
+                &scripted[..],
+                &[plain.to_str().unwrap()][..],
+            ]
+            .concat(),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let read = |d: &Path| std::fs::read_to_string(d.join("transcript.jsonl")).unwrap();
+    assert_eq!(read(&served), read(&plain));
+}
