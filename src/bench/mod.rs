@@ -17,10 +17,12 @@
 
 pub mod exec;
 pub mod extract;
+pub mod merge;
 pub mod plan;
 #[cfg(feature = "plots")]
 pub mod plot;
 pub mod report;
+pub mod shard;
 pub mod stats;
 
 use std::collections::HashMap;
@@ -42,6 +44,7 @@ pub use exec::JobResult;
 use exec::{Executed, Prepared};
 use plan::{Job, Settings};
 use report::{Report, RunStatus, ScenarioRuns};
+pub use shard::{Shard, ShardError, ShardPlan};
 
 /// Seeds one benchmark may plan: each is a run folder per scenario and mode.
 pub const MAX_SEEDS: u64 = 1_000_000;
@@ -76,6 +79,22 @@ pub enum BenchError {
         out: PathBuf,
         runs: PathBuf,
     },
+    #[error("{path}: {message}")]
+    ShardFolder { path: PathBuf, message: String },
+    #[error("{other} is not a shard of the same benchmark as {first} (other settings, scenarios, modes, seeds or shard count)")]
+    ShardMismatch { first: PathBuf, other: PathBuf },
+    #[error("{first} and {second} are both shard {index}")]
+    DoubledShard {
+        index: u64,
+        first: PathBuf,
+        second: PathBuf,
+    },
+    #[error("{count} of {of} planned runs are in no shard (run their shards again, or merge with --allow-missing): {}", .ids.join(", "))]
+    MissingRuns {
+        count: usize,
+        of: usize,
+        ids: Vec<String>,
+    },
     #[error("{path}")]
     Io {
         path: PathBuf,
@@ -94,7 +113,7 @@ impl BenchError {
     pub fn is_bad_input(&self) -> bool {
         match self {
             BenchError::Setup(e) => e.is_bad_input(),
-            BenchError::Io { .. } | BenchError::Write(_) => false,
+            BenchError::Io { .. } | BenchError::Write(_) | BenchError::MissingRuns { .. } => false,
             #[cfg(feature = "plots")]
             BenchError::Plot(_) => false,
             _ => true,
@@ -142,6 +161,8 @@ pub struct BenchOptions {
     pub models: ModelOptions,
     /// Folders besides each scenario's own that its files may be in.
     pub allowed_paths: Vec<PathBuf>,
+    /// Run only this shard of the plan.
+    pub shard: Option<Shard>,
 }
 
 /// What a benchmark invocation ran and concluded.
@@ -285,7 +306,7 @@ pub fn run(
         .into());
     }
     let seeds: Vec<u64> = (opts.first_seed..=last_seed).collect();
-    let mut jobs = Vec::new();
+    let mut jobs: Vec<Job> = Vec::new();
     for l in &loaded {
         for m in &opts.modes {
             for s in &seeds {
@@ -336,10 +357,17 @@ pub fn run(
         .next()
         .map(|p| p.services.llm.describe())
         .unwrap_or_default();
+    let shard_plan = opts
+        .shard
+        .map(|shard| ShardPlan::new(shard, &jobs, &opts.modes, opts.first_seed, opts.seeds));
+    if let Some(shard) = opts.shard {
+        jobs = shard.select(&jobs);
+    }
     let settings = Settings {
         llm: llm_name,
         embedder: embed.name().to_string(),
         max_turns: opts.max_turns,
+        shard: shard_plan,
     };
     plan::record(&opts.out, &settings, &jobs)?;
 
@@ -352,18 +380,62 @@ pub fn run(
     observer.planned(pending.len(), skipped);
     let executed = exec::execute(&opts.out, pending, &prepared, opts.jobs, observer, cancel);
 
-    let scenario_runs: Vec<ScenarioRuns> = loaded
+    let report_inputs: Vec<ReportInput> = loaded.iter().map(ReportInput::of).collect();
+    report_folder(
+        &opts.out,
+        &report_inputs,
+        &settings,
+        &opts.modes,
+        &seeds,
+        &jobs,
+        executed,
+        skipped,
+    )
+}
+
+/// What the report needs of one scenario.
+struct ReportInput<'a> {
+    name: String,
+    path: &'a StdPath,
+    sha256: &'a str,
+    rules: Option<&'a OutcomeRules>,
+}
+
+impl<'a> ReportInput<'a> {
+    fn of(l: &'a Loaded) -> Self {
+        Self {
+            name: l.scenario.name.clone(),
+            path: &l.path,
+            sha256: &l.sha256,
+            rules: l.rules.as_ref(),
+        }
+    }
+}
+
+/// Reads every job's run folder back and writes the report files.
+#[allow(clippy::too_many_arguments)]
+fn report_folder(
+    out: &StdPath,
+    scenarios: &[ReportInput],
+    settings: &Settings,
+    modes: &[Mode],
+    seeds: &[u64],
+    jobs: &[Job],
+    executed: Executed,
+    skipped: usize,
+) -> Result<BenchRun, BenchError> {
+    let scenario_runs: Vec<ScenarioRuns> = scenarios
         .iter()
         .map(|l| ScenarioRuns {
-            name: l.scenario.name.clone(),
+            name: l.name.clone(),
             file: l.path.display().to_string(),
-            sha256: l.sha256.clone(),
-            rules: l.rules.as_ref(),
+            sha256: l.sha256.to_string(),
+            rules: l.rules,
             runs: jobs
                 .iter()
-                .filter(|j| j.scenario == l.scenario.name)
+                .filter(|j| j.scenario == l.name)
                 .map(|j| {
-                    let status = match report::read_run(&j.dir(&opts.out), l.rules.as_ref()) {
+                    let status = match report::read_run(&j.dir(out), l.rules) {
                         RunStatus::Unfinished if executed.failures.contains_key(&j.id) => {
                             RunStatus::Failed {
                                 error: executed.failures[&j.id].clone(),
@@ -376,14 +448,14 @@ pub fn run(
                 .collect(),
         })
         .collect();
-    let (report, timing) = report::build(&settings, &opts.modes, &seeds, &scenario_runs);
+    let (report, timing) = report::build(settings, modes, seeds, &scenario_runs);
     let run = BenchRun {
         report,
         executed,
         skipped,
         peak_rss_mib: peak_rss_mib(),
     };
-    write_outputs(&opts.out, &run, &timing)?;
+    write_outputs(out, &run, &timing)?;
     Ok(run)
 }
 

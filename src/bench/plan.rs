@@ -50,6 +50,9 @@ pub struct Settings {
     pub embedder: String,
     /// `--max-turns`, when given.
     pub max_turns: Option<u64>,
+    /// For one shard of a benchmark: which, and the whole plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<super::shard::ShardPlan>,
 }
 
 /// A run that finished (any end but an error or an interruption) has its
@@ -116,7 +119,44 @@ fn describe(s: &Settings) -> String {
         .max_turns
         .map(|t| format!(", at most {t} turns"))
         .unwrap_or_default();
-    format!("llm {}, embedder {}{turns}", s.llm, s.embedder)
+    let shard = s
+        .shard
+        .as_ref()
+        .map(|p| {
+            format!(
+                ", shard {}/{} of {} runs",
+                p.shard.index, p.shard.count, p.runs
+            )
+        })
+        .unwrap_or_default();
+    format!("llm {}, embedder {}{turns}{shard}", s.llm, s.embedder)
+}
+
+/// Reads a benchmark folder's `bench.json`.
+pub fn read_settings(out: &Path) -> Result<Settings, BenchError> {
+    let path = out.join("bench.json");
+    let bytes = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| BenchError::NotABenchmark {
+        path,
+        message: e.to_string(),
+    })
+}
+
+/// Reads a benchmark folder's `manifest.jsonl`.
+pub fn read_jobs(out: &Path) -> Result<Vec<Job>, BenchError> {
+    read_manifest(&out.join("manifest.jsonl"))
+}
+
+/// Writes a benchmark folder's `bench.json` and `manifest.jsonl` as given.
+pub fn write(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), BenchError> {
+    write_json(&out.join("bench.json"), settings)?;
+    let manifest = out.join("manifest.jsonl");
+    let mut text = String::new();
+    for job in jobs {
+        text.push_str(&serde_json::to_string(job).map_err(|e| io_error(&manifest, e.into()))?);
+        text.push('\n');
+    }
+    crate::files::replace_file(&manifest, text.as_bytes()).map_err(|e| io_error(&manifest, e))
 }
 
 fn read_manifest(path: &Path) -> Result<Vec<Job>, BenchError> {

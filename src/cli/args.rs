@@ -33,7 +33,7 @@ pub enum Command {
     /// Run scenarios in each mode over many seeds and report the outcomes with
     /// confidence intervals, the paired difference between the modes, and plots.
     /// Rerun the same command to resume: finished runs are skipped.
-    Bench(BenchArgs),
+    Bench(BenchCommand),
     /// Print the native scenario equivalent to another framework's config.
     Import {
         #[command(subcommand)]
@@ -179,6 +179,76 @@ pub struct BenchArgs {
     /// folders (repeatable).
     #[arg(long = "allow-path", value_name = "DIR")]
     pub allowed_paths: Vec<PathBuf>,
+    /// Run only shard I of N (the planned runs at positions k with k mod N = I), or
+    /// `env`: the shard of this Slurm array task or Kubernetes Indexed Job.
+    #[arg(long, value_name = "I/N|env")]
+    pub shard: Option<String>,
+    /// With --shard env: the number of shards (Kubernetes needs it; Slurm tells it).
+    #[arg(long, value_name = "N", requires = "shard")]
+    pub shards: Option<u64>,
+}
+
+/// `sopsim bench`, or one of its helpers.
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct BenchCommand {
+    #[command(subcommand)]
+    pub action: Option<BenchAction>,
+    #[command(flatten)]
+    pub run: BenchArgs,
+}
+
+#[derive(Subcommand)]
+pub enum BenchAction {
+    /// Gather the shards of one benchmark into OUT and write its report, as if it had
+    /// run unsharded.
+    Merge {
+        /// The merged benchmark's folder.
+        out: PathBuf,
+        /// The shards' --out folders.
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
+        /// Write the report even if some planned runs are in no shard.
+        #[arg(long)]
+        allow_missing: bool,
+        /// Let the scenarios read files in DIR too (repeatable).
+        #[arg(long = "allow-path", value_name = "DIR")]
+        allowed_paths: Vec<PathBuf>,
+    },
+    /// Print a job description that runs a benchmark as shards on a cluster, and the
+    /// step that merges them: `sopsim bench template slurm --shards 8 --out DIR --
+    /// SCENARIO… [bench flags]`.
+    Template {
+        #[arg(value_enum)]
+        engine: Engine,
+        /// How many shards (array tasks, indexes).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        shards: u64,
+        /// At most this many shards at once (default: all).
+        #[arg(long, value_name = "M", value_parser = clap::value_parser!(u64).range(1..))]
+        max_parallel: Option<u64>,
+        /// The benchmark's folder on the shared file system; shard I writes OUT/shard-I.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Kubernetes: the container image with sopsim.
+        #[arg(long, value_name = "IMAGE", default_value = "sopsim:latest")]
+        image: String,
+        /// Kubernetes: the PersistentVolumeClaim mounted at /data for the output and
+        /// the model cache.
+        #[arg(long, value_name = "NAME", default_value = "sopsim-data")]
+        volume_claim: String,
+        /// The scenarios and `sopsim bench` flags each shard runs with (after `--`).
+        #[arg(last = true, required = true, value_name = "BENCH ARGS")]
+        bench: Vec<String>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Engine {
+    /// An sbatch job array script.
+    Slurm,
+    /// A Kubernetes Indexed Job (YAML).
+    K8s,
 }
 
 #[derive(Args)]

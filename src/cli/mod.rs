@@ -5,6 +5,7 @@
 
 mod args;
 mod chat;
+mod cluster;
 mod failure;
 mod inspect;
 mod models;

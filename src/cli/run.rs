@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use sopsim::bench::BenchOptions;
+use sopsim::bench::{BenchOptions, Shard};
 use sopsim::error::CancelToken;
 use sopsim::events::EventSink;
 use sopsim::human::HumanInput;
@@ -11,7 +11,8 @@ use sopsim::runner::{self, RunIo, RunOptions};
 use sopsim::scenario::Mode;
 use sopsim::sim::EndReason;
 
-use super::args::{BenchArgs, RunArgs};
+use super::args::{BenchAction, BenchArgs, BenchCommand, RunArgs};
+use super::cluster;
 use super::failure::Failure;
 use super::progress::{BenchProgress, FetchProgress};
 use super::say;
@@ -99,7 +100,50 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn bench(args: BenchArgs) -> Result<(), Failure> {
+pub fn bench(command: BenchCommand) -> Result<(), Failure> {
+    match command.action {
+        None => bench_run(command.run),
+        Some(BenchAction::Merge {
+            out,
+            shards,
+            allow_missing,
+            allowed_paths,
+        }) => cluster::merge(&out, &shards, allow_missing, allowed_paths),
+        Some(BenchAction::Template {
+            engine,
+            shards,
+            max_parallel,
+            out,
+            image,
+            volume_claim,
+            bench,
+        }) => {
+            let text = cluster::template(&cluster::Template {
+                engine,
+                shards,
+                max_parallel,
+                out: &out,
+                image: &image,
+                volume_claim: &volume_claim,
+                bench: &bench,
+            })?;
+            print!("{text}");
+            Ok(())
+        }
+    }
+}
+
+fn bench_run(args: BenchArgs) -> Result<(), Failure> {
+    let shard = match args.shard.as_deref() {
+        None => None,
+        Some("env") => Some(
+            Shard::from_env(args.shards, |k| std::env::var(k).ok())
+                .map_err(|e| Failure::BadInput(format!("--shard env: {e}")))?,
+        ),
+        Some(text) => {
+            Some(Shard::parse(text).map_err(|e| Failure::BadInput(format!("--shard: {e}")))?)
+        }
+    };
     let mut modes = Vec::new();
     for m in args.modes.into_iter().map(Mode::from) {
         if !modes.contains(&m) {
@@ -116,6 +160,7 @@ pub fn bench(args: BenchArgs) -> Result<(), Failure> {
         max_turns: args.max_turns,
         models: args.models.options(Arc::new(FetchProgress::default())),
         allowed_paths: args.allowed_paths,
+        shard,
     };
     let cancel = CancelToken::new();
     cancel_on_ctrl_c(

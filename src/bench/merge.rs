@@ -1,0 +1,234 @@
+//! `sopsim bench merge`: the shards of one benchmark gathered into one folder with the
+//! report an unsharded run would have written. The shards must share their settings,
+//! their plan and their scenario files, and cover the plan exactly once; run folders
+//! are hard-linked (copied where links cannot be made). Rerunning a merge gives the
+//! same folder.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::exec::Executed;
+use super::plan::{self, Job, Settings};
+use super::shard::{ids_digest, ShardPlan};
+use super::{load, report_folder, BenchError, BenchRun, ReportInput};
+
+/// What to merge, and where.
+#[derive(Debug, Clone)]
+pub struct MergeOptions {
+    pub out: PathBuf,
+    pub shards: Vec<PathBuf>,
+    /// Write the report even when runs are missing (they count as unfinished).
+    pub allow_missing: bool,
+    /// Folders besides each scenario's own that its files may be in.
+    pub allowed_paths: Vec<PathBuf>,
+}
+
+/// What a merge gathered.
+pub struct Merged {
+    pub run: BenchRun,
+    /// Runs gathered from the shards.
+    pub gathered: usize,
+    /// Planned runs no shard finished, by id.
+    pub missing: Vec<String>,
+}
+
+struct ShardFolder {
+    dir: PathBuf,
+    settings: Settings,
+    plan: ShardPlan,
+    jobs: Vec<Job>,
+}
+
+fn read_shard(dir: &Path) -> Result<ShardFolder, BenchError> {
+    let unreadable = |message: String| BenchError::ShardFolder {
+        path: dir.to_path_buf(),
+        message,
+    };
+    if !dir.is_dir() {
+        return Err(unreadable("no such folder".into()));
+    }
+    let settings = plan::read_settings(dir).map_err(|e| unreadable(crate::error::chain(&e)))?;
+    let plan = settings
+        .shard
+        .clone()
+        .ok_or_else(|| unreadable("a whole benchmark, not a shard (run with --shard)".into()))?;
+    let jobs = plan::read_jobs(dir).map_err(|e| unreadable(crate::error::chain(&e)))?;
+    Ok(ShardFolder {
+        dir: dir.to_path_buf(),
+        settings,
+        plan,
+        jobs,
+    })
+}
+
+/// Checks the shards, gathers their runs into `opts.out` and writes its report.
+pub fn merge(opts: &MergeOptions) -> Result<Merged, BenchError> {
+    let shards = opts
+        .shards
+        .iter()
+        .map(|d| read_shard(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(first) = shards.first() else {
+        return Err(BenchError::ShardFolder {
+            path: opts.out.clone(),
+            message: "name at least one shard folder to merge".into(),
+        });
+    };
+    let settings = Settings {
+        shard: None,
+        ..first.settings.clone()
+    };
+    let mut by_index: BTreeMap<u64, &ShardFolder> = BTreeMap::new();
+    for s in &shards {
+        let other = Settings {
+            shard: None,
+            ..s.settings.clone()
+        };
+        if other != settings || !s.plan.same_plan(&first.plan) {
+            return Err(BenchError::ShardMismatch {
+                first: first.dir.clone(),
+                other: s.dir.clone(),
+            });
+        }
+        if let Some(earlier) = by_index.insert(s.plan.shard.index, s) {
+            return Err(BenchError::DoubledShard {
+                index: s.plan.shard.index,
+                first: earlier.dir.clone(),
+                second: s.dir.clone(),
+            });
+        }
+    }
+    let plan = &first.plan;
+    let seeds: Vec<u64> = (0..plan.seeds).map(|i| plan.first_seed + i).collect();
+    // The whole plan in its order, rebuilt from the names it is made of.
+    let mut ids: Vec<String> = Vec::new();
+    for sc in &plan.scenarios {
+        for m in &plan.modes {
+            ids.extend(
+                seeds
+                    .iter()
+                    .map(|s| format!("{sc}/{}/seed-{s}", m.as_str())),
+            );
+        }
+    }
+    if ids.len() != plan.runs || ids_digest(ids.iter().map(String::as_str)) != plan.ids_sha256 {
+        return Err(BenchError::ShardFolder {
+            path: first.dir.clone(),
+            message: "its bench.json does not describe its plan (edited by hand?)".into(),
+        });
+    }
+    let known: BTreeMap<&str, &Job> = shards
+        .iter()
+        .flat_map(|s| s.jobs.iter())
+        .map(|j| (j.id.as_str(), j))
+        .collect();
+    let mut jobs = Vec::new();
+    let mut sources = Vec::new();
+    let mut missing = Vec::new();
+    for (k, id) in ids.iter().enumerate() {
+        let owner = by_index.get(&(k as u64 % plan.shard.count));
+        let job = owner.and_then(|s| s.jobs.iter().find(|j| &j.id == id));
+        match (owner, job) {
+            (Some(s), Some(job)) if plan::is_finished(&job.dir(&s.dir)) => {
+                sources.push((job.dir(&s.dir), job.clone()));
+                jobs.push(job.clone());
+            }
+            _ => {
+                missing.push(id.clone());
+                // A run of a missing shard: its scenario's file from any other run.
+                let scenario = id.split('/').next().unwrap_or_default();
+                if let Some(like) = known.values().find(|j| j.scenario == scenario) {
+                    let mode = plan.modes[(k / plan.seeds as usize) % plan.modes.len()];
+                    let seed = seeds[k % plan.seeds as usize];
+                    jobs.push(Job::new(
+                        scenario,
+                        Path::new(&like.file),
+                        &like.sha256,
+                        mode,
+                        seed,
+                    ));
+                }
+            }
+        }
+    }
+    if !missing.is_empty() && !opts.allow_missing {
+        return Err(BenchError::MissingRuns {
+            count: missing.len(),
+            of: ids.len(),
+            ids: missing,
+        });
+    }
+    let mut loaded = Vec::new();
+    for name in &plan.scenarios {
+        let Some(job) = jobs.iter().find(|j| &j.scenario == name) else {
+            continue;
+        };
+        let l = load(Path::new(&job.file), &opts.allowed_paths)?;
+        if l.sha256 != job.sha256 {
+            return Err(BenchError::ScenarioChanged {
+                file: job.file.clone(),
+                id: job.id.clone(),
+                out: opts.out.clone(),
+                runs: opts.out.join("runs").join(name),
+            });
+        }
+        loaded.push(l);
+    }
+    if opts.out.join("bench.json").exists() {
+        let earlier = plan::read_settings(&opts.out)?;
+        if earlier != settings {
+            return Err(BenchError::OtherSettings {
+                out: opts.out.clone(),
+                earlier: format!("{earlier:?}"),
+                now: format!("{settings:?}"),
+            });
+        }
+    }
+    std::fs::create_dir_all(&opts.out).map_err(|source| BenchError::Io {
+        path: opts.out.clone(),
+        source,
+    })?;
+    for (from, job) in &sources {
+        gather(from, &job.dir(&opts.out))?;
+    }
+    plan::write(&opts.out, &settings, &jobs)?;
+    let inputs: Vec<ReportInput> = loaded.iter().map(ReportInput::of).collect();
+    let run = report_folder(
+        &opts.out,
+        &inputs,
+        &settings,
+        &plan.modes,
+        &seeds,
+        &jobs,
+        Executed::default(),
+        sources.len(),
+    )?;
+    Ok(Merged {
+        run,
+        gathered: sources.len(),
+        missing,
+    })
+}
+
+/// Puts a run folder's files at `to`, replacing what a previous merge put there.
+fn gather(from: &Path, to: &Path) -> Result<(), BenchError> {
+    let io = |path: &Path, source| BenchError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if to.exists() {
+        std::fs::remove_dir_all(to).map_err(|e| io(to, e))?;
+    }
+    std::fs::create_dir_all(to).map_err(|e| io(to, e))?;
+    for entry in std::fs::read_dir(from).map_err(|e| io(from, e))? {
+        let entry = entry.map_err(|e| io(from, e))?;
+        if !entry.file_type().map_err(|e| io(from, e))?.is_file() {
+            continue;
+        }
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if std::fs::hard_link(&src, &dst).is_err() {
+            std::fs::copy(&src, &dst).map_err(|e| io(&dst, e))?;
+        }
+    }
+    Ok(())
+}
