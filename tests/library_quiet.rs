@@ -81,6 +81,7 @@ fn use_the_library() {
         max_turns: None,
         models: scripted(),
         allowed_paths: Vec::new(),
+        shard: None,
     };
     let run = bench::run(&bench_opts, &Unobserved, CancelToken::new()).expect("the benchmark runs");
     assert_eq!(run.executed.finished, 4);

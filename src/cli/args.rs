@@ -219,6 +219,7 @@ pub enum BenchAction {
     /// step that merges them: `sopsim bench template slurm --shards 8 --out DIR --
     /// SCENARIO… [bench flags]`.
     Template {
+        /// The cluster's engine.
         #[arg(value_enum)]
         engine: Engine,
         /// How many shards (array tasks, indexes).
