@@ -33,7 +33,7 @@ struct Client {
 
 /// What `/api/state` reports besides the scenario.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Live {
+pub struct LiveState {
     pub state: Option<String>,
     pub visit: u32,
     pub progress: Progress,
@@ -54,7 +54,7 @@ pub struct Waiting {
 struct HubState {
     kept: Vec<Kept>,
     clients: Vec<Client>,
-    live: Live,
+    live: LiveState,
 }
 
 /// The live run's events and the browsers watching them.
@@ -77,7 +77,7 @@ impl Hub {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn live(&self) -> Live {
+    pub fn live(&self) -> LiveState {
         let st = self.lock();
         let mut live = st.live.clone();
         live.clients = st.clients.len();
