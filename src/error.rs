@@ -41,6 +41,8 @@ pub enum SimError {
     NoHumanInput { agent: String },
     #[error("no agent plays role {role:?} in state {state:?}")]
     NoAgent { state: String, role: String },
+    #[error("the scenario's tools")]
+    Tools(#[from] crate::tools::ToolSetupError),
     /// The actors broke one of their own rules (a bug, reported rather than a panic).
     #[error("internal error: {0}")]
     Internal(&'static str),
@@ -55,6 +57,7 @@ impl SimError {
             SimError::UnknownHuman { .. }
                 | SimError::Knowledge { .. }
                 | SimError::NoHumanInput { .. }
+                | SimError::Tools(_)
         )
     }
 }

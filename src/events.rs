@@ -49,6 +49,13 @@ pub enum SimEvent {
     /// At each turn boundary and on pause or resume: how far the run is and what it
     /// spent so far.
     Progress(Progress),
+    /// What a tool returned, or the decision agent decided, in an agent's turn: an
+    /// Elysia `result`, `self_healing_error`, `status` or `tree_update` payload.
+    Tool {
+        name: String,
+        visit: u32,
+        ret: Box<Return>,
+    },
     /// The run ended; `ended_by` as in `summary.json`.
     Finished {
         ended_by: String,
@@ -186,6 +193,7 @@ pub fn to_return(event: &SimEvent, elapsed_ms: u64) -> Option<(Return, String)> 
             format!("visit-{visit}"),
         )),
         SimEvent::Warning { text } => Some((Return::Warning { text: text.clone() }, "run".into())),
+        SimEvent::Tool { visit, ret, .. } => Some(((**ret).clone(), format!("visit-{visit}"))),
         SimEvent::Finished { .. } => Some((Return::Completed, "run".into())),
         SimEvent::TurnStarted { .. } | SimEvent::Token { .. } | SimEvent::Progress(_) => None,
     }

@@ -59,6 +59,8 @@
 //! - [`memory`]: messages, the embedding index, shared memory and the two modes.
 //! - [`action`]: `Action::process`, a turn's output becoming a `Message`.
 //! - [`elysia`]: the keyed result store and Elysia's return objects.
+//! - [`tools`]: the built-in tool kinds, and the decision agent's logic (what a
+//!   decision sees, reading it, self-healing errors).
 //! - [`template`], [`tokens`]: placeholder templates and token counting.
 //! - [`files`]: bounded reads of users' files, whole-or-nothing writes.
 //! - [`user_json`]: JSON users write, parsed with duplicate keys refused.
@@ -106,4 +108,5 @@ pub mod sim;
 pub mod sop;
 pub mod template;
 pub mod tokens;
+pub mod tools;
 pub mod user_json;

@@ -119,8 +119,31 @@ pub struct RunSummary {
     pub parse_failures: ParseFailures,
     /// Agent replies cut where they went on as another participant (`Bob: …`).
     pub cut_replies: u64,
+    /// Tool calls by tool and outcome, failed calls, and retries.
+    #[serde(skip_serializing_if = "crate::sim::no_tool_calls")]
+    pub tools: crate::actors::messages::ToolSummary,
     pub warnings: Vec<String>,
     pub wall_ms: u64,
+}
+
+fn no_tool_calls(t: &crate::actors::messages::ToolSummary) -> bool {
+    t.calls.is_empty()
+}
+
+/// A warning for each tool some of whose calls failed.
+fn tool_warnings(t: &crate::actors::messages::ToolSummary) -> Vec<String> {
+    t.calls
+        .iter()
+        .filter_map(|(tool, outcomes)| {
+            let failed: Vec<String> = outcomes
+                .iter()
+                .filter(|(o, _)| o.as_str() != "ok")
+                .map(|(o, n)| format!("{o} {n}"))
+                .collect();
+            (!failed.is_empty())
+                .then(|| format!("tool {tool}: calls that failed: {}", failed.join(", ")))
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -201,6 +224,7 @@ pub async fn run(
         });
     }
     let human_input = config.human_input.clone();
+    let tools = Arc::new(crate::tools::ToolBox::build(&scenario)?);
     let agents: HashMap<String, _> = scenario
         .agents
         .iter()
@@ -220,6 +244,8 @@ pub async fn run(
                 human,
                 replies: 0,
                 choices: 0,
+                decides: Arc::default(),
+                tools: tools.clone(),
                 seed: config.seed,
             };
             (name.clone(), actor.start())
@@ -255,6 +281,7 @@ pub async fn run(
         .await
         .map_err(|_| SimError::Internal("the director stopped without finishing"))?;
     let snapshot = env.send(Snapshot).await?;
+    let tool_summary = snapshot.tools.clone();
     let ledger = llm.ledger();
     let cost = services.prices.cost(&ledger);
     let mut latencies = ledger.latencies_us.clone();
@@ -298,11 +325,16 @@ pub async fn run(
         prompt_tokens_by_turn: ledger.prompt_tokens_by_turn.clone(),
         parse_failures: finish.failures,
         cut_replies: snapshot.cut_replies,
+        tools: tool_summary.clone(),
         llm_latency_ms: Latency {
             p50: percentile(&latencies, 0.5),
             p95: percentile(&latencies, 0.95),
         },
-        warnings: finish.warnings,
+        warnings: finish
+            .warnings
+            .into_iter()
+            .chain(tool_warnings(&tool_summary))
+            .collect(),
         wall_ms: started.elapsed().as_millis() as u64,
     };
     Ok(RunOutcome {

@@ -1,5 +1,5 @@
 //! The Environment actor: each message embedded exactly once, and tool returns landing
-//! in the Elysia store and the per-tool error list.
+//! in the Elysia store and the agent's per-tool error list.
 
 mod common;
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::*;
 use serde_json::json;
-use sopsim::actors::messages::{ApplyReturn, Snapshot};
+use sopsim::actors::messages::{ApplyReturn, CallOutcome, Snapshot};
 use sopsim::actors::EnvironmentActor;
 use sopsim::elysia::{ResultObject, Return};
 use sopsim::embed::{EmbedError, EmbedService, Embedder, HashEmbedder};
@@ -83,13 +83,21 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
             .clone();
         env.send(ApplyReturn {
             tool: "search".into(),
+            agent: "Ada".into(),
+            turn: 1,
             ret: Return::Result(result.clone()),
+            outcome: CallOutcome::Ok,
+            retry: false,
         })
         .await
         .unwrap();
         env.send(ApplyReturn {
             tool: "search".into(),
+            agent: "Ada".into(),
+            turn: 2,
             ret: Return::Result(result),
+            outcome: CallOutcome::Ok,
+            retry: false,
         })
         .await
         .unwrap();
@@ -99,7 +107,11 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
         };
         env.send(ApplyReturn {
             tool: "search".into(),
+            agent: "Ada".into(),
+            turn: 3,
             ret: err,
+            outcome: CallOutcome::Failed,
+            retry: false,
         })
         .await
         .unwrap();
@@ -113,7 +125,15 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
         "the same source twice is a duplicate"
     );
     assert_eq!(
-        snapshot.json["tool_errors"]["search"][0]["feedback"],
-        "rate limited, try later"
+        entries[0]["metadata"]["_agent"], "Ada",
+        "entries remember who made them"
+    );
+    assert!(
+        snapshot.json["tool_errors"]["Ada"]["search"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("Avoidable error: rate limited, try later"),
+        "{}",
+        snapshot.json["tool_errors"]
     );
 }

@@ -56,6 +56,7 @@ fn ask(b: &OpenAiBackend) -> Result<sopsim::llm::Completion, sopsim::llm::LlmErr
             run_seed: 0,
         },
         options: None,
+        tools: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

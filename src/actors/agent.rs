@@ -31,6 +31,9 @@ pub struct AgentActor {
     pub(crate) human: Option<Arc<dyn HumanInput>>,
     pub(crate) replies: u64,
     pub(crate) choices: u64,
+    /// Decide calls made so far (numbers them; turns of one agent never overlap).
+    pub(crate) decides: Arc<std::sync::atomic::AtomicU64>,
+    pub(crate) tools: Arc<crate::tools::ToolBox>,
     pub(crate) seed: u64,
 }
 
@@ -123,15 +126,20 @@ impl Handler<TakeTurn> for AgentActor {
             others,
             stopped_at_speaker: false,
         };
-        let finish = move |t: Turn, commit: bool, env: Addr<EnvironmentActor>| async move {
+        // The turn's tool messages, then its reply, recorded together.
+        let finish_with = move |turns: Vec<Turn>, commit: bool, env: Addr<EnvironmentActor>| async move {
             if !commit {
-                return Ok(TurnDone::Drafted(t));
+                return Ok(TurnDone::Drafted(turns));
             }
-            let mut stored = env.send(Record(vec![t])).await??;
-            stored
-                .pop()
-                .map(TurnDone::Spoke)
-                .ok_or(SimError::Internal("a turn was not recorded"))
+            let n = turns.len();
+            let stored = env.send(Record(turns)).await??;
+            if stored.len() != n {
+                return Err(SimError::Internal("a turn was not recorded"));
+            }
+            Ok(TurnDone::Spoke(stored))
+        };
+        let finish = move |t: Turn, commit: bool, env: Addr<EnvironmentActor>| {
+            finish_with(vec![t], commit, env)
         };
         let choice = self.scenario.sop.states[&msg.state]
             .components
@@ -189,6 +197,36 @@ impl Handler<TakeTurn> for AgentActor {
             self.token_sink().filter(|_| msg.commit),
             self.name.clone(),
         );
+        let state_spec = &self.scenario.sop.states[&msg.state];
+        let role_tools: Vec<Arc<crate::tools::Tool>> =
+            crate::scenario::tools_of(state_spec, &msg.role)
+                .into_iter()
+                .filter_map(|t| self.tools.get(t).cloned())
+                .collect();
+        let decider = (!role_tools.is_empty() && act_context.is_some()).then(|| {
+            let mut decide_settings = settings.clone();
+            // A decision is JSON or a tool call: speaker stops would cut it, and a
+            // short reply limit would leave it unfinished.
+            decide_settings.stop = None;
+            decide_settings.max_tokens = Some(decide_settings.max_tokens.unwrap_or(0).max(300));
+            crate::actors::tool_turn::Decider {
+                env: self.env.clone(),
+                llm: self.llm.clone(),
+                sinks: self.sinks.clone(),
+                name: self.name.clone(),
+                role: msg.role.clone(),
+                state: msg.state.clone(),
+                visit: msg.visit,
+                turn: msg.turn,
+                run_seed: self.seed,
+                settings: decide_settings,
+                max_steps: crate::scenario::max_tool_steps(state_spec, &msg.role),
+                environment_budget: self.scenario.environment.prompt_token_budget / 4,
+                tools: role_tools,
+                decides: self.decides.clone(),
+                last_message: None,
+            }
+        });
         Box::pin(
             async move {
                 let failed = |source| SimError::Llm {
@@ -218,6 +256,30 @@ impl Handler<TakeTurn> for AgentActor {
                     role: &msg.role,
                     agent: &scenario.agents[&name],
                 };
+                let mut tool_turn = crate::actors::tool_turn::ToolTurn::default();
+                let mut found = found;
+                if let Some(mut decider) = decider {
+                    decider.last_message = obs.recent.last().map(|m| m.content.clone());
+                    let base = prompt::agent_prompt(
+                        &scenario,
+                        state,
+                        who,
+                        &obs,
+                        found.as_deref(),
+                        counter.as_ref(),
+                    );
+                    let format = decider
+                        .settings
+                        .decision
+                        .unwrap_or_else(|| llm.default_decision());
+                    tool_turn = decider.run(&base.messages, format).await?;
+                    if let Some(results) = tool_turn.for_reply.take() {
+                        found = Some(match found {
+                            Some(f) if !f.is_empty() => format!("{f}\n\n{results}"),
+                            _ => results,
+                        });
+                    }
+                }
                 let mut reply = None;
                 let mut stopped = false;
                 if let Some(context) = act_context {
@@ -286,7 +348,9 @@ impl Handler<TakeTurn> for AgentActor {
                     stopped_at_speaker: stopped,
                     ..draft
                 };
-                finish(t, msg.commit, env).await
+                let mut turns = tool_turn.messages;
+                turns.push(t);
+                finish_with(turns, msg.commit, env).await
             }
             .into_actor(self),
         )

@@ -493,7 +493,9 @@ impl Director {
                 t.append(memory)?;
             }
             self.cast.sinks.emit(SimEvent::Message(memory.clone()));
-            self.engine.record_turn(&memory.role);
+            if !memory.kind.is_tool() {
+                self.engine.record_turn(&memory.role);
+            }
         }
         Ok(())
     }
@@ -588,7 +590,7 @@ impl Handler<Speak> for Director {
             .into_actor(self)
             .map(|res, act, ctx| {
                 let memory = match res {
-                    Ok(Ok(TurnDone::Spoke(memory))) => memory,
+                    Ok(Ok(TurnDone::Spoke(memories))) => memories,
                     other => {
                         act.turn -= 1; // the turn did not finish: `turns` counts finished ones
                         return match other {
@@ -604,10 +606,13 @@ impl Handler<Speak> for Director {
                         };
                     }
                 };
-                if let Err(e) = act.commit(std::slice::from_ref(&memory)) {
+                if let Err(e) = act.commit(&memory) {
                     return act.fail(e, ctx);
                 }
-                let check = act.engine.check_transition(&memory.content);
+                let Some(reply) = memory.last() else {
+                    return act.fail(SimError::Internal("a turn recorded no reply"), ctx);
+                };
+                let check = act.engine.check_transition(&reply.content);
                 act.transit_after(check, ctx);
             })
             .wait(ctx);
@@ -663,7 +668,7 @@ impl Handler<Round> for Director {
             let mut drafted = Vec::with_capacity(turns.len());
             for done in futures::future::join_all(turns).await {
                 match done?? {
-                    TurnDone::Drafted(t) => drafted.push(t),
+                    TurnDone::Drafted(t) => drafted.extend(t),
                     TurnDone::InputClosed => return Ok(None),
                     TurnDone::Spoke(_) => {
                         return Err(SimError::Internal("a round's turn was recorded alone"))
@@ -692,7 +697,11 @@ impl Handler<Round> for Director {
                 visit,
                 round,
             });
-            let texts: Vec<&str> = memories.iter().map(|m| m.content.as_str()).collect();
+            let texts: Vec<&str> = memories
+                .iter()
+                .filter(|m| !m.kind.is_tool())
+                .map(|m| m.content.as_str())
+                .collect();
             let check = act.engine.check_round(&texts);
             act.transit_after(check, ctx);
         })

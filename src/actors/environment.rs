@@ -5,12 +5,11 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use indexmap::IndexMap;
 use serde_json::json;
 
 use super::messages::*;
 use crate::action::{Action, Place};
-use crate::elysia::{Return, Store};
+use crate::elysia::Store;
 use crate::embed::EmbedService;
 use crate::error::SimError;
 use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest};
@@ -20,10 +19,11 @@ use crate::scenario::Scenario;
 use crate::tokens::TokenCounter;
 
 pub struct EnvironmentActor {
-    scenario: Arc<Scenario>,
+    pub(super) scenario: Arc<Scenario>,
     memory: SharedMemory,
-    store: Store,
-    tool_errors: IndexMap<String, Vec<Return>>,
+    pub(super) store: Store,
+    pub(super) tools: super::environment_tools::ToolRecords,
+    pub(super) mode: crate::scenario::Mode,
     /// Values `extract` steps stored, by tag.
     shared: std::collections::BTreeMap<String, String>,
     /// Embedding calls made for this simulation.
@@ -32,11 +32,11 @@ pub struct EnvironmentActor {
     cut_replies: u64,
     /// Whether anything reads embeddings (`Scenario::needs_embeddings`).
     needs_embeddings: bool,
-    embed: EmbedService,
+    pub(super) embed: EmbedService,
     llm: LlmClient,
-    counter: Arc<dyn TokenCounter>,
-    state: String,
-    visit: u32,
+    pub(super) counter: Arc<dyn TokenCounter>,
+    pub(super) state: String,
+    pub(super) visit: u32,
     seed: u64,
 }
 
@@ -57,7 +57,8 @@ impl EnvironmentActor {
             scenario,
             memory,
             store: Store::new(),
-            tool_errors: IndexMap::new(),
+            tools: Default::default(),
+            mode,
             shared: Default::default(),
             embeddings: 0,
             cut_replies: 0,
@@ -196,17 +197,6 @@ impl Handler<Record> for EnvironmentActor {
     }
 }
 
-impl Handler<ApplyReturn> for EnvironmentActor {
-    type Result = ();
-    fn handle(&mut self, msg: ApplyReturn, _: &mut Context<Self>) {
-        match msg.ret {
-            Return::Result(result) => self.store.add(&msg.tool, &result, false),
-            err @ Return::Error { .. } => self.tool_errors.entry(msg.tool).or_default().push(err),
-            _ => {}
-        }
-    }
-}
-
 impl Handler<SetShared> for EnvironmentActor {
     type Result = ();
     fn handle(&mut self, msg: SetShared, _: &mut Context<Self>) {
@@ -239,15 +229,10 @@ impl Handler<Snapshot> for EnvironmentActor {
     type Result = MessageResult<Snapshot>;
     fn handle(&mut self, _: Snapshot, _: &mut Context<Self>) -> Self::Result {
         let store = self.store.to_json();
-        let errors: serde_json::Map<String, serde_json::Value> = self
-            .tool_errors
-            .iter()
-            .map(|(tool, errs)| (tool.clone(), serde_json::to_value(errs).unwrap_or_default()))
-            .collect();
         let json = json!({
             "environment": store["environment"],
             "hidden_environment": store["hidden_environment"],
-            "tool_errors": errors,
+            "tool_errors": self.tools.errors,
             "extracted": self.shared,
             "shared_memory": {
                 "long_term_memory": self.memory.log(),
@@ -260,6 +245,7 @@ impl Handler<Snapshot> for EnvironmentActor {
             json,
             embeddings: self.embeddings,
             cut_replies: self.cut_replies,
+            tools: self.tools.summary(),
         })
     }
 }

@@ -5,9 +5,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::elysia::Return;
+use indexmap::IndexMap;
+
+use crate::elysia::{ResultObject, Return};
 use crate::error::SimError;
 use crate::memory::{Decision, Message, MessageKind, Observation};
+pub use crate::tools::CallOutcome;
+use crate::tools::{Failure, Tool};
 
 /// Director → Environment: a new visit of `state` begins.
 #[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
@@ -63,20 +67,59 @@ pub struct TakeTurn {
 /// Agent → Director: the turn's outcome.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum TurnDone {
-    Spoke(Arc<Message>),
-    /// A turn of a simultaneous round, not yet in memory.
-    Drafted(Turn),
+    /// The turn's messages as recorded: its tool calls and results, then the reply.
+    Spoke(Vec<Arc<Message>>),
+    /// A turn of a simultaneous round, not yet in memory (tool messages first).
+    Drafted(Vec<Turn>),
     /// A human agent's input ended; the run ends cleanly.
     InputClosed,
 }
 
-/// A tool's return for the Environment: Results go into the store, Errors into the
-/// tool's error list that its next call sees. Returns the frontend payload, if any.
+/// A tool's return for the Environment: Results go into the store (with the agent,
+/// state and visit that made them in the entry's metadata), Errors into the agent's
+/// error list for that tool, which a later success of the same tool clears. Returns
+/// the stored objects' `_REF_ID`s.
 #[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
-#[rtype(result = "()")]
+#[rtype(result = "Vec<String>")]
 pub struct ApplyReturn {
     pub tool: String,
+    pub agent: String,
+    pub turn: u64,
     pub ret: Return,
+    pub outcome: CallOutcome,
+    /// An earlier call this turn failed.
+    pub retry: bool,
+}
+
+/// Agent → Environment: what a decision prompt shows of the Environment.
+#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
+#[rtype(result = "ToolView")]
+pub struct ViewTools {
+    pub agent: String,
+    /// Token budget of the rendered store.
+    pub budget: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ToolView {
+    /// This agent's standing errors, by tool.
+    pub errors: IndexMap<String, Vec<String>>,
+    /// The entries this agent may see, rendered within the budget.
+    pub environment: String,
+    /// Tools that have returned a result in this run.
+    pub ran: Vec<String>,
+    /// Tool names the store holds results under.
+    pub stored: Vec<String>,
+}
+
+/// Agent → Environment: run a tool that reads the Environment (`store_query`,
+/// `knowledge`) for `agent`.
+#[derive(actix::Message)]
+#[rtype(result = "Result<ResultObject, Failure>")]
+pub struct RunInEnvironment {
+    pub tool: Arc<Tool>,
+    pub agent: String,
+    pub arguments: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The Environment's state for `environment.json` and the run's transcript.
@@ -92,6 +135,18 @@ pub struct EnvironmentSnapshot {
     pub embeddings: u64,
     /// Replies cut where they went on as another participant.
     pub cut_replies: u64,
+    pub tools: ToolSummary,
+}
+
+/// Tool use over a run, for `summary.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolSummary {
+    /// Tool → outcome (`ok`, `failed`, `invalid_arguments`, `unknown_tool`) → calls.
+    pub calls: IndexMap<String, IndexMap<String, u64>>,
+    /// Calls that did not succeed.
+    pub errors: u64,
+    /// Calls made after an earlier call of the same turn failed.
+    pub retries: u64,
 }
 
 /// Agent → Environment: values an `extract` step read, stored for `template`s.

@@ -5,7 +5,9 @@
 mod agent;
 mod director;
 mod environment;
+mod environment_tools;
 pub mod messages;
+mod tool_turn;
 
 pub use agent::AgentActor;
 pub use director::{Cast, Director, EndReason, Finish, Limits, ParseFailures};

@@ -54,6 +54,29 @@ struct TerminalState {
     streamed: bool,
     /// Inside a simultaneous round: its messages arrive together, each with its speaker.
     in_round: bool,
+    /// The speaker label printed for the turn under way, while its reply has not begun.
+    open_label: Option<(String, String)>,
+    /// Tool lines came after that label: the reply starts on a new, labelled line.
+    label_broken: bool,
+}
+
+/// One line for a tool event: a decision, a call starting, its result or its error.
+fn tool_line(ret: &sopsim::elysia::Return) -> Option<String> {
+    use sopsim::elysia::Return;
+    match ret {
+        Return::TreeUpdate {
+            decision,
+            tree_index,
+            ..
+        } => Some(format!("decision {tree_index}: {decision}")),
+        Return::Status { text } => Some(text.clone()),
+        Return::Result(r) => Some(
+            r.llm_parse()
+                .unwrap_or_else(|_| format!("{}: {} objects", r.name, r.objects.len())),
+        ),
+        Return::Error { error_message, .. } => Some(format!("error: {error_message}")),
+        _ => None,
+    }
 }
 
 /// ` (COOPERATE 0.93, DEFECT 0.07)`: the most likely options (at most four shown),
@@ -81,6 +104,8 @@ impl TerminalSink {
                 roles: Vec::new(),
                 streamed: false,
                 in_round: false,
+                open_label: None,
+                label_broken: false,
             }),
             color,
         }
@@ -120,18 +145,46 @@ impl EventSink for TerminalSink {
             }
             SimEvent::TurnStarted { name, role, human } => {
                 st.streamed = false;
+                st.label_broken = false;
                 if *human {
+                    st.open_label = None;
                     Ok(())
                 } else {
+                    st.open_label = Some((name.clone(), role.clone()));
                     let s = self.style_for(&mut st, role);
                     write!(out, "{s}{} ({}):{s:#} ", printable(name), printable(role))
                 }
             }
             SimEvent::Token { text, .. } => {
                 st.streamed = true;
+                if let Some((name, role)) = st.open_label.take().filter(|_| st.label_broken) {
+                    let s = self.style_for(&mut st, &role);
+                    let _ = write!(out, "{s}{} ({}):{s:#} ", printable(&name), printable(&role));
+                }
                 write!(out, "{}", printable(text))
             }
+            SimEvent::Tool { ret, .. } => {
+                if st.open_label.is_some() && !st.label_broken {
+                    st.label_broken = true;
+                    let _ = writeln!(out);
+                }
+                match tool_line(ret) {
+                    Some(line) => writeln!(out, "{dim}  ⚙ {}{dim:#}", printable(&line)),
+                    None => Ok(()),
+                }
+            }
+            // Shown live as SimEvent::Tool; the transcript keeps them.
+            SimEvent::Message(m) if m.kind.is_tool() => Ok(()),
             SimEvent::Message(m) => {
+                if let Some((name, role)) = st
+                    .open_label
+                    .take()
+                    .filter(|_| st.label_broken && !st.streamed)
+                {
+                    let s = self.style_for(&mut st, &role);
+                    let _ = write!(out, "{s}{} ({}):{s:#} ", printable(&name), printable(&role));
+                }
+                st.open_label = None;
                 let shown = if st.streamed {
                     writeln!(out)
                 } else if st.in_round || m.kind == sopsim::memory::MessageKind::Human {

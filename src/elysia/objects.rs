@@ -139,6 +139,15 @@ pub enum Return {
         error_message: String,
     },
     Completed,
+    /// A decision of the decision agent (Elysia's `TreeUpdate`): `node` decided
+    /// `decision` at step `tree_index`.
+    TreeUpdate {
+        node: String,
+        tree_index: u32,
+        decision: String,
+        reasoning: String,
+        reset: bool,
+    },
 }
 
 impl Return {
@@ -163,6 +172,7 @@ impl Return {
             Return::Warning { .. } => "warning",
             Return::Error { .. } => "self_healing_error",
             Return::Completed => "completed",
+            Return::TreeUpdate { .. } => "tree_update",
         }
     }
 
@@ -216,6 +226,16 @@ impl Return {
                 json!({"feedback": feedback, "error_message": error_message})
             }
             Return::Completed => json!({}),
+            Return::TreeUpdate {
+                node,
+                tree_index,
+                decision,
+                reasoning,
+                reset,
+            } => json!({
+                "node": node, "tree_index": tree_index, "decision": decision,
+                "reasoning": reasoning, "reset": reset,
+            }),
         };
         let kind = self.frontend_type();
         Some(json!({
@@ -223,7 +243,8 @@ impl Return {
             "user_id": user_id,
             "conversation_id": conversation_id,
             "query_id": query_id,
-            "id": format!("{}-{}", &kind[..3], id),
+            // Elysia's TreeUpdate id is a bare uuid; the others carry a type prefix.
+            "id": if kind == "tree_update" { id.to_string() } else { format!("{}-{}", &kind[..3], id) },
             "payload": payload,
         }))
     }

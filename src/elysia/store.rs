@@ -144,20 +144,27 @@ impl Store {
         Self::default()
     }
 
-    /// Adds a result's objects (`to_json` without mapping) under `[tool][result.name]`.
-    pub fn add(&mut self, tool: &str, result: &ResultObject, include_duplicates: bool) {
+    /// Adds a result's objects (`to_json` without mapping) under `[tool][result.name]`;
+    /// returns their `_REF_ID`s (a repeat's is its original's).
+    pub fn add(
+        &mut self,
+        tool: &str,
+        result: &ResultObject,
+        include_duplicates: bool,
+    ) -> Vec<String> {
         self.add_objects(
             tool,
             &result.name,
             result.to_json(false),
             result.metadata.clone(),
             include_duplicates,
-        );
+        )
     }
 
     /// Adds objects as one new entry. Each gets a `_REF_ID`; an object whose content is
     /// already stored under this key becomes a `[repeat]` marker pointing at the
     /// original, unless `include_duplicates`. An empty list creates the key only.
+    /// Returns the objects' `_REF_ID`s, in order.
     pub fn add_objects(
         &mut self,
         tool: &str,
@@ -165,7 +172,7 @@ impl Store {
         objects: Vec<Map<String, Value>>,
         metadata: Map<String, Value>,
         include_duplicates: bool,
-    ) {
+    ) -> Vec<String> {
         let key = self
             .tools
             .entry(tool.to_string())
@@ -173,12 +180,13 @@ impl Store {
             .entry(name.to_string())
             .or_default();
         if objects.is_empty() {
-            return;
+            return Vec::new();
         }
         let number = key.adds;
         key.adds += 1;
         let mut stored = Vec::with_capacity(objects.len());
         let mut new_refs = Vec::new();
+        let mut refs = Vec::with_capacity(objects.len());
         for (i, mut obj) in objects.into_iter().enumerate() {
             let hash = content_hash(&obj);
             // The hash finds the candidate in O(1); comparing contents rules out collisions.
@@ -194,6 +202,7 @@ impl Store {
                 .cloned();
             match original {
                 Some(original) if !include_duplicates => {
+                    refs.push(original.clone());
                     let mut marker = Map::new();
                     marker.insert("object_info".into(), "[repeat]".into());
                     marker.insert(REF_ID.into(), original.into());
@@ -201,6 +210,7 @@ impl Store {
                 }
                 _ => {
                     let ref_id = format!("{tool}_{name}_{number}_{i}");
+                    refs.push(ref_id.clone());
                     obj.shift_insert(0, REF_ID.into(), ref_id.clone().into());
                     key.by_content.entry(hash).or_insert_with(|| ref_id.clone());
                     new_refs.push((
@@ -224,6 +234,18 @@ impl Store {
             self.by_ref
                 .insert(r, (tool.to_string(), name.to_string(), slot));
         }
+        refs
+    }
+
+    /// Every entry, as `(tool, name, entry)`, in the order the keys were made.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &str, &Entry)> {
+        self.tools.iter().flat_map(|(tool, names)| {
+            names.iter().flat_map(move |(name, key)| {
+                key.entries
+                    .iter()
+                    .map(move |e| (tool.as_str(), name.as_str(), e))
+            })
+        })
     }
 
     /// All entries under `[tool][name]`, or `None` if the key was never created.

@@ -116,6 +116,15 @@ impl LlmClient {
         self.backend.describe()
     }
 
+    /// How decisions are asked for when the scenario does not say.
+    pub fn default_decision(&self) -> super::DecisionFormat {
+        if self.backend.native_tools() {
+            super::DecisionFormat::Native
+        } else {
+            super::DecisionFormat::Json
+        }
+    }
+
     pub async fn complete(
         &self,
         request: LlmRequest,

@@ -88,6 +88,12 @@ pub trait LlmBackend: Send + Sync {
         Vec::new()
     }
 
+    /// Whether decisions can use the API's native tool calling; the others answer a
+    /// decision with a JSON object in the text.
+    fn native_tools(&self) -> bool {
+        false
+    }
+
     /// Completes `request`, passing text pieces to `stream` as they arrive.
     fn complete<'a>(
         &'a self,

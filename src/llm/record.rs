@@ -27,6 +27,9 @@ struct Canonical<'a> {
     /// same as before choices existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     options: Option<std::borrow::Cow<'a, [String]>>,
+    /// A decision's tools and this turn's calls so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tools: Option<std::borrow::Cow<'a, super::ToolRequest>>,
 }
 
 /// Where in a run a call happens.
@@ -62,6 +65,8 @@ struct Entry<'a> {
     stopped_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     chosen: Option<super::Chosen>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<super::ToolCall>,
 }
 
 impl<'a> Canonical<'a> {
@@ -71,6 +76,7 @@ impl<'a> Canonical<'a> {
             settings: std::borrow::Cow::Borrowed(&req.settings),
             call: CallPlace::of(req),
             options: req.options.as_deref().map(Into::into),
+            tools: req.tools.as_ref().map(std::borrow::Cow::Borrowed),
         }
     }
 }
@@ -114,6 +120,10 @@ impl LlmBackend for Recorder {
         self.inner.notes()
     }
 
+    fn native_tools(&self) -> bool {
+        self.inner.native_tools()
+    }
+
     fn complete<'a>(
         &'a self,
         request: LlmRequest,
@@ -130,6 +140,7 @@ impl LlmBackend for Recorder {
                 model: completion.model.clone(),
                 stopped_at: completion.stopped_at.clone(),
                 chosen: completion.chosen.clone(),
+                tool_calls: completion.tool_calls.clone(),
             };
             let path = self.dir.join(format!("{key}.json"));
             let written = serde_json::to_vec_pretty(&entry)
@@ -182,6 +193,13 @@ impl LlmBackend for Replayer {
             .unwrap_or_else(|| format!("replay:{}", self.dir.display()))
     }
 
+    /// As the recorded backend asked, so the replayed requests are the recorded ones.
+    fn native_tools(&self) -> bool {
+        self.recorded
+            .as_deref()
+            .is_some_and(|r| r.starts_with("openai:"))
+    }
+
     fn complete<'a>(
         &'a self,
         request: LlmRequest,
@@ -223,6 +241,7 @@ pub fn parse_entry(bytes: &[u8]) -> Result<Completion, serde_json::Error> {
     Ok(Completion {
         stopped_at: entry.stopped_at,
         chosen: entry.chosen,
+        tool_calls: entry.tool_calls,
         ..Completion::text(entry.text, entry.usage, entry.model)
     })
 }

@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 
 use super::{
     CallContext, CallKind, ChoiceMethod, Chosen, Completion, LlmBackend, LlmError, LlmRequest,
-    TokenSink, Usage,
+    TokenSink, ToolCall, Usage,
 };
 use crate::scenario::Script;
 use crate::template::{self, ONE_OF};
@@ -18,6 +18,8 @@ use crate::tokens::{Estimator, TokenCounter};
 
 const DEFAULT_LINE: &str = "{name} ({role}) speaks in {state}, turn {turn}.";
 const DEFAULT_SUMMARY: &str = "Summary of {state} up to turn {turn}.";
+/// A decision to answer (the `json` decision format).
+const ANSWER_DECISION: &str = "{\"tool\": \"answer\"}";
 
 /// Answers every call from a script; stateless, so one instance serves any number of
 /// concurrent simulations of the same scenario.
@@ -91,6 +93,7 @@ impl ScriptedBackend {
                 .summary
                 .clone()
                 .unwrap_or_else(|| DEFAULT_SUMMARY.to_string()),
+            CallKind::Decide => ANSWER_DECISION.to_string(),
         };
         let n = (ctx.index + 1).to_string();
         let turn = ctx.turn.to_string();
@@ -171,6 +174,36 @@ fn one_of<'k>(key: &'k str, ctx: &CallContext) -> Option<(Vec<&'k str>, usize)> 
     Some((options, picked))
 }
 
+impl ScriptedBackend {
+    /// The agent's next scripted decision (by agent, then role), as tool calls; none
+    /// past the end of its list or for `"answer"`. Arguments given as a string are
+    /// passed as written, so a script can make malformed calls.
+    fn decision(&self, ctx: &CallContext) -> Vec<ToolCall> {
+        let s = &self.script;
+        let list = ctx
+            .agent
+            .as_ref()
+            .and_then(|a| s.decisions.get(a))
+            .or_else(|| ctx.role.as_ref().and_then(|r| s.decisions.get(r)));
+        let Some(entry) = list.and_then(|l| l.get(ctx.index as usize)) else {
+            return Vec::new();
+        };
+        let Some(name) = entry.get("tool").and_then(|t| t.as_str()) else {
+            return Vec::new();
+        };
+        let arguments = match entry.get("arguments") {
+            Some(serde_json::Value::String(raw)) => raw.clone(),
+            Some(v) => v.to_string(),
+            None => "{}".into(),
+        };
+        vec![ToolCall {
+            id: format!("call_{}_{}", ctx.turn, ctx.index),
+            name: name.to_string(),
+            arguments,
+        }]
+    }
+}
+
 impl LlmBackend for ScriptedBackend {
     fn describe(&self) -> String {
         "scripted".into()
@@ -182,6 +215,28 @@ impl LlmBackend for ScriptedBackend {
         stream: Option<TokenSink>,
     ) -> BoxFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
+            if request.context.kind == CallKind::Decide {
+                let tool_calls = self.decision(&request.context);
+                let text = if tool_calls.is_empty() {
+                    ANSWER_DECISION.to_string()
+                } else {
+                    String::new()
+                };
+                let usage = Usage {
+                    prompt_tokens: request
+                        .messages
+                        .iter()
+                        .map(|m| Estimator.count(&m.content))
+                        .sum::<usize>() as u64,
+                    completion_tokens: Estimator.count(&text) as u64 + 8 * tool_calls.len() as u64,
+                    cached_prompt_tokens: 0,
+                    estimated: true,
+                };
+                return Ok(Completion {
+                    tool_calls,
+                    ..Completion::text(text, usage, "scripted".into())
+                });
+            }
             let (text, drawn) = self.answer(&request)?;
             if let Some(options) = &request.options {
                 // A route or transit answer may name the option or its label (the judge

@@ -22,16 +22,19 @@ pub enum CallKind {
     Tool,
     /// A role's closed choice (`choice` component).
     Choice,
+    /// The decision agent choosing a tool or to answer.
+    Decide,
 }
 
 impl CallKind {
-    pub const ALL: [CallKind; 6] = [
+    pub const ALL: [CallKind; 7] = [
         CallKind::Act,
         CallKind::Route,
         CallKind::Transit,
         CallKind::Summary,
         CallKind::Tool,
         CallKind::Choice,
+        CallKind::Decide,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,6 +45,7 @@ impl CallKind {
             CallKind::Summary => "summary",
             CallKind::Tool => "tool",
             CallKind::Choice => "choice",
+            CallKind::Decide => "decide",
         }
     }
 }
@@ -105,6 +109,64 @@ pub struct LlmRequest {
     pub settings: LlmSettings,
     pub context: CallContext,
     pub options: Option<Vec<String>>,
+    /// Set for a decision: the tools the model may call.
+    pub tools: Option<ToolRequest>,
+}
+
+/// A tool the model may call: what the decision prompt and native tool calling show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDef {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// How a decision is asked for.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionFormat {
+    /// The server's native tool calling (`tools`, `tool_calls`); other backends answer
+    /// in JSON.
+    #[default]
+    Native,
+    /// A JSON object `{"tool", "arguments"}` in the reply, for servers without a tool
+    /// parser.
+    Json,
+}
+
+/// The tools offered to a decision call, and this turn's calls so far with what
+/// they returned (sent as `assistant` `tool_calls` and `tool` messages natively).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRequest {
+    pub tools: Vec<ToolDef>,
+    pub format: DecisionFormat,
+    /// Sent as the API's `tool_choice` only when the scenario sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exchange: Vec<ToolExchange>,
+    /// The JSON Schema a `json` decision answers under: one object per available tool,
+    /// or `{"tool": "answer"}`.
+    pub decision_schema: serde_json::Value,
+}
+
+/// A call the model made and the text its result gave back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolExchange {
+    pub call: ToolCall,
+    pub result: String,
+}
+
+/// A tool call as the model made it; `arguments` is its raw JSON text, which may not
+/// parse.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
 }
 
 impl LlmRequest {
@@ -115,6 +177,23 @@ impl LlmRequest {
             settings,
             context,
             options: None,
+            tools: None,
+        }
+    }
+
+    /// A decision among `tools`, or to answer.
+    pub fn decide(
+        messages: Vec<ChatMessage>,
+        tools: ToolRequest,
+        settings: LlmSettings,
+        context: CallContext,
+    ) -> Self {
+        Self {
+            messages,
+            settings,
+            context,
+            options: None,
+            tools: Some(tools),
         }
     }
 
@@ -130,6 +209,7 @@ impl LlmRequest {
             settings,
             context,
             options: Some(options),
+            tools: None,
         }
     }
 }
@@ -184,6 +264,8 @@ pub struct Completion {
     pub stopped_at: Option<String>,
     /// Set for a choice.
     pub chosen: Option<Chosen>,
+    /// The tools a decision called natively (empty: answer, or see `text` in `json`).
+    pub tool_calls: Vec<ToolCall>,
 }
 
 impl Completion {
@@ -195,6 +277,7 @@ impl Completion {
             model,
             stopped_at: None,
             chosen: None,
+            tool_calls: Vec::new(),
         }
     }
 }

@@ -14,6 +14,17 @@ pub enum MessageKind {
     Human,
     /// A turn that is only a closed choice (a `choice` component with `after: instead`).
     Choice,
+    /// A tool call the agent made before replying.
+    ToolCall,
+    /// What a tool call returned (with the stored objects' `_REF_ID`s) or its error.
+    ToolResult,
+}
+
+impl MessageKind {
+    /// A tool call or result: part of a turn, not a turn of its own.
+    pub fn is_tool(self) -> bool {
+        matches!(self, MessageKind::ToolCall | MessageKind::ToolResult)
+    }
 }
 
 /// A closed choice made in a turn: the value, and the probability the model gave each

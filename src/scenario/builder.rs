@@ -38,6 +38,7 @@ impl ScenarioBuilder {
                     max_turns: 200,
                     states: Default::default(),
                 },
+                tools: Default::default(),
                 outcomes: None,
                 script: None,
             },

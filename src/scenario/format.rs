@@ -24,6 +24,9 @@ pub struct Scenario {
     /// Agents by name.
     pub agents: IndexMap<String, AgentSpec>,
     pub sop: Sop,
+    /// Tools agents may call: name → definition. A role lists the ones it uses.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub tools: IndexMap<String, super::ToolSpec>,
     /// What `sopsim bench` measures in each run: decisions, payoffs and scores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcomes: Option<super::Outcomes>,
@@ -131,6 +134,13 @@ pub struct LlmSettings {
     pub stop: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// How a decision agent asks for tool calls: `native` (the API's tool calling) or
+    /// `json` (a JSON object in the reply, for servers without a tool parser).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<crate::llm::DecisionFormat>,
+    /// The API's `tool_choice` (`auto`, `required`, `none`), sent only when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<String>,
 }
 
 impl LlmSettings {
@@ -144,6 +154,11 @@ impl LlmSettings {
             max_tokens: self.max_tokens.or(outer.max_tokens),
             stop: self.stop.clone().or_else(|| outer.stop.clone()),
             seed: self.seed.or(outer.seed),
+            decision: self.decision.or(outer.decision),
+            tool_choice: self
+                .tool_choice
+                .clone()
+                .or_else(|| outer.tool_choice.clone()),
         }
     }
 }
@@ -220,6 +235,13 @@ pub struct State {
     /// States (or the SOP's end) this state may move to.
     #[serde(default)]
     pub next: Vec<String>,
+    /// Tools every role of this state may call, besides its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Decisions per turn before a role must reply, for roles that do not set their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 50))]
+    pub max_tool_steps: Option<u32>,
     /// LLM settings for this state's controller, judge and summary calls, and the
     /// default for its roles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -311,6 +333,13 @@ pub struct Components {
     /// choice among options rather than read out of free text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub choice: Option<ChoiceSpec>,
+    /// Tools (names from the top-level `tools`) this role may call before it replies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Decisions per turn before the role must reply (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 50))]
+    pub max_tool_steps: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmSettings>,
 }
@@ -571,6 +600,10 @@ pub struct Script {
     /// reply lines, where they name an option, else a seeded draw among the options).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub choices: IndexMap<String, Vec<String>>,
+    /// Agent or role name → its decisions, in order over the run: `{"tool": NAME,
+    /// "arguments": {...}}` calls a tool, `"answer"` replies; past the end it replies.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub decisions: IndexMap<String, Vec<serde_json::Value>>,
     /// The summary template, with `{state}` and `{turn}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,

@@ -155,6 +155,19 @@ fn resolve_files(
         .collect();
     roots.dedup();
     let mut problems = Vec::new();
+    // The real path of a file the scenario names, if it exists within the roots.
+    let confined = |named: &str| -> Result<PathBuf, String> {
+        let resolved = dir.join(named);
+        match resolved.canonicalize() {
+            Err(_) => Err(format!("no such file: {}", resolved.display())),
+            Ok(real) if !roots.iter().any(|r| real.starts_with(r)) => Err(format!(
+                "{} is outside the scenario's folder {} (allow its folder explicitly to use it)",
+                real.display(),
+                dir.display()
+            )),
+            Ok(real) => Ok(real),
+        }
+    };
     for (state_name, state) in scenario.sop.states.iter_mut() {
         for (role, comps) in state.components.iter_mut() {
             let Some(k) = comps.knowledge.as_mut() else {
@@ -168,28 +181,50 @@ fn resolve_files(
                 .key(role)
                 .key("knowledge")
                 .key("path");
-            let resolved = dir.join(&k.path);
-            let problem = match resolved.canonicalize() {
-                Err(_) => Some(format!("no such file: {}", resolved.display())),
-                Ok(real) if !roots.iter().any(|r| real.starts_with(r)) => Some(format!(
-                    "{} is outside the scenario's folder {} (allow its folder explicitly to use it)",
-                    real.display(),
-                    dir.display()
-                )),
-                Ok(real) => match super::knowledge_file::read_entries(&real) {
-                    Err(e) => Some(format!("{}: {}", real.display(), crate::error::chain(&e))),
-                    Ok(_) => {
-                        k.path = real.display().to_string();
-                        None
-                    }
-                },
-            };
-            if let Some(message) = problem {
-                problems.push(Problem {
+            let checked = confined(&k.path).and_then(|real| {
+                super::knowledge_file::read_entries(&real)
+                    .map_err(|e| format!("{}: {}", real.display(), crate::error::chain(&e)))?;
+                Ok(real)
+            });
+            match checked {
+                Ok(real) => k.path = real.display().to_string(),
+                Err(message) => problems.push(Problem {
                     path: field,
                     message,
-                });
+                }),
             }
+        }
+    }
+    for (name, tool) in scenario.tools.iter_mut() {
+        let Some(key) = crate::tools::file_setting(tool.kind) else {
+            continue;
+        };
+        let field = super::path::FieldPath::root()
+            .key("tools")
+            .key(name)
+            .key("config")
+            .key(key);
+        let Some(named) = tool.config.get(key).and_then(Value::as_str) else {
+            problems.push(Problem {
+                path: field,
+                message: format!("a {} tool needs the file it reads here", tool.kind.as_str()),
+            });
+            continue;
+        };
+        let checked = confined(named).and_then(|real| {
+            crate::tools::check_file(tool.kind, &real)
+                .map_err(|e| format!("{}: {e}", real.display()))?;
+            Ok(real)
+        });
+        match checked {
+            Ok(real) => {
+                tool.config
+                    .insert(key.into(), Value::String(real.display().to_string()));
+            }
+            Err(message) => problems.push(Problem {
+                path: field,
+                message,
+            }),
         }
     }
     if problems.is_empty() {

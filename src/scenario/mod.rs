@@ -8,7 +8,9 @@ mod load;
 mod outcomes;
 mod path;
 mod persona;
+mod tools;
 mod validate;
+mod validate_tools;
 
 pub use builder::{AgentBuilder, ScenarioBuilder, StateBuilder};
 pub use format::*;
@@ -19,4 +21,5 @@ pub use load::{
 pub use outcomes::*;
 pub use path::FieldPath;
 pub use persona::{role_text, Persona, RoleText};
+pub use tools::{max_tool_steps, tools_of, AvailableIf, RunIf, ToolKind, ToolSpec, Tools};
 pub use validate::{advice, check, check_structure, schema, Problem};

@@ -200,6 +200,9 @@ pub fn check(s: &Scenario, counter: &dyn TokenCounter) -> Vec<Problem> {
     v.graph();
     v.script();
     v.outcomes();
+    for (path, message) in super::validate_tools::check(s) {
+        v.problem(path, message);
+    }
     v.out
 }
 

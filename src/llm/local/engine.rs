@@ -60,6 +60,8 @@ enum Phase {
 type Plan = (Vec<u32>, Vec<(usize, Want)>);
 
 struct Reply {
+    /// Set for a decision: the schema its JSON must follow.
+    matcher: Option<Box<llguidance::Matcher>>,
     sampler: Sampler,
     generated: Vec<u32>,
     text: TextStream,
@@ -93,6 +95,8 @@ pub(super) struct Worker {
     clock: u64,
     active: Vec<Seq>,
     scratch: Scratch,
+    /// Built at the first decision: most runs never need it.
+    constraints: Option<Result<super::constrain::Constraints, String>>,
 }
 
 impl Worker {
@@ -106,6 +110,7 @@ impl Worker {
             clock: 0,
             active: Vec::new(),
             scratch: Scratch::default(),
+            constraints: None,
         }
     }
 
@@ -161,6 +166,13 @@ impl Worker {
 
     /// Renders and tokenizes a request; a bad request is answered at once.
     fn admit(&mut self, job: Job) {
+        if job.request.tools.is_some() && self.constraints.is_none() {
+            self.constraints = Some(super::constrain::Constraints::new(
+                &self.text.tokenizer,
+                self.model.vocab,
+                &self.text.special.stop_ids,
+            ));
+        }
         let prepared = self.prepare(&job.request).and_then(|(rendered, prompt)| {
             Ok((
                 self.after_prompt(&job.request, &rendered, prompt.len())?,
@@ -348,9 +360,28 @@ impl Worker {
                 let Some(mut l) = logits.next() else {
                     return Ok(true);
                 };
+                if let Some(m) = reply.matcher.as_deref_mut() {
+                    super::constrain::mask(m, &mut l).map_err(|e| {
+                        self.error(format!("decoding under the decision's schema: {e}"))
+                    })?;
+                }
                 let recent: Vec<u32> = seq.prompt.iter().chain(&reply.generated).copied().collect();
                 let next = reply.sampler.sample(&mut l, &recent);
                 let done = self.text.special.stop_ids.contains(&next) && !self.options.ignore_eos;
+                if let Some(m) = reply.matcher.as_deref_mut() {
+                    let complete = super::constrain::consume(m, next).map_err(|e| {
+                        self.error(format!("decoding under the decision's schema: {e}"))
+                    })?;
+                    // The schema is complete: nothing more may follow.
+                    if complete && !done {
+                        reply.generated.push(next);
+                        reply
+                            .text
+                            .push(&self.text.tokenizer, &reply.generated)
+                            .map_err(|e| self.failed("decoding the reply", e))?;
+                        return self.finish_reply(seq);
+                    }
+                }
                 if !done {
                     reply.generated.push(next);
                     let piece = reply
@@ -404,7 +435,19 @@ impl Worker {
                     top_k: req.settings.top_k,
                     top_p: req.settings.top_p,
                 };
+                let matcher = match (&req.tools, &self.constraints) {
+                    (None, _) => None,
+                    (Some(tools), Some(Ok(c))) => Some(Box::new(
+                        c.matcher(&tools.decision_schema)
+                            .map_err(|e| self.error(format!("the decision's schema: {e}")))?,
+                    )),
+                    (Some(_), Some(Err(e))) => {
+                        return Err(self.error(format!("decisions cannot be constrained: {e}")))
+                    }
+                    (Some(_), None) => return Err(self.error("decisions cannot be constrained")),
+                };
                 Ok(Phase::Reply(Box::new(Reply {
+                    matcher,
                     sampler: Sampler::new(params, seed),
                     generated: Vec::new(),
                     text: TextStream::default(),
@@ -456,6 +499,7 @@ impl Worker {
             }
         }
         let completion = Completion {
+            tool_calls: Vec::new(),
             model: format!("local:{}", self.name),
             text: reply.text.full().trim().to_string(),
             usage: Usage {
@@ -489,6 +533,7 @@ impl Worker {
         );
         seq.cache.truncate(seq.prompt.len());
         let completion = Completion {
+            tool_calls: Vec::new(),
             model: format!("local:{}", self.name),
             text: options.get(index).cloned().unwrap_or_default(),
             usage: Usage {

@@ -7,6 +7,7 @@
 //! that batches every simulation's requests, reuses prompt prefixes and answers
 //! choices.
 
+mod constrain;
 mod engine;
 
 use std::path::{Path, PathBuf};

@@ -10,6 +10,7 @@
 mod retry;
 mod sse;
 mod tokens;
+mod tools;
 
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime};
@@ -276,7 +277,19 @@ impl OpenAiBackend {
                 json!({"role": role, "content": m.content})
             })
             .collect();
+        let mut messages = messages;
         let mut obj = serde_json::Map::new();
+        if let Some(tools) = req
+            .tools
+            .as_ref()
+            .filter(|t| t.format == super::DecisionFormat::Native)
+        {
+            messages.extend(tools::exchange_messages(&tools.exchange));
+            obj.insert("tools".into(), tools::definitions(&tools.tools));
+            if let Some(choice) = &tools.tool_choice {
+                obj.insert("tool_choice".into(), json!(choice));
+            }
+        }
         obj.insert("model".into(), json!(self.model(req)));
         obj.insert("messages".into(), Value::Array(messages));
         obj.insert("stream".into(), json!(self.streams(req)));
@@ -330,7 +343,11 @@ impl OpenAiBackend {
     }
 
     fn streams(&self, req: &LlmRequest) -> bool {
-        self.options.stream && req.context.kind == super::CallKind::Act
+        self.options.stream
+            && matches!(
+                req.context.kind,
+                super::CallKind::Act | super::CallKind::Decide
+            )
     }
 
     fn model<'a>(&'a self, req: &'a LlmRequest) -> &'a str {
@@ -410,17 +427,24 @@ impl OpenAiBackend {
                 cause: format!("malformed JSON in the response: {e}"),
                 after: None,
             })?;
-            let content = v["choices"][0]["message"]["content"]
-                .as_str()
-                .ok_or_else(|| AttemptError::Retry {
-                    cause: "the response has no choices[0].message.content".into(),
-                    after: None,
-                })?
-                .to_string();
+            let message = &v["choices"][0]["message"];
+            let tool_calls = tools::read_calls(&message["tool_calls"]);
+            let content = match message["content"].as_str() {
+                Some(c) => c.to_string(),
+                // A message that only calls tools may have no content.
+                None if !tool_calls.is_empty() => String::new(),
+                None => {
+                    return Err(AttemptError::Retry {
+                        cause: "the response has no choices[0].message.content".into(),
+                        after: None,
+                    })
+                }
+            };
             if let Some(sink) = stream {
                 sink(&content);
             }
             let mut completion = self.completion(req, content, &v["usage"]);
+            completion.tool_calls = tool_calls;
             completion.stopped_at = v["choices"][0]["stop_reason"].as_str().map(String::from);
             if let Some(options) = &req.options {
                 completion.chosen = read_choice(
@@ -457,6 +481,7 @@ impl OpenAiBackend {
         let mut text = String::new();
         let mut usage = Value::Null;
         let mut finished = false;
+        let mut calls = tools::StreamedCalls::default();
         loop {
             let next = tokio::time::timeout(self.options.read_timeout, bytes.next())
                 .await
@@ -475,7 +500,11 @@ impl OpenAiBackend {
             })?;
             for event in events {
                 let data = match event {
-                    Event::Done => return Ok(self.completion(req, text, &usage)),
+                    Event::Done => {
+                        let mut c = self.completion(req, text, &usage);
+                        c.tool_calls = calls.finish();
+                        return Ok(c);
+                    }
                     Event::Data(d) => d,
                 };
                 let v: Value = serde_json::from_str(&data).map_err(|e| AttemptError::Retry {
@@ -497,6 +526,7 @@ impl OpenAiBackend {
                         sink(piece);
                     }
                 }
+                calls.push(&v["choices"][0]["delta"]["tool_calls"]);
                 if v["choices"][0]["finish_reason"].is_string() {
                     finished = true;
                 }
@@ -507,7 +537,9 @@ impl OpenAiBackend {
         }
         // Servers that omit [DONE] still end a complete reply with a finish_reason.
         if finished && !parser.is_mid_event() {
-            return Ok(self.completion(req, text, &usage));
+            let mut c = self.completion(req, text, &usage);
+            c.tool_calls = calls.finish();
+            return Ok(c);
         }
         Err(AttemptError::Retry {
             cause: format!("the stream was cut off after {} characters", text.len()),
@@ -680,6 +712,10 @@ pub(crate) fn scrub(text: &str, key: Option<&ApiKey>) -> String {
 impl LlmBackend for OpenAiBackend {
     fn notes(&self) -> Vec<String> {
         self.notes.clone()
+    }
+
+    fn native_tools(&self) -> bool {
+        true
     }
 
     fn describe(&self) -> String {

@@ -108,6 +108,28 @@ function streamToken(name, text) {
   view.streaming.node.querySelector('.text').textContent += text;
 }
 
+// A tool's result: its objects as a table, one column per field.
+function resultTable(body) {
+  const objects = body.objects || [];
+  const box = el('div', 'tool-result');
+  box.append(el('div', 'status', `${body.type} · ${objects.length} object${objects.length === 1 ? '' : 's'}`));
+  const keys = [...new Set(objects.flatMap((o) => Object.keys(o)))];
+  const table = el('table');
+  const head = el('tr');
+  for (const k of keys) head.append(el('th', '', k));
+  table.append(head);
+  for (const o of objects) {
+    const row = el('tr');
+    for (const k of keys) {
+      const v = o[k];
+      row.append(el('td', '', v === undefined ? '' : (typeof v === 'object' ? JSON.stringify(v) : v)));
+    }
+    table.append(row);
+  }
+  box.append(table);
+  return box;
+}
+
 // One Elysia frontend payload, as in events.jsonl.
 function render(p) {
   const body = p.payload || {};
@@ -118,13 +140,21 @@ function render(p) {
       else lastSection().append(el('div', 'status', body.text));
       break;
     }
-    case 'text':
-    case 'result': {
+    case 'text': {
       const meta = body.metadata || {};
       const text = (body.objects || []).map((o) => o.text ?? JSON.stringify(o)).join('\n');
+      // A tool call or result in the transcript: shown live as its own events.
+      if (meta.kind === 'tool_call' || meta.kind === 'tool_result') break;
       addMessage(text, meta);
       break;
     }
+    case 'result':
+      dropStreaming();
+      lastSection().append(resultTable(body));
+      break;
+    case 'tree_update':
+      lastSection().append(el('div', 'status', `${body.node} decided: ${body.decision}`));
+      break;
     case 'warning':
       lastSection().append(el('div', 'warning', `⚠ ${body.text}`));
       break;

@@ -1,0 +1,432 @@
+//! The decision agent's loop in an agent's turn (Elysia's `Tree.async_run`): tools
+//! whose `run_if` holds run first; then, up to the step limit, a decision call either
+//! calls a tool — its arguments checked against the schema, its return stored in the
+//! Environment, its error kept for the next decisions — or answers. Unknown tools and
+//! invalid arguments are errors the model sees, with up to two more tries; after that,
+//! or at the step limit, the agent replies without tools. Nothing a model returns
+//! ends the run; only a failed model call does, as for any other call.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use actix::Addr;
+use serde_json::Value;
+
+use super::environment::EnvironmentActor;
+use super::messages::*;
+use crate::elysia::{ResultObject, Return};
+use crate::error::SimError;
+use crate::events::{SimEvent, Sinks};
+use crate::llm::{
+    CallContext, CallKind, DecisionFormat, LlmClient, LlmRequest, ToolCall, ToolExchange,
+    ToolRequest,
+};
+use crate::memory::MessageKind;
+use crate::prompt::ChatMessage;
+use crate::scenario::LlmSettings;
+use crate::tools::decision::{self, Decided, DecisionView, Task};
+use crate::tools::{cut, Failure, Place, Tool};
+
+/// Bad decisions (unknown tool, invalid arguments, unreadable) tolerated in a turn
+/// after the first: the model gets the error back and two more tries.
+const MAX_RETRIES: u32 = 2;
+/// Characters of a tool's objects the reply prompt shows.
+const REPLY_OBJECTS_CHARS: usize = 4000;
+
+/// Who is deciding, where, and with what.
+pub struct Decider {
+    pub env: Addr<EnvironmentActor>,
+    pub llm: LlmClient,
+    pub sinks: Sinks,
+    pub name: String,
+    pub role: String,
+    pub state: String,
+    pub visit: u32,
+    pub turn: u64,
+    pub run_seed: u64,
+    pub settings: LlmSettings,
+    pub tools: Vec<Arc<Tool>>,
+    pub max_steps: u32,
+    /// Token budget of the store shown in a decision prompt.
+    pub environment_budget: usize,
+    /// This agent's decide calls so far in the run (numbers its calls).
+    pub decides: Arc<AtomicU64>,
+    /// The latest message, for `run_if` rules.
+    pub last_message: Option<String>,
+}
+
+/// What the tool steps of a turn leave for the reply.
+#[derive(Default)]
+pub struct ToolTurn {
+    /// The tool calls and results, as memory messages, in order.
+    pub messages: Vec<Turn>,
+    /// What the reply prompt adds: each result, to build the reply on.
+    pub for_reply: Option<String>,
+}
+
+impl Decider {
+    fn memory(&self, kind: MessageKind, text: String) -> Turn {
+        Turn {
+            name: self.name.clone(),
+            role: self.role.clone(),
+            response: text,
+            kind,
+            turn: self.turn,
+            decision: None,
+            others: Vec::new(),
+            stopped_at_speaker: false,
+        }
+    }
+
+    fn emit(&self, ret: Return) {
+        self.sinks.emit(SimEvent::Tool {
+            name: self.name.clone(),
+            visit: self.visit,
+            ret: Box::new(ret),
+        });
+    }
+
+    /// Runs `tool` with the raw `arguments`, stores what it returns, and notes it in
+    /// `out`; returns the task as later decisions see it.
+    async fn call(
+        &self,
+        tool: &Arc<Tool>,
+        arguments: &str,
+        step: u32,
+        retry: bool,
+        out: &mut Outcome,
+    ) -> Result<(Task, CallOutcome), SimError> {
+        out.turn.messages.push(self.memory(
+            MessageKind::ToolCall,
+            format!("calls {} with {}", tool.name, one_line(arguments)),
+        ));
+        self.emit(Return::Status {
+            text: format!("{} is running {}", self.name, tool.name),
+        });
+        let (outcome, result) = match tool.check_arguments(arguments) {
+            Err(f) => (CallOutcome::InvalidArguments, Err(f)),
+            Ok(args) => {
+                let place = Place {
+                    run_seed: self.run_seed,
+                    agent: self.name.clone(),
+                    turn: self.turn,
+                    step,
+                };
+                let ran = match tool.run_here(&args, &place) {
+                    Some(r) => r,
+                    None => match tool.run_remote(&args).await {
+                        Some(r) => r,
+                        None => {
+                            self.env
+                                .send(RunInEnvironment {
+                                    tool: tool.clone(),
+                                    agent: self.name.clone(),
+                                    arguments: args,
+                                })
+                                .await?
+                        }
+                    },
+                };
+                let outcome = if ran.is_ok() {
+                    CallOutcome::Ok
+                } else {
+                    CallOutcome::Failed
+                };
+                (outcome, ran)
+            }
+        };
+        self.finish_call(&tool.name, arguments, outcome, result, retry, out)
+            .await
+    }
+
+    async fn finish_call(
+        &self,
+        tool: &str,
+        arguments: &str,
+        outcome: CallOutcome,
+        result: Result<ResultObject, Failure>,
+        retry: bool,
+        out: &mut Outcome,
+    ) -> Result<(Task, CallOutcome), SimError> {
+        let ret = match &result {
+            Ok(r) => Return::Result(r.clone()),
+            Err(f) => f.to_return(),
+        };
+        let refs = self
+            .env
+            .send(ApplyReturn {
+                tool: tool.to_string(),
+                agent: self.name.clone(),
+                turn: self.turn,
+                ret: ret.clone(),
+                outcome,
+                retry,
+            })
+            .await?;
+        self.emit(ret);
+        let (parsed, error) = match &result {
+            Ok(r) => {
+                let parsed = r
+                    .llm_parse()
+                    .unwrap_or_else(|_| format!("{}: {} objects", r.name, r.objects.len()));
+                let objects: Vec<String> = r
+                    .objects
+                    .iter()
+                    .map(|o| Value::Object(o.clone()).to_string())
+                    .collect();
+                out.objects
+                    .push(cut(&objects.join("\n"), REPLY_OBJECTS_CHARS));
+                let text = if refs.is_empty() {
+                    parsed.clone()
+                } else {
+                    format!("{parsed} [{}]", refs.join(", "))
+                };
+                out.turn
+                    .messages
+                    .push(self.memory(MessageKind::ToolResult, format!("{tool}: {text}")));
+                (parsed, false)
+            }
+            Err(f) => {
+                let line = decision::error_line(f);
+                out.turn
+                    .messages
+                    .push(self.memory(MessageKind::ToolResult, format!("{tool}: {line}")));
+                (line, true)
+            }
+        };
+        let task = Task {
+            tool: tool.to_string(),
+            arguments: one_line(arguments),
+            parsed,
+            error,
+        };
+        Ok((task, outcome))
+    }
+
+    /// The tool steps of one turn. `base` is the role's prompt for its reply.
+    pub async fn run(
+        &self,
+        base: &[ChatMessage],
+        format: DecisionFormat,
+    ) -> Result<ToolTurn, SimError> {
+        let mut out = Outcome::default();
+        let mut tasks: Vec<Task> = Vec::new();
+        let mut exchange: Vec<ToolExchange> = Vec::new();
+        let refs: Vec<&Tool> = self.tools.iter().map(Arc::as_ref).collect();
+        for (tool, args) in decision::auto_runs(&refs, self.last_message.as_deref()) {
+            let tool = self.tools.iter().find(|t| t.name == tool.name).cloned();
+            if let Some(tool) = tool {
+                let (task, _) = self.call(&tool, &args, 0, false, &mut out).await?;
+                tasks.push(task);
+            }
+        }
+        let mut retries = 0u32;
+        let mut failed_before = false;
+        // Calls made this turn, as (tool, arguments on one line).
+        let mut made: Vec<(String, String)> = Vec::new();
+        for step in 1..=self.max_steps {
+            let view = self
+                .env
+                .send(ViewTools {
+                    agent: self.name.clone(),
+                    budget: self.environment_budget,
+                })
+                .await?;
+            let offer = decision::availability(
+                &refs,
+                |t| view.ran.iter().any(|r| r == t),
+                |t| view.stored.iter().any(|s| s == t),
+            );
+            if offer.available.is_empty() {
+                break;
+            }
+            let messages = decision::decision_messages(
+                base,
+                &DecisionView {
+                    step,
+                    max_steps: self.max_steps,
+                    available: &offer.available,
+                    unavailable: &offer.unavailable,
+                    errors: &view.errors,
+                    tasks: &tasks,
+                    environment: &view.environment,
+                    format,
+                },
+            );
+            let request = ToolRequest {
+                tools: offer.available.iter().map(|t| t.def()).collect(),
+                format,
+                tool_choice: self.settings.tool_choice.clone(),
+                exchange: exchange.clone(),
+                decision_schema: decision::decision_schema(&offer.available),
+            };
+            let index = self.decides.fetch_add(1, Ordering::Relaxed);
+            let context = CallContext::new(CallKind::Decide, &self.state, self.turn, self.run_seed)
+                .by(&self.name, &self.role, index);
+            let completion = self
+                .llm
+                .complete(
+                    LlmRequest::decide(messages, request, self.settings.clone(), context),
+                    None,
+                )
+                .await
+                .map_err(|source| SimError::Llm {
+                    turn: self.turn,
+                    source,
+                })?;
+            let calls: Vec<ToolCall> = if !completion.tool_calls.is_empty() {
+                completion.tool_calls
+            } else {
+                match decision::read_decision(&completion.text) {
+                    Decided::Call { name, arguments } => vec![ToolCall {
+                        id: format!("call_{}_{step}", self.turn),
+                        name,
+                        arguments,
+                    }],
+                    Decided::Answer => Vec::new(),
+                    // A native decision in plain text is the model answering.
+                    Decided::Unreadable(_) if format == DecisionFormat::Native => Vec::new(),
+                    Decided::Unreadable(why) => {
+                        let (task, _) = self
+                            .finish_call(
+                                "decision",
+                                "",
+                                CallOutcome::InvalidArguments,
+                                Err(Failure::avoidable(why)),
+                                failed_before,
+                                &mut out,
+                            )
+                            .await?;
+                        tasks.push(task);
+                        failed_before = true;
+                        retries += 1;
+                        if retries > MAX_RETRIES {
+                            break;
+                        }
+                        continue;
+                    }
+                }
+            };
+            let decided = if calls.is_empty() {
+                decision::ANSWER.to_string()
+            } else {
+                calls
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            self.emit(Return::TreeUpdate {
+                node: self.name.clone(),
+                tree_index: step,
+                decision: decided,
+                reasoning: cut(completion.text.trim(), 300),
+                reset: false,
+            });
+            if calls.is_empty() {
+                break;
+            }
+            let mut bad = false;
+            for call in calls {
+                let key = (call.name.clone(), one_line(&call.arguments));
+                let repeated = made.contains(&key);
+                made.push(key);
+                let (task, outcome) = match offer.available.iter().find(|t| t.name == call.name) {
+                    Some(_) if repeated => {
+                        out.turn.messages.push(self.memory(
+                            MessageKind::ToolCall,
+                            format!("calls {} with {}", call.name, one_line(&call.arguments)),
+                        ));
+                        let why = format!(
+                            "this exact call of `{}` was already made this turn and its result is above; change the arguments, call another tool, or answer",
+                            call.name
+                        );
+                        self.finish_call(
+                            &call.name,
+                            &call.arguments,
+                            CallOutcome::Repeated,
+                            Err(Failure::avoidable(why)),
+                            failed_before,
+                            &mut out,
+                        )
+                        .await?
+                    }
+                    Some(tool) => {
+                        let tool = self
+                            .tools
+                            .iter()
+                            .find(|t| t.name == tool.name)
+                            .cloned()
+                            .ok_or(SimError::Internal("an offered tool is missing"))?;
+                        self.call(&tool, &call.arguments, step, failed_before, &mut out)
+                            .await?
+                    }
+                    None => {
+                        let why = unknown_tool(&call.name, &offer);
+                        out.turn.messages.push(self.memory(
+                            MessageKind::ToolCall,
+                            format!("calls {} with {}", call.name, one_line(&call.arguments)),
+                        ));
+                        self.finish_call(
+                            &call.name,
+                            &call.arguments,
+                            CallOutcome::UnknownTool,
+                            Err(Failure::avoidable(why)),
+                            failed_before,
+                            &mut out,
+                        )
+                        .await?
+                    }
+                };
+                failed_before |= task.error;
+                bad |= matches!(
+                    outcome,
+                    CallOutcome::InvalidArguments
+                        | CallOutcome::UnknownTool
+                        | CallOutcome::Repeated
+                );
+                exchange.push(ToolExchange {
+                    call: call.clone(),
+                    result: task.parsed.clone(),
+                });
+                tasks.push(task);
+            }
+            if bad {
+                retries += 1;
+                if retries > MAX_RETRIES {
+                    break;
+                }
+            }
+        }
+        out.turn.for_reply = decision::results_for_reply(&tasks, &out.objects);
+        Ok(out.turn)
+    }
+}
+
+#[derive(Default)]
+struct Outcome {
+    turn: ToolTurn,
+    objects: Vec<String>,
+}
+
+fn unknown_tool(name: &str, offer: &decision::Availability<'_>) -> String {
+    let names: Vec<&str> = offer.available.iter().map(|t| t.name.as_str()).collect();
+    match offer.unavailable.iter().find(|(t, _)| t.name == name) {
+        Some((_, why)) => format!(
+            "`{name}` is not available now ({why}); call one of: {}",
+            names.join(", ")
+        ),
+        None => format!(
+            "there is no tool `{name}`; call one of: {}",
+            names.join(", ")
+        ),
+    }
+}
+
+/// Arguments on one line, as a memory message shows them.
+fn one_line(arguments: &str) -> String {
+    let compact = serde_json::from_str::<Value>(arguments)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| arguments.replace('\n', " "));
+    cut(&compact, 500)
+}

@@ -1,0 +1,136 @@
+//! The `tools` section of a scenario: each tool's kind, description, argument schema,
+//! settings, and Elysia's two rules: `run_if` (run before the decision) and
+//! `available_if` (offered only when it holds).
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One tool agents may call.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    pub kind: ToolKind,
+    /// What the tool does, as the model sees it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// JSON Schema of the arguments; each kind has a default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+    /// Kind-specific settings (`file` for `json_lookup`, `allow` for `http`…).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub config: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_if: Option<RunIf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_if: Option<AvailableIf>,
+}
+
+/// The built-in tool kinds.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    /// Arithmetic expressions.
+    Calculator,
+    /// Filter, sort and limit the objects of a JSON or JSONL file.
+    JsonLookup,
+    /// The nearest passages of a knowledge file, by embedding.
+    Knowledge,
+    /// Results already in the Environment store, by tool, name, `_REF_ID` or metadata.
+    StoreQuery,
+    /// Dice seeded from the run's seed.
+    Dice,
+    /// JSON GET/POST to loopback addresses on an allowlist.
+    Http,
+}
+
+impl ToolKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Calculator => "calculator",
+            ToolKind::JsonLookup => "json_lookup",
+            ToolKind::Knowledge => "knowledge",
+            ToolKind::StoreQuery => "store_query",
+            ToolKind::Dice => "dice",
+            ToolKind::Http => "http",
+        }
+    }
+
+    /// Whether a replay must not run it again (it reaches outside the process).
+    pub fn has_side_effects(self) -> bool {
+        matches!(self, ToolKind::Http)
+    }
+}
+
+/// Run the tool before the decision when this holds (Elysia's `run_if_true`).
+/// Exactly one condition is set.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RunIf {
+    /// Every turn of a role that lists the tool.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub every_turn: bool,
+    /// When the latest message matches this regular expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_message_matches: Option<String>,
+    /// The arguments it runs with; `{last_message}` in a string is replaced by the
+    /// latest message.
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+}
+
+/// Offer the tool only when this holds; otherwise the model sees it as unavailable,
+/// with `description` as the reason.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AvailableIf {
+    /// After this tool has returned a result in the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_tool: Option<String>,
+    /// When the store holds results under this tool name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_has: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+}
+
+impl AvailableIf {
+    /// Why the tool is not offered, as the model reads it.
+    pub fn reason(&self) -> String {
+        if !self.description.is_empty() {
+            return self.description.clone();
+        }
+        match (&self.after_tool, &self.store_has) {
+            (Some(t), _) => format!("available after `{t}` has returned a result"),
+            (None, Some(k)) => format!("available when the store holds results of `{k}`"),
+            (None, None) => "not available now".into(),
+        }
+    }
+}
+
+/// The tools `role` may call in `state`: the state's, then the role's own.
+pub fn tools_of<'s>(state: &'s super::State, role: &str) -> Vec<&'s str> {
+    let mut names: Vec<&str> = state.tools.iter().map(String::as_str).collect();
+    if let Some(c) = state.components.get(role) {
+        for t in &c.tools {
+            if !names.contains(&t.as_str()) {
+                names.push(t);
+            }
+        }
+    }
+    names
+}
+
+/// Decisions per turn for `role` in `state`.
+pub fn max_tool_steps(state: &super::State, role: &str) -> u32 {
+    state
+        .components
+        .get(role)
+        .and_then(|c| c.max_tool_steps)
+        .or(state.max_tool_steps)
+        .unwrap_or(3)
+}
+
+/// Tool name → spec, as the scenario declares them.
+pub type Tools = IndexMap<String, ToolSpec>;

@@ -1,0 +1,377 @@
+//! The decision agent's pure logic, after Elysia's `Tree.async_run`: which tools are
+//! offered and which not (with why), which run before the decision, what the decision
+//! prompt shows (the step counter, previous errors, tasks completed, the visible
+//! environment), reading the model's decision, and the self-healing error texts.
+
+use indexmap::IndexMap;
+use serde_json::{json, Map, Value};
+
+use super::{cut, Failure, Tool};
+use crate::elysia::Entry;
+use crate::llm::DecisionFormat;
+use crate::prompt::ChatMessage;
+use crate::tokens::TokenCounter;
+
+/// The decision that answers instead of calling a tool, in `json` decisions.
+pub const ANSWER: &str = "answer";
+
+/// One tool run this turn, as later decisions see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    pub tool: String,
+    pub arguments: String,
+    /// The result's `llm_parse` text, or the error.
+    pub parsed: String,
+    pub error: bool,
+}
+
+/// Elysia's self-healing error line for a failed call of a tool.
+pub fn error_line(failure: &Failure) -> String {
+    if failure.avoidable {
+        format!(
+            "Avoidable error: {} (this error is likely to be solved by incorporating the feedback in a future tool call)",
+            failure.message
+        )
+    } else {
+        format!(
+            "Unknown error: {} (this error is likely outside of your capacity to be solved; if it repeats, try something else or tell the others about the issue)",
+            failure.message
+        )
+    }
+}
+
+/// The tools offered now, and the ones held back with the reason the model is shown.
+pub struct Availability<'t> {
+    pub available: Vec<&'t Tool>,
+    pub unavailable: Vec<(&'t Tool, String)>,
+}
+
+/// Splits `tools` by their `available_if` rules. `has_run(tool)`: the tool returned a
+/// result in this run; `store_has(tool)`: the store holds results under that name.
+pub fn availability<'t>(
+    tools: &[&'t Tool],
+    has_run: impl Fn(&str) -> bool,
+    store_has: impl Fn(&str) -> bool,
+) -> Availability<'t> {
+    let mut a = Availability {
+        available: Vec::new(),
+        unavailable: Vec::new(),
+    };
+    for t in tools {
+        let open = match &t.spec.available_if {
+            None => true,
+            Some(rule) => {
+                rule.after_tool.as_deref().is_none_or(&has_run)
+                    && rule.store_has.as_deref().is_none_or(&store_has)
+            }
+        };
+        if open {
+            a.available.push(t);
+        } else {
+            let why = t
+                .spec
+                .available_if
+                .as_ref()
+                .map(|r| r.reason())
+                .unwrap_or_default();
+            a.unavailable.push((t, why));
+        }
+    }
+    a
+}
+
+/// The tools whose `run_if` holds before this turn's first decision, with the
+/// arguments they run with.
+pub fn auto_runs<'t>(tools: &[&'t Tool], last_message: Option<&str>) -> Vec<(&'t Tool, String)> {
+    tools
+        .iter()
+        .filter_map(|t| {
+            let rule = t.spec.run_if.as_ref()?;
+            let fires = rule.every_turn
+                || rule.last_message_matches.as_deref().is_some_and(|p| {
+                    last_message
+                        .is_some_and(|m| regex::Regex::new(p).is_ok_and(|re| re.is_match(m)))
+                });
+            fires.then(|| {
+                let args = with_last_message(&rule.arguments, last_message.unwrap_or(""));
+                (*t, Value::Object(args).to_string())
+            })
+        })
+        .collect()
+}
+
+/// `{last_message}` in string arguments replaced by the latest message.
+fn with_last_message(args: &Map<String, Value>, last: &str) -> Map<String, Value> {
+    args.iter()
+        .map(|(k, v)| {
+            let v = match v {
+                Value::String(s) => Value::String(s.replace("{last_message}", last)),
+                other => other.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// What a decision prompt shows besides the role's own prompt.
+pub struct DecisionView<'a> {
+    pub step: u32,
+    pub max_steps: u32,
+    pub available: &'a [&'a Tool],
+    pub unavailable: &'a [(&'a Tool, String)],
+    pub errors: &'a IndexMap<String, Vec<String>>,
+    pub tasks: &'a [Task],
+    /// The visible store, rendered by [`render_environment`].
+    pub environment: &'a str,
+    pub format: DecisionFormat,
+}
+
+/// The decision prompt: the role's prompt, then the tools, the step counter, errors,
+/// tasks completed and the environment, then how to answer.
+pub fn decision_messages(base: &[ChatMessage], view: &DecisionView<'_>) -> Vec<ChatMessage> {
+    let mut messages = base.to_vec();
+    let mut text = String::from(
+        "Before you reply you may use tools. Decide whether to call one of the available tools or to answer now.\n",
+    );
+    text.push_str("\nAvailable tools:\n");
+    for t in view.available {
+        text.push_str(&format!(
+            "- {}: {}\n  arguments (JSON Schema): {}\n",
+            t.name, t.spec.description, t.parameters
+        ));
+    }
+    if !view.unavailable.is_empty() {
+        text.push_str("\nUnavailable tools:\n");
+        for (t, why) in view.unavailable {
+            text.push_str(&format!(
+                "- {}: {} (unavailable: {why})\n",
+                t.name, t.spec.description
+            ));
+        }
+    }
+    let last = view.step == view.max_steps;
+    text.push_str(&format!(
+        "\nDecision {} of {}{}.\n",
+        view.step,
+        view.max_steps,
+        if last {
+            " (this is the last decision before you must reply)"
+        } else {
+            ""
+        }
+    ));
+    if !view.errors.is_empty() {
+        text.push_str("\nPrevious errors:\n");
+        for (tool, lines) in view.errors {
+            for l in lines {
+                text.push_str(&format!("- {tool}: {l}\n"));
+            }
+        }
+    }
+    if !view.tasks.is_empty() {
+        text.push_str("\nTasks completed this turn:\n");
+        for (i, t) in view.tasks.iter().enumerate() {
+            let outcome = if t.error {
+                "(UNSUCCESSFUL) There was an error during this tool call. See the error messages for details."
+            } else {
+                "(SUCCESSFUL)"
+            };
+            text.push_str(&format!(
+                "{}. {} {} {outcome}\n   {}\n",
+                i + 1,
+                t.tool,
+                t.arguments,
+                t.parsed
+            ));
+        }
+    }
+    if !view.environment.is_empty() {
+        text.push_str("\nEnvironment (results stored so far):\n");
+        text.push_str(view.environment);
+        text.push('\n');
+    }
+    messages.push(ChatMessage::system(text));
+    let ask = match view.format {
+        DecisionFormat::Native => {
+            "Call a tool if you need one; otherwise answer without calling any.".to_string()
+        }
+        DecisionFormat::Json => format!(
+            "Answer with one JSON object and nothing else: {{\"tool\": \"<tool name>\", \"arguments\": {{...}}}} to call a tool, or {{\"tool\": \"{ANSWER}\"}} to reply now."
+        ),
+    };
+    messages.push(ChatMessage::user(ask));
+    messages
+}
+
+/// The JSON Schema of a `json` decision: a call of one of `available` with its
+/// arguments, or the answer.
+pub fn decision_schema(available: &[&Tool]) -> Value {
+    let mut any_of: Vec<Value> = available
+        .iter()
+        .map(|t| {
+            json!({
+                "type": "object",
+                "properties": {"tool": {"const": t.name}, "arguments": t.parameters},
+                "required": ["tool", "arguments"],
+                "additionalProperties": false,
+            })
+        })
+        .collect();
+    any_of.push(json!({
+        "type": "object",
+        "properties": {"tool": {"const": ANSWER}},
+        "required": ["tool"],
+        "additionalProperties": false,
+    }));
+    json!({"anyOf": any_of})
+}
+
+/// A decision read from a model's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decided {
+    Call {
+        name: String,
+        arguments: String,
+    },
+    Answer,
+    /// Not a decision; the text says why.
+    Unreadable(String),
+}
+
+/// Reads a `json` decision: the first JSON object in `text` (models wrap it in code
+/// fences or prose). `tool` missing, null or `answer` means answer; `reply` alone too.
+pub fn read_decision(text: &str) -> Decided {
+    let Some(obj) = first_object(text) else {
+        return Decided::Unreadable(format!(
+            "no JSON object in the decision: {}",
+            cut(text.trim(), 200)
+        ));
+    };
+    match obj.get("tool") {
+        None | Some(Value::Null) => Decided::Answer,
+        Some(Value::String(t)) if t.eq_ignore_ascii_case(ANSWER) || t.is_empty() => Decided::Answer,
+        Some(Value::String(t)) => Decided::Call {
+            name: t.clone(),
+            arguments: obj
+                .get("arguments")
+                .map_or_else(|| "{}".to_string(), Value::to_string),
+        },
+        Some(other) => Decided::Unreadable(format!("\"tool\" must be a tool name, not {other}")),
+    }
+}
+
+fn first_object(text: &str) -> Option<Map<String, Value>> {
+    for (i, _) in text.match_indices('{') {
+        let mut stream = serde_json::Deserializer::from_str(&text[i..]).into_iter::<Value>();
+        if let Some(Ok(Value::Object(o))) = stream.next() {
+            return Some(o);
+        }
+    }
+    None
+}
+
+/// The visible store as the decision prompt shows it, within `budget` tokens: each
+/// entry's objects as JSON lines; past the budget only each key and its count, with a
+/// pointer to `store_query`.
+pub fn render_environment(
+    entries: &[(&str, &str, &Entry)],
+    budget: usize,
+    counter: &dyn TokenCounter,
+) -> String {
+    let mut out = String::new();
+    let mut used = 0;
+    let mut left_out: IndexMap<String, usize> = IndexMap::new();
+    for (tool, name, entry) in entries {
+        let block = format!(
+            "[{tool}/{name}] {}\n{}",
+            Value::Object(visible_metadata(&entry.metadata)),
+            entry
+                .objects
+                .iter()
+                .map(|o| Value::Object(o.clone()).to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        let cost = counter.count(&block);
+        if left_out.is_empty() && used + cost <= budget {
+            used += cost;
+            out.push_str(&block);
+            out.push('\n');
+        } else {
+            *left_out.entry(format!("{tool}/{name}")).or_default() += entry.objects.len();
+        }
+    }
+    if !left_out.is_empty() {
+        out.push_str("Not shown (over the prompt budget; read them with a store_query tool):\n");
+        for (key, n) in left_out {
+            out.push_str(&format!("- {key}: {n} objects\n"));
+        }
+    }
+    out.trim_end().to_string()
+}
+
+/// Metadata without sopsim's bookkeeping keys (`_agent`, `_state`, `_visit`).
+fn visible_metadata(m: &Map<String, Value>) -> Map<String, Value> {
+    m.iter()
+        .filter(|(k, _)| !k.starts_with('_'))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// What the reply prompt adds after this turn's tool calls: each result, so the
+/// agent's reply can build on them.
+pub fn results_for_reply(tasks: &[Task], objects: &[String]) -> Option<String> {
+    if tasks.is_empty() {
+        return None;
+    }
+    let mut text = String::from(
+        "Facts you looked up just now with your tools (use them in your reply; do not quote this note):\n",
+    );
+    for t in tasks {
+        text.push_str(&format!("- {} {}: {}\n", t.tool, t.arguments, t.parsed));
+    }
+    for o in objects {
+        text.push_str(o);
+        text.push('\n');
+    }
+    Some(text.trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_are_read_from_wrapped_json() {
+        assert_eq!(
+            read_decision("Sure!\n```json\n{\"tool\": \"calc\", \"arguments\": {\"expression\": \"1+1\"}}\n```"),
+            Decided::Call { name: "calc".into(), arguments: "{\"expression\":\"1+1\"}".into() }
+        );
+        assert_eq!(read_decision("{\"tool\": \"answer\"}"), Decided::Answer);
+        assert_eq!(
+            read_decision("{\"tool\": null, \"reply\": \"hi\"}"),
+            Decided::Answer
+        );
+        assert!(matches!(
+            read_decision("I will answer now."),
+            Decided::Unreadable(_)
+        ));
+        assert!(matches!(
+            read_decision("{\"tool\": 3}"),
+            Decided::Unreadable(_)
+        ));
+        assert_eq!(
+            read_decision("{\"tool\": \"calc\"}"),
+            Decided::Call {
+                name: "calc".into(),
+                arguments: "{}".into()
+            }
+        );
+    }
+
+    #[test]
+    fn error_lines_tell_fixable_from_not() {
+        assert!(error_line(&Failure::avoidable("bad")).starts_with("Avoidable error: bad"));
+        assert!(error_line(&Failure::unknown("down")).starts_with("Unknown error: down"));
+    }
+}

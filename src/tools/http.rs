@@ -1,0 +1,228 @@
+//! The `http` tool: JSON GET/POST to loopback addresses only (127.0.0.0/8, ::1,
+//! localhost), and only to the scheme, port and path prefixes `config.allow` lists.
+//! Anything else is refused before a connection is opened. No proxy, no redirects, a
+//! timeout and a cap on the response size.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use url::{Host, Url};
+
+use super::Failure;
+
+const DEFAULT_TIMEOUT_MS: u64 = 5_000;
+const DEFAULT_MAX_BYTES: u64 = 256 << 10;
+
+/// A checked `http` configuration.
+#[derive(Debug, Clone)]
+pub struct Http {
+    allow: Vec<Url>,
+    timeout: Duration,
+    max_bytes: u64,
+}
+
+pub fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "url": {"type": "string", "description": "a URL under one of the allowed prefixes", "maxLength": 2000},
+            "method": {"enum": ["GET", "POST"]},
+            "body": {"type": "object", "description": "the JSON body of a POST"},
+        },
+        "required": ["url"],
+        "additionalProperties": false,
+    })
+}
+
+/// Whether `url` names this machine by a loopback address or `localhost`.
+pub fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+impl Http {
+    /// Reads `config`; the message names the setting at fault.
+    pub fn from_config(config: &Map<String, Value>) -> Result<Http, String> {
+        let Some(list) = config.get("allow").and_then(Value::as_array) else {
+            return Err("allow: list the URL prefixes the tool may reach, e.g. [\"http://127.0.0.1:8080/api/\"]".into());
+        };
+        let mut allow = Vec::new();
+        for (i, entry) in list.iter().enumerate() {
+            let text = entry
+                .as_str()
+                .ok_or(format!("allow[{i}]: expected a URL string"))?;
+            let url =
+                Url::parse(text).map_err(|e| format!("allow[{i}]: {text:?} is not a URL: {e}"))?;
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(format!("allow[{i}]: only http and https URLs"));
+            }
+            if !is_loopback(&url) {
+                return Err(format!(
+                    "allow[{i}]: {text:?} is not a loopback address (127.0.0.0/8, ::1, localhost)"
+                ));
+            }
+            allow.push(url);
+        }
+        if allow.is_empty() {
+            return Err("allow: list at least one URL prefix".into());
+        }
+        let number = |key: &str, default: u64| -> Result<u64, String> {
+            match config.get(key) {
+                None => Ok(default),
+                Some(v) => v
+                    .as_u64()
+                    .filter(|n| *n > 0)
+                    .ok_or(format!("{key}: expected a positive whole number")),
+            }
+        };
+        Ok(Http {
+            allow,
+            timeout: Duration::from_millis(number("timeout_ms", DEFAULT_TIMEOUT_MS)?),
+            max_bytes: number("max_bytes", DEFAULT_MAX_BYTES)?,
+        })
+    }
+
+    /// The URL to call, if the allowlist permits it; otherwise why not.
+    pub fn permit(&self, text: &str) -> Result<Url, Failure> {
+        let url = Url::parse(text)
+            .map_err(|e| Failure::avoidable(format!("{text:?} is not a URL: {e}")))?;
+        let allowed: Vec<&str> = self.allow.iter().map(Url::as_str).collect();
+        if !is_loopback(&url) {
+            return Err(Failure::avoidable(format!(
+                "{text:?} is not on this machine; only loopback addresses may be called: {}",
+                allowed.join(", ")
+            )));
+        }
+        let permitted = self.allow.iter().any(|a| {
+            a.scheme() == url.scheme()
+                && a.host() == url.host()
+                && a.port_or_known_default() == url.port_or_known_default()
+                && url.path().starts_with(a.path())
+        });
+        if !permitted {
+            return Err(Failure::avoidable(format!(
+                "{text:?} is not under an allowed prefix: {}",
+                allowed.join(", ")
+            )));
+        }
+        Ok(url)
+    }
+
+    /// Calls `args.url` and returns the JSON it answers as objects.
+    pub async fn run(&self, args: &Map<String, Value>) -> Result<Vec<Map<String, Value>>, Failure> {
+        let url = self.permit(args.get("url").and_then(Value::as_str).unwrap_or_default())?;
+        let post = args.get("method").and_then(Value::as_str) == Some("POST");
+        let mut client = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(self.timeout);
+        if let Some(Host::Domain(d)) = url.host() {
+            // `localhost` is pinned to 127.0.0.1 rather than trusted to the resolver.
+            let port = url.port_or_known_default().unwrap_or(80);
+            client = client.resolve(d, (IpAddr::V4(Ipv4Addr::LOCALHOST), port).into());
+        }
+        let client = client
+            .build()
+            .map_err(|e| Failure::unknown(format!("the HTTP client could not start: {e}")))?;
+        let request = if post {
+            client
+                .post(url.clone())
+                .json(args.get("body").unwrap_or(&Value::Object(Map::new())))
+        } else {
+            client.get(url.clone())
+        };
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| Failure::unknown(format!("{url}: {}", e.without_url())))?;
+        let status = response.status();
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| Failure::unknown(format!("{url}: {}", e.without_url())))?
+        {
+            if (body.len() + chunk.len()) as u64 > self.max_bytes {
+                return Err(Failure::unknown(format!(
+                    "{url}: the response is larger than {} bytes",
+                    self.max_bytes
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        if !status.is_success() {
+            let said: String = String::from_utf8_lossy(&body).chars().take(200).collect();
+            let message = format!("{url}: HTTP {status}: {said}");
+            return Err(if status.is_client_error() {
+                Failure::avoidable(message)
+            } else {
+                Failure::unknown(message)
+            });
+        }
+        let value: Value = serde_json::from_slice(&body)
+            .map_err(|e| Failure::unknown(format!("{url}: the response is not JSON: {e}")))?;
+        Ok(match value {
+            Value::Object(o) => vec![o],
+            Value::Array(items) if items.iter().all(Value::is_object) => items
+                .into_iter()
+                .filter_map(|v| match v {
+                    Value::Object(o) => Some(o),
+                    _ => None,
+                })
+                .collect(),
+            other => {
+                let mut o = Map::new();
+                o.insert("value".into(), other);
+                vec![o]
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http() -> Http {
+        let config = json!({"allow": ["http://127.0.0.1:8765/api/", "http://localhost:9000/"]});
+        Http::from_config(config.as_object().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn only_allowed_loopback_prefixes_are_permitted() {
+        let h = http();
+        assert!(h.permit("http://127.0.0.1:8765/api/items?q=1").is_ok());
+        assert!(h.permit("http://localhost:9000/x").is_ok());
+        for refused in [
+            "http://10.0.0.1:8765/api/",
+            "http://example.com/api/",
+            "http://127.0.0.1:8766/api/",
+            "http://127.0.0.1:8765/admin",
+            "https://127.0.0.1:8765/api/",
+            "file:///etc/passwd",
+            "not a url",
+        ] {
+            assert!(h.permit(refused).is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn configs_naming_other_machines_are_refused() {
+        for bad in [
+            json!({}),
+            json!({"allow": []}),
+            json!({"allow": ["http://192.168.1.1/"]}),
+            json!({"allow": ["ftp://127.0.0.1/"]}),
+        ] {
+            assert!(
+                Http::from_config(bad.as_object().unwrap()).is_err(),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! The `json_lookup` tool: the objects of a JSON array or JSONL file, filtered by field
+//! equality, substring or numeric range, sorted and limited (Elysia's query tool on
+//! local data). The argument schema names the file's fields, so a model constrained by
+//! it can only ask for fields that exist.
+
+use std::cmp::Ordering;
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+/// Largest data file read.
+const MAX_BYTES: u64 = 64 << 20;
+const MAX_FILTERS: usize = 8;
+const DEFAULT_LIMIT: u64 = 10;
+const MAX_LIMIT: u64 = 50;
+/// A text field with at most this many distinct values lists them in the schema.
+const MAX_LISTED_VALUES: usize = 40;
+
+/// A data file's objects and their field names (in first-seen order).
+#[derive(Debug)]
+pub struct Table {
+    pub objects: Vec<Map<String, Value>>,
+    pub fields: Vec<String>,
+}
+
+impl Table {
+    pub fn load(path: &Path) -> Result<Table, String> {
+        let bytes = crate::files::read_bounded(path, MAX_BYTES).map_err(|e| e.to_string())?;
+        let text = std::str::from_utf8(&bytes).map_err(|_| "not UTF-8 text".to_string())?;
+        let values: Vec<Value> = if text.trim_start().starts_with('[') {
+            match crate::user_json::parse(text) {
+                Ok(Value::Array(items)) => items,
+                Ok(_) => return Err("expected an array of objects".into()),
+                Err(e) => return Err(e.to_string()),
+            }
+        } else {
+            text.lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+                .map(|(i, l)| {
+                    crate::user_json::parse(l).map_err(|e| format!("line {}: {e}", i + 1))
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let mut objects = Vec::with_capacity(values.len());
+        let mut fields: Vec<String> = Vec::new();
+        for (i, v) in values.into_iter().enumerate() {
+            let Value::Object(obj) = v else {
+                return Err(format!("item {} is not an object", i + 1));
+            };
+            for k in obj.keys() {
+                if !fields.contains(k) {
+                    fields.push(k.clone());
+                }
+            }
+            objects.push(obj);
+        }
+        if objects.is_empty() {
+            return Err("the file holds no objects".into());
+        }
+        Ok(Table { objects, fields })
+    }
+
+    /// The argument schema. Each filter names a field of the file, with the operators
+    /// and values that field can take: a text field with few distinct values lists
+    /// them, so a model decoding under the schema can only ask for values that exist.
+    pub fn parameters(&self) -> Value {
+        let filters: Vec<Value> = self.fields.iter().map(|f| self.filter_schema(f)).collect();
+        json!({
+            "type": "object",
+            "properties": {
+                "search": {"type": "string", "maxLength": 200, "description": "words to look for in any text field; the best matches come first"},
+                "filters": {
+                    "type": "array",
+                    "maxItems": MAX_FILTERS,
+                    "description": "all must hold: equals (same value), contains (text or list contains), min / max (numbers)",
+                    "items": {"anyOf": filters},
+                },
+                "sort_by": {"enum": self.fields},
+                "descending": {"type": "boolean"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+            },
+            "additionalProperties": false,
+        })
+    }
+
+    fn filter_schema(&self, field: &str) -> Value {
+        let values = || self.objects.iter().filter_map(|o| o.get(field));
+        let numeric = values().all(|v| v.is_number());
+        let (ops, value) = if numeric {
+            (json!(["equals", "min", "max"]), json!({"type": "number"}))
+        } else {
+            let mut texts: Vec<&str> = Vec::new();
+            let mut all_text = true;
+            for v in values() {
+                match v {
+                    Value::String(s) => texts.push(s),
+                    Value::Array(items) => {
+                        for i in items {
+                            match i.as_str() {
+                                Some(s) => texts.push(s),
+                                None => all_text = false,
+                            }
+                        }
+                    }
+                    _ => all_text = false,
+                }
+            }
+            texts.sort_unstable();
+            texts.dedup();
+            if all_text && !texts.is_empty() && texts.len() <= MAX_LISTED_VALUES {
+                (json!(["equals", "contains"]), json!({"enum": texts}))
+            } else {
+                (
+                    json!(["equals", "contains"]),
+                    json!({"type": ["string", "number", "boolean"], "maxLength": 200}),
+                )
+            }
+        };
+        json!({
+            "type": "object",
+            "properties": {"field": {"const": field}, "op": {"enum": ops}, "value": value},
+            "required": ["field", "op", "value"],
+            "additionalProperties": false,
+        })
+    }
+
+    /// The matching objects, sorted and limited, and how many matched in all.
+    pub fn query(&self, args: &Map<String, Value>) -> (Vec<Map<String, Value>>, usize) {
+        let filters = args
+            .get("filters")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let words: Vec<String> = args
+            .get("search")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.chars().count() >= 3)
+            .map(str::to_lowercase)
+            .collect();
+        let mut scored: Vec<(usize, &Map<String, Value>)> = self
+            .objects
+            .iter()
+            .filter(|o| filters.iter().all(|f| holds(o, f)))
+            .map(|o| (search_score(o, &words), o))
+            .filter(|(score, _)| words.is_empty() || *score > 0)
+            .collect();
+        // Best matches first; the sort is stable, so ties keep the file's order.
+        scored.sort_by_key(|(score, _)| std::cmp::Reverse(*score));
+        let mut found: Vec<&Map<String, Value>> = scored.into_iter().map(|(_, o)| o).collect();
+        let total = found.len();
+        if let Some(field) = args.get("sort_by").and_then(Value::as_str) {
+            let descending = args
+                .get("descending")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            found.sort_by(|a, b| {
+                let o = order(a.get(field), b.get(field));
+                if descending {
+                    o.reverse()
+                } else {
+                    o
+                }
+            });
+        }
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .unwrap_or(DEFAULT_LIMIT)
+            .min(MAX_LIMIT) as usize;
+        (found.into_iter().take(limit).cloned().collect(), total)
+    }
+}
+
+/// How many of the search words occur in the object's text (whole words of longer
+/// text count, and a word's plural or singular too).
+fn search_score(obj: &Map<String, Value>, words: &[String]) -> usize {
+    if words.is_empty() {
+        return 0;
+    }
+    let mut text = String::new();
+    for v in obj.values() {
+        collect_text(v, &mut text);
+    }
+    words
+        .iter()
+        .filter(|w| {
+            let stem = w.strip_suffix('s').filter(|s| s.len() >= 3).unwrap_or(w);
+            text.contains(stem)
+        })
+        .count()
+}
+
+fn collect_text(v: &Value, out: &mut String) {
+    match v {
+        Value::String(s) => {
+            out.push_str(&s.to_lowercase());
+            out.push(' ');
+        }
+        Value::Array(items) => items.iter().for_each(|i| collect_text(i, out)),
+        _ => {}
+    }
+}
+
+impl Table {
+    /// When a query finds nothing: which one filter (or the search) to drop to find
+    /// something, and how much it would find, so the model can loosen its query.
+    pub fn relaxation_hint(&self, args: &Map<String, Value>) -> Option<String> {
+        let filters = args
+            .get("filters")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut hints = Vec::new();
+        for (i, f) in filters.iter().enumerate() {
+            let mut loose = args.clone();
+            let rest: Vec<Value> = filters
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, f)| f.clone())
+                .collect();
+            loose.insert("filters".into(), Value::Array(rest));
+            let (_, n) = self.query(&loose);
+            if n > 0 {
+                hints.push(format!(
+                    "without the filter {} {} {} it finds {n}",
+                    f["field"].as_str().unwrap_or("?"),
+                    f["op"].as_str().unwrap_or("?"),
+                    f["value"]
+                ));
+            }
+        }
+        if args.get("search").is_some() {
+            let mut loose = args.clone();
+            loose.remove("search");
+            let (_, n) = self.query(&loose);
+            if n > 0 {
+                hints.push(format!("without the search it finds {n}"));
+            }
+        }
+        (!hints.is_empty()).then(|| hints.join("; "))
+    }
+}
+
+fn holds(obj: &Map<String, Value>, filter: &Value) -> bool {
+    let field = filter["field"].as_str().unwrap_or_default();
+    let wanted = &filter["value"];
+    let Some(have) = obj.get(field) else {
+        return false;
+    };
+    match filter["op"].as_str().unwrap_or_default() {
+        "equals" => same(have, wanted),
+        "contains" => contains(have, wanted),
+        "min" => number(have)
+            .zip(number(wanted))
+            .is_some_and(|(h, w)| h >= w),
+        "max" => number(have)
+            .zip(number(wanted))
+            .is_some_and(|(h, w)| h <= w),
+        _ => false,
+    }
+}
+
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// Equal values; text compared without case, numbers by value.
+fn same(have: &Value, wanted: &Value) -> bool {
+    match (have, wanted) {
+        (Value::String(h), Value::String(w)) => h.trim().eq_ignore_ascii_case(w.trim()),
+        (Value::Array(items), w) => items.iter().any(|i| same(i, w)),
+        (h, w) => match (number(h), number(w)) {
+            (Some(a), Some(b)) => a == b,
+            _ => h == w,
+        },
+    }
+}
+
+fn contains(have: &Value, wanted: &Value) -> bool {
+    let needle = match wanted {
+        Value::String(s) => s.to_lowercase(),
+        other => other.to_string(),
+    };
+    match have {
+        Value::String(h) => h.to_lowercase().contains(&needle),
+        Value::Array(items) => items.iter().any(|i| contains(i, wanted)),
+        other => other.to_string().contains(&needle),
+    }
+}
+
+/// Numbers before text, text before anything else; missing values last.
+fn order(a: Option<&Value>, b: Option<&Value>) -> Ordering {
+    match (a, b) {
+        (None, None) => Ordering::Equal,
+        (None, _) => Ordering::Greater,
+        (_, None) => Ordering::Less,
+        (Some(a), Some(b)) => match (number(a), number(b)) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => a.as_str().unwrap_or("").cmp(b.as_str().unwrap_or("")),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> Table {
+        let objects: Vec<Map<String, Value>> = [
+            json!({"name": "Trail shoe", "price": 89.0, "category": "shoes", "tags": ["outdoor"]}),
+            json!({"name": "City shoe", "price": 59.5, "category": "Shoes"}),
+            json!({"name": "Rain jacket", "price": 120, "category": "jackets"}),
+        ]
+        .into_iter()
+        .map(|v| v.as_object().unwrap().clone())
+        .collect();
+        Table {
+            fields: vec![
+                "name".into(),
+                "price".into(),
+                "category".into(),
+                "tags".into(),
+            ],
+            objects,
+        }
+    }
+
+    fn names(found: &[Map<String, Value>]) -> Vec<&str> {
+        found.iter().map(|o| o["name"].as_str().unwrap()).collect()
+    }
+
+    #[test]
+    fn the_schema_lists_the_values_a_text_field_takes() {
+        let p = table().parameters();
+        let filters = p["properties"]["filters"]["items"]["anyOf"]
+            .as_array()
+            .unwrap();
+        let category = filters
+            .iter()
+            .find(|f| f["properties"]["field"]["const"] == "category")
+            .unwrap();
+        assert_eq!(
+            category["properties"]["value"]["enum"],
+            json!(["Shoes", "jackets", "shoes"])
+        );
+        let price = filters
+            .iter()
+            .find(|f| f["properties"]["field"]["const"] == "price")
+            .unwrap();
+        assert_eq!(price["properties"]["value"]["type"], "number");
+        let v = crate::tools::compile_schema(&p).unwrap();
+        assert!(v.is_valid(
+            &json!({"filters": [{"field": "category", "op": "equals", "value": "jackets"}]})
+        ));
+        assert!(!v.is_valid(
+            &json!({"filters": [{"field": "category", "op": "equals", "value": "hats"}]})
+        ));
+    }
+
+    #[test]
+    fn filters_sort_and_limit() {
+        let t = table();
+        let args = json!({"filters": [{"field": "category", "op": "equals", "value": "shoes"}], "sort_by": "price"});
+        let (found, total) = t.query(args.as_object().unwrap());
+        assert_eq!((names(&found), total), (vec!["City shoe", "Trail shoe"], 2));
+        let args = json!({"filters": [{"field": "price", "op": "min", "value": 60}, {"field": "price", "op": "max", "value": "100"}]});
+        assert_eq!(
+            names(&t.query(args.as_object().unwrap()).0),
+            vec!["Trail shoe"]
+        );
+        let args = json!({"filters": [{"field": "name", "op": "contains", "value": "SHOE"}], "sort_by": "price", "descending": true, "limit": 1});
+        let (found, total) = t.query(args.as_object().unwrap());
+        assert_eq!((names(&found), total), (vec!["Trail shoe"], 2));
+        let args = json!({"search": "waterproof jackets"});
+        assert_eq!(
+            names(&t.query(args.as_object().unwrap()).0),
+            vec!["Rain jacket"]
+        );
+        let args = json!({"filters": [{"field": "tags", "op": "equals", "value": "outdoor"}]});
+        assert_eq!(
+            names(&t.query(args.as_object().unwrap()).0),
+            vec!["Trail shoe"]
+        );
+    }
+}

@@ -1,0 +1,423 @@
+//! Tools agents call: the built-in kinds, their argument schemas, and the toolbox a
+//! simulation builds from its scenario's `tools` section. Running a tool yields either
+//! objects for an Elysia `Result` or a [`Failure`] that becomes an Elysia `Error`.
+//!
+//! The decision agent's pure logic (what a decision prompt shows, reading a decision,
+//! self-healing error texts) is in [`decision`]; the loop that drives it is the Agent
+//! actor's (`actors::tool_turn`).
+//!
+//! # Layout
+//! - [`calculator`], [`dice`], [`json_lookup`]: run here, offline and deterministic.
+//! - [`store_query`]: runs inside the Environment actor, over its store.
+//! - `knowledge`: the Environment actor's knowledge lookup with the model's query.
+//! - [`http`](mod@http): loopback-only JSON calls.
+
+pub mod calculator;
+pub mod decision;
+pub mod dice;
+#[cfg(feature = "openai")]
+pub mod http;
+pub mod json_lookup;
+pub mod store_query;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use thiserror::Error;
+
+use crate::elysia::{ResultObject, Return};
+use crate::llm::ToolDef;
+use crate::scenario::{FieldPath, Scenario, ToolKind, ToolSpec};
+
+/// Why a tool call failed. `avoidable` failures carry feedback the model can act on
+/// (a malformed expression, a refused URL); the others are outside its control.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub avoidable: bool,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn avoidable(message: impl Into<String>) -> Self {
+        Self {
+            avoidable: true,
+            message: message.into(),
+        }
+    }
+
+    pub fn unknown(message: impl Into<String>) -> Self {
+        Self {
+            avoidable: false,
+            message: message.into(),
+        }
+    }
+
+    /// Elysia's `Error`: feedback only when the model can fix its call.
+    pub fn to_return(&self) -> Return {
+        Return::Error {
+            feedback: if self.avoidable {
+                self.message.clone()
+            } else {
+                String::new()
+            },
+            error_message: self.message.clone(),
+        }
+    }
+}
+
+/// How a tool call ended, as `summary.json` counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    Ok,
+    /// The tool ran and failed.
+    Failed,
+    /// The arguments were not JSON or did not match the schema; the tool did not run.
+    InvalidArguments,
+    /// The model named no tool it may call.
+    UnknownTool,
+    /// The same call again in one turn; its result is already in the prompt.
+    Repeated,
+}
+
+impl CallOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallOutcome::Ok => "ok",
+            CallOutcome::Failed => "failed",
+            CallOutcome::InvalidArguments => "invalid_arguments",
+            CallOutcome::UnknownTool => "unknown_tool",
+            CallOutcome::Repeated => "repeated",
+        }
+    }
+}
+
+/// Where a call is made: what seeded tools draw from.
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub run_seed: u64,
+    pub agent: String,
+    pub turn: u64,
+    pub step: u32,
+}
+
+/// A scenario's tools, checked and ready: schemas compiled, data files loaded.
+#[derive(Default)]
+pub struct ToolBox {
+    tools: IndexMap<String, Arc<Tool>>,
+}
+
+pub struct Tool {
+    pub name: String,
+    pub spec: ToolSpec,
+    /// The argument schema the model sees and calls are checked against.
+    pub parameters: Value,
+    validator: jsonschema::Validator,
+    runner: Runner,
+}
+
+enum Runner {
+    Calculator,
+    Dice,
+    JsonLookup(Arc<json_lookup::Table>),
+    /// Runs in the Environment actor.
+    StoreQuery,
+    /// Runs in the Environment actor, with this knowledge file.
+    Knowledge(crate::scenario::KnowledgeLookup),
+    #[cfg(feature = "openai")]
+    Http(http::Http),
+    /// Built without the HTTP client.
+    #[cfg(not(feature = "openai"))]
+    Http,
+}
+
+/// What the Environment actor must run for a call.
+pub enum InEnvironment {
+    StoreQuery,
+    Knowledge(crate::scenario::KnowledgeLookup),
+}
+
+#[derive(Debug, Error)]
+#[error("{path}: {message}")]
+pub struct ToolSetupError {
+    pub path: FieldPath,
+    pub message: String,
+}
+
+/// The `config` key naming the file a kind reads, if it reads one.
+pub fn file_setting(kind: ToolKind) -> Option<&'static str> {
+    match kind {
+        ToolKind::JsonLookup => Some("file"),
+        ToolKind::Knowledge => Some("path"),
+        _ => None,
+    }
+}
+
+/// Checks that `path` holds what a tool of `kind` reads.
+pub fn check_file(kind: ToolKind, path: &Path) -> Result<(), String> {
+    match kind {
+        ToolKind::JsonLookup => json_lookup::Table::load(path).map(|_| ()),
+        ToolKind::Knowledge => crate::scenario::knowledge_file::read_entries(path)
+            .map(|_| ())
+            .map_err(|e| crate::error::chain(&e)),
+        _ => Ok(()),
+    }
+}
+
+/// A kind's argument schema when the scenario gives none.
+fn default_parameters(kind: ToolKind, runner: &Runner) -> Value {
+    match (kind, runner) {
+        (_, Runner::JsonLookup(table)) => table.parameters(),
+        (ToolKind::Calculator, _) => calculator::parameters(),
+        (ToolKind::Dice, _) => dice::parameters(),
+        (ToolKind::StoreQuery, _) => store_query::parameters(),
+        (ToolKind::Knowledge, _) => json!({
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "what to look up", "maxLength": 1000}},
+            "required": ["query"],
+            "additionalProperties": false,
+        }),
+        #[cfg(feature = "openai")]
+        (ToolKind::Http, _) => http::parameters(),
+        #[cfg(not(feature = "openai"))]
+        (ToolKind::Http, _) => json!({"type": "object"}),
+        _ => json!({"type": "object"}),
+    }
+}
+
+/// Compiles a JSON Schema for tool arguments; the message says what is wrong.
+pub fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err("tool arguments are an object: the schema needs \"type\": \"object\"".into());
+    }
+    jsonschema::validator_for(schema).map_err(|e| e.to_string())
+}
+
+impl ToolBox {
+    /// Builds every tool the scenario declares. Files were resolved when the scenario
+    /// was loaded; a scenario built in code names them relative to the working folder.
+    pub fn build(scenario: &Scenario) -> Result<ToolBox, ToolSetupError> {
+        let mut tools = IndexMap::new();
+        for (name, spec) in &scenario.tools {
+            let at = FieldPath::root().key("tools").key(name);
+            let fail = |path: FieldPath, message: String| ToolSetupError { path, message };
+            let file = |key: &str| -> Result<&str, ToolSetupError> {
+                spec.config.get(key).and_then(Value::as_str).ok_or_else(|| {
+                    fail(
+                        at.key("config").key(key),
+                        "the file this tool reads is missing".into(),
+                    )
+                })
+            };
+            let runner = match spec.kind {
+                ToolKind::Calculator => Runner::Calculator,
+                ToolKind::Dice => Runner::Dice,
+                ToolKind::StoreQuery => Runner::StoreQuery,
+                ToolKind::JsonLookup => {
+                    let path = file("file")?;
+                    let table = json_lookup::Table::load(Path::new(path))
+                        .map_err(|e| fail(at.key("config").key("file"), format!("{path}: {e}")))?;
+                    Runner::JsonLookup(Arc::new(table))
+                }
+                ToolKind::Knowledge => Runner::Knowledge(crate::scenario::KnowledgeLookup {
+                    path: file("path")?.to_string(),
+                    top_k: spec
+                        .config
+                        .get("top_k")
+                        .and_then(Value::as_u64)
+                        .map_or(3, |k| k.clamp(1, 50) as usize),
+                    kind: Default::default(),
+                    min_score: None,
+                }),
+                #[cfg(feature = "openai")]
+                ToolKind::Http => Runner::Http(
+                    http::Http::from_config(&spec.config).map_err(|e| fail(at.key("config"), e))?,
+                ),
+                #[cfg(not(feature = "openai"))]
+                ToolKind::Http => Runner::Http,
+            };
+            let parameters = spec
+                .parameters
+                .clone()
+                .unwrap_or_else(|| default_parameters(spec.kind, &runner));
+            let validator =
+                compile_schema(&parameters).map_err(|e| fail(at.key("parameters"), e))?;
+            tools.insert(
+                name.clone(),
+                Arc::new(Tool {
+                    name: name.clone(),
+                    spec: spec.clone(),
+                    parameters,
+                    validator,
+                    runner,
+                }),
+            );
+        }
+        Ok(ToolBox { tools })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Tool>> {
+        self.tools.get(name)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+impl Tool {
+    /// What the model is shown of this tool.
+    pub fn def(&self) -> ToolDef {
+        ToolDef {
+            name: self.name.clone(),
+            description: self.spec.description.clone(),
+            parameters: self.parameters.clone(),
+        }
+    }
+
+    /// The arguments as an object, if they are JSON and match the schema; otherwise
+    /// feedback naming what is wrong.
+    pub fn check_arguments(&self, raw: &str) -> Result<Map<String, Value>, Failure> {
+        let value: Value = if raw.trim().is_empty() {
+            Value::Object(Map::new())
+        } else {
+            serde_json::from_str(raw).map_err(|e| {
+                Failure::avoidable(format!(
+                    "the arguments are not valid JSON ({e}): {}",
+                    cut(raw, 200)
+                ))
+            })?
+        };
+        let problems: Vec<String> = self
+            .validator
+            .iter_errors(&value)
+            .take(5)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(Failure::avoidable(format!(
+                "the arguments do not match the schema of `{}`: {}",
+                self.name,
+                problems.join("; ")
+            )));
+        }
+        match value {
+            Value::Object(o) => Ok(o),
+            _ => Err(Failure::avoidable("the arguments must be a JSON object")),
+        }
+    }
+
+    /// Runs a tool that needs nothing but its arguments (`None` for the ones the
+    /// Environment or the network runs).
+    pub fn run_here(
+        &self,
+        args: &Map<String, Value>,
+        place: &Place,
+    ) -> Option<Result<ResultObject, Failure>> {
+        let single = |o: Map<String, Value>| {
+            // One computed object: its fields are also the metadata, for `llm_message`.
+            let mut r = self.result(vec![o.clone()], 1);
+            r.metadata.extend(o);
+            r
+        };
+        Some(match &self.runner {
+            Runner::Calculator => calculator::run(args).map(single),
+            Runner::Dice => dice::run(args, place).map(single),
+            Runner::JsonLookup(table) => {
+                let (objects, total) = table.query(args);
+                let mut r = self.result(objects, total);
+                if let Some(hint) = table.relaxation_hint(args).filter(|_| total == 0) {
+                    r.llm_message = Some(format!("{{name}}: nothing matched; {hint}."));
+                    r.metadata.insert("hint".into(), json!(hint));
+                }
+                Ok(r)
+            }
+            _ => return None,
+        })
+    }
+
+    /// What the Environment actor runs for this tool, if it runs there.
+    pub fn in_environment(&self) -> Option<InEnvironment> {
+        match &self.runner {
+            Runner::StoreQuery => Some(InEnvironment::StoreQuery),
+            Runner::Knowledge(k) => Some(InEnvironment::Knowledge(k.clone())),
+            _ => None,
+        }
+    }
+
+    /// Runs an `http` tool (`None` for other kinds).
+    pub async fn run_remote(
+        &self,
+        args: &Map<String, Value>,
+    ) -> Option<Result<ResultObject, Failure>> {
+        match &self.runner {
+            #[cfg(feature = "openai")]
+            Runner::Http(h) => Some(h.run(args).await.map(|objects| {
+                let n = objects.len();
+                self.result(objects, n)
+            })),
+            #[cfg(not(feature = "openai"))]
+            Runner::Http => Some(Err(Failure::unknown(
+                "this sopsim was built without HTTP support (the `openai` feature)",
+            ))),
+            _ => None,
+        }
+    }
+
+    /// Elysia's `Result` for `objects` (of `total` that matched): named after the data
+    /// file or the kind, with the scenario's `payload_type`, `mapping` and `llm_message`.
+    pub fn result(&self, objects: Vec<Map<String, Value>>, total: usize) -> ResultObject {
+        let c = &self.spec.config;
+        let text = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_string);
+        let name = text("name").unwrap_or_else(|| match &self.runner {
+            Runner::JsonLookup(_) => c
+                .get("file")
+                .and_then(Value::as_str)
+                .and_then(|f| Path::new(f).file_stem())
+                .map_or("results".into(), |s| s.to_string_lossy().into_owned()),
+            _ => self.spec.kind.as_str().to_string(),
+        });
+        let mut r = ResultObject::new(name, objects);
+        r.payload_type = text("payload_type").unwrap_or_else(|| {
+            match self.spec.kind {
+                ToolKind::JsonLookup | ToolKind::StoreQuery | ToolKind::Http => "table",
+                _ => "default",
+            }
+            .into()
+        });
+        r.mapping = c
+            .get("mapping")
+            .and_then(|m| serde_json::from_value(m.clone()).ok());
+        r.metadata.insert("total".into(), json!(total));
+        r.llm_message = Some(text("llm_message").unwrap_or_else(|| {
+            match self.spec.kind {
+                ToolKind::Calculator => "{expression} = {value}",
+                ToolKind::Dice => "rolled {rolls} (total {total})",
+                _ => "{name}: {num_objects} objects shown of {total} that matched.",
+            }
+            .into()
+        }));
+        if total == 0 && text("llm_message").is_none() {
+            r.llm_message = Some("{name}: nothing matched; try other filters.".into());
+        }
+        r
+    }
+}
+
+/// `text` cut to at most `max` characters, marked when cut.
+pub fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
