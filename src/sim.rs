@@ -224,7 +224,7 @@ pub async fn run(
         });
     }
     let human_input = config.human_input.clone();
-    let tools = Arc::new(crate::tools::ToolBox::build(&scenario)?);
+    let tools = Arc::new(crate::tools::ToolBox::start(&scenario).await?);
     let agents: HashMap<String, _> = scenario
         .agents
         .iter()

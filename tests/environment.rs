@@ -88,6 +88,7 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
             ret: Return::Result(result.clone()),
             outcome: CallOutcome::Ok,
             retry: false,
+            store: true,
         })
         .await
         .unwrap();
@@ -98,6 +99,7 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
             ret: Return::Result(result),
             outcome: CallOutcome::Ok,
             retry: false,
+            store: true,
         })
         .await
         .unwrap();
@@ -112,6 +114,7 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
             ret: err,
             outcome: CallOutcome::Failed,
             retry: false,
+            store: true,
         })
         .await
         .unwrap();

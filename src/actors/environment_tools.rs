@@ -64,6 +64,7 @@ impl Handler<ApplyReturn> for EnvironmentActor {
         records.failed += u64::from(msg.outcome != CallOutcome::Ok);
         records.retries += u64::from(msg.retry);
         let refs = match msg.ret {
+            Return::Result(_) if !msg.store => Vec::new(),
             Return::Result(mut result) => {
                 let meta = &mut result.metadata;
                 meta.insert("_agent".into(), json!(msg.agent));

@@ -89,6 +89,9 @@ pub struct ApplyReturn {
     pub outcome: CallOutcome,
     /// An earlier call this turn failed.
     pub retry: bool,
+    /// Keep a result in the store (not for `store_query`, whose objects are already
+    /// there).
+    pub store: bool,
 }
 
 /// Agent → Environment: what a decision prompt shows of the Environment.

@@ -17,6 +17,7 @@ use super::messages::*;
 use crate::elysia::{ResultObject, Return};
 use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
+use crate::llm::record::TapedCall;
 use crate::llm::{
     CallContext, CallKind, DecisionFormat, LlmClient, LlmRequest, ToolCall, ToolExchange,
     ToolRequest,
@@ -114,7 +115,7 @@ impl Decider {
                 };
                 let ran = match tool.run_here(&args, &place) {
                     Some(r) => r,
-                    None => match tool.run_remote(&args).await {
+                    None => match self.run_remote(tool, &args, arguments, step).await? {
                         Some(r) => r,
                         None => {
                             self.env
@@ -135,8 +136,48 @@ impl Decider {
                 (outcome, ran)
             }
         };
-        self.finish_call(&tool.name, arguments, outcome, result, retry, out)
+        let store = tool.spec.kind != crate::scenario::ToolKind::StoreQuery;
+        self.finish_call(&tool.name, arguments, outcome, result, retry, store, out)
             .await
+    }
+
+    /// Runs a tool that reaches outside (`None` for the others); when recording, its
+    /// result is kept, and a replay reads it back instead of running it.
+    async fn run_remote(
+        &self,
+        tool: &Tool,
+        args: &serde_json::Map<String, Value>,
+        raw: &str,
+        step: u32,
+    ) -> Result<Option<Result<ResultObject, Failure>>, SimError> {
+        let tape = self.llm.tool_tape();
+        let call = TapedCall {
+            run_seed: self.run_seed,
+            agent: &self.name,
+            turn: self.turn,
+            step,
+            tool: &tool.name,
+            arguments: raw,
+        };
+        if let Some(loaded) = tape.as_ref().and_then(|t| t.load(&call)) {
+            return loaded.map(Some).map_err(|source| SimError::Io {
+                what: format!(
+                    "the recorded result of {} at turn {} (not in the recording?)",
+                    tool.name, self.turn
+                ),
+                source,
+            });
+        }
+        let Some(ran) = tool.run_remote(args).await else {
+            return Ok(None);
+        };
+        if let Some(tape) = &tape {
+            tape.save(&call, &ran).map_err(|source| SimError::Io {
+                what: format!("the recording of {} at turn {}", tool.name, self.turn),
+                source,
+            })?;
+        }
+        Ok(Some(ran))
     }
 
     async fn finish_call(
@@ -146,6 +187,7 @@ impl Decider {
         outcome: CallOutcome,
         result: Result<ResultObject, Failure>,
         retry: bool,
+        store: bool,
         out: &mut Outcome,
     ) -> Result<(Task, CallOutcome), SimError> {
         let ret = match &result {
@@ -161,6 +203,7 @@ impl Decider {
                 ret: ret.clone(),
                 outcome,
                 retry,
+                store,
             })
             .await?;
         self.emit(ret);
@@ -294,6 +337,7 @@ impl Decider {
                                 CallOutcome::InvalidArguments,
                                 Err(Failure::avoidable(why)),
                                 failed_before,
+                                false,
                                 &mut out,
                             )
                             .await?;
@@ -347,6 +391,7 @@ impl Decider {
                             CallOutcome::Repeated,
                             Err(Failure::avoidable(why)),
                             failed_before,
+                            false,
                             &mut out,
                         )
                         .await?
@@ -373,6 +418,7 @@ impl Decider {
                             CallOutcome::UnknownTool,
                             Err(Failure::avoidable(why)),
                             failed_before,
+                            false,
                             &mut out,
                         )
                         .await?

@@ -116,6 +116,11 @@ impl LlmClient {
         self.backend.describe()
     }
 
+    /// Where tools with side effects keep or find their results.
+    pub fn tool_tape(&self) -> Option<super::record::ToolTape> {
+        self.backend.tool_tape()
+    }
+
     /// How decisions are asked for when the scenario does not say.
     pub fn default_decision(&self) -> super::DecisionFormat {
         if self.backend.native_tools() {

@@ -94,6 +94,11 @@ pub trait LlmBackend: Send + Sync {
         false
     }
 
+    /// Where tools with side effects keep or find their results (recording, replay).
+    fn tool_tape(&self) -> Option<record::ToolTape> {
+        None
+    }
+
     /// Completes `request`, passing text pieces to `stream` as they arrive.
     fn complete<'a>(
         &'a self,

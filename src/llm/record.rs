@@ -124,6 +124,10 @@ impl LlmBackend for Recorder {
         self.inner.native_tools()
     }
 
+    fn tool_tape(&self) -> Option<ToolTape> {
+        Some(ToolTape::Record(self.dir.clone()))
+    }
+
     fn complete<'a>(
         &'a self,
         request: LlmRequest,
@@ -193,6 +197,10 @@ impl LlmBackend for Replayer {
             .unwrap_or_else(|| format!("replay:{}", self.dir.display()))
     }
 
+    fn tool_tape(&self) -> Option<ToolTape> {
+        Some(ToolTape::Replay(self.dir.clone()))
+    }
+
     /// As the recorded backend asked, so the replayed requests are the recorded ones.
     fn native_tools(&self) -> bool {
         self.recorded
@@ -244,4 +252,62 @@ pub fn parse_entry(bytes: &[u8]) -> Result<Completion, serde_json::Error> {
         tool_calls: entry.tool_calls,
         ..Completion::text(entry.text, entry.usage, entry.model)
     })
+}
+
+/// Where the results of tools with side effects (`http`, `mcp`) are kept next to a
+/// recording: `DIR/tools/<key>.json`, the key being the SHA-256 of the call's place
+/// (run seed, agent, turn, step) and the call itself. A replay reads them back and
+/// never runs those tools.
+#[derive(Debug, Clone)]
+pub enum ToolTape {
+    Record(PathBuf),
+    Replay(PathBuf),
+}
+
+/// A recorded tool call's outcome.
+pub type TapedResult = Result<crate::elysia::ResultObject, crate::tools::Failure>;
+
+/// Identifies one tool call in a run.
+#[derive(Serialize)]
+pub struct TapedCall<'a> {
+    pub run_seed: u64,
+    pub agent: &'a str,
+    pub turn: u64,
+    pub step: u32,
+    pub tool: &'a str,
+    pub arguments: &'a str,
+}
+
+impl ToolTape {
+    fn path(dir: &Path, call: &TapedCall<'_>) -> PathBuf {
+        let bytes = serde_json::to_vec(call).unwrap_or_default();
+        let key: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        dir.join("tools").join(format!("{key}.json"))
+    }
+
+    /// Keeps `result` (recording); a replay keeps nothing.
+    pub fn save(&self, call: &TapedCall<'_>, result: &TapedResult) -> std::io::Result<()> {
+        let ToolTape::Record(dir) = self else {
+            return Ok(());
+        };
+        std::fs::create_dir_all(dir.join("tools"))?;
+        let bytes = serde_json::to_vec_pretty(result).map_err(std::io::Error::from)?;
+        crate::files::replace_file(&Self::path(dir, call), &bytes)
+    }
+
+    /// The recorded result of `call`, when replaying.
+    pub fn load(&self, call: &TapedCall<'_>) -> Option<std::io::Result<TapedResult>> {
+        let ToolTape::Replay(dir) = self else {
+            return None;
+        };
+        let path = Self::path(dir, call);
+        Some(
+            crate::files::read_bounded(&path, MAX_ENTRY_BYTES).and_then(|bytes| {
+                serde_json::from_slice(&bytes).map_err(std::io::Error::from)
+            }),
+        )
+    }
 }

@@ -43,6 +43,8 @@ pub enum ToolKind {
     Dice,
     /// JSON GET/POST to loopback addresses on an allowlist.
     Http,
+    /// A tool of a Model Context Protocol server started as a child process.
+    Mcp,
 }
 
 impl ToolKind {
@@ -54,12 +56,13 @@ impl ToolKind {
             ToolKind::StoreQuery => "store_query",
             ToolKind::Dice => "dice",
             ToolKind::Http => "http",
+            ToolKind::Mcp => "mcp",
         }
     }
 
     /// Whether a replay must not run it again (it reaches outside the process).
     pub fn has_side_effects(self) -> bool {
-        matches!(self, ToolKind::Http)
+        matches!(self, ToolKind::Http | ToolKind::Mcp)
     }
 }
 

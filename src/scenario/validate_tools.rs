@@ -121,6 +121,12 @@ fn spec_problems(
             out.push((at.key("config"), e));
         }
     }
+    #[cfg(feature = "mcp")]
+    if spec.kind == ToolKind::Mcp {
+        if let Err(e) = crate::tools::mcp::Command::from_config(&spec.config) {
+            out.push((at.key("config"), e));
+        }
+    }
     let validator = match &spec.parameters {
         Some(schema) => match crate::tools::compile_schema(schema) {
             Ok(v) => Some(v),

@@ -65,7 +65,7 @@ impl Table {
     /// and values that field can take: a text field with few distinct values lists
     /// them, so a model decoding under the schema can only ask for values that exist.
     pub fn parameters(&self) -> Value {
-        let filters: Vec<Value> = self.fields.iter().map(|f| self.filter_schema(f)).collect();
+        let filters: Vec<Value> = self.fields.iter().flat_map(|f| self.filter_schema(f)).collect();
         json!({
             "type": "object",
             "properties": {
@@ -84,45 +84,51 @@ impl Table {
         })
     }
 
-    fn filter_schema(&self, field: &str) -> Value {
+    /// The filters a field takes: numbers compare; a text field with few distinct
+    /// values is matched exactly against one of them, or by any substring.
+    fn filter_schema(&self, field: &str) -> Vec<Value> {
         let values = || self.objects.iter().filter_map(|o| o.get(field));
-        let numeric = values().all(|v| v.is_number());
-        let (ops, value) = if numeric {
-            (json!(["equals", "min", "max"]), json!({"type": "number"}))
-        } else {
-            let mut texts: Vec<&str> = Vec::new();
-            let mut all_text = true;
-            for v in values() {
-                match v {
-                    Value::String(s) => texts.push(s),
-                    Value::Array(items) => {
-                        for i in items {
-                            match i.as_str() {
-                                Some(s) => texts.push(s),
-                                None => all_text = false,
-                            }
+        let filter = |ops: Value, value: Value| {
+            json!({
+                "type": "object",
+                "properties": {"field": {"const": field}, "op": {"enum": ops}, "value": value},
+                "required": ["field", "op", "value"],
+                "additionalProperties": false,
+            })
+        };
+        let free_text = json!({"type": "string", "maxLength": 200});
+        if values().all(|v| v.is_number()) {
+            return vec![filter(json!(["equals", "min", "max"]), json!({"type": "number"}))];
+        }
+        let mut texts: Vec<&str> = Vec::new();
+        let mut all_text = true;
+        for v in values() {
+            match v {
+                Value::String(s) => texts.push(s),
+                Value::Array(items) => {
+                    for i in items {
+                        match i.as_str() {
+                            Some(s) => texts.push(s),
+                            None => all_text = false,
                         }
                     }
-                    _ => all_text = false,
                 }
+                _ => all_text = false,
             }
-            texts.sort_unstable();
-            texts.dedup();
-            if all_text && !texts.is_empty() && texts.len() <= MAX_LISTED_VALUES {
-                (json!(["equals", "contains"]), json!({"enum": texts}))
-            } else {
-                (
-                    json!(["equals", "contains"]),
-                    json!({"type": ["string", "number", "boolean"], "maxLength": 200}),
-                )
-            }
-        };
-        json!({
-            "type": "object",
-            "properties": {"field": {"const": field}, "op": {"enum": ops}, "value": value},
-            "required": ["field", "op", "value"],
-            "additionalProperties": false,
-        })
+        }
+        texts.sort_unstable();
+        texts.dedup();
+        if all_text && !texts.is_empty() && texts.len() <= MAX_LISTED_VALUES {
+            vec![
+                filter(json!(["equals"]), json!({"enum": texts})),
+                filter(json!(["contains"]), free_text),
+            ]
+        } else {
+            vec![filter(
+                json!(["equals", "contains"]),
+                json!({"type": ["string", "number", "boolean"], "maxLength": 200}),
+            )]
+        }
     }
 
     /// The matching objects, sorted and limited, and how many matched in all.

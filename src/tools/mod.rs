@@ -11,6 +11,7 @@
 //! - [`store_query`]: runs inside the Environment actor, over its store.
 //! - `knowledge`: the Environment actor's knowledge lookup with the model's query.
 //! - [`http`](mod@http): loopback-only JSON calls.
+//! - [`mcp`]: tools of MCP servers run as child processes.
 
 pub mod calculator;
 pub mod decision;
@@ -18,6 +19,8 @@ pub mod dice;
 #[cfg(feature = "openai")]
 pub mod http;
 pub mod json_lookup;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod store_query;
 
 use std::path::Path;
@@ -34,7 +37,7 @@ use crate::scenario::{FieldPath, Scenario, ToolKind, ToolSpec};
 
 /// Why a tool call failed. `avoidable` failures carry feedback the model can act on
 /// (a malformed expression, a refused URL); the others are outside its control.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
     pub avoidable: bool,
     pub message: String,
@@ -132,6 +135,12 @@ enum Runner {
     /// Built without the HTTP client.
     #[cfg(not(feature = "openai"))]
     Http,
+    #[cfg(feature = "mcp")]
+    Mcp {
+        server: Arc<mcp::Server>,
+        tool: String,
+        timeout: std::time::Duration,
+    },
 }
 
 /// What the Environment actor must run for a call.
@@ -184,6 +193,11 @@ fn default_parameters(kind: ToolKind, runner: &Runner) -> Value {
         (ToolKind::Http, _) => http::parameters(),
         #[cfg(not(feature = "openai"))]
         (ToolKind::Http, _) => json!({"type": "object"}),
+        #[cfg(feature = "mcp")]
+        (_, Runner::Mcp { server, tool, .. }) => server
+            .describe(tool)
+            .map(|(_, schema)| schema)
+            .unwrap_or_else(|| json!({"type": "object"})),
         _ => json!({"type": "object"}),
     }
 }
@@ -197,10 +211,13 @@ pub fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
 }
 
 impl ToolBox {
-    /// Builds every tool the scenario declares. Files were resolved when the scenario
-    /// was loaded; a scenario built in code names them relative to the working folder.
-    pub fn build(scenario: &Scenario) -> Result<ToolBox, ToolSetupError> {
+    /// Builds every tool the scenario declares, starting the MCP servers it names.
+    /// Files were resolved when the scenario was loaded; a scenario built in code names
+    /// them relative to the working folder.
+    pub async fn start(scenario: &Scenario) -> Result<ToolBox, ToolSetupError> {
         let mut tools = IndexMap::new();
+        #[cfg(feature = "mcp")]
+        let mut servers = mcp::Servers::default();
         for (name, spec) in &scenario.tools {
             let at = FieldPath::root().key("tools").key(name);
             let fail = |path: FieldPath, message: String| ToolSetupError { path, message };
@@ -238,7 +255,44 @@ impl ToolBox {
                 ),
                 #[cfg(not(feature = "openai"))]
                 ToolKind::Http => Runner::Http,
+                #[cfg(feature = "mcp")]
+                ToolKind::Mcp => {
+                    let command = mcp::Command::from_config(&spec.config)
+                        .map_err(|e| fail(at.key("config"), e))?;
+                    let server = servers
+                        .start(&command)
+                        .await
+                        .map_err(|e| fail(at.key("config").key("command"), e))?;
+                    let tool = spec.config.get("tool").and_then(Value::as_str).unwrap_or_default();
+                    if server.describe(tool).is_none() {
+                        return Err(fail(
+                            at.key("config").key("tool"),
+                            format!("the server has no tool {tool:?} (it has: {})", server.names().join(", ")),
+                        ));
+                    }
+                    Runner::Mcp {
+                        tool: tool.to_string(),
+                        timeout: mcp::timeout(&spec.config),
+                        server,
+                    }
+                }
+                #[cfg(not(feature = "mcp"))]
+                ToolKind::Mcp => {
+                    return Err(fail(
+                        at.key("kind"),
+                        "this sopsim was built without MCP support (the `mcp` feature)".into(),
+                    ))
+                }
             };
+            let mut spec = spec.clone();
+            #[cfg(feature = "mcp")]
+            if let Runner::Mcp { server, tool, .. } = &runner {
+                if let Some((description, _)) = server.describe(tool) {
+                    if spec.description.is_empty() {
+                        spec.description = description;
+                    }
+                }
+            }
             let parameters = spec
                 .parameters
                 .clone()
@@ -249,7 +303,7 @@ impl ToolBox {
                 name.clone(),
                 Arc::new(Tool {
                     name: name.clone(),
-                    spec: spec.clone(),
+                    spec,
                     parameters,
                     validator,
                     runner,
@@ -337,8 +391,8 @@ impl Tool {
                 let (objects, total) = table.query(args);
                 let mut r = self.result(objects, total);
                 if let Some(hint) = table.relaxation_hint(args).filter(|_| total == 0) {
-                    r.llm_message = Some(format!("{{name}}: nothing matched; {hint}."));
                     r.metadata.insert("hint".into(), json!(hint));
+                    r.llm_message = Some("{name}: nothing matched; {hint}.".into());
                 }
                 Ok(r)
             }
@@ -370,6 +424,19 @@ impl Tool {
             Runner::Http => Some(Err(Failure::unknown(
                 "this sopsim was built without HTTP support (the `openai` feature)",
             ))),
+            #[cfg(feature = "mcp")]
+            Runner::Mcp {
+                server,
+                tool,
+                timeout,
+            } => Some(server.call(tool, args, *timeout).await.map(|o| {
+                let mut r = self.result(vec![o.clone()], 1);
+                // The text goes in through a placeholder: braces in it stay text.
+                r.metadata.insert("text".into(), o["text"].clone());
+                let tool = tool.replace('{', "{{").replace('}', "}}");
+                r.llm_message = Some(format!("{tool}: {{text}}"));
+                r
+            })),
             _ => None,
         }
     }
@@ -391,6 +458,7 @@ impl Tool {
         r.payload_type = text("payload_type").unwrap_or_else(|| {
             match self.spec.kind {
                 ToolKind::JsonLookup | ToolKind::StoreQuery | ToolKind::Http => "table",
+                ToolKind::Mcp => "response",
                 _ => "default",
             }
             .into()
@@ -403,7 +471,7 @@ impl Tool {
             match self.spec.kind {
                 ToolKind::Calculator => "{expression} = {value}",
                 ToolKind::Dice => "rolled {rolls} (total {total})",
-                _ => "{name}: {num_objects} objects shown of {total} that matched.",
+                _ => "{name}: {num_objects} shown of {total} matching.",
             }
             .into()
         }));

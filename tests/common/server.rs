@@ -31,6 +31,9 @@ pub enum Reply {
     Slow(Duration),
     /// A stream whose event is not JSON.
     Garbage,
+    /// Native tool calls `(name, arguments)`: streamed as `index`ed deltas (each
+    /// call's arguments in two pieces) when the request streams, else whole.
+    Calls(Vec<(String, String)>),
     /// A structured choice answer `{"choice": value}` (as text, so a test can send any),
     /// with log-probabilities of the value's first token when given.
     Choice {
@@ -191,6 +194,29 @@ fn handle(
             conn.write_all(format!("{sse_head}{}data: [DONE]\n\n", chunk("late")).as_bytes())
         }
         Reply::Garbage => conn.write_all(format!("{sse_head}data: {{not json\n\n").as_bytes()),
+        Reply::Calls(calls) if stream => {
+            let mut out = String::from(sse_head);
+            let mut event = |delta: Value| {
+                out.push_str(&format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": delta, "finish_reason": null}]})));
+            };
+            for (i, (name, args)) in calls.iter().enumerate() {
+                let (a, b) = args.split_at(args.len() / 2);
+                event(json!({"tool_calls": [{"index": i, "id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": a}}]}));
+                event(json!({"tool_calls": [{"index": i, "function": {"arguments": b}}]}));
+            }
+            out.push_str(&format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})));
+            out.push_str("data: [DONE]\n\n");
+            conn.write_all(out.as_bytes())
+        }
+        Reply::Calls(calls) => {
+            let tool_calls: Vec<Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, (name, args))| json!({"id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": args}}))
+                .collect();
+            let b = json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": tool_calls}, "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 50, "completion_tokens": 9}}).to_string();
+            conn.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes())
+        }
         Reply::Choice { content, top } => {
             // Tokens: `{"choice": "`, then the value's first letters (where `top` applies),
             // then the rest.

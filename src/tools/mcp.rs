@@ -1,0 +1,148 @@
+//! The `mcp` tool kind: one tool of a Model Context Protocol server that sopsim starts
+//! as a child process and talks to over stdio, through the official Rust SDK (`rmcp`).
+//! A simulation starts each distinct server once, lists its tools (their description
+//! and argument schema become the sopsim tool's when the scenario gives none), calls
+//! them, and stops the server when the simulation ends.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, Tool as McpTool};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::ServiceExt;
+use serde_json::{json, Map, Value};
+
+use super::Failure;
+
+const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+/// Characters of a result's text kept.
+const MAX_TEXT: usize = 64 * 1024;
+
+/// A running server: its client session and the tools it listed.
+pub struct Server {
+    session: RunningService<RoleClient, ()>,
+    tools: Vec<McpTool>,
+}
+
+/// The server command of an `mcp` tool: `config.command` and `config.args`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Command {
+    pub program: String,
+    pub args: Vec<String>,
+}
+
+impl Command {
+    pub fn from_config(config: &Map<String, Value>) -> Result<Command, String> {
+        let program = config
+            .get("command")
+            .and_then(Value::as_str)
+            .filter(|c| !c.trim().is_empty())
+            .ok_or("command: the program that runs the MCP server")?
+            .to_string();
+        let args = match config.get("args") {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|a| a.as_str().map(str::to_string))
+                .collect::<Option<_>>()
+                .ok_or("args: expected a list of strings")?,
+            Some(_) => return Err("args: expected a list of strings".into()),
+        };
+        if config.get("tool").and_then(Value::as_str).is_none() {
+            return Err("tool: the name of the server's tool".into());
+        }
+        Ok(Command { program, args })
+    }
+}
+
+/// The servers of one simulation, started once each.
+#[derive(Default)]
+pub struct Servers {
+    running: HashMap<Command, Arc<Server>>,
+}
+
+impl Servers {
+    /// The server for `command`, started (and its tools listed) on first use.
+    pub async fn start(&mut self, command: &Command) -> Result<Arc<Server>, String> {
+        if let Some(s) = self.running.get(command) {
+            return Ok(s.clone());
+        }
+        let transport = TokioChildProcess::new(
+            tokio::process::Command::new(&command.program).configure(|c| {
+                c.args(&command.args);
+            }),
+        )
+        .map_err(|e| format!("{}: could not start: {e}", command.program))?;
+        let session = tokio::time::timeout(Duration::from_millis(DEFAULT_TIMEOUT_MS), ().serve(transport))
+            .await
+            .map_err(|_| format!("{}: no MCP handshake within {DEFAULT_TIMEOUT_MS} ms", command.program))?
+            .map_err(|e| format!("{}: the MCP handshake failed: {e}", command.program))?;
+        let tools = tokio::time::timeout(Duration::from_millis(DEFAULT_TIMEOUT_MS), session.list_all_tools())
+            .await
+            .map_err(|_| format!("{}: listing its tools took longer than {DEFAULT_TIMEOUT_MS} ms", command.program))?
+            .map_err(|e| format!("{}: listing its tools failed: {e}", command.program))?;
+        let server = Arc::new(Server { session, tools });
+        self.running.insert(command.clone(), server.clone());
+        Ok(server)
+    }
+}
+
+impl Server {
+    /// The listed tool called `name`: its description and input schema.
+    pub fn describe(&self, name: &str) -> Option<(String, Value)> {
+        self.tools.iter().find(|t| t.name == name).map(|t| {
+            (
+                t.description.as_deref().unwrap_or_default().to_string(),
+                Value::Object((*t.input_schema).clone()),
+            )
+        })
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.name.to_string()).collect()
+    }
+
+    /// Calls `tool`; a result becomes one object with its text (and its structured
+    /// content, when the server gives one).
+    pub async fn call(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<Map<String, Value>, Failure> {
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args.clone());
+        let result = tokio::time::timeout(timeout, self.session.call_tool(params))
+            .await
+            .map_err(|_| Failure::unknown(format!("the MCP server did not answer within {} ms", timeout.as_millis())))?
+            .map_err(|e| Failure::unknown(format!("the MCP server failed: {e}")))?;
+        let text: String = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let text = super::cut(&text, MAX_TEXT);
+        if result.is_error == Some(true) {
+            return Err(Failure::avoidable(format!("the tool reported an error: {text}")));
+        }
+        let mut obj = Map::new();
+        obj.insert("text".into(), json!(text));
+        if let Some(s) = result.structured_content {
+            obj.insert("structured".into(), s);
+        }
+        Ok(obj)
+    }
+}
+
+/// An `mcp` tool's timeout (`config.timeout_ms`).
+pub fn timeout(config: &Map<String, Value>) -> Duration {
+    Duration::from_millis(
+        config
+            .get("timeout_ms")
+            .and_then(Value::as_u64)
+            .filter(|t| *t > 0)
+            .unwrap_or(DEFAULT_TIMEOUT_MS),
+    )
+}
