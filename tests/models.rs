@@ -518,3 +518,22 @@ fn chat_templates_render_as_hugging_face_does() {
         }
     }
 }
+
+#[test]
+fn the_default_model_calls_json_lookup_with_schema_valid_arguments() {
+    let scenario = example("shop_assistant");
+    let services = sopsim::sim::Services {
+        llm: Arc::new(LocalBackend::start(&model_path(&QWEN05), LocalOptions::default()).unwrap()),
+        ..sopsim::sim::Services::scripted(&scenario)
+    };
+    let config = sopsim::sim::RunConfig {
+        max_turns: Some(2),
+        seed: 1,
+        ..Default::default()
+    };
+    let outcome = sopsim::sim::run_blocking(Arc::new(scenario), &services, config).unwrap();
+    let calls = &outcome.summary.tools.calls["catalogue"];
+    // Decoded under the schema, every call parses and validates: none is refused.
+    assert!(calls.get("ok").copied().unwrap_or(0) >= 1, "{calls:?}");
+    assert_eq!(calls.get("invalid_arguments"), None, "{calls:?}");
+}

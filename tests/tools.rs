@@ -69,7 +69,12 @@ fn openai(server: &Server, stream: bool) -> Arc<dyn LlmBackend> {
 }
 
 fn run(scenario: Scenario, llm: Arc<dyn LlmBackend>) -> RunOutcome {
-    run_blocking(Arc::new(scenario), &services_with(llm), RunConfig::default()).unwrap()
+    run_blocking(
+        Arc::new(scenario),
+        &services_with(llm),
+        RunConfig::default(),
+    )
+    .unwrap()
 }
 
 fn call(name: &str, args: &str) -> Reply {
@@ -118,12 +123,18 @@ fn heals(stream: bool) {
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(offered, ["calculator", "dice"]);
-    assert!(reqs[0].get("tool_choice").is_none(), "tool_choice is sent only when set");
+    assert!(
+        reqs[0].get("tool_choice").is_none(),
+        "tool_choice is sent only when set"
+    );
     // The invalid call comes back as an avoidable error, to the decision and as a
     // `tool` message answering its call.
     let second = all_text(&reqs[1]);
     assert!(second.contains("Previous errors:"), "{second}");
-    assert!(second.contains("Avoidable error: the arguments do not match the schema"), "{second}");
+    assert!(
+        second.contains("Avoidable error: the arguments do not match the schema"),
+        "{second}"
+    );
     let tool_msg = reqs[1]["messages"]
         .as_array()
         .unwrap()
@@ -131,11 +142,22 @@ fn heals(stream: bool) {
         .find(|m| m["role"] == "tool")
         .expect("a tool message");
     assert_eq!(tool_msg["tool_call_id"], "call_0");
-    assert!(reqs[1]["messages"].as_array().unwrap().iter().any(|m| m["tool_calls"][0]["id"] == "call_0"));
+    assert!(reqs[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["tool_calls"][0]["id"] == "call_0"));
     assert!(all_text(&reqs[2]).contains("has no finite value"));
     // The success clears the tool's errors.
-    assert!(!all_text(&reqs[3]).contains("Previous errors:"), "{}", all_text(&reqs[3]));
-    assert!(all_text(&reqs[4]).contains("6*7 = 42"), "the reply sees the result");
+    assert!(
+        !all_text(&reqs[3]).contains("Previous errors:"),
+        "{}",
+        all_text(&reqs[3])
+    );
+    assert!(
+        all_text(&reqs[4]).contains("6*7 = 42"),
+        "the reply sees the result"
+    );
     assert_eq!(outcome.transcript.last().unwrap().content, "It is 42.");
     assert_eq!(
         tool_counts(&outcome, "calculator"),
@@ -145,9 +167,25 @@ fn heals(stream: bool) {
     assert_eq!(outcome.summary.tools.retries, 2);
     assert_eq!(outcome.summary.llm_calls["decide"], 4);
     let kinds: Vec<MessageKind> = outcome.transcript.iter().map(|m| m.kind).collect();
-    assert_eq!(kinds.iter().filter(|k| **k == MessageKind::ToolCall).count(), 3);
-    assert_eq!(kinds.iter().filter(|k| **k == MessageKind::ToolResult).count(), 3);
-    assert!(outcome.summary.warnings.iter().any(|w| w.contains("tool calculator")));
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| **k == MessageKind::ToolCall)
+            .count(),
+        3
+    );
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| **k == MessageKind::ToolResult)
+            .count(),
+        3
+    );
+    assert!(outcome
+        .summary
+        .warnings
+        .iter()
+        .any(|w| w.contains("tool calculator")));
 }
 
 #[test]
@@ -167,7 +205,10 @@ fn json_decisions_call_tools_without_the_tools_field() {
         ok(&["{\"tool\": \"answer\"}"]),
         ok(&["Three."]),
     ]);
-    let outcome = run(worker(3, json!({"decision": "json"})), openai(&server, false));
+    let outcome = run(
+        worker(3, json!({"decision": "json"})),
+        openai(&server, false),
+    );
     let reqs = chats(&server);
     assert!(reqs[0].get("tools").is_none());
     assert!(all_text(&reqs[0]).contains("Answer with one JSON object"));
@@ -196,13 +237,19 @@ fn unknown_tools_get_two_more_tries_then_the_agent_replies() {
         call("search", "{}"),
         ok(&["I could not look it up."]),
     ]);
-    let outcome = run(worker(6, json!({"tool_choice": "auto"})), openai(&server, false));
+    let outcome = run(
+        worker(6, json!({"tool_choice": "auto"})),
+        openai(&server, false),
+    );
     let reqs = chats(&server);
     assert_eq!(reqs[0]["tool_choice"], "auto");
     assert!(all_text(&reqs[1]).contains("there is no tool `search`; call one of: calculator, dice"));
     assert_eq!(outcome.summary.llm_calls["decide"], 3);
     assert_eq!(tool_counts(&outcome, "search"), json!({"unknown_tool": 3}));
-    assert_eq!(outcome.transcript.last().unwrap().content, "I could not look it up.");
+    assert_eq!(
+        outcome.transcript.last().unwrap().content,
+        "I could not look it up."
+    );
 }
 
 #[test]
@@ -210,10 +257,22 @@ fn shop_assistant_golden_with_ref_ids_in_the_store() {
     let (outcome, _) = run_recorded(&example("shop_assistant"), None, 0, &[]);
     assert_golden("shop_assistant.jsonl", &jsonl(&outcome));
     let store = &outcome.environment["environment"];
-    assert_eq!(store["catalogue"]["products"][0]["objects"][0]["_REF_ID"], "catalogue_products_0_0");
-    assert_eq!(store["catalogue"]["products"][0]["objects"][0]["name"], "Summit Boot");
-    assert_eq!(store["catalogue"]["products"][0]["metadata"]["_agent"], "Mia");
-    assert_eq!(store["calculator"]["calculator"][0]["objects"][0]["value"], 269);
+    assert_eq!(
+        store["catalogue"]["products"][0]["objects"][0]["_REF_ID"],
+        "catalogue_products_0_0"
+    );
+    assert_eq!(
+        store["catalogue"]["products"][0]["objects"][0]["name"],
+        "Summit Boot"
+    );
+    assert_eq!(
+        store["catalogue"]["products"][0]["metadata"]["_agent"],
+        "Mia"
+    );
+    assert_eq!(
+        store["calculator"]["calculator"][0]["objects"][0]["value"],
+        269
+    );
     assert_eq!(tool_counts(&outcome, "catalogue"), json!({"ok": 3}));
     let results: Vec<&str> = outcome
         .transcript
@@ -221,7 +280,10 @@ fn shop_assistant_golden_with_ref_ids_in_the_store() {
         .filter(|m| m.kind == MessageKind::ToolResult)
         .map(|m| m.content.as_str())
         .collect();
-    assert!(results[0].contains("[catalogue_products_0_0, catalogue_products_0_1]"), "{results:?}");
+    assert!(
+        results[0].contains("[catalogue_products_0_0, catalogue_products_0_1]"),
+        "{results:?}"
+    );
 }
 
 #[test]
@@ -237,7 +299,10 @@ fn competitive_teams_do_not_see_each_others_results() {
         (outcome, bram[0].clone())
     };
     let (competitive, found) = seen(Mode::Competitive);
-    assert!(found.starts_with("findings: store_query: nothing matched"), "{found}");
+    assert!(
+        found.starts_with("findings: store_query: nothing matched"),
+        "{found}"
+    );
     assert_golden("rival_buyers.jsonl", &jsonl(&competitive));
     let (_, found) = seen(Mode::Cooperative);
     assert!(found.contains("2 shown of 2 matching"), "{found}");
@@ -313,10 +378,24 @@ fn http_reaches_allowed_loopback_urls_only_and_replays_from_the_recording() {
         .collect();
     assert!(results[0].contains("1 shown of 1 matching"), "{results:?}");
     assert!(results[1].contains("is not on this machine"), "{results:?}");
-    assert!(results[2].contains("is not under an allowed prefix"), "{results:?}");
-    assert_eq!(connections.load(Ordering::SeqCst), 1, "refused calls open no connection");
-    assert_eq!(recorded.environment["environment"]["weather"]["http"][0]["objects"][0]["forecast"], "rain");
+    assert!(
+        results[2].contains("is not under an allowed prefix"),
+        "{results:?}"
+    );
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        1,
+        "refused calls open no connection"
+    );
+    assert_eq!(
+        recorded.environment["environment"]["weather"]["http"][0]["objects"][0]["forecast"],
+        "rain"
+    );
     let replayed = run(scenario, Arc::new(Replayer::new(dir.path()).unwrap()));
     assert_eq!(jsonl(&replayed), jsonl(&recorded));
-    assert_eq!(connections.load(Ordering::SeqCst), 1, "a replay does not call the service");
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        1,
+        "a replay does not call the service"
+    );
 }

@@ -138,6 +138,19 @@ def tiny_model(arch):
     w.close()
 
 
+def tool_calls():
+    """Decisions, expressions and lookup arguments as models write them."""
+    put("tool_call", "decision_call", json.dumps({"tool": "calculator", "arguments": {"expression": "149 + 120 * 0.9"}}))
+    put("tool_call", "decision_answer", '```json\n{"tool": "answer"}\n```')
+    put("tool_call", "expression", "(19.99 * 3) * 0.9 - math::sqrt(16) ^ 2 % 7")
+    put("tool_call", "lookup", json.dumps({
+        "search": "waterproof boots",
+        "filters": [{"field": "price", "op": "max", "value": 150}, {"field": "category", "op": "equals", "value": "shoes"}],
+        "sort_by": "price", "descending": True, "limit": 2}))
+    put("tool_call", "lookup_empty", json.dumps({
+        "filters": [{"field": "tags", "op": "contains", "value": "warm"}, {"field": "category", "op": "equals", "value": "jackets"}]}))
+
+
 if __name__ == "__main__":
     for target in ["scenario", "aiwaves"]:
         os.makedirs(os.path.join(CORPUS, target), exist_ok=True)
@@ -147,3 +160,4 @@ if __name__ == "__main__":
     model_files()
     tiny_model("llama")
     tiny_model("qwen2")
+    tool_calls()

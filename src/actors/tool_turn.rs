@@ -137,7 +137,12 @@ impl Decider {
             }
         };
         let store = tool.spec.kind != crate::scenario::ToolKind::StoreQuery;
-        self.finish_call(&tool.name, arguments, outcome, result, retry, store, out)
+        let ended = Ended {
+            outcome,
+            result,
+            store,
+        };
+        self.finish_call(&tool.name, arguments, ended, retry, out)
             .await
     }
 
@@ -180,16 +185,37 @@ impl Decider {
         Ok(Some(ran))
     }
 
-    async fn finish_call(
+    /// A call the loop refused before running anything: its error, not stored.
+    async fn refuse(
         &self,
         tool: &str,
         arguments: &str,
         outcome: CallOutcome,
-        result: Result<ResultObject, Failure>,
+        why: String,
         retry: bool,
-        store: bool,
         out: &mut Outcome,
     ) -> Result<(Task, CallOutcome), SimError> {
+        let ended = Ended {
+            outcome,
+            result: Err(Failure::avoidable(why)),
+            store: false,
+        };
+        self.finish_call(tool, arguments, ended, retry, out).await
+    }
+
+    async fn finish_call(
+        &self,
+        tool: &str,
+        arguments: &str,
+        ended: Ended,
+        retry: bool,
+        out: &mut Outcome,
+    ) -> Result<(Task, CallOutcome), SimError> {
+        let Ended {
+            outcome,
+            result,
+            store,
+        } = ended;
         let ret = match &result {
             Ok(r) => Return::Result(r.clone()),
             Err(f) => f.to_return(),
@@ -331,13 +357,12 @@ impl Decider {
                     Decided::Unreadable(_) if format == DecisionFormat::Native => Vec::new(),
                     Decided::Unreadable(why) => {
                         let (task, _) = self
-                            .finish_call(
+                            .refuse(
                                 "decision",
                                 "",
                                 CallOutcome::InvalidArguments,
-                                Err(Failure::avoidable(why)),
+                                why,
                                 failed_before,
-                                false,
                                 &mut out,
                             )
                             .await?;
@@ -385,13 +410,12 @@ impl Decider {
                             "this exact call of `{}` was already made this turn and its result is above; change the arguments, call another tool, or answer",
                             call.name
                         );
-                        self.finish_call(
+                        self.refuse(
                             &call.name,
                             &call.arguments,
                             CallOutcome::Repeated,
-                            Err(Failure::avoidable(why)),
+                            why,
                             failed_before,
-                            false,
                             &mut out,
                         )
                         .await?
@@ -412,13 +436,12 @@ impl Decider {
                             MessageKind::ToolCall,
                             format!("calls {} with {}", call.name, one_line(&call.arguments)),
                         ));
-                        self.finish_call(
+                        self.refuse(
                             &call.name,
                             &call.arguments,
                             CallOutcome::UnknownTool,
-                            Err(Failure::avoidable(why)),
+                            why,
                             failed_before,
-                            false,
                             &mut out,
                         )
                         .await?
@@ -447,6 +470,13 @@ impl Decider {
         out.turn.for_reply = decision::results_for_reply(&tasks, &out.objects);
         Ok(out.turn)
     }
+}
+
+/// How a call ended, and whether its result goes into the store.
+struct Ended {
+    outcome: CallOutcome,
+    result: Result<ResultObject, Failure>,
+    store: bool,
 }
 
 #[derive(Default)]

@@ -305,9 +305,8 @@ impl ToolTape {
         };
         let path = Self::path(dir, call);
         Some(
-            crate::files::read_bounded(&path, MAX_ENTRY_BYTES).and_then(|bytes| {
-                serde_json::from_slice(&bytes).map_err(std::io::Error::from)
-            }),
+            crate::files::read_bounded(&path, MAX_ENTRY_BYTES)
+                .and_then(|bytes| serde_json::from_slice(&bytes).map_err(std::io::Error::from)),
         )
     }
 }

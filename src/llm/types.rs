@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::scenario::DecisionFormat;
 use crate::scenario::LlmSettings;
 
 pub use crate::prompt::{ChatMessage, ChatRole};
@@ -120,21 +121,6 @@ pub struct ToolDef {
     pub description: String,
     /// JSON Schema of the arguments.
     pub parameters: serde_json::Value,
-}
-
-/// How a decision is asked for.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum DecisionFormat {
-    /// The server's native tool calling (`tools`, `tool_calls`); other backends answer
-    /// in JSON.
-    #[default]
-    Native,
-    /// A JSON object `{"tool", "arguments"}` in the reply, for servers without a tool
-    /// parser.
-    Json,
 }
 
 /// The tools offered to a decision call, and this turn's calls so far with what

@@ -137,7 +137,7 @@ pub struct LlmSettings {
     /// How a decision agent asks for tool calls: `native` (the API's tool calling) or
     /// `json` (a JSON object in the reply, for servers without a tool parser).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decision: Option<crate::llm::DecisionFormat>,
+    pub decision: Option<super::DecisionFormat>,
     /// The API's `tool_choice` (`auto`, `required`, `none`), sent only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<String>,

@@ -196,7 +196,7 @@ fn resolve_files(
         }
     }
     for (name, tool) in scenario.tools.iter_mut() {
-        let Some(key) = crate::tools::file_setting(tool.kind) else {
+        let Some(key) = tool.kind.file_setting() else {
             continue;
         };
         let field = super::path::FieldPath::root()

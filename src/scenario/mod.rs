@@ -21,5 +21,8 @@ pub use load::{
 pub use outcomes::*;
 pub use path::FieldPath;
 pub use persona::{role_text, Persona, RoleText};
-pub use tools::{max_tool_steps, tools_of, AvailableIf, RunIf, ToolKind, ToolSpec, Tools};
+pub use tools::{
+    compile_arguments_schema, is_loopback, loopback_allowlist, max_tool_steps, tools_of,
+    AvailableIf, DecisionFormat, McpCommand, RunIf, ToolKind, ToolSpec, Tools, ANSWER,
+};
 pub use validate::{advice, check, check_structure, schema, Problem};

@@ -1,11 +1,31 @@
 //! The `tools` section of a scenario: each tool's kind, description, argument schema,
 //! settings, and Elysia's two rules: `run_if` (run before the decision) and
-//! `available_if` (offered only when it holds).
+//! `available_if` (offered only when it holds). Also the pure checks of a tool's
+//! settings that validation and the running tools share (argument schemas, the
+//! `http` allowlist, the `mcp` command), and how a decision is asked for.
 
 use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use url::{Host, Url};
+
+/// The decision that answers instead of calling a tool (a `json` decision's `tool`, a
+/// scripted decision).
+pub const ANSWER: &str = "answer";
+
+/// How a decision is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionFormat {
+    /// The server's native tool calling (`tools`, `tool_calls`); other backends answer
+    /// in JSON.
+    #[default]
+    Native,
+    /// A JSON object `{"tool", "arguments"}` in the reply, for servers without a tool
+    /// parser.
+    Json,
+}
 
 /// One tool agents may call.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -57,6 +77,15 @@ impl ToolKind {
             ToolKind::Dice => "dice",
             ToolKind::Http => "http",
             ToolKind::Mcp => "mcp",
+        }
+    }
+
+    /// The `config` key naming the file the kind reads, if it reads one.
+    pub fn file_setting(self) -> Option<&'static str> {
+        match self {
+            ToolKind::JsonLookup => Some("file"),
+            ToolKind::Knowledge => Some("path"),
+            _ => None,
         }
     }
 
@@ -137,3 +166,87 @@ pub fn max_tool_steps(state: &super::State, role: &str) -> u32 {
 
 /// Tool name → spec, as the scenario declares them.
 pub type Tools = IndexMap<String, ToolSpec>;
+
+/// Compiles a JSON Schema for tool arguments; the message says what is wrong.
+pub fn compile_arguments_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err("tool arguments are an object: the schema needs \"type\": \"object\"".into());
+    }
+    jsonschema::validator_for(schema).map_err(|e| e.to_string())
+}
+
+/// Whether `url` names this machine by a loopback address or `localhost`.
+pub fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// An `http` tool's `config.allow`: URL prefixes on loopback addresses only.
+pub fn loopback_allowlist(config: &Map<String, Value>) -> Result<Vec<Url>, String> {
+    let Some(list) = config.get("allow").and_then(Value::as_array) else {
+        return Err("allow: list the URL prefixes the tool may reach, e.g. [\"http://127.0.0.1:8080/api/\"]".into());
+    };
+    let mut allow = Vec::new();
+    for (i, entry) in list.iter().enumerate() {
+        let text = entry
+            .as_str()
+            .ok_or(format!("allow[{i}]: expected a URL string"))?;
+        let url =
+            Url::parse(text).map_err(|e| format!("allow[{i}]: {text:?} is not a URL: {e}"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!("allow[{i}]: only http and https URLs"));
+        }
+        if !is_loopback(&url) {
+            return Err(format!(
+                "allow[{i}]: {text:?} is not a loopback address (127.0.0.0/8, ::1, localhost)"
+            ));
+        }
+        allow.push(url);
+    }
+    if allow.is_empty() {
+        return Err("allow: list at least one URL prefix".into());
+    }
+    Ok(allow)
+}
+
+/// An `mcp` tool's server: `config.command`, `config.args`, and the server's `tool`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct McpCommand {
+    pub program: String,
+    pub args: Vec<String>,
+    pub tool: String,
+}
+
+impl McpCommand {
+    pub fn from_config(config: &Map<String, Value>) -> Result<McpCommand, String> {
+        let program = config
+            .get("command")
+            .and_then(Value::as_str)
+            .filter(|c| !c.trim().is_empty())
+            .ok_or("command: the program that runs the MCP server")?
+            .to_string();
+        let args = match config.get("args") {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|a| a.as_str().map(str::to_string))
+                .collect::<Option<_>>()
+                .ok_or("args: expected a list of strings")?,
+            Some(_) => return Err("args: expected a list of strings".into()),
+        };
+        let tool = config
+            .get("tool")
+            .and_then(Value::as_str)
+            .ok_or("tool: the name of the server's tool")?
+            .to_string();
+        Ok(McpCommand {
+            program,
+            args,
+            tool,
+        })
+    }
+}

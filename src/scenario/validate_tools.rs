@@ -70,7 +70,7 @@ pub fn check(s: &Scenario) -> Vec<(FieldPath, String)> {
             }
             for (i, d) in list.iter().enumerate() {
                 let ok = match d {
-                    Value::String(a) => a == crate::tools::decision::ANSWER,
+                    Value::String(a) => a == super::tools::ANSWER,
                     Value::Object(o) => o.get("tool").and_then(Value::as_str).is_some(),
                     _ => false,
                 };
@@ -107,7 +107,7 @@ fn spec_problems(
             format!("{name:?}: tool names are one word without spaces or control characters"),
         ));
     }
-    if let Some(file_key) = crate::tools::file_setting(spec.kind) {
+    if let Some(file_key) = spec.kind.file_setting() {
         if spec.config.get(file_key).and_then(Value::as_str).is_none() {
             out.push((
                 at.key("config").key(file_key),
@@ -115,20 +115,16 @@ fn spec_problems(
             ));
         }
     }
-    #[cfg(feature = "openai")]
-    if spec.kind == ToolKind::Http {
-        if let Err(e) = crate::tools::http::Http::from_config(&spec.config) {
-            out.push((at.key("config"), e));
-        }
-    }
-    #[cfg(feature = "mcp")]
-    if spec.kind == ToolKind::Mcp {
-        if let Err(e) = crate::tools::mcp::Command::from_config(&spec.config) {
-            out.push((at.key("config"), e));
-        }
+    let settings = match spec.kind {
+        ToolKind::Http => super::tools::loopback_allowlist(&spec.config).err(),
+        ToolKind::Mcp => super::tools::McpCommand::from_config(&spec.config).err(),
+        _ => None,
+    };
+    if let Some(e) = settings {
+        out.push((at.key("config"), e));
     }
     let validator = match &spec.parameters {
-        Some(schema) => match crate::tools::compile_schema(schema) {
+        Some(schema) => match super::tools::compile_arguments_schema(schema) {
             Ok(v) => Some(v),
             Err(e) => {
                 out.push((

@@ -12,8 +12,7 @@ use crate::llm::DecisionFormat;
 use crate::prompt::ChatMessage;
 use crate::tokens::TokenCounter;
 
-/// The decision that answers instead of calling a tool, in `json` decisions.
-pub const ANSWER: &str = "answer";
+pub use crate::scenario::ANSWER;
 
 /// One tool run this turn, as later decisions see it.
 #[derive(Debug, Clone, PartialEq)]

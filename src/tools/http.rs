@@ -9,6 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use url::{Host, Url};
 
+use crate::scenario::is_loopback;
+
 use super::Failure;
 
 const DEFAULT_TIMEOUT_MS: u64 = 5_000;
@@ -35,42 +37,10 @@ pub fn parameters() -> Value {
     })
 }
 
-/// Whether `url` names this machine by a loopback address or `localhost`.
-pub fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    }
-}
-
 impl Http {
     /// Reads `config`; the message names the setting at fault.
     pub fn from_config(config: &Map<String, Value>) -> Result<Http, String> {
-        let Some(list) = config.get("allow").and_then(Value::as_array) else {
-            return Err("allow: list the URL prefixes the tool may reach, e.g. [\"http://127.0.0.1:8080/api/\"]".into());
-        };
-        let mut allow = Vec::new();
-        for (i, entry) in list.iter().enumerate() {
-            let text = entry
-                .as_str()
-                .ok_or(format!("allow[{i}]: expected a URL string"))?;
-            let url =
-                Url::parse(text).map_err(|e| format!("allow[{i}]: {text:?} is not a URL: {e}"))?;
-            if !matches!(url.scheme(), "http" | "https") {
-                return Err(format!("allow[{i}]: only http and https URLs"));
-            }
-            if !is_loopback(&url) {
-                return Err(format!(
-                    "allow[{i}]: {text:?} is not a loopback address (127.0.0.0/8, ::1, localhost)"
-                ));
-            }
-            allow.push(url);
-        }
-        if allow.is_empty() {
-            return Err("allow: list at least one URL prefix".into());
-        }
+        let allow = crate::scenario::loopback_allowlist(config)?;
         let number = |key: &str, default: u64| -> Result<u64, String> {
             match config.get(key) {
                 None => Ok(default),

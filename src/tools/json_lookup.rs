@@ -65,7 +65,11 @@ impl Table {
     /// and values that field can take: a text field with few distinct values lists
     /// them, so a model decoding under the schema can only ask for values that exist.
     pub fn parameters(&self) -> Value {
-        let filters: Vec<Value> = self.fields.iter().flat_map(|f| self.filter_schema(f)).collect();
+        let filters: Vec<Value> = self
+            .fields
+            .iter()
+            .flat_map(|f| self.filter_schema(f))
+            .collect();
         json!({
             "type": "object",
             "properties": {
@@ -98,7 +102,10 @@ impl Table {
         };
         let free_text = json!({"type": "string", "maxLength": 200});
         if values().all(|v| v.is_number()) {
-            return vec![filter(json!(["equals", "min", "max"]), json!({"type": "number"}))];
+            return vec![filter(
+                json!(["equals", "min", "max"]),
+                json!({"type": "number"}),
+            )];
         }
         let mut texts: Vec<&str> = Vec::new();
         let mut all_text = true;

@@ -15,6 +15,7 @@ use rmcp::ServiceExt;
 use serde_json::{json, Map, Value};
 
 use super::Failure;
+use crate::scenario::McpCommand;
 
 const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 /// Characters of a result's text kept.
@@ -26,47 +27,17 @@ pub struct Server {
     tools: Vec<McpTool>,
 }
 
-/// The server command of an `mcp` tool: `config.command` and `config.args`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Command {
-    pub program: String,
-    pub args: Vec<String>,
-}
-
-impl Command {
-    pub fn from_config(config: &Map<String, Value>) -> Result<Command, String> {
-        let program = config
-            .get("command")
-            .and_then(Value::as_str)
-            .filter(|c| !c.trim().is_empty())
-            .ok_or("command: the program that runs the MCP server")?
-            .to_string();
-        let args = match config.get("args") {
-            None => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|a| a.as_str().map(str::to_string))
-                .collect::<Option<_>>()
-                .ok_or("args: expected a list of strings")?,
-            Some(_) => return Err("args: expected a list of strings".into()),
-        };
-        if config.get("tool").and_then(Value::as_str).is_none() {
-            return Err("tool: the name of the server's tool".into());
-        }
-        Ok(Command { program, args })
-    }
-}
-
 /// The servers of one simulation, started once each.
 #[derive(Default)]
 pub struct Servers {
-    running: HashMap<Command, Arc<Server>>,
+    running: HashMap<(String, Vec<String>), Arc<Server>>,
 }
 
 impl Servers {
     /// The server for `command`, started (and its tools listed) on first use.
-    pub async fn start(&mut self, command: &Command) -> Result<Arc<Server>, String> {
-        if let Some(s) = self.running.get(command) {
+    pub async fn start(&mut self, command: &McpCommand) -> Result<Arc<Server>, String> {
+        let key = (command.program.clone(), command.args.clone());
+        if let Some(s) = self.running.get(&key) {
             return Ok(s.clone());
         }
         let transport = TokioChildProcess::new(
@@ -75,16 +46,32 @@ impl Servers {
             }),
         )
         .map_err(|e| format!("{}: could not start: {e}", command.program))?;
-        let session = tokio::time::timeout(Duration::from_millis(DEFAULT_TIMEOUT_MS), ().serve(transport))
-            .await
-            .map_err(|_| format!("{}: no MCP handshake within {DEFAULT_TIMEOUT_MS} ms", command.program))?
-            .map_err(|e| format!("{}: the MCP handshake failed: {e}", command.program))?;
-        let tools = tokio::time::timeout(Duration::from_millis(DEFAULT_TIMEOUT_MS), session.list_all_tools())
-            .await
-            .map_err(|_| format!("{}: listing its tools took longer than {DEFAULT_TIMEOUT_MS} ms", command.program))?
-            .map_err(|e| format!("{}: listing its tools failed: {e}", command.program))?;
+        let session = tokio::time::timeout(
+            Duration::from_millis(DEFAULT_TIMEOUT_MS),
+            ().serve(transport),
+        )
+        .await
+        .map_err(|_| {
+            format!(
+                "{}: no MCP handshake within {DEFAULT_TIMEOUT_MS} ms",
+                command.program
+            )
+        })?
+        .map_err(|e| format!("{}: the MCP handshake failed: {e}", command.program))?;
+        let tools = tokio::time::timeout(
+            Duration::from_millis(DEFAULT_TIMEOUT_MS),
+            session.list_all_tools(),
+        )
+        .await
+        .map_err(|_| {
+            format!(
+                "{}: listing its tools took longer than {DEFAULT_TIMEOUT_MS} ms",
+                command.program
+            )
+        })?
+        .map_err(|e| format!("{}: listing its tools failed: {e}", command.program))?;
         let server = Arc::new(Server { session, tools });
-        self.running.insert(command.clone(), server.clone());
+        self.running.insert(key, server.clone());
         Ok(server)
     }
 }
@@ -115,7 +102,12 @@ impl Server {
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args.clone());
         let result = tokio::time::timeout(timeout, self.session.call_tool(params))
             .await
-            .map_err(|_| Failure::unknown(format!("the MCP server did not answer within {} ms", timeout.as_millis())))?
+            .map_err(|_| {
+                Failure::unknown(format!(
+                    "the MCP server did not answer within {} ms",
+                    timeout.as_millis()
+                ))
+            })?
             .map_err(|e| Failure::unknown(format!("the MCP server failed: {e}")))?;
         let text: String = result
             .content
@@ -125,7 +117,9 @@ impl Server {
             .join("\n");
         let text = super::cut(&text, MAX_TEXT);
         if result.is_error == Some(true) {
-            return Err(Failure::avoidable(format!("the tool reported an error: {text}")));
+            return Err(Failure::avoidable(format!(
+                "the tool reported an error: {text}"
+            )));
         }
         let mut obj = Map::new();
         obj.insert("text".into(), json!(text));

@@ -156,15 +156,6 @@ pub struct ToolSetupError {
     pub message: String,
 }
 
-/// The `config` key naming the file a kind reads, if it reads one.
-pub fn file_setting(kind: ToolKind) -> Option<&'static str> {
-    match kind {
-        ToolKind::JsonLookup => Some("file"),
-        ToolKind::Knowledge => Some("path"),
-        _ => None,
-    }
-}
-
 /// Checks that `path` holds what a tool of `kind` reads.
 pub fn check_file(kind: ToolKind, path: &Path) -> Result<(), String> {
     match kind {
@@ -202,13 +193,7 @@ fn default_parameters(kind: ToolKind, runner: &Runner) -> Value {
     }
 }
 
-/// Compiles a JSON Schema for tool arguments; the message says what is wrong.
-pub fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
-    if schema.get("type").and_then(Value::as_str) != Some("object") {
-        return Err("tool arguments are an object: the schema needs \"type\": \"object\"".into());
-    }
-    jsonschema::validator_for(schema).map_err(|e| e.to_string())
-}
+pub use crate::scenario::compile_arguments_schema as compile_schema;
 
 impl ToolBox {
     /// Builds every tool the scenario declares, starting the MCP servers it names.
@@ -257,17 +242,20 @@ impl ToolBox {
                 ToolKind::Http => Runner::Http,
                 #[cfg(feature = "mcp")]
                 ToolKind::Mcp => {
-                    let command = mcp::Command::from_config(&spec.config)
+                    let command = crate::scenario::McpCommand::from_config(&spec.config)
                         .map_err(|e| fail(at.key("config"), e))?;
                     let server = servers
                         .start(&command)
                         .await
                         .map_err(|e| fail(at.key("config").key("command"), e))?;
-                    let tool = spec.config.get("tool").and_then(Value::as_str).unwrap_or_default();
+                    let tool = command.tool.as_str();
                     if server.describe(tool).is_none() {
                         return Err(fail(
                             at.key("config").key("tool"),
-                            format!("the server has no tool {tool:?} (it has: {})", server.names().join(", ")),
+                            format!(
+                                "the server has no tool {tool:?} (it has: {})",
+                                server.names().join(", ")
+                            ),
                         ));
                     }
                     Runner::Mcp {
@@ -430,11 +418,11 @@ impl Tool {
                 tool,
                 timeout,
             } => Some(server.call(tool, args, *timeout).await.map(|o| {
+                // The server's answer is the message.
                 let mut r = self.result(vec![o.clone()], 1);
                 // The text goes in through a placeholder: braces in it stay text.
                 r.metadata.insert("text".into(), o["text"].clone());
-                let tool = tool.replace('{', "{{").replace('}', "}}");
-                r.llm_message = Some(format!("{tool}: {{text}}"));
+                r.llm_message = Some("{text}".into());
                 r
             })),
             _ => None,

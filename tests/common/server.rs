@@ -197,14 +197,22 @@ fn handle(
         Reply::Calls(calls) if stream => {
             let mut out = String::from(sse_head);
             let mut event = |delta: Value| {
-                out.push_str(&format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": delta, "finish_reason": null}]})));
+                out.push_str(&format!(
+                    "data: {}\n\n",
+                    json!({"choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+                ));
             };
             for (i, (name, args)) in calls.iter().enumerate() {
                 let (a, b) = args.split_at(args.len() / 2);
-                event(json!({"tool_calls": [{"index": i, "id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": a}}]}));
+                event(
+                    json!({"tool_calls": [{"index": i, "id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": a}}]}),
+                );
                 event(json!({"tool_calls": [{"index": i, "function": {"arguments": b}}]}));
             }
-            out.push_str(&format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})));
+            out.push_str(&format!(
+                "data: {}\n\n",
+                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+            ));
             out.push_str("data: [DONE]\n\n");
             conn.write_all(out.as_bytes())
         }

@@ -1,0 +1,201 @@
+//! The `mcp` tool kind against an MCP server written here with the SDK's server side:
+//! this test binary serves MCP over stdio when started with `--serve-mcp`, and the
+//! scenarios start it as their server. Listing (description and schema), calls, a
+//! tool's own error, and a server that dies mid-run.
+//! (A harness-less test: the same binary is the server, and a test harness would
+//! write to the protocol's stdout.)
+
+use std::sync::Arc;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::{schemars, tool, tool_router, ServiceExt};
+use serde_json::json;
+use sopsim::llm::{CallKind, LlmBackend, LlmRequest, ScriptedBackend};
+use sopsim::memory::MessageKind;
+use sopsim::scenario::{self, Scenario};
+use sopsim::sim::{run_blocking, RunConfig, RunOutcome, Services};
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct AddArgs {
+    /// the first number
+    a: i64,
+    /// the second number
+    b: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Server;
+
+#[tool_router(server_handler)]
+impl Server {
+    #[tool(description = "Add two whole numbers")]
+    fn add(&self, Parameters(AddArgs { a, b }): Parameters<AddArgs>) -> String {
+        (a + b).to_string()
+    }
+
+    #[tool(description = "Always fails")]
+    fn fail(&self) -> Result<String, String> {
+        Err("the flux capacitor is offline".into())
+    }
+
+    #[tool(description = "Stops the server")]
+    fn quit(&self) -> String {
+        std::process::exit(0)
+    }
+}
+
+fn serve() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let running = Server.serve(rmcp::transport::stdio()).await.unwrap();
+        let _ = running.waiting().await;
+    });
+}
+
+fn scenario(decisions: serde_json::Value) -> Scenario {
+    let me = std::env::current_exe().unwrap();
+    let tool = |name: &str| json!({"kind": "mcp", "config": {"command": me.display().to_string(), "args": ["--serve-mcp"], "tool": name}});
+    let doc = json!({
+        "name": "mcp",
+        "agents": {"Max": {"roles": {"work": "Worker"}}},
+        "tools": {"add": tool("add"), "fail": tool("fail"), "quit": tool("quit")},
+        "sop": {"start": "work", "states": {"work": {
+            "roles": ["Worker"],
+            "components": {"Worker": {"tools": ["add", "fail", "quit"], "max_tool_steps": 5}},
+            "transition": {"max_turns": 1}, "next": ["end"]
+        }}},
+        "script": {"agents": {"Max": ["Done."]}, "decisions": {"Max": decisions}}
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    scenario::load(&path).unwrap()
+}
+
+/// Keeps the decision requests.
+struct Decisions {
+    inner: ScriptedBackend,
+    seen: std::sync::Mutex<Vec<LlmRequest>>,
+}
+
+impl LlmBackend for Decisions {
+    fn describe(&self) -> String {
+        "scripted".into()
+    }
+    fn complete<'a>(
+        &'a self,
+        request: LlmRequest,
+        stream: Option<sopsim::llm::TokenSink>,
+    ) -> futures::future::BoxFuture<'a, Result<sopsim::llm::Completion, sopsim::llm::LlmError>>
+    {
+        if request.context.kind == CallKind::Decide {
+            self.seen.lock().unwrap().push(request.clone());
+        }
+        self.inner.complete(request, stream)
+    }
+}
+
+fn run(s: Scenario) -> (RunOutcome, Vec<LlmRequest>) {
+    let backend = Arc::new(Decisions {
+        inner: ScriptedBackend::new(s.script.clone()),
+        seen: Default::default(),
+    });
+    let services = Services {
+        llm: backend.clone(),
+        ..Services::scripted(&s)
+    };
+    let outcome = run_blocking(Arc::new(s), &services, RunConfig::default()).unwrap();
+    let seen = backend.seen.lock().unwrap().clone();
+    (outcome, seen)
+}
+
+fn results(outcome: &RunOutcome) -> Vec<String> {
+    outcome
+        .transcript
+        .iter()
+        .filter(|m| m.kind == MessageKind::ToolResult)
+        .map(|m| m.content.clone())
+        .collect()
+}
+
+fn lists_and_calls_tools() {
+    let (outcome, decisions) = run(scenario(json!([
+        {"tool": "add", "arguments": {"a": 2, "b": 3}},
+        {"tool": "fail", "arguments": {}},
+        "answer"
+    ])));
+    let tools = &decisions[0].tools.as_ref().unwrap().tools;
+    let add = tools.iter().find(|t| t.name == "add").unwrap();
+    assert_eq!(
+        add.description, "Add two whole numbers",
+        "the server's description"
+    );
+    assert_eq!(
+        add.parameters["properties"]["a"]["type"], "integer",
+        "the server's schema"
+    );
+    let got = results(&outcome);
+    assert!(got[0].starts_with("add: 5 ["), "{got:?}");
+    assert!(
+        got[1]
+            .contains("Avoidable error: the tool reported an error: the flux capacitor is offline"),
+        "{got:?}"
+    );
+    assert_eq!(
+        outcome.environment["environment"]["add"]["mcp"][0]["objects"][0]["text"],
+        "5"
+    );
+    println!("ok: lists and calls tools");
+}
+
+fn arguments_are_checked_against_the_servers_schema() {
+    let (outcome, _) = run(scenario(
+        json!([{"tool": "add", "arguments": {"a": "two", "b": 3}}, "answer"]),
+    ));
+    let got = results(&outcome);
+    assert!(
+        got[0].contains("do not match the schema of `add`"),
+        "{got:?}"
+    );
+    println!("ok: arguments are checked against the server's schema");
+}
+
+fn a_dead_server_is_an_error_and_the_run_goes_on() {
+    let (outcome, _) = run(scenario(json!([
+        {"tool": "quit", "arguments": {}},
+        {"tool": "add", "arguments": {"a": 1, "b": 1}},
+        "answer"
+    ])));
+    let got = results(&outcome);
+    assert!(got.iter().all(|r| r.contains("Unknown error")), "{got:?}");
+    assert_eq!(outcome.summary.ended_by.as_str(), "end");
+    assert_eq!(outcome.transcript.last().unwrap().content, "Done.");
+    println!("ok: a dead server is an error and the run goes on");
+}
+
+fn a_missing_server_is_a_setup_error_naming_the_field() {
+    let mut s = scenario(json!([]));
+    s.tools["add"]
+        .config
+        .insert("command".into(), json!("/no/such/mcp-server"));
+    let services = Services::scripted(&s);
+    let err = run_blocking(Arc::new(s), &services, RunConfig::default()).unwrap_err();
+    let text = sopsim::error::chain(&err);
+    assert!(err.is_bad_input(), "{text}");
+    assert!(text.contains("tools.add.config.command"), "{text}");
+    println!("ok: a missing server is a setup error naming the field");
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--serve-mcp") {
+        serve();
+        return;
+    }
+    lists_and_calls_tools();
+    arguments_are_checked_against_the_servers_schema();
+    a_dead_server_is_an_error_and_the_run_goes_on();
+    a_missing_server_is_a_setup_error_naming_the_field();
+}
