@@ -23,8 +23,17 @@ use sopsim::scenario::{self, Mode, Scenario};
 use sopsim::sim::{run_blocking, RunConfig, RunOutcome};
 
 fn scenario_from(doc: Value) -> Scenario {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.json");
+    scenario_with(doc, &[])
+}
+
+/// A scenario in a folder of its own that lives as long as the test, with `files`
+/// copied in beside it.
+fn scenario_with(doc: Value, files: &[(&str, std::path::PathBuf)]) -> Scenario {
+    let dir = tempfile::tempdir().unwrap().keep();
+    for (name, from) in files {
+        std::fs::copy(from, dir.join(name)).unwrap();
+    }
+    let path = dir.join("s.json");
     std::fs::write(&path, doc.to_string()).unwrap();
     scenario::load(&path).unwrap_or_else(|e| panic!("{}", sopsim::error::chain(&e)))
 }
@@ -398,4 +407,143 @@ fn http_reaches_allowed_loopback_urls_only_and_replays_from_the_recording() {
         1,
         "a replay does not call the service"
     );
+}
+
+fn rules_scenario() -> Scenario {
+    let knowledge = root().join("scenarios/aiwaves/oculist_agent/database.json");
+    scenario_with(
+        json!({
+            "name": "rules",
+            "agents": {"Ivy": {"roles": {"desk": "Nurse"}}, "Pat": {"roles": {"desk": "Patient"}}},
+            "tools": {
+                "roll": {"kind": "dice", "description": "A die.", "run_if": {"every_turn": true, "arguments": {"sides": 20}}},
+                "lookup": {"kind": "knowledge", "description": "The clinic's notes.",
+                           "config": {"path": "notes.json", "top_k": 1},
+                           "run_if": {"last_message_matches": "(?i)eye", "arguments": {"query": "{last_message}"}}},
+                "total": {"kind": "calculator", "description": "Sums.",
+                          "available_if": {"after_tool": "ledger", "description": "once the ledger has been read"}},
+                "ledger": {"kind": "calculator", "description": "Reads the ledger."}
+            },
+            "sop": {"start": "desk", "max_turns": 2, "states": {"desk": {
+                "roles": ["Patient", "Nurse"],
+                "begin_role": "Patient", "begin_query": "My eye hurts after surgery.",
+                "components": {"Nurse": {"tools": ["roll", "lookup", "total", "ledger"], "max_tool_steps": 1}},
+                "transition": {"max_turns": 2}, "next": ["end"]
+            }}},
+            "script": {"default": "{name} answers.", "decisions": {"Ivy": ["answer"]}}
+        }),
+        &[("notes.json", knowledge)],
+    )
+}
+
+#[test]
+fn run_if_tools_run_before_the_decision_and_unavailable_ones_say_why() {
+    let scenario = rules_scenario();
+    let rec = Recording::new(Arc::new(ScriptedBackend::new(scenario.script.clone())));
+    let outcome = run(scenario, rec.clone());
+    let calls: Vec<String> = outcome
+        .transcript
+        .iter()
+        .filter(|m| m.kind == MessageKind::ToolCall)
+        .map(|m| m.content.clone())
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            r#"calls roll with {"sides":20}"#,
+            r#"calls lookup with {"query":"My eye hurts after surgery."}"#
+        ]
+    );
+    let roll = &outcome.environment["environment"]["roll"]["dice"][0]["objects"][0];
+    let value = roll["total"].as_u64().unwrap();
+    assert!((1..=20).contains(&value), "{roll}");
+    let found =
+        &outcome.environment["environment"]["lookup"]["knowledge"][0]["objects"][0]["found"];
+    assert!(
+        !found.as_str().unwrap().is_empty(),
+        "the knowledge base answered"
+    );
+    let decide = rec
+        .take()
+        .into_iter()
+        .find(|r| r.context.kind == sopsim::llm::CallKind::Decide)
+        .unwrap();
+    let text = prompt_text(&decide);
+    assert!(
+        text.contains("- total: Sums. (unavailable: once the ledger has been read)"),
+        "{text}"
+    );
+    assert!(text.contains("Tasks completed this turn:"), "{text}");
+    let offered: Vec<String> = decide
+        .tools
+        .unwrap()
+        .tools
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(offered, ["roll", "lookup", "ledger"]);
+}
+
+#[test]
+fn dice_replay_by_seed_and_differ_between_seeds() {
+    let totals = |seed| {
+        let config = RunConfig {
+            seed,
+            ..RunConfig::default()
+        };
+        let s = rules_scenario();
+        let services = services_with(Arc::new(ScriptedBackend::new(s.script.clone())));
+        let o = run_blocking(Arc::new(s), &services, config).unwrap();
+        o.environment["environment"]["roll"]["dice"][0]["objects"][0]["rolls"].clone()
+    };
+    assert_eq!(totals(7), totals(7));
+    assert!(
+        (0..8).any(|s| totals(s) != totals(7)),
+        "seeds change the dice"
+    );
+}
+
+#[test]
+fn the_cli_writes_tool_payloads_and_counts() {
+    let out = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args([
+            "run",
+            "scenarios/shop_assistant.json",
+            "--llm",
+            "scripted",
+            "--out",
+        ])
+        .arg(out.path())
+        .current_dir(root())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let events: Vec<Value> = std::fs::read_to_string(out.path().join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |t: &str| events.iter().filter(|e| e["type"] == t).count();
+    assert_eq!(of("tree_update"), 6, "one per decision");
+    assert_eq!(of("result"), 5, "one per successful call");
+    let product = events.iter().find(|e| e["type"] == "result").unwrap();
+    assert_eq!(product["payload"]["type"], "product");
+    let first = &product["payload"]["objects"][0];
+    assert_eq!(first["name"], "Summit Boot");
+    assert!(
+        first.get("subcategory").is_none(),
+        "the mapping leaves unmapped fields out"
+    );
+    assert_eq!(first["_REF_ID"], "catalogue_products_0_0");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["tools"]["calls"]["catalogue"]["ok"], 3);
+    assert_eq!(summary["llm_calls"]["decide"], 6);
 }

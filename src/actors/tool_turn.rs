@@ -232,6 +232,17 @@ impl Decider {
                 store,
             })
             .await?;
+        // As Elysia's tree tags a result's objects before it shows them, the frontend
+        // gets each object with the `_REF_ID` the store gave it.
+        let ret = match ret {
+            Return::Result(mut r) if refs.len() == r.objects.len() => {
+                for (o, id) in r.objects.iter_mut().zip(&refs) {
+                    o.shift_insert(0, crate::elysia::REF_ID.into(), Value::String(id.clone()));
+                }
+                Return::Result(r)
+            }
+            other => other,
+        };
         self.emit(ret);
         let (parsed, error) = match &result {
             Ok(r) => {
