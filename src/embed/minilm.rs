@@ -66,10 +66,7 @@ fn check_config(c: &Config) -> Result<(), String> {
 
 /// A `tokenizer.json`'s tokenizer, set up as sentence-transformers runs it.
 pub fn tokenizer_from_json(bytes: &[u8]) -> Result<Tokenizer, tokenizers::Error> {
-    // tokenizers 0.23 panics ("Helper") on a syntax error inside the `decoder` object
-    // instead of returning it, so malformed JSON is refused before it gets there. Read
-    // into values, not skipped: skipping does not check strings' escapes and UTF-8.
-    serde_json::from_slice::<serde_json::Value>(bytes)?;
+    super::tokenizer_file::check(bytes)?;
     let mut tokenizer = Tokenizer::from_bytes(bytes)?;
     // The shipped tokenizer.json pads every text to 128 tokens and truncates at 128;
     // sentence-transformers pads to the batch's longest and truncates at 256.

@@ -7,6 +7,7 @@ mod minilm;
 #[cfg(feature = "openai")]
 mod openai;
 mod service;
+mod tokenizer_file;
 
 pub use hash::HashEmbedder;
 #[cfg(feature = "local")]

@@ -1,0 +1,89 @@
+//! Checks of a `tokenizer.json` that the tokenizers crate (0.23) does not make before
+//! it relies on them: it panics on them instead of returning an error. Each check here
+//! was found by fuzzing (`fuzz/regressions/tokenizer_json/`).
+
+use serde_json::Value;
+
+/// Why a tokenizer file cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Inconsistent(String);
+
+/// Refuses what would make tokenizers panic: malformed JSON anywhere (a syntax error
+/// inside `decoder` panics), and a `TemplateProcessing` post-processor whose template
+/// names a special token it does not define, uses the second sequence in `single`, or
+/// gives a special token different numbers of ids and tokens (each panics at encode).
+pub fn check(bytes: &[u8]) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // Read into values, not skipped: skipping does not check strings' escapes and UTF-8.
+    let doc: Value = serde_json::from_slice(bytes)?;
+    check_processor(&doc["post_processor"]).map_err(|e| Box::new(Inconsistent(e)) as _)
+}
+
+fn check_processor(p: &Value) -> Result<(), String> {
+    match p["type"].as_str() {
+        Some("Sequence") => {
+            for inner in p["processors"].as_array().into_iter().flatten() {
+                check_processor(inner)?;
+            }
+            Ok(())
+        }
+        Some("TemplateProcessing") => check_template(p),
+        _ => Ok(()),
+    }
+}
+
+fn check_template(p: &Value) -> Result<(), String> {
+    let specials = p["special_tokens"].as_object();
+    for (name, token) in specials.into_iter().flatten() {
+        let ids = token["ids"].as_array().map_or(0, Vec::len);
+        let tokens = token["tokens"].as_array().map_or(0, Vec::len);
+        if ids != tokens {
+            return Err(format!(
+                "post_processor: special token {name:?} has {ids} ids for {tokens} tokens"
+            ));
+        }
+    }
+    for (which, template) in [("single", &p["single"]), ("pair", &p["pair"])] {
+        for piece in template.as_array().into_iter().flatten() {
+            if let Some(id) = piece["SpecialToken"]["id"].as_str() {
+                if !specials.is_some_and(|s| s.contains_key(id)) {
+                    return Err(format!(
+                        "post_processor.{which}: the template uses {id:?}, which special_tokens does not define"
+                    ));
+                }
+            }
+            if which == "single" && piece["Sequence"]["id"].as_str() == Some("B") {
+                return Err("post_processor.single: a single sequence has no second part ($B)".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn template(single: Value, specials: Value) -> Vec<u8> {
+        json!({"post_processor": {"type": "Sequence", "processors": [
+            {"type": "TemplateProcessing", "single": single, "pair": [], "special_tokens": specials}
+        ]}})
+        .to_string()
+        .into_bytes()
+    }
+
+    #[test]
+    fn templates_tokenizers_would_panic_on_are_refused() {
+        let cls = json!({"[CLS]": {"id": "[CLS]", "ids": [101], "tokens": ["[CLS]"]}});
+        let ok = template(json!([{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]), cls.clone());
+        assert!(check(&ok).is_ok());
+        let unknown = template(json!([{"SpecialToken": {"id": "[SEP]", "type_id": 0}}]), cls.clone());
+        assert!(check(&unknown).unwrap_err().to_string().contains("[SEP]"));
+        let second = template(json!([{"Sequence": {"id": "B", "type_id": 0}}]), cls);
+        assert!(check(&second).is_err());
+        let uneven = template(json!([]), json!({"[CLS]": {"id": "[CLS]", "ids": [1, 2], "tokens": ["[CLS]"]}}));
+        assert!(check(&uneven).is_err());
+        assert!(check(b"{\"a\": \"\\ud800\"}").is_err(), "a lone surrogate");
+    }
+}
