@@ -1,26 +1,25 @@
 //! The MiniLM embedder (`--embedder minilm`, the default): sentence-transformers'
-//! all-MiniLM-L6-v2 on candle's BERT, mean pooling over the attention mask, then L2
-//! normalisation, exactly as sentence-transformers computes it.
+//! all-MiniLM-L6-v2 on sopsim's own BERT encoder (`sopsim_infer::bert`: no padding, one
+//! thread for a single message), mean pooling, then L2 normalisation, as
+//! sentence-transformers computes it. The weights are read with candle's safetensors.
 
 use std::path::Path;
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use candle_core::{DType, Device};
+use candle_transformers::models::bert::Config;
+use sopsim_infer::bert::{Bert, BertShape};
+use tokenizers::{Tokenizer, TruncationParams};
 
 use super::{EmbedError, Embedder};
 
 /// sentence-transformers' `max_seq_length` for this model.
 const MAX_TOKENS: usize = 256;
-/// Texts per forward pass; longer batches are split after sorting by length, so that
-/// short texts are not padded to the length of long ones.
+/// Texts per forward pass: a pass holds every text's activations at once.
 const CHUNK: usize = 64;
 
 pub struct MiniLm {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
-    device: Device,
     dim: usize,
 }
 
@@ -69,11 +68,8 @@ pub fn tokenizer_from_json(bytes: &[u8]) -> Result<Tokenizer, tokenizers::Error>
     super::tokenizer_file::check(bytes)?;
     let mut tokenizer = Tokenizer::from_bytes(bytes)?;
     // The shipped tokenizer.json pads every text to 128 tokens and truncates at 128;
-    // sentence-transformers pads to the batch's longest and truncates at 256.
-    tokenizer.with_padding(Some(PaddingParams {
-        strategy: PaddingStrategy::BatchLongest,
-        ..Default::default()
-    }));
+    // sentence-transformers truncates at 256, and the encoder needs no padding.
+    tokenizer.with_padding(None);
     tokenizer.with_truncation(Some(TruncationParams {
         max_length: MAX_TOKENS,
         ..Default::default()
@@ -91,47 +87,48 @@ impl MiniLm {
         let config: Config = serde_json::from_slice(&read("config.json", 1 << 20)?)
             .map_err(|e| failed(format!("config.json: {e}")))?;
         check_config(&config).map_err(|e| failed(format!("config.json: {e}")))?;
-        let device = Device::Cpu;
         let weights = dir.join("model.safetensors");
-        // SAFETY: the file is memory-mapped read-only and not modified while mapped.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
+        // SAFETY: the file is memory-mapped read-only and only read while the encoder
+        // copies its tensors out, below.
+        let tensors = unsafe { candle_core::safetensors::MmapedSafetensors::new(&weights) }
             .map_err(|e| failed(format!("{}: {e}", weights.display())))?;
-        let model =
-            BertModel::load(vb, &config).map_err(|e| failed(format!("loading BERT: {e}")))?;
+        let read_tensor = |name: &str| -> Option<Vec<f32>> {
+            let t = tensors.load(name, &Device::Cpu).ok()?;
+            t.to_dtype(DType::F32)
+                .ok()?
+                .flatten_all()
+                .ok()?
+                .to_vec1()
+                .ok()
+        };
+        let shape = BertShape {
+            vocab: config.vocab_size,
+            hidden: config.hidden_size,
+            layers: config.num_hidden_layers,
+            heads: config.num_attention_heads,
+            intermediate: config.intermediate_size,
+            positions: config.max_position_embeddings,
+            type_vocab: config.type_vocab_size,
+            eps: config.layer_norm_eps as f32,
+        };
+        let model = Bert::new(shape, read_tensor)
+            .map_err(|e| failed(format!("{}: {e}", weights.display())))?;
         let tokenizer = tokenizer_from_json(&read("tokenizer.json", 64 << 20)?)
             .map_err(|e| failed(format!("tokenizer.json: {e}")))?;
         Ok(Self {
             model,
             tokenizer,
-            device,
             dim: config.hidden_size,
         })
     }
 
-    fn forward(&self, texts: &[&str]) -> candle_core::Result<Vec<Vec<f32>>> {
+    fn forward(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let enc = self
             .tokenizer
             .encode_batch(texts.to_vec(), true)
-            .map_err(candle_core::Error::msg)?;
-        let (n, len) = (enc.len(), enc.first().map_or(0, |e| e.get_ids().len()));
-        let ids: Vec<u32> = enc
-            .iter()
-            .flat_map(|e| e.get_ids().iter().copied())
-            .collect();
-        let mask: Vec<u32> = enc
-            .iter()
-            .flat_map(|e| e.get_attention_mask().iter().copied())
-            .collect();
-        let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
-        let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
-        let hidden = self.model.forward(&ids, &ids.zeros_like()?, Some(&mask))?;
-        let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let mean = hidden
-            .broadcast_mul(&m)?
-            .sum(1)?
-            .broadcast_div(&m.sum(1)?)?;
-        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
-        mean.broadcast_div(&norm)?.to_vec2()
+            .map_err(|e| failed(format!("tokenizing: {e}")))?;
+        let ids: Vec<&[u32]> = enc.iter().map(|e| e.get_ids()).collect();
+        Ok(self.model.embed(&ids))
     }
 }
 
@@ -152,7 +149,7 @@ impl Embedder for MiniLm {
             let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
             let vectors = {
                 let _lock = crate::compute::compute_lock();
-                self.forward(&batch).map_err(failed)?
+                self.forward(&batch)?
             };
             for (&i, v) in chunk.iter().zip(vectors) {
                 out[i] = v;

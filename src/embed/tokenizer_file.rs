@@ -19,17 +19,16 @@ pub fn check(bytes: &[u8]) -> Result<(), Box<dyn std::error::Error + Send + Sync
     check_processor(&doc["post_processor"]).map_err(|e| Box::new(Inconsistent(e)) as _)
 }
 
+/// Post-processors are read by shape, not by their `type` (tokenizers does not check
+/// it): whatever has `processors` is a sequence, whatever has a template is one.
 fn check_processor(p: &Value) -> Result<(), String> {
-    match p["type"].as_str() {
-        Some("Sequence") => {
-            for inner in p["processors"].as_array().into_iter().flatten() {
-                check_processor(inner)?;
-            }
-            Ok(())
-        }
-        Some("TemplateProcessing") => check_template(p),
-        _ => Ok(()),
+    for inner in p["processors"].as_array().into_iter().flatten() {
+        check_processor(inner)?;
     }
+    if p.get("single").is_some() || p.get("pair").is_some() {
+        check_template(p)?;
+    }
+    Ok(())
 }
 
 fn check_template(p: &Value) -> Result<(), String> {
@@ -53,7 +52,9 @@ fn check_template(p: &Value) -> Result<(), String> {
                 }
             }
             if which == "single" && piece["Sequence"]["id"].as_str() == Some("B") {
-                return Err("post_processor.single: a single sequence has no second part ($B)".into());
+                return Err(
+                    "post_processor.single: a single sequence has no second part ($B)".into(),
+                );
             }
         }
     }
@@ -76,14 +77,28 @@ mod tests {
     #[test]
     fn templates_tokenizers_would_panic_on_are_refused() {
         let cls = json!({"[CLS]": {"id": "[CLS]", "ids": [101], "tokens": ["[CLS]"]}});
-        let ok = template(json!([{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]), cls.clone());
+        let ok = template(
+            json!([{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]),
+            cls.clone(),
+        );
         assert!(check(&ok).is_ok());
-        let unknown = template(json!([{"SpecialToken": {"id": "[SEP]", "type_id": 0}}]), cls.clone());
+        let unknown = template(
+            json!([{"SpecialToken": {"id": "[SEP]", "type_id": 0}}]),
+            cls.clone(),
+        );
         assert!(check(&unknown).unwrap_err().to_string().contains("[SEP]"));
         let second = template(json!([{"Sequence": {"id": "B", "type_id": 0}}]), cls);
         assert!(check(&second).is_err());
-        let uneven = template(json!([]), json!({"[CLS]": {"id": "[CLS]", "ids": [1, 2], "tokens": ["[CLS]"]}}));
+        let uneven = template(
+            json!([]),
+            json!({"[CLS]": {"id": "[CLS]", "ids": [1, 2], "tokens": ["[CLS]"]}}),
+        );
         assert!(check(&uneven).is_err());
+        let untyped = json!({"post_processor": {"type": "Whatever", "single": [{"SpecialToken": {"id": "[X]", "type_id": 0}}], "pair": [], "special_tokens": {}}});
+        assert!(
+            check(untyped.to_string().as_bytes()).is_err(),
+            "the type is not what makes a template"
+        );
         assert!(check(b"{\"a\": \"\\ud800\"}").is_err(), "a lone surrogate");
     }
 }

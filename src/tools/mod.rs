@@ -272,6 +272,7 @@ impl ToolBox {
                     ))
                 }
             };
+            #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
             let mut spec = spec.clone();
             #[cfg(feature = "mcp")]
             if let Runner::Mcp { server, tool, .. } = &runner {

@@ -19,6 +19,7 @@
 //! since model code unoptimised is far too slow for tests.
 
 mod attention;
+pub mod bert;
 pub mod compute;
 pub mod error;
 pub mod gguf;

@@ -1,0 +1,366 @@
+//! A BERT sentence encoder in f32 (sentence-transformers' all-MiniLM-L6-v2: post-norm
+//! layers, exact GELU, mean pooling over the tokens, L2 normalisation), written for
+//! the sizes sopsim embeds: one message, or a batch of them.
+//!
+//! Sentences are never padded: the dense layers run on the tokens of every sentence of
+//! the batch stacked into one matrix, attention runs per sentence and head, and pooling
+//! per sentence. So a sentence costs what its own tokens cost, a batch of short ones
+//! shares one pass through each weight matrix, and a vector does not depend on what
+//! else was in its batch beyond float summation order in the products.
+//! Products go through `gemm` on one thread when small (one message: no threads to wake)
+//! and on the [`crate::compute`] pool when large.
+
+use crate::compute;
+
+/// The shape of a BERT encoder.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BertShape {
+    pub vocab: usize,
+    pub hidden: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub intermediate: usize,
+    pub positions: usize,
+    pub type_vocab: usize,
+    pub eps: f32,
+}
+
+/// One layer's weights, products' matrices as stored (`[out, in]`, row-major).
+struct Layer {
+    /// Query, key and value stacked: `[3 * hidden, hidden]`.
+    qkv: Vec<f32>,
+    qkv_bias: Vec<f32>,
+    out: Vec<f32>,
+    out_bias: Vec<f32>,
+    norm1: (Vec<f32>, Vec<f32>),
+    up: Vec<f32>,
+    up_bias: Vec<f32>,
+    down: Vec<f32>,
+    down_bias: Vec<f32>,
+    norm2: (Vec<f32>, Vec<f32>),
+}
+
+pub struct Bert {
+    shape: BertShape,
+    words: Vec<f32>,
+    positions: Vec<f32>,
+    /// Token type 0's embedding (sentence encoders use no other).
+    type0: Vec<f32>,
+    norm: (Vec<f32>, Vec<f32>),
+    layers: Vec<Layer>,
+}
+
+/// A tensor the weights lack or hold in the wrong size.
+#[derive(Debug, thiserror::Error)]
+#[error("{name}: {problem}")]
+pub struct WeightError {
+    pub name: String,
+    pub problem: String,
+}
+
+/// Products with fewer multiply-adds than this run on the calling thread.
+const PARALLEL_MACS: usize = 1 << 22;
+
+impl Bert {
+    /// Builds the encoder from `tensor(name)`, which gives a tensor's f32 values (HF
+    /// names, with or without a `bert.` prefix); every size is checked against `shape`.
+    pub fn new(
+        shape: BertShape,
+        tensor: impl Fn(&str) -> Option<Vec<f32>>,
+    ) -> Result<Bert, WeightError> {
+        let get = |name: &str, len: usize| -> Result<Vec<f32>, WeightError> {
+            let v = tensor(name)
+                .or_else(|| tensor(&format!("bert.{name}")))
+                .ok_or_else(|| WeightError {
+                    name: name.into(),
+                    problem: "missing".into(),
+                })?;
+            if v.len() != len {
+                return Err(WeightError {
+                    name: name.into(),
+                    problem: format!("{} values, expected {len}", v.len()),
+                });
+            }
+            Ok(v)
+        };
+        let (h, i) = (shape.hidden, shape.intermediate);
+        let norm = |prefix: &str| -> Result<(Vec<f32>, Vec<f32>), WeightError> {
+            Ok((
+                get(&format!("{prefix}.LayerNorm.weight"), h)?,
+                get(&format!("{prefix}.LayerNorm.bias"), h)?,
+            ))
+        };
+        let types = get(
+            "embeddings.token_type_embeddings.weight",
+            shape.type_vocab * h,
+        )?;
+        let mut layers = Vec::with_capacity(shape.layers);
+        for l in 0..shape.layers {
+            let p = format!("encoder.layer.{l}");
+            let mut qkv = Vec::with_capacity(3 * h * h);
+            let mut qkv_bias = Vec::with_capacity(3 * h);
+            for part in ["query", "key", "value"] {
+                qkv.extend(get(&format!("{p}.attention.self.{part}.weight"), h * h)?);
+                qkv_bias.extend(get(&format!("{p}.attention.self.{part}.bias"), h)?);
+            }
+            layers.push(Layer {
+                qkv,
+                qkv_bias,
+                out: get(&format!("{p}.attention.output.dense.weight"), h * h)?,
+                out_bias: get(&format!("{p}.attention.output.dense.bias"), h)?,
+                norm1: norm(&format!("{p}.attention.output"))?,
+                up: get(&format!("{p}.intermediate.dense.weight"), i * h)?,
+                up_bias: get(&format!("{p}.intermediate.dense.bias"), i)?,
+                down: get(&format!("{p}.output.dense.weight"), h * i)?,
+                down_bias: get(&format!("{p}.output.dense.bias"), h)?,
+                norm2: norm(&format!("{p}.output"))?,
+            });
+        }
+        Ok(Bert {
+            words: get("embeddings.word_embeddings.weight", shape.vocab * h)?,
+            positions: get("embeddings.position_embeddings.weight", shape.positions * h)?,
+            type0: types[..h].to_vec(),
+            norm: norm("embeddings")?,
+            layers,
+            shape,
+        })
+    }
+
+    pub fn shape(&self) -> BertShape {
+        self.shape
+    }
+
+    /// The unit-length mean-pooled embedding of each sentence (its token ids, special
+    /// tokens included, at most `positions` of them; ids are checked by the caller's
+    /// tokenizer against the vocabulary, and any out of range read as id 0).
+    pub fn embed(&self, sentences: &[&[u32]]) -> Vec<Vec<f32>> {
+        let s = self.shape;
+        let h = s.hidden;
+        let spans: Vec<(usize, usize)> = sentences
+            .iter()
+            .scan(0, |at, ids| {
+                let len = ids.len().min(s.positions);
+                let span = (*at, len);
+                *at += len;
+                Some(span)
+            })
+            .collect();
+        let tokens: usize = spans.iter().map(|(_, len)| len).sum();
+        let mut x = vec![0f32; tokens * h];
+        for (ids, &(start, len)) in sentences.iter().zip(&spans) {
+            for (p, &id) in ids.iter().take(len).enumerate() {
+                let id = if (id as usize) < s.vocab {
+                    id as usize
+                } else {
+                    0
+                };
+                let row = &mut x[(start + p) * h..(start + p + 1) * h];
+                let word = &self.words[id * h..(id + 1) * h];
+                let pos = &self.positions[p * h..(p + 1) * h];
+                for (j, r) in row.iter_mut().enumerate() {
+                    *r = word[j] + pos[j] + self.type0[j];
+                }
+            }
+        }
+        layer_norm(&mut x, h, &self.norm, s.eps);
+        let mut qkv = vec![0f32; tokens * 3 * h];
+        let mut ctx = vec![0f32; tokens * h];
+        let mut attn = vec![0f32; tokens * h];
+        let mut up = vec![0f32; tokens * s.intermediate];
+        let mut down = vec![0f32; tokens * h];
+        for layer in &self.layers {
+            linear(&x, tokens, h, &layer.qkv, &layer.qkv_bias, &mut qkv);
+            attention(&qkv, &spans, s.heads, h, &mut ctx);
+            linear(&ctx, tokens, h, &layer.out, &layer.out_bias, &mut attn);
+            for (a, r) in attn.iter_mut().zip(&x) {
+                *a += r;
+            }
+            layer_norm(&mut attn, h, &layer.norm1, s.eps);
+            linear(&attn, tokens, h, &layer.up, &layer.up_bias, &mut up);
+            up.iter_mut().for_each(|v| *v = gelu(*v));
+            linear(
+                &up,
+                tokens,
+                s.intermediate,
+                &layer.down,
+                &layer.down_bias,
+                &mut down,
+            );
+            for (d, r) in down.iter_mut().zip(&attn) {
+                *d += r;
+            }
+            layer_norm(&mut down, h, &layer.norm2, s.eps);
+            std::mem::swap(&mut x, &mut down);
+        }
+        spans
+            .iter()
+            .map(|&(start, len)| {
+                let mut mean = vec![0f32; h];
+                for t in start..start + len {
+                    for (m, v) in mean.iter_mut().zip(&x[t * h..(t + 1) * h]) {
+                        *m += v;
+                    }
+                }
+                let n = len.max(1) as f32;
+                mean.iter_mut().for_each(|m| *m /= n);
+                let norm = mean.iter().map(|m| m * m).sum::<f32>().sqrt().max(1e-12);
+                mean.iter_mut().for_each(|m| *m /= norm);
+                mean
+            })
+            .collect()
+    }
+}
+
+/// `out[t] = x[t] · wᵀ + bias` for `rows` rows of `k` values; `w` is `[n, k]`.
+fn linear(x: &[f32], rows: usize, k: usize, w: &[f32], bias: &[f32], out: &mut [f32]) {
+    let n = bias.len();
+    let out = &mut out[..rows * n];
+    for row in out.chunks_exact_mut(n) {
+        row.copy_from_slice(bias);
+    }
+    if rows == 0 {
+        return;
+    }
+    let parallel = rows * n * k >= PARALLEL_MACS && compute::threads() > 1;
+    let mut run = |parallelism| {
+        // SAFETY: every pointer addresses a buffer of the stated rows and strides:
+        // `out` is rows × n, `x` rows × k, `w` n × k (read as its transpose).
+        unsafe {
+            gemm::gemm(
+                rows,
+                n,
+                k,
+                out.as_mut_ptr(),
+                1,
+                n as isize,
+                true,
+                x.as_ptr(),
+                1,
+                k as isize,
+                w.as_ptr(),
+                k as isize,
+                1,
+                1.0f32,
+                1.0f32,
+                false,
+                false,
+                false,
+                parallelism,
+            )
+        }
+    };
+    match compute::pool().filter(|_| parallel) {
+        Some(pool) => pool.install(|| run(gemm::Parallelism::Rayon(compute::threads()))),
+        None => run(gemm::Parallelism::None),
+    }
+}
+
+/// Self-attention of each sentence and head: `qkv` rows hold query, key and value.
+fn attention(qkv: &[f32], spans: &[(usize, usize)], heads: usize, h: usize, ctx: &mut [f32]) {
+    let dh = h / heads;
+    let scale = 1.0 / (dh as f32).sqrt();
+    let work = |start: usize, len: usize, out: &mut [f32]| {
+        let mut scores = vec![0f32; len];
+        for head in 0..heads {
+            let off = head * dh;
+            for i in 0..len {
+                let q = &qkv[(start + i) * 3 * h + off..][..dh];
+                let mut max = f32::NEG_INFINITY;
+                for (j, s) in scores.iter_mut().enumerate() {
+                    let k = &qkv[(start + j) * 3 * h + h + off..][..dh];
+                    *s = q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale;
+                    max = max.max(*s);
+                }
+                let mut total = 0f32;
+                for s in scores.iter_mut() {
+                    *s = (*s - max).exp();
+                    total += *s;
+                }
+                let row = &mut out[i * h + off..][..dh];
+                row.fill(0.0);
+                for (j, s) in scores.iter().enumerate() {
+                    let p = s / total;
+                    let v = &qkv[(start + j) * 3 * h + 2 * h + off..][..dh];
+                    for (r, vv) in row.iter_mut().zip(v) {
+                        *r += p * vv;
+                    }
+                }
+            }
+        }
+    };
+    // Each sentence writes its own rows of `ctx`.
+    let mut rest = &mut ctx[..];
+    let mut tasks = Vec::with_capacity(spans.len());
+    for &(start, len) in spans {
+        let (mine, tail) = rest.split_at_mut(len * h);
+        rest = tail;
+        tasks.push(move || work(start, len, mine));
+    }
+    if spans.iter().map(|(_, l)| l * l).sum::<usize>() * heads * dh >= PARALLEL_MACS {
+        compute::run_all(tasks);
+    } else {
+        for mut t in tasks {
+            t();
+        }
+    }
+}
+
+fn layer_norm(x: &mut [f32], h: usize, (w, b): &(Vec<f32>, Vec<f32>), eps: f32) {
+    for row in x.chunks_exact_mut(h) {
+        let mean = row.iter().sum::<f32>() / h as f32;
+        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / h as f32;
+        let inv = 1.0 / (var + eps).sqrt();
+        for ((v, w), b) in row.iter_mut().zip(w).zip(b) {
+            *v = (*v - mean) * inv * w + b;
+        }
+    }
+}
+
+/// The exact GELU, `x Φ(x)`, with erf to within 1.2e-7.
+fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// erf by Numerical Recipes' erfc Chebyshev fit (fractional error < 1.2e-7), in f64.
+fn erf(x: f32) -> f32 {
+    let z = f64::from(x).abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let poly = -z * z - 1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    let erfc = t * poly.exp();
+    let r = 1.0 - erfc;
+    (if x >= 0.0 { r } else { -r }) as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn erf_matches_known_values() {
+        for (x, want) in [
+            (0.0f32, 0.0f64),
+            (0.5, 0.520_499_877_8),
+            (1.0, 0.842_700_792_9),
+            (-2.0, -0.995_322_265),
+            (3.5, 0.999_999_256_9),
+        ] {
+            assert!((f64::from(erf(x)) - want).abs() < 2e-7, "erf({x})");
+        }
+    }
+
+    #[test]
+    fn linear_is_a_product_with_bias() {
+        let x = [1.0, 2.0, 3.0, 4.0]; // 2 rows × 2
+        let w = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]; // 3 outputs × 2
+        let mut out = [0.0; 6];
+        linear(&x, 2, 2, &w, &[0.5, 0.0, -1.0], &mut out);
+        assert_eq!(out, [1.5, 2.0, 2.0, 3.5, 4.0, 6.0]);
+    }
+}
