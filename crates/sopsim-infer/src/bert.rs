@@ -177,7 +177,7 @@ impl Bert {
             }
             layer_norm(&mut attn, h, &layer.norm1, s.eps);
             linear(&attn, tokens, h, &layer.up, &layer.up_bias, &mut up);
-            up.iter_mut().for_each(|v| *v = gelu(*v));
+            gelu_all(&mut up);
             linear(
                 &up,
                 tokens,
@@ -316,26 +316,68 @@ fn layer_norm(x: &mut [f32], h: usize, (w, b): &(Vec<f32>, Vec<f32>), eps: f32) 
     }
 }
 
-/// The exact GELU, `x Φ(x)`, with erf to within 1.2e-7.
+/// Elements per task when GELU is spread over the pool.
+const GELU_CHUNK: usize = 1 << 16;
+
+/// The exact GELU over every value, on the pool when there are many.
+fn gelu_all(v: &mut [f32]) {
+    if v.len() >= 2 * GELU_CHUNK && compute::threads() > 1 {
+        compute::run_all(
+            v.chunks_mut(GELU_CHUNK)
+                .map(|c| move || gelu_slice(c))
+                .collect(),
+        );
+    } else {
+        gelu_slice(v);
+    }
+}
+
+fn gelu_slice(v: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { gelu_avx2(v) };
+    }
+    v.iter_mut().for_each(|x| *x = gelu(*x));
+}
+
+/// The same loop compiled for AVX2 and FMA: branch-free, so it runs eight at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gelu_avx2(v: &mut [f32]) {
+    v.iter_mut().for_each(|x| *x = gelu(*x));
+}
+
+/// The exact GELU, `x Φ(x)`: erf by Abramowitz and Stegun 7.1.26 (absolute error below
+/// 1.5e-7) over a branch-free exp, so the loop vectorises.
+#[inline(always)]
 fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
-/// erf by Numerical Recipes' erfc Chebyshev fit (fractional error < 1.2e-7), in f64.
+#[inline(always)]
 fn erf(x: f32) -> f32 {
-    let z = f64::from(x).abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
-    let erfc = t * poly.exp();
-    let r = 1.0 - erfc;
-    (if x >= 0.0 { r } else { -r }) as f32
+    let a = x.abs();
+    let t = 1.0 / (1.0 + 0.327_591_1 * a);
+    let poly = t
+        * (0.254_829_6
+            + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152 + t * 1.061_405_4))));
+    (1.0 - poly * exp_neg(-a * a)).copysign(x)
+}
+
+/// e^x for x ≤ 0 (relative error about 2e-7), without branches: x = n ln 2 + r with
+/// |r| ≤ ln 2 / 2, a degree-6 polynomial for e^r, and 2^n put into the exponent bits.
+#[inline(always)]
+fn exp_neg(x: f32) -> f32 {
+    let x = x.max(-87.0);
+    let n = (x * std::f32::consts::LOG2_E).round();
+    let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (0.166_666_67
+                    + r * (0.041_666_67 + r * (0.008_333_334 + r * 0.001_388_889)))));
+    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
 #[cfg(test)]
