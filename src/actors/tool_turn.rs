@@ -155,7 +155,10 @@ impl Decider {
         raw: &str,
         step: u32,
     ) -> Result<Option<Result<ResultObject, Failure>>, SimError> {
-        let tape = self.llm.tool_tape();
+        let tape = self
+            .llm
+            .tool_tape()
+            .filter(|_| tool.spec.kind.has_side_effects());
         let call = TapedCall {
             run_seed: self.run_seed,
             agent: &self.name,

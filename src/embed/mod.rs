@@ -7,6 +7,7 @@ mod minilm;
 #[cfg(feature = "openai")]
 mod openai;
 mod service;
+#[cfg(feature = "local")]
 mod tokenizer_file;
 
 pub use hash::HashEmbedder;

@@ -23,6 +23,6 @@ pub use path::FieldPath;
 pub use persona::{role_text, Persona, RoleText};
 pub use tools::{
     compile_arguments_schema, is_loopback, loopback_allowlist, max_tool_steps, tools_of,
-    AvailableIf, DecisionFormat, McpCommand, RunIf, ToolKind, ToolSpec, Tools, ANSWER,
+    AvailableIf, DecisionFormat, McpCommand, RunIf, ToolKind, ToolSpec, ANSWER,
 };
 pub use validate::{advice, check, check_structure, schema, Problem};

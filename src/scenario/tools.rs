@@ -4,7 +4,6 @@
 //! settings that validation and the running tools share (argument schemas, the
 //! `http` allowlist, the `mcp` command), and how a decision is asked for.
 
-use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -163,9 +162,6 @@ pub fn max_tool_steps(state: &super::State, role: &str) -> u32 {
         .or(state.max_tool_steps)
         .unwrap_or(3)
 }
-
-/// Tool name → spec, as the scenario declares them.
-pub type Tools = IndexMap<String, ToolSpec>;
 
 /// Compiles a JSON Schema for tool arguments; the message says what is wrong.
 pub fn compile_arguments_schema(schema: &Value) -> Result<jsonschema::Validator, String> {

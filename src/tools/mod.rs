@@ -305,10 +305,6 @@ impl ToolBox {
     pub fn get(&self, name: &str) -> Option<&Arc<Tool>> {
         self.tools.get(name)
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
-    }
 }
 
 impl Tool {
@@ -398,7 +394,8 @@ impl Tool {
         }
     }
 
-    /// Runs an `http` tool (`None` for other kinds).
+    /// Runs an `http` or `mcp` tool (`None` for other kinds).
+    #[cfg_attr(not(any(feature = "openai", feature = "mcp")), allow(unused_variables))]
     pub async fn run_remote(
         &self,
         args: &Map<String, Value>,

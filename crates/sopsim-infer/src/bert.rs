@@ -126,10 +126,6 @@ impl Bert {
         })
     }
 
-    pub fn shape(&self) -> BertShape {
-        self.shape
-    }
-
     /// The unit-length mean-pooled embedding of each sentence (its token ids, special
     /// tokens included, at most `positions` of them; ids are checked by the caller's
     /// tokenizer against the vocabulary, and any out of range read as id 0).
