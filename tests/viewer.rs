@@ -146,12 +146,15 @@ async fn screenshot(client: &Client, name: &str) {
     .unwrap();
 }
 
+/// (speaker, text) of the transcript's messages, as the page shows them: tool calls
+/// and results appear as their own events instead.
 fn transcript(dir: &Path) -> Vec<(String, String)> {
     std::fs::read_to_string(dir.join("transcript.jsonl"))
         .unwrap()
         .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| !matches!(v["kind"].as_str(), Some("tool_call" | "tool_result")))
+        .map(|v| {
             (
                 v["name"].as_str().unwrap().to_string(),
                 v["content"].as_str().unwrap().to_string(),
@@ -393,6 +396,55 @@ async fn a_finished_run_and_a_benchmark_are_browsable() {
         before,
         "serving never writes into the folder"
     );
+}
+
+#[tokio::test]
+async fn tool_results_show_as_tables_beside_the_decisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("shop");
+    let status = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args([
+            "run",
+            root()
+                .join("scenarios/shop_assistant.json")
+                .to_str()
+                .unwrap(),
+        ])
+        .args(["--llm", "scripted", "--out"])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (_driver, driver_url) = chromedriver();
+    let client = browser(&driver_url).await;
+    let (_server, url) = sopsim(&["serve", out.to_str().unwrap()]);
+    client.goto(&url).await.unwrap();
+    let expected = transcript(&out);
+    wait_for_messages(&client, expected.len()).await;
+    assert_eq!(messages(&client).await, expected);
+    let tables = eval(
+        &client,
+        "return [...document.querySelectorAll('.tool-result table')]
+            .map(t => t.querySelector('tr:nth-child(2)').textContent);",
+    )
+    .await;
+    let rows: Vec<String> = serde_json::from_value(tables).unwrap();
+    assert_eq!(rows.len(), 5, "one table per result: {rows:?}");
+    assert!(
+        rows[0].contains("Summit Boot") && rows[0].contains("149"),
+        "{rows:?}"
+    );
+    let decided = eval(
+        &client,
+        "return [...document.querySelectorAll('.status')]
+            .filter(s => s.textContent.startsWith('Mia decided:')).length;",
+    )
+    .await;
+    assert_eq!(decided, 6);
+    screenshot(&client, "tools").await;
+    client.close().await.unwrap();
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
