@@ -135,8 +135,10 @@ pub fn decision_messages(base: &[ChatMessage], view: &DecisionView<'_>) -> Vec<C
     text.push_str("\nAvailable tools:\n");
     for t in view.available {
         text.push_str(&format!(
-            "- {}: {}\n  arguments (JSON Schema): {}\n",
-            t.name, t.spec.description, t.parameters
+            "- {}: {}\n  arguments: {}\n",
+            t.name,
+            t.spec.description,
+            describe_schema(&t.parameters)
         ));
     }
     if !view.unavailable.is_empty() {
@@ -200,6 +202,98 @@ pub fn decision_messages(base: &[ChatMessage], view: &DecisionView<'_>) -> Vec<C
     };
     messages.push(ChatMessage::user(ask));
     messages
+}
+
+/// Characters of one tool's argument description in a decision prompt.
+const MAX_ARGUMENTS_TEXT: usize = 1200;
+/// Values of an enumeration listed before the rest are elided.
+const MAX_LISTED: usize = 16;
+
+/// A tool's argument schema as a decision prompt shows it: compact, e.g. `{search?:
+/// <text>, limit?: <integer 1–50>}` (`?`: optional). Native tool calls and the local
+/// model's constrained decoding get the schema itself; the prompt needs only the gist.
+pub fn describe_schema(schema: &Value) -> String {
+    cut(&describe(schema, 0), MAX_ARGUMENTS_TEXT)
+}
+
+fn describe(s: &Value, depth: usize) -> String {
+    if depth > 6 {
+        return "…".into();
+    }
+    if let Some(c) = s.get("const") {
+        return c.to_string();
+    }
+    if let Some(values) = s.get("enum").and_then(Value::as_array) {
+        let mut shown: Vec<String> = values
+            .iter()
+            .take(MAX_LISTED)
+            .map(Value::to_string)
+            .collect();
+        if values.len() > MAX_LISTED {
+            shown.push("…".into());
+        }
+        return format!("one of {}", shown.join("|"));
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(alts) = s.get(key).and_then(Value::as_array) {
+            return alts
+                .iter()
+                .map(|a| describe(a, depth + 1))
+                .collect::<Vec<_>>()
+                .join(" | ");
+        }
+    }
+    let range = || match (s.get("minimum"), s.get("maximum")) {
+        (Some(a), Some(b)) => format!(" {a}–{b}"),
+        (Some(a), None) => format!(" ≥ {a}"),
+        (None, Some(b)) => format!(" ≤ {b}"),
+        (None, None) => String::new(),
+    };
+    let kind = |t: &str| match t {
+        "object" => {
+            let required: Vec<&str> = s["required"]
+                .as_array()
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let props: Vec<String> = s["properties"]
+                .as_object()
+                .map(|p| {
+                    p.iter()
+                        .map(|(k, v)| {
+                            let opt = if required.contains(&k.as_str()) {
+                                ""
+                            } else {
+                                "?"
+                            };
+                            format!("{k}{opt}: {}", describe(v, depth + 1))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("{{{}}}", props.join(", "))
+        }
+        "array" => format!("[{}, …]", describe(&s["items"], depth + 1)),
+        "string" => "text".into(),
+        "integer" => format!("integer{}", range()),
+        "number" => format!("number{}", range()),
+        "boolean" => "true or false".into(),
+        "null" => "null".into(),
+        other => other.to_string(),
+    };
+    // Placeholders in angle brackets, so that a small model does not copy them as values.
+    let placeholder = |t: &str| match t {
+        "object" | "array" => kind(t),
+        _ => format!("<{}>", kind(t)),
+    };
+    match &s["type"] {
+        Value::String(t) => placeholder(t),
+        Value::Array(ts) => {
+            let kinds: Vec<String> = ts.iter().filter_map(Value::as_str).map(kind).collect();
+            format!("<{}>", kinds.join(" or "))
+        }
+        _ if s.get("properties").is_some() => kind("object"),
+        _ => "<any JSON>".into(),
+    }
 }
 
 /// The JSON Schema of a `json` decision: a call of one of `available` with its
@@ -365,6 +459,22 @@ mod tests {
                 name: "calc".into(),
                 arguments: "{}".into()
             }
+        );
+    }
+
+    #[test]
+    fn argument_schemas_are_described_compactly() {
+        let schema = json!({"type": "object", "properties": {
+            "expression": {"type": "string"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+            "filters": {"type": "array", "items": {"anyOf": [
+                {"type": "object", "properties": {"field": {"const": "price"}, "op": {"enum": ["min", "max"]}, "value": {"type": "number"}}, "required": ["field", "op", "value"]},
+                {"type": "object", "properties": {"field": {"const": "tags"}, "value": {"type": ["string", "number"]}}}
+            ]}}
+        }, "required": ["expression"]});
+        assert_eq!(
+            describe_schema(&schema),
+            "{expression: <text>, limit?: <integer 1–50>, filters?: [{field: \"price\", op: one of \"min\"|\"max\", value: <number>} | {field?: \"tags\", value?: <text or number>}, …]}"
         );
     }
 
