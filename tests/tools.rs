@@ -31,7 +31,9 @@ fn scenario_from(doc: Value) -> Scenario {
 fn scenario_with(doc: Value, files: &[(&str, std::path::PathBuf)]) -> Scenario {
     let dir = tempfile::tempdir().unwrap().keep();
     for (name, from) in files {
-        std::fs::copy(from, dir.join(name)).unwrap();
+        let to = dir.join(name);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
     }
     let path = dir.join("s.json");
     std::fs::write(&path, doc.to_string()).unwrap();
@@ -546,4 +548,25 @@ fn the_cli_writes_tool_payloads_and_counts() {
             .unwrap();
     assert_eq!(summary["tools"]["calls"]["catalogue"]["ok"], 3);
     assert_eq!(summary["llm_calls"]["decide"], 6);
+}
+
+#[test]
+fn a_tool_no_role_lists_is_pointed_out() {
+    let mut doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("scenarios/shop_assistant.json")).unwrap(),
+    )
+    .unwrap();
+    doc["tools"]["spare"] = json!({"kind": "dice"});
+    let s = scenario_with(
+        doc,
+        &[(
+            "data/products.jsonl",
+            root().join("scenarios/data/products.jsonl"),
+        )],
+    );
+    let notes: Vec<String> = scenario::advice(&s).iter().map(|p| p.to_string()).collect();
+    assert_eq!(
+        notes,
+        ["tools.spare: no state or role lists this tool, so it is never offered"]
+    );
 }

@@ -188,6 +188,17 @@ pub fn advice(s: &Scenario) -> Vec<Problem> {
             });
         }
     }
+    for name in s.tools.keys() {
+        let listed = s.sop.states.values().any(|st| {
+            st.tools.contains(name) || st.components.values().any(|c| c.tools.contains(name))
+        });
+        if !listed {
+            out.push(Problem {
+                path: root().key("tools").key(name),
+                message: "no state or role lists this tool, so it is never offered".into(),
+            });
+        }
+    }
     out
 }
 
