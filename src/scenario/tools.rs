@@ -196,6 +196,11 @@ pub fn loopback_allowlist(config: &Map<String, Value>) -> Result<Vec<Url>, Strin
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!("allow[{i}]: only http and https URLs"));
         }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(format!(
+                "allow[{i}]: a prefix may not carry a user name or password"
+            ));
+        }
         if !is_loopback(&url) {
             return Err(format!(
                 "allow[{i}]: {text:?} is not a loopback address (127.0.0.0/8, ::1, localhost)"

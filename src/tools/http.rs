@@ -59,8 +59,15 @@ impl Http {
 
     /// The URL to call, if the allowlist permits it; otherwise why not.
     pub fn permit(&self, text: &str) -> Result<Url, Failure> {
-        let url = Url::parse(text)
-            .map_err(|e| Failure::avoidable(format!("{text:?} is not a URL: {e}")))?;
+        let url = Url::parse(text).map_err(|e| {
+            Failure::avoidable(format!("{:?} is not a URL: {e}", super::cut(text, 200)))
+        })?;
+        // Credentials never travel in a tool's URL, and are never repeated back.
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(Failure::avoidable(
+                "the URL carries a user name or password; call it without them",
+            ));
+        }
         let allowed: Vec<&str> = self.allow.iter().map(Url::as_str).collect();
         if !is_loopback(&url) {
             return Err(Failure::avoidable(format!(
@@ -106,17 +113,14 @@ impl Http {
         } else {
             client.get(url.clone())
         };
-        let mut response = request
-            .send()
-            .await
-            .map_err(|e| Failure::unknown(format!("{url}: {}", e.without_url())))?;
+        let mut response = request.send().await.map_err(|e| {
+            Failure::unknown(format!("{url}: {}", crate::error::chain(&e.without_url())))
+        })?;
         let status = response.status();
         let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| Failure::unknown(format!("{url}: {}", e.without_url())))?
-        {
+        while let Some(chunk) = response.chunk().await.map_err(|e| {
+            Failure::unknown(format!("{url}: {}", crate::error::chain(&e.without_url())))
+        })? {
             if (body.len() + chunk.len()) as u64 > self.max_bytes {
                 return Err(Failure::unknown(format!(
                     "{url}: the response is larger than {} bytes",
@@ -176,6 +180,7 @@ mod tests {
             "https://127.0.0.1:8765/api/",
             "file:///etc/passwd",
             "not a url",
+            "http://user:secret@127.0.0.1:8765/api/x",
         ] {
             assert!(h.permit(refused).is_err(), "{refused}");
         }
