@@ -31,7 +31,7 @@ pub use sopsim_infer::quant::Kernels;
 /// How the local model runs.
 #[derive(Debug, Clone)]
 pub struct LocalOptions {
-    /// Message for the KV caches of finished sequences kept for prefix reuse (0: none).
+    /// Memory for the KV caches of finished sequences kept for prefix reuse (0: none).
     pub cache_bytes: usize,
     /// Sequences decoded together in one step at most.
     pub max_batch: usize,
