@@ -62,8 +62,9 @@ impl Table {
     }
 
     /// The argument schema. Each filter names a field of the file, with the operators
-    /// and values that field can take: a text field with few distinct values lists
-    /// them, so a model decoding under the schema can only ask for values that exist.
+    /// and values that field can take: a text field whose few values group the objects
+    /// lists them, so a model decoding under the schema can only ask for values that
+    /// exist.
     pub fn parameters(&self) -> Value {
         let filters: Vec<Value> = self
             .fields
@@ -125,7 +126,10 @@ impl Table {
         }
         texts.sort_unstable();
         texts.dedup();
-        if all_text && !texts.is_empty() && texts.len() <= MAX_LISTED_VALUES {
+        // A field whose every object has its own value (an id, a name) is listed as
+        // free text: its values name objects rather than group them.
+        let groups = texts.len() < self.objects.len();
+        if all_text && groups && !texts.is_empty() && texts.len() <= MAX_LISTED_VALUES {
             vec![
                 filter(json!(["equals"]), json!({"enum": texts})),
                 filter(json!(["contains"]), free_text),
@@ -333,6 +337,7 @@ mod tests {
             json!({"name": "Trail shoe", "price": 89.0, "category": "shoes", "tags": ["outdoor"]}),
             json!({"name": "City shoe", "price": 59.5, "category": "Shoes"}),
             json!({"name": "Rain jacket", "price": 120, "category": "jackets"}),
+            json!({"name": "Fleece", "price": 45, "category": "jackets"}),
         ]
         .into_iter()
         .map(|v| v.as_object().unwrap().clone())
@@ -397,7 +402,7 @@ mod tests {
         let args = json!({"search": "waterproof jackets"});
         assert_eq!(
             names(&t.query(args.as_object().unwrap()).0),
-            vec!["Rain jacket"]
+            vec!["Rain jacket", "Fleece"]
         );
         let args = json!({"filters": [{"field": "tags", "op": "equals", "value": "outdoor"}]});
         assert_eq!(
