@@ -28,6 +28,8 @@ pub enum WeightError {
     UnknownType(u32),
     #[error("a dimension is zero")]
     ZeroDimension,
+    #[error("no memory for {bytes} bytes of weights")]
+    NoMemory { bytes: usize },
     #[error("rows of {cols} values cannot be stored as {ty} (groups of {group})")]
     Row {
         cols: usize,

@@ -13,7 +13,7 @@ use std::path::Path;
 use crate::attention::{attend, HeadCache};
 use crate::gguf::{Arch, GgufError, GgufFile, ModelShape};
 use crate::kv::KvCache;
-use crate::quant::{Acts, Kernels, QView, WeightType};
+use crate::quant::{matmul, matmul_panel, Acts, Kernels, Packed, QView, WeightType, PANEL};
 
 /// A weight matrix in the file: `rows` outputs of `cols` inputs.
 #[derive(Debug, Clone, Copy)]
@@ -27,17 +27,17 @@ struct Matrix {
 
 struct Layer {
     attn_norm: Vec<f32>,
-    q: Matrix,
-    k: Matrix,
-    v: Matrix,
+    q: Packed,
+    k: Packed,
+    v: Packed,
     q_bias: Option<Vec<f32>>,
     k_bias: Option<Vec<f32>>,
     v_bias: Option<Vec<f32>>,
-    o: Matrix,
+    o: Packed,
     ffn_norm: Vec<f32>,
-    gate: Matrix,
-    up: Matrix,
-    down: Matrix,
+    gate: Packed,
+    up: Packed,
+    down: Packed,
 }
 
 pub struct Model {
@@ -45,10 +45,11 @@ pub struct Model {
     pub shape: ModelShape,
     /// Rows of the token embedding (and of the output head).
     pub vocab: usize,
+    /// Looked up row by row where the file has it.
     embed: Matrix,
     layers: Vec<Layer>,
     norm: Vec<f32>,
-    head: Matrix,
+    head: Packed,
     kernels: Kernels,
     /// Rotary frequencies, one per pair of dimensions.
     inv_freq: Vec<f64>,
@@ -83,7 +84,8 @@ pub struct Scratch {
     gate: Vec<f32>,
     up: Vec<f32>,
     acts: Acts,
-    tmp: Vec<f32>,
+    /// Per row, the rotary (sin, cos) of each pair of dimensions.
+    rotary: Vec<(f32, f32)>,
 }
 
 impl Model {
@@ -125,9 +127,9 @@ impl Model {
             })?;
         let embed = matrix(&file, "token_embd.weight", vocab, s.dim)?;
         let head = if file.tensors.contains_key("output.weight") {
-            matrix(&file, "output.weight", vocab, s.dim)?
+            packed(&file, "output.weight", vocab, s.dim)?
         } else {
-            embed
+            pack(&file, "token_embd.weight", &embed)?
         };
         let mut layers = Vec::with_capacity(s.layers);
         for i in 0..s.layers {
@@ -140,17 +142,17 @@ impl Model {
             };
             layers.push(Layer {
                 attn_norm: vector(&file, &n("attn_norm.weight"), s.dim)?,
-                q: matrix(&file, &n("attn_q.weight"), qd, s.dim)?,
-                k: matrix(&file, &n("attn_k.weight"), kvd, s.dim)?,
-                v: matrix(&file, &n("attn_v.weight"), kvd, s.dim)?,
+                q: packed(&file, &n("attn_q.weight"), qd, s.dim)?,
+                k: packed(&file, &n("attn_k.weight"), kvd, s.dim)?,
+                v: packed(&file, &n("attn_v.weight"), kvd, s.dim)?,
                 q_bias: bias("attn_q.bias", qd)?,
                 k_bias: bias("attn_k.bias", kvd)?,
                 v_bias: bias("attn_v.bias", kvd)?,
-                o: matrix(&file, &n("attn_output.weight"), s.dim, qd)?,
+                o: packed(&file, &n("attn_output.weight"), s.dim, qd)?,
                 ffn_norm: vector(&file, &n("ffn_norm.weight"), s.dim)?,
-                gate: matrix(&file, &n("ffn_gate.weight"), s.ffn, s.dim)?,
-                up: matrix(&file, &n("ffn_up.weight"), s.ffn, s.dim)?,
-                down: matrix(&file, &n("ffn_down.weight"), s.dim, s.ffn)?,
+                gate: packed(&file, &n("ffn_gate.weight"), s.ffn, s.dim)?,
+                up: packed(&file, &n("ffn_up.weight"), s.ffn, s.dim)?,
+                down: packed(&file, &n("ffn_down.weight"), s.dim, s.ffn)?,
             });
         }
         let norm = vector(&file, "output_norm.weight", s.dim)?;
@@ -242,14 +244,18 @@ impl Model {
         }
         let scale = 1.0 / (hd as f32).sqrt();
         let group = s.heads / s.kv_heads;
+        self.rotary_table(&rows, &mut sc.rotary);
         for (li, layer) in self.layers.iter().enumerate() {
             rms_norm(&sc.x, &layer.attn_norm, s.rms_eps, &mut sc.h);
-            sc.q.resize(n * qd, 0.0);
-            sc.k.resize(n * kvd, 0.0);
-            sc.v.resize(n * kvd, 0.0);
-            self.matmul(&layer.q, &sc.h, &mut sc.acts, &mut sc.q, &mut sc.tmp);
-            self.matmul(&layer.k, &sc.h, &mut sc.acts, &mut sc.k, &mut sc.tmp);
-            self.matmul(&layer.v, &sc.h, &mut sc.acts, &mut sc.v, &mut sc.tmp);
+            self.products(
+                &sc.h,
+                &mut sc.acts,
+                &mut [
+                    (&layer.q, &mut sc.q),
+                    (&layer.k, &mut sc.k),
+                    (&layer.v, &mut sc.v),
+                ],
+            );
             for (buf, bias) in [
                 (&mut sc.q, &layer.q_bias),
                 (&mut sc.k, &layer.k_bias),
@@ -261,9 +267,11 @@ impl Model {
                     }
                 }
             }
-            for (r, &(_, pos)) in rows.iter().enumerate() {
-                self.rope(&mut sc.q[r * qd..(r + 1) * qd], pos);
-                self.rope(&mut sc.k[r * kvd..(r + 1) * kvd], pos);
+            let half = hd / 2;
+            for r in 0..n {
+                let rot = &sc.rotary[r * half..(r + 1) * half];
+                self.rope(&mut sc.q[r * qd..(r + 1) * qd], rot);
+                self.rope(&mut sc.k[r * kvd..(r + 1) * kvd], rot);
             }
             for (r, &(seg, pos)) in rows.iter().enumerate() {
                 segments[seg].cache.store(
@@ -308,18 +316,18 @@ impl Model {
                     });
                 crate::compute::run_all(tasks.collect());
             }
-            self.matmul(&layer.o, &sc.att, &mut sc.acts, &mut sc.h, &mut sc.tmp);
+            self.products(&sc.att, &mut sc.acts, &mut [(&layer.o, &mut sc.h)]);
             add(&mut sc.x, &sc.h);
             rms_norm(&sc.x, &layer.ffn_norm, s.rms_eps, &mut sc.h);
-            sc.gate.resize(n * s.ffn, 0.0);
-            sc.up.resize(n * s.ffn, 0.0);
-            self.matmul(&layer.gate, &sc.h, &mut sc.acts, &mut sc.gate, &mut sc.tmp);
-            self.matmul(&layer.up, &sc.h, &mut sc.acts, &mut sc.up, &mut sc.tmp);
+            self.products(
+                &sc.h,
+                &mut sc.acts,
+                &mut [(&layer.gate, &mut sc.gate), (&layer.up, &mut sc.up)],
+            );
             for (g, u) in sc.gate.iter_mut().zip(&sc.up) {
                 *g = *g / (1.0 + (-*g).exp()) * u;
             }
-            sc.h.resize(n * dim, 0.0);
-            self.matmul(&layer.down, &sc.gate, &mut sc.acts, &mut sc.h, &mut sc.tmp);
+            self.products(&sc.gate, &mut sc.acts, &mut [(&layer.down, &mut sc.h)]);
             add(&mut sc.x, &sc.h);
         }
         for seg in segments.iter_mut() {
@@ -374,8 +382,8 @@ impl Model {
         if !all_rows.is_empty() {
             let mut h = Vec::new();
             gather(&all_rows, &mut h);
-            let mut logits = vec![0f32; all_rows.len() * self.vocab];
-            self.matmul(&self.head, &h, &mut sc.acts, &mut logits, &mut sc.tmp);
+            let mut logits = Vec::new();
+            self.products(&h, &mut sc.acts, &mut [(&self.head, &mut logits)]);
             let mut k = 0;
             for (si, seg) in segments.iter().enumerate() {
                 for (wi, (_, want)) in seg.wants.iter().enumerate() {
@@ -386,87 +394,61 @@ impl Model {
                 }
             }
         }
-        let head = self.view(&self.head);
+        // Only the panels holding the wanted tokens' rows: the same bits as the whole
+        // head would give them.
+        let mut panel = vec![0f32; PANEL];
         for (si, wi, row, ids) in only {
             let mut h = Vec::new();
             gather(&[row], &mut h);
-            sc.acts.quantize(head.ty.act_format(), &h, dim);
+            sc.acts.quantize(self.head.ty().act_format(), &h, dim);
             let mut values = Vec::with_capacity(ids.len());
+            let mut computed = usize::MAX;
             for id in ids {
-                let mut v = [0f32];
-                crate::quant::matmul_rows(
-                    self.kernels,
-                    head,
-                    &sc.acts,
-                    id as usize..id as usize + 1,
-                    &mut v,
-                );
-                values.push(v[0]);
+                let p = id as usize / PANEL;
+                if p != computed {
+                    matmul_panel(self.kernels, &self.head, &sc.acts, p, &mut panel);
+                    computed = p;
+                }
+                values.push(panel[id as usize % PANEL]);
             }
             out[si][wi] = values;
         }
         Ok(out)
     }
 
-    /// `out = x · Wᵀ` for every row of `x` (`n × cols` → `n × rows`), spread over the
-    /// compute threads by output rows.
-    fn matmul(
-        &self,
-        m: &Matrix,
-        x: &[f32],
-        acts: &mut Acts,
-        out: &mut Vec<f32>,
-        tmp: &mut Vec<f32>,
-    ) {
-        let w = self.view(m);
-        acts.quantize(w.ty.act_format(), x, w.cols);
-        let n = acts.tokens();
-        out.resize(n * w.rows, 0.0);
-        let threads = crate::compute::threads();
-        // Small products are not worth waking the other threads for.
-        let pieces = if w.rows * w.cols * n < 1 << 17 {
-            1
-        } else {
-            threads * 4
-        };
-        let per = w.rows.div_ceil(pieces);
-        if pieces == 1 || n == 1 {
-            // One token: each piece's output is a contiguous part of `out`.
-            self.products(w, acts, per, out);
-            return;
-        }
-        // Each piece writes its rows for every token into its own part of `tmp`
-        // ([token][row of the piece]); the parts are then copied into place.
-        tmp.resize(n * w.rows, 0.0);
-        self.products(w, acts, per, tmp);
-        for (i, part) in tmp.chunks(per * n).enumerate() {
-            let len = part.len() / n;
-            for t in 0..n {
-                out[t * w.rows + i * per..][..len].copy_from_slice(&part[t * len..(t + 1) * len]);
+    /// `out = x · Wᵀ` for each matrix of `products` (all of `x`'s width), the
+    /// activations quantised once for all of them where their formats agree.
+    fn products(&self, x: &[f32], acts: &mut Acts, products: &mut [(&Packed, &mut Vec<f32>)]) {
+        let mut ready = None;
+        for (w, out) in products.iter_mut() {
+            let format = w.ty().act_format();
+            if ready != Some(format) {
+                acts.quantize(format, x, w.cols());
+                ready = Some(format);
             }
+            out.resize(acts.tokens() * w.rows(), 0.0);
+            matmul(self.kernels, w, acts, out);
         }
     }
 
-    fn products(&self, w: QView<'_>, acts: &Acts, per: usize, dest: &mut [f32]) {
-        let n = acts.tokens();
-        let kernels = self.kernels;
-        let tasks = dest.chunks_mut(per * n).enumerate().map(|(i, chunk)| {
-            move || {
-                let start = i * per;
-                crate::quant::matmul_rows(kernels, w, acts, start..start + chunk.len() / n, chunk)
-            }
-        });
-        crate::compute::run_all(tasks.collect());
+    /// The rotary (sin, cos) of every pair of dimensions at each row's position.
+    fn rotary_table(&self, rows: &[(usize, usize)], table: &mut Vec<(f32, f32)>) {
+        table.clear();
+        for &(_, pos) in rows {
+            table.extend(self.inv_freq.iter().map(|f| {
+                let (sin, cos) = (pos as f64 * f).sin_cos();
+                (sin as f32, cos as f32)
+            }));
+        }
     }
 
-    /// Rotary position embedding, in place, for every head in `x`.
-    fn rope(&self, x: &mut [f32], pos: usize) {
+    /// Rotary position embedding, in place, for every head in `x` (`rot`: the row's
+    /// (sin, cos) per pair of dimensions).
+    fn rope(&self, x: &mut [f32], rot: &[(f32, f32)]) {
         let hd = self.shape.head_dim;
         let half = hd / 2;
         for head in x.chunks_exact_mut(hd) {
-            for (i, f) in self.inv_freq.iter().enumerate() {
-                let (sin, cos) = (pos as f64 * f).sin_cos();
-                let (sin, cos) = (sin as f32, cos as f32);
+            for (i, &(sin, cos)) in rot.iter().enumerate() {
                 let (a, b) = match self.shape.arch {
                     Arch::Llama => (2 * i, 2 * i + 1),
                     Arch::Qwen2 => (i, i + half),
@@ -511,6 +493,24 @@ fn missing(name: &str) -> GgufError {
         name: name.into(),
         message: "missing".into(),
     }
+}
+
+/// A 2-D weight repacked for the kernels; the file's pages it was read from are
+/// released.
+fn packed(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Packed, GgufError> {
+    let m = matrix(file, name, rows, cols)?;
+    let p = pack(file, name, &m)?;
+    file.release(m.start, m.len);
+    Ok(p)
+}
+
+fn pack(file: &GgufFile, name: &str, m: &Matrix) -> Result<Packed, GgufError> {
+    Packed::new(m.ty, m.rows, m.cols, &file.bytes()[m.start..m.start + m.len]).map_err(|source| {
+        GgufError::Weight {
+            name: name.into(),
+            source,
+        }
+    })
 }
 
 /// A 2-D weight of `rows × cols` (GGUF lists it as `[cols, rows]`).

@@ -151,6 +151,31 @@ impl GgufFile {
         Self::parse(Bytes::Mapped(map))
     }
 
+    /// Tells the system that bytes `start..start + len` will not be read again (they
+    /// were copied elsewhere), so a mapped file's pages leave this process's memory.
+    /// Reading them later still works: they are read from the file again.
+    pub fn release(&self, start: usize, len: usize) {
+        #[cfg(unix)]
+        if let Bytes::Mapped(map) = &self.map {
+            let page = 4096;
+            let first = start.div_ceil(page) * page;
+            let end = (start + len) / page * page;
+            if end > first && end <= map.len() {
+                // SAFETY: the map is read-only; dropping its pages only
+                // makes a later read fetch them from the file again.
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        first,
+                        end - first,
+                    )
+                };
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (start, len);
+    }
+
     /// Parses a whole GGUF file held in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, GgufError> {
         Self::parse(Bytes::Owned(bytes))

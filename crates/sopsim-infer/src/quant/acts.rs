@@ -1,5 +1,6 @@
-//! Activations quantised for a product: int8 values with one scale per group, plus each
-//! 32 values' integer sum, which the formats with a minimum need.
+//! Activations quantised for a product: int8 values with one scale per 32 values, and
+//! the integer sums of every 16 values (which the formats with an offset or a minimum
+//! need).
 //!
 //! The quantisation is written once and compiled twice (plain and with AVX-512), which
 //! gives the same bytes: round-half-to-even and saturating conversions mean the same
@@ -10,21 +11,13 @@
 pub enum ActFormat {
     /// Plain floats (for float weights).
     Float,
-    /// int8 with a scale per 32 values (llama.cpp's Q8_0 / Q8_1).
-    Q8x32,
-    /// int8 with a scale per 256 values (llama.cpp's Q8_K).
-    Q8x256,
+    /// int8 with a scale per 32 values (llama.cpp's Q8_0).
+    Q8,
 }
 
-impl ActFormat {
-    pub fn group(self) -> usize {
-        match self {
-            ActFormat::Float => 1,
-            ActFormat::Q8x32 => 32,
-            ActFormat::Q8x256 => 256,
-        }
-    }
-}
+/// Rows of int8 values are padded to a multiple of this many tokens (zeros), so that
+/// a kernel may load whole tiles of tokens.
+pub(super) const TOKEN_TILE: usize = 16;
 
 /// `tokens` rows of `cols` activations in one `ActFormat`. Buffers are reused.
 #[derive(Debug, Clone)]
@@ -32,17 +25,15 @@ pub struct Acts {
     format: ActFormat,
     tokens: usize,
     cols: usize,
-    pub(super) floats: Vec<f32>,
-    pub(super) qs: Vec<i8>,
-    /// `qs + 128` as bytes, for kernels that multiply unsigned activations.
-    pub(super) qs_offset: Vec<u8>,
-    /// One per group.
-    pub(super) scales: Vec<f32>,
-    /// For [`ActFormat::Q8x32`]: per pair of blocks, 16 floats — the first block's
-    /// scale eight times, then the second's (what a 512-bit kernel multiplies by).
-    pub(super) scale_pairs: Vec<f32>,
+    floats: Vec<f32>,
+    /// `tokens` rows (padded to [`TOKEN_TILE`] with zero rows) of `cols` values.
+    qs: Vec<i8>,
+    /// One per 32 values.
+    scales: Vec<f32>,
     /// One per 32 values: their sum.
-    pub(super) bsum: Vec<i32>,
+    sums: Vec<i32>,
+    /// One per 16 values: their sum.
+    half_sums: Vec<i32>,
 }
 
 impl Default for Acts {
@@ -53,10 +44,9 @@ impl Default for Acts {
             cols: 0,
             floats: Vec::new(),
             qs: Vec::new(),
-            qs_offset: Vec::new(),
             scales: Vec::new(),
-            scale_pairs: Vec::new(),
-            bsum: Vec::new(),
+            sums: Vec::new(),
+            half_sums: Vec::new(),
         }
     }
 }
@@ -75,7 +65,7 @@ impl Acts {
     }
 
     /// Stores `x` (`tokens × cols`, row-major) in `format`. `cols` must be a multiple
-    /// of 32 (and of 256 for `ActFormat::Q8x256`).
+    /// of 32.
     pub fn quantize(&mut self, format: ActFormat, x: &[f32], cols: usize) {
         debug_assert!(cols > 0 && x.len().is_multiple_of(cols) && cols.is_multiple_of(32));
         self.format = format;
@@ -86,11 +76,12 @@ impl Acts {
             self.floats.extend_from_slice(x);
             return;
         }
-        let group = format.group();
-        self.qs.resize(x.len(), 0);
-        self.qs_offset.resize(x.len(), 0);
-        self.scales.resize(x.len() / group, 0.0);
-        self.bsum.resize(x.len() / 32, 0);
+        let padded = self.tokens.div_ceil(TOKEN_TILE) * TOKEN_TILE;
+        self.qs.clear();
+        self.qs.resize(padded * cols, 0);
+        self.scales.resize(x.len() / 32, 0.0);
+        self.sums.resize(x.len() / 32, 0);
+        self.half_sums.resize(x.len() / 16, 0);
         // Tokens are quantised independently: spread them over the compute threads.
         let tokens = self.tokens;
         let pieces = if x.len() >= 1 << 14 {
@@ -103,44 +94,32 @@ impl Acts {
         let tasks = x
             .chunks(n)
             .zip(self.qs.chunks_mut(n))
-            .zip(self.qs_offset.chunks_mut(n))
-            .zip(self.scales.chunks_mut(n / group))
-            .zip(self.bsum.chunks_mut(n / 32))
-            .map(|((((x, qs), qs_offset), scales), bsum)| {
+            .zip(self.scales.chunks_mut(n / 32))
+            .zip(self.sums.chunks_mut(n / 32))
+            .zip(self.half_sums.chunks_mut(n / 16))
+            .map(|((((x, qs), scales), sums), half_sums)| {
                 move || {
                     let out = Out {
                         qs,
-                        qs_offset,
                         scales,
-                        bsum,
+                        sums,
+                        half_sums,
                     };
                     #[cfg(target_arch = "x86_64")]
                     if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") {
                         // SAFETY: the features were just checked.
-                        return unsafe { quantize_avx512(out, x, group) };
+                        return unsafe { quantize_avx512(out, x) };
                     }
-                    quantize_groups(out, x, group)
+                    quantize_blocks(out, x)
                 }
             })
             .collect::<Vec<_>>();
         crate::compute::run_all(tasks);
-        self.pair_scales();
     }
 
-    fn pair_scales(&mut self) {
-        self.scale_pairs.clear();
-        if self.format != ActFormat::Q8x32 {
-            return;
-        }
-        let per_token = self.cols / 32;
-        for t in 0..self.tokens {
-            let s = &self.scales[t * per_token..(t + 1) * per_token];
-            for pair in s.chunks(2) {
-                let second = pair.get(1).copied().unwrap_or(0.0);
-                self.scale_pairs.extend(std::iter::repeat_n(pair[0], 8));
-                self.scale_pairs.extend(std::iter::repeat_n(second, 8));
-            }
-        }
+    /// Every token's int8 values, padded (see [`TOKEN_TILE`]).
+    pub(super) fn all_qs(&self) -> &[i8] {
+        &self.qs
     }
 
     /// Token `t`'s int8 values.
@@ -148,24 +127,19 @@ impl Acts {
         &self.qs[t * self.cols..(t + 1) * self.cols]
     }
 
-    pub(super) fn qs_offset(&self, t: usize) -> &[u8] {
-        &self.qs_offset[t * self.cols..(t + 1) * self.cols]
-    }
-
     pub(super) fn scales(&self, t: usize) -> &[f32] {
-        let n = self.cols / self.format.group();
+        let n = self.cols / 32;
         &self.scales[t * n..(t + 1) * n]
     }
 
-    /// Token `t`'s block-pair scales (see [`Acts::scale_pairs`]).
-    pub(super) fn scale_pairs(&self, t: usize) -> &[f32] {
-        let n = self.cols.div_ceil(64) * 16;
-        &self.scale_pairs[t * n..(t + 1) * n]
+    pub(super) fn sums(&self, t: usize) -> &[i32] {
+        let n = self.cols / 32;
+        &self.sums[t * n..(t + 1) * n]
     }
 
-    pub(super) fn bsum(&self, t: usize) -> &[i32] {
-        let n = self.cols / 32;
-        &self.bsum[t * n..(t + 1) * n]
+    pub(super) fn half_sums(&self, t: usize) -> &[i32] {
+        let n = self.cols / 16;
+        &self.half_sums[t * n..(t + 1) * n]
     }
 
     pub(super) fn floats(&self, t: usize) -> &[f32] {
@@ -176,24 +150,20 @@ impl Acts {
 /// Where one piece of the tokens is quantised to.
 struct Out<'a> {
     qs: &'a mut [i8],
-    qs_offset: &'a mut [u8],
     scales: &'a mut [f32],
-    bsum: &'a mut [i32],
+    sums: &'a mut [i32],
+    half_sums: &'a mut [i32],
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
-unsafe fn quantize_avx512(out: Out<'_>, x: &[f32], group: usize) {
-    quantize_groups(out, x, group)
+unsafe fn quantize_avx512(out: Out<'_>, x: &[f32]) {
+    quantize_blocks(out, x)
 }
 
 #[inline(always)]
-fn quantize_groups(acts: Out<'_>, x: &[f32], group: usize) {
-    for (g, (values, q)) in x
-        .chunks_exact(group)
-        .zip(acts.qs.chunks_exact_mut(group))
-        .enumerate()
-    {
+fn quantize_blocks(acts: Out<'_>, x: &[f32]) {
+    for (g, (values, q)) in x.chunks_exact(32).zip(acts.qs.chunks_exact_mut(32)).enumerate() {
         let mut amax = 0f32;
         for v in values {
             amax = amax.max(v.abs());
@@ -205,10 +175,10 @@ fn quantize_groups(acts: Out<'_>, x: &[f32], group: usize) {
         }
         acts.scales[g] = d;
     }
-    for (o, q) in acts.qs_offset.iter_mut().zip(acts.qs.iter()) {
-        *o = (*q as u8) ^ 0x80;
-    }
-    for (sum, q) in acts.bsum.iter_mut().zip(acts.qs.chunks_exact(32)) {
+    for (sum, q) in acts.half_sums.iter_mut().zip(acts.qs.chunks_exact(16)) {
         *sum = q.iter().map(|&v| i32::from(v)).sum();
+    }
+    for (sum, h) in acts.sums.iter_mut().zip(acts.half_sums.chunks_exact(2)) {
+        *sum = h[0] + h[1];
     }
 }

@@ -1,5 +1,5 @@
 //! GGUF weight formats: their block layouts, dequantisation, and the reference
-//! definition of every product (the SIMD kernels reproduce it bit for bit).
+//! definition of every product (the packed kernels reproduce it bit for bit).
 
 use half::{bf16, f16};
 
@@ -59,7 +59,7 @@ impl WeightType {
             .map_or("?", |(_, name, _)| name)
     }
 
-    /// Values that share a scale (1 for float formats).
+    /// Values stored together with their scales (1 for float formats).
     pub fn group(self) -> usize {
         match self {
             WeightType::F32 | WeightType::F16 | WeightType::BF16 => 1,
@@ -88,13 +88,89 @@ impl WeightType {
         cols / self.group() * self.group_bytes()
     }
 
+    pub fn is_float(self) -> bool {
+        matches!(self, WeightType::F32 | WeightType::F16 | WeightType::BF16)
+    }
+
     pub fn act_format(self) -> ActFormat {
-        match self {
-            WeightType::F32 | WeightType::F16 | WeightType::BF16 => ActFormat::Float,
-            WeightType::Q4K | WeightType::Q5K | WeightType::Q6K => ActFormat::Q8x256,
-            _ => ActFormat::Q8x32,
+        if self.is_float() {
+            ActFormat::Float
+        } else {
+            ActFormat::Q8
         }
     }
+
+    /// What every 32-value block's integers look like (`None` for float formats).
+    pub(super) fn ints(self) -> Option<Ints> {
+        let (bits, offset, scale, min) = match self {
+            WeightType::F32 | WeightType::F16 | WeightType::BF16 => return None,
+            WeightType::Q4_0 => (Bits::Four, 8, Scale::F16, None),
+            WeightType::Q4_1 => (Bits::Four, 0, Scale::F16, Some(Scale::F16)),
+            WeightType::Q5_0 => (Bits::Five, 16, Scale::F16, None),
+            WeightType::Q5_1 => (Bits::Five, 0, Scale::F16, Some(Scale::F16)),
+            WeightType::Q8_0 => (Bits::Eight, 128, Scale::F16, None),
+            WeightType::Q4K => (Bits::Four, 0, Scale::F32, Some(Scale::F32)),
+            WeightType::Q5K => (Bits::Five, 0, Scale::F32, Some(Scale::F32)),
+            WeightType::Q6K => (Bits::Six, 32, Scale::F32, None),
+        };
+        Some(Ints {
+            bits,
+            offset,
+            scale,
+            min,
+            halves: self == WeightType::Q6K,
+        })
+    }
+}
+
+/// How many bits each stored value takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Bits {
+    Four,
+    Five,
+    Six,
+    Eight,
+}
+
+/// How a block's float scale (or minimum) is kept: f16 where the file keeps it so,
+/// f32 where it is a product of the file's values (exact in f32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Scale {
+    F16,
+    F32,
+}
+
+impl Scale {
+    pub fn bytes(self) -> usize {
+        match self {
+            Scale::F16 => 2,
+            Scale::F32 => 4,
+        }
+    }
+}
+
+/// The integer form of a quantised format, shared by every block: values are kept as
+/// unsigned integers `u` (0..2^bits), and a block's exact integer product with
+/// activations `x` is `Σ u·x − offset·Σ x` — or, for Q6_K (`halves`), the same per
+/// 16-value half, each times the half's integer sub-scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Ints {
+    pub bits: Bits,
+    pub offset: i32,
+    pub scale: Scale,
+    /// Formats with a minimum: `+ min · dx · Σ x` per block, in a chain of its own.
+    pub min: Option<Scale>,
+    pub halves: bool,
+}
+
+/// One 32-value block of a row: its unsigned integers and what scales them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Block {
+    pub u: [u8; 32],
+    pub scale: f32,
+    pub min: f32,
+    /// Q6_K's integer sub-scales of the two halves.
+    pub sub: [i8; 2],
 }
 
 pub(super) fn f16_at(b: &[u8], at: usize) -> f32 {
@@ -113,64 +189,65 @@ pub(super) fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
     }
 }
 
-/// Integer weights of 32-value chunk `c` of a block group, after removing the format's
-/// offset (Q4_0 −8, Q5_0 −16, Q6_K −32); minimum formats keep their unsigned values.
-fn chunk_ints(ty: WeightType, g: &[u8], c: usize) -> [i32; 32] {
-    let mut w = [0i32; 32];
+/// Block `b` (32 values) of a row in a quantised format.
+pub(super) fn block(ty: WeightType, row: &[u8], b: usize) -> Block {
+    let mut u = [0u8; 32];
+    let (mut min, mut sub) = (0f32, [0i8; 2]);
+    let scale;
+    let per_group = ty.group() / 32;
+    let g = &row[b / per_group * ty.group_bytes()..][..ty.group_bytes()];
+    let c = b % per_group;
     match ty {
         WeightType::Q4_0 | WeightType::Q4_1 => {
-            let (qs, off) = if ty == WeightType::Q4_0 {
-                (&g[2..18], 8)
+            let qs = if ty == WeightType::Q4_0 {
+                &g[2..18]
             } else {
-                (&g[4..20], 0)
+                &g[4..20]
             };
             for i in 0..16 {
-                w[i] = i32::from(qs[i] & 0x0F) - off;
-                w[i + 16] = i32::from(qs[i] >> 4) - off;
+                u[i] = qs[i] & 0x0F;
+                u[i + 16] = qs[i] >> 4;
+            }
+            scale = f16_at(g, 0);
+            if ty == WeightType::Q4_1 {
+                min = f16_at(g, 2);
             }
         }
         WeightType::Q5_0 | WeightType::Q5_1 => {
-            let (at, off) = if ty == WeightType::Q5_0 {
-                (2, 16)
-            } else {
-                (4, 0)
-            };
+            let at = if ty == WeightType::Q5_0 { 2 } else { 4 };
             let qh = u32::from_le_bytes([g[at], g[at + 1], g[at + 2], g[at + 3]]);
             let qs = &g[at + 4..at + 20];
             for i in 0..16 {
-                let h0 = ((qh >> i) & 1) << 4;
-                let h1 = ((qh >> (i + 16)) & 1) << 4;
-                w[i] = (u32::from(qs[i] & 0x0F) | h0) as i32 - off;
-                w[i + 16] = (u32::from(qs[i] >> 4) | h1) as i32 - off;
+                u[i] = (qs[i] & 0x0F) | ((((qh >> i) & 1) as u8) << 4);
+                u[i + 16] = (qs[i] >> 4) | ((((qh >> (i + 16)) & 1) as u8) << 4);
+            }
+            scale = f16_at(g, 0);
+            if ty == WeightType::Q5_1 {
+                min = f16_at(g, 2);
             }
         }
         WeightType::Q8_0 => {
-            for (i, v) in g[2..34].iter().enumerate() {
-                w[i] = i32::from(*v as i8);
+            for (o, v) in u.iter_mut().zip(&g[2..34]) {
+                *o = v ^ 0x80;
             }
+            scale = f16_at(g, 0);
         }
-        WeightType::Q4K => {
-            let qs = &g[16 + 32 * (c / 2)..16 + 32 * (c / 2) + 32];
-            for (i, q) in qs.iter().enumerate() {
-                w[i] = i32::from(if c.is_multiple_of(2) {
-                    q & 0x0F
-                } else {
-                    q >> 4
-                });
-            }
-        }
-        WeightType::Q5K => {
-            let qh = &g[16..48];
-            let ql = &g[48 + 32 * (c / 2)..48 + 32 * (c / 2) + 32];
+        WeightType::Q4K | WeightType::Q5K => {
+            let five = ty == WeightType::Q5K;
+            let qs_at = if five { 48 } else { 16 };
+            let qs = &g[qs_at + 32 * (c / 2)..][..32];
             for i in 0..32 {
                 let low = if c.is_multiple_of(2) {
-                    ql[i] & 0x0F
+                    qs[i] & 0x0F
                 } else {
-                    ql[i] >> 4
+                    qs[i] >> 4
                 };
-                let high = (qh[i] >> c) & 1;
-                w[i] = i32::from(low | (high << 4));
+                let high = if five { ((g[16 + i] >> c) & 1) << 4 } else { 0 };
+                u[i] = low | high;
             }
+            let (sc, m) = scale_min_k4(c, &g[4..16]);
+            scale = f16_at(g, 0) * f32::from(sc);
+            min = -(f16_at(g, 2) * f32::from(m));
         }
         WeightType::Q6K => {
             let (n, k) = (c / 4, c % 4);
@@ -183,15 +260,21 @@ fn chunk_ints(ty: WeightType, g: &[u8], c: usize) -> [i32; 32] {
                     2 => ql[l] >> 4,
                     _ => ql[l + 32] >> 4,
                 };
-                let high = (qh[l] >> (2 * k)) & 3;
-                w[l] = i32::from(low | (high << 4)) - 32;
+                u[l] = low | (((qh[l] >> (2 * k)) & 3) << 4);
             }
+            scale = f16_at(g, 208);
+            sub = [g[192 + 2 * c] as i8, g[192 + 2 * c + 1] as i8];
         }
         WeightType::F32 | WeightType::F16 | WeightType::BF16 => {
-            unreachable!("float formats have no integer chunks")
+            unreachable!("float formats have no integer blocks")
         }
     }
-    w
+    Block {
+        u,
+        scale,
+        min,
+        sub,
+    }
 }
 
 /// Row values as floats.
@@ -213,134 +296,77 @@ pub fn dequantize(ty: WeightType, row: &[u8], out: &mut [f32]) {
             }
         }
         _ => {
-            let gb = ty.group_bytes();
-            let chunks = ty.group() / 32;
-            for (gi, g) in row.chunks_exact(gb).enumerate() {
-                for c in 0..chunks {
-                    let w = chunk_ints(ty, g, c);
-                    let (scales, mins) = chunk_scale_min(ty, g, c);
-                    let out = &mut out[(gi * chunks + c) * 32..][..32];
-                    for i in 0..32 {
-                        out[i] = scales[i / 16] * w[i] as f32 - mins;
-                    }
+            let Some(ints) = ty.ints() else { return };
+            for (b, out) in out.chunks_exact_mut(32).enumerate() {
+                let blk = block(ty, row, b);
+                for (i, o) in out.iter_mut().enumerate() {
+                    let w = i32::from(blk.u[i]) - ints.offset;
+                    let scale = if ints.halves {
+                        blk.scale * f32::from(blk.sub[i / 16])
+                    } else {
+                        blk.scale
+                    };
+                    *o = scale * w as f32 + blk.min;
                 }
             }
         }
     }
 }
 
-/// For dequantisation: the float scale of each 16-value half of chunk `c`, and the
-/// value subtracted.
-fn chunk_scale_min(ty: WeightType, g: &[u8], c: usize) -> ([f32; 2], f32) {
-    match ty {
-        WeightType::Q4_0 | WeightType::Q5_0 | WeightType::Q8_0 => {
-            let d = f16_at(g, 0);
-            ([d, d], 0.0)
-        }
-        WeightType::Q4_1 | WeightType::Q5_1 => {
-            let d = f16_at(g, 0);
-            ([d, d], -f16_at(g, 2))
-        }
-        WeightType::Q4K | WeightType::Q5K => {
-            let (sc, m) = scale_min_k4(c, &g[4..16]);
-            let d = f16_at(g, 0) * f32::from(sc);
-            ([d, d], f16_at(g, 2) * f32::from(m))
-        }
-        WeightType::Q6K => {
-            let d = f16_at(g, 208);
-            let sc = |i: usize| f32::from(g[192 + 2 * c + i] as i8);
-            ([d * sc(0), d * sc(1)], 0.0)
-        }
-        WeightType::F32 | WeightType::F16 | WeightType::BF16 => {
-            unreachable!("float formats have no scales")
-        }
+/// Block `b`'s exact integer product with token `t`'s activations (see [`Ints`]).
+pub(super) fn block_int(ints: Ints, blk: &Block, acts: &Acts, t: usize, b: usize) -> i32 {
+    let x = &acts.qs(t)[b * 32..b * 32 + 32];
+    let dot = |r: std::ops::Range<usize>| -> i32 {
+        r.map(|i| i32::from(blk.u[i]) * i32::from(x[i])).sum()
+    };
+    let (lo, hi) = (dot(0..16), dot(16..32));
+    let halves = &acts.half_sums(t)[2 * b..2 * b + 2];
+    if ints.halves {
+        i32::from(blk.sub[0]) * (lo - ints.offset * halves[0])
+            + i32::from(blk.sub[1]) * (hi - ints.offset * halves[1])
+    } else {
+        lo + hi - ints.offset * (halves[0] + halves[1])
     }
 }
 
 /// The reference product of one weight row with token `t` of `acts`: the definition
-/// the SIMD kernels must match exactly.
+/// the packed kernels must match exactly.
 ///
-/// Eight lanes (lane j: the exact integer sum over values 4j..4j+4 of each 32-value
-/// chunk, with the k-quants' integer sub-scales applied), each accumulating
-/// `lanes × (weight scale × activation scale)` with a fused multiply-add, group by
-/// group. For the 32-value formats there are two such chains, one for the even blocks
-/// and one for the odd ones (so that a 512-bit register can take two blocks at once);
-/// the chains are summed with [`sum_lanes`], the even one first, and the minimum
-/// formats' scalar chain is added last. Float formats use one eight-lane chain over the
-/// values.
+/// Quantised formats: for each 32-value block in order, its exact integer product
+/// `i` ([`block_int`]) enters one chain, `acc = fma(i, scale · dx, acc)` (`dx` the
+/// block's activation scale); the formats with a minimum keep a second chain,
+/// `accm = fma(Σx, min · dx, accm)`; the result is `acc + accm`. Every output is that
+/// one sequence of float operations whichever kernel computes it and whatever else is
+/// computed with it. Float formats: one eight-lane chain of fused multiply-adds over
+/// the values, summed with [`sum_lanes`].
 pub fn dot_reference(ty: WeightType, row: &[u8], acts: &Acts, t: usize) -> f32 {
-    let mut acc = [0f32; 8];
-    if acts.format() == ActFormat::Float {
+    let Some(ints) = ty.ints() else {
         let x = acts.floats(t);
         let mut w = vec![0f32; x.len()];
         dequantize(ty, row, &mut w);
-        for (wc, xc) in w.chunks_exact(8).zip(x.chunks_exact(8)) {
-            for j in 0..8 {
-                acc[j] = wc[j].mul_add(xc[j], acc[j]);
-            }
-        }
-        return sum_lanes(&acc);
-    }
-    let (qs, scales, bsum) = (acts.qs(t), acts.scales(t), acts.bsum(t));
-    let lanes = |w: &[i32; 32], c: usize| -> [i32; 8] {
-        let x = &qs[c * 32..c * 32 + 32];
-        std::array::from_fn(|j| (4 * j..4 * j + 4).map(|i| w[i] * i32::from(x[i])).sum())
+        return float_dot(&w, x);
     };
-    let mut accm = 0f32;
-    let mut acc_odd = [0f32; 8];
-    let gb = ty.group_bytes();
-    for (gi, g) in row.chunks_exact(gb).enumerate() {
-        let dx = scales[gi];
-        match ty {
-            WeightType::Q4_0
-            | WeightType::Q5_0
-            | WeightType::Q8_0
-            | WeightType::Q4_1
-            | WeightType::Q5_1 => {
-                let l = lanes(&chunk_ints(ty, g, 0), gi);
-                let s = f16_at(g, 0) * dx;
-                // Even blocks in one chain, odd ones in another.
-                let chain = if gi % 2 == 0 { &mut acc } else { &mut acc_odd };
-                for j in 0..8 {
-                    chain[j] = (l[j] as f32).mul_add(s, chain[j]);
-                }
-                if matches!(ty, WeightType::Q4_1 | WeightType::Q5_1) {
-                    accm = (bsum[gi] as f32).mul_add(f16_at(g, 2) * dx, accm);
-                }
-            }
-            WeightType::Q4K | WeightType::Q5K => {
-                let mut total = [0i32; 8];
-                let mut m_total = 0i32;
-                for c in 0..8 {
-                    let (sc, m) = scale_min_k4(c, &g[4..16]);
-                    let l = lanes(&chunk_ints(ty, g, c), gi * 8 + c);
-                    for j in 0..8 {
-                        total[j] += i32::from(sc) * l[j];
-                    }
-                    m_total += i32::from(m) * bsum[gi * 8 + c];
-                }
-                let s = f16_at(g, 0) * dx;
-                for j in 0..8 {
-                    acc[j] = (total[j] as f32).mul_add(s, acc[j]);
-                }
-                accm = (m_total as f32).mul_add(-(f16_at(g, 2) * dx), accm);
-            }
-            WeightType::Q6K => {
-                let mut total = [0i32; 8];
-                for c in 0..8 {
-                    let l = lanes(&chunk_ints(ty, g, c), gi * 8 + c);
-                    for j in 0..8 {
-                        let sc = i32::from(g[192 + 2 * c + j / 4] as i8);
-                        total[j] += sc * l[j];
-                    }
-                }
-                let s = f16_at(g, 208) * dx;
-                for j in 0..8 {
-                    acc[j] = (total[j] as f32).mul_add(s, acc[j]);
-                }
-            }
-            WeightType::F32 | WeightType::F16 | WeightType::BF16 => unreachable!(),
+    let (scales, sums) = (acts.scales(t), acts.sums(t));
+    let (mut acc, mut accm) = (0f32, 0f32);
+    for b in 0..acts.cols() / 32 {
+        let blk = block(ty, row, b);
+        let dx = scales[b];
+        let i = block_int(ints, &blk, acts, t, b);
+        acc = (i as f32).mul_add(blk.scale * dx, acc);
+        if ints.min.is_some() {
+            accm = (sums[b] as f32).mul_add(blk.min * dx, accm);
         }
     }
-    (sum_lanes(&acc) + sum_lanes(&acc_odd)) + accm
+    acc + accm
+}
+
+/// Eight lanes of fused multiply-adds over chunks of eight, summed in the fixed order.
+pub(super) fn float_dot(w: &[f32], x: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    for (wc, xc) in w.chunks_exact(8).zip(x.chunks_exact(8)) {
+        for j in 0..8 {
+            acc[j] = wc[j].mul_add(xc[j], acc[j]);
+        }
+    }
+    sum_lanes(&acc)
 }

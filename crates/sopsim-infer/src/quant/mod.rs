@@ -1,35 +1,41 @@
 //! Quantised matrix products for the local model, written so that a result never
-//! depends on how many rows were computed together.
+//! depends on how many rows or tokens were computed together.
 //!
-//! Weights stay in their GGUF block formats (read from the memory map). Activations are
-//! quantised to int8 per group (32 values for the legacy formats, 256 for the k-quants,
-//! as llama.cpp does), so each block's product is an exact integer. Every output is then
-//! one fixed sequence of float operations: eight lanes (lane `j` holds the integer sum
-//! over elements `4j..4j+4` of each 32-value chunk), each accumulating
-//! `lanes × (weight scale × activation scale)` group by group with a fused multiply-add,
-//! summed in a fixed order at the end, plus one scalar chain for the formats with a
-//! minimum. That sequence is the same whether the row ran alone or among others, on any
-//! thread, and in the scalar reference and the SIMD kernels alike — which is what makes
-//! batched replies byte-identical to unbatched ones.
+//! Weights are repacked once, at load, into panels of sixteen output rows
+//! ([`Packed`]), keeping their file's bits per value. Activations are quantised to
+//! int8 with a scale per 32 values, as llama.cpp does. Each 32-value block's product
+//! is then an exact integer, and every output is one fixed chain of float operations
+//! over the blocks (see [`dot_reference`]): the same whether its token ran alone or
+//! among others, on any thread, with any of the kernels — which is what makes batched
+//! replies byte-identical to unbatched ones.
 //!
-//! - `formats`: the block layouts, dequantisation, and the reference products.
+//! - `formats`: the block layouts, dequantisation, and the reference product.
 //! - `acts`: quantising activations.
-//! - `x86`: the AVX2 / AVX-VNNI kernels, chosen at run time.
+//! - `packed`: the panel layout, repacking, and the portable kernel.
+//! - `x86_512`: AVX-512 VNNI (one row per lane, a few tokens at a time).
+//! - `amx`: Intel AMX tiles (sixteen tokens × sixteen rows per instruction) for
+//!   prompts and batches.
+//! - `x86`: AVX2, with AVX-VNNI where the CPU has it.
 
 mod acts;
+#[cfg(target_arch = "x86_64")]
+mod amx;
 mod formats;
+mod packed;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 #[cfg(target_arch = "x86_64")]
 mod x86_512;
 
-use std::ops::Range;
 use std::sync::OnceLock;
 
-pub use acts::Acts;
-pub use formats::{dequantize, WeightType};
+pub use acts::{ActFormat, Acts};
+pub use formats::{dequantize, dot_reference, WeightType};
+pub use packed::{Packed, PANEL};
 
-/// A weight matrix: `rows` output rows of `cols` inputs each, in GGUF block format.
+use packed::Dest;
+
+/// A weight matrix as the file stores it: `rows` output rows of `cols` inputs.
 #[derive(Debug, Clone, Copy)]
 pub struct QView<'a> {
     pub ty: WeightType,
@@ -46,27 +52,7 @@ impl<'a> QView<'a> {
         cols: usize,
         data: &'a [u8],
     ) -> Result<Self, crate::error::WeightError> {
-        use crate::error::WeightError;
-        if cols == 0 || rows == 0 {
-            return Err(WeightError::ZeroDimension);
-        }
-        if !cols.is_multiple_of(ty.group()) || !cols.is_multiple_of(32) {
-            return Err(WeightError::Row {
-                cols,
-                ty: ty.name(),
-                group: ty.group().max(32),
-            });
-        }
-        let want = ty.row_bytes(cols).checked_mul(rows);
-        if want != Some(data.len()) {
-            return Err(WeightError::Size {
-                bytes: data.len(),
-                rows,
-                cols,
-                ty: ty.name(),
-                need: want,
-            });
-        }
+        packed::check_size(ty, rows, cols, data.len())?;
         Ok(Self {
             ty,
             rows,
@@ -84,20 +70,28 @@ impl<'a> QView<'a> {
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         formats::dequantize(self.ty, self.row(r), out);
     }
+
+    /// The matrix in the kernels' layout.
+    pub fn pack(&self) -> Result<Packed, crate::error::WeightError> {
+        Packed::new(self.ty, self.rows, self.cols, self.data)
+    }
 }
 
 /// Which kernels this CPU runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kernels {
+    /// Portable Rust.
     Scalar,
     Avx2,
     AvxVnni,
     Avx512,
+    /// AVX-512 for a few tokens, AMX tiles for more.
+    Amx,
 }
 
 impl Kernels {
-    /// The best kernels this CPU supports (`SOPSIM_KERNELS=scalar|avx2|avx-vnni` lowers
-    /// it; every choice gives the same results, only faster or slower).
+    /// The best kernels this CPU supports (`SOPSIM_KERNELS=scalar|avx2|avx-vnni|avx512`
+    /// lowers it; every choice gives the same results, only faster or slower).
     pub fn detect() -> Kernels {
         static CHOSEN: OnceLock<Kernels> = OnceLock::new();
         *CHOSEN.get_or_init(|| {
@@ -125,6 +119,9 @@ impl Kernels {
                 }
                 if x86_512::supported() {
                     out.push(Kernels::Avx512);
+                    if amx::supported() {
+                        out.push(Kernels::Amx);
+                    }
                 }
             }
         }
@@ -137,46 +134,89 @@ impl Kernels {
             Kernels::Avx2 => "avx2",
             Kernels::AvxVnni => "avx-vnni",
             Kernels::Avx512 => "avx512",
+            Kernels::Amx => "amx",
         }
     }
 }
 
-/// `out[t * rows.len() + (r - rows.start)] = Σ_k W[r][k] · x[t][k]` for the rows in
-/// `rows` and every token `t` of `acts`. `acts` must be in `w.ty.act_format()`.
-pub fn matmul_rows(
+/// Products smaller than this many multiply-adds run on the caller's thread.
+const SPREAD_ABOVE: usize = 1 << 17;
+
+/// `out[t · rows + r] = Σ_k W[r][k] · x[t][k]` for every row `r` of `w` and token `t`
+/// of `acts` (which must be in `w.ty().act_format()`), spread over the compute
+/// threads by panels.
+pub fn matmul(kernels: Kernels, w: &Packed, acts: &Acts, out: &mut [f32]) {
+    assert_eq!(acts.format(), w.ty().act_format());
+    assert_eq!(acts.cols(), w.cols());
+    assert_eq!(out.len(), w.rows() * acts.tokens());
+    let dest = Dest {
+        ptr: out.as_mut_ptr(),
+        stride: w.rows(),
+        first: 0,
+        rows: w.rows(),
+    };
+    let panels = w.panels();
+    let pieces = if w.rows() * w.cols() * acts.tokens() < SPREAD_ABOVE {
+        1
+    } else {
+        (crate::compute::threads() * 4).min(panels)
+    };
+    let per = panels.div_ceil(pieces);
+    let tasks: Vec<_> = (0..panels)
+        .step_by(per)
+        .map(|start| {
+            let range = start..(start + per).min(panels);
+            // SAFETY: each task writes the rows of its own panels, and `out` (of the
+            // asserted size) stays borrowed until every task has finished.
+            move || unsafe { run(kernels, w, acts, range, dest) }
+        })
+        .collect();
+    crate::compute::run_all(tasks);
+}
+
+/// The sixteen rows of panel `p` for every token: `out[t · 16 + n]` is row
+/// `p · 16 + n` (rows past the matrix's end are left as they are). On the caller's
+/// thread.
+pub fn matmul_panel(kernels: Kernels, w: &Packed, acts: &Acts, p: usize, out: &mut [f32]) {
+    assert_eq!(acts.format(), w.ty().act_format());
+    assert_eq!(acts.cols(), w.cols());
+    assert!(p < w.panels());
+    assert_eq!(out.len(), PANEL * acts.tokens());
+    let dest = Dest {
+        ptr: out.as_mut_ptr(),
+        stride: PANEL,
+        first: p * PANEL,
+        rows: w.rows(),
+    };
+    // SAFETY: `out` holds the panel's rows for every token.
+    unsafe { run(kernels, w, acts, p..p + 1, dest) }
+}
+
+/// # Safety
+/// `dest` must be valid for the panels in `panels`, and no other piece may write them.
+unsafe fn run(
     kernels: Kernels,
-    w: QView<'_>,
+    w: &Packed,
     acts: &Acts,
-    rows: Range<usize>,
-    out: &mut [f32],
+    panels: std::ops::Range<usize>,
+    dest: Dest,
 ) {
-    debug_assert_eq!(acts.format(), w.ty.act_format());
-    debug_assert_eq!(acts.cols(), w.cols);
-    debug_assert_eq!(out.len(), rows.len() * acts.tokens());
+    if w.ty().is_float() {
+        return packed::matmul_float(w, acts, panels, dest);
+    }
     match kernels {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Kernels::Avx512` is only chosen when `x86_512::supported()` holds.
-        Kernels::Avx512 if x86_512::handles(w.ty) => unsafe {
-            x86_512::matmul_rows(w, acts, rows, out)
-        },
+        Kernels::Amx if acts.tokens() >= amx::MIN_TOKENS => amx::matmul(w, acts, panels, dest),
         #[cfg(target_arch = "x86_64")]
-        Kernels::Avx2 | Kernels::AvxVnni | Kernels::Avx512 => {
-            x86::matmul_rows(kernels, w, acts, rows, out)
-        }
-        _ => {
-            let len = rows.len();
-            for (i, r) in rows.enumerate() {
-                let row = w.row(r);
-                for tok in 0..acts.tokens() {
-                    out[tok * len + i] = formats::dot_reference(w.ty, row, acts, tok);
-                }
-            }
-        }
+        Kernels::Amx | Kernels::Avx512 => x86_512::matmul(w, acts, panels, dest),
+        #[cfg(target_arch = "x86_64")]
+        Kernels::Avx2 | Kernels::AvxVnni => x86::matmul(kernels, w, acts, panels, dest),
+        _ => packed::matmul_portable(w, acts, panels, dest),
     }
 }
 
-/// The fixed order in which the eight lanes are summed (the order the SIMD reduction
-/// uses: halves, then quarters, then pairs).
+/// The fixed order in which eight lanes are summed (the order a SIMD reduction uses:
+/// halves, then quarters, then pairs).
 #[inline]
 pub fn sum_lanes(a: &[f32; 8]) -> f32 {
     let h = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];

@@ -79,36 +79,49 @@ fn random_acts(tokens: usize, cols: usize, rng: &mut ChaCha8Rng) -> Vec<f32> {
         .collect()
 }
 
+/// Every row of `w` times every token of `x`, by `kernels`: `[token][row]`.
 fn product(kernels: Kernels, w: QView<'_>, x: &[f32]) -> Vec<f32> {
     let mut acts = Acts::default();
     acts.quantize(w.ty.act_format(), x, w.cols);
+    let packed = w.pack().unwrap();
     let mut out = vec![0f32; w.rows * acts.tokens()];
-    matmul_rows(kernels, w, &acts, 0..w.rows, &mut out);
+    matmul(kernels, &packed, &acts, &mut out);
     out
 }
 
+/// The reference, from the file's own layout.
+fn reference(w: QView<'_>, x: &[f32]) -> Vec<f32> {
+    let mut acts = Acts::default();
+    acts.quantize(w.ty.act_format(), x, w.cols);
+    let mut out = vec![0f32; w.rows * acts.tokens()];
+    for t in 0..acts.tokens() {
+        for r in 0..w.rows {
+            out[t * w.rows + r] = dot_reference(w.ty, w.row(r), &acts, t);
+        }
+    }
+    out
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
 #[test]
-fn simd_kernels_match_the_reference_bit_for_bit() {
+fn every_kernel_matches_the_reference_bit_for_bit() {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
-    let kernels: Vec<Kernels> = Kernels::supported().into_iter().skip(1).collect();
+    let kernels = Kernels::supported();
+    assert!(kernels.len() > 1 || cfg!(not(target_arch = "x86_64")));
     for ty in ALL {
-        let cols = 512;
-        let data = random_matrix(ty, 5, cols, &mut rng);
-        let w = QView::new(ty, 5, cols, &data).unwrap();
-        assert!(!kernels.is_empty() || cfg!(not(target_arch = "x86_64")));
-        for tokens in [1, 2, 3, 4, 5, 8, 9, 17] {
+        // Rows that do not fill the last panel.
+        let (rows, cols) = (37, 512);
+        let data = random_matrix(ty, rows, cols, &mut rng);
+        let w = QView::new(ty, rows, cols, &data).unwrap();
+        for tokens in [1, 2, 3, 4, 5, 8, 9, 16, 17, 33] {
             let x = random_acts(tokens, cols, &mut rng);
-            let reference = product(Kernels::Scalar, w, &x);
+            let want = reference(w, &x);
             for &k in &kernels {
                 let got = product(k, w, &x);
-                let same = reference
-                    .iter()
-                    .zip(&got)
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(
-                    same,
-                    "{ty:?} {k:?} tokens={tokens}: {reference:?} vs {got:?}"
-                );
+                assert_eq!(bits(&want), bits(&got), "{ty:?} {k:?} tokens={tokens}");
             }
         }
     }
@@ -118,19 +131,44 @@ fn simd_kernels_match_the_reference_bit_for_bit() {
 fn a_row_gives_the_same_bits_alone_and_in_any_batch() {
     let mut rng = ChaCha8Rng::seed_from_u64(8);
     for ty in ALL {
-        let cols = 256;
-        let data = random_matrix(ty, 3, cols, &mut rng);
-        let w = QView::new(ty, 3, cols, &data).unwrap();
-        let x = random_acts(7, cols, &mut rng);
+        let (rows, cols) = (19, 256);
+        let data = random_matrix(ty, rows, cols, &mut rng);
+        let w = QView::new(ty, rows, cols, &data).unwrap();
+        let x = random_acts(21, cols, &mut rng);
         let together = product(Kernels::detect(), w, &x);
-        for t in 0..7 {
+        for t in 0..21 {
             let alone = product(Kernels::detect(), w, &x[t * cols..(t + 1) * cols]);
-            for r in 0..3 {
-                assert_eq!(
-                    alone[r].to_bits(),
-                    together[t * 3 + r].to_bits(),
-                    "{ty:?} row {r} token {t}"
-                );
+            assert_eq!(
+                bits(&alone),
+                bits(&together[t * rows..(t + 1) * rows]),
+                "{ty:?} token {t}"
+            );
+        }
+    }
+}
+
+#[test]
+fn one_panel_gives_the_rows_of_the_whole_product() {
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    for ty in ALL {
+        let (rows, cols) = (40, 256);
+        let data = random_matrix(ty, rows, cols, &mut rng);
+        let w = QView::new(ty, rows, cols, &data).unwrap();
+        let packed = w.pack().unwrap();
+        let x = random_acts(5, cols, &mut rng);
+        let whole = product(Kernels::detect(), w, &x);
+        let mut acts = Acts::default();
+        acts.quantize(ty.act_format(), &x, cols);
+        for p in 0..packed.panels() {
+            let mut out = vec![0f32; PANEL * 5];
+            matmul_panel(Kernels::detect(), &packed, &acts, p, &mut out);
+            for t in 0..5 {
+                for n in 0..PANEL {
+                    let r = p * PANEL + n;
+                    if r < rows {
+                        assert_eq!(out[t * PANEL + n].to_bits(), whole[t * rows + r].to_bits());
+                    }
+                }
             }
         }
     }
@@ -229,6 +267,29 @@ fn views_refuse_sizes_that_do_not_match() {
 }
 
 #[test]
+fn packed_tiles_hold_the_files_values() {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    for ty in ALL.into_iter().filter(|t| !t.is_float()) {
+        let (rows, cols) = (21, 512);
+        let data = random_matrix(ty, rows, cols, &mut rng);
+        let w = QView::new(ty, rows, cols, &data).unwrap();
+        let packed = w.pack().unwrap();
+        let layout = packed.layout().unwrap();
+        for r in 0..rows {
+            for b in 0..cols / 32 {
+                let tile = packed.tile(&layout, r / PANEL, b);
+                let values = packed::unpack(layout.ints.bits, tile);
+                let want = formats::block(ty, w.row(r), b);
+                for k in 0..32 {
+                    assert_eq!(values[packed::position(r % PANEL, k)], want.u[k], "{ty:?} row {r} block {b}");
+                }
+            }
+        }
+    }
+}
+
+/// `cargo test -p sopsim-infer --release kernel_speed -- --ignored --nocapture`
+#[test]
 #[ignore]
 fn kernel_speed() {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
@@ -237,25 +298,28 @@ fn kernel_speed() {
         WeightType::Q8_0,
         WeightType::Q4K,
         WeightType::Q6K,
+        WeightType::Q4_1,
     ] {
         let (rows, cols) = (4864, if ty.group() == 256 { 4864 } else { 896 });
         let data = random_matrix(ty, rows, cols, &mut rng);
         let w = QView::new(ty, rows, cols, &data).unwrap();
-        for n in [1, 8, 64] {
+        let packed = w.pack().unwrap();
+        for n in [1, 2, 4, 8, 16, 64] {
             let x = random_acts(n, cols, &mut rng);
             let mut acts = Acts::default();
             acts.quantize(ty.act_format(), &x, cols);
             let mut out = vec![0f32; rows * n];
             for k in Kernels::supported().into_iter().skip(1) {
+                let reps = 256 / n.min(64);
+                matmul(k, &packed, &acts, &mut out);
                 let t = std::time::Instant::now();
-                let reps = 64 / n.min(64) * 4;
                 for _ in 0..reps {
-                    matmul_rows(k, w, &acts, 0..rows, &mut out);
+                    matmul(k, &packed, &acts, &mut out);
                 }
                 let s = t.elapsed().as_secs_f64() / reps as f64;
                 println!(
                     "{ty:?} n={n} {k:?}: {:.2} GB/s weights, {:.1} GMAC/s",
-                    data.len() as f64 / s / 1e9,
+                    packed.bytes() as f64 / s / 1e9,
                     (rows * cols * n) as f64 / s / 1e9
                 );
             }

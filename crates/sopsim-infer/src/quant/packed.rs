@@ -1,0 +1,414 @@
+//! Weight matrices repacked for the kernels, and the portable kernel.
+//!
+//! A quantised matrix is cut into panels of [`PANEL`] output rows, and each panel into
+//! tiles of 32 columns: 512 values whose integers are stored in the order the int8
+//! dot-product instructions consume them — value `k` of row `n` at position
+//! `(k / 4)·64 + n·4 + k % 4` — so that one 64-byte register holds four consecutive
+//! values of all sixteen rows (for AVX-512 VNNI, one row per lane) and a tile is
+//! exactly an AMX `B` operand. The integers keep their file's width (4, 5, 6 or 8
+//! bits, see [`Bits`]) and are widened to bytes in registers. Each tile then holds the
+//! sixteen rows' scales, minimums and sub-scales of its block. Tiles are stored panel
+//! by panel, block by block, so a kernel streams the weights once, front to back.
+//!
+//! Float matrices are kept as their file's rows.
+
+use std::ops::Range;
+
+use super::acts::Acts;
+use super::formats::{self, block, Bits, Ints, Scale, WeightType};
+use crate::error::WeightError;
+
+/// Output rows per panel.
+pub const PANEL: usize = 16;
+
+/// Values per tile: [`PANEL`] rows × 32 columns.
+pub(super) const TILE_VALUES: usize = PANEL * 32;
+
+impl Bits {
+    /// Bytes of a tile's integers.
+    pub fn bytes(self) -> usize {
+        match self {
+            Bits::Four => 256,
+            Bits::Five => 320,
+            Bits::Six => 384,
+            Bits::Eight => 512,
+        }
+    }
+}
+
+/// A weight matrix of `rows` outputs of `cols` inputs, in the kernels' layout.
+pub struct Packed {
+    ty: WeightType,
+    rows: usize,
+    cols: usize,
+    /// Quantised formats: the tiles. Float formats: the file's rows.
+    data: Vec<u8>,
+}
+
+impl std::fmt::Debug for Packed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packed")
+            .field("ty", &self.ty)
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .finish()
+    }
+}
+
+/// Where each part of a tile starts, for one format.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TileLayout {
+    pub ints: Ints,
+    pub scales_at: usize,
+    pub mins_at: usize,
+    pub subs_at: usize,
+    pub bytes: usize,
+}
+
+impl TileLayout {
+    pub fn of(ints: Ints) -> Self {
+        let scales_at = ints.bits.bytes();
+        let mins_at = scales_at + PANEL * ints.scale.bytes();
+        let subs_at = mins_at + ints.min.map_or(0, |m| PANEL * m.bytes());
+        let bytes = subs_at + if ints.halves { 2 * PANEL } else { 0 };
+        Self {
+            ints,
+            scales_at,
+            mins_at,
+            subs_at,
+            bytes,
+        }
+    }
+}
+
+impl Packed {
+    /// Repacks `rows × cols` values of type `ty` stored as the file stores them.
+    pub fn new(ty: WeightType, rows: usize, cols: usize, data: &[u8]) -> Result<Self, WeightError> {
+        check_size(ty, rows, cols, data.len())?;
+        let Some(ints) = ty.ints() else {
+            let mut copy = Vec::new();
+            copy.try_reserve_exact(data.len())
+                .map_err(|_| WeightError::NoMemory { bytes: data.len() })?;
+            copy.extend_from_slice(data);
+            return Ok(Self {
+                ty,
+                rows,
+                cols,
+                data: copy,
+            });
+        };
+        let layout = TileLayout::of(ints);
+        let blocks = cols / 32;
+        let panels = rows.div_ceil(PANEL);
+        let panel_bytes = blocks * layout.bytes;
+        let total = panels
+            .checked_mul(panel_bytes)
+            .ok_or(WeightError::NoMemory { bytes: usize::MAX })?;
+        let mut packed = Vec::new();
+        packed
+            .try_reserve_exact(total)
+            .map_err(|_| WeightError::NoMemory { bytes: total })?;
+        packed.resize(total, 0);
+        let row_bytes = ty.row_bytes(cols);
+        let per = panels.div_ceil(crate::compute::threads() * 4).max(1);
+        let tasks = packed
+            .chunks_mut(per * panel_bytes)
+            .enumerate()
+            .map(|(i, chunk)| {
+                move || {
+                    for (k, panel) in chunk.chunks_exact_mut(panel_bytes).enumerate() {
+                        let p = i * per + k;
+                        let native = |n: usize| {
+                            let r = p * PANEL + n;
+                            (r < rows).then(|| &data[r * row_bytes..(r + 1) * row_bytes])
+                        };
+                        let rows: [Option<&[u8]>; PANEL] = std::array::from_fn(native);
+                        for (b, tile) in panel.chunks_exact_mut(layout.bytes).enumerate() {
+                            pack_tile(ty, &layout, &rows, b, tile);
+                        }
+                    }
+                }
+            })
+            .collect();
+        crate::compute::run_all(tasks);
+        Ok(Self {
+            ty,
+            rows,
+            cols,
+            data: packed,
+        })
+    }
+
+    pub fn ty(&self) -> WeightType {
+        self.ty
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    pub fn panels(&self) -> usize {
+        self.rows.div_ceil(PANEL)
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    pub(super) fn layout(&self) -> Option<TileLayout> {
+        self.ty.ints().map(TileLayout::of)
+    }
+
+    pub(super) fn blocks(&self) -> usize {
+        self.cols / 32
+    }
+
+    /// Tile `b` of panel `p` (quantised formats).
+    pub(super) fn tile(&self, layout: &TileLayout, p: usize, b: usize) -> &[u8] {
+        let at = (p * self.blocks() + b) * layout.bytes;
+        &self.data[at..at + layout.bytes]
+    }
+
+    /// Row `r` as the file stores it (float formats).
+    pub(super) fn float_row(&self, r: usize) -> &[u8] {
+        let n = self.ty.row_bytes(self.cols);
+        &self.data[r * n..(r + 1) * n]
+    }
+}
+
+/// Checks that `len` bytes hold exactly `rows × cols` values of type `ty`.
+pub(super) fn check_size(
+    ty: WeightType,
+    rows: usize,
+    cols: usize,
+    len: usize,
+) -> Result<(), WeightError> {
+    if cols == 0 || rows == 0 {
+        return Err(WeightError::ZeroDimension);
+    }
+    if !cols.is_multiple_of(ty.group()) || !cols.is_multiple_of(32) {
+        return Err(WeightError::Row {
+            cols,
+            ty: ty.name(),
+            group: ty.group().max(32),
+        });
+    }
+    let want = ty.row_bytes(cols).checked_mul(rows);
+    if want != Some(len) {
+        return Err(WeightError::Size {
+            bytes: len,
+            rows,
+            cols,
+            ty: ty.name(),
+            need: want,
+        });
+    }
+    Ok(())
+}
+
+/// Position of value `k` (of 32) of row `n` within a tile.
+#[inline(always)]
+pub(super) fn position(n: usize, k: usize) -> usize {
+    (k / 4) * 64 + n * 4 + k % 4
+}
+
+/// Writes tile `b` of the panel whose rows are `rows` (`None` past the matrix's end).
+fn pack_tile(
+    ty: WeightType,
+    layout: &TileLayout,
+    rows: &[Option<&[u8]>; PANEL],
+    b: usize,
+    tile: &mut [u8],
+) {
+    let ints = layout.ints;
+    let mut values = [0u8; TILE_VALUES];
+    for (n, row) in rows.iter().enumerate() {
+        let Some(row) = row else { continue };
+        let blk = block(ty, row, b);
+        for (k, u) in blk.u.iter().enumerate() {
+            values[position(n, k)] = *u;
+        }
+        put_scale(ints.scale, &mut tile[layout.scales_at..], n, blk.scale);
+        if let Some(m) = ints.min {
+            put_scale(m, &mut tile[layout.mins_at..], n, blk.min);
+        }
+        if ints.halves {
+            tile[layout.subs_at + n] = blk.sub[0] as u8;
+            tile[layout.subs_at + PANEL + n] = blk.sub[1] as u8;
+        }
+    }
+    let q = &mut tile[..ints.bits.bytes()];
+    match ints.bits {
+        Bits::Eight => q.copy_from_slice(&values),
+        _ => {
+            for j in 0..256 {
+                q[j] = (values[j] & 0x0F) | ((values[j + 256] & 0x0F) << 4);
+            }
+            let high = &mut q[256..];
+            match ints.bits {
+                Bits::Five => {
+                    for (i, v) in values.iter().enumerate() {
+                        high[i / 8] |= ((v >> 4) & 1) << (i % 8);
+                    }
+                }
+                Bits::Six => {
+                    for (i, h) in high.iter_mut().enumerate() {
+                        *h = (0..4).fold(0, |acc, k| acc | (((values[i + 128 * k] >> 4) & 3) << (2 * k)));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn put_scale(kind: Scale, at: &mut [u8], n: usize, v: f32) {
+    match kind {
+        // Exact: these values came from f16 fields.
+        Scale::F16 => at[2 * n..2 * n + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes()),
+        Scale::F32 => at[4 * n..4 * n + 4].copy_from_slice(&v.to_le_bytes()),
+    }
+}
+
+fn get_scale(kind: Scale, at: &[u8], n: usize) -> f32 {
+    match kind {
+        Scale::F16 => formats::f16_at(at, 2 * n),
+        Scale::F32 => f32::from_le_bytes([at[4 * n], at[4 * n + 1], at[4 * n + 2], at[4 * n + 3]]),
+    }
+}
+
+/// A tile's 512 unsigned integers, in tile order.
+pub(super) fn unpack(bits: Bits, q: &[u8]) -> [u8; TILE_VALUES] {
+    let mut v = [0u8; TILE_VALUES];
+    if bits == Bits::Eight {
+        v.copy_from_slice(&q[..TILE_VALUES]);
+        return v;
+    }
+    for j in 0..256 {
+        v[j] = q[j] & 0x0F;
+        v[j + 256] = q[j] >> 4;
+    }
+    match bits {
+        Bits::Five => {
+            for (i, x) in v.iter_mut().enumerate() {
+                *x |= ((q[256 + i / 8] >> (i % 8)) & 1) << 4;
+            }
+        }
+        Bits::Six => {
+            for (i, x) in v.iter_mut().enumerate() {
+                *x |= ((q[256 + i % 128] >> (2 * (i / 128))) & 3) << 4;
+            }
+        }
+        _ => {}
+    }
+    v
+}
+
+/// Where a product's outputs go: `tokens` rows of `stride` floats, the first holding
+/// row `first` of the matrix. Kernels write only the rows of the panels they compute,
+/// so pieces of one product may be computed on several threads at once.
+#[derive(Clone, Copy)]
+pub(super) struct Dest {
+    pub ptr: *mut f32,
+    pub stride: usize,
+    pub first: usize,
+    pub rows: usize,
+}
+
+// SAFETY: a `Dest` is handed to pieces of one product that write disjoint panels (see
+// `super::matmul`), while the buffer it points into is borrowed mutably for the whole
+// product.
+unsafe impl Send for Dest {}
+unsafe impl Sync for Dest {}
+
+impl Dest {
+    /// Writes row `p·16 + n` of token `t`, for the rows inside the matrix.
+    ///
+    /// # Safety
+    /// The destination must hold `t`'s row and this piece must own panel `p`.
+    #[inline(always)]
+    pub unsafe fn put(&self, t: usize, p: usize, n: usize, v: f32) {
+        let r = p * PANEL + n;
+        if r < self.rows {
+            *self.ptr.add(t * self.stride + r - self.first) = v;
+        }
+    }
+}
+
+/// The portable kernel: the same float operations as the reference, from the tiles.
+///
+/// # Safety
+/// `dest` must be valid for the panels in `panels` (see [`Dest`]).
+pub(super) unsafe fn matmul_portable(w: &Packed, acts: &Acts, panels: Range<usize>, dest: Dest) {
+    let Some(layout) = w.layout() else {
+        return matmul_float(w, acts, panels, dest);
+    };
+    let ints = layout.ints;
+    let tokens = acts.tokens();
+    for p in panels {
+        let mut acc = vec![[0f32; PANEL]; tokens];
+        let mut accm = vec![[0f32; PANEL]; tokens];
+        for b in 0..w.blocks() {
+            let tile = w.tile(&layout, p, b);
+            let v = unpack(ints.bits, tile);
+            for n in 0..PANEL {
+                let scale = get_scale(ints.scale, &tile[layout.scales_at..], n);
+                let min = ints
+                    .min
+                    .map_or(0.0, |m| get_scale(m, &tile[layout.mins_at..], n));
+                let sub = if ints.halves {
+                    [
+                        tile[layout.subs_at + n] as i8,
+                        tile[layout.subs_at + PANEL + n] as i8,
+                    ]
+                } else {
+                    [0, 0]
+                };
+                let blk = formats::Block {
+                    u: std::array::from_fn(|k| v[position(n, k)]),
+                    scale,
+                    min,
+                    sub,
+                };
+                for t in 0..tokens {
+                    let dx = acts.scales(t)[b];
+                    let i = formats::block_int(ints, &blk, acts, t, b);
+                    acc[t][n] = (i as f32).mul_add(blk.scale * dx, acc[t][n]);
+                    if ints.min.is_some() {
+                        accm[t][n] = (acts.sums(t)[b] as f32).mul_add(blk.min * dx, accm[t][n]);
+                    }
+                }
+            }
+        }
+        for t in 0..tokens {
+            for n in 0..PANEL {
+                dest.put(t, p, n, acc[t][n] + accm[t][n]);
+            }
+        }
+    }
+}
+
+/// Float matrices, row by row: [`formats::float_dot`] over each row and token.
+///
+/// # Safety
+/// As [`matmul_portable`].
+pub(super) unsafe fn matmul_float(w: &Packed, acts: &Acts, panels: Range<usize>, dest: Dest) {
+    let mut row = vec![0f32; w.cols()];
+    for p in panels {
+        for n in 0..PANEL {
+            let r = p * PANEL + n;
+            if r >= w.rows() {
+                break;
+            }
+            formats::dequantize(w.ty(), w.float_row(r), &mut row);
+            for t in 0..acts.tokens() {
+                dest.put(t, p, n, formats::float_dot(&row, acts.floats(t)));
+            }
+        }
+    }
+}
