@@ -76,12 +76,16 @@ impl Acts {
             self.floats.extend_from_slice(x);
             return;
         }
-        let padded = self.tokens.div_ceil(TOKEN_TILE) * TOKEN_TILE;
+        // Padding rows are zero: values, scales and sums.
+        let padded = self.tokens.div_ceil(TOKEN_TILE) * TOKEN_TILE * cols;
+        for (buf, per) in [(&mut self.sums, 32), (&mut self.half_sums, 16)] {
+            buf.clear();
+            buf.resize(padded / per, 0);
+        }
         self.qs.clear();
-        self.qs.resize(padded * cols, 0);
-        self.scales.resize(x.len() / 32, 0.0);
-        self.sums.resize(x.len() / 32, 0);
-        self.half_sums.resize(x.len() / 16, 0);
+        self.qs.resize(padded, 0);
+        self.scales.clear();
+        self.scales.resize(padded / 32, 0.0);
         // Tokens are quantised independently: spread them over the compute threads.
         let tokens = self.tokens;
         let pieces = if x.len() >= 1 << 14 {
@@ -120,6 +124,11 @@ impl Acts {
     /// Every token's int8 values, padded (see [`TOKEN_TILE`]).
     pub(super) fn all_qs(&self) -> &[i8] {
         &self.qs
+    }
+
+    /// Every token's scales, one per 32 values, padded (see [`TOKEN_TILE`]).
+    pub(super) fn all_scales(&self) -> &[f32] {
+        &self.scales
     }
 
     /// Token `t`'s int8 values.

@@ -1,6 +1,6 @@
-//! Intel AMX kernels: one `tdpbsud` multiplies sixteen tokens' activations (signed
+//! Intel AMX kernels: one `tdpbssd` multiplies sixteen tokens' activations (signed
 //! bytes, read in place with the row stride) by a tile of sixteen rows × 32 values
-//! (unsigned bytes, the panel layout as it is), giving every block's exact integer
+//! (the panel layout widened to signed bytes), giving every block's exact integer
 //! product for 256 outputs at once. The products are stored and each token's row of
 //! them then takes the reference's float steps with AVX-512, exactly as in
 //! [`super::x86_512`], so the results are the same bits.
@@ -16,9 +16,9 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use super::acts::{Acts, TOKEN_TILE};
-use super::formats::{Bits, WeightType};
+use super::formats::WeightType;
 use super::packed::{Dest, Packed, TileLayout, TILE_VALUES};
-use super::x86_512::{by_format, finish, scales, step, subs, widen, Format};
+use super::x86_512::{by_format, finish, scales, subs, widen, Format};
 
 /// Fewer tokens than this go to the AVX-512 kernel, which is faster for them.
 pub const MIN_TOKENS: usize = 4;
@@ -111,7 +111,7 @@ unsafe fn panels_of<F: Format>(
     for p in panels {
         if tiles > 1 {
             for (b, out) in panel.iter_mut().enumerate() {
-                store_widened::<F>(w.tile(layout, p, b).as_ptr(), out);
+                widen_signed::<F>(w.tile(layout, p, b).as_ptr(), out);
             }
         }
         for tt in 0..tiles {
@@ -120,11 +120,20 @@ unsafe fn panels_of<F: Format>(
     }
 }
 
+/// A tile's integers as signed bytes, their format's offset taken off — so that the
+/// tiles' products are the blocks' exact integers with nothing to correct.
 #[inline(always)]
-unsafe fn store_widened<F: Format>(tile: *const u8, out: &mut Widened) {
+unsafe fn widen_signed<F: Format>(tile: *const u8, out: &mut Widened) {
     let v = widen::<F>(tile);
+    let offset = _mm512_set1_epi8(F::OFFSET as i8);
     for (c, r) in v.iter().enumerate() {
-        _mm512_store_si512(out.0.as_mut_ptr().add(64 * c) as *mut _, *r);
+        // Q8_0's offset is 128: wrapping subtraction flips the sign bit, as wanted.
+        let r = if F::OFFSET != 0 {
+            _mm512_sub_epi8(*r, offset)
+        } else {
+            *r
+        };
+        _mm512_store_si512(out.0.as_mut_ptr().add(64 * c) as *mut _, r);
     }
 }
 
@@ -141,20 +150,21 @@ unsafe fn token_tile<F: Format>(
     let t0 = tt * TOKEN_TILE;
     let valid = (acts.tokens() - t0).min(TOKEN_TILE);
     let cols = acts.cols();
+    let blocks = w.blocks();
+    // Every one of the sixteen rows is computed (padding rows are zeros), so that the
+    // accumulators stay in registers; only the valid ones are stored.
     let mut acc = [_mm512_setzero_ps(); TOKEN_TILE];
-    let mut accm = [_mm512_setzero_ps(); TOKEN_TILE];
     let mut lo = Products([0; 256]);
     let mut hi = Products([0; 256]);
     let mut own = Widened([0; TILE_VALUES]);
     let x0 = acts.all_qs().as_ptr().add(t0 * cols);
-    for b in 0..w.blocks() {
+    let dx0 = acts.all_scales().as_ptr().add(t0 * blocks);
+    for b in 0..blocks {
         let tile = w.tile(layout, p, b).as_ptr();
         let weights: *const u8 = if let Some(wide) = panel.get(b) {
             wide.0.as_ptr()
-        } else if F::BITS == Bits::Eight {
-            tile
         } else {
-            store_widened::<F>(tile, &mut own);
+            widen_signed::<F>(tile, &mut own);
             own.0.as_ptr()
         };
         let x = x0.add(b * 32);
@@ -166,8 +176,8 @@ unsafe fn token_tile<F: Format>(
                 "tileloadd tmm6, [{wh} + {sixty_four} * 1]",
                 "tilezero tmm0",
                 "tilezero tmm7",
-                "tdpbsud tmm0, tmm3, tmm5",
-                "tdpbsud tmm7, tmm4, tmm6",
+                "tdpbssd tmm0, tmm3, tmm5",
+                "tdpbssd tmm7, tmm4, tmm6",
                 "tilestored [{lo} + {sixty_four} * 1], tmm0",
                 "tilestored [{hi} + {sixty_four} * 1], tmm7",
                 x = in(reg) x,
@@ -185,7 +195,7 @@ unsafe fn token_tile<F: Format>(
                 "tileloadd tmm1, [{x} + {stride} * 1]",
                 "tileloadd tmm2, [{w} + {sixty_four} * 1]",
                 "tilezero tmm0",
-                "tdpbsud tmm0, tmm1, tmm2",
+                "tdpbssd tmm0, tmm1, tmm2",
                 "tilestored [{lo} + {sixty_four} * 1], tmm0",
                 x = in(reg) x,
                 stride = in(reg) cols,
@@ -196,27 +206,37 @@ unsafe fn token_tile<F: Format>(
             );
         }
         let s = scales(tile.add(layout.scales_at), F::SCALE_F32);
-        let m = if F::MIN {
-            scales(tile.add(layout.mins_at), F::SCALE_F32)
-        } else {
-            _mm512_setzero_ps()
-        };
         let sub = if F::HALVES {
             subs(tile.add(layout.subs_at))
         } else {
             [_mm512_setzero_si512(); 2]
         };
-        for i in 0..valid {
+        for (i, acc) in acc.iter_mut().enumerate() {
             let row = |buf: &Products| _mm512_load_si512(buf.0.as_ptr().add(16 * i) as *const _);
-            let (l, h) = if F::HALVES {
-                (row(&lo), row(&hi))
+            let isum = if F::HALVES {
+                _mm512_add_epi32(
+                    _mm512_mullo_epi32(sub[0], row(&lo)),
+                    _mm512_mullo_epi32(sub[1], row(&hi)),
+                )
             } else {
-                (row(&lo), _mm512_setzero_si512())
+                row(&lo)
             };
-            step::<F>(l, h, acts, t0 + i, b, s, m, &sub, &mut acc[i], &mut accm[i]);
+            let dx = _mm512_set1_ps(*dx0.add(i * blocks + b));
+            *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(s, dx), *acc);
         }
     }
-    for i in 0..valid {
-        finish(dest, t0 + i, p, acc[i], accm[i]);
+    for (i, acc) in acc.iter().enumerate().take(valid) {
+        let t = t0 + i;
+        let mut accm = _mm512_setzero_ps();
+        if F::MIN {
+            // The minimums' chain, in its own pass so that it needs no registers above.
+            for b in 0..blocks {
+                let m = scales(w.tile(layout, p, b).as_ptr().add(layout.mins_at), F::SCALE_F32);
+                let dx = _mm512_set1_ps(*acts.scales(t).get_unchecked(b));
+                let sum = *acts.sums(t).get_unchecked(b) as f32;
+                accm = _mm512_fmadd_ps(_mm512_set1_ps(sum), _mm512_mul_ps(m, dx), accm);
+            }
+        }
+        finish(dest, t, p, *acc, accm);
     }
 }
