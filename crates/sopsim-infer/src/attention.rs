@@ -1,47 +1,26 @@
-//! Attention of one query head over one sequence's cached keys and values.
+//! Attention over one sequence's cached keys and values, a KV head at a time: every
+//! query head that shares the KV head (grouped-query attention), for every row of the
+//! sequence in the step, reads the head's keys and values once converted from f16.
 //!
-//! A row's result depends only on its own query and its own sequence's cache: the
-//! keys are visited in order with fixed eight-lane sums, whatever else is in the
-//! batch. The same code is compiled twice, with and without AVX2/FMA/F16C, and gives
-//! the same bits either way (fused multiply-adds and exact f16 conversions in both).
+//! A row's result depends only on its own query and its own sequence's cache, through
+//! one fixed sequence of float operations:
+//! - score `j` = (a fused multiply-add chain over the head's dimensions in order) × scale;
+//! - weights `e_j = exp(score_j − max)` with [`exp`] (sopsim's own, so that every build
+//!   gives the same bits), summed in sixteen lanes by `j mod 16` and then in the fixed
+//!   order of [`sum16`];
+//! - output = (a fused multiply-add chain over the keys in order of `e_j · v_j`) × 1/sum.
+//!
+//! Keys sit sixteen to a register (scores) and dimensions sixteen to a register
+//! (outputs), which is how the loops vectorise. The code is written once over arrays
+//! and compiled three times (portable, AVX2+FMA, AVX-512) with the same results, since
+//! each lane does the same IEEE operations in all three.
 
 use half::f16;
 
-use crate::quant::sum_lanes;
+/// Lanes of the fixed reductions.
+const L: usize = 16;
 
-/// Converts eight f16 bit patterns.
-trait Half {
-    fn load8(src: &[u16]) -> [f32; 8];
-}
-
-struct Soft;
-
-impl Half for Soft {
-    #[inline(always)]
-    fn load8(src: &[u16]) -> [f32; 8] {
-        std::array::from_fn(|i| f16::from_bits(src[i]).to_f32())
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-struct F16c;
-
-#[cfg(target_arch = "x86_64")]
-impl Half for F16c {
-    #[inline(always)]
-    fn load8(src: &[u16]) -> [f32; 8] {
-        use std::arch::x86_64::*;
-        assert!(src.len() >= 8);
-        // SAFETY: eight u16s are readable (checked above), and this is only reached
-        // from `attend_avx2`, which requires F16C and AVX.
-        unsafe {
-            let v = _mm256_cvtph_ps(_mm_loadu_si128(src.as_ptr() as *const __m128i));
-            std::mem::transmute::<__m256, [f32; 8]>(v)
-        }
-    }
-}
-
-/// Where one head's keys and values are in a sequence's cache.
+/// Where one KV head's keys and values are in a sequence's cache.
 pub struct HeadCache<'a> {
     pub k: &'a [u16],
     pub v: &'a [u16],
@@ -49,112 +28,417 @@ pub struct HeadCache<'a> {
     pub width: usize,
     /// This head's first float within a position.
     pub offset: usize,
-    /// Positions attended to: `0..len`.
-    pub len: usize,
 }
 
-/// `out` = softmax(q·K / √d) · V over the head's cached positions. `scores` is scratch.
-pub fn attend(
-    q: &[f32],
-    cache: &HeadCache<'_>,
-    scale: f32,
-    scores: &mut Vec<f32>,
-    out: &mut [f32],
-) {
+/// One row's query heads of the group (`heads × head size`, one after another), how
+/// many positions it attends to (`0..len`), and where its outputs go (same shape).
+pub struct Query<'a> {
+    pub q: &'a [f32],
+    pub len: usize,
+    pub out: &'a mut [f32],
+}
+
+/// Buffers reused from call to call.
+#[derive(Default)]
+pub struct Scratch {
+    /// Keys as floats, transposed: `[dimension][position]`, positions padded to 16.
+    keys: Vec<f32>,
+    /// Values as floats: `[position][dimension]`.
+    values: Vec<f32>,
+    scores: Vec<f32>,
+}
+
+/// Attention of every query over `cache` (head size `hd`, a multiple of 16).
+pub fn attend(cache: &HeadCache<'_>, hd: usize, scale: f32, queries: &mut [Query<'_>], s: &mut Scratch) {
     #[cfg(target_arch = "x86_64")]
-    if crate::quant::Kernels::detect() != crate::quant::Kernels::Scalar {
-        // SAFETY: the kernels were chosen after checking for AVX2, FMA and F16C.
-        return unsafe { attend_avx2(q, cache, scale, scores, out) };
+    {
+        use crate::quant::Kernels;
+        let k = crate::quant::Kernels::detect();
+        if k >= Kernels::Avx512 {
+            // SAFETY: AVX-512 kernels are chosen only when the CPU has AVX-512F.
+            return unsafe { attend_avx512(cache, hd, scale, queries, s) };
+        }
+        if k >= Kernels::Avx2 {
+            // SAFETY: AVX2 kernels are chosen only when the CPU has AVX2 and FMA.
+            return unsafe { attend_avx2(cache, hd, scale, queries, s) };
+        }
     }
-    attend_generic::<Soft>(q, cache, scale, scores, out)
+    attend_generic(cache, hd, scale, queries, s)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn attend_avx512(
+    cache: &HeadCache<'_>,
+    hd: usize,
+    scale: f32,
+    queries: &mut [Query<'_>],
+    s: &mut Scratch,
+) {
+    attend_generic(cache, hd, scale, queries, s)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn attend_avx2(
-    q: &[f32],
     cache: &HeadCache<'_>,
+    hd: usize,
     scale: f32,
-    scores: &mut Vec<f32>,
-    out: &mut [f32],
+    queries: &mut [Query<'_>],
+    s: &mut Scratch,
 ) {
-    attend_generic::<F16c>(q, cache, scale, scores, out)
+    attend_generic(cache, hd, scale, queries, s)
 }
 
 #[inline(always)]
-fn attend_generic<H: Half>(
-    q: &[f32],
+fn attend_generic(
     cache: &HeadCache<'_>,
+    hd: usize,
     scale: f32,
-    scores: &mut Vec<f32>,
-    out: &mut [f32],
+    queries: &mut [Query<'_>],
+    s: &mut Scratch,
 ) {
-    let hd = q.len();
-    scores.clear();
+    #[cfg(target_arch = "x86_64")]
+    let simd = crate::quant::Kernels::detect() >= crate::quant::Kernels::Avx512;
+    #[cfg(not(target_arch = "x86_64"))]
+    let simd = false;
+    attend_with(cache, hd, scale, queries, s, simd)
+}
+
+/// `simd`: one head at a time with AVX-512 intrinsics (the CPU must have AVX-512F).
+#[inline(always)]
+fn attend_with(
+    cache: &HeadCache<'_>,
+    hd: usize,
+    scale: f32,
+    queries: &mut [Query<'_>],
+    s: &mut Scratch,
+    simd: bool,
+) {
+    let n = queries.iter().map(|q| q.len).max().unwrap_or(0);
+    if n == 0 {
+        return;
+    }
+    // Positions are padded to whole groups of four blocks (the score loop's unit).
+    let padded = n.div_ceil(4 * L) * 4 * L;
+    s.keys.clear();
+    s.keys.resize(hd * padded, 0.0);
+    s.values.clear();
+    s.values.resize(n * hd, 0.0);
+    for j in 0..n {
+        let at = j * cache.width + cache.offset;
+        for (d, bits) in cache.k[at..at + hd].iter().enumerate() {
+            s.keys[d * padded + j] = f16::from_bits(*bits).to_f32();
+        }
+        for (v, bits) in s.values[j * hd..(j + 1) * hd].iter_mut().zip(&cache.v[at..at + hd]) {
+            *v = f16::from_bits(*bits).to_f32();
+        }
+    }
+    for query in queries.iter_mut() {
+        let len = query.len;
+        for (q, out) in query.q.chunks_exact(hd).zip(query.out.chunks_exact_mut(hd)) {
+            #[cfg(target_arch = "x86_64")]
+            if simd && hd.is_multiple_of(L) {
+                // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F.
+                unsafe { x86::head(q, len, padded, scale, &s.keys, &s.values, &mut s.scores, out) };
+                continue;
+            }
+            let _ = simd;
+            scores(q, len, padded, scale, &s.keys, &mut s.scores);
+            let inv = 1.0 / weights(len, &mut s.scores);
+            match hd {
+                32 => weighted::<2>(len, &s.scores, &s.values, out),
+                64 => weighted::<4>(len, &s.scores, &s.values, out),
+                128 => weighted::<8>(len, &s.scores, &s.values, out),
+                _ => weighted_any(len, hd, &s.scores, &s.values, out),
+            }
+            for o in out.iter_mut() {
+                *o *= inv;
+            }
+        }
+    }
+}
+
+/// One head's attention with AVX-512 intrinsics: the portable functions' operations,
+/// lane for lane.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{sum16, L};
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn head(
+        q: &[f32],
+        len: usize,
+        padded: usize,
+        scale: f32,
+        keys: &[f32],
+        values: &[f32],
+        scores: &mut Vec<f32>,
+        out: &mut [f32],
+    ) {
+        let hd = q.len();
+        let groups = len.div_ceil(4 * L);
+        scores.clear();
+        scores.resize(groups * 4 * L, 0.0);
+        let sc = _mm512_set1_ps(scale);
+        let kp = keys.as_ptr();
+        for g in 0..groups {
+            let mut acc = [_mm512_setzero_ps(); 4];
+            for (d, qd) in q.iter().enumerate() {
+                let qd = _mm512_set1_ps(*qd);
+                let k = kp.add(d * padded + g * 4 * L);
+                for (b, a) in acc.iter_mut().enumerate() {
+                    *a = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k.add(b * L)), *a);
+                }
+            }
+            for (b, a) in acc.iter().enumerate() {
+                _mm512_storeu_ps(scores.as_mut_ptr().add(g * 4 * L + b * L), _mm512_mul_ps(*a, sc));
+            }
+        }
+        // The maximum over the first `len` scores (NaN ignored, as f32::max does).
+        let mut lanes = _mm512_set1_ps(f32::NEG_INFINITY);
+        for (b, block) in scores.chunks_exact(L).enumerate() {
+            let valid = len.saturating_sub(b * L).min(L);
+            let mask: __mmask16 = if valid == L { 0xFFFF } else { (1u32 << valid) as u16 - 1 };
+            let v = _mm512_loadu_ps(block.as_ptr());
+            lanes = _mm512_mask_max_ps(lanes, mask, v, lanes);
+        }
+        let max = _mm512_set1_ps(_mm512_reduce_max_ps(lanes));
+        let mut total = _mm512_setzero_ps();
+        for (b, block) in scores.chunks_exact_mut(L).enumerate() {
+            let valid = len.saturating_sub(b * L).min(L);
+            let mask: __mmask16 = if valid == L { 0xFFFF } else { (1u32 << valid) as u16 - 1 };
+            let x = _mm512_sub_ps(_mm512_loadu_ps(block.as_ptr()), max);
+            let e = _mm512_maskz_mov_ps(mask, exp(x));
+            _mm512_storeu_ps(block.as_mut_ptr(), e);
+            total = _mm512_add_ps(total, e);
+        }
+        let mut t = [0f32; L];
+        _mm512_storeu_ps(t.as_mut_ptr(), total);
+        let inv = _mm512_set1_ps(1.0 / sum16(&t));
+        match hd / L {
+            2 => weighted::<2>(len, scores, values, out, inv),
+            4 => weighted::<4>(len, scores, values, out, inv),
+            8 => weighted::<8>(len, scores, values, out, inv),
+            c => {
+                for chunk in 0..c {
+                    let mut acc = _mm512_setzero_ps();
+                    for (j, e) in scores[..len].iter().enumerate() {
+                        let v = _mm512_loadu_ps(values.as_ptr().add(j * hd + chunk * L));
+                        acc = _mm512_fmadd_ps(_mm512_set1_ps(*e), v, acc);
+                    }
+                    _mm512_storeu_ps(out.as_mut_ptr().add(chunk * L), _mm512_mul_ps(acc, inv));
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn weighted<const C: usize>(
+        len: usize,
+        e: &[f32],
+        values: &[f32],
+        out: &mut [f32],
+        inv: __m512,
+    ) {
+        let mut acc = [_mm512_setzero_ps(); C];
+        let vp = values.as_ptr();
+        for (j, e) in e[..len].iter().enumerate() {
+            let e = _mm512_set1_ps(*e);
+            for (c, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_fmadd_ps(e, _mm512_loadu_ps(vp.add((j * C + c) * L)), *a);
+            }
+        }
+        for (c, a) in acc.iter().enumerate() {
+            _mm512_storeu_ps(out.as_mut_ptr().add(c * L), _mm512_mul_ps(*a, inv));
+        }
+    }
+
+    /// [`super::exp`], lane for lane.
+    #[inline(always)]
+    unsafe fn exp(x: __m512) -> __m512 {
+        let x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0)), _mm512_set1_ps(88.0));
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)),
+        );
+        let r = _mm512_fmadd_ps(n, _mm512_set1_ps(-super::LN2_HI), x);
+        let r = _mm512_fmadd_ps(n, _mm512_set1_ps(-super::LN2_LO), r);
+        let mut p = _mm512_set1_ps(super::EXP_POLY[0]);
+        for c in &super::EXP_POLY[1..] {
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(*c));
+        }
+        let p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0));
+        let two_n = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(
+            _mm512_cvtps_epi32(n),
+            _mm512_set1_epi32(127),
+        )));
+        _mm512_mul_ps(p, two_n)
+    }
+}
+
+/// Every position's score, four blocks of sixteen at a time (independent chains).
+#[inline(always)]
+fn scores(q: &[f32], len: usize, padded: usize, scale: f32, keys: &[f32], out: &mut Vec<f32>) {
+    let groups = len.div_ceil(4 * L);
+    out.clear();
+    out.resize(groups * 4 * L, 0.0);
+    for (g, block) in out.chunks_exact_mut(4 * L).enumerate() {
+        let mut acc = [[0f32; L]; 4];
+        for (d, qd) in q.iter().enumerate() {
+            let k = &keys[d * padded + g * 4 * L..][..4 * L];
+            for (b, acc) in acc.iter_mut().enumerate() {
+                for l in 0..L {
+                    acc[l] = qd.mul_add(k[b * L + l], acc[l]);
+                }
+            }
+        }
+        for (b, acc) in acc.iter().enumerate() {
+            for l in 0..L {
+                block[b * L + l] = acc[l] * scale;
+            }
+        }
+    }
+}
+
+/// Turns the first `len` scores into `exp(score − max)` (the rest into 0) and returns
+/// their sum.
+#[inline(always)]
+fn weights(len: usize, scores: &mut [f32]) -> f32 {
     let mut max = f32::NEG_INFINITY;
-    for j in 0..cache.len {
-        let at = j * cache.width + cache.offset;
-        let key = &cache.k[at..at + hd];
-        let mut acc = [0f32; 8];
-        for (qc, kc) in q.chunks_exact(8).zip(key.chunks_exact(8)) {
-            let kv = H::load8(kc);
-            for l in 0..8 {
-                acc[l] = qc[l].mul_add(kv[l], acc[l]);
+    for v in &scores[..len] {
+        max = max.max(*v);
+    }
+    let mut total = [0f32; L];
+    for (b, block) in scores.chunks_exact_mut(L).enumerate() {
+        let mut x = [0f32; L];
+        for l in 0..L {
+            x[l] = block[l] - max;
+        }
+        let e = exp(x);
+        for l in 0..L {
+            // Positions past `len` weigh nothing.
+            block[l] = if b * L + l < len { e[l] } else { 0.0 };
+            total[l] += block[l];
+        }
+    }
+    sum16(&total)
+}
+
+/// `out = Σ_j e_j · v_j` over the first `len` positions, for a head of `C` × 16
+/// dimensions kept in registers.
+#[inline(always)]
+fn weighted<const C: usize>(len: usize, e: &[f32], values: &[f32], out: &mut [f32]) {
+    let mut acc = [[0f32; L]; C];
+    for (j, e) in e[..len].iter().enumerate() {
+        let v = &values[j * C * L..(j + 1) * C * L];
+        for (c, acc) in acc.iter_mut().enumerate() {
+            for l in 0..L {
+                acc[l] = e.mul_add(v[c * L + l], acc[l]);
             }
         }
-        let s = sum_lanes(&acc) * scale;
-        max = max.max(s);
-        scores.push(s);
     }
-    let mut total = 0f32;
-    for s in scores.iter_mut() {
-        *s = (*s - max).exp();
-        total += *s;
+    for (o, a) in out.chunks_exact_mut(L).zip(&acc) {
+        o.copy_from_slice(a);
     }
+}
+
+/// [`weighted`] for any head size (the same operations, accumulated in memory).
+#[inline(always)]
+fn weighted_any(len: usize, hd: usize, e: &[f32], values: &[f32], out: &mut [f32]) {
     out.fill(0.0);
-    for (j, p) in scores.iter().enumerate() {
-        let at = j * cache.width + cache.offset;
-        for (oc, vc) in out
-            .chunks_exact_mut(8)
-            .zip(cache.v[at..at + hd].chunks_exact(8))
-        {
-            let vv = H::load8(vc);
-            for l in 0..8 {
-                oc[l] = p.mul_add(vv[l], oc[l]);
-            }
+    for (j, e) in e[..len].iter().enumerate() {
+        for (o, x) in out.iter_mut().zip(&values[j * hd..(j + 1) * hd]) {
+            *o = e.mul_add(*x, *o);
         }
     }
-    let inv = 1.0 / total;
-    for o in out.iter_mut() {
-        *o *= inv;
+}
+
+/// The sixteen lanes summed in a fixed order: halves, quarters, pairs, then the last two.
+#[inline(always)]
+pub fn sum16(a: &[f32; L]) -> f32 {
+    let mut h = [0f32; 8];
+    for i in 0..8 {
+        h[i] = a[i] + a[i + 8];
     }
+    let mut q = [0f32; 4];
+    for i in 0..4 {
+        q[i] = h[i] + h[i + 4];
+    }
+    let p = [q[0] + q[2], q[1] + q[3]];
+    p[0] + p[1]
+}
+
+/// ln 2 in two parts, so that `x − n·ln 2` loses nothing for the `n` that occur.
+const LN2_HI: f32 = 0.693_145_75;
+const LN2_LO: f32 = 1.428_606_8e-6;
+/// Horner coefficients of e^r's Taylor polynomial, highest power first (the constant
+/// 1 is added last).
+const EXP_POLY: [f32; 6] = [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0];
+
+/// `e^x` for each lane, to within a couple of units in the last place, by the same
+/// operations on every CPU: `x = n·ln 2 + r`, a degree-6 polynomial in `r`, times
+/// `2^n`. Inputs below −87 give `e^−87` rather than a subnormal.
+#[inline(always)]
+pub fn exp(x: [f32; L]) -> [f32; L] {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const C: [f32; 6] = EXP_POLY;
+    let mut out = [0f32; L];
+    for l in 0..L {
+        // max, then min: NaN becomes −87, as the SIMD version's operand order gives.
+        let x = x[l].max(-87.0).min(88.0);
+        let n = (x * LOG2E).round_ties_even();
+        let r = n.mul_add(-LN2_LO, n.mul_add(-LN2_HI, x));
+        let mut p = C[0];
+        for c in &C[1..] {
+            p = p.mul_add(r, *c);
+        }
+        let p = p.mul_add(r, 1.0);
+        let two_n = f32::from_bits(((n as i32 + 127) as u32) << 23);
+        out[l] = p * two_n;
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn attends_like_the_textbook_formula() {
-        let hd = 16;
-        let width = 32; // two heads per position
-        let n = 5;
-        let k: Vec<u16> = (0..n * width)
+    fn cache_data(n: usize, width: usize) -> (Vec<u16>, Vec<u16>) {
+        let k = (0..n * width)
             .map(|i| f16::from_f32(((i * 7) % 11) as f32 / 10.0 - 0.5).to_bits())
             .collect();
-        let v: Vec<u16> = (0..n * width)
+        let v = (0..n * width)
             .map(|i| f16::from_f32(((i * 5) % 13) as f32 / 10.0 - 0.6).to_bits())
             .collect();
+        (k, v)
+    }
+
+    #[test]
+    fn attends_like_the_textbook_formula() {
+        let (hd, width, n) = (16, 32, 21); // two heads per position
+        let (k, v) = cache_data(n, width);
         let q: Vec<f32> = (0..hd).map(|i| (i as f32 - 8.0) / 8.0).collect();
         let cache = HeadCache {
             k: &k,
             v: &v,
             width,
             offset: 16,
-            len: n,
         };
         let mut out = vec![0f32; hd];
-        attend(&q, &cache, 0.25, &mut Vec::new(), &mut out);
+        attend(
+            &cache,
+            hd,
+            0.25,
+            &mut [Query {
+                q: &q,
+                len: n,
+                out: &mut out,
+            }],
+            &mut Scratch::default(),
+        );
         let f = |b: u16| f64::from(f16::from_bits(b).to_f32());
         let scores: Vec<f64> = (0..n)
             .map(|j| {
@@ -177,12 +461,134 @@ mod tests {
                 out[d]
             );
         }
-        // The soft conversion gives the same bits as F16C.
-        let mut soft = vec![0f32; hd];
-        attend_generic::<Soft>(&q, &cache, 0.25, &mut Vec::new(), &mut soft);
+        // The portable code gives the same bits.
+        let mut portable = vec![0f32; hd];
+        attend_with(
+            &cache,
+            hd,
+            0.25,
+            &mut [Query {
+                q: &q,
+                len: n,
+                out: &mut portable,
+            }],
+            &mut Scratch::default(),
+            false,
+        );
         assert_eq!(
             out.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-            soft.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            portable.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn a_row_attends_the_same_alone_and_with_longer_rows() {
+        let (hd, width, n) = (32, 64, 40);
+        let (k, v) = cache_data(n, width);
+        let cache = HeadCache {
+            k: &k,
+            v: &v,
+            width,
+            offset: 0,
+        };
+        let q: Vec<f32> = (0..2 * hd).map(|i| ((i * 3) % 7) as f32 / 7.0 - 0.4).collect();
+        let mut alone = vec![0f32; 2 * hd];
+        attend(
+            &cache,
+            hd,
+            0.2,
+            &mut [Query {
+                q: &q,
+                len: 17,
+                out: &mut alone,
+            }],
+            &mut Scratch::default(),
+        );
+        let (mut a, mut b) = (vec![0f32; 2 * hd], vec![0f32; 2 * hd]);
+        attend(
+            &cache,
+            hd,
+            0.2,
+            &mut [
+                Query {
+                    q: &q,
+                    len: 40,
+                    out: &mut b,
+                },
+                Query {
+                    q: &q,
+                    len: 17,
+                    out: &mut a,
+                },
+            ],
+            &mut Scratch::default(),
+        );
+        assert_eq!(
+            alone.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            a.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn simd_and_portable_heads_agree_bit_for_bit() {
+        for (hd, n, len) in [(64, 70, 70), (64, 70, 33), (128, 20, 19), (32, 5, 5), (48, 9, 9)] {
+            let width = 2 * hd;
+            let (k, v) = cache_data(n, width);
+            let cache = HeadCache {
+                k: &k,
+                v: &v,
+                width,
+                offset: hd,
+            };
+            let q: Vec<f32> = (0..3 * hd).map(|i| ((i * 5) % 11) as f32 / 5.0 - 1.0).collect();
+            let run = |simd: bool| {
+                let mut out = vec![0f32; 3 * hd];
+                attend_with(
+                    &cache,
+                    hd,
+                    0.125,
+                    &mut [Query {
+                        q: &q,
+                        len,
+                        out: &mut out,
+                    }],
+                    &mut Scratch::default(),
+                    simd,
+                );
+                out.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            };
+            #[cfg(target_arch = "x86_64")]
+            if crate::quant::Kernels::detect() >= crate::quant::Kernels::Avx512 {
+                assert_eq!(run(true), run(false), "head size {hd}, {len} positions");
+            }
+            let _ = run;
+        }
+    }
+
+    #[test]
+    fn every_head_size_accumulates_the_same_way() {
+        let (len, hd) = (37, 64);
+        let e: Vec<f32> = (0..len).map(|j| (j as f32 * 0.37).sin().abs()).collect();
+        let values: Vec<f32> = (0..len * hd).map(|i| ((i * 13) % 17) as f32 / 8.0 - 1.0).collect();
+        let (mut a, mut b) = (vec![0f32; hd], vec![0f32; hd]);
+        weighted::<4>(len, &e, &values, &mut a);
+        weighted_any(len, hd, &e, &values, &mut b);
+        assert_eq!(
+            a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            b.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn exp_is_close_to_the_library_exp() {
+        let mut worst = 0f64;
+        let mut x = -87.0f32;
+        while x < 10.0 {
+            let got = exp([x; L])[0];
+            let want = f64::from(x).exp();
+            worst = worst.max((f64::from(got) - want).abs() / want);
+            x += 0.0137;
+        }
+        assert!(worst < 1e-6, "relative error {worst}");
     }
 }

@@ -39,6 +39,15 @@ pub fn pool() -> Option<&'static rayon::ThreadPool> {
     .as_ref()
 }
 
+/// Runs `work` on one of the pool's threads (or here, without a pool), so that the
+/// tasks it spreads start without waking a thread from outside the pool each time.
+pub fn install<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    match pool() {
+        Some(pool) => pool.install(work),
+        None => work(),
+    }
+}
+
 /// Runs every task, spread over the pool when there is one.
 pub fn run_all<T: FnOnce() + Send>(tasks: Vec<T>) {
     match pool() {

@@ -10,7 +10,7 @@ use crate::error::InferError;
 
 use std::path::Path;
 
-use crate::attention::{attend, HeadCache};
+use crate::attention::{attend, HeadCache, Query, Scratch as AttentionScratch};
 use crate::gguf::{Arch, GgufError, GgufFile, ModelShape};
 use crate::kv::KvCache;
 use crate::quant::{matmul, matmul_panel, Acts, Kernels, Packed, QView, WeightType, PANEL};
@@ -201,6 +201,14 @@ impl Model {
         scratch: &mut Scratch,
         segments: &mut [Segment<'_>],
     ) -> Result<Vec<Vec<Vec<f32>>>, InferError> {
+        crate::compute::install(|| self.forward_here(scratch, segments))
+    }
+
+    fn forward_here(
+        &self,
+        scratch: &mut Scratch,
+        segments: &mut [Segment<'_>],
+    ) -> Result<Vec<Vec<Vec<f32>>>, InferError> {
         let s = &self.shape;
         let (dim, qd, kvd, hd) = (
             s.dim,
@@ -242,8 +250,6 @@ impl Model {
         {
             embed.dequantize_row(*tok as usize, &mut sc.x[r * dim..(r + 1) * dim]);
         }
-        let scale = 1.0 / (hd as f32).sqrt();
-        let group = s.heads / s.kv_heads;
         self.rotary_table(&rows, &mut sc.rotary);
         for (li, layer) in self.layers.iter().enumerate() {
             rms_norm(&sc.x, &layer.attn_norm, s.rms_eps, &mut sc.h);
@@ -282,40 +288,7 @@ impl Model {
                 );
             }
             sc.att.resize(n * qd, 0.0);
-            {
-                let (q, segs, rows, heads) = (&sc.q, &*segments, &rows, s.heads);
-                let per_task = heads_per_task(n, heads);
-                let tasks = sc
-                    .att
-                    .chunks_mut(per_task * hd)
-                    .enumerate()
-                    .map(|(ci, chunk)| {
-                        move || {
-                            let mut scores = Vec::new();
-                            for (k, out) in chunk.chunks_exact_mut(hd).enumerate() {
-                                let unit = ci * per_task + k;
-                                let (r, h) = (unit / heads, unit % heads);
-                                let (seg, pos) = rows[r];
-                                let (keys, values) = segs[seg].cache.layer(li);
-                                let cache = HeadCache {
-                                    k: keys,
-                                    v: values,
-                                    width: kvd,
-                                    offset: (h / group) * hd,
-                                    len: pos + 1,
-                                };
-                                attend(
-                                    &q[r * qd + h * hd..r * qd + (h + 1) * hd],
-                                    &cache,
-                                    scale,
-                                    &mut scores,
-                                    out,
-                                );
-                            }
-                        }
-                    });
-                crate::compute::run_all(tasks.collect());
-            }
+            self.attention(li, segments, &rows, &sc.q, &mut sc.att);
             self.products(&sc.att, &mut sc.acts, &mut [(&layer.o, &mut sc.h)]);
             add(&mut sc.x, &sc.h);
             rms_norm(&sc.x, &layer.ffn_norm, s.rms_eps, &mut sc.h);
@@ -431,6 +404,72 @@ impl Model {
         }
     }
 
+    /// Attention of every row over its sequence's cache in layer `li`, one task per
+    /// sequence and KV head (and per part of a sequence's rows when there are fewer
+    /// tasks than threads to keep busy).
+    fn attention(
+        &self,
+        li: usize,
+        segments: &[Segment<'_>],
+        rows: &[(usize, usize)],
+        q: &[f32],
+        att: &mut [f32],
+    ) {
+        let s = &self.shape;
+        let (hd, kv_heads) = (s.head_dim, s.kv_heads);
+        let width = (s.heads / kv_heads) * hd;
+        let scale = 1.0 / (hd as f32).sqrt();
+        // Each row's outputs for one KV head's query heads, by row and KV head.
+        let mut outs: Vec<Option<&mut [f32]>> = att.chunks_exact_mut(width).map(Some).collect();
+        let mut spans: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+        let mut start = 0;
+        for (si, seg) in segments.iter().enumerate() {
+            spans.push((si, start..start + seg.tokens.len()));
+            start += seg.tokens.len();
+        }
+        let wanted = crate::compute::threads() * 2;
+        if spans.len() * kv_heads < wanted {
+            let parts = wanted.div_ceil(spans.len() * kv_heads);
+            spans = spans
+                .into_iter()
+                .flat_map(|(si, r)| {
+                    let per = r.len().div_ceil(parts).max(1);
+                    (r.start..r.end)
+                        .step_by(per)
+                        .map(move |a| (si, a..(a + per).min(r.end)))
+                })
+                .collect();
+        }
+        let mut tasks = Vec::with_capacity(spans.len() * kv_heads);
+        for (si, span) in spans {
+            let (keys, values) = segments[si].cache.layer(li);
+            for g in 0..kv_heads {
+                let queries: Vec<(usize, &mut [f32])> = span
+                    .clone()
+                    .filter_map(|r| outs[r * kv_heads + g].take().map(|o| (r, o)))
+                    .collect();
+                tasks.push(move || {
+                    let cache = HeadCache {
+                        k: keys,
+                        v: values,
+                        width: kv_heads * hd,
+                        offset: g * hd,
+                    };
+                    let mut queries: Vec<Query<'_>> = queries
+                        .into_iter()
+                        .map(|(r, out)| Query {
+                            q: &q[(r * kv_heads + g) * width..][..width],
+                            len: rows[r].1 + 1,
+                            out,
+                        })
+                        .collect();
+                    SCRATCH.with(|s| attend(&cache, hd, scale, &mut queries, &mut s.borrow_mut()));
+                });
+            }
+        }
+        crate::compute::run_all(tasks);
+    }
+
     /// The rotary (sin, cos) of every pair of dimensions at each row's position.
     fn rotary_table(&self, rows: &[(usize, usize)], table: &mut Vec<(f32, f32)>) {
         table.clear();
@@ -461,15 +500,9 @@ impl Model {
     }
 }
 
-/// How many heads each attention task takes: a whole row's when there are many rows,
-/// fewer when there are only a few rows, so that every thread has work.
-fn heads_per_task(rows: usize, heads: usize) -> usize {
-    let threads = crate::compute::threads();
-    if rows >= threads * 2 {
-        heads
-    } else {
-        heads.div_ceil(threads * 2).max(1)
-    }
+thread_local! {
+    /// Each compute thread's attention buffers.
+    static SCRATCH: std::cell::RefCell<AttentionScratch> = std::cell::RefCell::default();
 }
 
 fn add(x: &mut [f32], y: &[f32]) {

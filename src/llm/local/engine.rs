@@ -237,10 +237,12 @@ impl Worker {
         Ok((rendered, prompt))
     }
 
-    /// A cache holding the longest prefix of `ids` that a pooled cache holds (short of
-    /// the last prompt token, which must run to give the logits). A pooled cache that
-    /// `ids` continues whole is taken; one it shares only a prefix with is copied, so
-    /// that it stays whole for the prompts that continue it.
+    /// A cache holding the longest prefix of `ids` that a pooled cache, or a sequence
+    /// still in flight, holds (short of the last prompt token, which must run to give
+    /// the logits). A pooled cache that `ids` continues whole is taken; one it shares
+    /// only a prefix with is copied, so that it stays whole for the prompts that
+    /// continue it. Keys and values depend only on the tokens before them, so a copied
+    /// prefix gives the same bytes as computing it again.
     fn take_cache(&mut self, ids: &[u32]) -> KvCache {
         let common = |c: &KvCache| {
             c.tokens()
@@ -249,16 +251,29 @@ impl Worker {
                 .take_while(|(a, b)| a == b)
                 .count()
         };
-        let best = self
+        let pooled = self
             .pool
             .iter()
             .enumerate()
             .map(|(i, (c, _))| (common(c), i))
             .max();
-        let Some((n, i)) = best.filter(|(n, _)| *n > 0) else {
+        let active = self
+            .active
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (common(&s.cache), i))
+            .max();
+        let keep_of = |n: usize| n.min(ids.len() - 1);
+        if let Some((n, i)) = active.filter(|(n, _)| keep_of(*n) > pooled.map_or(0, |p| keep_of(p.0)))
+        {
+            if let Ok(c) = self.active[i].cache.copy_prefix(keep_of(n)) {
+                return c;
+            }
+        }
+        let Some((n, i)) = pooled.filter(|(n, _)| *n > 0) else {
             return self.model.new_cache();
         };
-        let keep = n.min(ids.len() - 1);
+        let keep = keep_of(n);
         if n == self.pool[i].0.len() && keep == n {
             let (mut c, _) = self.pool.swap_remove(i);
             c.truncate(keep);

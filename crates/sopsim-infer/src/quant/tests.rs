@@ -300,7 +300,8 @@ fn kernel_speed() {
         WeightType::Q6K,
         WeightType::Q4_1,
     ] {
-        let (rows, cols) = (4864, if ty.group() == 256 { 4864 } else { 896 });
+        let big = std::env::var("SPEED_ROWS").ok().and_then(|v| v.parse().ok());
+        let (rows, cols) = (big.unwrap_or(4864), if ty.group() == 256 { 4864 } else { 896 });
         let data = random_matrix(ty, rows, cols, &mut rng);
         let w = QView::new(ty, rows, cols, &data).unwrap();
         let packed = w.pack().unwrap();

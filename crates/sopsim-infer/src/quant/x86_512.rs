@@ -15,6 +15,9 @@ use super::packed::{Dest, Packed, TileLayout, PANEL};
 /// Tokens that share one widening of a tile.
 const GROUP: usize = 8;
 
+/// How many tiles ahead the weights are prefetched.
+const PREFETCH: usize = 16;
+
 pub fn supported() -> bool {
     is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
@@ -192,9 +195,8 @@ pub(super) unsafe fn step<F: Format>(
 ) {
     let isum = if F::HALVES {
         let h = acts.half_sums(t).as_ptr().add(2 * b);
-        let off = _mm512_set1_epi32(F::OFFSET);
-        let lo = _mm512_sub_epi32(lo, _mm512_mullo_epi32(off, _mm512_set1_epi32(*h)));
-        let hi = _mm512_sub_epi32(hi, _mm512_mullo_epi32(off, _mm512_set1_epi32(*h.add(1))));
+        let lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(F::OFFSET * *h));
+        let hi = _mm512_sub_epi32(hi, _mm512_set1_epi32(F::OFFSET * *h.add(1)));
         _mm512_add_epi32(
             _mm512_mullo_epi32(sub[0], lo),
             _mm512_mullo_epi32(sub[1], hi),
@@ -244,6 +246,11 @@ unsafe fn group<F: Format, const N: usize>(
     let zero = _mm512_setzero_si512();
     for b in 0..w.blocks() {
         let tile = w.tile(layout, p, b).as_ptr();
+        // The weights are read once, front to back: ask for the tiles ahead early.
+        let ahead = tile.wrapping_add(PREFETCH * layout.bytes);
+        for line in (0..layout.bytes).step_by(64) {
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
+        }
         let v = widen::<F>(tile);
         let s = scales(tile.add(layout.scales_at), F::SCALE_F32);
         let m = if F::MIN {
