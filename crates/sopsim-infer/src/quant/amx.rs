@@ -20,8 +20,10 @@ use super::formats::WeightType;
 use super::packed::{Dest, Packed, TileLayout, TILE_VALUES};
 use super::x86_512::{by_format, finish, scales, subs, widen, Format};
 
-/// Fewer tokens than this go to the AVX-512 kernel, which is faster for them.
-pub const MIN_TOKENS: usize = 4;
+/// Fewer tokens than this go to the AVX-512 kernel, which is faster for them: a tile's
+/// products cost about the same whether it multiplies 1 or 16 tokens (measured with
+/// `kernel_speed`: AMX overtakes AVX-512 VNNI between 8 and 16 tokens).
+pub const MIN_TOKENS: usize = 16;
 
 /// Whether the CPU has AMX-INT8 and the operating system lets this process use it.
 pub fn supported() -> bool {
@@ -137,6 +139,69 @@ unsafe fn widen_signed<F: Format>(tile: *const u8, out: &mut Widened) {
     }
 }
 
+/// The products of block `b` for the token tile starting at `x0`: widened into
+/// `own` unless the panel's widened tiles are given, multiplied, and stored to `lo`
+/// (and `hi`, Q6_K's second half).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn products<F: Format>(
+    w: &Packed,
+    layout: &TileLayout,
+    p: usize,
+    b: usize,
+    x0: *const i8,
+    cols: usize,
+    panel: &[Widened],
+    own: &mut Widened,
+    lo: &mut Products,
+    hi: &mut Products,
+) {
+    let weights: *const u8 = if let Some(wide) = panel.get(b) {
+        wide.0.as_ptr()
+    } else {
+        widen_signed::<F>(w.tile(layout, p, b).as_ptr(), own);
+        own.0.as_ptr()
+    };
+    let x = x0.add(b * 32);
+    if F::HALVES {
+        asm!(
+            "tileloadd tmm3, [{x} + {stride} * 1]",
+            "tileloadd tmm4, [{xh} + {stride} * 1]",
+            "tileloadd tmm5, [{w} + {sixty_four} * 1]",
+            "tileloadd tmm6, [{wh} + {sixty_four} * 1]",
+            "tilezero tmm0",
+            "tilezero tmm7",
+            "tdpbssd tmm0, tmm3, tmm5",
+            "tdpbssd tmm7, tmm4, tmm6",
+            "tilestored [{lo} + {sixty_four} * 1], tmm0",
+            "tilestored [{hi} + {sixty_four} * 1], tmm7",
+            x = in(reg) x,
+            xh = in(reg) x.add(16),
+            stride = in(reg) cols,
+            w = in(reg) weights,
+            wh = in(reg) weights.add(256),
+            sixty_four = in(reg) 64usize,
+            lo = in(reg) lo.0.as_mut_ptr(),
+            hi = in(reg) hi.0.as_mut_ptr(),
+            options(nostack),
+        );
+    } else {
+        asm!(
+            "tileloadd tmm1, [{x} + {stride} * 1]",
+            "tileloadd tmm2, [{w} + {sixty_four} * 1]",
+            "tilezero tmm0",
+            "tdpbssd tmm0, tmm1, tmm2",
+            "tilestored [{lo} + {sixty_four} * 1], tmm0",
+            x = in(reg) x,
+            stride = in(reg) cols,
+            w = in(reg) weights,
+            sixty_four = in(reg) 64usize,
+            lo = in(reg) lo.0.as_mut_ptr(),
+            options(nostack),
+        );
+    }
+}
+
 #[inline(always)]
 unsafe fn token_tile<F: Format>(
     w: &Packed,
@@ -147,64 +212,38 @@ unsafe fn token_tile<F: Format>(
     panel: &[Widened],
     dest: Dest,
 ) {
+    let valid = (acts.tokens() - tt * TOKEN_TILE).min(TOKEN_TILE);
+    match valid.div_ceil(4) {
+        1 => rows::<F, 4>(w, layout, acts, p, tt, panel, dest),
+        2 => rows::<F, 8>(w, layout, acts, p, tt, panel, dest),
+        3 => rows::<F, 12>(w, layout, acts, p, tt, panel, dest),
+        _ => rows::<F, 16>(w, layout, acts, p, tt, panel, dest),
+    }
+}
+
+/// A token tile whose first `R` rows are computed (the rest are padding).
+#[inline(always)]
+unsafe fn rows<F: Format, const R: usize>(
+    w: &Packed,
+    layout: &TileLayout,
+    acts: &Acts,
+    p: usize,
+    tt: usize,
+    panel: &[Widened],
+    dest: Dest,
+) {
     let t0 = tt * TOKEN_TILE;
-    let valid = (acts.tokens() - t0).min(TOKEN_TILE);
+    let valid = (acts.tokens() - t0).min(R);
     let cols = acts.cols();
     let blocks = w.blocks();
-    // Every one of the sixteen rows is computed (padding rows are zeros), so that the
-    // accumulators stay in registers; only the valid ones are stored.
-    let mut acc = [_mm512_setzero_ps(); TOKEN_TILE];
-    let mut lo = Products([0; 256]);
-    let mut hi = Products([0; 256]);
+    let mut acc = [_mm512_setzero_ps(); R];
+    let (mut lo, mut hi) = (Products([0; 256]), Products([0; 256]));
     let mut own = Widened([0; TILE_VALUES]);
     let x0 = acts.all_qs().as_ptr().add(t0 * cols);
     let dx0 = acts.all_scales().as_ptr().add(t0 * blocks);
     for b in 0..blocks {
+        products::<F>(w, layout, p, b, x0, cols, panel, &mut own, &mut lo, &mut hi);
         let tile = w.tile(layout, p, b).as_ptr();
-        let weights: *const u8 = if let Some(wide) = panel.get(b) {
-            wide.0.as_ptr()
-        } else {
-            widen_signed::<F>(tile, &mut own);
-            own.0.as_ptr()
-        };
-        let x = x0.add(b * 32);
-        if F::HALVES {
-            asm!(
-                "tileloadd tmm3, [{x} + {stride} * 1]",
-                "tileloadd tmm4, [{xh} + {stride} * 1]",
-                "tileloadd tmm5, [{w} + {sixty_four} * 1]",
-                "tileloadd tmm6, [{wh} + {sixty_four} * 1]",
-                "tilezero tmm0",
-                "tilezero tmm7",
-                "tdpbssd tmm0, tmm3, tmm5",
-                "tdpbssd tmm7, tmm4, tmm6",
-                "tilestored [{lo} + {sixty_four} * 1], tmm0",
-                "tilestored [{hi} + {sixty_four} * 1], tmm7",
-                x = in(reg) x,
-                xh = in(reg) x.add(16),
-                stride = in(reg) cols,
-                w = in(reg) weights,
-                wh = in(reg) weights.add(256),
-                sixty_four = in(reg) 64usize,
-                lo = in(reg) lo.0.as_mut_ptr(),
-                hi = in(reg) hi.0.as_mut_ptr(),
-                options(nostack),
-            );
-        } else {
-            asm!(
-                "tileloadd tmm1, [{x} + {stride} * 1]",
-                "tileloadd tmm2, [{w} + {sixty_four} * 1]",
-                "tilezero tmm0",
-                "tdpbssd tmm0, tmm1, tmm2",
-                "tilestored [{lo} + {sixty_four} * 1], tmm0",
-                x = in(reg) x,
-                stride = in(reg) cols,
-                w = in(reg) weights,
-                sixty_four = in(reg) 64usize,
-                lo = in(reg) lo.0.as_mut_ptr(),
-                options(nostack),
-            );
-        }
         let s = scales(tile.add(layout.scales_at), F::SCALE_F32);
         let sub = if F::HALVES {
             subs(tile.add(layout.subs_at))
