@@ -5,9 +5,9 @@
 //! A row's result depends only on its own query and its own sequence's cache, through
 //! one fixed sequence of float operations:
 //! - score `j` = (a fused multiply-add chain over the head's dimensions in order) × scale;
-//! - weights `e_j = exp(score_j − max)` with [`exp`] (sopsim's own, so that every build
-//!   gives the same bits), summed in sixteen lanes by `j mod 16` and then in the fixed
-//!   order of [`sum16`];
+//! - weights `e_j = exp(score_j − max)` with [`crate::math::exp`] (sopsim's own, so
+//!   that every build gives the same bits), summed in sixteen lanes by `j mod 16` and
+//!   then in the fixed order of [`crate::math::sum16`];
 //! - output = (a fused multiply-add chain over the keys in order of `e_j · v_j`) × 1/sum.
 //!
 //! Keys sit sixteen to a register (scores) and dimensions sixteen to a register
@@ -16,9 +16,9 @@
 //! each lane does the same IEEE operations in all three.
 
 use half::f16;
+use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
-/// Lanes of the fixed reductions.
-const L: usize = 16;
+use crate::math::{exp, sum16, L};
 
 /// Where one KV head's keys and values are in a sequence's cache.
 pub struct HeadCache<'a> {
@@ -49,7 +49,13 @@ pub struct Scratch {
 }
 
 /// Attention of every query over `cache` (head size `hd`, a multiple of 16).
-pub fn attend(cache: &HeadCache<'_>, hd: usize, scale: f32, queries: &mut [Query<'_>], s: &mut Scratch) {
+pub fn attend(
+    cache: &HeadCache<'_>,
+    hd: usize,
+    scale: f32,
+    queries: &mut [Query<'_>],
+    s: &mut Scratch,
+) {
     #[cfg(target_arch = "x86_64")]
     {
         use crate::quant::Kernels;
@@ -125,14 +131,19 @@ fn attend_with(
     s.keys.resize(hd * padded, 0.0);
     s.values.clear();
     s.values.resize(n * hd, 0.0);
+    // Exact conversions (F16C where the CPU has it).
+    let mut key = vec![0f32; hd];
     for j in 0..n {
         let at = j * cache.width + cache.offset;
-        for (d, bits) in cache.k[at..at + hd].iter().enumerate() {
-            s.keys[d * padded + j] = f16::from_bits(*bits).to_f32();
+        cache.k[at..at + hd]
+            .reinterpret_cast::<f16>()
+            .convert_to_f32_slice(&mut key);
+        for (d, k) in key.iter().enumerate() {
+            s.keys[d * padded + j] = *k;
         }
-        for (v, bits) in s.values[j * hd..(j + 1) * hd].iter_mut().zip(&cache.v[at..at + hd]) {
-            *v = f16::from_bits(*bits).to_f32();
-        }
+        cache.v[at..at + hd]
+            .reinterpret_cast::<f16>()
+            .convert_to_f32_slice(&mut s.values[j * hd..(j + 1) * hd]);
     }
     for query in queries.iter_mut() {
         let len = query.len;
@@ -140,7 +151,18 @@ fn attend_with(
             #[cfg(target_arch = "x86_64")]
             if simd && hd.is_multiple_of(L) {
                 // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F.
-                unsafe { x86::head(q, len, padded, scale, &s.keys, &s.values, &mut s.scores, out) };
+                unsafe {
+                    x86::head(
+                        q,
+                        len,
+                        padded,
+                        scale,
+                        &s.keys,
+                        &s.values,
+                        &mut s.scores,
+                        out,
+                    )
+                };
                 continue;
             }
             let _ = simd;
@@ -165,7 +187,7 @@ fn attend_with(
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{sum16, L};
+    use crate::math::{sum16, EXP_POLY, L, LN2_HI, LN2_LO};
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,fma")]
     #[allow(clippy::too_many_arguments)]
@@ -195,14 +217,21 @@ mod x86 {
                 }
             }
             for (b, a) in acc.iter().enumerate() {
-                _mm512_storeu_ps(scores.as_mut_ptr().add(g * 4 * L + b * L), _mm512_mul_ps(*a, sc));
+                _mm512_storeu_ps(
+                    scores.as_mut_ptr().add(g * 4 * L + b * L),
+                    _mm512_mul_ps(*a, sc),
+                );
             }
         }
         // The maximum over the first `len` scores (NaN ignored, as f32::max does).
         let mut lanes = _mm512_set1_ps(f32::NEG_INFINITY);
         for (b, block) in scores.chunks_exact(L).enumerate() {
             let valid = len.saturating_sub(b * L).min(L);
-            let mask: __mmask16 = if valid == L { 0xFFFF } else { (1u32 << valid) as u16 - 1 };
+            let mask: __mmask16 = if valid == L {
+                0xFFFF
+            } else {
+                (1u32 << valid) as u16 - 1
+            };
             let v = _mm512_loadu_ps(block.as_ptr());
             lanes = _mm512_mask_max_ps(lanes, mask, v, lanes);
         }
@@ -210,7 +239,11 @@ mod x86 {
         let mut total = _mm512_setzero_ps();
         for (b, block) in scores.chunks_exact_mut(L).enumerate() {
             let valid = len.saturating_sub(b * L).min(L);
-            let mask: __mmask16 = if valid == L { 0xFFFF } else { (1u32 << valid) as u16 - 1 };
+            let mask: __mmask16 = if valid == L {
+                0xFFFF
+            } else {
+                (1u32 << valid) as u16 - 1
+            };
             let x = _mm512_sub_ps(_mm512_loadu_ps(block.as_ptr()), max);
             let e = _mm512_maskz_mov_ps(mask, exp(x));
             _mm512_storeu_ps(block.as_mut_ptr(), e);
@@ -257,17 +290,20 @@ mod x86 {
         }
     }
 
-    /// [`super::exp`], lane for lane.
+    /// [`crate::math::exp`], lane for lane.
     #[inline(always)]
     unsafe fn exp(x: __m512) -> __m512 {
-        let x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0)), _mm512_set1_ps(88.0));
+        let x = _mm512_min_ps(
+            _mm512_max_ps(x, _mm512_set1_ps(-87.0)),
+            _mm512_set1_ps(88.0),
+        );
         let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
             _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)),
         );
-        let r = _mm512_fmadd_ps(n, _mm512_set1_ps(-super::LN2_HI), x);
-        let r = _mm512_fmadd_ps(n, _mm512_set1_ps(-super::LN2_LO), r);
-        let mut p = _mm512_set1_ps(super::EXP_POLY[0]);
-        for c in &super::EXP_POLY[1..] {
+        let r = _mm512_fmadd_ps(n, _mm512_set1_ps(-LN2_HI), x);
+        let r = _mm512_fmadd_ps(n, _mm512_set1_ps(-LN2_LO), r);
+        let mut p = _mm512_set1_ps(EXP_POLY[0]);
+        for c in &EXP_POLY[1..] {
             p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(*c));
         }
         let p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0));
@@ -354,52 +390,6 @@ fn weighted_any(len: usize, hd: usize, e: &[f32], values: &[f32], out: &mut [f32
             *o = e.mul_add(*x, *o);
         }
     }
-}
-
-/// The sixteen lanes summed in a fixed order: halves, quarters, pairs, then the last two.
-#[inline(always)]
-pub fn sum16(a: &[f32; L]) -> f32 {
-    let mut h = [0f32; 8];
-    for i in 0..8 {
-        h[i] = a[i] + a[i + 8];
-    }
-    let mut q = [0f32; 4];
-    for i in 0..4 {
-        q[i] = h[i] + h[i + 4];
-    }
-    let p = [q[0] + q[2], q[1] + q[3]];
-    p[0] + p[1]
-}
-
-/// ln 2 in two parts, so that `x − n·ln 2` loses nothing for the `n` that occur.
-const LN2_HI: f32 = 0.693_145_75;
-const LN2_LO: f32 = 1.428_606_8e-6;
-/// Horner coefficients of e^r's Taylor polynomial, highest power first (the constant
-/// 1 is added last).
-const EXP_POLY: [f32; 6] = [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0];
-
-/// `e^x` for each lane, to within a couple of units in the last place, by the same
-/// operations on every CPU: `x = n·ln 2 + r`, a degree-6 polynomial in `r`, times
-/// `2^n`. Inputs below −87 give `e^−87` rather than a subnormal.
-#[inline(always)]
-pub fn exp(x: [f32; L]) -> [f32; L] {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const C: [f32; 6] = EXP_POLY;
-    let mut out = [0f32; L];
-    for l in 0..L {
-        // max, then min: NaN becomes −87, as the SIMD version's operand order gives.
-        let x = x[l].max(-87.0).min(88.0);
-        let n = (x * LOG2E).round_ties_even();
-        let r = n.mul_add(-LN2_LO, n.mul_add(-LN2_HI, x));
-        let mut p = C[0];
-        for c in &C[1..] {
-            p = p.mul_add(r, *c);
-        }
-        let p = p.mul_add(r, 1.0);
-        let two_n = f32::from_bits(((n as i32 + 127) as u32) << 23);
-        out[l] = p * two_n;
-    }
-    out
 }
 
 #[cfg(test)]
@@ -491,7 +481,9 @@ mod tests {
             width,
             offset: 0,
         };
-        let q: Vec<f32> = (0..2 * hd).map(|i| ((i * 3) % 7) as f32 / 7.0 - 0.4).collect();
+        let q: Vec<f32> = (0..2 * hd)
+            .map(|i| ((i * 3) % 7) as f32 / 7.0 - 0.4)
+            .collect();
         let mut alone = vec![0f32; 2 * hd];
         attend(
             &cache,
@@ -531,7 +523,13 @@ mod tests {
 
     #[test]
     fn simd_and_portable_heads_agree_bit_for_bit() {
-        for (hd, n, len) in [(64, 70, 70), (64, 70, 33), (128, 20, 19), (32, 5, 5), (48, 9, 9)] {
+        for (hd, n, len) in [
+            (64, 70, 70),
+            (64, 70, 33),
+            (128, 20, 19),
+            (32, 5, 5),
+            (48, 9, 9),
+        ] {
             let width = 2 * hd;
             let (k, v) = cache_data(n, width);
             let cache = HeadCache {
@@ -540,7 +538,9 @@ mod tests {
                 width,
                 offset: hd,
             };
-            let q: Vec<f32> = (0..3 * hd).map(|i| ((i * 5) % 11) as f32 / 5.0 - 1.0).collect();
+            let q: Vec<f32> = (0..3 * hd)
+                .map(|i| ((i * 5) % 11) as f32 / 5.0 - 1.0)
+                .collect();
             let run = |simd: bool| {
                 let mut out = vec![0f32; 3 * hd];
                 attend_with(
@@ -569,7 +569,9 @@ mod tests {
     fn every_head_size_accumulates_the_same_way() {
         let (len, hd) = (37, 64);
         let e: Vec<f32> = (0..len).map(|j| (j as f32 * 0.37).sin().abs()).collect();
-        let values: Vec<f32> = (0..len * hd).map(|i| ((i * 13) % 17) as f32 / 8.0 - 1.0).collect();
+        let values: Vec<f32> = (0..len * hd)
+            .map(|i| ((i * 13) % 17) as f32 / 8.0 - 1.0)
+            .collect();
         let (mut a, mut b) = (vec![0f32; hd], vec![0f32; hd]);
         weighted::<4>(len, &e, &values, &mut a);
         weighted_any(len, hd, &e, &values, &mut b);
@@ -577,18 +579,5 @@ mod tests {
             a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
             b.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
         );
-    }
-
-    #[test]
-    fn exp_is_close_to_the_library_exp() {
-        let mut worst = 0f64;
-        let mut x = -87.0f32;
-        while x < 10.0 {
-            let got = exp([x; L])[0];
-            let want = f64::from(x).exp();
-            worst = worst.max((f64::from(got) - want).abs() / want);
-            x += 0.0137;
-        }
-        assert!(worst < 1e-6, "relative error {worst}");
     }
 }

@@ -4,6 +4,7 @@
 use crate::error::InferError;
 
 use half::f16;
+use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
 /// Capacity grows in steps of this many positions.
 const STEP: usize = 256;
@@ -88,13 +89,15 @@ impl KvCache {
     }
 
     /// Stores position `pos`'s keys and values for `layer` (room must be reserved).
+    /// Rounded to the nearest f16, ties to even (in SIMD where the CPU has F16C: the
+    /// same bits).
     pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let at = pos * self.width;
-        for (dst, src) in self.k[layer][at..at + self.width].iter_mut().zip(k) {
-            *dst = f16::from_f32(*src).to_bits();
-        }
-        for (dst, src) in self.v[layer][at..at + self.width].iter_mut().zip(v) {
-            *dst = f16::from_f32(*src).to_bits();
+        let width = self.width;
+        for (buf, src) in [(&mut self.k[layer], k), (&mut self.v[layer], v)] {
+            buf[at..at + width]
+                .reinterpret_cast_mut::<f16>()
+                .convert_from_f32_slice(&src[..width]);
         }
     }
 

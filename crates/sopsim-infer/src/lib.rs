@@ -12,6 +12,8 @@
 //! - [`options`]: choosing among options by their probability (a trie of tokens).
 //! - [`sampling`], [`template`]: the next token; the prompt text.
 //! - [`compute`]: the one place that decides how many threads model work uses.
+//! - [`math`]: float functions in a fixed order (exp, sums, the MLP's activation), the
+//!   same bits on every CPU.
 //! - [`error`]: what can go wrong once a model is loaded.
 //!
 //! The scheduler that batches requests from many simulations lives in sopsim
@@ -24,6 +26,7 @@ pub mod compute;
 pub mod error;
 pub mod gguf;
 pub mod kv;
+pub mod math;
 pub mod options;
 pub mod quant;
 pub mod sampling;

@@ -135,9 +135,10 @@ impl OptionTrie {
 mod tests {
     use super::*;
 
-    /// A vocabulary of six tokens: 0 "CO", 1 "OP", 2 "DE", 3 "FECT", 4 "COOP", 5 end.
-    /// Options: "COOP" as [0, 1] and as... kept simple: COOPERATE = [0, 1, 5],
-    /// CO = [0, 5], DEFECT = [2, 3, 5].
+    /// A hand-computed example over a tiny vocabulary: 0 "CO", 1 "OP", 2 "DE", 3 "FECT",
+    /// 5 the end of the reply (4 is unused). The options are "COOP" = [0, 1, 5], "CO" =
+    /// [0, 5] (a prefix of "COOP", told apart by the end token) and "DEFECT" = [2, 3, 5],
+    /// so the trie asks twice: at the root (0 or 2) and after "CO" (1 or 5).
     #[test]
     fn renormalises_at_each_branch_and_multiplies_along_paths() {
         let trie = OptionTrie::new(&[vec![0, 1, 5], vec![0, 5], vec![2, 3, 5]]).unwrap();

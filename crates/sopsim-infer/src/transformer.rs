@@ -86,6 +86,7 @@ pub struct Scratch {
     acts: Acts,
     /// Per row, the rotary (sin, cos) of each pair of dimensions.
     rotary: Vec<(f32, f32)>,
+    logits: Vec<f32>,
 }
 
 impl Model {
@@ -297,9 +298,7 @@ impl Model {
                 &mut sc.acts,
                 &mut [(&layer.gate, &mut sc.gate), (&layer.up, &mut sc.up)],
             );
-            for (g, u) in sc.gate.iter_mut().zip(&sc.up) {
-                *g = *g / (1.0 + (-*g).exp()) * u;
-            }
+            silu_all(&mut sc.gate, &sc.up, s.ffn);
             self.products(&sc.gate, &mut sc.acts, &mut [(&layer.down, &mut sc.h)]);
             add(&mut sc.x, &sc.h);
         }
@@ -355,7 +354,8 @@ impl Model {
         if !all_rows.is_empty() {
             let mut h = Vec::new();
             gather(&all_rows, &mut h);
-            let mut logits = Vec::new();
+            // Reused from step to step: a fresh buffer of this size costs page faults.
+            let mut logits = std::mem::take(&mut sc.logits);
             self.products(&h, &mut sc.acts, &mut [(&self.head, &mut logits)]);
             let mut k = 0;
             for (si, seg) in segments.iter().enumerate() {
@@ -366,6 +366,7 @@ impl Model {
                     }
                 }
             }
+            sc.logits = logits;
         }
         // Only the panels holding the wanted tokens' rows: the same bits as the whole
         // head would give them.
@@ -505,6 +506,18 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<AttentionScratch> = std::cell::RefCell::default();
 }
 
+/// [`crate::math::silu_mul`] over every row, spread over the compute threads.
+fn silu_all(gate: &mut [f32], up: &[f32], width: usize) {
+    let rows = gate.len() / width;
+    let per = rows.div_ceil(crate::compute::threads()).max(1) * width;
+    let tasks: Vec<_> = gate
+        .chunks_mut(per)
+        .zip(up.chunks(per))
+        .map(|(g, u)| move || crate::math::silu_mul(g, u))
+        .collect();
+    crate::compute::run_all(tasks);
+}
+
 fn add(x: &mut [f32], y: &[f32]) {
     x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
 }
@@ -538,11 +551,15 @@ fn packed(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Packe
 }
 
 fn pack(file: &GgufFile, name: &str, m: &Matrix) -> Result<Packed, GgufError> {
-    Packed::new(m.ty, m.rows, m.cols, &file.bytes()[m.start..m.start + m.len]).map_err(|source| {
-        GgufError::Weight {
-            name: name.into(),
-            source,
-        }
+    Packed::new(
+        m.ty,
+        m.rows,
+        m.cols,
+        &file.bytes()[m.start..m.start + m.len],
+    )
+    .map_err(|source| GgufError::Weight {
+        name: name.into(),
+        source,
     })
 }
 

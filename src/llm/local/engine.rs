@@ -97,6 +97,20 @@ pub(super) struct Worker {
     scratch: Scratch,
     /// Built at the first decision: most runs never need it.
     constraints: Option<Result<super::constrain::Constraints, String>>,
+    load: Load,
+}
+
+/// Where the worker's time went, logged when it stops (`SOPSIM_LOG=debug`).
+#[derive(Debug, Default)]
+struct Load {
+    /// Steps that read some prompt (decode rows may ride along), and their time.
+    prompt_steps: u64,
+    prompt_secs: f64,
+    /// Steps that only generated (or chose), and their time.
+    decode_steps: u64,
+    decode_secs: f64,
+    prompt_rows: u64,
+    decode_rows: u64,
 }
 
 impl Worker {
@@ -111,6 +125,7 @@ impl Worker {
             active: Vec::new(),
             scratch: Scratch::default(),
             constraints: None,
+            load: Load::default(),
         }
     }
 
@@ -129,7 +144,7 @@ impl Worker {
             if self.active.is_empty() && waiting.is_empty() {
                 match jobs.recv() {
                     Ok(job) => waiting.push_back(job),
-                    Err(_) => return,
+                    Err(_) => return self.log_load(),
                 }
             }
             loop {
@@ -139,7 +154,7 @@ impl Worker {
                     Err(TryRecvError::Disconnected)
                         if self.active.is_empty() && waiting.is_empty() =>
                     {
-                        return
+                        return self.log_load()
                     }
                     Err(TryRecvError::Disconnected) => break,
                 }
@@ -264,7 +279,8 @@ impl Worker {
             .map(|(i, s)| (common(&s.cache), i))
             .max();
         let keep_of = |n: usize| n.min(ids.len() - 1);
-        if let Some((n, i)) = active.filter(|(n, _)| keep_of(*n) > pooled.map_or(0, |p| keep_of(p.0)))
+        if let Some((n, i)) =
+            active.filter(|(n, _)| keep_of(*n) > pooled.map_or(0, |p| keep_of(p.0)))
         {
             if let Ok(c) = self.active[i].cache.copy_prefix(keep_of(n)) {
                 return c;
@@ -305,13 +321,36 @@ impl Worker {
         }
     }
 
+    fn log_load(&self) {
+        let l = &self.load;
+        tracing::debug!(
+            model = %self.name,
+            prompt_steps = l.prompt_steps,
+            prompt_rows = l.prompt_rows,
+            prompt_secs = l.prompt_secs,
+            decode_steps = l.decode_steps,
+            decode_rows = l.decode_rows,
+            decode_secs = l.decode_secs,
+            "local model worker stops"
+        );
+    }
+
     /// One forward pass over every active sequence, then each one's next move.
     fn step(&mut self) {
         let mut plans: Vec<Plan> = Vec::with_capacity(self.active.len());
         let mut prompt_budget = STEP_PROMPT_TOKENS;
+        let (mut prompt_rows, mut decode_rows) = (0u64, 0u64);
         for seq in &mut self.active {
-            plans.push(plan(seq, &mut prompt_budget));
+            let reading = seq.cache.len() < seq.prompt.len();
+            let p = plan(seq, &mut prompt_budget);
+            if reading {
+                prompt_rows += p.0.len() as u64;
+            } else {
+                decode_rows += p.0.len() as u64;
+            }
+            plans.push(p);
         }
+        let started = std::time::Instant::now();
         let result = {
             let mut segments: Vec<Segment<'_>> = self
                 .active
@@ -327,6 +366,16 @@ impl Worker {
             let _lock = crate::compute::compute_lock();
             self.model.forward(&mut self.scratch, &mut segments)
         };
+        let secs = started.elapsed().as_secs_f64();
+        if prompt_rows > 0 {
+            self.load.prompt_steps += 1;
+            self.load.prompt_secs += secs;
+        } else {
+            self.load.decode_steps += 1;
+            self.load.decode_secs += secs;
+        }
+        self.load.prompt_rows += prompt_rows;
+        self.load.decode_rows += decode_rows;
         let outputs = match result {
             Ok(o) => o,
             Err(e) => {

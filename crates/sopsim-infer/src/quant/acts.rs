@@ -206,7 +206,11 @@ unsafe fn quantize_avx512(acts: Out<'_>, x: &[f32]) {
 
 #[inline(always)]
 fn quantize_blocks(acts: Out<'_>, x: &[f32]) {
-    for (g, (values, q)) in x.chunks_exact(32).zip(acts.qs.chunks_exact_mut(32)).enumerate() {
+    for (g, (values, q)) in x
+        .chunks_exact(32)
+        .zip(acts.qs.chunks_exact_mut(32))
+        .enumerate()
+    {
         // Sixteen lanes, so that the loop vectorises (the maximum is the same in any
         // order).
         let mut lanes = [0f32; 16];
@@ -237,8 +241,12 @@ mod tests {
 
     fn quantized(x: &[f32], simd: bool) -> (Vec<i8>, Vec<f32>, Vec<i32>, Vec<i32>) {
         let n = x.len();
-        let (mut qs, mut scales, mut sums, mut half_sums) =
-            (vec![0i8; n], vec![0f32; n / 32], vec![0i32; n / 32], vec![0i32; n / 16]);
+        let (mut qs, mut scales, mut sums, mut half_sums) = (
+            vec![0i8; n],
+            vec![0f32; n / 32],
+            vec![0i32; n / 32],
+            vec![0i32; n / 16],
+        );
         let out = Out {
             qs: &mut qs,
             scales: &mut scales,

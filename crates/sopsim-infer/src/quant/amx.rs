@@ -22,8 +22,8 @@ use super::x86_512::{by_format, finish, scales, subs, widen, Format};
 
 /// Fewer tokens than this go to the AVX-512 kernel, which is faster for them: a tile's
 /// products cost about the same whether it multiplies 1 or 16 tokens (measured with
-/// `kernel_speed`: AMX overtakes AVX-512 VNNI between 8 and 16 tokens).
-pub const MIN_TOKENS: usize = 16;
+/// `kernel_speed`: AMX overtakes AVX-512 VNNI at about 12 tokens).
+pub const MIN_TOKENS: usize = 12;
 
 /// Whether the CPU has AMX-INT8 and the operating system lets this process use it.
 pub fn supported() -> bool {
@@ -41,7 +41,13 @@ fn permitted() -> bool {
     const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
     const XFEATURE_XTILEDATA: libc::c_long = 18;
     // SAFETY: a plain system call; it only grants (or refuses) the tile state.
-    unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 }
+    unsafe {
+        libc::syscall(
+            libc::SYS_arch_prctl,
+            ARCH_REQ_XCOMP_PERM,
+            XFEATURE_XTILEDATA,
+        ) == 0
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -105,16 +111,14 @@ unsafe fn panels_of<F: Format>(
 ) {
     let tokens = acts.tokens();
     let tiles = tokens.div_ceil(TOKEN_TILE);
-    // With several tiles of tokens, a panel's tiles are widened once, into here.
+    // A panel's tiles are widened once, all of them before the first is multiplied:
+    // a tile load right after the stores that wrote its bytes waits for them (about
+    // as long as the product itself), one long after does not.
     let mut panel: Vec<Widened> = Vec::new();
-    if tiles > 1 {
-        panel.resize_with(w.blocks(), || Widened([0; TILE_VALUES]));
-    }
+    panel.resize_with(w.blocks(), || Widened([0; TILE_VALUES]));
     for p in panels {
-        if tiles > 1 {
-            for (b, out) in panel.iter_mut().enumerate() {
-                widen_signed::<F>(w.tile(layout, p, b).as_ptr(), out);
-            }
+        for (b, out) in panel.iter_mut().enumerate() {
+            widen_signed::<F>(w.tile(layout, p, b).as_ptr(), out);
         }
         for tt in 0..tiles {
             token_tile::<F>(w, layout, acts, p, tt, &panel, dest);
@@ -139,29 +143,18 @@ unsafe fn widen_signed<F: Format>(tile: *const u8, out: &mut Widened) {
     }
 }
 
-/// The products of block `b` for the token tile starting at `x0`: widened into
-/// `own` unless the panel's widened tiles are given, multiplied, and stored to `lo`
-/// (and `hi`, Q6_K's second half).
+/// The products of block `b` (widened in `panel`) for the token tile starting at
+/// `x0`, stored to `lo` (and `hi`, Q6_K's second half).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn products<F: Format>(
-    w: &Packed,
-    layout: &TileLayout,
-    p: usize,
     b: usize,
     x0: *const i8,
     cols: usize,
     panel: &[Widened],
-    own: &mut Widened,
     lo: &mut Products,
     hi: &mut Products,
 ) {
-    let weights: *const u8 = if let Some(wide) = panel.get(b) {
-        wide.0.as_ptr()
-    } else {
-        widen_signed::<F>(w.tile(layout, p, b).as_ptr(), own);
-        own.0.as_ptr()
-    };
+    let weights = panel[b].0.as_ptr();
     let x = x0.add(b * 32);
     if F::HALVES {
         asm!(
@@ -238,11 +231,22 @@ unsafe fn rows<F: Format, const R: usize>(
     let blocks = w.blocks();
     let mut acc = [_mm512_setzero_ps(); R];
     let (mut lo, mut hi) = (Products([0; 256]), Products([0; 256]));
-    let mut own = Widened([0; TILE_VALUES]);
     let x0 = acts.all_qs().as_ptr().add(t0 * cols);
     let dx0 = acts.all_scales().as_ptr().add(t0 * blocks);
+    // The next panel's tiles are fetched while this one is multiplied (once, with the
+    // first token tile), so that memory and arithmetic overlap.
+    let next = w
+        .tile(layout, p, 0)
+        .as_ptr()
+        .wrapping_add(blocks * layout.bytes);
     for b in 0..blocks {
-        products::<F>(w, layout, p, b, x0, cols, panel, &mut own, &mut lo, &mut hi);
+        if tt == 0 {
+            let tile = next.wrapping_add(b * layout.bytes);
+            for line in (0..layout.bytes).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(tile.wrapping_add(line) as *const i8);
+            }
+        }
+        products::<F>(b, x0, cols, panel, &mut lo, &mut hi);
         let tile = w.tile(layout, p, b).as_ptr();
         let s = scales(tile.add(layout.scales_at), F::SCALE_F32);
         let sub = if F::HALVES {
@@ -270,7 +274,10 @@ unsafe fn rows<F: Format, const R: usize>(
         if F::MIN {
             // The minimums' chain, in its own pass so that it needs no registers above.
             for b in 0..blocks {
-                let m = scales(w.tile(layout, p, b).as_ptr().add(layout.mins_at), F::SCALE_F32);
+                let m = scales(
+                    w.tile(layout, p, b).as_ptr().add(layout.mins_at),
+                    F::SCALE_F32,
+                );
                 let dx = _mm512_set1_ps(*acts.scales(t).get_unchecked(b));
                 let sum = *acts.sums(t).get_unchecked(b) as f32;
                 accm = _mm512_fmadd_ps(_mm512_set1_ps(sum), _mm512_mul_ps(m, dx), accm);

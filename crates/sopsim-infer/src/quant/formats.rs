@@ -269,12 +269,7 @@ pub(super) fn block(ty: WeightType, row: &[u8], b: usize) -> Block {
             unreachable!("float formats have no integer blocks")
         }
     }
-    Block {
-        u,
-        scale,
-        min,
-        sub,
-    }
+    Block { u, scale, min, sub }
 }
 
 /// Row values as floats.

@@ -258,7 +258,9 @@ fn pack_tile(
                 }
                 Bits::Six => {
                     for (i, h) in high.iter_mut().enumerate() {
-                        *h = (0..4).fold(0, |acc, k| acc | (((values[i + 128 * k] >> 4) & 3) << (2 * k)));
+                        *h = (0..4).fold(0, |acc, k| {
+                            acc | (((values[i + 128 * k] >> 4) & 3) << (2 * k))
+                        });
                     }
                 }
                 _ => {}

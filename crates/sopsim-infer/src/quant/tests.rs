@@ -281,7 +281,11 @@ fn packed_tiles_hold_the_files_values() {
                 let values = packed::unpack(layout.ints.bits, tile);
                 let want = formats::block(ty, w.row(r), b);
                 for k in 0..32 {
-                    assert_eq!(values[packed::position(r % PANEL, k)], want.u[k], "{ty:?} row {r} block {b}");
+                    assert_eq!(
+                        values[packed::position(r % PANEL, k)],
+                        want.u[k],
+                        "{ty:?} row {r} block {b}"
+                    );
                 }
             }
         }
@@ -300,8 +304,13 @@ fn kernel_speed() {
         WeightType::Q6K,
         WeightType::Q4_1,
     ] {
-        let big = std::env::var("SPEED_ROWS").ok().and_then(|v| v.parse().ok());
-        let (rows, cols) = (big.unwrap_or(4864), if ty.group() == 256 { 4864 } else { 896 });
+        let big = std::env::var("SPEED_ROWS")
+            .ok()
+            .and_then(|v| v.parse().ok());
+        let (rows, cols) = (
+            big.unwrap_or(4864),
+            if ty.group() == 256 { 4864 } else { 896 },
+        );
         let data = random_matrix(ty, rows, cols, &mut rng);
         let w = QView::new(ty, rows, cols, &data).unwrap();
         let packed = w.pack().unwrap();

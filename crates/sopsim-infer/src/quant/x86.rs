@@ -245,8 +245,16 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
                     }
                 };
                 let u = if signed { &magnitude } else { &v };
-                let lo = D::dot(D::dot(D::dot(D::dot(zero, u[0], x(0)), u[1], x(1)), u[2], x(2)), u[3], x(3));
-                let hi = D::dot(D::dot(D::dot(D::dot(zero, u[4], x(4)), u[5], x(5)), u[6], x(6)), u[7], x(7));
+                let lo = D::dot(
+                    D::dot(D::dot(D::dot(zero, u[0], x(0)), u[1], x(1)), u[2], x(2)),
+                    u[3],
+                    x(3),
+                );
+                let hi = D::dot(
+                    D::dot(D::dot(D::dot(zero, u[4], x(4)), u[5], x(5)), u[6], x(6)),
+                    u[7],
+                    x(7),
+                );
                 let isum = if F::HALVES {
                     let hs = acts.half_sums(t).as_ptr().add(2 * b);
                     let lo = _mm256_sub_epi32(lo, _mm256_set1_epi32(offset * *hs));

@@ -116,6 +116,16 @@ unsafe fn panels_of<F: Format>(
     }
 }
 
+/// The weights are read once, front to back: asks for the tile [`PREFETCH`] tiles
+/// after `tile` early (past the end of the matrix the hint is simply wasted).
+#[inline(always)]
+pub(super) unsafe fn prefetch_ahead(tile: *const u8, bytes: usize) {
+    let ahead = tile.wrapping_add(PREFETCH * bytes);
+    for line in (0..bytes).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
+    }
+}
+
 /// A tile's 512 integers as bytes: register `c` holds values `4c..4c+4` of every row.
 #[inline(always)]
 pub(super) unsafe fn widen<F: Format>(q: *const u8) -> [__m512i; 8] {
@@ -178,21 +188,26 @@ pub(super) unsafe fn subs(at: *const u8) -> [__m512i; 2] {
     ]
 }
 
-/// What the tile of one block gives every token: its integers (exact, whatever way
-/// they were added up) turned into the reference's float steps.
-#[inline(always)]
-pub(super) unsafe fn step<F: Format>(
-    lo: __m512i,
-    hi: __m512i,
-    acts: &Acts,
-    t: usize,
-    b: usize,
+/// A tile's sixteen rows' scales, minimums and (Q6_K) sub-scales.
+struct TileScales {
     s: __m512,
     m: __m512,
-    sub: &[__m512i; 2],
+    sub: [__m512i; 2],
+}
+
+/// What the tile of one block gives token `t`: its integers (exact, whatever way they
+/// were added up; `lo` and `hi` the two halves) turned into the reference's float
+/// steps on `acc` and `accm`.
+#[inline(always)]
+unsafe fn step<F: Format>(
+    (lo, hi): (__m512i, __m512i),
+    acts: &Acts,
+    (t, b): (usize, usize),
+    scales: &TileScales,
     acc: &mut __m512,
     accm: &mut __m512,
 ) {
+    let (s, m, sub) = (scales.s, scales.m, &scales.sub);
     let isum = if F::HALVES {
         let h = acts.half_sums(t).as_ptr().add(2 * b);
         let lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(F::OFFSET * *h));
@@ -246,22 +261,20 @@ unsafe fn group<F: Format, const N: usize>(
     let zero = _mm512_setzero_si512();
     for b in 0..w.blocks() {
         let tile = w.tile(layout, p, b).as_ptr();
-        // The weights are read once, front to back: ask for the tiles ahead early.
-        let ahead = tile.wrapping_add(PREFETCH * layout.bytes);
-        for line in (0..layout.bytes).step_by(64) {
-            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
-        }
+        prefetch_ahead(tile, layout.bytes);
         let v = widen::<F>(tile);
-        let s = scales(tile.add(layout.scales_at), F::SCALE_F32);
-        let m = if F::MIN {
-            scales(tile.add(layout.mins_at), F::SCALE_F32)
-        } else {
-            _mm512_setzero_ps()
-        };
-        let sub = if F::HALVES {
-            subs(tile.add(layout.subs_at))
-        } else {
-            [zero; 2]
+        let tile_scales = TileScales {
+            s: scales(tile.add(layout.scales_at), F::SCALE_F32),
+            m: if F::MIN {
+                scales(tile.add(layout.mins_at), F::SCALE_F32)
+            } else {
+                _mm512_setzero_ps()
+            },
+            sub: if F::HALVES {
+                subs(tile.add(layout.subs_at))
+            } else {
+                [zero; 2]
+            },
         };
         for i in 0..N {
             let t = t0 + i;
@@ -272,14 +285,10 @@ unsafe fn group<F: Format, const N: usize>(
             let a2 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, v[4], x(4)), v[5], x(5));
             let a3 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, v[6], x(6)), v[7], x(7));
             step::<F>(
-                _mm512_add_epi32(a0, a1),
-                _mm512_add_epi32(a2, a3),
+                (_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
                 acts,
-                t,
-                b,
-                s,
-                m,
-                &sub,
+                (t, b),
+                &tile_scales,
                 &mut acc[i],
                 &mut accm[i],
             );

@@ -1,0 +1,141 @@
+//! Float functions computed in a fixed order over sixteen lanes, so that every build
+//! (portable, AVX2, AVX-512) gives the same bits: sopsim's own `exp` (the platform's
+//! differs between libraries and versions), a fixed-order sum, and the MLP's
+//! activation.
+
+/// Lanes of the fixed-order functions.
+pub const L: usize = 16;
+
+/// The sixteen lanes summed in a fixed order: halves, quarters, pairs, then the last two.
+#[inline(always)]
+pub fn sum16(a: &[f32; L]) -> f32 {
+    let mut h = [0f32; 8];
+    for i in 0..8 {
+        h[i] = a[i] + a[i + 8];
+    }
+    let mut q = [0f32; 4];
+    for i in 0..4 {
+        q[i] = h[i] + h[i + 4];
+    }
+    let p = [q[0] + q[2], q[1] + q[3]];
+    p[0] + p[1]
+}
+
+/// ln 2 in two parts, so that `x − n·ln 2` loses nothing for the `n` that occur.
+pub const LN2_HI: f32 = 0.693_145_75;
+pub const LN2_LO: f32 = 1.428_606_8e-6;
+/// Horner coefficients of e^r's Taylor polynomial, highest power first (the constant
+/// 1 is added last).
+pub const EXP_POLY: [f32; 6] = [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0];
+
+/// `e^x` for each lane, to within a couple of units in the last place, by the same
+/// operations on every CPU: `x = n·ln 2 + r`, a degree-6 polynomial in `r`, times
+/// `2^n`. Inputs below −87 give `e^−87` rather than a subnormal.
+#[inline(always)]
+pub fn exp(x: [f32; L]) -> [f32; L] {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const C: [f32; 6] = EXP_POLY;
+    let mut out = [0f32; L];
+    for l in 0..L {
+        // max, then min: NaN becomes −87, as the SIMD version's operand order gives
+        // (`clamp` would keep NaN).
+        #[allow(clippy::manual_clamp)]
+        let x = x[l].max(-87.0).min(88.0);
+        let n = (x * LOG2E).round_ties_even();
+        let r = n.mul_add(-LN2_LO, n.mul_add(-LN2_HI, x));
+        let mut p = C[0];
+        for c in &C[1..] {
+            p = p.mul_add(r, *c);
+        }
+        let p = p.mul_add(r, 1.0);
+        let two_n = f32::from_bits(((n as i32 + 127) as u32) << 23);
+        out[l] = p * two_n;
+    }
+    out
+}
+
+/// `gate[i] = gate[i] / (1 + e^−gate[i]) · up[i]` (SiLU times the up projection),
+/// sixteen at a time with [`exp`].
+pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::quant::Kernels;
+        let k = Kernels::detect();
+        if k >= Kernels::Avx512 {
+            // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F.
+            return unsafe { silu_mul_avx512(gate, up) };
+        }
+        if k >= Kernels::Avx2 {
+            // SAFETY: AVX2 kernels are chosen only on CPUs with AVX2 and FMA.
+            return unsafe { silu_mul_avx2(gate, up) };
+        }
+    }
+    silu_mul_generic(gate, up)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
+unsafe fn silu_mul_avx512(gate: &mut [f32], up: &[f32]) {
+    silu_mul_generic(gate, up)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn silu_mul_avx2(gate: &mut [f32], up: &[f32]) {
+    silu_mul_generic(gate, up)
+}
+
+#[inline(always)]
+fn silu_mul_generic(gate: &mut [f32], up: &[f32]) {
+    let mut g16 = gate.chunks_exact_mut(L);
+    let mut u16 = up.chunks_exact(L);
+    for (g, u) in (&mut g16).zip(&mut u16) {
+        let mut neg = [0f32; L];
+        for l in 0..L {
+            neg[l] = -g[l];
+        }
+        let e = exp(neg);
+        for l in 0..L {
+            g[l] = g[l] / (1.0 + e[l]) * u[l];
+        }
+    }
+    for (g, u) in g16.into_remainder().iter_mut().zip(u16.remainder()) {
+        let e = exp([-*g; L])[0];
+        *g = *g / (1.0 + e) * u;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_is_close_to_the_library_exp() {
+        let mut worst = 0f64;
+        let mut x = -87.0f32;
+        while x < 10.0 {
+            let got = exp([x; L])[0];
+            let want = f64::from(x).exp();
+            worst = worst.max((f64::from(got) - want).abs() / want);
+            x += 0.0137;
+        }
+        assert!(worst < 1e-6, "relative error {worst}");
+    }
+
+    #[test]
+    fn silu_is_the_same_in_every_build_and_close_to_the_formula() {
+        let gate: Vec<f32> = (0..100).map(|i| (i as f32 - 50.0) / 7.0).collect();
+        let up: Vec<f32> = (0..100).map(|i| (i as f32 * 0.3).cos()).collect();
+        let (mut a, mut b) = (gate.clone(), gate.clone());
+        silu_mul(&mut a, &up);
+        silu_mul_generic(&mut b, &up);
+        assert_eq!(
+            a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            b.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+        for ((got, g), u) in a.iter().zip(&gate).zip(&up) {
+            let want = f64::from(*g) / (1.0 + (-f64::from(*g)).exp()) * f64::from(*u);
+            assert!((f64::from(*got) - want).abs() < 1e-5, "{got} vs {want}");
+        }
+    }
+}
