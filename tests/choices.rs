@@ -94,11 +94,76 @@ fn turns_must_be_sequential_or_simultaneous() {
 }
 
 #[test]
-fn a_simultaneous_state_with_one_role_is_allowed_with_a_note() {
+fn a_speaker_rule_in_a_simultaneous_state_is_ignored_with_a_note() {
     let (_dir, path) = with_round(|round| {
         round["speaker"] = serde_json::json!({ "rule": "random" });
     });
     let (code, err) = validate(&path);
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("note: sop.states.round.speaker: ignored: in a simultaneous state every role acts in each round"), "{err}");
+}
+
+#[test]
+fn a_simultaneous_state_with_one_role_is_allowed_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("solo.json");
+    let doc = serde_json::json!({
+        "name": "solo",
+        "agents": { "Alice": { "roles": { "round": "Player A" } } },
+        "sop": { "start": "round", "states": { "round": {
+            "roles": ["Player A"],
+            "turns": "simultaneous",
+            "transition": { "max_turns": 3 },
+            "next": ["end"]
+        } } }
+    });
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let (code, err) = validate(&path);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(
+            "note: sop.states.round.turns: a simultaneous state with one role is sequential in effect"
+        ),
+        "{err}"
+    );
+    assert!(
+        !err.contains("transition.max_turns"),
+        "with one role every count is a whole number of rounds: {err}"
+    );
+}
+
+#[test]
+fn keywords_in_a_simultaneous_state_say_which_message_of_the_round_wins() {
+    let (_dir, path) = with_round(|round| {
+        round["transition"]["keywords"] = serde_json::json!([{ "keyword": "DEFECT", "to": "end" }]);
+    });
+    let (code, err) = validate(&path);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("note: sop.states.round.transition.keywords: checked once per round, against all of its messages: the first message in the order of roles that contains a keyword decides"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_max_turns_inside_a_round_gets_a_note_with_the_turns_it_means() {
+    let (_dir, path) = with_round(|round| round["transition"]["max_turns"] = 3.into());
+    let (code, err) = validate(&path);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("note: sop.states.round.transition.max_turns: 3 is not a whole number of rounds: each round counts 2 turns (one per role), so the state leaves after 2 round(s), at 4 turns"),
+        "{err}"
+    );
+    // With an opening (one turn), 3 turns is the opening and one round: no note.
+    let (_dir, path) = with_round(|round| {
+        round["transition"]["max_turns"] = 3.into();
+        round["begin_query"] = "Round begins.".into();
+    });
+    let (code, err) = validate(&path);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("transition.max_turns"), "{err}");
+    // The examples' rounds are whole.
+    let (code, err) = validate(&root().join("scenarios/prisoners_dilemma.json"));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("transition.max_turns"), "{err}");
 }

@@ -520,8 +520,9 @@ pub enum SpeakerRule {
     },
 }
 
-/// When to leave a state. Checked after every turn, in this order: keywords,
-/// `max_turns`, then the judge; if none fires, the state goes on.
+/// When to leave a state. Checked after every turn (in a simultaneous state, once
+/// after every round), in this order: keywords, `max_turns`, then the judge; if none
+/// fires, the state goes on.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TransitionRule {
@@ -533,7 +534,10 @@ pub struct TransitionRule {
     /// starts a new visit of it (a new round), as every move into a state does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_max_turns: Option<String>,
-    /// Move when the last message contains a keyword (case-insensitive).
+    /// Move when the last message contains a keyword (case-insensitive). After a
+    /// simultaneous round, the round's messages are checked in the order of `roles`:
+    /// the first that contains a keyword decides, and within it the first keyword
+    /// listed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keywords: Vec<KeywordRule>,
     /// After each turn, an LLM judge chooses between staying and each of `next`.

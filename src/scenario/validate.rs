@@ -187,6 +187,22 @@ pub fn advice(s: &Scenario) -> Vec<Problem> {
                 message: "ignored: in a simultaneous state every role acts in each round".into(),
             });
         }
+        let t = &state.transition;
+        if !t.keywords.is_empty() {
+            out.push(Problem {
+                path: path.key("transition").key("keywords"),
+                message: "checked once per round, against all of its messages: the first \
+                          message in the order of roles that contains a keyword decides (and \
+                          within it, the first keyword listed)"
+                    .into(),
+            });
+        }
+        if let Some(note) = t.max_turns.and_then(|max| uneven_rounds(max, state)) {
+            out.push(Problem {
+                path: path.key("transition").key("max_turns"),
+                message: note,
+            });
+        }
     }
     for name in s.tools.keys() {
         let listed = s.sop.states.values().any(|st| {
@@ -200,6 +216,24 @@ pub fn advice(s: &Scenario) -> Vec<Problem> {
         }
     }
     out
+}
+
+/// A note when a simultaneous state's `max_turns` falls inside a round: a round counts
+/// one turn per role (after the visit's opening, which counts one), and the transition
+/// is checked only after a whole round.
+fn uneven_rounds(max: u32, state: &super::format::State) -> Option<String> {
+    let roles = state.roles.len() as u32;
+    let opening = u32::from(state.begin_query.is_some());
+    if roles < 2 || max <= opening || (max - opening) % roles == 0 {
+        return None;
+    }
+    let rounds = (max - opening).div_ceil(roles);
+    let reached = opening + rounds * roles;
+    let opening = if opening == 1 { "the opening and " } else { "" };
+    Some(format!(
+        "{max} is not a whole number of rounds: each round counts {roles} turns (one per \
+         role), so the state leaves after {opening}{rounds} round(s), at {reached} turns"
+    ))
 }
 
 /// Problems of meaning in a structurally valid scenario.
