@@ -744,3 +744,82 @@ fn a_server_echoing_the_key_does_not_get_it_into_errors() {
         assert!(shown.contains("[redacted]"), "{status}: {shown}");
     }
 }
+
+/// `--out` folder's `events.jsonl` lines that mention `text`.
+fn events_mentioning(out: &std::path::Path, text: &str) -> usize {
+    std::fs::read_to_string(out.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(text))
+        .count()
+}
+
+#[test]
+fn a_server_refusing_structured_output_is_warned_about_once_per_run() {
+    // The prisoner's dilemma's moves are `choice` components, made by the agents (not
+    // the Director), two at a time in each simultaneous round.
+    let server = Server::start_with(
+        vec![],
+        Behaviour {
+            refuse_structured: true,
+            otherwise: Some(ok(&["I will COOPERATE."])),
+            ..Behaviour::default()
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let pd = root().join("scenarios/prisoners_dilemma.json");
+    let o = sopsim(
+        &[
+            "run",
+            pd.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--max-turns",
+            "6",
+        ],
+        &server.base,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary_of(&out);
+    let said = "refused structured outputs";
+    let warned: Vec<&Value> = s["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w.as_str().unwrap().contains(said))
+        .collect();
+    assert_eq!(warned.len(), 1, "{s}");
+    assert_eq!(events_mentioning(&out, said), 1);
+    // The moves were still made, read from the text answers.
+    let transcript = std::fs::read_to_string(out.join("transcript.jsonl")).unwrap();
+    assert_eq!(transcript.lines().count(), 6);
+    for line in transcript.lines() {
+        let m: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(m["decision"]["value"], "COOPERATE", "{line}");
+    }
+    let structured = server
+        .requests()
+        .iter()
+        .filter(|(_, b)| b.get("response_format").is_some())
+        .count();
+    assert!(
+        (1..=2).contains(&structured),
+        "asked with structured output only until the first refusal (or the two of a \
+         round in flight at once): {structured}"
+    );
+}
+
+#[test]
+fn a_choice_asked_in_text_after_unusable_structured_answers_says_so() {
+    let bad = Reply::Choice {
+        content: r#"{"choice": "MAYBE"}"#.into(),
+        top: vec![],
+    };
+    let server = Server::start(vec![bad.clone(), bad.clone(), bad, ok(&["DEFECT"])]);
+    let chosen = choose(&backend(&server, false, 3, 2000)).chosen.unwrap();
+    assert_eq!(
+        (chosen.index, chosen.method),
+        (1, sopsim::llm::ChoiceMethod::TextAfterUnusable)
+    );
+}

@@ -23,7 +23,7 @@ use crate::control::{Control, Pacer, RunControl, Wake};
 use crate::error::{CancelToken, SimError};
 use crate::events::{Progress, SimEvent, Sinks};
 use crate::llm::cost::PriceTable;
-use crate::llm::{CallContext, CallKind, ChoiceMethod, LlmClient, LlmRequest};
+use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest};
 use crate::memory::{Message, Observation};
 use crate::output::TranscriptWriter;
 use crate::prompt::{self, Assembled};
@@ -123,7 +123,6 @@ pub struct Director {
     warnings: Vec<String>,
     stop_reason: Option<String>,
     budget_unknown_warned: bool,
-    text_choices_warned: bool,
     failures: ParseFailures,
     pacer: Pacer,
 }
@@ -153,7 +152,6 @@ impl Director {
             warnings: notes,
             stop_reason: None,
             budget_unknown_warned: false,
-            text_choices_warned: false,
             failures: ParseFailures::default(),
             pacer: Pacer::default(),
         }
@@ -306,7 +304,16 @@ impl Director {
         self.warnings.push(text);
     }
 
+    /// Passes on what the model client noticed about the backend's answers (each
+    /// warning comes once per run, whichever choice met it: see `LlmClient`).
+    fn backend_warnings(&mut self) {
+        for text in self.cast.llm.take_warnings() {
+            self.warn(text);
+        }
+    }
+
     fn finish(&mut self, ended_by: EndReason, error: Option<SimError>, ctx: &mut Context<Self>) {
+        self.backend_warnings();
         tracing::debug!(scenario = %self.cast.scenario.name, ended_by = ended_by.as_str(), turns = self.turn, "run finished");
         self.cast.sinks.emit(SimEvent::Finished {
             ended_by: ended_by.as_str().to_string(),
@@ -376,22 +383,28 @@ impl Director {
             let q = build(&scenario, &obs);
             let context = CallContext {
                 choices: q.options.clone(),
-                ..CallContext::new(q.kind, &state, turn + u64::from(q.kind == CallKind::Route), seed).numbered(q.index)
+                ..CallContext::new(
+                    q.kind,
+                    &state,
+                    turn + u64::from(q.kind == CallKind::Route),
+                    seed,
+                )
+                .numbered(q.index)
             };
             let request = LlmRequest::choice(q.prompt.messages, q.options, settings, context);
             let completion = llm
                 .complete(request, None)
                 .await
-                .map_err(|source| SimError::Llm { turn: turn.max(1), source })?;
+                .map_err(|source| SimError::Llm {
+                    turn: turn.max(1),
+                    source,
+                })?;
             Ok::<_, SimError>(completion.chosen)
         }
         .into_actor(self)
         .map(move |res, act, ctx| match res {
             Ok(chosen) => {
-                if chosen.as_ref().is_some_and(|c| c.method == ChoiceMethod::Text) && !act.text_choices_warned {
-                    act.text_choices_warned = true;
-                    act.warn("the server refused structured output; routing choices are read from its text answers".into());
-                }
+                act.backend_warnings();
                 then(act, chosen.map(|c| c.index), ctx)
             }
             Err(e) => act.fail(e, ctx),
@@ -533,6 +546,8 @@ impl Director {
 impl Handler<Step> for Director {
     type Result = ();
     fn handle(&mut self, _: Step, ctx: &mut Context<Self>) {
+        // Agents' choices of the last turn are in the client's notices by now.
+        self.backend_warnings();
         if self.limits.cancel.is_cancelled() || self.pacer.stopped() {
             return self.finish(EndReason::Interrupted, None, ctx);
         }

@@ -1,5 +1,6 @@
 //! The per-simulation LLM client: sends every call to the shared backend and keeps the
-//! simulation's ledger (calls, tokens and latency by kind and by agent).
+//! simulation's ledger (calls, tokens and latency by kind and by agent), and the
+//! warnings about how the backend answered, each said once per simulation.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -7,7 +8,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::{CallKind, Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
+use super::{CallKind, ChoiceMethod, Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
 
 /// Totals for one kind of call or one agent.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -97,11 +98,38 @@ impl Ledger {
     }
 }
 
+/// What a closed choice answered from plain text means for the run, or `None` when the
+/// choice was made as asked.
+fn text_choice_warning(method: ChoiceMethod) -> Option<&'static str> {
+    match method {
+        ChoiceMethod::Text => Some(
+            "the server refused structured outputs (HTTP 400 to response_format): closed \
+             choices (speaker controller, transition judge, choice components) are asked in \
+             plain text and read from the answers, without probabilities",
+        ),
+        ChoiceMethod::TextAfterUnusable => Some(
+            "the server's structured answers to a closed choice were unusable (not JSON, or \
+             none of the options) after the retries: such a choice is asked in plain text \
+             and read from the answer, without probabilities",
+        ),
+        ChoiceMethod::Logits | ChoiceMethod::Structured | ChoiceMethod::Script => None,
+    }
+}
+
+/// Warnings about how the backend answered: each said once, then waiting until the
+/// run takes them.
+#[derive(Debug, Default)]
+struct Notices {
+    said: Vec<ChoiceMethod>,
+    pending: Vec<String>,
+}
+
 /// A simulation's handle on the shared backend.
 #[derive(Clone)]
 pub struct LlmClient {
     backend: Arc<dyn LlmBackend>,
     ledger: Arc<Mutex<Ledger>>,
+    notices: Arc<Mutex<Notices>>,
 }
 
 impl LlmClient {
@@ -109,6 +137,7 @@ impl LlmClient {
         Self {
             backend,
             ledger: Arc::default(),
+            notices: Arc::default(),
         }
     }
 
@@ -143,7 +172,31 @@ impl LlmClient {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .add(&context, &completion, micros);
+        // Every closed choice passes here, whoever asks it (the Director's controller and
+        // judge, an agent's choice component): so a fallback to plain text is noticed
+        // once per run, whichever path met it first.
+        if let Some(method) = completion.chosen.as_ref().map(|c| c.method) {
+            if let Some(text) = text_choice_warning(method) {
+                let mut n = self.notices.lock().unwrap_or_else(|p| p.into_inner());
+                if !n.said.contains(&method) {
+                    n.said.push(method);
+                    n.pending.push(text.to_string());
+                }
+            }
+        }
         Ok(completion)
+    }
+
+    /// The warnings not yet taken, in the order they arose; each is given once per
+    /// simulation.
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(
+            &mut self
+                .notices
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pending,
+        )
     }
 
     pub fn ledger(&self) -> Ledger {
@@ -176,5 +229,68 @@ mod tests {
         assert_eq!(ledger.completion_tokens(), u64::MAX);
         assert_eq!(ledger.cached_prompt_tokens(), u64::MAX);
         assert_eq!(ledger.prompt_tokens_by_turn, vec![u64::MAX]);
+    }
+
+    /// Answers every choice with the first option, read from text as `method` says.
+    struct Answers(ChoiceMethod);
+
+    impl LlmBackend for Answers {
+        fn describe(&self) -> String {
+            "answers".into()
+        }
+        fn complete<'a>(
+            &'a self,
+            _: LlmRequest,
+            _: Option<TokenSink>,
+        ) -> futures::future::BoxFuture<'a, Result<Completion, LlmError>> {
+            let mut c = Completion::text("A".into(), Usage::default(), "m".into());
+            c.chosen = Some(crate::llm::Chosen {
+                index: 0,
+                probabilities: None,
+                method: self.0,
+            });
+            Box::pin(async move { Ok(c) })
+        }
+    }
+
+    fn choose(client: &LlmClient) {
+        let request = LlmRequest::choice(
+            Vec::new(),
+            vec!["A".into(), "B".into()],
+            Default::default(),
+            CallContext::new(CallKind::Choice, "s", 1, 0),
+        );
+        futures::executor::block_on(client.complete(request, None)).unwrap();
+    }
+
+    #[test]
+    fn a_choice_read_from_text_is_warned_about_once_per_simulation_and_why() {
+        let refused = LlmClient::new(Arc::new(Answers(ChoiceMethod::Text)));
+        let other_run = LlmClient::new(refused.backend.clone());
+        let shared = refused.clone(); // an agent's clone of the run's client
+        choose(&refused);
+        choose(&shared);
+        let warnings = refused.take_warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("refused structured outputs"));
+        choose(&refused);
+        assert!(refused.take_warnings().is_empty(), "said once");
+        choose(&other_run);
+        assert_eq!(
+            other_run.take_warnings().len(),
+            1,
+            "once per run, not per process"
+        );
+
+        let unusable = LlmClient::new(Arc::new(Answers(ChoiceMethod::TextAfterUnusable)));
+        choose(&unusable);
+        let warnings = unusable.take_warnings();
+        assert!(
+            warnings.len() == 1 && warnings[0].contains("were unusable"),
+            "{warnings:?}"
+        );
+        let structured = LlmClient::new(Arc::new(Answers(ChoiceMethod::Structured)));
+        choose(&structured);
+        assert!(structured.take_warnings().is_empty());
     }
 }

@@ -220,9 +220,13 @@ pub enum ChoiceMethod {
     Logits,
     /// Structured output constrained to the options (servers).
     Structured,
-    /// A free-text answer read as one of the options (a server that refused
-    /// structured output).
+    /// A free-text answer read as one of the options: the server refused structured
+    /// output (HTTP 400 to `response_format`), so choices are asked in plain text.
     Text,
+    /// A free-text answer read as one of the options, asked because the server's
+    /// structured answers were unusable (not JSON, or none of the options) after the
+    /// retries.
+    TextAfterUnusable,
     /// From the scenario's script.
     Script,
 }

@@ -1,7 +1,9 @@
 //! A server on 127.0.0.1 that speaks the OpenAI chat-completions protocol as real servers
 //! do: SSE `data:` chunks ending in `[DONE]`, usage in the last chunk or absent,
 //! `Retry-After`, server errors, cut-off streams, slow replies, malformed JSON. Replies
-//! are scripted per test; embeddings requests get a small fixed vector.
+//! are scripted per test; embeddings requests get a small fixed vector. A [`Behaviour`]
+//! makes it refuse structured output as some servers do, or end replies at the
+//! request's stop sequences and say which, as vLLM does.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -55,9 +57,27 @@ pub struct Server {
     pub requests: Arc<Mutex<Vec<(String, Value)>>>,
 }
 
+/// How the server behaves beyond its scripted replies.
+#[derive(Clone, Default)]
+pub struct Behaviour {
+    /// Answer every request with `response_format` with HTTP 400, as servers without
+    /// structured outputs do.
+    pub refuse_structured: bool,
+    /// End a reply where the first of the request's `stop` sequences occurs, and name
+    /// it in `stop_reason` (vLLM's field), streamed or not.
+    pub honour_stops: bool,
+    /// What to answer once the scripted replies are used up (`ok(["Fine."])` if unset).
+    pub otherwise: Option<Reply>,
+}
+
 impl Server {
     /// Serves `replies` in order, then `ok(["Fine."])` forever.
     pub fn start(replies: Vec<Reply>) -> Self {
+        Self::start_with(replies, Behaviour::default())
+    }
+
+    /// Serves `replies` in order, behaving as `behaviour` says.
+    pub fn start_with(replies: Vec<Reply>, behaviour: Behaviour) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -65,8 +85,8 @@ impl Server {
         let (r, q) = (requests.clone(), queue.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let (r, q) = (r.clone(), q.clone());
-                std::thread::spawn(move || handle(conn, &r, &q));
+                let (r, q, b) = (r.clone(), q.clone(), behaviour.clone());
+                std::thread::spawn(move || handle(conn, &r, &q, &b));
             }
         });
         Self { base, requests }
@@ -77,10 +97,22 @@ impl Server {
     }
 }
 
+/// Where the first of the request's stop sequences occurs in `text`, and which it is.
+fn first_stop(text: &str, body: &Value) -> Option<(usize, String)> {
+    body["stop"]
+        .as_array()?
+        .iter()
+        .filter_map(|s| s.as_str())
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| text.find(s).map(|at| (at, s.to_string())))
+        .min()
+}
+
 fn handle(
     mut conn: TcpStream,
     requests: &Mutex<Vec<(String, Value)>>,
     replies: &Mutex<VecDeque<Reply>>,
+    behaviour: &Behaviour,
 ) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut head = String::new();
@@ -128,11 +160,52 @@ fn handle(
         let _ = conn.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes());
         return;
     }
+    if behaviour.refuse_structured && body.get("response_format").is_some() {
+        let b = r#"{"error": {"message": "response_format is not supported", "type": "invalid_request_error"}}"#;
+        let _ = conn.write_all(format!("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes());
+        return;
+    }
     let reply = replies
         .lock()
         .unwrap()
         .pop_front()
+        .or_else(|| behaviour.otherwise.clone())
         .unwrap_or_else(|| ok(&["Fine."]));
+    // A server that honours stop sequences sends the reply up to the first of them.
+    let (reply, stop_reason) = match reply {
+        Reply::Stream {
+            pieces,
+            usage,
+            done,
+        } if behaviour.honour_stops => match first_stop(&pieces.concat(), &body) {
+            Some((at, stop)) => {
+                let mut kept = Vec::new();
+                let mut left = at;
+                for p in pieces {
+                    let take = p.len().min(left);
+                    if take > 0 {
+                        kept.push(p[..take].to_string());
+                    }
+                    left -= take;
+                }
+                let cut = Reply::Stream {
+                    pieces: kept,
+                    usage,
+                    done,
+                };
+                (cut, Some(stop))
+            }
+            None => (
+                Reply::Stream {
+                    pieces,
+                    usage,
+                    done,
+                },
+                None,
+            ),
+        },
+        other => (other, None),
+    };
     let sse_head =
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
     let chunk = |text: &str| {
@@ -153,7 +226,7 @@ fn handle(
             }
             out.push_str(&format!(
                 "data: {}\n\n",
-                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": stop_reason}]})
             ));
             if usage {
                 out.push_str(&format!("data: {}\n\n", json!({"choices": [], "usage": {"prompt_tokens": 42, "completion_tokens": pieces.len()}})));
@@ -164,7 +237,7 @@ fn handle(
             conn.write_all(out.as_bytes())
         }
         Reply::Stream { pieces, usage, .. } => {
-            let mut v = json!({"choices": [{"message": {"role": "assistant", "content": pieces.concat()}, "finish_reason": "stop"}]});
+            let mut v = json!({"choices": [{"message": {"role": "assistant", "content": pieces.concat()}, "finish_reason": "stop", "stop_reason": stop_reason}]});
             if usage {
                 v["usage"] = json!({"prompt_tokens": 42, "completion_tokens": pieces.len()});
             }

@@ -774,9 +774,15 @@ impl LlmBackend for OpenAiBackend {
                 Err(GaveUp::Exhausted { .. })
                     if last_was_bad_answer.load(std::sync::atomic::Ordering::Relaxed) =>
                 {
-                    self.attempt(&request, None, Asking::Text)
+                    let mut c = self
+                        .attempt(&request, None, Asking::Text)
                         .await
-                        .map_err(|e| LlmError::failed("openai", e.cause()))
+                        .map_err(|e| LlmError::failed("openai", e.cause()))?;
+                    // Told apart from a refusal: the run's warning says which it was.
+                    if let Some(chosen) = &mut c.chosen {
+                        chosen.method = ChoiceMethod::TextAfterUnusable;
+                    }
+                    Ok(c)
                 }
                 Err(e) => Err(LlmError::failed("openai", e.to_string())),
             }
