@@ -823,3 +823,65 @@ fn a_choice_asked_in_text_after_unusable_structured_answers_says_so() {
         (1, sopsim::llm::ChoiceMethod::TextAfterUnusable)
     );
 }
+
+/// The debate for two turns against a server whose first reply (Ben's) goes on as Ada,
+/// over the library so that replies can come whole or streamed.
+fn debate_where_ben_goes_on_as_ada(
+    stream: bool,
+    honour_stops: bool,
+) -> (sopsim::sim::RunOutcome, Vec<(String, Value)>) {
+    let server = Server::start_with(
+        vec![ok(&[
+            "Streets without cars are safer.\nAda: ",
+            "Thanks, Ben.",
+        ])],
+        Behaviour {
+            honour_stops,
+            ..Behaviour::default()
+        },
+    );
+    let services = services_with(std::sync::Arc::new(backend(&server, stream, 2, 5000)));
+    let outcome = sopsim::sim::run_blocking(
+        std::sync::Arc::new(example("debate")),
+        &services,
+        sopsim::sim::RunConfig {
+            max_turns: Some(2),
+            ..sopsim::sim::RunConfig::default()
+        },
+    )
+    .unwrap();
+    (outcome, server.requests())
+}
+
+#[test]
+fn replies_going_on_as_another_participant_are_cut_by_the_server_or_here_and_counted() {
+    for stream in [true, false] {
+        for honour_stops in [true, false] {
+            let (outcome, requests) = debate_where_ben_goes_on_as_ada(stream, honour_stops);
+            let case = format!("stream {stream}, server stops {honour_stops}");
+            let ben = outcome
+                .transcript
+                .iter()
+                .find(|m| m.name == "Ben")
+                .unwrap_or_else(|| panic!("{case}: Ben spoke"));
+            assert_eq!(ben.content, "Streets without cars are safer.", "{case}");
+            let summary = serde_json::to_value(&outcome.summary).unwrap();
+            assert_eq!(summary["cut_replies"], 1, "{case}: {summary}");
+            // Every other participant's label reaches a server that is not OpenAI's,
+            // more than the four OpenAI's API takes.
+            let (_, body) = requests
+                .iter()
+                .find(|(h, _)| h.starts_with("POST /v1/chat/completions"))
+                .unwrap();
+            let stops: Vec<&str> = body["stop"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap())
+                .collect();
+            for label in ["\nMia:", "\nAda:", "\nCleo:", "\nDan:", "\nLead:"] {
+                assert!(stops.contains(&label), "{case}: {label:?} not in {stops:?}");
+            }
+        }
+    }
+}

@@ -126,6 +126,65 @@ fn shown(url: &str) -> String {
     }
 }
 
+/// OpenAI's own API takes at most four stop sequences; vLLM, llama.cpp's server and
+/// SGLang take any number.
+const OPENAI_MAX_STOPS: usize = 4;
+
+/// Whether `endpoint` is OpenAI's own API, whose limits and model list differ from
+/// the servers that copy its protocol.
+fn is_openai(endpoint: &str) -> bool {
+    reqwest::Url::parse(endpoint)
+        .ok()
+        .and_then(|u| {
+            u.host_str()
+                .map(|h| h.eq_ignore_ascii_case("api.openai.com"))
+        })
+        .unwrap_or(false)
+}
+
+/// A stop sequence that is a participant's label on a new line (`\nBen:`), as agents
+/// are given for everyone else in the conversation.
+fn is_label_stop(stop: &str) -> bool {
+    stop.strip_prefix('\n')
+        .and_then(|s| s.strip_suffix(':'))
+        .is_some_and(|name| !name.trim().is_empty() && !name.contains('\n'))
+}
+
+/// The stop sequences to send: every one, once; or, to a server that takes at most
+/// `limit`, the participants' labels first (they keep a reply in character), then the
+/// others in order. What is left out is still cut on this side: `Action::process`
+/// ends a reply where another participant's line starts.
+fn stops_to_send(stops: &[String], limit: Option<usize>) -> Vec<String> {
+    let mut unique: Vec<&String> = Vec::new();
+    for s in stops.iter().filter(|s| !s.is_empty()) {
+        if !unique.contains(&s) {
+            unique.push(s);
+        }
+    }
+    let Some(limit) = limit else {
+        return unique.into_iter().cloned().collect();
+    };
+    let (labels, rest): (Vec<&String>, Vec<&String>) =
+        unique.into_iter().partition(|s| is_label_stop(s));
+    labels
+        .into_iter()
+        .chain(rest)
+        .take(limit)
+        .cloned()
+        .collect()
+}
+
+/// The stop sequence a server says ended the reply: vLLM's `stop_reason`, SGLang's
+/// `matched_stop`, llama.cpp's `stopping_word` (a number there is a stop token's id,
+/// not a sequence). OpenAI does not say.
+fn matched_stop(choice: &Value) -> Option<String> {
+    ["stop_reason", "matched_stop", "stopping_word"]
+        .iter()
+        .find_map(|k| choice[k].as_str())
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+}
+
 /// Endpoints that refused structured output (`response_format`): asked in plain text.
 fn refuses_structured(endpoint: &str) -> bool {
     REFUSED.contains_key(endpoint)
@@ -306,11 +365,8 @@ impl OpenAiBackend {
             obj.insert("max_tokens".into(), json!(m));
         }
         if let Some(stop) = s.stop.as_ref().filter(|s| !s.is_empty()) {
-            // The API takes at most four stop sequences.
-            obj.insert(
-                "stop".into(),
-                json!(stop.iter().take(4).collect::<Vec<_>>()),
-            );
+            let limit = is_openai(&self.endpoint()).then_some(OPENAI_MAX_STOPS);
+            obj.insert("stop".into(), json!(stops_to_send(stop, limit)));
         }
         if let Some(seed) = s.seed {
             obj.insert("seed".into(), json!(seed));
@@ -445,7 +501,7 @@ impl OpenAiBackend {
             }
             let mut completion = self.completion(req, content, &v["usage"]);
             completion.tool_calls = tool_calls;
-            completion.stopped_at = v["choices"][0]["stop_reason"].as_str().map(String::from);
+            completion.stopped_at = matched_stop(&v["choices"][0]);
             if let Some(options) = &req.options {
                 completion.chosen = read_choice(
                     &completion.text,
@@ -481,6 +537,7 @@ impl OpenAiBackend {
         let mut text = String::new();
         let mut usage = Value::Null;
         let mut finished = false;
+        let mut stopped_at = None;
         let mut calls = tools::StreamedCalls::default();
         loop {
             let next = tokio::time::timeout(self.options.read_timeout, bytes.next())
@@ -503,6 +560,7 @@ impl OpenAiBackend {
                     Event::Done => {
                         let mut c = self.completion(req, text, &usage);
                         c.tool_calls = calls.finish();
+                        c.stopped_at = stopped_at;
                         return Ok(c);
                     }
                     Event::Data(d) => d,
@@ -529,6 +587,7 @@ impl OpenAiBackend {
                 calls.push(&v["choices"][0]["delta"]["tool_calls"]);
                 if v["choices"][0]["finish_reason"].is_string() {
                     finished = true;
+                    stopped_at = stopped_at.or_else(|| matched_stop(&v["choices"][0]));
                 }
                 if v["usage"].is_object() {
                     usage = v["usage"].clone();
@@ -539,6 +598,7 @@ impl OpenAiBackend {
         if finished && !parser.is_mid_event() {
             let mut c = self.completion(req, text, &usage);
             c.tool_calls = calls.finish();
+            c.stopped_at = stopped_at;
             return Ok(c);
         }
         Err(AttemptError::Retry {
@@ -835,6 +895,48 @@ mod tests {
             OpenAiBackend::new(o),
             Err(LlmError::Config { .. })
         ));
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn stops_all_go_to_servers_and_the_labels_first_to_openai() {
+        let stops = strings(&[
+            "END",
+            "\nMia:",
+            "\nBen:",
+            "\nCleo:",
+            "\nDan:",
+            "\nModerator:",
+            "END",
+        ]);
+        assert_eq!(
+            stops_to_send(&stops, None),
+            strings(&[
+                "END",
+                "\nMia:",
+                "\nBen:",
+                "\nCleo:",
+                "\nDan:",
+                "\nModerator:"
+            ])
+        );
+        assert_eq!(
+            stops_to_send(&stops, Some(OPENAI_MAX_STOPS)),
+            strings(&["\nMia:", "\nBen:", "\nCleo:", "\nDan:"])
+        );
+        assert_eq!(
+            stops_to_send(&strings(&["END", "\nBen:"]), Some(4)),
+            strings(&["\nBen:", "END"])
+        );
+        assert!(is_openai("https://api.openai.com/v1") && !is_openai("http://127.0.0.1:8000/v1"));
+        assert_eq!(
+            matched_stop(&json!({"stop_reason": "\nBen:"})).as_deref(),
+            Some("\nBen:")
+        );
+        assert_eq!(matched_stop(&json!({"stop_reason": 151645})), None);
     }
 
     #[test]
