@@ -189,6 +189,35 @@ fn matched_stop(choice: &Value) -> Option<String> {
         .map(String::from)
 }
 
+/// Whether a model id of OpenAI's list looks like a chat model (`gpt-4o-mini`,
+/// `o3-mini`, `chatgpt-4o-latest`) rather than one for embeddings, speech, images or
+/// moderation.
+fn looks_like_chat(id: &str) -> bool {
+    let family = id.starts_with("gpt-")
+        || id.starts_with("chatgpt-")
+        || (id.starts_with('o') && id[1..].starts_with(|c: char| c.is_ascii_digit()));
+    const NOT_CHAT: [&str; 7] = [
+        "audio",
+        "realtime",
+        "transcribe",
+        "tts",
+        "image",
+        "embedding",
+        "instruct",
+    ];
+    family && !NOT_CHAT.iter().any(|n| id.contains(n))
+}
+
+/// The model to use when none is named: the first the server lists; on OpenAI's own
+/// API, whose list starts with whatever it likes (embeddings, speech), the first that
+/// looks like a chat model, if any does.
+fn pick_model(ids: &[String], openai: bool) -> Option<&String> {
+    let chat = openai
+        .then(|| ids.iter().find(|id| looks_like_chat(id)))
+        .flatten();
+    chat.or(ids.first())
+}
+
 /// Endpoints that refused structured output (`response_format`): asked in plain text.
 fn refuses_structured(endpoint: &str) -> bool {
     REFUSED.contains_key(endpoint)
@@ -266,8 +295,9 @@ impl OpenAiBackend {
         })
     }
 
-    /// Asks the server which model it serves (`GET {base}/models`) and uses the first;
-    /// a note says so when it serves several. For when no model is named anywhere
+    /// Asks the server which model it serves (`GET {base}/models`) and uses the first
+    /// ([`pick_model`]: on OpenAI's API the first chat model); a note says so when it
+    /// serves several. For when no model is named anywhere
     /// (a flag, the environment, the scenario). Blocking: call it before a run starts.
     pub fn discover_model(&mut self) -> Result<(), LlmError> {
         let url = format!("{}/models", self.endpoint());
@@ -308,8 +338,7 @@ impl OpenAiBackend {
                     .collect()
             })
             .unwrap_or_default();
-        let first = ids
-            .first()
+        let first = pick_model(&ids, is_openai(&self.endpoint()))
             .cloned()
             .ok_or_else(|| fail("it lists no model".into()))?;
         if ids.len() > 1 {
@@ -1130,6 +1159,27 @@ mod tests {
             Some("\nBen:")
         );
         assert_eq!(matched_stop(&json!({"stop_reason": 151645})), None);
+    }
+
+    #[test]
+    fn on_openai_the_first_chat_model_is_taken_elsewhere_the_first_listed() {
+        let ids = strings(&[
+            "text-embedding-3-small",
+            "tts-1",
+            "gpt-4o-mini-tts",
+            "omni-moderation-latest",
+            "o3-mini",
+            "gpt-4o-mini",
+        ]);
+        assert_eq!(pick_model(&ids, true).unwrap(), "o3-mini");
+        assert_eq!(pick_model(&ids, false).unwrap(), "text-embedding-3-small");
+        assert_eq!(
+            pick_model(&strings(&["whisper-1"]), true).unwrap(),
+            "whisper-1",
+            "no chat model: the first, and the server will say"
+        );
+        assert!(looks_like_chat("chatgpt-4o-latest") && looks_like_chat("gpt-4.1"));
+        assert!(!looks_like_chat("gpt-3.5-turbo-instruct") && !looks_like_chat("dall-e-3"));
     }
 
     #[test]
