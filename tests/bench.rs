@@ -196,6 +196,41 @@ fn public_goods_pays_by_formula_over_every_contribution_of_the_round() {
     assert!((rate - 50.0 / 70.0).abs() < 1e-12, "{rate}");
     // The expected contribution under the model: 0.5·10 + 0.5·8.
     assert_eq!(figure(&f, "expected_decision"), Some(9.0));
+    // And the probability of each contribution the range offers, over the one choice
+    // that has probabilities.
+    assert_eq!(figure(&f, "p.10"), Some(0.5));
+    assert_eq!(figure(&f, "p.8"), Some(0.5));
+    assert_eq!(figure(&f, "p.0"), Some(0.0));
+    let offered: Vec<String> = (0..=10).map(|v| format!("p.{v}")).collect();
+    let named: Vec<&String> = f.keys().filter(|k| k.starts_with("p.")).collect();
+    assert_eq!(
+        named,
+        offered.iter().collect::<Vec<_>>(),
+        "one per value, in order"
+    );
+}
+
+#[test]
+fn probabilities_of_a_range_are_averaged_per_value() {
+    let t = choices(&[
+        (1, "Ana", "2", &[("0", 0.2), ("2", 0.8)]),
+        (1, "Ben", "10", &[("10", 0.6), ("9", 0.4)]),
+        (1, "Cleo", "0", &[]),
+        (1, "Dev", "5", &[("5", 1.0)]),
+    ]);
+    let f = outcome_figures(&rules("public_goods"), &t).unwrap();
+    let close = |name: &str, want: f64| {
+        let got = figure(&f, name).unwrap();
+        assert!((got - want).abs() < 1e-12, "{name}: {got} against {want}");
+    };
+    // Three decisions have probabilities: each value's mean over them.
+    close("p.0", 0.2 / 3.0);
+    close("p.2", 0.8 / 3.0);
+    close("p.5", 1.0 / 3.0);
+    close("p.9", 0.4 / 3.0);
+    close("p.10", 0.6 / 3.0);
+    close("p.7", 0.0);
+    close("expected_decision", (1.6 + 9.6 + 5.0) / 3.0);
 }
 
 /// The prisoner's dilemma with other outcome rules, its moves read from the text (its

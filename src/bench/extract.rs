@@ -205,9 +205,12 @@ fn decisions(
     let mut failures = 0u64;
     let mut cooperation = Vec::new();
     let mut payoffs = vec![0.0; rules.players.len()];
-    // The model's probabilities of each value, over every decision that has them.
+    // The model's probabilities of each value, over every decision that has them: the
+    // listed values, or for a range the numbers its choice components offer.
+    let numeric = values.is_empty();
+    let offered = if numeric { &decision.options } else { &values };
     let mut probability_sums: IndexMap<String, f64> =
-        values.iter().map(|v| (v.clone(), 0.0)).collect();
+        offered.iter().map(|v| (v.clone(), 0.0)).collect();
     let mut expected: Vec<f64> = Vec::new();
     let mut with_probabilities = 0u64;
     for (r, messages) in rounds.iter().enumerate() {
@@ -218,7 +221,12 @@ fn decisions(
                 with_probabilities += 1;
                 let mut mean = 0.0;
                 for (option, x) in &p {
-                    if let Some(sum) = probability_sums.get_mut(&choice_key(option)) {
+                    let key = if numeric {
+                        option.trim().to_string()
+                    } else {
+                        choice_key(option)
+                    };
+                    if let Some(sum) = probability_sums.get_mut(&key) {
                         *sum += x;
                     }
                     if let Ok(n) = option.trim().parse::<f64>() {

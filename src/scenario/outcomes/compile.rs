@@ -115,6 +115,7 @@ impl OutcomeRules {
             if d.chosen {
                 if d.rule.values.is_empty() {
                     names.push("expected_decision".into());
+                    names.extend(d.options.iter().map(|v| format!("p.{v}")));
                 } else {
                     names.extend(d.rule.values.iter().map(|v| format!("p.{}", choice_key(v))));
                 }
@@ -246,10 +247,17 @@ fn compile_decision(
         }
         None => None,
     };
+    let mut offered: Vec<String> = Vec::new();
+    for o in chosen.iter().flat_map(|(_, options)| options) {
+        if !offered.contains(o) {
+            offered.push(o.clone());
+        }
+    }
     Some(CompiledDecision {
         rule: d.clone(),
         pattern,
         chosen: !chosen.is_empty(),
+        options: offered,
     })
 }
 

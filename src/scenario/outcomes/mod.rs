@@ -145,8 +145,12 @@ pub struct CompiledDecision {
     pub rule: DecisionRule,
     pub pattern: Option<Regex>,
     /// Whether the players decide with a `choice` component (then runs report the
-    /// probabilities the model gave: `p.VALUE`, or `expected_decision` for numbers).
+    /// probabilities the model gave: `p.VALUE` for each value, and `expected_decision`
+    /// for numbers).
     pub chosen: bool,
+    /// What the choice components offer, in order, each once: for a numeric decision
+    /// (a range), the values that get a `p.VALUE`, written as the options are.
+    pub options: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
