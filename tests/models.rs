@@ -135,6 +135,38 @@ fn the_gguf_tokenizer_gives_smollm2_ids() {
     );
 }
 
+/// Both GGUF tokenizers against llama.cpp's ids on texts off the plain-English path:
+/// digits, contractions, accents, other scripts, CJK, emoji sequences, whitespace runs
+/// and control tokens (`tests/reference/tokenizer_ids.py`). Only the tokenizer is used.
+#[test]
+fn gguf_tokenizers_match_llama_cpp_beyond_plain_english() {
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/reference/tokenizer_ids.json")).unwrap(),
+    )
+    .unwrap();
+    let texts = reference["texts"].as_array().unwrap();
+    for spec in [&QWEN05, &SMOLLM2] {
+        let want = reference["models"][spec.name]["ids"].as_array().unwrap();
+        assert_eq!(want.len(), texts.len());
+        let model = LocalModel::load(&model_path(spec)).unwrap();
+        for (text, want) in texts.iter().zip(want) {
+            let text = text.as_str().unwrap();
+            let want: Vec<u32> = want
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_u64().unwrap() as u32)
+                .collect();
+            assert_eq!(
+                model.encode(text).unwrap(),
+                want,
+                "{}: {text:?} is tokenized as llama.cpp does not",
+                spec.name
+            );
+        }
+    }
+}
+
 fn context(seed: u64) -> CallContext {
     CallContext {
         kind: CallKind::Act,
