@@ -484,6 +484,22 @@ fn choices_on_the_local_model_are_probabilities_and_seeded_draws() {
             .collect::<Vec<_>>()
     };
     assert_eq!(draws(10), draws(10), "seeded draws repeat");
+    // And the seed matters: drawn at a temperature that flattens the two options
+    // (p^(1/20) is above 0.5 for any p over 1e-6), sixteen seeds all giving the same
+    // option would mean the seed is not used.
+    let hot: Vec<usize> = (0..16)
+        .map(|seed| {
+            block_on(qwen().complete(pd_choice(20.0, 100 + seed), None))
+                .unwrap()
+                .chosen
+                .unwrap()
+                .index
+        })
+        .collect();
+    assert!(
+        hot.contains(&0) && hot.contains(&1),
+        "different seeds gave the same option every time: {hot:?}"
+    );
 }
 
 #[test]
