@@ -8,6 +8,11 @@ use rand_chacha::ChaCha8Rng;
 const REPEAT_PENALTY: f32 = 1.1;
 const REPEAT_WINDOW: usize = 64;
 
+/// Tokens less likely than e^−30 times the most likely one are left out before
+/// sorting (a mass below 10⁻⁸ for any vocabulary sopsim reads): a draw then sorts a
+/// few hundred candidates instead of the whole vocabulary.
+const NEGLIGIBLE: f64 = 30.0;
+
 /// How to draw: temperature (0 or less: always the most likely), top-k, top-p.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SamplingParams {
@@ -49,15 +54,21 @@ impl Sampler {
             return argmax(logits);
         }
         // Candidates sorted by logit, highest first (ties by token id), cut to top-k.
+        let t = f64::from(self.temperature);
+        let best = logits
+            .iter()
+            .filter(|l| l.is_finite())
+            .fold(f32::NEG_INFINITY, |a, b| a.max(*b));
+        if best == f32::NEG_INFINITY {
+            return 0;
+        }
+        let floor = f64::from(best) - NEGLIGIBLE * t;
         let mut cand: Vec<(f32, u32)> = logits
             .iter()
             .enumerate()
-            .filter(|(_, l)| l.is_finite())
+            .filter(|(_, l)| l.is_finite() && f64::from(**l) >= floor)
             .map(|(i, l)| (*l, i as u32))
             .collect();
-        if cand.is_empty() {
-            return 0;
-        }
         let by_logit = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
         let keep = self.top_k.unwrap_or(cand.len()).min(cand.len());
         if keep < cand.len() {
@@ -66,7 +77,6 @@ impl Sampler {
         }
         cand.sort_unstable_by(by_logit);
         let max = f64::from(cand[0].0);
-        let t = f64::from(self.temperature);
         let mut probs: Vec<f64> = cand
             .iter()
             .map(|(l, _)| ((f64::from(*l) - max) / t).exp())
@@ -149,6 +159,17 @@ mod tests {
             "{ones} of 2000, expected about 1500"
         );
         assert!(!draws(5).contains(&2));
+    }
+
+    #[test]
+    fn negligible_tokens_are_never_drawn_but_likely_ones_are() {
+        let mut logits = vec![-100.0f32; 50_000];
+        logits[7] = 5.0;
+        logits[9] = 4.0;
+        let mut s = Sampler::new(settings(1.0), 2);
+        let draws: Vec<u32> = (0..300).map(|_| s.sample(&mut logits.clone(), &[])).collect();
+        assert!(draws.iter().all(|t| *t == 7 || *t == 9));
+        assert!(draws.contains(&7) && draws.contains(&9));
     }
 
     #[test]
