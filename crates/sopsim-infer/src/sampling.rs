@@ -1,6 +1,7 @@
 //! Choosing the next token from the logits: llama.cpp's default repeat penalty, then
 //! temperature, top-k and top-p, drawn with a seeded generator so that a seeded run
-//! samples the same way every time.
+//! samples the same way every time. Without top-k and top-p nothing needs sorting: the
+//! draw walks the vocabulary in id order.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -53,8 +54,6 @@ impl Sampler {
         if self.temperature.is_nan() || self.temperature <= 0.0 {
             return argmax(logits);
         }
-        // Candidates sorted by logit, highest first (ties by token id), cut to top-k.
-        let t = f64::from(self.temperature);
         let best = logits
             .iter()
             .filter(|l| l.is_finite())
@@ -62,6 +61,11 @@ impl Sampler {
         if best == f32::NEG_INFINITY {
             return 0;
         }
+        if self.top_k.is_none() && self.top_p.is_none() {
+            return self.draw_any(logits, best);
+        }
+        // Candidates sorted by logit, highest first (ties by token id), cut to top-k.
+        let t = f64::from(self.temperature);
         let floor = f64::from(best) - NEGLIGIBLE * t;
         let mut cand: Vec<(f32, u32)> = logits
             .iter()
@@ -97,6 +101,43 @@ impl Sampler {
             probs.iter_mut().for_each(|p| *p /= total);
         }
         cand[draw(&probs, &mut self.rng)].1
+    }
+}
+
+impl Sampler {
+    /// A draw from the whole vocabulary (no top-k or top-p): each token weighs
+    /// `e^((logit − best) / temperature)` (sopsim's own `exp`, sixteen at a time), and
+    /// the draw walks the tokens in id order — no sorting.
+    fn draw_any(&mut self, logits: &[f32], best: f32) -> u32 {
+        use crate::math::{exp, L};
+        let inv = 1.0 / self.temperature;
+        let mut weights = vec![0f32; logits.len().div_ceil(L) * L];
+        for (w, l) in weights.chunks_exact_mut(L).zip(logits.chunks(L)) {
+            let mut x = [f32::NEG_INFINITY; L];
+            for (x, l) in x.iter_mut().zip(l) {
+                if l.is_finite() {
+                    *x = (l - best) * inv;
+                }
+            }
+            let e = exp(x);
+            for ((w, e), x) in w.iter_mut().zip(e).zip(x) {
+                *w = if x == f32::NEG_INFINITY { 0.0 } else { e };
+            }
+        }
+        let total: f64 = weights.iter().map(|w| f64::from(*w)).sum();
+        let u = self.rng.random::<f64>() * total;
+        let mut cum = 0.0;
+        for (i, w) in weights[..logits.len()].iter().enumerate() {
+            cum += f64::from(*w);
+            if u < cum {
+                return i as u32;
+            }
+        }
+        // Rounding left `u` at the very end: the last token that weighs anything.
+        weights[..logits.len()]
+            .iter()
+            .rposition(|w| *w > 0.0)
+            .unwrap_or(0) as u32
     }
 }
 

@@ -111,6 +111,10 @@ struct Load {
     decode_secs: f64,
     prompt_rows: u64,
     decode_rows: u64,
+    /// Turning logits into tokens and choices, between the steps.
+    after_secs: f64,
+    /// Waiting for requests with nothing to run.
+    idle_secs: f64,
 }
 
 impl Worker {
@@ -142,7 +146,10 @@ impl Worker {
         let mut waiting: VecDeque<Job> = VecDeque::new();
         loop {
             if self.active.is_empty() && waiting.is_empty() {
-                match jobs.recv() {
+                let idle = std::time::Instant::now();
+                let job = jobs.recv();
+                self.load.idle_secs += idle.elapsed().as_secs_f64();
+                match job {
                     Ok(job) => waiting.push_back(job),
                     Err(_) => return self.log_load(),
                 }
@@ -331,6 +338,8 @@ impl Worker {
             decode_steps = l.decode_steps,
             decode_rows = l.decode_rows,
             decode_secs = l.decode_secs,
+            after_secs = l.after_secs,
+            idle_secs = l.idle_secs,
             "local model worker stops"
         );
     }
@@ -376,6 +385,7 @@ impl Worker {
         }
         self.load.prompt_rows += prompt_rows;
         self.load.decode_rows += decode_rows;
+        let after = std::time::Instant::now();
         let outputs = match result {
             Ok(o) => o,
             Err(e) => {
@@ -409,6 +419,7 @@ impl Worker {
             }
         }
         self.active = still;
+        self.load.after_secs += after.elapsed().as_secs_f64();
     }
 
     /// Moves a sequence on after a step. `Ok(false)`: it has answered and is done.
