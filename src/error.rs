@@ -1,11 +1,12 @@
-//! Errors of a running simulation, the cancellation token that stops one, and the one
-//! way errors are written out with their causes.
+//! Errors of a running simulation and the cancellation token that stops one. Error
+//! chains are written by [`chain`] (a leaf module, re-exported here).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use thiserror::Error;
 
+pub use crate::chain::chain;
 use crate::embed::EmbedError;
 use crate::llm::LlmError;
 
@@ -62,22 +63,6 @@ impl SimError {
     }
 }
 
-/// An error and all its causes, `outer: inner: innermost`.
-pub fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        let part = e.to_string();
-        // Some errors repeat their source's text; do not say it twice.
-        if !text.ends_with(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = e.source();
-    }
-    text
-}
-
 /// Stops a run (or a whole benchmark) at its next turn boundary when cancelled. Clones
 /// share the state, so the caller keeps one and hands another to the run.
 #[derive(Debug, Clone, Default)]
@@ -94,19 +79,5 @@ impl CancelToken {
 
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::Relaxed)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_chain_names_every_cause_once() {
-        let e = SimError::Io {
-            what: "transcript.jsonl".into(),
-            source: std::io::Error::other("disk full"),
-        };
-        assert_eq!(chain(&e), "writing transcript.jsonl: disk full");
     }
 }

@@ -88,6 +88,7 @@ pub mod action;
 pub use sopsim_infer::compute;
 pub mod actors;
 pub mod bench;
+pub mod chain;
 pub mod control;
 pub mod elysia;
 pub mod embed;

@@ -303,7 +303,7 @@ pub async fn run(
         visits: finish.visits,
         final_state: finish.final_state,
         ended_by: finish.ended_by,
-        error: finish.error.as_ref().map(|e| crate::error::chain(e)),
+        error: finish.error.as_ref().map(|e| crate::chain::chain(e)),
         stop_reason: finish.stop_reason,
         llm_calls,
         cost_usd: cost.usd,

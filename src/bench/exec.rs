@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::plan::Job;
+use super::job::Job;
 use super::BenchObserver;
 use crate::error::CancelToken;
 use crate::events::{EventSink, FrontendLog};
@@ -195,7 +195,7 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
     };
     let transcript = match TranscriptWriter::create(&dir.path("transcript.jsonl")) {
         Ok(t) => t,
-        Err(e) => return failed(crate::error::chain(&e)),
+        Err(e) => return failed(crate::chain::chain(&e)),
     };
     let conversation = format!("{}-{}-{}", job.scenario, job.mode.as_str(), job.seed);
     let events = match FrontendLog::create(&dir.path("events.jsonl"), conversation, job.seed) {
@@ -214,10 +214,10 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
     };
     let outcome = match sim::run(prepared.scenario.clone(), &prepared.services, config).await {
         Ok(o) => o,
-        Err(e) => return failed(crate::error::chain(&e)),
+        Err(e) => return failed(crate::chain::chain(&e)),
     };
     if let Err(e) = dir.write_final(&outcome.environment, &outcome.summary) {
-        return failed(crate::error::chain(&e));
+        return failed(crate::chain::chain(&e));
     }
     if let Some(e) = events.take_error() {
         return failed(format!("events.jsonl: {e}"));

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::extract::{self, Figures, SummaryFigures};
 use super::plan::{Job, Settings};
 use super::stats::{self, Difference, Summary};
-use crate::error::chain;
+use crate::chain::chain;
 use crate::memory::Message;
 use crate::scenario::{Mode, OutcomeRules};
 

@@ -11,7 +11,7 @@ use super::failure::Failure;
 use super::say;
 
 fn bad(e: ScenarioError) -> Failure {
-    Failure::BadInput(sopsim::error::chain(&e))
+    Failure::BadInput(sopsim::chain::chain(&e))
 }
 
 fn to_json(value: &serde_json::Value) -> Result<String, Failure> {
@@ -40,7 +40,7 @@ pub fn validate(
                         .iter()
                         .map(|p| json!({"path": p.path.to_string(), "message": p.message}))
                         .collect(),
-                    other => vec![json!({"path": "", "message": sopsim::error::chain(other)})],
+                    other => vec![json!({"path": "", "message": sopsim::chain::chain(other)})],
                 };
                 json!({"file": path.display().to_string(), "valid": false, "problems": problems, "notes": []})
             }
