@@ -265,7 +265,7 @@ pub enum ToolTape {
 }
 
 /// A recorded tool call's outcome.
-pub type TapedResult = Result<crate::elysia::ResultObject, crate::tools::Failure>;
+pub type TapedResult = Result<crate::elysia::ResultObject, crate::elysia::Failure>;
 
 /// Identifies one tool call in a run.
 #[derive(Serialize)]

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::scenario::DecisionFormat;
 use crate::scenario::LlmSettings;
 
-pub use crate::prompt::{ChatMessage, ChatRole};
+pub use crate::prompt::{ChatMessage, ChatRole, ToolDef};
 
 /// Why a call is made; usage is counted per kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -112,15 +112,6 @@ pub struct LlmRequest {
     pub options: Option<Vec<String>>,
     /// Set for a decision: the tools the model may call.
     pub tools: Option<ToolRequest>,
-}
-
-/// A tool the model may call: what the decision prompt and native tool calling show.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolDef {
-    pub name: String,
-    pub description: String,
-    /// JSON Schema of the arguments.
-    pub parameters: serde_json::Value,
 }
 
 /// The tools offered to a decision call, and this turn's calls so far with what

@@ -1,4 +1,5 @@
-//! The messages a prompt is made of, in the chat-completion shape every backend takes.
+//! The messages a prompt is made of, in the chat-completion shape every backend takes,
+//! and the tools a decision's prompt offers.
 
 use serde::{Deserialize, Serialize};
 
@@ -29,4 +30,13 @@ impl ChatMessage {
             content: content.into(),
         }
     }
+}
+
+/// A tool the model may call: what the decision prompt and native tool calling show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDef {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: serde_json::Value,
 }

@@ -10,7 +10,7 @@ mod budget;
 mod chat;
 
 pub use budget::{Assembled, Draft, Item, Section};
-pub use chat::{ChatMessage, ChatRole};
+pub use chat::{ChatMessage, ChatRole, ToolDef};
 
 use crate::memory::{Observation, SummaryRequest};
 use crate::scenario::{role_text, JudgePrompts, Persona, RoleText, Scenario, SpeakerRule, State};

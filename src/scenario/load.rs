@@ -7,8 +7,12 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::aiwaves::{self, is_aiwaves, Imported};
+use super::data_file::{read_objects, DataFileError};
 use super::format::Scenario;
+use super::knowledge_file::{read_entries, KnowledgeFileError};
+use super::tools::ToolKind;
 use super::validate::{self, Problem};
+use crate::chain::chain;
 use crate::tokens::Estimator;
 
 /// Scenario files larger than this are refused before they are read.
@@ -51,6 +55,50 @@ fn render(problems: &[Problem]) -> String {
         .map(|p| format!("  {p}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Why a file a scenario names cannot be used (a validation problem's message).
+#[derive(Debug, Error)]
+enum NamedFileError {
+    #[error("no such file: {}", .0.display())]
+    Missing(PathBuf),
+    #[error("{} is outside the scenario's folder {} (allow its folder explicitly to use it)", .real.display(), .dir.display())]
+    Outside { real: PathBuf, dir: PathBuf },
+    #[error("{}", .path.display())]
+    Knowledge {
+        path: PathBuf,
+        #[source]
+        source: KnowledgeFileError,
+    },
+    #[error("{}", .path.display())]
+    Data {
+        path: PathBuf,
+        #[source]
+        source: DataFileError,
+    },
+}
+
+/// Checks that `path` holds what a tool (or component) of `kind` reads.
+fn check_file(kind: ToolKind, path: &Path) -> Result<(), NamedFileError> {
+    match kind {
+        ToolKind::JsonLookup => {
+            read_objects(path)
+                .map(|_| ())
+                .map_err(|source| NamedFileError::Data {
+                    path: path.to_path_buf(),
+                    source,
+                })
+        }
+        ToolKind::Knowledge => {
+            read_entries(path)
+                .map(|_| ())
+                .map_err(|source| NamedFileError::Knowledge {
+                    path: path.to_path_buf(),
+                    source,
+                })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Reads a file's text, refusing directories, huge, empty and non-UTF-8 files.
@@ -156,15 +204,16 @@ fn resolve_files(
     roots.dedup();
     let mut problems = Vec::new();
     // The real path of a file the scenario names, if it exists within the roots.
-    let confined = |named: &str| -> Result<PathBuf, String> {
+    let confined = |named: &str| -> Result<PathBuf, NamedFileError> {
         let resolved = dir.join(named);
         match resolved.canonicalize() {
-            Err(_) => Err(format!("no such file: {}", resolved.display())),
-            Ok(real) if !roots.iter().any(|r| real.starts_with(r)) => Err(format!(
-                "{} is outside the scenario's folder {} (allow its folder explicitly to use it)",
-                real.display(),
-                dir.display()
-            )),
+            Err(_) => Err(NamedFileError::Missing(resolved)),
+            Ok(real) if !roots.iter().any(|r| real.starts_with(r)) => {
+                Err(NamedFileError::Outside {
+                    real,
+                    dir: dir.to_path_buf(),
+                })
+            }
             Ok(real) => Ok(real),
         }
     };
@@ -182,15 +231,14 @@ fn resolve_files(
                 .key("knowledge")
                 .key("path");
             let checked = confined(&k.path).and_then(|real| {
-                super::knowledge_file::read_entries(&real)
-                    .map_err(|e| format!("{}: {}", real.display(), crate::error::chain(&e)))?;
+                check_file(ToolKind::Knowledge, &real)?;
                 Ok(real)
             });
             match checked {
                 Ok(real) => k.path = real.display().to_string(),
-                Err(message) => problems.push(Problem {
+                Err(e) => problems.push(Problem {
                     path: field,
-                    message,
+                    message: chain(&e),
                 }),
             }
         }
@@ -212,8 +260,7 @@ fn resolve_files(
             continue;
         };
         let checked = confined(named).and_then(|real| {
-            crate::tools::check_file(tool.kind, &real)
-                .map_err(|e| format!("{}: {e}", real.display()))?;
+            check_file(tool.kind, &real)?;
             Ok(real)
         });
         match checked {
@@ -221,9 +268,9 @@ fn resolve_files(
                 tool.config
                     .insert(key.into(), Value::String(real.display().to_string()));
             }
-            Err(message) => problems.push(Problem {
+            Err(e) => problems.push(Problem {
                 path: field,
-                message,
+                message: chain(&e),
             }),
         }
     }

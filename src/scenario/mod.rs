@@ -2,6 +2,7 @@
 
 pub mod aiwaves;
 mod builder;
+mod data_file;
 mod format;
 pub mod knowledge_file;
 mod load;
@@ -13,6 +14,7 @@ mod validate;
 mod validate_tools;
 
 pub use builder::{AgentBuilder, ScenarioBuilder, StateBuilder};
+pub use data_file::{read_objects, DataFile, DataFileError};
 pub use format::*;
 pub use load::{
     from_document, import_aiwaves, load, load_any, load_any_with, parse_json, read_text,
@@ -23,6 +25,7 @@ pub use path::FieldPath;
 pub use persona::{role_text, Persona, RoleText};
 pub use tools::{
     compile_arguments_schema, is_loopback, loopback_allowlist, max_tool_steps, tools_of,
-    AvailableIf, DecisionFormat, McpCommand, RunIf, ToolKind, ToolSpec, ANSWER,
+    AllowlistError, AvailableIf, DecisionFormat, McpCommand, McpConfigError, RunIf, SchemaError,
+    ToolKind, ToolSpec, ANSWER,
 };
 pub use validate::{advice, check, check_structure, schema, Problem};

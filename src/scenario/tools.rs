@@ -7,6 +7,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use thiserror::Error;
 use url::{Host, Url};
 
 /// The decision that answers instead of calling a tool (a `json` decision's `tool`, a
@@ -163,12 +164,21 @@ pub fn max_tool_steps(state: &super::State, role: &str) -> u32 {
         .unwrap_or(3)
 }
 
-/// Compiles a JSON Schema for tool arguments; the message says what is wrong.
-pub fn compile_arguments_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
+/// Why a tool's argument schema cannot be used.
+#[derive(Debug, Error)]
+pub enum SchemaError {
+    #[error("tool arguments are an object: the schema needs \"type\": \"object\"")]
+    NotAnObject,
+    #[error(transparent)]
+    Invalid(Box<jsonschema::ValidationError<'static>>),
+}
+
+/// Compiles a JSON Schema for tool arguments.
+pub fn compile_arguments_schema(schema: &Value) -> Result<jsonschema::Validator, SchemaError> {
     if schema.get("type").and_then(Value::as_str) != Some("object") {
-        return Err("tool arguments are an object: the schema needs \"type\": \"object\"".into());
+        return Err(SchemaError::NotAnObject);
     }
-    jsonschema::validator_for(schema).map_err(|e| e.to_string())
+    jsonschema::validator_for(schema).map_err(|e| SchemaError::Invalid(Box::new(e)))
 }
 
 /// Whether `url` names this machine by a loopback address or `localhost`.
@@ -181,35 +191,61 @@ pub fn is_loopback(url: &Url) -> bool {
     }
 }
 
+/// Why an `http` tool's `config.allow` cannot be used; each names the setting.
+#[derive(Debug, Error)]
+pub enum AllowlistError {
+    #[error(
+        "allow: list the URL prefixes the tool may reach, e.g. [\"http://127.0.0.1:8080/api/\"]"
+    )]
+    Missing,
+    #[error("allow[{0}]: expected a URL string")]
+    NotText(usize),
+    #[error("allow[{index}]: {text:?} is not a URL")]
+    NotUrl {
+        index: usize,
+        text: String,
+        #[source]
+        source: url::ParseError,
+    },
+    #[error("allow[{0}]: only http and https URLs")]
+    Scheme(usize),
+    #[error("allow[{0}]: a prefix may not carry a user name or password")]
+    Credentials(usize),
+    #[error("allow[{index}]: {text:?} is not a loopback address (127.0.0.0/8, ::1, localhost)")]
+    NotLoopback { index: usize, text: String },
+    #[error("allow: list at least one URL prefix")]
+    Empty,
+}
+
 /// An `http` tool's `config.allow`: URL prefixes on loopback addresses only.
-pub fn loopback_allowlist(config: &Map<String, Value>) -> Result<Vec<Url>, String> {
+pub fn loopback_allowlist(config: &Map<String, Value>) -> Result<Vec<Url>, AllowlistError> {
     let Some(list) = config.get("allow").and_then(Value::as_array) else {
-        return Err("allow: list the URL prefixes the tool may reach, e.g. [\"http://127.0.0.1:8080/api/\"]".into());
+        return Err(AllowlistError::Missing);
     };
     let mut allow = Vec::new();
-    for (i, entry) in list.iter().enumerate() {
-        let text = entry
-            .as_str()
-            .ok_or(format!("allow[{i}]: expected a URL string"))?;
-        let url =
-            Url::parse(text).map_err(|e| format!("allow[{i}]: {text:?} is not a URL: {e}"))?;
+    for (index, entry) in list.iter().enumerate() {
+        let text = entry.as_str().ok_or(AllowlistError::NotText(index))?;
+        let url = Url::parse(text).map_err(|source| AllowlistError::NotUrl {
+            index,
+            text: text.to_string(),
+            source,
+        })?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(format!("allow[{i}]: only http and https URLs"));
+            return Err(AllowlistError::Scheme(index));
         }
         if !url.username().is_empty() || url.password().is_some() {
-            return Err(format!(
-                "allow[{i}]: a prefix may not carry a user name or password"
-            ));
+            return Err(AllowlistError::Credentials(index));
         }
         if !is_loopback(&url) {
-            return Err(format!(
-                "allow[{i}]: {text:?} is not a loopback address (127.0.0.0/8, ::1, localhost)"
-            ));
+            return Err(AllowlistError::NotLoopback {
+                index,
+                text: text.to_string(),
+            });
         }
         allow.push(url);
     }
     if allow.is_empty() {
-        return Err("allow: list at least one URL prefix".into());
+        return Err(AllowlistError::Empty);
     }
     Ok(allow)
 }
@@ -222,13 +258,24 @@ pub struct McpCommand {
     pub tool: String,
 }
 
+/// Why an `mcp` tool's settings cannot be used; each names the setting.
+#[derive(Debug, Error)]
+pub enum McpConfigError {
+    #[error("command: the program that runs the MCP server")]
+    NoCommand,
+    #[error("args: expected a list of strings")]
+    Args,
+    #[error("tool: the name of the server's tool")]
+    NoTool,
+}
+
 impl McpCommand {
-    pub fn from_config(config: &Map<String, Value>) -> Result<McpCommand, String> {
+    pub fn from_config(config: &Map<String, Value>) -> Result<McpCommand, McpConfigError> {
         let program = config
             .get("command")
             .and_then(Value::as_str)
             .filter(|c| !c.trim().is_empty())
-            .ok_or("command: the program that runs the MCP server")?
+            .ok_or(McpConfigError::NoCommand)?
             .to_string();
         let args = match config.get("args") {
             None => Vec::new(),
@@ -236,13 +283,13 @@ impl McpCommand {
                 .iter()
                 .map(|a| a.as_str().map(str::to_string))
                 .collect::<Option<_>>()
-                .ok_or("args: expected a list of strings")?,
-            Some(_) => return Err("args: expected a list of strings".into()),
+                .ok_or(McpConfigError::Args)?,
+            Some(_) => return Err(McpConfigError::Args),
         };
         let tool = config
             .get("tool")
             .and_then(Value::as_str)
-            .ok_or("tool: the name of the server's tool")?
+            .ok_or(McpConfigError::NoTool)?
             .to_string();
         Ok(McpCommand {
             program,

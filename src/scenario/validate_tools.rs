@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::format::Scenario;
 use super::path::FieldPath;
 use super::tools::{ToolKind, ToolSpec};
+use crate::chain::chain;
 
 /// Every problem with the scenario's tools, as `(path, message)`.
 pub fn check(s: &Scenario) -> Vec<(FieldPath, String)> {
@@ -116,12 +117,16 @@ fn spec_problems(
         }
     }
     let settings = match spec.kind {
-        ToolKind::Http => super::tools::loopback_allowlist(&spec.config).err(),
-        ToolKind::Mcp => super::tools::McpCommand::from_config(&spec.config).err(),
+        ToolKind::Http => super::tools::loopback_allowlist(&spec.config)
+            .err()
+            .map(|e| chain(&e)),
+        ToolKind::Mcp => super::tools::McpCommand::from_config(&spec.config)
+            .err()
+            .map(|e| chain(&e)),
         _ => None,
     };
-    if let Some(e) = settings {
-        out.push((at.key("config"), e));
+    if let Some(message) = settings {
+        out.push((at.key("config"), message));
     }
     let validator = match &spec.parameters {
         Some(schema) => match super::tools::compile_arguments_schema(schema) {
@@ -129,7 +134,7 @@ fn spec_problems(
             Err(e) => {
                 out.push((
                     at.key("parameters"),
-                    format!("not a usable JSON Schema: {e}"),
+                    format!("not a usable JSON Schema: {}", chain(&e)),
                 ));
                 None
             }

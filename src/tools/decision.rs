@@ -8,8 +8,8 @@ use serde_json::{json, Map, Value};
 
 use super::{cut, Failure, Tool};
 use crate::elysia::Entry;
-use crate::llm::DecisionFormat;
 use crate::prompt::ChatMessage;
+use crate::scenario::DecisionFormat;
 use crate::tokens::TokenCounter;
 
 pub use crate::scenario::ANSWER;

@@ -9,12 +9,22 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use url::{Host, Url};
 
-use crate::scenario::is_loopback;
+use crate::scenario::{is_loopback, AllowlistError};
 
 use super::Failure;
+use crate::chain::chain;
 
 const DEFAULT_TIMEOUT_MS: u64 = 5_000;
 const DEFAULT_MAX_BYTES: u64 = 256 << 10;
+
+/// Why an `http` tool's settings cannot be used; each names the setting.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    Allow(#[from] AllowlistError),
+    #[error("{0}: expected a positive whole number")]
+    NotPositive(&'static str),
+}
 
 /// A checked `http` configuration.
 #[derive(Debug, Clone)]
@@ -38,16 +48,16 @@ pub fn parameters() -> Value {
 }
 
 impl Http {
-    /// Reads `config`; the message names the setting at fault.
-    pub fn from_config(config: &Map<String, Value>) -> Result<Http, String> {
+    /// Reads `config`; the error names the setting at fault.
+    pub fn from_config(config: &Map<String, Value>) -> Result<Http, ConfigError> {
         let allow = crate::scenario::loopback_allowlist(config)?;
-        let number = |key: &str, default: u64| -> Result<u64, String> {
+        let number = |key: &'static str, default: u64| -> Result<u64, ConfigError> {
             match config.get(key) {
                 None => Ok(default),
                 Some(v) => v
                     .as_u64()
                     .filter(|n| *n > 0)
-                    .ok_or(format!("{key}: expected a positive whole number")),
+                    .ok_or(ConfigError::NotPositive(key)),
             }
         };
         Ok(Http {
@@ -113,14 +123,17 @@ impl Http {
         } else {
             client.get(url.clone())
         };
-        let mut response = request.send().await.map_err(|e| {
-            Failure::unknown(format!("{url}: {}", crate::error::chain(&e.without_url())))
-        })?;
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| Failure::unknown(format!("{url}: {}", chain(&e.without_url()))))?;
         let status = response.status();
         let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| {
-            Failure::unknown(format!("{url}: {}", crate::error::chain(&e.without_url())))
-        })? {
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| Failure::unknown(format!("{url}: {}", chain(&e.without_url()))))?
+        {
             if (body.len() + chunk.len()) as u64 > self.max_bytes {
                 return Err(Failure::unknown(format!(
                     "{url}: the response is larger than {} bytes",

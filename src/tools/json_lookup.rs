@@ -8,8 +8,8 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-/// Largest data file read.
-const MAX_BYTES: u64 = 64 << 20;
+use crate::scenario::{read_objects, DataFile, DataFileError};
+
 const MAX_FILTERS: usize = 8;
 const DEFAULT_LIMIT: u64 = 10;
 const MAX_LIMIT: u64 = 50;
@@ -24,40 +24,9 @@ pub struct Table {
 }
 
 impl Table {
-    pub fn load(path: &Path) -> Result<Table, String> {
-        let bytes = crate::files::read_bounded(path, MAX_BYTES).map_err(|e| e.to_string())?;
-        let text = std::str::from_utf8(&bytes).map_err(|_| "not UTF-8 text".to_string())?;
-        let values: Vec<Value> = if text.trim_start().starts_with('[') {
-            match crate::user_json::parse(text) {
-                Ok(Value::Array(items)) => items,
-                Ok(_) => return Err("expected an array of objects".into()),
-                Err(e) => return Err(e.to_string()),
-            }
-        } else {
-            text.lines()
-                .enumerate()
-                .filter(|(_, l)| !l.trim().is_empty())
-                .map(|(i, l)| {
-                    crate::user_json::parse(l).map_err(|e| format!("line {}: {e}", i + 1))
-                })
-                .collect::<Result<_, _>>()?
-        };
-        let mut objects = Vec::with_capacity(values.len());
-        let mut fields: Vec<String> = Vec::new();
-        for (i, v) in values.into_iter().enumerate() {
-            let Value::Object(obj) = v else {
-                return Err(format!("item {} is not an object", i + 1));
-            };
-            for k in obj.keys() {
-                if !fields.contains(k) {
-                    fields.push(k.clone());
-                }
-            }
-            objects.push(obj);
-        }
-        if objects.is_empty() {
-            return Err("the file holds no objects".into());
-        }
+    /// The objects of the data file at `path`.
+    pub fn load(path: &Path) -> Result<Table, DataFileError> {
+        let DataFile { objects, fields } = read_objects(path)?;
         Ok(Table { objects, fields })
     }
 

@@ -2,10 +2,12 @@
 //! as a child process and talks to over stdio, through the official Rust SDK (`rmcp`).
 //! A simulation starts each distinct server once, lists its tools (their description
 //! and argument schema become the sopsim tool's when the scenario gives none), calls
-//! them, and stops the server when the simulation ends.
+//! them, and stops the server when the simulation ends. A server's standard error is
+//! read here, never passed to the terminal: its last lines go into error messages.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, Tool as McpTool};
@@ -13,6 +15,9 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::ServiceExt;
 use serde_json::{json, Map, Value};
+use thiserror::Error;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::ChildStderr;
 
 use super::Failure;
 use crate::scenario::McpCommand;
@@ -21,10 +26,110 @@ const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 /// Characters of a result's text kept.
 const MAX_TEXT: usize = 64 * 1024;
 
-/// A running server: its client session and the tools it listed.
+/// Lines of a server's standard error kept for messages.
+const STDERR_LINES: usize = 20;
+
+/// Why a server could not be started; each names the program, and what the server
+/// last wrote to its standard error, when it wrote anything.
+#[derive(Debug, Error)]
+pub enum StartError {
+    #[error("{program}: could not start")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{program}: no MCP handshake within {DEFAULT_TIMEOUT_MS} ms{stderr}")]
+    HandshakeTimeout { program: String, stderr: StderrTail },
+    #[error("{program}: the MCP handshake failed{stderr}")]
+    Handshake {
+        program: String,
+        stderr: StderrTail,
+        #[source]
+        source: Box<rmcp::service::ClientInitializeError>,
+    },
+    #[error("{program}: listing its tools took longer than {DEFAULT_TIMEOUT_MS} ms{stderr}")]
+    ListTimeout { program: String, stderr: StderrTail },
+    #[error("{program}: listing its tools failed{stderr}")]
+    List {
+        program: String,
+        stderr: StderrTail,
+        #[source]
+        source: rmcp::ServiceError,
+    },
+}
+
+/// The last lines a server wrote to its standard error, shown after a message
+/// (` (its stderr: …)`), or nothing.
+#[derive(Debug, Clone, Default)]
+pub struct StderrTail(Vec<String>);
+
+impl std::fmt::Display for StderrTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        write!(f, " (its stderr: {})", self.0.join(" | "))
+    }
+}
+
+/// A server's standard error, read as it comes (so the library never writes to the
+/// terminal, and a full pipe never blocks the server), the last lines kept.
+#[derive(Clone, Default)]
+struct Stderr {
+    lines: Arc<Mutex<VecDeque<String>>>,
+    /// Set once the pipe has closed (the server has exited).
+    closed: Arc<tokio::sync::Notify>,
+}
+
+impl Stderr {
+    fn read(pipe: Option<ChildStderr>) -> Self {
+        let stderr = Stderr::default();
+        let Some(pipe) = pipe else {
+            stderr.closed.notify_one();
+            return stderr;
+        };
+        let keep = stderr.clone();
+        // `AsyncBufReadExt` is tokio's `io-util`, which rmcp's child-process transport
+        // turns on.
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(pipe).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut kept = keep.lines.lock().unwrap_or_else(|p| p.into_inner());
+                if kept.len() == STDERR_LINES {
+                    kept.pop_front();
+                }
+                kept.push_back(super::cut(line.trim_end(), 300));
+            }
+            keep.closed.notify_one();
+        });
+        stderr
+    }
+
+    /// The lines so far.
+    fn tail(&self) -> StderrTail {
+        let kept = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        StderrTail(
+            kept.iter()
+                .filter(|l| !l.trim().is_empty())
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// The lines once the server has exited (a failed start usually means it has),
+    /// waiting a moment for the pipe to be read to its end.
+    async fn tail_at_exit(&self) -> StderrTail {
+        let _ = tokio::time::timeout(Duration::from_millis(500), self.closed.notified()).await;
+        self.tail()
+    }
+}
+
+/// A running server: its client session, the tools it listed, and its stderr.
 pub struct Server {
     session: RunningService<RoleClient, ()>,
     tools: Vec<McpTool>,
+    stderr: Stderr,
 }
 
 /// The servers of one simulation, started once each.
@@ -35,42 +140,62 @@ pub struct Servers {
 
 impl Servers {
     /// The server for `command`, started (and its tools listed) on first use.
-    pub async fn start(&mut self, command: &McpCommand) -> Result<Arc<Server>, String> {
+    pub async fn start(&mut self, command: &McpCommand) -> Result<Arc<Server>, StartError> {
         let key = (command.program.clone(), command.args.clone());
         if let Some(s) = self.running.get(&key) {
             return Ok(s.clone());
         }
-        let transport = TokioChildProcess::new(
+        let program = || command.program.clone();
+        let (transport, pipe) = TokioChildProcess::builder(
             tokio::process::Command::new(&command.program).configure(|c| {
                 c.args(&command.args);
             }),
         )
-        .map_err(|e| format!("{}: could not start: {e}", command.program))?;
-        let session = tokio::time::timeout(
-            Duration::from_millis(DEFAULT_TIMEOUT_MS),
-            ().serve(transport),
-        )
-        .await
-        .map_err(|_| {
-            format!(
-                "{}: no MCP handshake within {DEFAULT_TIMEOUT_MS} ms",
-                command.program
-            )
-        })?
-        .map_err(|e| format!("{}: the MCP handshake failed: {e}", command.program))?;
-        let tools = tokio::time::timeout(
-            Duration::from_millis(DEFAULT_TIMEOUT_MS),
-            session.list_all_tools(),
-        )
-        .await
-        .map_err(|_| {
-            format!(
-                "{}: listing its tools took longer than {DEFAULT_TIMEOUT_MS} ms",
-                command.program
-            )
-        })?
-        .map_err(|e| format!("{}: listing its tools failed: {e}", command.program))?;
-        let server = Arc::new(Server { session, tools });
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| StartError::Spawn {
+            program: program(),
+            source,
+        })?;
+        let stderr = Stderr::read(pipe);
+        let limit = Duration::from_millis(DEFAULT_TIMEOUT_MS);
+        let session = match tokio::time::timeout(limit, ().serve(transport)).await {
+            Err(_) => {
+                return Err(StartError::HandshakeTimeout {
+                    program: program(),
+                    stderr: stderr.tail(),
+                })
+            }
+            Ok(Err(source)) => {
+                return Err(StartError::Handshake {
+                    program: program(),
+                    stderr: stderr.tail_at_exit().await,
+                    source: Box::new(source),
+                })
+            }
+            Ok(Ok(session)) => session,
+        };
+        let tools = match tokio::time::timeout(limit, session.list_all_tools()).await {
+            Err(_) => {
+                return Err(StartError::ListTimeout {
+                    program: program(),
+                    stderr: stderr.tail(),
+                })
+            }
+            Ok(Err(source)) => {
+                return Err(StartError::List {
+                    program: program(),
+                    stderr: stderr.tail_at_exit().await,
+                    source,
+                })
+            }
+            Ok(Ok(tools)) => tools,
+        };
+        let server = Arc::new(Server {
+            session,
+            tools,
+            stderr,
+        });
         self.running.insert(key, server.clone());
         Ok(server)
     }
@@ -108,7 +233,9 @@ impl Server {
                     timeout.as_millis()
                 ))
             })?
-            .map_err(|e| Failure::unknown(format!("the MCP server failed: {e}")))?;
+            .map_err(|e| {
+                Failure::unknown(format!("the MCP server failed: {e}{}", self.stderr.tail()))
+            })?;
         let text: String = result
             .content
             .iter()

@@ -31,45 +31,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
-use crate::elysia::{ResultObject, Return};
-use crate::llm::ToolDef;
-use crate::scenario::{FieldPath, Scenario, ToolKind, ToolSpec};
-
-/// Why a tool call failed. `avoidable` failures carry feedback the model can act on
-/// (a malformed expression, a refused URL); the others are outside its control.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
-    pub avoidable: bool,
-    pub message: String,
-}
-
-impl Failure {
-    pub fn avoidable(message: impl Into<String>) -> Self {
-        Self {
-            avoidable: true,
-            message: message.into(),
-        }
-    }
-
-    pub fn unknown(message: impl Into<String>) -> Self {
-        Self {
-            avoidable: false,
-            message: message.into(),
-        }
-    }
-
-    /// Elysia's `Error`: feedback only when the model can fix its call.
-    pub fn to_return(&self) -> Return {
-        Return::Error {
-            feedback: if self.avoidable {
-                self.message.clone()
-            } else {
-                String::new()
-            },
-            error_message: self.message.clone(),
-        }
-    }
-}
+pub use crate::elysia::Failure;
+use crate::elysia::ResultObject;
+use crate::prompt::ToolDef;
+use crate::scenario::{
+    DataFileError, FieldPath, McpConfigError, Scenario, SchemaError, ToolKind, ToolSpec,
+};
 
 /// How a tool call ended, as `summary.json` counts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -149,22 +116,41 @@ pub enum InEnvironment {
     Knowledge(crate::scenario::KnowledgeLookup),
 }
 
+/// Why a scenario's tools could not be set up: the setting at fault and why.
 #[derive(Debug, Error)]
-#[error("{path}: {message}")]
+#[error("{path}")]
 pub struct ToolSetupError {
     pub path: FieldPath,
-    pub message: String,
+    #[source]
+    pub cause: SetupCause,
 }
 
-/// Checks that `path` holds what a tool of `kind` reads.
-pub fn check_file(kind: ToolKind, path: &Path) -> Result<(), String> {
-    match kind {
-        ToolKind::JsonLookup => json_lookup::Table::load(path).map(|_| ()),
-        ToolKind::Knowledge => crate::scenario::knowledge_file::read_entries(path)
-            .map(|_| ())
-            .map_err(|e| crate::error::chain(&e)),
-        _ => Ok(()),
-    }
+/// What is wrong with a tool's setting.
+#[derive(Debug, Error)]
+pub enum SetupCause {
+    #[error("the file this tool reads is missing")]
+    NoFile,
+    #[error("{file}")]
+    Data {
+        file: String,
+        #[source]
+        source: DataFileError,
+    },
+    #[cfg(feature = "openai")]
+    #[error(transparent)]
+    Http(#[from] http::ConfigError),
+    #[error(transparent)]
+    Mcp(#[from] McpConfigError),
+    #[cfg(feature = "mcp")]
+    #[error(transparent)]
+    McpStart(#[from] mcp::StartError),
+    #[error("the server has no tool {tool:?} (it has: {})", .names.join(", "))]
+    NoSuchTool { tool: String, names: Vec<String> },
+    #[cfg(not(feature = "mcp"))]
+    #[error("this sopsim was built without MCP support (the `mcp` feature)")]
+    NoMcp,
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
 }
 
 /// A kind's argument schema when the scenario gives none.
@@ -205,14 +191,12 @@ impl ToolBox {
         let mut servers = mcp::Servers::default();
         for (name, spec) in &scenario.tools {
             let at = FieldPath::root().key("tools").key(name);
-            let fail = |path: FieldPath, message: String| ToolSetupError { path, message };
+            let fail = |path: FieldPath| move |cause: SetupCause| ToolSetupError { path, cause };
             let file = |key: &str| -> Result<&str, ToolSetupError> {
-                spec.config.get(key).and_then(Value::as_str).ok_or_else(|| {
-                    fail(
-                        at.key("config").key(key),
-                        "the file this tool reads is missing".into(),
-                    )
-                })
+                spec.config
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| fail(at.key("config").key(key))(SetupCause::NoFile))
             };
             let runner = match spec.kind {
                 ToolKind::Calculator => Runner::Calculator,
@@ -221,7 +205,11 @@ impl ToolBox {
                 ToolKind::JsonLookup => {
                     let path = file("file")?;
                     let table = json_lookup::Table::load(Path::new(path))
-                        .map_err(|e| fail(at.key("config").key("file"), format!("{path}: {e}")))?;
+                        .map_err(|source| SetupCause::Data {
+                            file: path.to_string(),
+                            source,
+                        })
+                        .map_err(fail(at.key("config").key("file")))?;
                     Runner::JsonLookup(Arc::new(table))
                 }
                 ToolKind::Knowledge => Runner::Knowledge(crate::scenario::KnowledgeLookup {
@@ -236,27 +224,25 @@ impl ToolBox {
                 }),
                 #[cfg(feature = "openai")]
                 ToolKind::Http => Runner::Http(
-                    http::Http::from_config(&spec.config).map_err(|e| fail(at.key("config"), e))?,
+                    http::Http::from_config(&spec.config)
+                        .map_err(|e| fail(at.key("config"))(e.into()))?,
                 ),
                 #[cfg(not(feature = "openai"))]
                 ToolKind::Http => Runner::Http,
                 #[cfg(feature = "mcp")]
                 ToolKind::Mcp => {
                     let command = crate::scenario::McpCommand::from_config(&spec.config)
-                        .map_err(|e| fail(at.key("config"), e))?;
+                        .map_err(|e| fail(at.key("config"))(e.into()))?;
                     let server = servers
                         .start(&command)
                         .await
-                        .map_err(|e| fail(at.key("config").key("command"), e))?;
+                        .map_err(|e| fail(at.key("config").key("command"))(e.into()))?;
                     let tool = command.tool.as_str();
                     if server.describe(tool).is_none() {
-                        return Err(fail(
-                            at.key("config").key("tool"),
-                            format!(
-                                "the server has no tool {tool:?} (it has: {})",
-                                server.names().join(", ")
-                            ),
-                        ));
+                        return Err(fail(at.key("config").key("tool"))(SetupCause::NoSuchTool {
+                            tool: tool.to_string(),
+                            names: server.names(),
+                        }));
                     }
                     Runner::Mcp {
                         tool: tool.to_string(),
@@ -265,12 +251,7 @@ impl ToolBox {
                     }
                 }
                 #[cfg(not(feature = "mcp"))]
-                ToolKind::Mcp => {
-                    return Err(fail(
-                        at.key("kind"),
-                        "this sopsim was built without MCP support (the `mcp` feature)".into(),
-                    ))
-                }
+                ToolKind::Mcp => return Err(fail(at.key("kind"))(SetupCause::NoMcp)),
             };
             #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
             let mut spec = spec.clone();
@@ -287,7 +268,7 @@ impl ToolBox {
                 .clone()
                 .unwrap_or_else(|| default_parameters(spec.kind, &runner));
             let validator =
-                compile_schema(&parameters).map_err(|e| fail(at.key("parameters"), e))?;
+                compile_schema(&parameters).map_err(|e| fail(at.key("parameters"))(e.into()))?;
             tools.insert(
                 name.clone(),
                 Arc::new(Tool {

@@ -1,0 +1,42 @@
+//! A failed tool call before it becomes Elysia's `Error`: whether the model could have
+//! avoided it, and what went wrong. Tools make them; the tool tape records them.
+
+use serde::{Deserialize, Serialize};
+
+use super::Return;
+
+/// Why a tool call failed. `avoidable` failures carry feedback the model can act on
+/// (a malformed expression, a refused URL); the others are outside its control.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub avoidable: bool,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn avoidable(message: impl Into<String>) -> Self {
+        Self {
+            avoidable: true,
+            message: message.into(),
+        }
+    }
+
+    pub fn unknown(message: impl Into<String>) -> Self {
+        Self {
+            avoidable: false,
+            message: message.into(),
+        }
+    }
+
+    /// Elysia's `Error`: feedback only when the model can fix its call.
+    pub fn to_return(&self) -> Return {
+        Return::Error {
+            feedback: if self.avoidable {
+                self.message.clone()
+            } else {
+                String::new()
+            },
+            error_message: self.message.clone(),
+        }
+    }
+}
