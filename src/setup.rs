@@ -179,15 +179,15 @@ pub enum SetupError {
     },
     #[error("{count} seeds from {first} go past the largest seed, {}", u64::MAX)]
     SeedsOverflow { first: u64, count: u64 },
-    #[error("{0}")]
-    Scenarios(String),
+    #[error("name at least one scenario file")]
+    NoScenarios,
 }
 
 impl SetupError {
     /// The setting at fault, if one is.
     pub fn setting(&self) -> Option<Setting> {
         match self {
-            SetupError::Scenario(_) | SetupError::Scenarios(_) => Some(Setting::Scenario),
+            SetupError::Scenario(_) | SetupError::NoScenarios => Some(Setting::Scenario),
             SetupError::Missing { setting, .. }
             | SetupError::Server { setting, .. }
             | SetupError::Embedder { setting, .. }

@@ -3,7 +3,7 @@
 //! thread for a single message), mean pooling, then L2 normalisation, as
 //! sentence-transformers computes it. The weights are read with candle's safetensors.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device};
 use candle_transformers::models::bert::Config;
@@ -23,21 +23,64 @@ pub struct MiniLm {
     dim: usize,
 }
 
-fn failed(message: impl ToString) -> EmbedError {
-    EmbedError::Failed {
-        embedder: "minilm".into(),
-        message: message.to_string(),
-    }
+/// Why the MiniLM files cannot be used: the file, and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+pub enum MiniLmError {
+    #[error("{}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config.json")]
+    ConfigJson(#[source] serde_json::Error),
+    #[error("config.json")]
+    Config(#[source] ConfigError),
+    #[error("{}", .path.display())]
+    Weights {
+        path: PathBuf,
+        #[source]
+        source: candle_core::Error,
+    },
+    #[error("{}", .path.display())]
+    Encoder {
+        path: PathBuf,
+        #[source]
+        source: sopsim_infer::bert::WeightError,
+    },
+    #[error("tokenizer.json")]
+    Tokenizer(#[source] tokenizers::Error),
+    #[error("tokenizing")]
+    Tokenizing(#[source] tokenizers::Error),
+}
+
+/// A `config.json` value the model code cannot build with.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{name} is {value}; expected 1 to {max}")]
+    OutOfRange {
+        name: &'static str,
+        value: usize,
+        max: usize,
+    },
+    #[error("hidden_size {hidden} is not a multiple of num_attention_heads {heads}")]
+    Heads { hidden: usize, heads: usize },
+    #[error("layer_norm_eps is {0}")]
+    Epsilon(f64),
+}
+
+fn failed(e: MiniLmError) -> EmbedError {
+    EmbedError::failed("minilm", e)
 }
 
 /// A BERT config the model code can build without dividing by zero or allocating
 /// without bound (a real MiniLM: 384 wide, 6 layers, 12 heads, 30,522 tokens).
-fn check_config(c: &Config) -> Result<(), String> {
-    let within = |name: &str, v: usize, max: usize| {
-        if (1..=max).contains(&v) {
+fn check_config(c: &Config) -> Result<(), ConfigError> {
+    let within = |name: &'static str, value: usize, max: usize| {
+        if (1..=max).contains(&value) {
             Ok(())
         } else {
-            Err(format!("{name} is {v}; expected 1 to {max}"))
+            Err(ConfigError::OutOfRange { name, value, max })
         }
     };
     within("hidden_size", c.hidden_size, 8192)?;
@@ -52,13 +95,13 @@ fn check_config(c: &Config) -> Result<(), String> {
     )?;
     within("type_vocab_size", c.type_vocab_size, 1024)?;
     if !c.hidden_size.is_multiple_of(c.num_attention_heads) {
-        return Err(format!(
-            "hidden_size {} is not a multiple of num_attention_heads {}",
-            c.hidden_size, c.num_attention_heads
-        ));
+        return Err(ConfigError::Heads {
+            hidden: c.hidden_size,
+            heads: c.num_attention_heads,
+        });
     }
     if !(c.layer_norm_eps.is_finite() && c.layer_norm_eps >= 0.0) {
-        return Err(format!("layer_norm_eps is {}", c.layer_norm_eps));
+        return Err(ConfigError::Epsilon(c.layer_norm_eps));
     }
     Ok(())
 }
@@ -81,17 +124,23 @@ impl MiniLm {
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from `dir`.
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
         let read = |name: &str, limit: u64| {
-            crate::files::read_bounded(&dir.join(name), limit)
-                .map_err(|e| failed(format!("{}: {e}", dir.join(name).display())))
+            let path = dir.join(name);
+            crate::files::read_bounded(&path, limit)
+                .map_err(|source| failed(MiniLmError::Read { path, source }))
         };
         let config: Config = serde_json::from_slice(&read("config.json", 1 << 20)?)
-            .map_err(|e| failed(format!("config.json: {e}")))?;
-        check_config(&config).map_err(|e| failed(format!("config.json: {e}")))?;
+            .map_err(|e| failed(MiniLmError::ConfigJson(e)))?;
+        check_config(&config).map_err(|e| failed(MiniLmError::Config(e)))?;
         let weights = dir.join("model.safetensors");
         // SAFETY: the file is memory-mapped read-only and only read while the encoder
         // copies its tensors out, below.
         let tensors = unsafe { candle_core::safetensors::MmapedSafetensors::new(&weights) }
-            .map_err(|e| failed(format!("{}: {e}", weights.display())))?;
+            .map_err(|source| {
+                failed(MiniLmError::Weights {
+                    path: weights.clone(),
+                    source,
+                })
+            })?;
         let read_tensor = |name: &str| -> Option<Vec<f32>> {
             let t = tensors.load(name, &Device::Cpu).ok()?;
             t.to_dtype(DType::F32)
@@ -111,10 +160,14 @@ impl MiniLm {
             type_vocab: config.type_vocab_size,
             eps: config.layer_norm_eps as f32,
         };
-        let model = Bert::new(shape, read_tensor)
-            .map_err(|e| failed(format!("{}: {e}", weights.display())))?;
+        let model = Bert::new(shape, read_tensor).map_err(|source| {
+            failed(MiniLmError::Encoder {
+                path: weights.clone(),
+                source,
+            })
+        })?;
         let tokenizer = tokenizer_from_json(&read("tokenizer.json", 64 << 20)?)
-            .map_err(|e| failed(format!("tokenizer.json: {e}")))?;
+            .map_err(|e| failed(MiniLmError::Tokenizer(e)))?;
         Ok(Self {
             model,
             tokenizer,
@@ -126,7 +179,7 @@ impl MiniLm {
         let enc = self
             .tokenizer
             .encode_batch(texts.to_vec(), true)
-            .map_err(|e| failed(format!("tokenizing: {e}")))?;
+            .map_err(|e| failed(MiniLmError::Tokenizing(e)))?;
         let ids: Vec<&[u32]> = enc.iter().map(|e| e.get_ids()).collect();
         Ok(self.model.embed(&ids))
     }

@@ -37,14 +37,36 @@ impl Embedder for NoEmbedder {
     }
 }
 
+use std::sync::Arc;
+
 use thiserror::Error;
 
-#[derive(Debug, Error)]
+/// Why texts could not be embedded. Cloned to every request of a failed batch, so the
+/// cause is shared. The message quotes the cause and its causes, which are also the
+/// source, so that code showing only the message shows why.
+#[derive(Debug, Clone, Error)]
 pub enum EmbedError {
-    #[error("embedder {embedder}: {message}")]
-    Failed { embedder: String, message: String },
+    #[error("embedder {embedder}: {}", crate::chain::chain(&**.source))]
+    Failed {
+        embedder: String,
+        #[source]
+        source: Arc<dyn std::error::Error + Send + Sync>,
+    },
     #[error("the embedding service has shut down")]
     Closed,
+}
+
+impl EmbedError {
+    /// `embedder` failed because of `source`.
+    pub fn failed(
+        embedder: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        EmbedError::Failed {
+            embedder: embedder.into(),
+            source: Arc::new(source),
+        }
+    }
 }
 
 /// Turns texts into vectors of one fixed dimension. Implementations are CPU-bound and

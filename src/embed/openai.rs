@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::{EmbedError, Embedder};
 use crate::llm::openai::{
     normalize_base, parse_retry_after, retryable_status, server_message, with_retries,
-    without_credentials, ApiKey, AttemptError, RetryPolicy,
+    without_credentials, ApiKey, AttemptError, Cause, RetryPolicy,
 };
 
 pub struct OpenAiEmbedder {
@@ -23,11 +23,8 @@ pub struct OpenAiEmbedder {
     dim: AtomicUsize,
 }
 
-fn failed(message: impl Into<String>) -> EmbedError {
-    EmbedError::Failed {
-        embedder: "openai".into(),
-        message: message.into(),
-    }
+fn failed(e: impl std::error::Error + Send + Sync + 'static) -> EmbedError {
+    EmbedError::failed("openai", e)
 }
 
 impl OpenAiEmbedder {
@@ -41,7 +38,7 @@ impl OpenAiEmbedder {
         let client = reqwest::blocking::Client::builder()
             .timeout(timeout)
             .build()
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(failed)?;
         Ok(Self {
             client,
             url: format!(
@@ -63,19 +60,21 @@ impl OpenAiEmbedder {
         if let Some(key) = &self.key {
             call = call.bearer_auth(key.expose());
         }
-        let retry = |cause: String| AttemptError::Retry { cause, after: None };
-        let response = call
-            .send()
-            .map_err(|e| retry(format!("connection failed: {}", e.without_url())))?;
+        let retry = |text: String, e| AttemptError::retry(Cause::caused_by(text, e));
+        let response = call.send().map_err(|e| {
+            let e = e.without_url();
+            retry(format!("connection failed: {e}"), e)
+        })?;
         let status = response.status().as_u16();
         let after = response
             .headers()
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, SystemTime::now()));
-        let text = response
-            .text()
-            .map_err(|e| retry(format!("reading the response: {}", e.without_url())))?;
+        let text = response.text().map_err(|e| {
+            let e = e.without_url();
+            retry(format!("reading the response: {e}"), e)
+        })?;
         if status != 200 {
             let hint = match status {
                 401 | 403 => "; check the API key (OPENAI_API_KEY)".to_string(),
@@ -91,13 +90,17 @@ impl OpenAiEmbedder {
                 server_message(&text, self.key.as_ref())
             );
             return Err(if retryable_status(status) {
-                AttemptError::Retry { cause, after }
+                AttemptError::Retry {
+                    cause: cause.into(),
+                    after,
+                }
             } else {
-                AttemptError::Fatal(cause)
+                AttemptError::Fatal(cause.into())
             });
         }
-        let v: Value =
-            serde_json::from_str(&text).map_err(|e| retry(format!("malformed JSON: {e}")))?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| {
+            AttemptError::retry(Cause::caused_by(format!("malformed JSON: {e}"), e))
+        })?;
         let mut rows: Vec<(u64, Vec<f32>)> = v["data"]
             .as_array()
             .ok_or_else(|| AttemptError::Fatal("the response has no data array".into()))?
@@ -110,11 +113,9 @@ impl OpenAiEmbedder {
             })
             .collect();
         if rows.len() != texts.len() {
-            return Err(AttemptError::Fatal(format!(
-                "asked for {} embeddings, got {}",
-                texts.len(),
-                rows.len()
-            )));
+            return Err(AttemptError::Fatal(
+                format!("asked for {} embeddings, got {}", texts.len(), rows.len()).into(),
+            ));
         }
         rows.sort_by_key(|(i, _)| *i);
         Ok(rows.into_iter().map(|(_, v)| v).collect())
@@ -142,7 +143,7 @@ impl Embedder for OpenAiEmbedder {
                 std::future::ready(())
             },
         ))
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(failed)?;
         if let Some(v) = vectors.first() {
             self.dim.store(v.len(), Ordering::Relaxed);
         }

@@ -100,12 +100,8 @@ fn worker(
                 }
             }
             Err(e) => {
-                let message = e.to_string();
                 for job in batch {
-                    let _ = job.reply.send(Err(EmbedError::Failed {
-                        embedder: embedder.name().into(),
-                        message: message.clone(),
-                    }));
+                    let _ = job.reply.send(Err(e.clone()));
                 }
             }
         }

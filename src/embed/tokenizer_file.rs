@@ -6,22 +6,36 @@ use serde_json::Value;
 
 /// Why a tokenizer file cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Inconsistent(String);
+pub enum TokenizerFileError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("post_processor: special token {name:?} has {ids} ids for {tokens} tokens")]
+    UnevenSpecial {
+        name: String,
+        ids: usize,
+        tokens: usize,
+    },
+    #[error(
+        "post_processor.{which}: the template uses {id:?}, which special_tokens does not define"
+    )]
+    UndefinedSpecial { which: &'static str, id: String },
+    #[error("post_processor.single: a single sequence has no second part ($B)")]
+    SecondInSingle,
+}
 
 /// Refuses what would make tokenizers panic: malformed JSON anywhere (a syntax error
 /// inside `decoder` panics), and a `TemplateProcessing` post-processor whose template
 /// names a special token it does not define, uses the second sequence in `single`, or
 /// gives a special token different numbers of ids and tokens (each panics at encode).
-pub fn check(bytes: &[u8]) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+pub fn check(bytes: &[u8]) -> Result<(), TokenizerFileError> {
     // Read into values, not skipped: skipping does not check strings' escapes and UTF-8.
     let doc: Value = serde_json::from_slice(bytes)?;
-    check_processor(&doc["post_processor"]).map_err(|e| Box::new(Inconsistent(e)) as _)
+    check_processor(&doc["post_processor"])
 }
 
 /// Post-processors are read by shape, not by their `type` (tokenizers does not check
 /// it): whatever has `processors` is a sequence, whatever has a template is one.
-fn check_processor(p: &Value) -> Result<(), String> {
+fn check_processor(p: &Value) -> Result<(), TokenizerFileError> {
     for inner in p["processors"].as_array().into_iter().flatten() {
         check_processor(inner)?;
     }
@@ -31,30 +45,31 @@ fn check_processor(p: &Value) -> Result<(), String> {
     Ok(())
 }
 
-fn check_template(p: &Value) -> Result<(), String> {
+fn check_template(p: &Value) -> Result<(), TokenizerFileError> {
     let specials = p["special_tokens"].as_object();
     for (name, token) in specials.into_iter().flatten() {
         let ids = token["ids"].as_array().map_or(0, Vec::len);
         let tokens = token["tokens"].as_array().map_or(0, Vec::len);
         if ids != tokens {
-            return Err(format!(
-                "post_processor: special token {name:?} has {ids} ids for {tokens} tokens"
-            ));
+            return Err(TokenizerFileError::UnevenSpecial {
+                name: name.clone(),
+                ids,
+                tokens,
+            });
         }
     }
     for (which, template) in [("single", &p["single"]), ("pair", &p["pair"])] {
         for piece in template.as_array().into_iter().flatten() {
             if let Some(id) = piece["SpecialToken"]["id"].as_str() {
                 if !specials.is_some_and(|s| s.contains_key(id)) {
-                    return Err(format!(
-                        "post_processor.{which}: the template uses {id:?}, which special_tokens does not define"
-                    ));
+                    return Err(TokenizerFileError::UndefinedSpecial {
+                        which,
+                        id: id.to_string(),
+                    });
                 }
             }
             if which == "single" && piece["Sequence"]["id"].as_str() == Some("B") {
-                return Err(
-                    "post_processor.single: a single sequence has no second part ($B)".into(),
-                );
+                return Err(TokenizerFileError::SecondInSingle);
             }
         }
     }

@@ -25,6 +25,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub enum LlmError {
     #[error("the scripted backend needs {what}")]
     Script { what: String },
+    /// A line of the script is not a template the backend can fill.
+    #[error("the scripted backend needs a valid line")]
+    ScriptLine(#[source] crate::template::TemplateError),
     /// A call failed (the server, the model thread, a recording), with the error that
     /// made it fail when there is one.
     #[error("{backend}: {message}")]

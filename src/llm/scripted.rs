@@ -115,9 +115,7 @@ impl ScriptedBackend {
                 }
             })
         })
-        .map_err(|e| LlmError::Script {
-            what: format!("a valid line: {e}"),
-        })?;
+        .map_err(LlmError::ScriptLine)?;
         Ok((text, drawn.into_inner()))
     }
 }

@@ -16,6 +16,20 @@ use llguidance::{Matcher, ParserFactory};
 use serde_json::{json, Value};
 use tokenizers::Tokenizer;
 
+/// Why decoding under a schema failed. A matcher's own complaint about a schema is
+/// text (llguidance's `get_error`); its other errors are kept with their causes.
+#[derive(Debug, thiserror::Error)]
+pub enum ConstrainError {
+    #[error("the schema could not be compiled")]
+    SchemaPanicked,
+    #[error("{0}")]
+    Schema(String),
+    #[error("the constraint failed")]
+    Panicked,
+    #[error(transparent)]
+    Matcher(Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// What a model needs to decode under schemas: the parser factory over its vocabulary.
 pub struct Constraints {
     factory: Arc<ParserFactory>,
@@ -110,7 +124,7 @@ impl Constraints {
 
     /// A matcher for one generation under `schema`, compact JSON (no free whitespace,
     /// which small models fill with newlines).
-    pub fn matcher(&self, schema: &Value) -> Result<Matcher, String> {
+    pub fn matcher(&self, schema: &Value) -> Result<Matcher, ConstrainError> {
         let mut schema = schema.clone();
         if let Value::Object(o) = &mut schema {
             o.insert(
@@ -122,19 +136,19 @@ impl Constraints {
         let m = catch_unwind(AssertUnwindSafe(|| {
             Matcher::new(factory.create_parser(TopLevelGrammar::from_json_schema(schema)))
         }))
-        .map_err(|_| "the schema could not be compiled".to_string())?;
+        .map_err(|_| ConstrainError::SchemaPanicked)?;
         match m.get_error() {
-            Some(e) => Err(e),
+            Some(e) => Err(ConstrainError::Schema(e)),
             None => Ok(m),
         }
     }
 }
 
 /// Sets the logits of tokens `m` does not allow next to −∞.
-pub fn mask(m: &mut Matcher, logits: &mut [f32]) -> Result<(), String> {
+pub fn mask(m: &mut Matcher, logits: &mut [f32]) -> Result<(), ConstrainError> {
     let allowed = catch_unwind(AssertUnwindSafe(|| m.compute_mask()))
-        .map_err(|_| "the constraint failed".to_string())?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| ConstrainError::Panicked)?
+        .map_err(|e| ConstrainError::Matcher(e.into()))?;
     let n = logits.len();
     allowed.iter_unset_entries(|i| {
         if i < n {
@@ -145,9 +159,9 @@ pub fn mask(m: &mut Matcher, logits: &mut [f32]) -> Result<(), String> {
 }
 
 /// Commits a sampled token; `Ok(true)` when the grammar is complete.
-pub fn consume(m: &mut Matcher, token: u32) -> Result<bool, String> {
+pub fn consume(m: &mut Matcher, token: u32) -> Result<bool, ConstrainError> {
     catch_unwind(AssertUnwindSafe(|| m.consume_token(token)))
-        .map_err(|_| "the constraint failed".to_string())?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| ConstrainError::Panicked)?
+        .map_err(|e| ConstrainError::Matcher(e.into()))?;
     Ok(m.is_stopped())
 }

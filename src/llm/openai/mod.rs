@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
 pub use retry::{
-    parse_retry_after, retryable_status, with_retries, AttemptError, GaveUp, RetryPolicy,
+    parse_retry_after, retryable_status, with_retries, AttemptError, Cause, GaveUp, RetryPolicy,
 };
 pub use sse::{Event, SseParser};
 pub use tokens::counter_for;
@@ -301,35 +301,36 @@ impl OpenAiBackend {
     /// (a flag, the environment, the scenario). Blocking: call it before a run starts.
     pub fn discover_model(&mut self) -> Result<(), LlmError> {
         let url = format!("{}/models", self.endpoint());
-        let fail = |why: String| {
-            LlmError::failed(
-                "openai",
-                format!(
-                    "no model is named, and {} did not say which it serves: {why}",
-                    shown(&url)
-                ),
-            )
-        };
+        let doing = format!(
+            "no model is named, and {} did not say which it serves",
+            shown(&url)
+        );
+        let fail = |why: String| LlmError::failed("openai", format!("{doing}: {why}"));
+        let failed_by = |e: Cause| LlmError::caused_by("openai", format!("{doing}: {e}"), e);
         let client = reqwest::blocking::Client::builder()
             .connect_timeout(self.options.connect_timeout)
             .timeout(self.options.read_timeout)
             .build()
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| failed_by(Cause::caused_by(e.to_string(), e)))?;
         let mut call = client.get(&url);
         if let Some(key) = &self.options.api_key {
             call = call.bearer_auth(key.expose());
         }
-        let response = call.send().map_err(|e| fail(without_url(&e)))?;
+        let response = call
+            .send()
+            .map_err(|e| failed_by(Cause::caused_by(without_url(&e), e.without_url())))?;
         let status = response.status().as_u16();
-        let body = response.text().map_err(|e| fail(without_url(&e)))?;
+        let body = response
+            .text()
+            .map_err(|e| failed_by(Cause::caused_by(without_url(&e), e.without_url())))?;
         if status != 200 {
             return Err(fail(format!(
                 "HTTP {status}: {}",
                 server_message(&body, self.options.api_key.as_ref())
             )));
         }
-        let v: Value =
-            serde_json::from_str(&body).map_err(|e| fail(format!("malformed JSON: {e}")))?;
+        let v: Value = serde_json::from_str(&body)
+            .map_err(|e| failed_by(Cause::caused_by(format!("malformed JSON: {e}"), e)))?;
         let ids: Vec<String> = v["data"]
             .as_array()
             .map(|a| {
@@ -461,15 +462,15 @@ impl OpenAiBackend {
         let response = match sent {
             Err(_) => {
                 return Err(AttemptError::Retry {
-                    cause: format!("no response within {:?}", self.options.read_timeout),
+                    cause: format!("no response within {:?}", self.options.read_timeout).into(),
                     after: None,
                 })
             }
             Ok(Err(e)) => {
-                return Err(AttemptError::Retry {
-                    cause: format!("connection failed: {}", without_url(&e)),
-                    after: None,
-                })
+                return Err(AttemptError::retry(Cause::caused_by(
+                    format!("connection failed: {}", without_url(&e)),
+                    e.without_url(),
+                )))
             }
             Ok(Ok(r)) => r,
         };
@@ -488,15 +489,15 @@ impl OpenAiBackend {
                 // plain text from now on.
                 REFUSED.insert(self.endpoint(), ());
                 return Err(AttemptError::Retry {
-                    cause: format!("HTTP 400 from {url} to structured output: {said}"),
+                    cause: format!("HTTP 400 from {url} to structured output: {said}").into(),
                     after: Some(Duration::ZERO),
                 });
             }
             return Err(match status {
-                401 | 403 => AttemptError::Fatal(format!("HTTP {status} from {url}: check the API key (OPENAI_API_KEY); the server said: {said}")),
-                404 => AttemptError::Fatal(format!("HTTP 404 from {url}: no model {:?} there, or the base URL is wrong; the server said: {said}", self.model(req))),
-                s if retryable_status(s) => AttemptError::Retry { cause: format!("HTTP {s} from {url}: {said}"), after },
-                s => AttemptError::Fatal(format!("HTTP {s} from {url}: {said}")),
+                401 | 403 => AttemptError::Fatal(format!("HTTP {status} from {url}: check the API key (OPENAI_API_KEY); the server said: {said}").into()),
+                404 => AttemptError::Fatal(format!("HTTP 404 from {url}: no model {:?} there, or the base URL is wrong; the server said: {said}", self.model(req)).into()),
+                s if retryable_status(s) => AttemptError::Retry { cause: format!("HTTP {s} from {url}: {said}").into(), after },
+                s => AttemptError::Fatal(format!("HTTP {s} from {url}: {said}").into()),
             });
         }
         if self.streams(req) {
@@ -508,13 +509,17 @@ impl OpenAiBackend {
                     cause: "the response stalled".into(),
                     after: None,
                 })?
-                .map_err(|e| AttemptError::Retry {
-                    cause: format!("reading the response: {}", without_url(&e)),
-                    after: None,
+                .map_err(|e| {
+                    AttemptError::retry(Cause::caused_by(
+                        format!("reading the response: {}", without_url(&e)),
+                        e.without_url(),
+                    ))
                 })?;
-            let v: Value = serde_json::from_str(&text).map_err(|e| AttemptError::Retry {
-                cause: format!("malformed JSON in the response: {e}"),
-                after: None,
+            let v: Value = serde_json::from_str(&text).map_err(|e| {
+                AttemptError::retry(Cause::caused_by(
+                    format!("malformed JSON in the response: {e}"),
+                    e,
+                ))
             })?;
             let message = &v["choices"][0]["message"];
             let tool_calls = tools::read_calls(&message["tool_calls"]);
@@ -576,18 +581,19 @@ impl OpenAiBackend {
             let next = tokio::time::timeout(self.options.read_timeout, bytes.next())
                 .await
                 .map_err(|_| AttemptError::Retry {
-                    cause: format!("the stream stalled for {:?}", self.options.read_timeout),
+                    cause: format!("the stream stalled for {:?}", self.options.read_timeout).into(),
                     after: None,
                 })?;
             let Some(chunk) = next else { break };
-            let chunk = chunk.map_err(|e| AttemptError::Retry {
-                cause: format!("the stream broke: {}", without_url(&e)),
-                after: None,
+            let chunk = chunk.map_err(|e| {
+                AttemptError::retry(Cause::caused_by(
+                    format!("the stream broke: {}", without_url(&e)),
+                    e.without_url(),
+                ))
             })?;
-            let events = parser.push(&chunk).map_err(|e| AttemptError::Retry {
-                cause: e.to_string(),
-                after: None,
-            })?;
+            let events = parser
+                .push(&chunk)
+                .map_err(|e| AttemptError::retry(Cause::caused_by(e.to_string(), e)))?;
             for event in events {
                 let data = match event {
                     Event::Done => {
@@ -598,16 +604,19 @@ impl OpenAiBackend {
                     }
                     Event::Data(d) => d,
                 };
-                let v: Value = serde_json::from_str(&data).map_err(|e| AttemptError::Retry {
-                    cause: format!("malformed JSON in the stream: {e}"),
-                    after: None,
+                let v: Value = serde_json::from_str(&data).map_err(|e| {
+                    AttemptError::retry(Cause::caused_by(
+                        format!("malformed JSON in the stream: {e}"),
+                        e,
+                    ))
                 })?;
                 if let Some(err) = v.get("error") {
                     return Err(AttemptError::Retry {
                         cause: format!(
                             "the server reported an error mid-stream: {}",
                             server_message(&err.to_string(), self.options.api_key.as_ref())
-                        ),
+                        )
+                        .into(),
                         after: None,
                     });
                 }
@@ -635,7 +644,7 @@ impl OpenAiBackend {
             return Ok(c);
         }
         Err(AttemptError::Retry {
-            cause: format!("the stream was cut off after {} characters", text.len()),
+            cause: format!("the stream was cut off after {} characters", text.len()).into(),
             after: None,
         })
     }
@@ -686,16 +695,18 @@ fn read_choice(
             }),
         ),
         Asking::Structured => {
-            let bad = AttemptError::Again;
-            let v: Value = serde_json::from_str(content.trim())
-                .map_err(|e| bad(format!("the structured answer is not JSON: {e}")))?;
+            let bad = |cause: Cause| AttemptError::Again(cause);
+            let v: Value = serde_json::from_str(content.trim()).map_err(|e| {
+                bad(Cause::caused_by(
+                    format!("the structured answer is not JSON: {e}"),
+                    e,
+                ))
+            })?;
             let value = v["choice"]
                 .as_str()
                 .ok_or_else(|| bad("the structured answer has no \"choice\"".into()))?;
             let index = options.iter().position(|o| o == value).ok_or_else(|| {
-                bad(format!(
-                    "the structured answer {value:?} is not one of the options"
-                ))
+                bad(format!("the structured answer {value:?} is not one of the options").into())
             })?;
             Ok(Some(Chosen {
                 index,
@@ -961,14 +972,17 @@ impl LlmBackend for OpenAiBackend {
                     let mut c = self
                         .attempt(&request, None, Asking::Text)
                         .await
-                        .map_err(|e| LlmError::failed("openai", e.cause()))?;
+                        .map_err(|e| {
+                            let cause = e.into_cause();
+                            LlmError::caused_by("openai", cause.to_string(), cause)
+                        })?;
                     // Told apart from a refusal: the run's warning says which it was.
                     if let Some(chosen) = &mut c.chosen {
                         chosen.method = ChoiceMethod::TextAfterUnusable;
                     }
                     Ok(c)
                 }
-                Err(e) => Err(LlmError::failed("openai", e.to_string())),
+                Err(e) => Err(LlmError::caused_by("openai", e.to_string(), e)),
             }
         })
     }

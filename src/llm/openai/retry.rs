@@ -32,23 +32,68 @@ pub fn retryable_status(status: u16) -> bool {
     status == 429 || status == 408 || (500..600).contains(&status)
 }
 
+/// What went wrong in one attempt, as the user reads it (the status, the server's
+/// words, which part of the exchange broke), with the error behind it kept as the
+/// source when there is one. The description already quotes that error's own text,
+/// so a chain of causes says it once.
+#[derive(Debug, thiserror::Error)]
+#[error("{text}")]
+pub struct Cause {
+    text: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl Cause {
+    /// A cause described by `text`, with the error that made it.
+    pub fn caused_by(
+        text: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            text: text.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+}
+
+impl From<String> for Cause {
+    fn from(text: String) -> Self {
+        Self { text, source: None }
+    }
+}
+
+impl From<&str> for Cause {
+    fn from(text: &str) -> Self {
+        text.to_string().into()
+    }
+}
+
 /// How one attempt failed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum AttemptError {
     /// Worth another attempt after the policy's wait, or the server's `after`.
     Retry {
-        cause: String,
+        cause: Cause,
         after: Option<Duration>,
     },
     /// Worth another attempt at once (the answer, not the server, was at fault).
-    Again(String),
+    Again(Cause),
     /// Not worth another attempt.
-    Fatal(String),
+    Fatal(Cause),
 }
 
 impl AttemptError {
+    /// A failure worth another attempt after the policy's wait.
+    pub fn retry(cause: impl Into<Cause>) -> Self {
+        AttemptError::Retry {
+            cause: cause.into(),
+            after: None,
+        }
+    }
+
     /// What went wrong.
-    pub fn cause(&self) -> &str {
+    pub fn into_cause(self) -> Cause {
         match self {
             AttemptError::Retry { cause, .. }
             | AttemptError::Again(cause)
@@ -57,13 +102,18 @@ impl AttemptError {
     }
 }
 
-/// Why [`with_retries`] stopped without a result.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// Why [`with_retries`] stopped without a result. The message quotes the last cause,
+/// which is also the source.
+#[derive(Debug, thiserror::Error)]
 pub enum GaveUp {
     #[error("gave up after {attempts} attempt(s); last: {last}")]
-    Exhausted { attempts: u32, last: String },
-    #[error("{0}")]
-    Fatal(String),
+    Exhausted {
+        attempts: u32,
+        #[source]
+        last: Cause,
+    },
+    #[error(transparent)]
+    Fatal(Cause),
 }
 
 /// Runs `attempt(1)`, `attempt(2)`, … until one succeeds, one fails for good, or
@@ -175,17 +225,14 @@ mod tests {
             2 => Err(retry(None)),
             _ => Ok(n),
         });
-        assert_eq!(ok, Ok(3));
+        assert_eq!(ok.unwrap(), 3);
         assert_eq!(waits[0], Duration::from_secs(2));
         assert!(waits[1] >= Duration::from_millis(500) && waits[1] <= Duration::from_secs(1));
         // Bad answers are asked again at once; a fatal error stops at once.
         let (again, waits) = run(&policy, |_| Err::<(), _>(AttemptError::Again("bad".into())));
         assert_eq!(
-            again,
-            Err(GaveUp::Exhausted {
-                attempts: 3,
-                last: "bad".into()
-            })
+            again.unwrap_err().to_string(),
+            "gave up after 3 attempt(s); last: bad"
         );
         assert!(waits.is_empty());
         let mut calls = 0;
@@ -193,7 +240,7 @@ mod tests {
             calls += 1;
             Err::<(), _>(AttemptError::Fatal("401".into()))
         });
-        assert_eq!((fatal, calls), (Err(GaveUp::Fatal("401".into())), 1));
+        assert_eq!((fatal.unwrap_err().to_string(), calls), ("401".into(), 1));
     }
 
     #[test]
