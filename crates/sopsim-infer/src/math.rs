@@ -54,6 +54,55 @@ pub fn exp(x: [f32; L]) -> [f32; L] {
     out
 }
 
+/// `out[i] = e^((logits[i] − best) · inv)` for the finite logits, 0 for the others
+/// (`out` is resized to `logits`' length rounded up to 16, the padding 0).
+pub fn weights(logits: &[f32], best: f32, inv: f32, out: &mut Vec<f32>) {
+    out.clear();
+    out.resize(logits.len().div_ceil(L) * L, 0.0);
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::quant::Kernels;
+        let k = Kernels::detect();
+        if k >= Kernels::Avx512 {
+            // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F.
+            return unsafe { weights_avx512(logits, best, inv, out) };
+        }
+        if k >= Kernels::Avx2 {
+            // SAFETY: AVX2 kernels are chosen only on CPUs with AVX2 and FMA.
+            return unsafe { weights_avx2(logits, best, inv, out) };
+        }
+    }
+    weights_generic(logits, best, inv, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
+unsafe fn weights_avx512(logits: &[f32], best: f32, inv: f32, out: &mut [f32]) {
+    weights_generic(logits, best, inv, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn weights_avx2(logits: &[f32], best: f32, inv: f32, out: &mut [f32]) {
+    weights_generic(logits, best, inv, out)
+}
+
+#[inline(always)]
+fn weights_generic(logits: &[f32], best: f32, inv: f32, out: &mut [f32]) {
+    for (w, l) in out.chunks_exact_mut(L).zip(logits.chunks(L)) {
+        let mut x = [f32::NEG_INFINITY; L];
+        for (x, l) in x.iter_mut().zip(l) {
+            if l.is_finite() {
+                *x = (l - best) * inv;
+            }
+        }
+        let e = exp(x);
+        for ((w, e), x) in w.iter_mut().zip(e).zip(x) {
+            *w = if x == f32::NEG_INFINITY { 0.0 } else { e };
+        }
+    }
+}
+
 /// `gate[i] = gate[i] / (1 + e^−gate[i]) · up[i]` (SiLU times the up projection),
 /// sixteen at a time with [`exp`].
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
@@ -120,6 +169,22 @@ mod tests {
             x += 0.0137;
         }
         assert!(worst < 1e-6, "relative error {worst}");
+    }
+
+    #[test]
+    fn weights_are_the_same_in_every_build() {
+        let logits: Vec<f32> = (0..1000)
+            .map(|i| if i % 97 == 0 { f32::NAN } else { (i as f32 * 0.37).sin() * 20.0 })
+            .collect();
+        let mut a = Vec::new();
+        weights(&logits, 20.0, 1.0 / 0.7, &mut a);
+        let mut b = vec![0f32; a.len()];
+        weights_generic(&logits, 20.0, 1.0 / 0.7, &mut b);
+        assert_eq!(
+            a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            b.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+        assert_eq!(a[97], 0.0);
     }
 
     #[test]

@@ -109,21 +109,8 @@ impl Sampler {
     /// `e^((logit − best) / temperature)` (sopsim's own `exp`, sixteen at a time), and
     /// the draw walks the tokens in id order — no sorting.
     fn draw_any(&mut self, logits: &[f32], best: f32) -> u32 {
-        use crate::math::{exp, L};
-        let inv = 1.0 / self.temperature;
-        let mut weights = vec![0f32; logits.len().div_ceil(L) * L];
-        for (w, l) in weights.chunks_exact_mut(L).zip(logits.chunks(L)) {
-            let mut x = [f32::NEG_INFINITY; L];
-            for (x, l) in x.iter_mut().zip(l) {
-                if l.is_finite() {
-                    *x = (l - best) * inv;
-                }
-            }
-            let e = exp(x);
-            for ((w, e), x) in w.iter_mut().zip(e).zip(x) {
-                *w = if x == f32::NEG_INFINITY { 0.0 } else { e };
-            }
-        }
+        let mut weights = Vec::new();
+        crate::math::weights(logits, best, 1.0 / self.temperature, &mut weights);
         let total: f64 = weights.iter().map(|w| f64::from(*w)).sum();
         let u = self.rng.random::<f64>() * total;
         let mut cum = 0.0;
