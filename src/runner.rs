@@ -13,7 +13,7 @@ use crate::events::{EventSink, FrontendLog};
 use crate::human::HumanInput;
 use crate::output::{RunDir, TranscriptWriter};
 use crate::scenario::Mode;
-use crate::setup::{self, LlmChoice, ModelOptions, SetupError};
+use crate::setup::{self, ModelOptions, SetupError};
 use crate::sim::{self, EndReason, RunConfig, RunOutcome};
 
 /// What to run and where its files go.
@@ -106,16 +106,7 @@ pub fn run(opts: &RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
     } = io;
     let (mut scenario, imported) = setup::load(&opts.scenario, &opts.allowed_paths)?;
     let imported = imported.unwrap_or_default();
-    let mut models = opts.models.clone();
-    if models.base_url.is_none() {
-        // An aiwaves config's API_BASE names its server; only the options override it.
-        models.base_url = imported.base_url.clone();
-    }
-    if opts.models.llm == LlmChoice::OpenAi && opts.models.model.is_some() {
-        // A model named in the options is the server's model for the whole run; only
-        // agent, role and state settings are more specific.
-        scenario.llm.model = None;
-    }
+    let models = setup::layer_models(&opts.models, [(&mut scenario, &imported)]);
     let scenario = Arc::new(scenario);
     let services = setup::services(&scenario, &models)?;
     let mode = opts.mode.unwrap_or(scenario.environment.mode);

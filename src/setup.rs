@@ -10,7 +10,7 @@ use thiserror::Error;
 use crate::embed::{EmbedError, EmbedService, Embedder, HashEmbedder};
 use crate::llm::cost::{PriceError, PriceTable};
 use crate::llm::record::{Recorder, Replayer};
-use crate::llm::{LlmBackend, LlmError, ScriptedBackend};
+use crate::llm::{ApiKey, LlmBackend, LlmError, ScriptedBackend};
 use crate::models::{self, FetchObserver, ModelError};
 use crate::scenario::aiwaves::Imported;
 use crate::scenario::{self, Scenario, ScenarioError};
@@ -46,8 +46,10 @@ pub struct ModelOptions {
     /// A GGUF file or a known model's name for the local backend; the model's name for
     /// a server.
     pub model: Option<PathBuf>,
-    /// The server (default: `OPENAI_BASE_URL`, else OpenAI's).
+    /// The server (default: an aiwaves config's `API_BASE`, else OpenAI's).
     pub base_url: Option<String>,
+    /// The server's API key, sent only in the `Authorization` header.
+    pub api_key: Option<ApiKey>,
     /// Attempts per server call, the response timeout, calls in flight per server.
     pub max_attempts: u32,
     pub timeout: std::time::Duration,
@@ -87,6 +89,7 @@ impl Default for ModelOptions {
             llm: LlmChoice::Local,
             model: None,
             base_url: None,
+            api_key: None,
             max_attempts: 5,
             timeout: std::time::Duration::from_secs(120),
             concurrency: 8,
@@ -278,25 +281,49 @@ pub fn local_llm(opts: &ModelOptions) -> Result<Llm, SetupError> {
     }
 }
 
-/// The OpenAI-compatible backend for the options and the environment. When no model
-/// is named (the options, `OPENAI_MODEL`, the scenario's top-level `llm.model`), the
-/// server is asked which one it serves.
+/// The model settings of a run, layered the one way `run` and `bench` both use: the
+/// options over the scenario files. A model the options name is the server's model
+/// for the whole run (only agent, role and state `llm.model` are more specific), so
+/// each scenario's top-level `llm.model` is cleared; the server is the options', else
+/// the first aiwaves config's `API_BASE`.
+pub fn layer_models<'a>(
+    opts: &ModelOptions,
+    scenarios: impl IntoIterator<Item = (&'a mut Scenario, &'a Imported)>,
+) -> ModelOptions {
+    let mut models = opts.clone();
+    for (scenario, imported) in scenarios {
+        if models.base_url.is_none() {
+            models.base_url = imported.base_url.clone();
+        }
+        if opts.llm == LlmChoice::OpenAi && opts.model.is_some() {
+            scenario.llm.model = None;
+        }
+    }
+    models
+}
+
+/// The OpenAI-compatible backend for the options. When no model is named (the
+/// options, the scenario's top-level `llm.model`), the server is asked which one it
+/// serves.
 #[cfg(feature = "openai")]
 pub fn openai_backend(
     opts: &ModelOptions,
     scenario_model: Option<&str>,
 ) -> Result<crate::llm::openai::OpenAiBackend, SetupError> {
-    use crate::llm::openai::{OpenAiBackend, OpenAiOptions};
-    let mut o = OpenAiOptions::from_env();
-    if let Some(base) = &opts.base_url {
-        o.base_url = base.clone();
-    }
-    if let Some(model) = &opts.model {
-        o.model = Some(model.display().to_string());
-    }
-    o.retry.attempts = opts.max_attempts;
-    o.read_timeout = opts.timeout;
-    o.concurrency = opts.concurrency;
+    use crate::llm::openai::{OpenAiBackend, OpenAiOptions, RetryPolicy};
+    let defaults = OpenAiOptions::default();
+    let o = OpenAiOptions {
+        base_url: opts.base_url.clone().unwrap_or(defaults.base_url),
+        api_key: opts.api_key.clone(),
+        model: opts.model.as_ref().map(|m| m.display().to_string()),
+        read_timeout: opts.timeout,
+        concurrency: opts.concurrency,
+        retry: RetryPolicy {
+            attempts: opts.max_attempts,
+            ..defaults.retry
+        },
+        ..defaults
+    };
     let unnamed = o.model.is_none() && scenario_model.is_none();
     let server = |source| SetupError::Server {
         setting: Setting::BaseUrl,
@@ -322,31 +349,24 @@ pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, SetupError> {
         EmbedderChoice::OpenAi => {
             use crate::embed::OpenAiEmbedder;
             use crate::llm::openai::{OpenAiOptions, RetryPolicy};
-            let mut o = OpenAiOptions::from_env();
-            if let Some(base) = &opts.base_url {
-                o.base_url = base.clone();
-            }
+            let base = opts
+                .base_url
+                .clone()
+                .unwrap_or(OpenAiOptions::default().base_url);
             let model = opts
                 .embedder_model
                 .as_ref()
-                .map(|m| m.display().to_string())
-                .or_else(|| {
-                    std::env::var("OPENAI_EMBEDDING_MODEL")
-                        .ok()
-                        .filter(|m| !m.is_empty())
-                })
-                .unwrap_or_else(|| "text-embedding-3-small".into());
+                .map_or("text-embedding-3-small".into(), |m| m.display().to_string());
             let retry = RetryPolicy {
                 attempts: opts.max_attempts,
                 ..RetryPolicy::default()
             };
             Arc::new(
-                OpenAiEmbedder::new(&o.base_url, o.api_key, model, opts.timeout, retry).map_err(
-                    |source| SetupError::Embedder {
+                OpenAiEmbedder::new(&base, opts.api_key.clone(), model, opts.timeout, retry)
+                    .map_err(|source| SetupError::Embedder {
                         setting: Setting::Embedder,
                         source,
-                    },
-                )?,
+                    })?,
             )
         }
         #[cfg(not(feature = "openai"))]

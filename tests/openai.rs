@@ -885,3 +885,64 @@ fn replies_going_on_as_another_participant_are_cut_by_the_server_or_here_and_cou
         }
     }
 }
+
+#[test]
+fn run_and_bench_call_the_model_the_options_name_over_the_scenarios() {
+    // The scenario names a model at its top level; `--model` names another, which both
+    // commands must call (a bench once called the scenario's).
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("scenarios/debate.json")).unwrap(),
+    )
+    .unwrap();
+    doc["llm"]["model"] = json!("scenario-model");
+    let scenario = dir.path().join("debate.json");
+    std::fs::write(&scenario, doc.to_string()).unwrap();
+    let scenario = scenario.display().to_string();
+    let models_called = |command: &[&str]| {
+        let server = Server::start(vec![]);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
+            .args(command)
+            .args([
+                scenario.as_str(),
+                "--max-turns",
+                "2",
+                "--llm",
+                "openai",
+                "--model",
+                "flag-model",
+                "--base-url",
+                &server.base,
+                "--embedder",
+                "hash",
+                "-q",
+            ])
+            .env_remove("OPENAI_MODEL")
+            .env("OPENAI_API_KEY", KEY)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut models: Vec<String> = server
+            .requests()
+            .iter()
+            .map(|(_, body)| body["model"].as_str().unwrap_or_default().to_string())
+            .collect();
+        models.dedup();
+        models
+    };
+    let out = dir.path().join("run").display().to_string();
+    assert_eq!(models_called(&["run", "--out", &out]), ["flag-model"]);
+    let bench = dir.path().join("bench").display().to_string();
+    assert_eq!(
+        models_called(&[
+            "bench",
+            "--seeds",
+            "1",
+            "--modes",
+            "cooperative",
+            "--out",
+            &bench
+        ]),
+        ["flag-model"]
+    );
+}

@@ -275,7 +275,7 @@ pub fn run(
         }
         .into());
     }
-    let loaded = opts
+    let mut loaded = opts
         .scenarios
         .iter()
         .map(|p| load(p, &opts.allowed_paths))
@@ -324,17 +324,20 @@ pub fn run(
         }
     }
 
+    // Model settings as `sopsim run` layers them; the one shared backend takes the
+    // first config's server. Each scenario has only just been loaded, so `make_mut`
+    // copies nothing.
+    let models = setup::layer_models(
+        &opts.models,
+        loaded
+            .iter_mut()
+            .map(|l| (Arc::make_mut(&mut l.scenario), &l.imported)),
+    );
     // One model backend and one embedding service for every run; the scripted backend
     // answers from each scenario's own script.
     let needed = loaded.iter().any(|l| l.scenario.needs_embeddings());
-    let embed = setup::embed_service(&opts.models, needed)?;
-    let prices = setup::prices(&opts.models)?;
-    // As for `sopsim run`: an aiwaves config's API_BASE names the server unless the
-    // options do (the first config that names one, for the one shared backend).
-    let mut models = opts.models.clone();
-    if models.base_url.is_none() {
-        models.base_url = loaded.iter().find_map(|l| l.imported.base_url.clone());
-    }
+    let embed = setup::embed_service(&models, needed)?;
+    let prices = setup::prices(&models)?;
     let shared = match (models.llm, &models.replay) {
         (LlmChoice::Scripted, None) => None,
         _ => Some(setup::llm(&loaded[0].scenario, &models)?),

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use sopsim::llm::ApiKey;
 use sopsim::scenario::Mode;
 use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions};
 
@@ -78,9 +79,18 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = EmbedderArg::Minilm)]
         embedder: EmbedderArg,
         /// --embedder minilm: a folder with config.json, model.safetensors and
-        /// tokenizer.json; --embedder openai: the model's name.
+        /// tokenizer.json; --embedder openai: the model's name (default:
+        /// OPENAI_EMBEDDING_MODEL, else text-embedding-3-small).
         #[arg(long, value_name = "DIR|NAME")]
         embedder_model: Option<PathBuf>,
+        /// --embedder openai: the server, with or without /v1 (default: OpenAI's).
+        #[arg(
+            long,
+            value_name = "URL",
+            env = "OPENAI_BASE_URL",
+            hide_env_values = true
+        )]
+        base_url: Option<String>,
     },
     /// Chat with a local model, one line at a time (Ctrl-D ends).
     Chat(ChatArgs),
@@ -403,13 +413,37 @@ fn parse_temperature(s: &str) -> Result<f32, String> {
     }
 }
 
+/// A variable of the environment, when it is set to something.
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Fills in what the command line takes from the environment where no flag gives it:
+/// the API key (`OPENAI_API_KEY`; never shown), and a server's model names for the
+/// backend that uses them only (`OPENAI_MODEL`, `OPENAI_EMBEDDING_MODEL`): `--model`
+/// and `--embedder-model` also name local models, which a variable meant for a server
+/// must not replace, so those two are read here rather than by clap.
+pub fn from_environment(mut models: ModelOptions) -> ModelOptions {
+    if models.api_key.is_none() {
+        models.api_key = var("OPENAI_API_KEY").and_then(ApiKey::new);
+    }
+    if models.llm == LlmChoice::OpenAi && models.model.is_none() {
+        models.model = var("OPENAI_MODEL").map(PathBuf::from);
+    }
+    if models.embedder == EmbedderChoice::OpenAi && models.embedder_model.is_none() {
+        models.embedder_model = var("OPENAI_EMBEDDING_MODEL").map(PathBuf::from);
+    }
+    models
+}
+
 impl ModelArgs {
-    /// The library's options, with `fetch_observer` told about model downloads.
+    /// The library's options, with `fetch_observer` told about model downloads and the
+    /// environment's settings filled in.
     pub fn options(
         &self,
         fetch_observer: std::sync::Arc<dyn sopsim::models::FetchObserver>,
     ) -> ModelOptions {
-        ModelOptions {
+        from_environment(ModelOptions {
             llm: match self.llm {
                 LlmArg::Local => LlmChoice::Local,
                 LlmArg::Scripted => LlmChoice::Scripted,
@@ -417,6 +451,7 @@ impl ModelArgs {
             },
             model: self.model.clone(),
             base_url: self.base_url.clone(),
+            api_key: None,
             max_attempts: self.max_attempts,
             timeout: std::time::Duration::from_secs_f64(self.timeout),
             concurrency: self.concurrency as usize,
@@ -426,7 +461,7 @@ impl ModelArgs {
             embedder: self.embedder.into(),
             embedder_model: self.embedder_model.clone(),
             fetch_observer,
-        }
+        })
     }
 }
 

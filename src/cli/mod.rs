@@ -91,7 +91,8 @@ fn execute(command: Command) -> Result<(), Failure> {
             texts,
             embedder,
             embedder_model,
-        } => models::embed(&texts, embedder, embedder_model),
+            base_url,
+        } => models::embed(&texts, embedder, embedder_model, base_url),
         Command::Chat(args) => chat::chat(args),
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();

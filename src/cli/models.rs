@@ -5,7 +5,7 @@ use serde_json::json;
 use sopsim::models::{self, ModelStatus};
 use sopsim::setup::{self, LlmChoice, ModelOptions};
 
-use super::args::{EmbedderArg, Format};
+use super::args::{from_environment, EmbedderArg, Format};
 use super::failure::Failure;
 use super::progress::FetchProgress;
 use super::say;
@@ -83,14 +83,16 @@ pub fn embed(
     texts: &[String],
     embedder: EmbedderArg,
     embedder_model: Option<std::path::PathBuf>,
+    base_url: Option<String>,
 ) -> Result<(), Failure> {
-    let opts = ModelOptions {
+    let opts = from_environment(ModelOptions {
         llm: LlmChoice::Scripted,
         embedder: embedder.into(),
         embedder_model,
+        base_url,
         fetch_observer: std::sync::Arc::new(FetchProgress::default()),
         ..ModelOptions::default()
-    };
+    });
     let e = setup::embedder(&opts)?;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let vectors = e.embed(&refs).map_err(|e| Failure::runtime(&e))?;

@@ -1,6 +1,7 @@
 //! Language models: the backend trait, the scripted backend, and the per-simulation
 //! client that counts every call.
 
+mod api_key;
 mod client;
 pub mod cost;
 #[cfg(feature = "local")]
@@ -11,6 +12,7 @@ pub mod record;
 pub mod scripted;
 mod types;
 
+pub use api_key::ApiKey;
 pub use client::{KindUsage, Ledger, LlmClient};
 pub use scripted::ScriptedBackend;
 pub use types::*;

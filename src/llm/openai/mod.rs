@@ -30,29 +30,8 @@ pub use tokens::counter_for;
 use super::{
     ChatRole, ChoiceMethod, Chosen, Completion, LlmBackend, LlmError, LlmRequest, TokenSink, Usage,
 };
+pub use crate::llm::ApiKey;
 use crate::tokens::{Estimator, TokenCounter};
-
-/// An API key. Its `Debug` output is redacted so it cannot leak through logs.
-#[derive(Clone)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    pub fn new(key: impl Into<String>) -> Option<Self> {
-        let key = key.into();
-        (!key.trim().is_empty()).then(|| Self(key.trim().to_string()))
-    }
-
-    /// The key itself, for the `Authorization` header and nothing else.
-    pub(crate) fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ApiKey(redacted)")
-    }
-}
 
 /// Where and how to reach the server.
 #[derive(Debug, Clone)]
@@ -74,19 +53,36 @@ pub struct OpenAiOptions {
     pub concurrency: usize,
 }
 
-impl OpenAiOptions {
-    /// Defaults from `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL`.
-    pub fn from_env() -> Self {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+impl Default for OpenAiOptions {
+    /// OpenAI's own API without a key, the model asked of the server, replies
+    /// streamed, five attempts per call.
+    fn default() -> Self {
         Self {
-            base_url: var("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into()),
-            api_key: var("OPENAI_API_KEY").and_then(ApiKey::new),
-            model: var("OPENAI_MODEL"),
+            base_url: "https://api.openai.com/v1".into(),
+            api_key: None,
+            model: None,
             stream: true,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(120),
             retry: RetryPolicy::default(),
             concurrency: 8,
+        }
+    }
+}
+
+impl OpenAiOptions {
+    /// The defaults with `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL` where
+    /// set, for programs that take their settings from the environment. The library
+    /// itself never calls it: the command line reads those variables and passes them
+    /// in [`crate::setup::ModelOptions`].
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let defaults = Self::default();
+        Self {
+            base_url: var("OPENAI_BASE_URL").unwrap_or(defaults.base_url),
+            api_key: var("OPENAI_API_KEY").and_then(ApiKey::new),
+            model: var("OPENAI_MODEL"),
+            ..defaults
         }
     }
 }
@@ -456,7 +452,7 @@ impl OpenAiBackend {
     ) -> Result<Completion, AttemptError> {
         let mut call = self.client.post(&self.url).json(&self.body(req, asking));
         if let Some(key) = &self.options.api_key {
-            call = call.bearer_auth(&key.0);
+            call = call.bearer_auth(key.expose());
         }
         let sent = tokio::time::timeout(self.options.read_timeout, call.send()).await;
         let response = match sent {
@@ -1023,8 +1019,10 @@ mod tests {
 
     #[test]
     fn credentials_in_the_base_url_are_removed_and_other_schemes_refused() {
-        let mut o = OpenAiOptions::from_env();
-        o.base_url = "http://user:secret@127.0.0.1:9/v1".into();
+        let mut o = OpenAiOptions {
+            base_url: "http://user:secret@127.0.0.1:9/v1".into(),
+            ..OpenAiOptions::default()
+        };
         let b = OpenAiBackend::new(o.clone()).unwrap();
         assert!(!b.describe().contains("secret") && !b.endpoint().contains("secret"));
         assert_eq!(b.notes().len(), 1);
