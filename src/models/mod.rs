@@ -5,8 +5,8 @@
 //! (one package each) that are concatenated in order. Every part and every assembled
 //! file is checked against its SHA-256. The folder is `$SOPSIM_MODELS` if set, else
 //! `models/` of the git checkout the binary was built from, else the user's cache
-//! directory (`~/.cache/sopsim/models` on Linux) — so `cargo install` never writes
-//! weights into Cargo's source cache.
+//! directory (`~/.cache/sopsim/models` on Linux) — so `cargo install`, from a registry
+//! or from git, never writes weights into the sources cargo keeps under its home.
 //!
 //! Nothing here prints: fetching reports its progress to a [`FetchObserver`].
 
@@ -160,13 +160,34 @@ pub fn models_dir() -> PathBuf {
         return PathBuf::from(dir);
     }
     let source_tree = Path::new(env!("CARGO_MANIFEST_DIR"));
-    if source_tree.join(".git").exists() && source_tree.join("Cargo.toml").is_file() {
+    if is_checkout(source_tree, cargo_home().as_deref()) {
         return source_tree.join("models");
     }
     dirs::cache_dir()
         .unwrap_or_else(std::env::temp_dir)
         .join("sopsim")
         .join("models")
+}
+
+/// Where cargo keeps what it downloads: `$CARGO_HOME`, else `~/.cargo`.
+fn cargo_home() -> Option<PathBuf> {
+    std::env::var_os("CARGO_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| dirs::home_dir().map(|h| h.join(".cargo")))
+}
+
+/// Whether `dir`, the folder sopsim was built from, is someone's git checkout, whose
+/// `models/` may hold the weights. A copy cargo made to build `cargo install` is not:
+/// registry sources and git checkouts (which have a `.git` too) lie under cargo's home
+/// and are marked with `.cargo-ok`; ~190 MB of weights must not go there.
+fn is_checkout(dir: &Path, cargo_home: Option<&Path>) -> bool {
+    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let under_cargo = cargo_home.is_some_and(|home| real(dir).starts_with(real(home)));
+    dir.join(".git").exists()
+        && dir.join("Cargo.toml").is_file()
+        && !dir.join(".cargo-ok").exists()
+        && !under_cargo
 }
 
 pub fn find(name: &str) -> Result<&'static ModelSpec, ModelError> {
@@ -275,4 +296,36 @@ fn wheel_name(m: &Member) -> String {
         m.package.replace('-', "_"),
         m.version
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A folder with a `.git` and a `Cargo.toml`, as a clone has.
+    fn clone_at(dir: &Path) -> PathBuf {
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::write(dir.join("Cargo.toml"), "[package]\n").unwrap();
+        dir.to_path_buf()
+    }
+
+    #[test]
+    fn only_a_developers_checkout_keeps_the_models_in_its_tree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("cargo-home");
+        let mine = clone_at(&tmp.path().join("work/sopsim"));
+        assert!(is_checkout(&mine, Some(&home)));
+        assert!(is_checkout(&mine, None));
+        // `cargo install --git`: a checkout with `.git` under cargo's home, marked done.
+        let git = clone_at(&home.join("git/checkouts/sopsim-0123abcd/4567ef0"));
+        assert!(!is_checkout(&git, Some(&home)));
+        std::fs::write(git.join(".cargo-ok"), "{\"v\":1}").unwrap();
+        assert!(!is_checkout(&git, None), "the marker alone is enough");
+        // A registry source (no `.git`) and a plain folder are not checkouts either.
+        let registry = home.join("registry/src/index.crates.io-1949cf8c6b5b557f/sopsim-0.1.0");
+        std::fs::create_dir_all(&registry).unwrap();
+        std::fs::write(registry.join("Cargo.toml"), "").unwrap();
+        assert!(!is_checkout(&registry, Some(&home)));
+        assert!(!is_checkout(tmp.path(), Some(&home)));
+    }
 }
