@@ -1,5 +1,8 @@
 //! What a running simulation reports, and where it goes: the live terminal view and
 //! `events.jsonl`, one Elysia frontend payload per line.
+//!
+//! A simultaneous round's messages come between its `RoundStarted` and `RoundEnded`;
+//! [`Rounds`] follows that, so each message's payload can say which round it is in.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -42,6 +45,7 @@ pub enum SimEvent {
         state: String,
         visit: u32,
         round: u32,
+        roles: Vec<String>,
     },
     Warning {
         text: String,
@@ -112,6 +116,7 @@ struct FrontendState {
     file: std::io::BufWriter<std::fs::File>,
     ids: ChaCha8Rng,
     failed: Option<std::io::Error>,
+    rounds: Rounds,
 }
 
 impl FrontendLog {
@@ -127,6 +132,7 @@ impl FrontendLog {
                 file,
                 ids: ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d1d5),
                 failed: None,
+                rounds: Rounds::default(),
             }),
             conversation_id,
             started: Instant::now(),
@@ -143,13 +149,64 @@ impl FrontendLog {
     }
 }
 
+/// Which simultaneous round the events of a run are in, followed event by event.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rounds {
+    current: Option<u32>,
+}
+
+impl Rounds {
+    /// Takes in `event`; returns the round it belongs to (a round's start and end
+    /// belong to it).
+    pub fn see(&mut self, event: &SimEvent) -> Option<u32> {
+        match event {
+            SimEvent::RoundStarted { round, .. } => {
+                self.current = Some(*round);
+                self.current
+            }
+            SimEvent::RoundEnded { round, .. } => {
+                self.current = None;
+                Some(*round)
+            }
+            _ => self.current,
+        }
+    }
+}
+
+/// A round's start or end as a status with `{event, round, roles, state, visit}` in
+/// its metadata.
+fn round_status(
+    text: String,
+    event: &str,
+    round: u32,
+    roles: &[String],
+    state: &str,
+    visit: u32,
+) -> Return {
+    let metadata = json!({
+        "event": event, "round": round, "roles": roles, "state": state, "visit": visit,
+    });
+    Return::Status {
+        text,
+        metadata: metadata.as_object().cloned().unwrap_or_default(),
+    }
+}
+
 /// The frontend payload for an event, if it has one (streamed tokens do not).
 pub fn to_return(event: &SimEvent, elapsed_ms: u64) -> Option<(Return, String)> {
+    to_return_in(event, elapsed_ms, None)
+}
+
+/// As [`to_return`], for an event in simultaneous round `round` (from [`Rounds`]): a
+/// message's metadata then carries `round`.
+pub fn to_return_in(
+    event: &SimEvent,
+    elapsed_ms: u64,
+    round: Option<u32>,
+) -> Option<(Return, String)> {
     match event {
         SimEvent::StateEntered { state, visit } => Some((
-            Return::Status {
-                text: format!("Entering {state} (visit {visit})"),
-            },
+            Return::status(format!("Entering {state} (visit {visit})")),
             format!("visit-{visit}"),
         )),
         SimEvent::Message(m) => {
@@ -163,6 +220,9 @@ pub fn to_return(event: &SimEvent, elapsed_ms: u64) -> Option<(Return, String)> 
             if let Some(d) = &m.decision {
                 meta.insert("decision".into(), json!(d));
             }
+            if let Some(round) = round {
+                meta.insert("round".into(), json!(round));
+            }
             Some((
                 Return::response(m.content.clone(), meta),
                 format!("visit-{}", m.visit),
@@ -174,22 +234,33 @@ pub fn to_return(event: &SimEvent, elapsed_ms: u64) -> Option<(Return, String)> 
             round,
             roles,
         } => Some((
-            Return::Status {
-                text: format!(
+            round_status(
+                format!(
                     "Round {round} of {state} begins: {} act at once",
                     roles.join(", ")
                 ),
-            },
+                "round_start",
+                *round,
+                roles,
+                state,
+                *visit,
+            ),
             format!("visit-{visit}"),
         )),
         SimEvent::RoundEnded {
             state,
             visit,
             round,
+            roles,
         } => Some((
-            Return::Status {
-                text: format!("Round {round} of {state} ends"),
-            },
+            round_status(
+                format!("Round {round} of {state} ends"),
+                "round_end",
+                *round,
+                roles,
+                state,
+                *visit,
+            ),
             format!("visit-{visit}"),
         )),
         SimEvent::Warning { text } => Some((Return::Warning { text: text.clone() }, "run".into())),
@@ -202,10 +273,11 @@ pub fn to_return(event: &SimEvent, elapsed_ms: u64) -> Option<(Return, String)> 
 impl EventSink for FrontendLog {
     fn emit(&self, event: &SimEvent) {
         let elapsed = self.started.elapsed().as_millis() as u64;
-        let Some((ret, query_id)) = to_return(event, elapsed) else {
+        let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let round = st.rounds.see(event);
+        let Some((ret, query_id)) = to_return_in(event, elapsed, round) else {
             return;
         };
-        let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let mut bytes = [0u8; 16];
         st.ids.fill_bytes(&mut bytes);
         let id = uuid::Builder::from_random_bytes(bytes).into_uuid();

@@ -10,6 +10,15 @@ use futures::future::BoxFuture;
 pub trait HumanInput: Send + Sync {
     /// The next line for `name` playing `role`; `None` when input has ended.
     fn read_turn<'a>(&'a self, name: &'a str, role: &'a str) -> BoxFuture<'a, Option<String>>;
+
+    /// A move in a simultaneous round: like [`HumanInput::read_turn`], but the others
+    /// of the round must not see it before the round is in (a terminal hides the typed
+    /// line). Reads of one round may be in flight at once; a source that can only
+    /// take one line at a time serves them in the order they were asked, which is the
+    /// order of the state's roles.
+    fn read_move<'a>(&'a self, name: &'a str, role: &'a str) -> BoxFuture<'a, Option<String>> {
+        self.read_turn(name, role)
+    }
 }
 
 /// Lines given up front (tests and scripts); ends when they run out.

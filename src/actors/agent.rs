@@ -1,7 +1,8 @@
 //! The Agent actor: one per agent. On `TakeTurn` it observes the Environment, builds its
 //! prompt (pure, in `prompt`), calls its model or reads its human's input, makes its
 //! role's closed choice if it has one, and records the result — or hands it back, for a
-//! simultaneous round, for the Director to record with the others. It keeps only what
+//! simultaneous round, for the Director to record with the others (its tool events
+//! held with it, and a person's move read without showing it). It keeps only what
 //! is its own: its name and how many calls of each kind it made.
 
 use std::sync::Arc;
@@ -126,10 +127,19 @@ impl Handler<TakeTurn> for AgentActor {
             others,
             stopped_at_speaker: false,
         };
-        // The turn's tool messages, then its reply, recorded together.
-        let finish_with = move |turns: Vec<Turn>, commit: bool, env: Addr<EnvironmentActor>| async move {
+        // The turn's tool messages, then its reply, recorded together; in a round, handed
+        // back with its held tool events.
+        let finish_with = move |turns: Vec<Turn>,
+                                events: Vec<HeldEvent>,
+                                commit: bool,
+                                env: Addr<EnvironmentActor>| async move {
             if !commit {
-                return Ok(TurnDone::Drafted(turns));
+                let name = turns.last().map(|t| t.name.clone()).unwrap_or_default();
+                return Ok(TurnDone::Drafted(Drafted {
+                    name,
+                    turns,
+                    events,
+                }));
             }
             let n = turns.len();
             let stored = env.send(Record(turns)).await??;
@@ -139,7 +149,7 @@ impl Handler<TakeTurn> for AgentActor {
             Ok(TurnDone::Spoke(stored))
         };
         let finish = move |t: Turn, commit: bool, env: Addr<EnvironmentActor>| {
-            finish_with(vec![t], commit, env)
+            finish_with(vec![t], Vec::new(), commit, env)
         };
         let choice = self.scenario.sop.states[&msg.state]
             .components
@@ -158,7 +168,13 @@ impl Handler<TakeTurn> for AgentActor {
             let (name, role, commit) = (self.name.clone(), msg.role.clone(), msg.commit);
             return Box::pin(
                 async move {
-                    let Some(line) = human.read_turn(&name, &role).await else {
+                    // A move of a round is typed without the others seeing it.
+                    let read = if commit {
+                        human.read_turn(&name, &role)
+                    } else {
+                        human.read_move(&name, &role)
+                    };
+                    let Some(line) = read.await else {
                         return Ok(TurnDone::InputClosed);
                     };
                     let decision = typed_decision(&line, &options);
@@ -225,6 +241,7 @@ impl Handler<TakeTurn> for AgentActor {
                 tools: role_tools,
                 decides: self.decides.clone(),
                 last_message: None,
+                held: (!msg.commit).then(Default::default),
             }
         });
         Box::pin(
@@ -245,7 +262,11 @@ impl Handler<TakeTurn> for AgentActor {
                     let reply = llm.complete(request, None).await.map_err(failed)?;
                     let values = prompt::read_extracted(&reply.text, &step.words);
                     obs.shared.extend(values.iter().cloned());
-                    env.send(SetShared { values }).await?;
+                    env.send(SetShared {
+                        agent: name.clone(),
+                        values,
+                    })
+                    .await?;
                 }
                 let found = match comps.and_then(|c| c.knowledge.clone()) {
                     Some(lookup) => Some(env.send(Consult { lookup }).await??),
@@ -350,7 +371,7 @@ impl Handler<TakeTurn> for AgentActor {
                 };
                 let mut turns = tool_turn.messages;
                 turns.push(t);
-                finish_with(turns, msg.commit, env).await
+                finish_with(turns, tool_turn.events, msg.commit, env).await
             }
             .into_actor(self),
         )

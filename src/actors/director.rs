@@ -652,6 +652,12 @@ impl Handler<Round> for Director {
             self.engine.visit(),
             self.rounds,
         );
+        let names: Vec<String> = msg
+            .roles
+            .iter()
+            .filter_map(|r| self.cast.scenario.agent_for(&state, r))
+            .map(|n| n.to_string())
+            .collect();
         self.cast.sinks.emit(SimEvent::RoundStarted {
             state: state.clone(),
             visit,
@@ -661,41 +667,46 @@ impl Handler<Round> for Director {
         let first = self.turn + 1;
         let n = msg.roles.len() as u64;
         self.turn += n;
-        // Every role's turn is in flight at once; each observes the memory as it stood
-        // when the round began, since nothing of the round is committed until all are in.
         let turns: Vec<_> = agents
             .into_iter()
             .zip(&msg.roles)
             .enumerate()
             .map(|(i, (agent, role))| {
-                agent.send(TakeTurn {
+                let turn = TakeTurn {
                     state: state.clone(),
                     visit,
                     role: role.clone(),
                     turn: first + i as u64,
                     opening: None,
                     commit: false,
-                })
+                };
+                (agent, turn)
             })
             .collect();
         let env = self.cast.env.clone();
         async move {
-            let mut drafted = Vec::with_capacity(turns.len());
+            // The Environment keeps each turn's tool returns to itself from now on.
+            env.send(BeginRound { agents: names }).await?;
+            // Every role's turn is in flight at once (asked in the order of the roles);
+            // each observes the memory as it stood when the round began, since nothing
+            // of the round is committed until all are in.
+            let turns = turns.into_iter().map(|(agent, turn)| agent.send(turn));
+            let mut drafted = Vec::with_capacity(n as usize);
             for done in futures::future::join_all(turns).await {
                 match done?? {
-                    TurnDone::Drafted(t) => drafted.extend(t),
+                    TurnDone::Drafted(d) => drafted.push(d),
                     TurnDone::InputClosed => return Ok(None),
                     TurnDone::Spoke(_) => {
                         return Err(SimError::Internal("a round's turn was recorded alone"))
                     }
                 }
             }
-            Ok::<_, SimError>(Some(env.send(Record(drafted)).await??))
+            Ok::<_, SimError>(Some(env.send(CommitRound(drafted)).await??))
         }
         .into_actor(self)
         .map(move |res, act, ctx| {
-            let memories = match res {
-                Ok(Some(m)) => m,
+            let committed = match res {
+                Ok(Some(c)) => c,
                 other => {
                     act.turn -= n; // nothing of the round was committed
                     return match other {
@@ -704,19 +715,28 @@ impl Handler<Round> for Director {
                     };
                 }
             };
-            if let Err(e) = act.commit(&memories) {
-                return act.fail(e, ctx);
+            // Each turn as a sequential one shows: its tool events, then its messages.
+            let mut texts = Vec::new();
+            for turn in committed {
+                for ret in turn.events {
+                    act.cast.sinks.emit(SimEvent::Tool {
+                        name: turn.name.clone(),
+                        visit,
+                        ret: Box::new(ret),
+                    });
+                }
+                if let Err(e) = act.commit(&turn.messages) {
+                    return act.fail(e, ctx);
+                }
+                texts.extend(turn.messages.into_iter().filter(|m| !m.kind.is_tool()));
             }
             act.cast.sinks.emit(SimEvent::RoundEnded {
                 state,
                 visit,
                 round,
+                roles: msg.roles,
             });
-            let texts: Vec<&str> = memories
-                .iter()
-                .filter(|m| !m.kind.is_tool())
-                .map(|m| m.content.as_str())
-                .collect();
+            let texts: Vec<&str> = texts.iter().map(|m| m.content.as_str()).collect();
             let check = act.engine.check_round(&texts);
             act.transit_after(check, ctx);
         })

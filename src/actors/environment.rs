@@ -1,6 +1,8 @@
 //! The Environment actor: owns a simulation's shared memory and its Elysia store.
 //! Embedding goes to the embedding service and summaries to the LLM client; the
-//! actor only sequences the work and keeps the state.
+//! actor only sequences the work and keeps the state. During a simultaneous round it
+//! keeps each turn's tool returns and extracted values apart (`environment_tools`)
+//! and applies them when the round is committed, in the order of the roles.
 
 use std::sync::Arc;
 
@@ -25,7 +27,9 @@ pub struct EnvironmentActor {
     pub(super) tools: super::environment_tools::ToolRecords,
     pub(super) mode: crate::scenario::Mode,
     /// Values `extract` steps stored, by tag.
-    shared: std::collections::BTreeMap<String, String>,
+    pub(super) shared: std::collections::BTreeMap<String, String>,
+    /// The simultaneous round in progress, if any.
+    pub(super) round: Option<super::environment_tools::OpenRound>,
     /// Embedding calls made for this simulation.
     embeddings: u64,
     /// Replies cut where they went on as another participant.
@@ -60,6 +64,7 @@ impl EnvironmentActor {
             tools: Default::default(),
             mode,
             shared: Default::default(),
+            round: None,
             embeddings: 0,
             cut_replies: 0,
             embed,
@@ -109,6 +114,52 @@ impl Handler<Record> for EnvironmentActor {
     type Result = AtomicResponse<Self, Result<Vec<Arc<Message>>, SimError>>;
 
     fn handle(&mut self, Record(turns): Record, _: &mut Context<Self>) -> Self::Result {
+        AtomicResponse::new(self.record(turns))
+    }
+}
+
+impl Handler<BeginRound> for EnvironmentActor {
+    type Result = ();
+    fn handle(&mut self, msg: BeginRound, _: &mut Context<Self>) {
+        self.round = Some(self.open_round(&msg.agents));
+    }
+}
+
+impl Handler<CommitRound> for EnvironmentActor {
+    type Result = AtomicResponse<Self, Result<Vec<CommittedTurn>, SimError>>;
+
+    fn handle(&mut self, CommitRound(drafted): CommitRound, _: &mut Context<Self>) -> Self::Result {
+        let mut round = self.round.take().unwrap_or_default();
+        let mut turns = Vec::new();
+        let mut shapes = Vec::with_capacity(drafted.len());
+        for d in drafted {
+            let own = round.take(&d.name);
+            let name = d.name.clone();
+            let (settled, events) = self.settle(own, d);
+            shapes.push((name, events, settled.len()));
+            turns.extend(settled);
+        }
+        AtomicResponse::new(Box::pin(self.record(turns).map(move |res, _, _| {
+            let mut messages = res?.into_iter();
+            Ok(shapes
+                .into_iter()
+                .map(|(name, events, n)| CommittedTurn {
+                    name,
+                    events,
+                    messages: messages.by_ref().take(n).collect(),
+                })
+                .collect())
+        })))
+    }
+}
+
+impl EnvironmentActor {
+    /// Commits turns to memory, in order, with consecutive `seq` numbers: embeds them,
+    /// appends them, and makes a summary if one is due.
+    fn record(
+        &mut self,
+        turns: Vec<Turn>,
+    ) -> ResponseActFuture<Self, Result<Vec<Arc<Message>>, SimError>> {
         let first_seq = self.memory.next_seq();
         let turn = turns.last().map_or(0, |t| t.turn);
         let memories: Vec<Message> = turns
@@ -139,7 +190,7 @@ impl Handler<Record> for EnvironmentActor {
         if embed.is_some() {
             self.embeddings += texts.len() as u64;
         }
-        AtomicResponse::new(Box::pin(
+        Box::pin(
             async move {
                 match embed {
                     // The embedding service batches these with other simulations'.
@@ -193,14 +244,19 @@ impl Handler<Record> for EnvironmentActor {
                 }
                 Ok(recorded)
             }),
-        ))
+        )
     }
 }
 
 impl Handler<SetShared> for EnvironmentActor {
     type Result = ();
     fn handle(&mut self, msg: SetShared, _: &mut Context<Self>) {
-        self.shared.extend(msg.values);
+        // In a round, the values wait for the commit: the round's others must not see
+        // them in their templates.
+        match self.round.as_mut().and_then(|r| r.turn_mut(&msg.agent)) {
+            Some(turn) => turn.shared.extend(msg.values),
+            None => self.shared.extend(msg.values),
+        }
     }
 }
 

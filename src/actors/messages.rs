@@ -41,12 +41,39 @@ pub struct Turn {
     pub stopped_at_speaker: bool,
 }
 
-/// Agent or Director → Environment: commit these turns, in order, with consecutive
-/// `seq` numbers (one turn, or every turn of a simultaneous round): embed them, append
-/// them, summarise if due.
+/// Agent → Environment: commit one turn's messages (its tool calls and results, then
+/// its reply), in order, with consecutive `seq` numbers: embed them, append them,
+/// summarise if due.
 #[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
 #[rtype(result = "Result<Vec<Arc<Message>>, SimError>")]
 pub struct Record(pub Vec<Turn>);
+
+/// Director → Environment: a simultaneous round begins. Until it is committed, what
+/// each of these agents' tools return (and what their `extract` steps read) is kept to
+/// that agent's own turn: the others of the round decide on the store as it stood when
+/// the round began.
+#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
+#[rtype(result = "()")]
+pub struct BeginRound {
+    pub agents: Vec<String>,
+}
+
+/// Director → Environment: commit a round's turns, in the order of the state's roles:
+/// first each turn's tool returns and extracted values, in that order (so the store's
+/// `_REF_ID`s do not depend on which reply came first), then every message as
+/// [`Record`] does, with consecutive `seq` numbers.
+#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
+#[rtype(result = "Result<Vec<CommittedTurn>, SimError>")]
+pub struct CommitRound(pub Vec<Drafted>);
+
+/// One turn of a round as committed: its tool events (with the `_REF_ID`s the store
+/// gave at the commit), then its messages.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CommittedTurn {
+    pub name: String,
+    pub events: Vec<Return>,
+    pub messages: Vec<Arc<Message>>,
+}
 
 /// Director → Agent: speak now.
 #[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
@@ -69,10 +96,30 @@ pub struct TakeTurn {
 pub enum TurnDone {
     /// The turn's messages as recorded: its tool calls and results, then the reply.
     Spoke(Vec<Arc<Message>>),
-    /// A turn of a simultaneous round, not yet in memory (tool messages first).
-    Drafted(Vec<Turn>),
+    /// A turn of a simultaneous round, not yet in memory.
+    Drafted(Drafted),
     /// A human agent's input ended; the run ends cleanly.
     InputClosed,
+}
+
+/// A turn of a simultaneous round as its agent handed it back: nothing of it is in
+/// memory or the store yet, and nothing of it has been shown.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Drafted {
+    pub name: String,
+    /// Its tool calls and results, then its reply.
+    pub turns: Vec<Turn>,
+    /// Its tool events, held back until the round is committed.
+    pub events: Vec<HeldEvent>,
+}
+
+/// A tool event of a round's turn, shown when the round is committed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeldEvent {
+    pub ret: Return,
+    /// The turn's tool return (0-based) whose stored objects this result shows: they
+    /// get the `_REF_ID`s the store gives them at the commit.
+    pub stored: Option<usize>,
 }
 
 /// A tool's return for the Environment: Results go into the store (with the agent,
@@ -156,6 +203,7 @@ pub struct ToolSummary {
 #[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
 #[rtype(result = "()")]
 pub struct SetShared {
+    pub agent: String,
     pub values: Vec<(String, String)>,
 }
 

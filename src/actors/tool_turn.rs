@@ -5,9 +5,12 @@
 //! invalid arguments are errors the model sees, with up to two more tries; after that,
 //! or at the step limit, the agent replies without tools. Nothing a model returns
 //! ends the run; only a failed model call does, as for any other call.
+//!
+//! In a simultaneous round the turn's tool events are held, not shown: the Director
+//! shows them when the round is committed, with the `_REF_ID`s the store gave then.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use actix::Addr;
 use serde_json::Value;
@@ -54,6 +57,9 @@ pub struct Decider {
     pub decides: Arc<AtomicU64>,
     /// The latest message, for `run_if` rules.
     pub last_message: Option<String>,
+    /// Set in a simultaneous round: the turn's tool events wait here for the round's
+    /// commit instead of being shown at once.
+    pub held: Option<Mutex<Vec<HeldEvent>>>,
 }
 
 /// What the tool steps of a turn leave for the reply.
@@ -63,6 +69,8 @@ pub struct ToolTurn {
     pub messages: Vec<Turn>,
     /// What the reply prompt adds: each result, to build the reply on.
     pub for_reply: Option<String>,
+    /// The events held in a simultaneous round.
+    pub events: Vec<HeldEvent>,
 }
 
 impl Decider {
@@ -80,11 +88,23 @@ impl Decider {
     }
 
     fn emit(&self, ret: Return) {
-        self.sinks.emit(SimEvent::Tool {
-            name: self.name.clone(),
-            visit: self.visit,
-            ret: Box::new(ret),
-        });
+        self.show(ret, None);
+    }
+
+    /// Shows a tool event now, or holds it for the round's commit; `stored` is the
+    /// turn's return whose stored objects a held result shows.
+    fn show(&self, ret: Return, stored: Option<usize>) {
+        match &self.held {
+            Some(held) => held
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(HeldEvent { ret, stored }),
+            None => self.sinks.emit(SimEvent::Tool {
+                name: self.name.clone(),
+                visit: self.visit,
+                ret: Box::new(ret),
+            }),
+        }
     }
 
     /// Runs `tool` with the raw `arguments`, stores what it returns, and notes it in
@@ -101,9 +121,10 @@ impl Decider {
             MessageKind::ToolCall,
             format!("calls {} with {}", tool.name, one_line(arguments)),
         ));
-        self.emit(Return::Status {
-            text: format!("{} is running {}", self.name, tool.name),
-        });
+        self.emit(Return::status(format!(
+            "{} is running {}",
+            self.name, tool.name
+        )));
         let (outcome, result) = match tool.check_arguments(arguments) {
             Err(f) => (CallOutcome::InvalidArguments, Err(f)),
             Ok(args) => {
@@ -235,18 +256,19 @@ impl Decider {
                 store,
             })
             .await?;
-        // As Elysia's tree tags a result's objects before it shows them, the frontend
-        // gets each object with the `_REF_ID` the store gave it.
-        let ret = match ret {
-            Return::Result(mut r) if refs.len() == r.objects.len() => {
-                for (o, id) in r.objects.iter_mut().zip(&refs) {
-                    o.shift_insert(0, crate::elysia::REF_ID.into(), Value::String(id.clone()));
-                }
-                Return::Result(r)
-            }
-            other => other,
-        };
-        self.emit(ret);
+        if self.held.is_some() {
+            // The round's commit may renumber the objects; it tags them then. This
+            // return's number in the turn is the number of its result line.
+            let index = out
+                .turn
+                .messages
+                .iter()
+                .filter(|m| m.kind == MessageKind::ToolResult)
+                .count();
+            self.show(ret, Some(index));
+        } else {
+            self.emit(tag_refs(ret, &refs));
+        }
         let (parsed, error) = match &result {
             Ok(r) => {
                 let parsed = r
@@ -259,14 +281,9 @@ impl Decider {
                     .collect();
                 out.objects
                     .push(cut(&objects.join("\n"), REPLY_OBJECTS_CHARS));
-                let text = if refs.is_empty() {
-                    parsed.clone()
-                } else {
-                    format!("{parsed} [{}]", refs.join(", "))
-                };
                 out.turn
                     .messages
-                    .push(self.memory(MessageKind::ToolResult, format!("{tool}: {text}")));
+                    .push(self.memory(MessageKind::ToolResult, result_line(tool, &parsed, &refs)));
                 (parsed, false)
             }
             Err(f) => {
@@ -482,7 +499,46 @@ impl Decider {
             }
         }
         out.turn.for_reply = decision::results_for_reply(&tasks, &out.objects);
+        if let Some(held) = &self.held {
+            out.turn.events = std::mem::take(&mut *held.lock().unwrap_or_else(|p| p.into_inner()));
+        }
         Ok(out.turn)
+    }
+}
+
+/// A stored result's line in the transcript: what the model was told, then the
+/// `_REF_ID`s of its objects.
+fn result_line(tool: &str, parsed: &str, refs: &[String]) -> String {
+    if refs.is_empty() {
+        format!("{tool}: {parsed}")
+    } else {
+        format!("{tool}: {parsed} [{}]", refs.join(", "))
+    }
+}
+
+/// A result line of a round's turn with the `_REF_ID`s it was made with (`seen`)
+/// replaced by those the commit gave (`now`).
+pub(super) fn relist(line: &str, seen: &[String], now: &[String]) -> String {
+    if seen == now || seen.is_empty() {
+        return line.to_string();
+    }
+    match line.strip_suffix(&format!(" [{}]", seen.join(", "))) {
+        Some(head) => format!("{head} [{}]", now.join(", ")),
+        None => line.to_string(),
+    }
+}
+
+/// A result's objects with the `_REF_ID`s the store gave them: as Elysia's tree tags a
+/// result's objects before it shows them, the frontend gets each with its id.
+pub(super) fn tag_refs(ret: Return, refs: &[String]) -> Return {
+    match ret {
+        Return::Result(mut r) if refs.len() == r.objects.len() => {
+            for (o, id) in r.objects.iter_mut().zip(refs) {
+                o.shift_insert(0, crate::elysia::REF_ID.into(), Value::String(id.clone()));
+            }
+            Return::Result(r)
+        }
+        other => other,
     }
 }
 

@@ -69,7 +69,7 @@ fn tool_line(ret: &sopsim::elysia::Return) -> Option<String> {
             tree_index,
             ..
         } => Some(format!("decision {tree_index}: {decision}")),
-        Return::Status { text } => Some(text.clone()),
+        Return::Status { text, .. } => Some(text.clone()),
         Return::Result(r) => Some(
             r.llm_parse()
                 .unwrap_or_else(|_| format!("{}: {} objects", r.name, r.objects.len())),

@@ -129,6 +129,11 @@ pub enum Return {
     },
     Status {
         text: String,
+        /// Structured facts about the status for a frontend (sopsim's addition; a
+        /// round's start and end carry `round` and `roles`). Left out when empty, so
+        /// other statuses are Elysia's `{text}`.
+        #[serde(default, skip_serializing_if = "Map::is_empty")]
+        metadata: Map<String, Value>,
     },
     Warning {
         text: String,
@@ -160,6 +165,14 @@ impl Return {
             objects: vec![obj],
             metadata,
             display: true,
+        }
+    }
+
+    /// A status line with no metadata.
+    pub fn status(text: impl Into<String>) -> Self {
+        Return::Status {
+            text: text.into(),
+            metadata: Map::new(),
         }
     }
 
@@ -213,7 +226,10 @@ impl Return {
                 }
                 json!({"type": payload_type, "objects": objects, "metadata": metadata})
             }
-            Return::Status { text } | Return::Warning { text } => json!({ "text": text }),
+            Return::Status { text, metadata } if !metadata.is_empty() => {
+                json!({ "text": text, "metadata": metadata })
+            }
+            Return::Status { text, .. } | Return::Warning { text } => json!({ "text": text }),
             Return::Error {
                 feedback,
                 error_message,
@@ -345,9 +361,7 @@ mod tests {
             json!({})
         );
         assert_eq!(
-            Return::Status { text: "hi".into() }
-                .to_frontend("u", "c", "q")
-                .unwrap()["id"]
+            Return::status("hi").to_frontend("u", "c", "q").unwrap()["id"]
                 .as_str()
                 .unwrap()[..4],
             *"sta-"

@@ -320,34 +320,65 @@ fn handle(
 }
 
 /// A server that holds chat requests until `group` of them are in flight, then answers
-/// them all (in arrival order, or the reverse), each with a reply that marks the request
-/// it answers. If a group does not fill within two seconds, its requests are answered
-/// anyway and `lonely` counts them, so a test of simultaneity fails instead of hanging.
+/// them one after another in the order of the roles they were made for (`order`; a
+/// request's role is read from its system prompt, "…play the role of ROLE."), each with
+/// a reply that marks the request it answers. Requests with no role (summaries) are
+/// answered at once, outside any group. If a group does not fill within two seconds,
+/// its requests are answered anyway and `lonely` counts them, so a test of
+/// simultaneity fails instead of hanging. `completed` lists the roles in the order
+/// their replies were sent. Replies stream when the request asks.
 pub struct GatedServer {
     pub base: String,
     pub requests: Arc<Mutex<Vec<Value>>>,
     pub lonely: Arc<Mutex<usize>>,
+    pub completed: Arc<Mutex<Vec<String>>>,
+}
+
+/// The groups of held requests.
+#[derive(Default)]
+struct Gate {
+    /// (request number, its role's place in the order) of every held request.
+    arrived: Vec<(u64, usize)>,
+    /// Replies sent so far, by group.
+    answered: Vec<usize>,
+}
+
+struct Gated {
+    group: usize,
+    order: Vec<String>,
+    requests: Arc<Mutex<Vec<Value>>>,
+    lonely: Arc<Mutex<usize>>,
+    completed: Arc<Mutex<Vec<String>>>,
+    gate: Mutex<Gate>,
+    cv: std::sync::Condvar,
 }
 
 impl GatedServer {
-    pub fn start(group: usize, reverse: bool) -> Self {
+    pub fn start(group: usize, order: &[&str]) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let lonely = Arc::new(Mutex::new(0));
-        let gate: Arc<(Mutex<Vec<u64>>, std::sync::Condvar)> = Arc::default();
-        let (r, l, g) = (requests.clone(), lonely.clone(), gate.clone());
+        let shared = Arc::new(Gated {
+            group,
+            order: order.iter().map(|r| r.to_string()).collect(),
+            requests: Arc::default(),
+            lonely: Arc::default(),
+            completed: Arc::default(),
+            gate: Mutex::default(),
+            cv: std::sync::Condvar::new(),
+        });
+        let server = Self {
+            base,
+            requests: shared.requests.clone(),
+            lonely: shared.lonely.clone(),
+            completed: shared.completed.clone(),
+        };
         std::thread::spawn(move || {
             for (n, conn) in listener.incoming().flatten().enumerate() {
-                let (r, l, g) = (r.clone(), l.clone(), g.clone());
-                std::thread::spawn(move || gated(conn, n as u64, group, reverse, &r, &l, &g));
+                let shared = shared.clone();
+                std::thread::spawn(move || gated(conn, n as u64, &shared));
             }
         });
-        Self {
-            base,
-            requests,
-            lonely,
-        }
+        server
     }
 }
 
@@ -360,15 +391,14 @@ pub fn mark_of(body: &Value) -> String {
     format!("M{:08x}", h as u32)
 }
 
-fn gated(
-    mut conn: TcpStream,
-    n: u64,
-    group: usize,
-    reverse: bool,
-    requests: &Mutex<Vec<Value>>,
-    lonely: &Mutex<usize>,
-    gate: &(Mutex<Vec<u64>>, std::sync::Condvar),
-) {
+/// The role a request was made for, from its system prompt.
+pub fn role_of(body: &Value) -> Option<String> {
+    let system = body["messages"][0]["content"].as_str()?;
+    let rest = system.split("play the role of ").nth(1)?;
+    Some(rest.split('.').next()?.to_string())
+}
+
+fn gated(mut conn: TcpStream, n: u64, s: &Gated) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut head = String::new();
     loop {
@@ -392,42 +422,85 @@ fn gated(
     let mut body = vec![0; len];
     reader.read_exact(&mut body).unwrap();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    requests.lock().unwrap().push(body.clone());
-    // Wait for the group to fill; then take turns to answer in the chosen order.
-    let (lock, cv) = gate;
-    let mut pending = lock.lock().unwrap();
-    pending.push(n);
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    while pending.len() % group != 0 && std::time::Instant::now() < deadline {
-        pending = cv
-            .wait_timeout(pending, Duration::from_millis(20))
-            .unwrap()
-            .0;
-    }
-    cv.notify_all();
-    let batch_start = pending.len() - ((pending.len() - 1) % group + 1);
-    let batch: Vec<u64> = pending[batch_start..].to_vec();
-    if batch.len() < group {
-        *lonely.lock().unwrap() += 1;
-    }
-    let position = batch.iter().position(|x| *x == n).unwrap_or(0);
-    let rank = if reverse {
-        batch.len() - 1 - position
-    } else {
-        position
+    s.requests.lock().unwrap().push(body.clone());
+    let role = role_of(&body);
+    let content = match (
+        &role,
+        body["response_format"]["json_schema"]["schema"]["properties"]["choice"]["enum"].as_array(),
+    ) {
+        // A closed choice: one of the options, picked by the request's mark.
+        (_, Some(options)) => {
+            let pick = mark_of(&body).bytes().map(u64::from).sum::<u64>() as usize % options.len();
+            json!({ "choice": options[pick] }).to_string()
+        }
+        (Some(role), None) => format!("{role} says {}.", mark_of(&body)),
+        (None, None) => format!("Summary {}.", mark_of(&body)),
     };
-    drop(pending);
-    std::thread::sleep(Duration::from_millis(60 * rank as u64));
-    let content = format!(
-        "{} says {}.",
-        body["messages"][0]["content"]
-            .as_str()
-            .unwrap_or("")
-            .split('.')
-            .next()
-            .unwrap_or(""),
-        mark_of(&body)
-    );
-    let b = json!({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 3}}).to_string();
-    let _ = conn.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes());
+    let reply = if body["stream"].as_bool().unwrap_or(false) {
+        let event = |v: Value| format!("data: {v}\n\n");
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{}{}{}data: [DONE]\n\n",
+            event(json!({"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": null}]})),
+            event(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})),
+            event(json!({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3}})),
+        )
+    } else {
+        let b = json!({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 3}}).to_string();
+        format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len())
+    };
+    let send = |conn: &mut TcpStream| {
+        let _ = conn.write_all(reply.as_bytes());
+        let _ = conn.flush();
+    };
+    let Some(role) = role else {
+        return send(&mut conn);
+    };
+    let place = s
+        .order
+        .iter()
+        .position(|r| *r == role)
+        .unwrap_or(s.order.len());
+    // Wait for the group to fill.
+    let mut gate = s.gate.lock().unwrap();
+    let index = gate.arrived.len();
+    gate.arrived.push((n, place));
+    s.cv.notify_all();
+    let batch = index / s.group;
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while gate.arrived.len() < (batch + 1) * s.group && std::time::Instant::now() < deadline {
+        gate =
+            s.cv.wait_timeout(gate, Duration::from_millis(20))
+                .unwrap()
+                .0;
+    }
+    let end = gate.arrived.len().min((batch + 1) * s.group);
+    let members = gate.arrived[batch * s.group..end].to_vec();
+    if members.len() < s.group {
+        *s.lonely.lock().unwrap() += 1;
+    }
+    // Then answer in the order of the roles, one reply at a time.
+    let rank = members
+        .iter()
+        .filter(|(m, p)| (*p, *m) < (place, n))
+        .count();
+    if gate.answered.len() <= batch {
+        gate.answered.resize(batch + 1, 0);
+    }
+    while gate.answered[batch] < rank
+        && std::time::Instant::now() < deadline + Duration::from_secs(2)
+    {
+        gate =
+            s.cv.wait_timeout(gate, Duration::from_millis(20))
+                .unwrap()
+                .0;
+    }
+    drop(gate);
+    // Noted before it goes out, so a run that ends on this reply finds it listed.
+    s.completed.lock().unwrap().push(role);
+    send(&mut conn);
+    // Give the client time to take the reply in before the next one goes out.
+    std::thread::sleep(Duration::from_millis(40));
+    let mut gate = s.gate.lock().unwrap();
+    gate.answered[batch] += 1;
+    s.cv.notify_all();
 }
