@@ -608,3 +608,141 @@ fn endless_files_and_input_are_refused_or_bounded() {
     );
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+/// The prisoner's dilemma for one round with both players typed by people.
+fn two_players(out: &std::path::Path) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "run",
+        &scenario("prisoners_dilemma"),
+        "--human",
+        "Alice",
+        "--human",
+        "Bob",
+        "--max-turns",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(SCRIPTED.map(String::from));
+    args
+}
+
+/// Each player's line of the one round, as the transcript holds it.
+fn moves(out: &std::path::Path) -> Vec<(String, String, String)> {
+    std::fs::read_to_string(out.join("transcript.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let m: serde_json::Value = serde_json::from_str(l).unwrap();
+            let s = |k: &str| m[k].as_str().unwrap_or("").to_string();
+            (s("name"), s("content"), m["decision"]["value"].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn two_people_in_a_round_type_in_turn_and_neither_sees_the_others_move() {
+    let expected = [
+        ("Alice".into(), "COOPERATE".into(), "\"COOPERATE\"".into()),
+        ("Bob".into(), "DEFECT".into(), "\"DEFECT\"".into()),
+    ];
+    // Piped: the lines go to the players in the order of the state's roles.
+    let dir = tempfile::tempdir().unwrap();
+    let piped = dir.path().join("piped");
+    let out = sopsim()
+        .args(two_players(&piped))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"COOPERATE\nDEFECT\n")?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(moves(&piped), expected);
+
+    // On a terminal (`script` gives the run a pseudo-terminal): each move is typed
+    // without echo and stands hidden while the next player is asked.
+    let on_tty = dir.path().join("tty");
+    let command = std::iter::once(env!("CARGO_BIN_EXE_sopsim").to_string())
+        .chain(two_players(&on_tty))
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut child = Command::new("script")
+        .args(["-q", "-f", "-e", "-c", &command, "/dev/null"])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("script (util-linux) runs a command on a pseudo-terminal");
+    let screen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = {
+        let screen = screen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut stdout, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                screen
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let wait_for = |what: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let shown = screen.lock().unwrap().clone();
+            if shown.contains(what) {
+                return shown;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no {what:?} on the screen:\n{shown}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    let mut stdin = child.stdin.take().unwrap();
+    wait_for("Alice (Player A, hidden)> ");
+    stdin.write_all(b"COOPERATE\n").unwrap();
+    stdin.flush().unwrap();
+    let second = wait_for("Bob (Player B, hidden)> ");
+    assert!(
+        !second.contains("COOPERATE"),
+        "Bob is asked with Alice's move on the screen:\n{second}"
+    );
+    assert!(
+        second.contains("Alice (Player A, hidden)> [hidden until the round is in]"),
+        "{second}"
+    );
+    stdin.write_all(b"DEFECT\n").unwrap();
+    stdin.flush().unwrap();
+    let end = wait_for("ended by");
+    assert!(
+        end.contains("Alice (Player A): COOPERATE"),
+        "shown once the round is in:\n{end}"
+    );
+    assert!(end.contains("Bob (Player B): DEFECT"), "{end}");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+    assert_eq!(moves(&on_tty), expected);
+}

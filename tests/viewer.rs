@@ -137,6 +137,25 @@ async fn click(client: &Client, id: &str) {
         .unwrap();
 }
 
+/// Types `text` in `name`'s input box and sends it.
+async fn type_in(client: &Client, name: &str, text: &str) {
+    let form = format!("#human form[data-name='{name}']");
+    client
+        .find(Locator::Css(&format!("{form} textarea")))
+        .await
+        .unwrap()
+        .send_keys(text)
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css(&format!("{form} button")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
 async fn screenshot(client: &Client, name: &str) {
     let png = client.screenshot().await.unwrap();
     std::fs::write(
@@ -287,17 +306,7 @@ async fn a_person_watches_pauses_steps_types_and_reloads_a_live_run() {
     })
     .await;
     let before = messages(&client).await.len();
-    let text = client.find(Locator::Id("human-text")).await.unwrap();
-    text.send_keys("My order 1234 never arrived.")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Css("#human button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_in(&client, "Customer", "My order 1234 never arrived.").await;
     wait_for("the typed turn", || async {
         messages(&client)
             .await
@@ -380,14 +389,31 @@ async fn a_finished_run_and_a_benchmark_are_browsable() {
     let expected = transcript(&bench.join("runs").join(run));
     wait_for_messages(&client, expected.len()).await;
     assert_eq!(messages(&client).await, expected);
-    // The slider shows the run as it was after one turn.
+    // The game is played in simultaneous rounds: each is one block, and the slider
+    // steps a round at a time.
+    let blocks = eval(
+        &client,
+        "return [...document.querySelectorAll('#transcript .round')]
+            .map(r => r.querySelectorAll('.msg').length);",
+    )
+    .await;
+    assert_eq!(blocks, json!([2, 2, 2, 2, 2]), "five rounds of two moves");
     eval(
         &client,
         "const s = document.getElementById('slider'); s.value = '1';
          s.dispatchEvent(new Event('input')); return true;",
     )
     .await;
-    wait_for_messages(&client, 1).await;
+    wait_for_messages(&client, 2).await;
+    assert_eq!(
+        eval(
+            &client,
+            "return document.querySelectorAll('#transcript .round.done').length;"
+        )
+        .await,
+        1,
+        "the first round, whole"
+    );
     screenshot(&client, "replay").await;
     client.close().await.unwrap();
     drop(server);
@@ -444,6 +470,82 @@ async fn tool_results_show_as_tables_beside_the_decisions() {
     .await;
     assert_eq!(decided, 6);
     screenshot(&client, "tools").await;
+    client.close().await.unwrap();
+}
+
+/// The prisoner's dilemma with both players typed by people, for one round.
+fn two_people(out: &Path) -> Vec<String> {
+    let pd = root().join("scenarios/prisoners_dilemma.json");
+    [
+        "run",
+        pd.to_str().unwrap(),
+        "--llm",
+        "scripted",
+        "--embedder",
+        "hash",
+        "--human",
+        "Alice",
+        "--human",
+        "Bob",
+        "--max-turns",
+        "2",
+        "--serve",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+#[tokio::test]
+async fn two_people_of_a_round_each_get_a_box_and_the_round_shows_as_one_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let args = two_people(&out);
+    let (_driver, driver_url) = chromedriver();
+    let client = browser(&driver_url).await;
+    let (_run, url) = sopsim(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    client.goto(&url).await.unwrap();
+    wait_for("a box for each player", || async {
+        eval(
+            &client,
+            "return [...document.querySelectorAll('#human form')].map(f => f.dataset.name).join();",
+        )
+        .await
+            == "Alice,Bob"
+    })
+    .await;
+    screenshot(&client, "round-input").await;
+    // Bob answers first; Alice's box stays, and nothing of the round shows yet.
+    type_in(&client, "Bob", "DEFECT").await;
+    wait_for("Bob's box to go", || async {
+        eval(
+            &client,
+            "return [...document.querySelectorAll('#human form')].map(f => f.dataset.name).join();",
+        )
+        .await
+            == "Alice"
+    })
+    .await;
+    assert!(
+        messages(&client).await.is_empty(),
+        "the round is not in yet"
+    );
+    type_in(&client, "Alice", "COOPERATE").await;
+    wait_for_messages(&client, 2).await;
+    let round = eval(
+        &client,
+        "const r = document.querySelector('#transcript .round');
+         return [r.dataset.round, [...r.querySelectorAll('.msg')].map(m => m.dataset.name)];",
+    )
+    .await;
+    assert_eq!(round, json!(["1", ["Alice", "Bob"]]));
+    assert_eq!(
+        eval(&client, "return document.getElementById('human').hidden;").await,
+        true
+    );
+    screenshot(&client, "round").await;
     client.close().await.unwrap();
 }
 
@@ -557,6 +659,103 @@ fn bad_requests_and_bad_addresses_get_clear_answers() {
         "GET /api/state HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
     );
     assert_eq!(http(base, &bearer).0, 200);
+}
+
+/// `GET /api/state` as JSON.
+fn state(url: &str) -> Value {
+    let (status, body) = http(
+        url,
+        "GET /api/state HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+#[test]
+fn two_people_of_a_round_wait_at_once_and_each_line_reaches_its_own_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let args = two_people(&out);
+    let (_run, url) = sopsim(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let waiting = |url: &str| -> Vec<String> {
+        state(url)["live"]["waiting"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    while waiting(&url).len() < 2 {
+        assert!(Instant::now() < deadline, "the run never waited for both");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(waiting(&url), ["Alice", "Bob"]);
+    assert_eq!(state(&url)["live"]["waiting_for"]["name"], "Alice");
+    // The second player answers first: the line is Bob's, and Alice still waits.
+    let (status, body) = http(
+        &url,
+        &post("/api/input", r#"{"name": "Bob", "text": "DEFECT"}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(waiting(&url), ["Alice"]);
+    let (status, body) = http(
+        &url,
+        &post("/api/input", r#"{"name": "Bob", "text": "again"}"#),
+    );
+    assert_eq!(status, 409, "one line per turn: {body}");
+    let (status, body) = http(
+        &url,
+        &post("/api/input", r#"{"name": "Alice", "text": "COOPERATE"}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    while !out.join("summary.json").exists() {
+        assert!(Instant::now() < deadline, "the run did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        transcript(&out),
+        [
+            ("Alice".to_string(), "COOPERATE".to_string()),
+            ("Bob".to_string(), "DEFECT".to_string())
+        ]
+    );
+    // events.jsonl: the round's start and end carry it; each message says its round.
+    let events: Vec<Value> = std::fs::read_to_string(out.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rounds: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e["payload"]["metadata"].get("event"))
+        .collect();
+    assert_eq!(rounds, [&json!("round_start"), &json!("round_end")]);
+    for e in events
+        .iter()
+        .filter(|e| e["payload"]["metadata"].get("event").is_some())
+    {
+        assert_eq!(e["type"], "status");
+        assert_eq!(e["payload"]["metadata"]["round"], 1);
+        assert_eq!(
+            e["payload"]["metadata"]["roles"],
+            json!(["Player A", "Player B"])
+        );
+    }
+    let said: Vec<(&Value, &Value)> = events
+        .iter()
+        .filter(|e| e["type"] == "text")
+        .map(|e| {
+            (
+                &e["payload"]["metadata"]["name"],
+                &e["payload"]["metadata"]["round"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [(&json!("Alice"), &json!(1)), (&json!("Bob"), &json!(1))]
+    );
 }
 
 #[test]

@@ -22,6 +22,8 @@ pub fn cancel_on_ctrl_c(token: CancelToken, notice: &'static str) {
                 eprintln!("\n{notice} (press Ctrl-C again to quit now)");
                 token.cancel();
                 if tokio::signal::ctrl_c().await.is_ok() {
+                    // A person may be typing a hidden move: give the terminal its echo back.
+                    super::stdin::restore_terminal();
                     std::process::exit(130);
                 }
             });

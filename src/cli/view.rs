@@ -58,7 +58,7 @@ impl RunViewer {
             .unwrap_or_default();
         let name = scenario["name"].as_str().unwrap_or("run").to_string();
         let hub = Arc::new(Hub::new(name));
-        let (input, typed) = WebInput::new(hub.clone(), terminal);
+        let (input, inbox) = WebInput::new(hub.clone(), terminal);
         let control = if start_paused {
             RunControl::paused()
         } else {
@@ -67,7 +67,7 @@ impl RunViewer {
         let live = Live {
             hub: hub.clone(),
             control: control.clone(),
-            typed,
+            inbox,
             scenario,
         };
         let server = serve::start(addr, token, Source::Live(live)).map_err(bind_failure)?;

@@ -14,7 +14,7 @@ use serde_json::json;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use sopsim::events::{to_return, EventSink, Progress, SimEvent};
+use sopsim::events::{to_return_in, EventSink, Progress, Rounds, SimEvent};
 
 /// Events a browser may be behind before it is dropped.
 const CLIENT_BUFFER: usize = 4096;
@@ -39,8 +39,11 @@ pub struct LiveState {
     pub progress: Progress,
     /// `ended_by`, once the run ended.
     pub ended_by: Option<String>,
-    /// The person whose turn it is, when the run waits for one.
+    /// The first of `waiting` (kept for pages that read only one).
     pub waiting_for: Option<Waiting>,
+    /// The people the run waits for, in the order it asked them: one for a turn, each
+    /// person of a simultaneous round for a round.
+    pub waiting: Vec<Waiting>,
     pub clients: usize,
 }
 
@@ -55,6 +58,7 @@ struct HubState {
     kept: Vec<Kept>,
     clients: Vec<Client>,
     live: LiveState,
+    rounds: Rounds,
 }
 
 /// The live run's events and the browsers watching them.
@@ -84,12 +88,30 @@ impl Hub {
         live
     }
 
-    /// Marks the run as waiting for `who` to type (or not), and tells the browsers.
-    pub fn set_waiting(&self, who: Option<Waiting>) {
-        let data = json!({ "waiting_for": who });
+    /// Marks the run as waiting for `who` to type too, and tells the browsers.
+    pub fn add_waiting(&self, who: Waiting) {
         let mut st = self.lock();
-        st.live.waiting_for = who;
-        Self::publish(&mut st, "input", data.to_string(), true);
+        st.live.waiting.retain(|w| w.name != who.name);
+        st.live.waiting.push(who);
+        Self::publish_waiting(&mut st);
+    }
+
+    /// `name` no longer has to type; tells the browsers.
+    pub fn remove_waiting(&self, name: &str) {
+        let mut st = self.lock();
+        let before = st.live.waiting.len();
+        st.live.waiting.retain(|w| w.name != name);
+        if st.live.waiting.len() != before {
+            Self::publish_waiting(&mut st);
+        }
+    }
+
+    /// The `input` event: `waiting`, everyone the run waits for, and `waiting_for`,
+    /// the first of them.
+    fn publish_waiting(st: &mut HubState) {
+        st.live.waiting_for = st.live.waiting.first().cloned();
+        let data = json!({ "waiting_for": st.live.waiting_for, "waiting": st.live.waiting });
+        Self::publish(st, "input", data.to_string(), true);
     }
 
     /// Sends an event to every browser; `keep` events are also given to later ones.
@@ -177,10 +199,12 @@ impl EventSink for Hub {
                 st.live.ended_by = Some(ended_by.clone());
                 st.live.progress.turns = *turns;
                 st.live.waiting_for = None;
+                st.live.waiting.clear();
             }
             _ => {}
         }
-        let Some((ret, query_id)) = to_return(event, elapsed) else {
+        let round = st.rounds.see(event);
+        let Some((ret, query_id)) = to_return_in(event, elapsed, round) else {
             return;
         };
         let id = uuid::Uuid::from_u128(st.kept.len() as u128 + 1);

@@ -22,14 +22,13 @@ use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use actix_web_lab::sse;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use sopsim::control::{Control, RunControl};
 use sopsim::scenario::Scenario;
 
 pub use folder::Folder;
 pub use hub::Hub;
-pub use web_input::{Typed, WebInput};
+pub use web_input::{Inbox, Refused, WebInput};
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
@@ -55,7 +54,8 @@ pub enum Source {
 pub struct Live {
     pub hub: Arc<Hub>,
     pub control: RunControl,
-    pub typed: mpsc::Sender<Typed>,
+    /// Where the page's lines for the people the run waits for go.
+    pub inbox: Arc<Inbox>,
     /// The SOP graph and the agents, for the side panel.
     pub scenario: Value,
 }
@@ -330,14 +330,12 @@ async fn input(body: web::Json<Input>, state: web::Data<AppState>) -> HttpRespon
     if text.len() > 64 * 1024 {
         return bad_request("text: over 64 KiB");
     }
-    if live.hub.live().waiting_for.map(|w| w.name) != Some(name.clone()) {
-        return HttpResponse::Conflict()
-            .json(json!({ "error": format!("it is not {name}'s turn to type") }));
-    }
-    match live.typed.try_send(Typed { name, text }) {
+    match live.inbox.deliver(&name, text) {
         Ok(()) => HttpResponse::Ok().json(json!({ "sent": true })),
-        Err(_) => HttpResponse::ServiceUnavailable()
-            .json(json!({ "error": "the run is not reading input" })),
+        Err(Refused::NotWaiting) => HttpResponse::Conflict()
+            .json(json!({ "error": format!("it is not {name}'s turn to type") })),
+        Err(Refused::Gone) => HttpResponse::Conflict()
+            .json(json!({ "error": format!("{name}'s turn was already answered") })),
     }
 }
 

@@ -1,6 +1,8 @@
 // The sopsim viewer. Three views over the same Elysia frontend payloads that a run
 // writes to events.jsonl: a live run (server-sent events), a finished run (replayed
-// with a speed and a turn slider) and a benchmark (tables, plots, every run).
+// with a speed and a slider that steps a turn, or a simultaneous round, at a time) and
+// a benchmark (tables, plots, every run). A simultaneous round is one block: its
+// messages arrive together, between the round's start and end statuses.
 // Model text is only ever inserted with textContent, never parsed as HTML.
 'use strict';
 
@@ -45,6 +47,7 @@ const view = {
   streaming: null, // { name, node } while a reply streams in
   scenario: null,
   messages: 0,
+  round: null, // the block of the simultaneous round in progress
 };
 
 function section(state, visit) {
@@ -73,6 +76,25 @@ function lastSection() {
   return all.length ? all[all.length - 1] : $('transcript');
 }
 
+// Where the next line goes: into the round in progress, if any.
+function here() {
+  return view.round || lastSection();
+}
+
+// A round's start (a new block) or end (the block is complete).
+function roundStatus(text, meta) {
+  if (meta.event === 'round_start') {
+    const block = el('div', 'round');
+    block.dataset.round = meta.round;
+    block.append(el('div', 'round-head', `Round ${meta.round} · ${(meta.roles || []).join(', ')} at once`));
+    section(meta.state, meta.visit || 1).append(block);
+    view.round = block;
+  } else {
+    if (view.round) view.round.classList.add('done');
+    view.round = null;
+  }
+}
+
 function addMessage(text, meta) {
   dropStreaming();
   const box = el('div', 'msg');
@@ -86,7 +108,8 @@ function addMessage(text, meta) {
     who.append(el('span', 'decision', `chose ${meta.decision.value}`));
   }
   box.append(who, el('div', 'text', text));
-  const target = meta.state ? section(meta.state, meta.visit || 1) : lastSection();
+  const inRound = meta.round !== undefined && view.round && view.round.dataset.round === String(meta.round);
+  const target = inRound ? view.round : (meta.state ? section(meta.state, meta.visit || 1) : lastSection());
   target.append(box);
   view.messages += 1;
   box.scrollIntoView({ block: 'nearest' });
@@ -135,9 +158,11 @@ function render(p) {
   const body = p.payload || {};
   switch (p.type) {
     case 'status': {
+      const meta = body.metadata || {};
       const m = /^Entering (.+) \(visit (\d+)\)$/.exec(body.text || '');
       if (m) enterState(m[1], Number(m[2]));
-      else lastSection().append(el('div', 'status', body.text));
+      else if (meta.round !== undefined) roundStatus(body.text, meta);
+      else here().append(el('div', 'status', body.text));
       break;
     }
     case 'text': {
@@ -150,16 +175,16 @@ function render(p) {
     }
     case 'result':
       dropStreaming();
-      lastSection().append(resultTable(body));
+      here().append(resultTable(body));
       break;
     case 'tree_update':
-      lastSection().append(el('div', 'status', `${body.node} decided: ${body.decision}`));
+      here().append(el('div', 'status', `${body.node} decided: ${body.decision}`));
       break;
     case 'warning':
-      lastSection().append(el('div', 'warning', `⚠ ${body.text}`));
+      here().append(el('div', 'warning', `⚠ ${body.text}`));
       break;
     case 'self_healing_error':
-      lastSection().append(el('div', 'warning', `error: ${body.feedback} ${body.error_message || ''}`));
+      here().append(el('div', 'warning', `error: ${body.feedback} ${body.error_message || ''}`));
       break;
     case 'completed':
       dropStreaming();
@@ -176,6 +201,7 @@ function clearTranscript() {
   view.current = null;
   view.messages = 0;
   view.streaming = null;
+  view.round = null;
 }
 
 // ---- the side panel -------------------------------------------------------------
@@ -267,6 +293,37 @@ function setStatus(text, cls) {
 
 // ---- a live run -----------------------------------------------------------------
 
+// One input box per person the run waits for (several in a simultaneous round), each
+// sending to its own person. A box already shown keeps what is being typed in it.
+function showWaiting(waiting) {
+  const box = $('human');
+  const names = new Set(waiting.map((w) => w.name));
+  for (const form of [...box.querySelectorAll('form')]) {
+    if (!names.has(form.dataset.name)) form.remove();
+  }
+  for (const w of waiting) {
+    if (box.querySelector(`form[data-name="${CSS.escape(w.name)}"]`)) continue;
+    const form = el('form', 'human-form');
+    form.dataset.name = w.name;
+    const label = el('label', null, `${w.name} (${w.role}) — your turn:`);
+    const text = el('textarea');
+    text.rows = 2;
+    text.setAttribute('aria-label', `${w.name}'s turn`);
+    form.append(label, text, el('button', null, 'Send'));
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      if (!text.value.trim()) return;
+      const reply = await post('/api/input', { name: w.name, text: text.value });
+      if (reply.error) label.textContent = reply.error;
+      else text.value = '';
+    });
+    box.append(form);
+  }
+  box.hidden = waiting.length === 0;
+  const first = box.querySelector('textarea');
+  if (first && !box.contains(document.activeElement)) first.focus();
+}
+
 function startLive(state) {
   view.scenario = state.scenario;
   $('title').textContent = state.scenario.name || 'sopsim';
@@ -276,14 +333,6 @@ function startLive(state) {
   for (const id of ['pause', 'step', 'resume', 'stop']) {
     $(id).addEventListener('click', () => post(`/api/${id}`, {}));
   }
-  $('human').addEventListener('submit', async (e) => {
-    e.preventDefault();
-    const text = $('human-text').value;
-    if (!text.trim()) return;
-    const reply = await post('/api/input', { name: $('human').dataset.name, text });
-    if (reply.error) $('human-label').textContent = reply.error;
-    else $('human-text').value = '';
-  });
   const source = new EventSource('/events');
   source.addEventListener('message', (e) => render(JSON.parse(e.data)));
   source.addEventListener('token', (e) => {
@@ -296,14 +345,8 @@ function startLive(state) {
     if (!$('status').classList.contains('ended')) setStatus(p.paused ? 'paused' : 'running', p.paused ? 'paused' : '');
   });
   source.addEventListener('input', (e) => {
-    const w = JSON.parse(e.data).waiting_for;
-    const form = $('human');
-    form.hidden = !w;
-    if (w) {
-      form.dataset.name = w.name;
-      $('human-label').textContent = `${w.name} (${w.role}) — your turn:`;
-      $('human-text').focus();
-    }
+    const data = JSON.parse(e.data);
+    showWaiting(data.waiting || (data.waiting_for ? [data.waiting_for] : []));
   });
   source.addEventListener('end', (e) => {
     const end = JSON.parse(e.data);
@@ -320,15 +363,28 @@ function startLive(state) {
 
 // ---- a finished run, replayed ---------------------------------------------------
 
-function messageIndexes(events) {
+// Where each step of a replay starts: a message (or a tool's result) on its own, or a
+// whole simultaneous round from its start to its end.
+function stepStarts(events) {
   const idx = [];
-  events.forEach((p, i) => { if (p.type === 'text' || p.type === 'result') idx.push(i); });
+  let inRound = false;
+  events.forEach((p, i) => {
+    const meta = (p.payload && p.payload.metadata) || {};
+    if (p.type === 'status' && meta.event === 'round_start') {
+      idx.push(i);
+      inRound = true;
+    } else if (p.type === 'status' && meta.event === 'round_end') {
+      inRound = false;
+    } else if (!inRound && (p.type === 'text' || p.type === 'result')) {
+      idx.push(i);
+    }
+  });
   return idx;
 }
 
 function startReplay(events, summary) {
   $('replay-controls').hidden = false;
-  const turns = messageIndexes(events);
+  const turns = stepStarts(events);
   const slider = $('slider');
   slider.max = String(turns.length);
   let shown = 0;
@@ -344,7 +400,7 @@ function startReplay(events, summary) {
     if (shown === turns.length && summary) {
       setStatus(`ended by ${summary.ended_by} after ${summary.turns} turns`, 'ended');
     } else {
-      setStatus(`replay: ${shown} of ${turns.length} turns`);
+      setStatus(`replay: ${shown} of ${turns.length} steps`);
     }
   };
   const stopTimer = () => { if (timer) clearInterval(timer); timer = null; $('play').textContent = 'Play'; };
