@@ -243,3 +243,119 @@ fn a_used_up_state_redirects_to_the_end_by_default() {
     step(&mut e);
     assert_eq!(step(&mut e).1, Transition::End);
 }
+
+/// A simultaneous game state of three roles, `max_turns` per visit, with keywords.
+fn simultaneous(max_turns: u32, opening: bool) -> Arc<Scenario> {
+    let mut state = StateBuilder::new(["North", "East", "South"])
+        .max_turns(max_turns)
+        .keyword("FOLD", "end")
+        .keyword("RAISE", "raise")
+        .next(["raise", "end"]);
+    if opening {
+        state = state.begin("East", "Cards are dealt.");
+    }
+    let mut s = ScenarioBuilder::new("table")
+        .agent("A", |a| a.plays("play", "North").plays("raise", "North"))
+        .agent("B", |a| a.plays("play", "East"))
+        .agent("C", |a| a.plays("play", "South"))
+        .state("play", state)
+        .state(
+            "raise",
+            StateBuilder::new(["North"]).max_turns(1).next(["end"]),
+        )
+        .build()
+        .unwrap();
+    s.sop.states["play"].turns = crate::scenario::Turns::Simultaneous;
+    Arc::new(s)
+}
+
+/// Plays one round as the Director does: every role's turn recorded, in order.
+fn play_round(e: &mut SopEngine) -> Vec<String> {
+    let Speaker::Round { roles } = e.next_speaker() else {
+        panic!("expected a round")
+    };
+    for role in &roles {
+        e.record_turn(role);
+    }
+    roles
+}
+
+#[test]
+fn a_simultaneous_state_is_all_of_its_roles_every_step() {
+    let mut e = SopEngine::new(simultaneous(12, false), 1);
+    for _ in 0..3 {
+        assert_eq!(play_round(&mut e), ["North", "East", "South"]);
+        assert_eq!(
+            e.check_round(&["a", "b", "c"]),
+            Check::Decided(Transition::Stay, Cause::Nothing)
+        );
+    }
+    assert_eq!(e.turns_in_visit(), 9, "a round counts one turn per role");
+}
+
+#[test]
+fn a_rounds_keywords_are_read_in_the_order_of_roles() {
+    let e = SopEngine::new(simultaneous(9, false), 1);
+    // North says nothing, East raises, South folds: East comes first in the roles.
+    assert_eq!(
+        e.check_round(&["I wait.", "I RAISE.", "I fold."]),
+        Check::Decided(
+            Transition::Move("raise".into()),
+            Cause::Keyword("RAISE".into())
+        )
+    );
+    // Within one message, the first keyword listed.
+    assert_eq!(
+        e.check_round(&["raise, or fold?", "", ""]),
+        Check::Decided(Transition::End, Cause::Keyword("FOLD".into()))
+    );
+}
+
+#[test]
+fn max_turns_counts_whole_rounds() {
+    // 4 turns with three roles: the first round (3) stays, the second (6) moves.
+    let mut e = SopEngine::new(simultaneous(4, false), 1);
+    play_round(&mut e);
+    assert_eq!(
+        e.check_round(&["", "", ""]),
+        Check::Decided(Transition::Stay, Cause::Nothing)
+    );
+    play_round(&mut e);
+    assert_eq!(e.turns_in_visit(), 6);
+    assert_eq!(
+        e.check_round(&["", "", ""]),
+        Check::Decided(Transition::Move("raise".into()), Cause::MaxTurns(4))
+    );
+}
+
+#[test]
+fn a_visits_opening_is_a_turn_of_its_own_before_the_first_round() {
+    let mut e = SopEngine::new(simultaneous(4, true), 1);
+    assert_eq!(
+        e.next_speaker(),
+        Speaker::Opening {
+            role: "East".into(),
+            query: "Cards are dealt.".into()
+        }
+    );
+    e.record_turn("East");
+    // The transition is checked after the opening, as after any turn.
+    assert_eq!(
+        e.check_transition("Cards are dealt."),
+        Check::Decided(Transition::Stay, Cause::Nothing)
+    );
+    assert_eq!(play_round(&mut e), ["North", "East", "South"]);
+    // The opening and one round: 4 turns.
+    assert_eq!(
+        e.check_round(&["", "", ""]),
+        Check::Decided(Transition::Move("raise".into()), Cause::MaxTurns(4))
+    );
+    // An opening that names a keyword leaves before any round.
+    let mut e = SopEngine::new(simultaneous(4, true), 1);
+    e.next_speaker();
+    e.record_turn("East");
+    assert_eq!(
+        e.check_transition("Fold now."),
+        Check::Decided(Transition::End, Cause::Keyword("FOLD".into()))
+    );
+}
