@@ -224,7 +224,7 @@ pub fn advice(s: &Scenario) -> Vec<Problem> {
 fn uneven_rounds(max: u32, state: &super::format::State) -> Option<String> {
     let roles = state.roles.len() as u32;
     let opening = u32::from(state.begin_query.is_some());
-    if roles < 2 || max <= opening || (max - opening) % roles == 0 {
+    if roles < 2 || max <= opening || (max - opening).is_multiple_of(roles) {
         return None;
     }
     let rounds = (max - opening).div_ceil(roles);
