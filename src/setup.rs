@@ -412,6 +412,16 @@ pub type Llm = (Arc<dyn LlmBackend>, Arc<dyn TokenCounter>);
 /// The model backend the options name (the scripted one answers from `scenario`'s
 /// script), behind the recorder when recording.
 pub fn llm(scenario: &Scenario, opts: &ModelOptions) -> Result<Llm, SetupError> {
+    shared_llm(scenario, &[], opts)
+}
+
+/// [`llm`] for the runs of several scenarios at once (a benchmark's): a server's
+/// tokens are counted for every model `scenario` and `also` name.
+pub fn shared_llm(
+    scenario: &Scenario,
+    also: &[&Scenario],
+    opts: &ModelOptions,
+) -> Result<Llm, SetupError> {
     let (llm, counter): Llm = match (&opts.replay, opts.llm) {
         (Some(dir), _) => (
             Arc::new(Replayer::new(dir).map_err(|source| SetupError::Recording {
@@ -429,7 +439,12 @@ pub fn llm(scenario: &Scenario, opts: &ModelOptions) -> Result<Llm, SetupError> 
         #[cfg(feature = "openai")]
         (None, LlmChoice::OpenAi) => {
             let backend = openai_backend(opts, scenario.llm.model.as_deref())?;
-            let counter = backend.counter();
+            let named: Vec<&str> = also
+                .iter()
+                .chain([&scenario])
+                .flat_map(|s| s.models_named())
+                .collect();
+            let counter = backend.counter(&named);
             (Arc::new(backend), counter)
         }
         #[cfg(not(feature = "openai"))]

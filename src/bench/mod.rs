@@ -340,7 +340,10 @@ pub fn run(
     let prices = setup::prices(&models)?;
     let shared = match (models.llm, &models.replay) {
         (LlmChoice::Scripted, None) => None,
-        _ => Some(setup::llm(&loaded[0].scenario, &models)?),
+        _ => {
+            let others: Vec<&Scenario> = loaded[1..].iter().map(|l| &*l.scenario).collect();
+            Some(setup::shared_llm(&loaded[0].scenario, &others, &models)?)
+        }
     };
     let mut prepared = HashMap::new();
     for l in &loaded {

@@ -639,6 +639,27 @@ impl Scenario {
         .fold(LlmSettings::default(), |s, layer| s.over(layer))
     }
 
+    /// Every model the scenario's `llm` settings name (top level, agents, states, roles),
+    /// each once.
+    pub fn models_named(&self) -> Vec<&str> {
+        let states = self.sop.states.values();
+        let layers = std::iter::once(Some(&self.llm))
+            .chain(self.agents.values().map(|a| a.llm.as_ref()))
+            .chain(states.clone().map(|st| st.llm.as_ref()))
+            .chain(
+                states
+                    .flat_map(|st| st.components.values())
+                    .map(|c| c.llm.as_ref()),
+            );
+        let mut models: Vec<&str> = Vec::new();
+        for model in layers.flatten().filter_map(|l| l.model.as_deref()) {
+            if !models.contains(&model) {
+                models.push(model);
+            }
+        }
+        models
+    }
+
     /// Whether anything reads message embeddings: retrieval (`top_k` > 0) or a
     /// knowledge lookup. When nothing does, messages are not embedded at all.
     pub fn needs_embeddings(&self) -> bool {

@@ -551,9 +551,13 @@ impl OpenAiBackend {
         }
     }
 
-    /// Counts tokens as the model does where sopsim knows its tokenizer.
-    pub fn counter(&self) -> std::sync::Arc<dyn crate::tokens::TokenCounter> {
-        counter_for(self.options.model.as_deref())
+    /// Counts tokens as the models do where sopsim knows their tokenizers: this
+    /// backend's own model and `named`, the models a scenario's agents, roles and
+    /// states ask for (a prompt costs the most any of them counts).
+    pub fn counter(&self, named: &[&str]) -> std::sync::Arc<dyn crate::tokens::TokenCounter> {
+        let mut models = named.to_vec();
+        models.extend(self.options.model.as_deref());
+        counter_for(&models)
     }
 
     fn endpoint(&self) -> String {

@@ -1,9 +1,9 @@
-//! Counting tokens for a server's model: OpenAI's own tokenizers (through tiktoken-rs)
+//! Counting tokens for a server's models: OpenAI's own tokenizers (through tiktoken-rs)
 //! for OpenAI's models, else the conservative [`Estimator`].
 
 use std::sync::Arc;
 
-use crate::tokens::{Estimator, TokenCounter};
+use crate::tokens::{Estimator, MostOf, TokenCounter};
 
 /// Exact counts with one of OpenAI's tokenizers.
 struct Tiktoken(&'static tiktoken_rs::CoreBPE);
@@ -18,12 +18,30 @@ impl TokenCounter for Tiktoken {
     }
 }
 
-/// The counter for `model`: exact for the models tiktoken knows (gpt-4o, gpt-4,
-/// gpt-3.5, o1…), the estimator for any other server's model.
-pub fn counter_for(model: Option<&str>) -> Arc<dyn TokenCounter> {
-    match model.map(tiktoken_rs::bpe_for_model) {
-        Some(Ok(bpe)) => Arc::new(Tiktoken(bpe)),
-        _ => Arc::new(Estimator),
+/// The counter for prompts sent to any of `models`: exact when they all share one
+/// tokenizer tiktoken knows (gpt-4o, gpt-4, gpt-3.5, o1…); otherwise each model's
+/// count (the estimator's for a model tiktoken does not know, or when none is named),
+/// the most of them taken.
+pub fn counter_for(models: &[&str]) -> Arc<dyn TokenCounter> {
+    let mut bpes: Vec<&'static tiktoken_rs::CoreBPE> = Vec::new();
+    let mut unknown = models.is_empty();
+    for model in models {
+        match tiktoken_rs::bpe_for_model(model) {
+            Ok(bpe) if !bpes.iter().any(|b| std::ptr::eq(*b, bpe)) => bpes.push(bpe),
+            Ok(_) => {}
+            Err(_) => unknown = true,
+        }
+    }
+    let mut counters: Vec<Arc<dyn TokenCounter>> = bpes
+        .into_iter()
+        .map(|bpe| Arc::new(Tiktoken(bpe)) as Arc<dyn TokenCounter>)
+        .collect();
+    if unknown {
+        counters.push(Arc::new(Estimator));
+    }
+    match counters.len() {
+        1 => counters.remove(0),
+        _ => Arc::new(MostOf(counters)),
     }
 }
 
@@ -33,11 +51,65 @@ mod tests {
 
     #[test]
     fn openai_models_are_counted_exactly_and_others_estimated() {
-        let gpt = counter_for(Some("gpt-4o-mini"));
+        let gpt = counter_for(&["gpt-4o-mini"]);
         assert!(gpt.exact());
         assert_eq!(gpt.count("Hello, world!"), 4);
-        let other = counter_for(Some("qwen2.5-coder-0.5b-instruct"));
+        assert!(
+            counter_for(&["gpt-4o-mini", "gpt-4o"]).exact(),
+            "one tokenizer"
+        );
+        let other = counter_for(&["qwen2.5-coder-0.5b-instruct"]);
         assert!(!other.exact());
-        assert!(!counter_for(None).exact());
+        assert!(!counter_for(&[]).exact());
+        // An agent on another model: the most of both counts.
+        let mixed = counter_for(&["gpt-4o-mini", "qwen2.5-coder-0.5b-instruct"]);
+        assert!(!mixed.exact());
+        assert_eq!(
+            mixed.count("Hello, world!"),
+            Estimator.count("Hello, world!")
+        );
+        let old = counter_for(&["gpt-4o-mini", "gpt-4"]);
+        let text = "Zusammenarbeit und Wettbewerb, 2024-05-17.";
+        assert_eq!(
+            old.count(text),
+            counter_for(&["gpt-4o-mini"])
+                .count(text)
+                .max(counter_for(&["gpt-4"]).count(text))
+        );
+    }
+
+    /// Text BPE tokenizers split finely: the estimate must not undercount it.
+    #[test]
+    fn the_estimate_is_at_least_what_openais_tokenizers_count() {
+        let cjk = "我们今天讨论合作与竞争。協力と競争について話しましょう。";
+        let texts = [
+            "The quick brown fox jumps over the lazy dog.",
+            "3141592653589793 2718281828 1234567890",
+            r#"{"id": 1729, "name": "Ada", "tags": ["x", "y"], "ok": true, "ratio": 0.375}"#,
+            "https://example.com/api/v1/items?id=12345&sort=desc#top",
+            cjk,
+            "👍🏽 🎉🎉 👨‍👩‍👧 🇩🇪 ❤️",
+            "fn main() { println!(\"{}\", x[0] + y.len()); }",
+            "Ünïcödé façade naïve résumé — “quotes” … ñ",
+            "0x7f3a9c 3f2a9c7e-1b2d-4e5f-8a9b-0c1d2e3f4a5b",
+            "{\n  \"turns\": [\n    {\"seq\": 12, \"score\": -3.5e-2},\n    {\"seq\": 13}\n  ]\n}",
+            "def f(x):\n    if x > 10:\n        return x * 2\n    return -x\n",
+            "\tTab\tseparated\t1\t22\t333",
+        ];
+        for model in ["gpt-4o-mini", "gpt-4", "gpt-3.5-turbo"] {
+            let exact = counter_for(&[model]);
+            for text in texts {
+                if text == cjk && model != "gpt-4o-mini" {
+                    // GPT-4's tokenizer spends up to two tokens on a CJK character; the
+                    // estimate counts one, as newer tokenizers (GPT-4o's, Qwen's) spend.
+                    continue;
+                }
+                let (estimate, real) = (Estimator.count(text), exact.count(text));
+                assert!(
+                    estimate >= real,
+                    "{model}: {estimate} < {real} for {text:?}"
+                );
+            }
+        }
     }
 }
