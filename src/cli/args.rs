@@ -364,7 +364,8 @@ pub enum Format {
 pub enum ModeArg {
     /// Every agent sees every message.
     Cooperative,
-    /// Agents see only what is addressed to them and the public record.
+    /// Agents see only the current visit of each state: its messages, summary and
+    /// tool results.
     Competitive,
 }
 

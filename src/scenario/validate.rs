@@ -1,7 +1,7 @@
 //! Scenario validation: every problem at once, each as `path.to.field: message`.
 //!
-//! Two passes over the file: the JSON Schema derived from the model catches structure
-//! (missing fields, wrong types, misspelt keys), then [`check`] walks the typed
+//! Two passes over the file: the JSON Schema derived from the format's types catches
+//! structure (missing fields, wrong types, misspelt keys), then [`check`] walks the typed
 //! scenario for meaning (unknown states and roles, unreachable states, no way to the
 //! end, prompts that cannot fit the token budget). Pure: no I/O.
 
