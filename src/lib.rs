@@ -48,6 +48,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! `run` blocks on a runtime of its own; async code running in an actix `System` awaits
+//! [`runner::run_async`] instead. `examples/run_file.rs` is a complete program.
+//!
 //! # Layout
 //!
 //! Pure logic, free of I/O and actors, unit-tested directly:

@@ -13,8 +13,9 @@ use crate::events::{EventSink, FrontendLog};
 use crate::human::HumanInput;
 use crate::output::{RunDir, TranscriptWriter};
 use crate::scenario::Mode;
+use crate::scenario::Scenario;
 use crate::setup::{self, ModelOptions, SetupError};
-use crate::sim::{self, EndReason, RunConfig, RunOutcome};
+use crate::sim::{self, EndReason, RunConfig, RunOutcome, Services};
 
 /// What to run and where its files go.
 #[derive(Debug, Clone)]
@@ -97,7 +98,63 @@ pub struct RunIo {
 
 /// Runs a scenario file as `sopsim run` does, telling `io.sinks` what happens, stopping
 /// at the next turn boundary once `io.cancel` is cancelled.
+///
+/// It blocks: it starts an actix `System` (with a tokio runtime of its own) in the
+/// calling thread, so it panics when called from inside an async runtime, tokio's
+/// included ("Cannot start a runtime from within a runtime"). There, await
+/// [`run_async`] instead, or call this from a thread of its own (`std::thread::spawn`;
+/// not `spawn_blocking`, whose threads belong to the runtime).
 pub fn run(opts: &RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
+    let prepared = prepare(opts, io)?;
+    let outcome = actix::System::new().block_on(sim::run(
+        prepared.scenario.clone(),
+        &prepared.services,
+        prepared.config,
+    ))?;
+    finish(opts, prepared.files, outcome)
+}
+
+/// [`run`] for async code running inside an actix `System` (`#[actix::main]`,
+/// `actix::System::new().block_on`, actix-web's handlers): the blocking parts (loading
+/// models, asking a server which model it serves, creating files) go to the runtime's
+/// blocking threads, the simulation runs on the caller's system.
+pub async fn run_async(opts: RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
+    let (opts, prepared) = tokio::task::spawn_blocking(move || {
+        let prepared = prepare(&opts, io);
+        (opts, prepared)
+    })
+    .await
+    .map_err(|_| SimError::Internal("setting the run up panicked"))?;
+    let prepared = prepared?;
+    let outcome = sim::run(
+        prepared.scenario.clone(),
+        &prepared.services,
+        prepared.config,
+    )
+    .await?;
+    let files = prepared.files;
+    tokio::task::spawn_blocking(move || finish(&opts, files, outcome))
+        .await
+        .map_err(|_| SimError::Internal("writing the run's files panicked"))?
+}
+
+/// A run ready to start: its scenario, services and settings, and its files.
+struct Prepared {
+    scenario: Arc<Scenario>,
+    services: Services,
+    config: RunConfig,
+    files: RunFiles,
+}
+
+/// The output folder and its event log, when the run writes files.
+struct RunFiles {
+    dir: Option<RunDir>,
+    events: Option<Arc<FrontendLog>>,
+}
+
+/// Loads the scenario, builds the services the options ask for and creates the run's
+/// files (blocking).
+fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
     let RunIo {
         mut sinks,
         human_input,
@@ -143,10 +200,19 @@ pub fn run(opts: &RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
         max_total_tokens: opts.max_total_tokens,
         notes: imported.notes,
     };
-    let outcome = actix::System::new().block_on(sim::run(scenario.clone(), &services, config))?;
+    Ok(Prepared {
+        scenario,
+        services,
+        config,
+        files: RunFiles { dir, events },
+    })
+}
+
+/// Writes the final files and says how the run ended (blocking).
+fn finish(opts: &RunOptions, files: RunFiles, outcome: RunOutcome) -> Result<RunOutcome, RunError> {
     // The final files are written even after a failure (they say how the run ended),
     // but the first failure is the one reported.
-    let written = match &dir {
+    let written = match &files.dir {
         Some(dir) => dir.write_final(&outcome.environment, &outcome.summary),
         None => Ok(()),
     };
@@ -160,7 +226,7 @@ pub fn run(opts: &RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
             source,
         });
     }
-    if let Some(source) = events.as_ref().and_then(|e| e.take_error()) {
+    if let Some(source) = files.events.as_ref().and_then(|e| e.take_error()) {
         return Err(SimError::Io {
             what: "events.jsonl".into(),
             source,

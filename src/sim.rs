@@ -13,9 +13,9 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-use crate::actors::messages::Snapshot;
+use crate::actors::messages::{EnvironmentSnapshot, Snapshot};
 pub use crate::actors::EndReason;
-use crate::actors::{AgentActor, Cast, Director, EnvironmentActor, Limits, ParseFailures};
+use crate::actors::{AgentActor, Cast, Director, EnvironmentActor, Finish, Limits, ParseFailures};
 use crate::control::RunControl;
 use crate::embed::{EmbedService, HashEmbedder};
 use crate::error::{CancelToken, SimError};
@@ -179,15 +179,7 @@ pub async fn run(
     config: RunConfig,
 ) -> Result<RunOutcome, SimError> {
     let started = Instant::now();
-    for h in &config.humans {
-        if !scenario.agents.contains_key(h) {
-            let known: Vec<&str> = scenario.agents.keys().map(String::as_str).collect();
-            return Err(SimError::UnknownHuman {
-                name: h.clone(),
-                known: known.join(", "),
-            });
-        }
-    }
+    check_people(&scenario, &config)?;
     let mode = config.mode.unwrap_or(scenario.environment.mode);
     let llm = LlmClient::new(services.llm.clone());
     let mut config = config;
@@ -201,65 +193,9 @@ pub async fn run(
     for text in &config.notes {
         sinks.emit(crate::events::SimEvent::Warning { text: text.clone() });
     }
-    let env = EnvironmentActor::new(
-        scenario.clone(),
-        mode,
-        services.embed.clone(),
-        llm.clone(),
-        services.counter.clone(),
-        config.seed,
-    )
-    .start();
-    let played = |name: &String, spec: &crate::scenario::AgentSpec| {
-        spec.human || config.humans.contains(name)
-    };
-    if let Some((name, _)) = scenario
-        .agents
-        .iter()
-        .find(|(n, a)| played(n, a))
-        .filter(|_| config.human_input.is_none())
-    {
-        return Err(SimError::NoHumanInput {
-            agent: name.clone(),
-        });
-    }
-    let human_input = config.human_input.clone();
-    let tools = Arc::new(crate::tools::ToolBox::start(&scenario).await?);
-    let agents: HashMap<String, _> = scenario
-        .agents
-        .iter()
-        .map(|(name, spec)| {
-            let human = if played(name, spec) {
-                human_input.clone()
-            } else {
-                None
-            };
-            let actor = AgentActor {
-                name: name.clone(),
-                scenario: scenario.clone(),
-                env: env.clone(),
-                llm: llm.clone(),
-                counter: services.counter.clone(),
-                sinks: sinks.clone(),
-                human,
-                replies: 0,
-                choices: 0,
-                decides: Arc::default(),
-                tools: tools.clone(),
-                seed: config.seed,
-            };
-            (name.clone(), actor.start())
-        })
-        .collect();
+    let cast = cast(&scenario, services, &config, mode, &llm, sinks).await?;
+    let env = cast.env.clone();
     let (done_tx, done_rx) = oneshot::channel();
-    let cast = Cast {
-        scenario: scenario.clone(),
-        agents,
-        env: env.clone(),
-        llm: llm.clone(),
-        counter: services.counter.clone(),
-        sinks,
-    };
     let limits = Limits {
         max_turns: config.max_turns.unwrap_or(scenario.sop.max_turns),
         budget_usd: config.budget_usd,
@@ -277,10 +213,117 @@ pub async fn run(
         done_tx,
     )
     .start();
-    let finish = done_rx
+    let mut finish = done_rx
         .await
         .map_err(|_| SimError::Internal("the director stopped without finishing"))?;
     let snapshot = env.send(Snapshot).await?;
+    let error = finish.error.take();
+    let summary = summarise(
+        &scenario,
+        services,
+        &llm,
+        (mode, config.seed),
+        finish,
+        error.as_ref(),
+        &snapshot,
+        started,
+    );
+    Ok(RunOutcome {
+        summary,
+        transcript: snapshot.transcript,
+        environment: snapshot.json,
+        error,
+    })
+}
+
+/// Refuses a run whose people are not agents of the scenario, or have no input.
+fn check_people(scenario: &Scenario, config: &RunConfig) -> Result<(), SimError> {
+    for h in &config.humans {
+        if !scenario.agents.contains_key(h) {
+            let known: Vec<&str> = scenario.agents.keys().map(String::as_str).collect();
+            return Err(SimError::UnknownHuman {
+                name: h.clone(),
+                known: known.join(", "),
+            });
+        }
+    }
+    match scenario
+        .agents
+        .iter()
+        .find(|(n, a)| a.human || config.humans.contains(n))
+    {
+        Some((name, _)) if config.human_input.is_none() => Err(SimError::NoHumanInput {
+            agent: name.clone(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Starts the Environment, the scenario's tools and one actor per agent: everything
+/// the Director directs.
+async fn cast(
+    scenario: &Arc<Scenario>,
+    services: &Services,
+    config: &RunConfig,
+    mode: Mode,
+    llm: &LlmClient,
+    sinks: Sinks,
+) -> Result<Cast, SimError> {
+    let env = EnvironmentActor::new(
+        scenario.clone(),
+        mode,
+        services.embed.clone(),
+        llm.clone(),
+        services.counter.clone(),
+        config.seed,
+    )
+    .start();
+    let tools = Arc::new(crate::tools::ToolBox::start(scenario).await?);
+    let agents: HashMap<String, _> = scenario
+        .agents
+        .iter()
+        .map(|(name, spec)| {
+            let played = spec.human || config.humans.contains(name);
+            let actor = AgentActor {
+                name: name.clone(),
+                scenario: scenario.clone(),
+                env: env.clone(),
+                llm: llm.clone(),
+                counter: services.counter.clone(),
+                sinks: sinks.clone(),
+                human: config.human_input.clone().filter(|_| played),
+                replies: 0,
+                choices: 0,
+                decides: Arc::default(),
+                tools: tools.clone(),
+                seed: config.seed,
+            };
+            (name.clone(), actor.start())
+        })
+        .collect();
+    Ok(Cast {
+        scenario: scenario.clone(),
+        agents,
+        env,
+        llm: llm.clone(),
+        counter: services.counter.clone(),
+        sinks,
+    })
+}
+
+/// The figures of `summary.json`, from how the run finished, the Environment's last
+/// state and the model client's ledger.
+#[allow(clippy::too_many_arguments)]
+fn summarise(
+    scenario: &Scenario,
+    services: &Services,
+    llm: &LlmClient,
+    (mode, seed): (Mode, u64),
+    finish: Finish,
+    error: Option<&SimError>,
+    snapshot: &EnvironmentSnapshot,
+    started: Instant,
+) -> RunSummary {
     let tool_summary = snapshot.tools.clone();
     let ledger = llm.ledger();
     let cost = services.prices.cost(&ledger);
@@ -293,17 +336,17 @@ pub async fn run(
             ledger.by_kind.get(k).map_or(0, |u| u.calls),
         )
     }));
-    let summary = RunSummary {
+    RunSummary {
         scenario: scenario.name.clone(),
         mode,
-        seed: config.seed,
+        seed,
         llm: llm.describe(),
         embedder: services.embed.name().to_string(),
         turns: finish.turns,
         visits: finish.visits,
         final_state: finish.final_state,
         ended_by: finish.ended_by,
-        error: finish.error.as_ref().map(|e| crate::chain::chain(e)),
+        error: error.map(|e| crate::chain::chain(e)),
         stop_reason: finish.stop_reason,
         llm_calls,
         cost_usd: cost.usd,
@@ -336,13 +379,7 @@ pub async fn run(
             .chain(tool_warnings(&tool_summary))
             .collect(),
         wall_ms: started.elapsed().as_millis() as u64,
-    };
-    Ok(RunOutcome {
-        summary,
-        transcript: snapshot.transcript,
-        environment: snapshot.json,
-        error: finish.error,
-    })
+    }
 }
 
 /// Runs one simulation on a fresh actix `System` in this thread.

@@ -126,3 +126,30 @@ fn a_paused_run_takes_one_turn_per_step_and_stops_when_told() {
     assert_eq!(outcome.summary.ended_by, EndReason::Interrupted);
     assert_eq!(outcome.summary.turns, 3);
 }
+
+#[test]
+fn async_code_awaits_run_async_inside_its_actix_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = RunOptions {
+        out: Some(dir.path().to_path_buf()),
+        seed: 2,
+        models: ModelOptions {
+            llm: LlmChoice::Scripted,
+            embedder: EmbedderChoice::Hash,
+            ..ModelOptions::default()
+        },
+        ..RunOptions::new(common::root().join("scenarios/debate.json"))
+    };
+    let blocking = runner::run(&opts, RunIo::default()).unwrap();
+    let transcript = std::fs::read_to_string(dir.path().join("transcript.jsonl")).unwrap();
+    // As an actix-web handler or `#[actix::main]` would: the system is already running.
+    let awaited = actix::System::new()
+        .block_on(runner::run_async(opts, RunIo::default()))
+        .unwrap();
+    assert_eq!(awaited.summary.turns, blocking.summary.turns);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("transcript.jsonl")).unwrap(),
+        transcript
+    );
+    assert!(dir.path().join("summary.json").exists());
+}
