@@ -1,5 +1,5 @@
 //! The library never prints and never exits the process: runs, benchmarks and failures
-//! through the library API, in a child process whose stdout and stderr must stay empty.
+//! (an MCP server writing to its stderr among them) through the library API, in a child process whose stdout and stderr must stay empty.
 //! (A harness-less test, so no test harness writes to stdout either.)
 
 use std::path::PathBuf;
@@ -71,6 +71,9 @@ fn use_the_library() {
     };
     assert!(runner::run(&offline, RunIo::default()).is_err());
 
+    #[cfg(feature = "mcp")]
+    a_noisy_mcp_server_is_heard_only_in_the_error(&dir, &opts);
+
     let bench_opts = BenchOptions {
         scenarios: vec![scenario("prisoners_dilemma")],
         modes: vec![Mode::Cooperative, Mode::Competitive],
@@ -86,6 +89,29 @@ fn use_the_library() {
     let run = bench::run(&bench_opts, &Unobserved, CancelToken::new()).expect("the benchmark runs");
     assert_eq!(run.executed.finished, 4);
     let _ = Arc::new(run);
+}
+
+/// An MCP server that writes to its stderr and dies: what it wrote is in the error,
+/// not on the terminal.
+#[cfg(feature = "mcp")]
+fn a_noisy_mcp_server_is_heard_only_in_the_error(dir: &tempfile::TempDir, opts: &RunOptions) {
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(scenario("debate")).unwrap()).unwrap();
+    doc["tools"] = serde_json::json!({"add": {"kind": "mcp", "config": {
+        "command": "sh",
+        "args": ["-c", "echo the server is noisy >&2; exit 3"],
+        "tool": "add",
+    }}});
+    let file = dir.path().join("noisy.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let noisy = RunOptions {
+        scenario: file,
+        out: None,
+        ..opts.clone()
+    };
+    let err = runner::run(&noisy, RunIo::default()).expect_err("the server dies");
+    let text = sopsim::chain::chain(&err);
+    assert!(text.contains("the server is noisy"), "{text}");
 }
 
 fn main() {
