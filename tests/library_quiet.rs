@@ -1,6 +1,7 @@
 //! The library never prints and never exits the process: runs, benchmarks and failures
-//! (an MCP server writing to its stderr among them) through the library API, in a child process whose stdout and stderr must stay empty.
-//! (A harness-less test, so no test harness writes to stdout either.)
+//! (an MCP server writing to its stderr among them) through the library API, in a child
+//! process whose stdout and stderr must stay empty. (A harness-less test, so no test
+//! harness writes to stdout either.)
 
 use std::path::PathBuf;
 use std::process::Command;
