@@ -90,83 +90,19 @@ pub fn merge(opts: &MergeOptions) -> Result<Merged, BenchError> {
             source: ShardFolderError::NoShards,
         });
     };
+    let by_index = by_index(&shards)?;
     let settings = Settings {
         shard: None,
         ..first.settings.clone()
     };
-    let mut by_index: BTreeMap<u64, &ShardFolder> = BTreeMap::new();
-    for s in &shards {
-        let other = Settings {
-            shard: None,
-            ..s.settings.clone()
-        };
-        if other != settings || !s.plan.same_plan(&first.plan) {
-            return Err(BenchError::ShardMismatch {
-                first: first.dir.clone(),
-                other: s.dir.clone(),
-            });
-        }
-        if let Some(earlier) = by_index.insert(s.plan.shard.index, s) {
-            return Err(BenchError::DoubledShard {
-                index: s.plan.shard.index,
-                first: earlier.dir.clone(),
-                second: s.dir.clone(),
-            });
-        }
-    }
     let plan = &first.plan;
     let seeds: Vec<u64> = (0..plan.seeds).map(|i| plan.first_seed + i).collect();
-    // The whole plan in its order, rebuilt from the names it is made of.
-    let mut ids: Vec<String> = Vec::new();
-    for sc in &plan.scenarios {
-        for m in &plan.modes {
-            ids.extend(
-                seeds
-                    .iter()
-                    .map(|s| format!("{sc}/{}/seed-{s}", m.as_str())),
-            );
-        }
-    }
-    if ids.len() != plan.runs || ids_digest(ids.iter().map(String::as_str)) != plan.ids_sha256 {
-        return Err(BenchError::ShardFolder {
-            path: first.dir.clone(),
-            source: ShardFolderError::PlanEdited,
-        });
-    }
-    let known: BTreeMap<&str, &Job> = shards
-        .iter()
-        .flat_map(|s| s.jobs.iter())
-        .map(|j| (j.id.as_str(), j))
-        .collect();
-    let mut jobs = Vec::new();
-    let mut sources = Vec::new();
-    let mut missing = Vec::new();
-    for (k, id) in ids.iter().enumerate() {
-        let owner = by_index.get(&(k as u64 % plan.shard.count));
-        let job = owner.and_then(|s| s.jobs.iter().find(|j| &j.id == id));
-        match (owner, job) {
-            (Some(s), Some(job)) if plan::is_finished(&job.dir(&s.dir)) => {
-                sources.push((job.dir(&s.dir), job.clone()));
-                jobs.push(job.clone());
-            }
-            _ => {
-                missing.push(id.clone());
-                // A run of a missing shard: its scenario's file from any other run.
-                let scenario = id.split('/').next().unwrap_or_default();
-                if let Some(like) = known.values().find(|j| j.scenario == scenario) {
-                    let mode = plan.modes[(k / plan.seeds as usize) % plan.modes.len()];
-                    let seed = seeds[k % plan.seeds as usize];
-                    jobs.push(Job::new(
-                        scenario,
-                        Path::new(&like.file),
-                        &like.sha256,
-                        mode,
-                        seed,
-                    ));
-                }
-            }
-        }
-    }
+    let ids = planned_ids(first, &seeds)?;
+    let Gathered {
+        jobs,
+        sources,
+        missing,
+    } = gather_jobs(&shards, &by_index, plan, &seeds, &ids);
     if !missing.is_empty() && !opts.allow_missing {
         return Err(BenchError::MissingRuns {
             count: missing.len(),
@@ -174,22 +110,7 @@ pub fn merge(opts: &MergeOptions) -> Result<Merged, BenchError> {
             ids: missing,
         });
     }
-    let mut loaded = Vec::new();
-    for name in &plan.scenarios {
-        let Some(job) = jobs.iter().find(|j| &j.scenario == name) else {
-            continue;
-        };
-        let l = load(Path::new(&job.file), &opts.allowed_paths)?;
-        if l.sha256 != job.sha256 {
-            return Err(BenchError::ScenarioChanged {
-                file: job.file.clone(),
-                id: job.id.clone(),
-                out: opts.out.clone(),
-                runs: opts.out.join("runs").join(name),
-            });
-        }
-        loaded.push(l);
-    }
+    let loaded = load_scenarios(plan, &jobs, opts)?;
     if opts.out.join("bench.json").exists() {
         let earlier = plan::read_settings(&opts.out)?;
         if earlier != settings {
@@ -224,6 +145,141 @@ pub fn merge(opts: &MergeOptions) -> Result<Merged, BenchError> {
         gathered: sources.len(),
         missing,
     })
+}
+
+/// The shards by index, once they are known to be shards of one benchmark, each once.
+fn by_index(shards: &[ShardFolder]) -> Result<BTreeMap<u64, &ShardFolder>, BenchError> {
+    let Some(first) = shards.first() else {
+        return Ok(BTreeMap::new());
+    };
+    let settings = Settings {
+        shard: None,
+        ..first.settings.clone()
+    };
+    let mut by_index: BTreeMap<u64, &ShardFolder> = BTreeMap::new();
+    for s in shards {
+        let other = Settings {
+            shard: None,
+            ..s.settings.clone()
+        };
+        if other != settings || !s.plan.same_plan(&first.plan) {
+            return Err(BenchError::ShardMismatch {
+                first: first.dir.clone(),
+                other: s.dir.clone(),
+            });
+        }
+        if let Some(earlier) = by_index.insert(s.plan.shard.index, s) {
+            return Err(BenchError::DoubledShard {
+                index: s.plan.shard.index,
+                first: earlier.dir.clone(),
+                second: s.dir.clone(),
+            });
+        }
+    }
+    Ok(by_index)
+}
+
+/// The whole plan's run ids in its order, rebuilt from the names it is made of and
+/// checked against the digest the shard recorded.
+fn planned_ids(first: &ShardFolder, seeds: &[u64]) -> Result<Vec<String>, BenchError> {
+    let plan = &first.plan;
+    let mut ids: Vec<String> = Vec::new();
+    for sc in &plan.scenarios {
+        for m in &plan.modes {
+            ids.extend(
+                seeds
+                    .iter()
+                    .map(|s| format!("{sc}/{}/seed-{s}", m.as_str())),
+            );
+        }
+    }
+    if ids.len() != plan.runs || ids_digest(ids.iter().map(String::as_str)) != plan.ids_sha256 {
+        return Err(BenchError::ShardFolder {
+            path: first.dir.clone(),
+            source: ShardFolderError::PlanEdited,
+        });
+    }
+    Ok(ids)
+}
+
+/// The merged plan's jobs, the finished run folders to gather, and the runs no shard
+/// finished.
+struct Gathered {
+    jobs: Vec<Job>,
+    sources: Vec<(PathBuf, Job)>,
+    missing: Vec<String>,
+}
+
+/// Finds each planned run in the shard that owns it (position k in shard k mod N).
+fn gather_jobs(
+    shards: &[ShardFolder],
+    by_index: &BTreeMap<u64, &ShardFolder>,
+    plan: &ShardPlan,
+    seeds: &[u64],
+    ids: &[String],
+) -> Gathered {
+    let known: BTreeMap<&str, &Job> = shards
+        .iter()
+        .flat_map(|s| s.jobs.iter())
+        .map(|j| (j.id.as_str(), j))
+        .collect();
+    let mut gathered = Gathered {
+        jobs: Vec::new(),
+        sources: Vec::new(),
+        missing: Vec::new(),
+    };
+    for (k, id) in ids.iter().enumerate() {
+        let owner = by_index.get(&(k as u64 % plan.shard.count));
+        let job = owner.and_then(|s| s.jobs.iter().find(|j| &j.id == id));
+        match (owner, job) {
+            (Some(s), Some(job)) if plan::is_finished(&job.dir(&s.dir)) => {
+                gathered.sources.push((job.dir(&s.dir), job.clone()));
+                gathered.jobs.push(job.clone());
+            }
+            _ => {
+                gathered.missing.push(id.clone());
+                // A run of a missing shard: its scenario's file from any other run.
+                let scenario = id.split('/').next().unwrap_or_default();
+                if let Some(like) = known.values().find(|j| j.scenario == scenario) {
+                    let mode = plan.modes[(k / plan.seeds as usize) % plan.modes.len()];
+                    let seed = seeds[k % plan.seeds as usize];
+                    gathered.jobs.push(Job::new(
+                        scenario,
+                        Path::new(&like.file),
+                        &like.sha256,
+                        mode,
+                        seed,
+                    ));
+                }
+            }
+        }
+    }
+    gathered
+}
+
+/// The plan's scenario files, each as the shards ran it (the same bytes).
+fn load_scenarios(
+    plan: &ShardPlan,
+    jobs: &[Job],
+    opts: &MergeOptions,
+) -> Result<Vec<super::Loaded>, BenchError> {
+    let mut loaded = Vec::new();
+    for name in &plan.scenarios {
+        let Some(job) = jobs.iter().find(|j| &j.scenario == name) else {
+            continue;
+        };
+        let l = load(Path::new(&job.file), &opts.allowed_paths)?;
+        if l.sha256 != job.sha256 {
+            return Err(BenchError::ScenarioChanged {
+                file: job.file.clone(),
+                id: job.id.clone(),
+                out: opts.out.clone(),
+                runs: opts.out.join("runs").join(name),
+            });
+        }
+        loaded.push(l);
+    }
+    Ok(loaded)
 }
 
 /// Puts a run folder's files at `to`, replacing what a previous merge put there.

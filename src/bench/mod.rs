@@ -258,63 +258,9 @@ pub fn run(
     observer: &dyn BenchObserver,
     cancel: CancelToken,
 ) -> Result<BenchRun, BenchError> {
-    if opts.scenarios.is_empty() {
-        return Err(SetupError::NoScenarios.into());
-    }
-    if opts.seeds == 0 {
-        return Err(SetupError::Count {
-            setting: Setting::Seeds,
-            what: "the number of seeds",
-        }
-        .into());
-    }
-    if opts.jobs == 0 {
-        return Err(SetupError::Count {
-            setting: Setting::Jobs,
-            what: "the number of runs at once",
-        }
-        .into());
-    }
-    let mut loaded = opts
-        .scenarios
-        .iter()
-        .map(|p| load(p, &opts.allowed_paths))
-        .collect::<Result<Vec<_>, _>>()?;
-    for (i, a) in loaded.iter().enumerate() {
-        if let Some(b) = loaded[..i]
-            .iter()
-            .find(|b| b.scenario.name == a.scenario.name)
-        {
-            return Err(BenchError::SameName {
-                first: b.path.clone(),
-                second: a.path.clone(),
-                name: a.scenario.name.clone(),
-            });
-        }
-    }
-    if opts.seeds > MAX_SEEDS {
-        return Err(SetupError::TooMany {
-            setting: Setting::Seeds,
-            what: "the number of seeds",
-            max: MAX_SEEDS,
-        }
-        .into());
-    }
-    let last_seed =
-        opts.first_seed
-            .checked_add(opts.seeds - 1)
-            .ok_or(SetupError::SeedsOverflow {
-                first: opts.first_seed,
-                count: opts.seeds,
-            })?;
-    if opts.out.exists() && !opts.out.is_dir() {
-        return Err(SetupError::Out {
-            path: opts.out.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "it is a file"),
-        }
-        .into());
-    }
-    let seeds: Vec<u64> = (opts.first_seed..=last_seed).collect();
+    check_counts(opts)?;
+    let mut loaded = load_all(&opts.scenarios, &opts.allowed_paths)?;
+    let seeds = plan_seeds(opts)?;
     let mut jobs: Vec<Job> = Vec::new();
     for l in &loaded {
         for m in &opts.modes {
@@ -323,50 +269,7 @@ pub fn run(
             }
         }
     }
-
-    // Model settings as `sopsim run` layers them; the one shared backend takes the
-    // first config's server. Each scenario has only just been loaded, so `make_mut`
-    // copies nothing.
-    let models = setup::layer_models(
-        &opts.models,
-        loaded
-            .iter_mut()
-            .map(|l| (Arc::make_mut(&mut l.scenario), &l.imported)),
-    );
-    // One model backend and one embedding service for every run; the scripted backend
-    // answers from each scenario's own script.
-    let needed = loaded.iter().any(|l| l.scenario.needs_embeddings());
-    let embed = setup::embed_service(&models, needed)?;
-    let prices = setup::prices(&models)?;
-    let shared = match (models.llm, &models.replay) {
-        (LlmChoice::Scripted, None) => None,
-        _ => {
-            let others: Vec<&Scenario> = loaded[1..].iter().map(|l| &*l.scenario).collect();
-            Some(setup::shared_llm(&loaded[0].scenario, &others, &models)?)
-        }
-    };
-    let mut prepared = HashMap::new();
-    for l in &loaded {
-        let (llm, counter) = match &shared {
-            Some(s) => s.clone(),
-            None => setup::llm(&l.scenario, &models)?,
-        };
-        let services = crate::sim::Services {
-            llm,
-            embed: embed.clone(),
-            counter,
-            prices: prices.clone(),
-        };
-        prepared.insert(
-            l.scenario.name.clone(),
-            Prepared {
-                scenario: l.scenario.clone(),
-                services,
-                max_turns: opts.max_turns,
-                notes: l.imported.notes.clone(),
-            },
-        );
-    }
+    let (prepared, embedder) = prepare(&mut loaded, opts)?;
     let llm_name = prepared
         .values()
         .next()
@@ -380,7 +283,7 @@ pub fn run(
     }
     let settings = Settings {
         llm: llm_name,
-        embedder: embed.name().to_string(),
+        embedder,
         max_turns: opts.max_turns,
         shard: shard_plan,
     };
@@ -406,6 +309,127 @@ pub fn run(
         executed,
         skipped,
     )
+}
+
+/// Refuses a benchmark of nothing: no scenario, no seed, no run at a time.
+fn check_counts(opts: &BenchOptions) -> Result<(), BenchError> {
+    if opts.scenarios.is_empty() {
+        return Err(SetupError::NoScenarios.into());
+    }
+    if opts.seeds == 0 {
+        return Err(SetupError::Count {
+            setting: Setting::Seeds,
+            what: "the number of seeds",
+        }
+        .into());
+    }
+    if opts.jobs == 0 {
+        return Err(SetupError::Count {
+            setting: Setting::Jobs,
+            what: "the number of runs at once",
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Loads every scenario; a benchmark tells them apart by name, so names must differ.
+fn load_all(paths: &[PathBuf], allowed: &[PathBuf]) -> Result<Vec<Loaded>, BenchError> {
+    let loaded = paths
+        .iter()
+        .map(|p| load(p, allowed))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, a) in loaded.iter().enumerate() {
+        if let Some(b) = loaded[..i]
+            .iter()
+            .find(|b| b.scenario.name == a.scenario.name)
+        {
+            return Err(BenchError::SameName {
+                first: b.path.clone(),
+                second: a.path.clone(),
+                name: a.scenario.name.clone(),
+            });
+        }
+    }
+    Ok(loaded)
+}
+
+/// The seeds to run, once the output folder is known to be usable.
+fn plan_seeds(opts: &BenchOptions) -> Result<Vec<u64>, BenchError> {
+    if opts.seeds > MAX_SEEDS {
+        return Err(SetupError::TooMany {
+            setting: Setting::Seeds,
+            what: "the number of seeds",
+            max: MAX_SEEDS,
+        }
+        .into());
+    }
+    let last_seed =
+        opts.first_seed
+            .checked_add(opts.seeds - 1)
+            .ok_or(SetupError::SeedsOverflow {
+                first: opts.first_seed,
+                count: opts.seeds,
+            })?;
+    if opts.out.exists() && !opts.out.is_dir() {
+        return Err(SetupError::Out {
+            path: opts.out.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "it is a file"),
+        }
+        .into());
+    }
+    Ok((opts.first_seed..=last_seed).collect())
+}
+
+/// Each scenario with the services its runs share: one model backend and one
+/// embedding service for every run (the scripted backend answers from each scenario's
+/// own script). Also the embedder's name.
+fn prepare(
+    loaded: &mut [Loaded],
+    opts: &BenchOptions,
+) -> Result<(HashMap<String, Prepared>, String), BenchError> {
+    // Model settings as `sopsim run` layers them; the one shared backend takes the
+    // first config's server. Each scenario has only just been loaded, so `make_mut`
+    // copies nothing.
+    let models = setup::layer_models(
+        &opts.models,
+        loaded
+            .iter_mut()
+            .map(|l| (Arc::make_mut(&mut l.scenario), &l.imported)),
+    );
+    let needed = loaded.iter().any(|l| l.scenario.needs_embeddings());
+    let embed = setup::embed_service(&models, needed)?;
+    let prices = setup::prices(&models)?;
+    let shared = match (models.llm, &models.replay) {
+        (LlmChoice::Scripted, None) => None,
+        _ => {
+            let others: Vec<&Scenario> = loaded[1..].iter().map(|l| &*l.scenario).collect();
+            Some(setup::shared_llm(&loaded[0].scenario, &others, &models)?)
+        }
+    };
+    let mut prepared = HashMap::new();
+    for l in loaded.iter() {
+        let (llm, counter) = match &shared {
+            Some(s) => s.clone(),
+            None => setup::llm(&l.scenario, &models)?,
+        };
+        let services = crate::sim::Services {
+            llm,
+            embed: embed.clone(),
+            counter,
+            prices: prices.clone(),
+        };
+        prepared.insert(
+            l.scenario.name.clone(),
+            Prepared {
+                scenario: l.scenario.clone(),
+                services,
+                max_turns: opts.max_turns,
+                notes: l.imported.notes.clone(),
+            },
+        );
+    }
+    Ok((prepared, embed.name().to_string()))
 }
 
 /// What the report needs of one scenario.
