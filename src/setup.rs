@@ -449,11 +449,12 @@ pub fn shared_llm(
         }
         #[cfg(not(feature = "openai"))]
         (None, LlmChoice::OpenAi) => {
+            let _ = also;
             return Err(SetupError::NotBuilt {
                 setting: Setting::Model,
                 what: "OpenAI-compatible servers",
                 feature: "openai",
-            })
+            });
         }
     };
     let llm: Arc<dyn LlmBackend> = match &opts.record {
