@@ -567,6 +567,37 @@ fn chat_templates_render_as_hugging_face_does() {
     }
 }
 
+/// Templates written for the reference (`TEMPLATES` in the generator) render as
+/// transformers renders them: its `tojson` with keyword arguments, `<`, `>`, `&` and
+/// `'` as they are, non-ASCII text, messages' keys in their order. No model needed.
+#[test]
+fn tojson_in_templates_renders_as_transformers_does() {
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/reference/chat_templates.json")).unwrap(),
+    )
+    .unwrap();
+    let templates = reference["templates"].as_object().unwrap();
+    assert!(!templates.is_empty());
+    for (name, spec) in templates {
+        let source = spec["source"].as_str().unwrap().to_string();
+        let template =
+            sopsim_infer::template::ChatTemplate::new(Some(source), None, "</s>".into()).unwrap();
+        for case in spec["cases"].as_array().unwrap() {
+            let messages: Vec<(&str, &str)> = case["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+                .collect();
+            assert_eq!(
+                template.render(&messages).unwrap(),
+                case["rendered"].as_str().unwrap(),
+                "{name}: {messages:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_default_model_calls_json_lookup_with_schema_valid_arguments() {
     let scenario = example("shop_assistant");

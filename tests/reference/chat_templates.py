@@ -1,7 +1,9 @@
 """Reference renderings of GGUF chat templates, made as Hugging Face transformers makes
 them (`apply_chat_template`: a sandboxed jinja2 environment with trim_blocks,
 lstrip_blocks and loop controls, its `tojson`, `raise_exception`), for
-tests/models.rs to compare sopsim's renderer against.
+tests/models.rs to compare sopsim's renderer against; and of templates written here
+(`TEMPLATES`) that use what the two GGUF templates do not, such as `tojson`'s
+keyword arguments.
 
     python3 -m pip install jinja2 gguf
     python3 tests/reference/chat_templates.py models/qwen05/*.gguf models/smollm2/*.gguf \
@@ -27,7 +29,24 @@ CASES = [
         {"role": "assistant", "content": "  The motion is sound; consider three points.  "},
         {"role": "user", "content": "Rebut — with ünïcödé, 中文 and {{ braces }}."},
     ],
+    [
+        {"role": "system", "content": "Rules: a < b && c > d; it's \"quoted\" & <tagged/>."},
+        {"role": "user", "content": "Ça va? 你好 — 👍🏽 done,\ttabs and \\backslashes\\."},
+    ],
 ]
+
+# transformers' own tojson: json.dumps with its keyword arguments, no HTML escaping.
+TEMPLATES = {
+    "tojson": (
+        "{% for message in messages %}"
+        "{{ message | tojson }}\n"
+        "{{ message['content'] | tojson(ensure_ascii=true) }}\n"
+        "{% endfor %}"
+        "{{ messages | tojson(indent=2) }}\n"
+        "{{ {'z': messages | length, 'a': [1.5, none, true, 1e-05, 'it\\'s <&>']}"
+        " | tojson(sort_keys=true, separators=(',', ':')) }}"
+    ),
+}
 
 
 def field(reader, key):
@@ -69,5 +88,12 @@ for path in sys.argv[1:]:
         "template_sha256": hashlib.sha256(source.encode()).hexdigest(),
         "cases": [{"messages": m, "rendered": render(source, bos, eos, m)} for m in CASES],
     }
+out["templates"] = {
+    name: {
+        "source": source,
+        "cases": [{"messages": m, "rendered": render(source, None, "</s>", m)} for m in CASES],
+    }
+    for name, source in TEMPLATES.items()
+}
 json.dump(out, sys.stdout, ensure_ascii=False, indent=1)
 print()
