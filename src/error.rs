@@ -43,10 +43,18 @@ pub enum SimError {
     #[error("no agent plays role {role:?} in state {state:?}")]
     NoAgent { state: String, role: String },
     #[error("the scenario's tools")]
-    Tools(#[from] crate::tools::ToolSetupError),
+    Tools(#[source] Box<crate::tools::ToolSetupError>),
     /// The actors broke one of their own rules (a bug, reported rather than a panic).
     #[error("internal error: {0}")]
     Internal(&'static str),
+}
+
+impl From<crate::tools::ToolSetupError> for SimError {
+    /// Boxed: the setting's path and cause would make every result carrying a
+    /// `SimError` large.
+    fn from(e: crate::tools::ToolSetupError) -> Self {
+        SimError::Tools(Box::new(e))
+    }
 }
 
 impl SimError {

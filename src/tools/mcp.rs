@@ -55,7 +55,7 @@ pub enum StartError {
         program: String,
         stderr: StderrTail,
         #[source]
-        source: rmcp::ServiceError,
+        source: Box<rmcp::ServiceError>,
     },
 }
 
@@ -186,7 +186,7 @@ impl Servers {
                 return Err(StartError::List {
                     program: program(),
                     stderr: stderr.tail_at_exit().await,
-                    source,
+                    source: Box::new(source),
                 })
             }
             Ok(Ok(tools)) => tools,
