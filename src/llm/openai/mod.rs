@@ -292,7 +292,7 @@ impl OpenAiBackend {
     }
 
     /// Asks the server which model it serves (`GET {base}/models`) and uses the first
-    /// ([`pick_model`]: on OpenAI's API the first chat model); a note says so when it
+    /// (`pick_model`: on OpenAI's API the first chat model); a note says so when it
     /// serves several. For when no model is named anywhere
     /// (a flag, the environment, the scenario). Blocking: call it before a run starts.
     pub fn discover_model(&mut self) -> Result<(), LlmError> {
