@@ -66,7 +66,12 @@ pub fn flag(setting: Setting) -> Option<&'static str> {
 fn hint(error: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
     let mut cause = Some(error);
     while let Some(e) = cause {
-        if let Some(ModelError::Checksum { .. }) = e.downcast_ref() {
+        // A setup error shows a fetch's error transparently, so it is not a cause.
+        let fetch = match e.downcast_ref() {
+            Some(SetupError::Fetch(m)) => Some(m),
+            _ => e.downcast_ref::<ModelError>(),
+        };
+        if let Some(ModelError::Checksum { .. }) = fetch {
             return Some(" (run `sopsim models fetch` again)");
         }
         if let Some(ShardFolderError::NotAShard) = e.downcast_ref() {
@@ -141,5 +146,46 @@ impl From<BenchError> for Failure {
 impl From<ModelError> for Failure {
     fn from(e: ModelError) -> Self {
         SetupError::from(e).into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_adds_its_hints_to_the_librarys_messages() {
+        let damaged = ModelError::Checksum {
+            what: "model.gguf of qwen05".into(),
+            expected: "ab".into(),
+            actual: "cd".into(),
+        };
+        assert_eq!(
+            Failure::from(damaged).message(),
+            "model.gguf of qwen05: SHA-256 is cd, expected ab; the download is damaged or \
+             not the expected release (run `sopsim models fetch` again)"
+        );
+        let whole = BenchError::ShardFolder {
+            path: "out".into(),
+            source: ShardFolderError::NotAShard,
+        };
+        let failure = Failure::from(whole);
+        assert_eq!(
+            failure.message(),
+            "out: a whole benchmark, not a shard (run with --shard)"
+        );
+        assert!(matches!(failure, Failure::BadInput(_)));
+        let missing = BenchError::MissingRuns {
+            count: 1,
+            of: 4,
+            ids: vec!["pd/cooperative/seed-3".into()],
+        };
+        let failure = Failure::from(missing);
+        assert_eq!(
+            failure.message(),
+            "1 of 4 planned runs are in no shard (run their shards again, or merge with \
+             --allow-missing): pd/cooperative/seed-3"
+        );
+        assert!(matches!(failure, Failure::Runtime(_)));
     }
 }
