@@ -7,8 +7,9 @@
 //! per sentence. So a sentence costs what its own tokens cost, a batch of short ones
 //! shares one pass through each weight matrix, and a vector does not depend on what
 //! else was in its batch beyond float summation order in the products.
-//! Products go through `gemm` on one thread when small (one message: no threads to wake)
-//! and on the [`crate::compute`] pool when large.
+//! Products go through AMX tiles as three bf16 products where the CPU has AMX-BF16
+//! ([`crate::bf16x3`]), else through `gemm` on one thread when small (one message: no
+//! threads to wake) and on the [`crate::compute`] pool when large.
 
 use crate::compute;
 
@@ -25,19 +26,40 @@ pub struct BertShape {
     pub eps: f32,
 }
 
-/// One layer's weights, products' matrices as stored (`[out, in]`, row-major).
+/// One layer's weights, products' matrices `[out, in]`.
 struct Layer {
     /// Query, key and value stacked: `[3 * hidden, hidden]`.
-    qkv: Vec<f32>,
+    qkv: Dense,
     qkv_bias: Vec<f32>,
-    out: Vec<f32>,
+    out: Dense,
     out_bias: Vec<f32>,
     norm1: (Vec<f32>, Vec<f32>),
-    up: Vec<f32>,
+    up: Dense,
     up_bias: Vec<f32>,
-    down: Vec<f32>,
+    down: Dense,
     down_bias: Vec<f32>,
     norm2: (Vec<f32>, Vec<f32>),
+}
+
+/// A product's matrix: f32 rows for `gemm`, or split for AMX tiles where the CPU has
+/// them (see [`crate::bf16x3`]).
+enum Dense {
+    F32(Vec<f32>),
+    #[cfg(target_arch = "x86_64")]
+    Tiles(crate::bf16x3::Bf16x3),
+}
+
+impl Dense {
+    fn new(w: Vec<f32>, n: usize, k: usize) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if crate::bf16x3::available() {
+            if let Some(t) = crate::bf16x3::Bf16x3::new(&w, n, k) {
+                return Dense::Tiles(t);
+            }
+        }
+        let _ = (n, k);
+        Dense::F32(w)
+    }
 }
 
 pub struct Bert {
@@ -104,14 +126,18 @@ impl Bert {
                 qkv_bias.extend(get(&format!("{p}.attention.self.{part}.bias"), h)?);
             }
             layers.push(Layer {
-                qkv,
+                qkv: Dense::new(qkv, 3 * h, h),
                 qkv_bias,
-                out: get(&format!("{p}.attention.output.dense.weight"), h * h)?,
+                out: Dense::new(
+                    get(&format!("{p}.attention.output.dense.weight"), h * h)?,
+                    h,
+                    h,
+                ),
                 out_bias: get(&format!("{p}.attention.output.dense.bias"), h)?,
                 norm1: norm(&format!("{p}.attention.output"))?,
-                up: get(&format!("{p}.intermediate.dense.weight"), i * h)?,
+                up: Dense::new(get(&format!("{p}.intermediate.dense.weight"), i * h)?, i, h),
                 up_bias: get(&format!("{p}.intermediate.dense.bias"), i)?,
-                down: get(&format!("{p}.output.dense.weight"), h * i)?,
+                down: Dense::new(get(&format!("{p}.output.dense.weight"), h * i)?, h, i),
                 down_bias: get(&format!("{p}.output.dense.bias"), h)?,
                 norm2: norm(&format!("{p}.output"))?,
             });
@@ -208,7 +234,19 @@ impl Bert {
 }
 
 /// `out[t] = x[t] · wᵀ + bias` for `rows` rows of `k` values; `w` is `[n, k]`.
-fn linear(x: &[f32], rows: usize, k: usize, w: &[f32], bias: &[f32], out: &mut [f32]) {
+fn linear(x: &[f32], rows: usize, k: usize, w: &Dense, bias: &[f32], out: &mut [f32]) {
+    match w {
+        Dense::F32(w) => linear_f32(x, rows, k, w, bias, out),
+        #[cfg(target_arch = "x86_64")]
+        Dense::Tiles(t) => {
+            if rows > 0 {
+                t.product(x, rows, bias, out)
+            }
+        }
+    }
+}
+
+fn linear_f32(x: &[f32], rows: usize, k: usize, w: &[f32], bias: &[f32], out: &mut [f32]) {
     let n = bias.len();
     let out = &mut out[..rows * n];
     for row in out.chunks_exact_mut(n) {
@@ -253,36 +291,19 @@ fn linear(x: &[f32], rows: usize, k: usize, w: &[f32], bias: &[f32], out: &mut [
 
 /// Self-attention of each sentence and head: `qkv` rows hold query, key and value.
 fn attention(qkv: &[f32], spans: &[(usize, usize)], heads: usize, h: usize, ctx: &mut [f32]) {
-    let dh = h / heads;
-    let scale = 1.0 / (dh as f32).sqrt();
     let work = |start: usize, len: usize, out: &mut [f32]| {
-        let mut scores = vec![0f32; len];
-        for head in 0..heads {
-            let off = head * dh;
-            for i in 0..len {
-                let q = &qkv[(start + i) * 3 * h + off..][..dh];
-                let mut max = f32::NEG_INFINITY;
-                for (j, s) in scores.iter_mut().enumerate() {
-                    let k = &qkv[(start + j) * 3 * h + h + off..][..dh];
-                    *s = q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale;
-                    max = max.max(*s);
-                }
-                let mut total = 0f32;
-                for s in scores.iter_mut() {
-                    *s = (*s - max).exp();
-                    total += *s;
-                }
-                let row = &mut out[i * h + off..][..dh];
-                row.fill(0.0);
-                for (j, s) in scores.iter().enumerate() {
-                    let p = s / total;
-                    let v = &qkv[(start + j) * 3 * h + 2 * h + off..][..dh];
-                    for (r, vv) in row.iter_mut().zip(v) {
-                        *r += p * vv;
-                    }
-                }
-            }
+        #[cfg(target_arch = "x86_64")]
+        if crate::quant::Kernels::detect() >= crate::quant::Kernels::Avx512 && (h / heads).is_multiple_of(16)
+        {
+            // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F.
+            return unsafe { sentence_avx512(qkv, start, len, heads, h, out) };
         }
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { sentence_avx2(qkv, start, len, heads, h, out) };
+        }
+        sentence(qkv, start, len, heads, h, out)
     };
     // Each sentence writes its own rows of `ctx`.
     let mut rest = &mut ctx[..];
@@ -292,11 +313,154 @@ fn attention(qkv: &[f32], spans: &[(usize, usize)], heads: usize, h: usize, ctx:
         rest = tail;
         tasks.push(move || work(start, len, mine));
     }
-    if spans.iter().map(|(_, l)| l * l).sum::<usize>() * heads * dh >= PARALLEL_MACS {
+    if spans.iter().map(|(_, l)| l * l).sum::<usize>() * h >= PARALLEL_MACS {
         compute::run_all(tasks);
     } else {
         for mut t in tasks {
             t();
+        }
+    }
+}
+
+/// One sentence's attention with AVX-512, a head at a time: the keys transposed so
+/// that sixteen keys' scores are one register, weights by sopsim's vectorised exp,
+/// the weighted values sixteen dimensions to a register (head size a multiple of 16).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
+unsafe fn sentence_avx512(
+    qkv: &[f32],
+    start: usize,
+    len: usize,
+    heads: usize,
+    h: usize,
+    out: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    let dh = h / heads;
+    let scale = _mm512_set1_ps(1.0 / (dh as f32).sqrt());
+    let padded = len.div_ceil(16) * 16;
+    let mut keys = vec![0f32; dh * padded];
+    let mut values = vec![0f32; len * dh];
+    let mut scores = vec![0f32; padded];
+    let row =
+        |j: usize, part: usize, off: usize| &qkv[(start + j) * 3 * h + part * h + off..][..dh];
+    for head in 0..heads {
+        let off = head * dh;
+        for j in 0..len {
+            for (d, k) in row(j, 1, off).iter().enumerate() {
+                keys[d * padded + j] = *k;
+            }
+            values[j * dh..(j + 1) * dh].copy_from_slice(row(j, 2, off));
+        }
+        for i in 0..len {
+            let q = row(i, 0, off);
+            let mut max = _mm512_set1_ps(f32::NEG_INFINITY);
+            for b in 0..padded / 16 {
+                let mut acc = _mm512_setzero_ps();
+                for (d, qd) in q.iter().enumerate() {
+                    let k = _mm512_loadu_ps(keys.as_ptr().add(d * padded + b * 16));
+                    acc = _mm512_fmadd_ps(_mm512_set1_ps(*qd), k, acc);
+                }
+                let valid = (len - b * 16).min(16);
+                let mask: __mmask16 = if valid == 16 {
+                    0xFFFF
+                } else {
+                    (1u32 << valid) as u16 - 1
+                };
+                let s = _mm512_mul_ps(acc, scale);
+                _mm512_storeu_ps(scores.as_mut_ptr().add(b * 16), s);
+                max = _mm512_mask_max_ps(max, mask, s, max);
+            }
+            let max = _mm512_set1_ps(_mm512_reduce_max_ps(max));
+            let mut total = _mm512_setzero_ps();
+            for b in 0..padded / 16 {
+                let valid = (len - b * 16).min(16);
+                let mask: __mmask16 = if valid == 16 {
+                    0xFFFF
+                } else {
+                    (1u32 << valid) as u16 - 1
+                };
+                let x = _mm512_sub_ps(_mm512_loadu_ps(scores.as_ptr().add(b * 16)), max);
+                let mut lanes = [0f32; 16];
+                _mm512_storeu_ps(lanes.as_mut_ptr(), x);
+                let e = _mm512_maskz_loadu_ps(mask, crate::math::exp(lanes).as_ptr());
+                _mm512_storeu_ps(scores.as_mut_ptr().add(b * 16), e);
+                total = _mm512_add_ps(total, e);
+            }
+            let inv = _mm512_set1_ps(1.0 / _mm512_reduce_add_ps(total));
+            for c in 0..dh / 16 {
+                let mut acc = _mm512_setzero_ps();
+                for (j, p) in scores[..len].iter().enumerate() {
+                    let v = _mm512_loadu_ps(values.as_ptr().add(j * dh + c * 16));
+                    acc = _mm512_fmadd_ps(_mm512_set1_ps(*p), v, acc);
+                }
+                _mm512_storeu_ps(
+                    out.as_mut_ptr().add(i * h + off + c * 16),
+                    _mm512_mul_ps(acc, inv),
+                );
+            }
+        }
+    }
+}
+
+/// The same loops compiled for AVX2 and FMA, so the eight-lane sums run as vectors.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sentence_avx2(
+    qkv: &[f32],
+    start: usize,
+    len: usize,
+    heads: usize,
+    h: usize,
+    out: &mut [f32],
+) {
+    sentence(qkv, start, len, heads, h, out)
+}
+
+/// One sentence's attention, every head: scores as eight-lane sums over the head's
+/// dimensions, the weighted values by dimension.
+#[inline(always)]
+fn sentence(qkv: &[f32], start: usize, len: usize, heads: usize, h: usize, out: &mut [f32]) {
+    let dh = h / heads;
+    let scale = 1.0 / (dh as f32).sqrt();
+    let mut scores = vec![0f32; len];
+    for head in 0..heads {
+        let off = head * dh;
+        for i in 0..len {
+            let q = &qkv[(start + i) * 3 * h + off..][..dh];
+            let mut max = f32::NEG_INFINITY;
+            for (j, s) in scores.iter_mut().enumerate() {
+                let k = &qkv[(start + j) * 3 * h + h + off..][..dh];
+                let mut lanes = [0f32; 8];
+                let (qc, kc) = (q.chunks_exact(8), k.chunks_exact(8));
+                let tail: f32 = qc
+                    .remainder()
+                    .iter()
+                    .zip(kc.remainder())
+                    .map(|(a, b)| a * b)
+                    .sum();
+                for (qc, kc) in qc.zip(kc) {
+                    for l in 0..8 {
+                        lanes[l] += qc[l] * kc[l];
+                    }
+                }
+                *s = (crate::quant::sum_lanes(&lanes) + tail) * scale;
+                max = max.max(*s);
+            }
+            let mut total = 0f32;
+            for s in scores.iter_mut() {
+                *s = (*s - max).exp();
+                total += *s;
+            }
+            let row = &mut out[i * h + off..][..dh];
+            row.fill(0.0);
+            for (j, s) in scores.iter().enumerate() {
+                let p = s / total;
+                let v = &qkv[(start + j) * 3 * h + 2 * h + off..][..dh];
+                for (r, vv) in row.iter_mut().zip(v) {
+                    *r += p * vv;
+                }
+            }
         }
     }
 }
@@ -366,14 +530,18 @@ fn erf(x: f32) -> f32 {
 #[inline(always)]
 fn exp_neg(x: f32) -> f32 {
     let x = x.max(-87.0);
-    let n = (x * std::f32::consts::LOG2_E).round();
+    // Ties to even: one vector instruction (away-from-zero rounding is not).
+    let n = (x * std::f32::consts::LOG2_E).round_ties_even();
     let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
     let p = 1.0
         + r * (1.0
             + r * (0.5
                 + r * (0.166_666_67
                     + r * (0.041_666_67 + r * (0.008_333_334 + r * 0.001_388_889)))));
-    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    // SAFETY: `n` is a finite whole number in −126..=0 (x was clamped), so the plain
+    // conversion (which vectorises, unlike `as`'s saturating one) is exact.
+    let n = unsafe { n.to_int_unchecked::<i32>() };
+    p * f32::from_bits(((n + 127) as u32) << 23)
 }
 
 #[cfg(test)]
@@ -398,7 +566,7 @@ mod tests {
         let x = [1.0, 2.0, 3.0, 4.0]; // 2 rows × 2
         let w = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]; // 3 outputs × 2
         let mut out = [0.0; 6];
-        linear(&x, 2, 2, &w, &[0.5, 0.0, -1.0], &mut out);
+        linear_f32(&x, 2, 2, &w, &[0.5, 0.0, -1.0], &mut out);
         assert_eq!(out, [1.5, 2.0, 2.0, 3.5, 4.0, 6.0]);
     }
 }

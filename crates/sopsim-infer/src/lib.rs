@@ -11,6 +11,8 @@
 //!   its own [`kv::KvCache`]; attention per row and head.
 //! - [`options`]: choosing among options by their probability (a trie of tokens).
 //! - [`sampling`], [`template`]: the next token; the prompt text.
+//! - `bf16x3`: f32 products as three bf16 products on AMX tiles (the sentence encoder's,
+//!   where the CPU has AMX-BF16).
 //! - [`compute`]: the one place that decides how many threads model work uses.
 //! - [`math`]: float functions in a fixed order (exp, sums, the MLP's activation), the
 //!   same bits on every CPU.
@@ -22,6 +24,8 @@
 
 mod attention;
 pub mod bert;
+#[cfg(target_arch = "x86_64")]
+pub mod bf16x3;
 pub mod compute;
 pub mod error;
 pub mod gguf;
