@@ -26,6 +26,12 @@ pub enum ConstrainError {
     Schema(String),
     #[error("the constraint failed")]
     Panicked,
+    #[error("the model has no stop token within its vocabulary")]
+    NoStopToken,
+    #[error("the vocabulary could not be made into a token trie")]
+    Trie,
+    #[error("the parser could not be built over the vocabulary")]
+    Factory(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error(transparent)]
     Matcher(Box<dyn std::error::Error + Send + Sync>),
 }
@@ -74,7 +80,11 @@ fn byte_of_char() -> HashMap<char, u8> {
 impl Constraints {
     /// Builds the trie for a byte-level BPE `tokenizer` whose logits have `vocab_rows`
     /// entries; `stop_ids` end a reply.
-    pub fn new(tokenizer: &Tokenizer, vocab_rows: usize, stop_ids: &[u32]) -> Result<Self, String> {
+    pub fn new(
+        tokenizer: &Tokenizer,
+        vocab_rows: usize,
+        stop_ids: &[u32],
+    ) -> Result<Self, ConstrainError> {
         let bytes = byte_of_char();
         let added = tokenizer.get_added_tokens_decoder();
         let words: Vec<Vec<u8>> = (0..vocab_rows as u32)
@@ -104,18 +114,19 @@ impl Constraints {
             .filter(|&s| (s as usize) < vocab_rows)
             .collect();
         let Some(&eos) = stops.first() else {
-            return Err("the model has no stop token within its vocabulary".into());
+            return Err(ConstrainError::NoStopToken);
         };
         let built = catch_unwind(|| {
             let info = TokRxInfo::new(vocab_rows as u32, eos);
             TokTrie::from(&info, &words).with_eos_tokens(&stops)
         })
-        .map_err(|_| "the vocabulary could not be made into a token trie".to_string())?;
+        .map_err(|_| ConstrainError::Trie)?;
         let env: TokEnv = Arc::new(Env {
             trie: built,
             tokenizer: tokenizer.clone(),
         });
-        let mut factory = ParserFactory::new_simple(&env).map_err(|e| e.to_string())?;
+        let mut factory =
+            ParserFactory::new_simple(&env).map_err(|e| ConstrainError::Factory(e.into()))?;
         factory.quiet();
         Ok(Self {
             factory: Arc::new(factory),

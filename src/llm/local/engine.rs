@@ -11,6 +11,7 @@
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -96,7 +97,8 @@ pub(super) struct Worker {
     active: Vec<Seq>,
     scratch: Scratch,
     /// Built at the first decision: most runs never need it.
-    constraints: Option<Result<super::constrain::Constraints, String>>,
+    constraints:
+        Option<Result<super::constrain::Constraints, Arc<super::constrain::ConstrainError>>>,
     load: Load,
 }
 
@@ -189,11 +191,14 @@ impl Worker {
     /// Renders and tokenizes a request; a bad request is answered at once.
     fn admit(&mut self, job: Job) {
         if job.request.tools.is_some() && self.constraints.is_none() {
-            self.constraints = Some(super::constrain::Constraints::new(
-                &self.text.tokenizer,
-                self.model.vocab,
-                &self.text.special.stop_ids,
-            ));
+            self.constraints = Some(
+                super::constrain::Constraints::new(
+                    &self.text.tokenizer,
+                    self.model.vocab,
+                    &self.text.special.stop_ids,
+                )
+                .map_err(Arc::new),
+            );
         }
         let prepared = self.prepare(&job.request).and_then(|(rendered, prompt)| {
             Ok((
@@ -517,7 +522,7 @@ impl Worker {
                             .map_err(|e| self.error(format!("the decision's schema: {e}")))?,
                     )),
                     (Some(_), Some(Err(e))) => {
-                        return Err(self.error(format!("decisions cannot be constrained: {e}")))
+                        return Err(self.failed("constraining decisions", e.clone()))
                     }
                     (Some(_), None) => return Err(self.error("decisions cannot be constrained")),
                 };
