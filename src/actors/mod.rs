@@ -7,6 +7,7 @@ mod director;
 mod environment;
 mod environment_tools;
 pub mod messages;
+mod model_turn;
 mod tool_turn;
 
 pub use agent::AgentActor;

@@ -22,8 +22,8 @@ use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
 use crate::llm::record::TapedCall;
 use crate::llm::{
-    CallContext, CallKind, DecisionFormat, LlmClient, LlmRequest, ToolCall, ToolExchange,
-    ToolRequest,
+    CallContext, CallKind, Completion, DecisionFormat, LlmClient, LlmRequest, ToolCall,
+    ToolExchange, ToolRequest,
 };
 use crate::memory::MessageKind;
 use crate::prompt::ChatMessage;
@@ -309,21 +309,9 @@ impl Decider {
         base: &[ChatMessage],
         format: DecisionFormat,
     ) -> Result<ToolTurn, SimError> {
-        let mut out = Outcome::default();
-        let mut tasks: Vec<Task> = Vec::new();
-        let mut exchange: Vec<ToolExchange> = Vec::new();
+        let mut steps = Steps::default();
+        self.auto_run(&mut steps).await?;
         let refs: Vec<&Tool> = self.tools.iter().map(Arc::as_ref).collect();
-        for (tool, args) in decision::auto_runs(&refs, self.last_message.as_deref()) {
-            let tool = self.tools.iter().find(|t| t.name == tool.name).cloned();
-            if let Some(tool) = tool {
-                let (task, _) = self.call(&tool, &args, 0, false, &mut out).await?;
-                tasks.push(task);
-            }
-        }
-        let mut retries = 0u32;
-        let mut failed_before = false;
-        // Calls made this turn, as (tool, arguments on one line).
-        let mut made: Vec<(String, String)> = Vec::new();
         for step in 1..=self.max_steps {
             let view = self
                 .env
@@ -340,169 +328,240 @@ impl Decider {
             if offer.available.is_empty() {
                 break;
             }
-            let messages = decision::decision_messages(
-                base,
-                &DecisionView {
-                    step,
-                    max_steps: self.max_steps,
-                    available: &offer.available,
-                    unavailable: &offer.unavailable,
-                    errors: &view.errors,
-                    tasks: &tasks,
-                    environment: &view.environment,
-                    format,
-                },
-            );
-            let request = ToolRequest {
-                tools: offer.available.iter().map(|t| t.def()).collect(),
-                format,
-                tool_choice: self.settings.tool_choice.clone(),
-                exchange: exchange.clone(),
-                decision_schema: decision::decision_schema(&offer.available),
-            };
-            let index = self.decides.fetch_add(1, Ordering::Relaxed);
-            let context = CallContext::new(CallKind::Decide, &self.state, self.turn, self.run_seed)
-                .by(&self.name, &self.role, index);
             let completion = self
-                .llm
-                .complete(
-                    LlmRequest::decide(messages, request, self.settings.clone(), context),
-                    None,
-                )
-                .await
-                .map_err(|source| SimError::Llm {
-                    turn: self.turn,
-                    source,
-                })?;
-            let calls: Vec<ToolCall> = if !completion.tool_calls.is_empty() {
-                completion.tool_calls
-            } else {
-                match decision::read_decision(&completion.text) {
-                    Decided::Call { name, arguments } => vec![ToolCall {
-                        id: format!("call_{}_{step}", self.turn),
-                        name,
-                        arguments,
-                    }],
-                    Decided::Answer => Vec::new(),
-                    // A native decision in plain text is the model answering.
-                    Decided::Unreadable(_) if format == DecisionFormat::Native => Vec::new(),
-                    Decided::Unreadable(why) => {
-                        let (task, _) = self
-                            .refuse(
-                                "decision",
-                                "",
-                                CallOutcome::InvalidArguments,
-                                why,
-                                failed_before,
-                                &mut out,
-                            )
-                            .await?;
-                        tasks.push(task);
-                        failed_before = true;
-                        retries += 1;
-                        if retries > MAX_RETRIES {
-                            break;
-                        }
-                        continue;
+                .decide(base, format, step, &view, &offer, &steps)
+                .await?;
+            let calls = match self.calls_in(&completion, step, format) {
+                Ok(calls) => calls,
+                Err(why) => {
+                    let (task, _) = self
+                        .refuse(
+                            "decision",
+                            "",
+                            CallOutcome::InvalidArguments,
+                            why,
+                            steps.failed_before,
+                            &mut steps.out,
+                        )
+                        .await?;
+                    steps.tasks.push(task);
+                    steps.failed_before = true;
+                    if steps.out_of_tries() {
+                        break;
                     }
+                    continue;
                 }
             };
-            let decided = if calls.is_empty() {
-                decision::ANSWER.to_string()
-            } else {
-                calls
-                    .iter()
-                    .map(|c| c.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            self.emit(Return::TreeUpdate {
-                node: self.name.clone(),
-                tree_index: step,
-                decision: decided,
-                reasoning: cut(completion.text.trim(), 300),
-                reset: false,
-            });
+            self.show_decision(step, &calls, &completion.text);
             if calls.is_empty() {
                 break;
             }
             let mut bad = false;
             for call in calls {
-                let key = (call.name.clone(), one_line(&call.arguments));
-                let repeated = made.contains(&key);
-                made.push(key);
-                let (task, outcome) = match offer.available.iter().find(|t| t.name == call.name) {
-                    Some(_) if repeated => {
-                        out.turn.messages.push(self.memory(
-                            MessageKind::ToolCall,
-                            format!("calls {} with {}", call.name, one_line(&call.arguments)),
-                        ));
-                        let why = format!(
-                            "this exact call of `{}` was already made this turn and its result is above; change the arguments, call another tool, or answer",
-                            call.name
-                        );
-                        self.refuse(
-                            &call.name,
-                            &call.arguments,
-                            CallOutcome::Repeated,
-                            why,
-                            failed_before,
-                            &mut out,
-                        )
-                        .await?
-                    }
-                    Some(tool) => {
-                        let tool = self
-                            .tools
-                            .iter()
-                            .find(|t| t.name == tool.name)
-                            .cloned()
-                            .ok_or(SimError::Internal("an offered tool is missing"))?;
-                        self.call(&tool, &call.arguments, step, failed_before, &mut out)
-                            .await?
-                    }
-                    None => {
-                        let why = unknown_tool(&call.name, &offer);
-                        out.turn.messages.push(self.memory(
-                            MessageKind::ToolCall,
-                            format!("calls {} with {}", call.name, one_line(&call.arguments)),
-                        ));
-                        self.refuse(
-                            &call.name,
-                            &call.arguments,
-                            CallOutcome::UnknownTool,
-                            why,
-                            failed_before,
-                            &mut out,
-                        )
-                        .await?
-                    }
-                };
-                failed_before |= task.error;
-                bad |= matches!(
-                    outcome,
-                    CallOutcome::InvalidArguments
-                        | CallOutcome::UnknownTool
-                        | CallOutcome::Repeated
-                );
-                exchange.push(ToolExchange {
-                    call: call.clone(),
-                    result: task.parsed.clone(),
-                });
-                tasks.push(task);
+                bad |= self.carry_out(call, step, &offer, &mut steps).await?;
             }
-            if bad {
-                retries += 1;
-                if retries > MAX_RETRIES {
-                    break;
-                }
+            if bad && steps.out_of_tries() {
+                break;
             }
         }
-        out.turn.for_reply = decision::results_for_reply(&tasks, &out.objects);
+        let mut turn = steps.out.turn;
+        turn.for_reply = decision::results_for_reply(&steps.tasks, &steps.out.objects);
         if let Some(held) = &self.held {
-            out.turn.events = std::mem::take(&mut *held.lock().unwrap_or_else(|p| p.into_inner()));
+            turn.events = std::mem::take(&mut *held.lock().unwrap_or_else(|p| p.into_inner()));
         }
-        Ok(out.turn)
+        Ok(turn)
+    }
+
+    /// The tools whose `run_if` holds for the latest message, run before any decision.
+    async fn auto_run(&self, steps: &mut Steps) -> Result<(), SimError> {
+        let refs: Vec<&Tool> = self.tools.iter().map(Arc::as_ref).collect();
+        for (tool, args) in decision::auto_runs(&refs, self.last_message.as_deref()) {
+            let tool = self.tools.iter().find(|t| t.name == tool.name).cloned();
+            if let Some(tool) = tool {
+                let (task, _) = self.call(&tool, &args, 0, false, &mut steps.out).await?;
+                steps.tasks.push(task);
+            }
+        }
+        Ok(())
+    }
+
+    /// One decision call: the offered tools, what earlier steps did, and the store.
+    async fn decide(
+        &self,
+        base: &[ChatMessage],
+        format: DecisionFormat,
+        step: u32,
+        view: &ToolView,
+        offer: &decision::Availability<'_>,
+        steps: &Steps,
+    ) -> Result<Completion, SimError> {
+        let messages = decision::decision_messages(
+            base,
+            &DecisionView {
+                step,
+                max_steps: self.max_steps,
+                available: &offer.available,
+                unavailable: &offer.unavailable,
+                errors: &view.errors,
+                tasks: &steps.tasks,
+                environment: &view.environment,
+                format,
+            },
+        );
+        let request = ToolRequest {
+            tools: offer.available.iter().map(|t| t.def()).collect(),
+            format,
+            tool_choice: self.settings.tool_choice.clone(),
+            exchange: steps.exchange.clone(),
+            decision_schema: decision::decision_schema(&offer.available),
+        };
+        let index = self.decides.fetch_add(1, Ordering::Relaxed);
+        let context = CallContext::new(CallKind::Decide, &self.state, self.turn, self.run_seed)
+            .by(&self.name, &self.role, index);
+        self.llm
+            .complete(
+                LlmRequest::decide(messages, request, self.settings.clone(), context),
+                None,
+            )
+            .await
+            .map_err(|source| SimError::Llm {
+                turn: self.turn,
+                source,
+            })
+    }
+
+    /// The tool calls a decision makes (none: it answers), or why it cannot be read.
+    fn calls_in(
+        &self,
+        completion: &Completion,
+        step: u32,
+        format: DecisionFormat,
+    ) -> Result<Vec<ToolCall>, String> {
+        if !completion.tool_calls.is_empty() {
+            return Ok(completion.tool_calls.clone());
+        }
+        match decision::read_decision(&completion.text) {
+            Decided::Call { name, arguments } => Ok(vec![ToolCall {
+                id: format!("call_{}_{step}", self.turn),
+                name,
+                arguments,
+            }]),
+            Decided::Answer => Ok(Vec::new()),
+            // A native decision in plain text is the model answering.
+            Decided::Unreadable(_) if format == DecisionFormat::Native => Ok(Vec::new()),
+            Decided::Unreadable(why) => Err(why),
+        }
+    }
+
+    /// The decision as the tree shows it: the tools called, or the answer.
+    fn show_decision(&self, step: u32, calls: &[ToolCall], reasoning: &str) {
+        let decided = if calls.is_empty() {
+            decision::ANSWER.to_string()
+        } else {
+            calls
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        self.emit(Return::TreeUpdate {
+            node: self.name.clone(),
+            tree_index: step,
+            decision: decided,
+            reasoning: cut(reasoning.trim(), 300),
+            reset: false,
+        });
+    }
+
+    /// Makes one call the model decided on, or refuses it (unknown tool, or the same
+    /// call again); returns whether it was a bad call that spends a try.
+    async fn carry_out(
+        &self,
+        call: ToolCall,
+        step: u32,
+        offer: &decision::Availability<'_>,
+        steps: &mut Steps,
+    ) -> Result<bool, SimError> {
+        let key = (call.name.clone(), one_line(&call.arguments));
+        let repeated = steps.made.contains(&key);
+        steps.made.push(key);
+        let refused = match offer.available.iter().find(|t| t.name == call.name) {
+            Some(_) if repeated => Some((
+                CallOutcome::Repeated,
+                format!(
+                    "this exact call of `{}` was already made this turn and its result is above; change the arguments, call another tool, or answer",
+                    call.name
+                ),
+            )),
+            Some(_) => None,
+            None => Some((CallOutcome::UnknownTool, unknown_tool(&call.name, offer))),
+        };
+        let (task, outcome) = match refused {
+            Some((outcome, why)) => {
+                steps.out.turn.messages.push(self.memory(
+                    MessageKind::ToolCall,
+                    format!("calls {} with {}", call.name, one_line(&call.arguments)),
+                ));
+                self.refuse(
+                    &call.name,
+                    &call.arguments,
+                    outcome,
+                    why,
+                    steps.failed_before,
+                    &mut steps.out,
+                )
+                .await?
+            }
+            None => {
+                let tool = self
+                    .tools
+                    .iter()
+                    .find(|t| t.name == call.name)
+                    .cloned()
+                    .ok_or(SimError::Internal("an offered tool is missing"))?;
+                self.call(
+                    &tool,
+                    &call.arguments,
+                    step,
+                    steps.failed_before,
+                    &mut steps.out,
+                )
+                .await?
+            }
+        };
+        steps.failed_before |= task.error;
+        steps.exchange.push(ToolExchange {
+            result: task.parsed.clone(),
+            call,
+        });
+        steps.tasks.push(task);
+        Ok(matches!(
+            outcome,
+            CallOutcome::InvalidArguments | CallOutcome::UnknownTool | CallOutcome::Repeated
+        ))
+    }
+}
+
+/// What a turn's tool steps have done so far.
+#[derive(Default)]
+struct Steps {
+    out: Outcome,
+    /// Every call and refusal, as later decisions see them.
+    tasks: Vec<Task>,
+    /// The native tool-call exchange so far.
+    exchange: Vec<ToolExchange>,
+    retries: u32,
+    /// Whether a call of this turn has failed (a later call is a retry).
+    failed_before: bool,
+    /// Calls made this turn, as (tool, arguments on one line).
+    made: Vec<(String, String)>,
+}
+
+impl Steps {
+    /// Counts a bad step; true when no tries are left.
+    fn out_of_tries(&mut self) -> bool {
+        self.retries += 1;
+        self.retries > MAX_RETRIES
     }
 }
 

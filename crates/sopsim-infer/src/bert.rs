@@ -293,7 +293,8 @@ fn linear_f32(x: &[f32], rows: usize, k: usize, w: &[f32], bias: &[f32], out: &m
 fn attention(qkv: &[f32], spans: &[(usize, usize)], heads: usize, h: usize, ctx: &mut [f32]) {
     let work = |start: usize, len: usize, out: &mut [f32]| {
         #[cfg(target_arch = "x86_64")]
-        if crate::quant::Kernels::detect() >= crate::quant::Kernels::Avx512 && (h / heads).is_multiple_of(16)
+        if crate::quant::Kernels::detect() >= crate::quant::Kernels::Avx512
+            && (h / heads).is_multiple_of(16)
         {
             // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F.
             return unsafe { sentence_avx512(qkv, start, len, heads, h, out) };

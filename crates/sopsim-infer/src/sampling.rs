@@ -195,7 +195,9 @@ mod tests {
         logits[7] = 5.0;
         logits[9] = 4.0;
         let mut s = Sampler::new(settings(1.0), 2);
-        let draws: Vec<u32> = (0..300).map(|_| s.sample(&mut logits.clone(), &[])).collect();
+        let draws: Vec<u32> = (0..300)
+            .map(|_| s.sample(&mut logits.clone(), &[]))
+            .collect();
         assert!(draws.iter().all(|t| *t == 7 || *t == 9));
         assert!(draws.contains(&7) && draws.contains(&9));
     }

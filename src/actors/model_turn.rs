@@ -1,0 +1,311 @@
+//! An agent's turn made by its model, once the Agent has prepared it: observe the
+//! Environment, run the role's extract step, consult its knowledge, take its tool
+//! steps, reply, make its closed choice, and hand the turn back. It runs outside the
+//! actor's handler (model calls never run in one), so it owns everything it needs.
+
+use std::sync::Arc;
+
+use actix::Addr;
+
+use super::agent::hand_back;
+use super::environment::EnvironmentActor;
+use super::messages::*;
+use super::tool_turn::{Decider, ToolTurn};
+use crate::error::SimError;
+use crate::llm::{CallContext, Chosen, LlmClient, LlmError, LlmRequest, TokenSink};
+use crate::memory::{Decision, MessageKind, Observation};
+use crate::prompt;
+use crate::scenario::{ChoiceSpec, LlmSettings, Persona, Scenario, State};
+use crate::tokens::TokenCounter;
+
+/// Everything a model turn needs, taken from the Agent when the turn begins.
+pub(super) struct ModelTurn {
+    pub env: Addr<EnvironmentActor>,
+    pub scenario: Arc<Scenario>,
+    pub counter: Arc<dyn TokenCounter>,
+    pub llm: LlmClient,
+    pub msg: TakeTurn,
+    /// The turn as recorded, filled in with what the model said and chose.
+    pub draft: Turn,
+    pub settings: LlmSettings,
+    /// The stop sequences that start another participant's line.
+    pub speaker_stops: Vec<String>,
+    pub stream: Option<TokenSink>,
+    /// Set when the role replies (not when its choice comes instead of a reply).
+    pub act: Option<CallContext>,
+    /// The context of the extract step's call.
+    pub extract: CallContext,
+    /// The role's closed choice, with its options and the context of its call.
+    pub choice: Option<(ChoiceSpec, CallContext)>,
+    pub options: Vec<String>,
+    /// Set when the role has tools and replies.
+    pub decider: Option<Decider>,
+}
+
+impl ModelTurn {
+    pub async fn run(mut self) -> Result<TurnDone, SimError> {
+        let mut obs: Observation = self.env.send(Observe).await?;
+        self.extract_step(&mut obs).await?;
+        let mut found = self.consult().await?;
+        let mut tool_turn = ToolTurn::default();
+        if let Some(decider) = self.decider.take() {
+            tool_turn = self.use_tools(decider, &obs, found.as_deref()).await?;
+            if let Some(results) = tool_turn.for_reply.take() {
+                found = Some(with_tool_results(found, results));
+            }
+        }
+        let reply = self.reply(&obs, found.as_deref()).await?;
+        let own_reply = reply.as_ref().map(|(text, _)| text.as_str());
+        let decision = self.choose(&obs, own_reply).await?;
+        let stopped = reply.as_ref().is_some_and(|(_, stopped)| *stopped);
+        let (response, kind) = said(reply.map(|(text, _)| text), decision.as_ref());
+        let t = Turn {
+            response,
+            kind,
+            decision,
+            stopped_at_speaker: stopped,
+            ..self.draft
+        };
+        let mut turns = tool_turn.messages;
+        turns.push(t);
+        hand_back(turns, tool_turn.events, self.msg.commit, self.env).await
+    }
+
+    fn state(&self) -> &State {
+        &self.scenario.sop.states[&self.msg.state]
+    }
+
+    fn who(&self) -> Persona<'_> {
+        Persona {
+            name: &self.draft.name,
+            role: &self.msg.role,
+            agent: &self.scenario.agents[&self.draft.name],
+        }
+    }
+
+    fn failed(&self, source: LlmError) -> SimError {
+        SimError::Llm {
+            turn: self.msg.turn,
+            source,
+        }
+    }
+
+    /// The role's extract step, which runs before the reply as aiwaves' components do
+    /// in `compile`: the values it reads are seen by this turn and stored for later.
+    async fn extract_step(&self, obs: &mut Observation) -> Result<(), SimError> {
+        let state = self.state();
+        let comps = state.components.get(&self.msg.role);
+        let Some(step) = comps.and_then(|c| c.extract.as_ref()) else {
+            return Ok(());
+        };
+        let assembled =
+            prompt::extract_prompt(&self.scenario, state, step, obs, self.counter.as_ref());
+        let request = LlmRequest::chat(
+            assembled.messages,
+            self.settings.clone(),
+            self.extract.clone(),
+        );
+        let reply = self
+            .llm
+            .complete(request, None)
+            .await
+            .map_err(|e| self.failed(e))?;
+        let values = prompt::read_extracted(&reply.text, &step.words);
+        obs.shared.extend(values.iter().cloned());
+        self.env
+            .send(SetShared {
+                agent: self.draft.name.clone(),
+                values,
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// The role's knowledge for the latest message, if it has a knowledge base.
+    async fn consult(&self) -> Result<Option<String>, SimError> {
+        let comps = self.state().components.get(&self.msg.role);
+        match comps.and_then(|c| c.knowledge.clone()) {
+            Some(lookup) => Ok(Some(self.env.send(Consult { lookup }).await??)),
+            None => Ok(None),
+        }
+    }
+
+    /// The tool steps before the reply; the decisions build on the reply's own prompt.
+    async fn use_tools(
+        &self,
+        mut decider: Decider,
+        obs: &Observation,
+        found: Option<&str>,
+    ) -> Result<ToolTurn, SimError> {
+        decider.last_message = obs.recent.last().map(|m| m.content.clone());
+        let base = prompt::agent_prompt(
+            &self.scenario,
+            self.state(),
+            self.who(),
+            obs,
+            found,
+            self.counter.as_ref(),
+        );
+        let format = decider
+            .settings
+            .decision
+            .unwrap_or_else(|| self.llm.default_decision());
+        decider.run(&base.messages, format).await
+    }
+
+    /// The reply, if the role replies, and whether it stopped where another
+    /// participant's line would begin.
+    async fn reply(
+        &self,
+        obs: &Observation,
+        found: Option<&str>,
+    ) -> Result<Option<(String, bool)>, SimError> {
+        let Some(context) = self.act.clone() else {
+            return Ok(None);
+        };
+        let assembled = prompt::agent_prompt(
+            &self.scenario,
+            self.state(),
+            self.who(),
+            obs,
+            found,
+            self.counter.as_ref(),
+        );
+        let request = LlmRequest::chat(assembled.messages, self.settings.clone(), context);
+        let completion = self
+            .llm
+            .complete(request, self.stream.clone())
+            .await
+            .map_err(|e| self.failed(e))?;
+        let stopped = completion
+            .stopped_at
+            .as_ref()
+            .is_some_and(|s| self.speaker_stops.contains(s));
+        Ok(Some((completion.text, stopped)))
+    }
+
+    /// The role's closed choice, if it has one, after what it just said.
+    async fn choose(
+        &self,
+        obs: &Observation,
+        own_reply: Option<&str>,
+    ) -> Result<Option<Decision>, SimError> {
+        let Some((spec, context)) = &self.choice else {
+            return Ok(None);
+        };
+        let assembled = prompt::choice_prompt(
+            &self.scenario,
+            self.state(),
+            self.who(),
+            obs,
+            prompt::Question {
+                spec,
+                options: &self.options,
+                own_reply,
+            },
+            self.counter.as_ref(),
+        );
+        let request = LlmRequest::choice(
+            assembled.messages,
+            self.options.clone(),
+            self.settings.clone(),
+            context.clone(),
+        );
+        let completion = self
+            .llm
+            .complete(request, None)
+            .await
+            .map_err(|e| self.failed(e))?;
+        Ok(completion
+            .chosen
+            .and_then(|c| decision_of(c, &self.options)))
+    }
+}
+
+/// The knowledge found for the reply with the tools' results after it.
+fn with_tool_results(found: Option<String>, results: String) -> String {
+    match found {
+        Some(f) if !f.is_empty() => format!("{f}\n\n{results}"),
+        _ => results,
+    }
+}
+
+/// A backend's choice as the message's decision: the option and, where the backend
+/// could tell, every option's probability.
+fn decision_of(chosen: Chosen, options: &[String]) -> Option<Decision> {
+    let value = options.get(chosen.index)?.clone();
+    let probabilities = chosen
+        .probabilities
+        .map(|p| options.iter().cloned().zip(p).collect());
+    Some(Decision {
+        value,
+        probabilities,
+    })
+}
+
+/// What the turn says: its reply, or, when the choice came instead of a reply, the
+/// chosen option (empty if none was read).
+fn said(reply: Option<String>, decision: Option<&Decision>) -> (String, MessageKind) {
+    match reply {
+        Some(text) => (text, MessageKind::Reply),
+        None => (
+            decision.map(|d| d.value.clone()).unwrap_or_default(),
+            MessageKind::Choice,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ChoiceMethod;
+
+    fn options() -> Vec<String> {
+        vec!["cooperate".into(), "defect".into()]
+    }
+
+    #[test]
+    fn tool_results_follow_the_knowledge_found() {
+        assert_eq!(with_tool_results(None, "r".into()), "r");
+        assert_eq!(with_tool_results(Some(String::new()), "r".into()), "r");
+        assert_eq!(with_tool_results(Some("k".into()), "r".into()), "k\n\nr");
+    }
+
+    #[test]
+    fn a_choice_names_its_option_with_the_probabilities() {
+        let chosen = Chosen {
+            index: 1,
+            probabilities: Some(vec![0.25, 0.75]),
+            method: ChoiceMethod::Text,
+        };
+        let d = decision_of(chosen, &options()).unwrap();
+        assert_eq!(d.value, "defect");
+        let p = d.probabilities.unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p.get("cooperate"), Some(&0.25));
+    }
+
+    #[test]
+    fn a_choice_outside_the_options_is_no_decision() {
+        let chosen = Chosen {
+            index: 2,
+            probabilities: None,
+            method: ChoiceMethod::Text,
+        };
+        assert!(decision_of(chosen, &options()).is_none());
+    }
+
+    #[test]
+    fn a_choice_instead_of_a_reply_says_the_option() {
+        let d = Decision {
+            value: "defect".into(),
+            probabilities: None,
+        };
+        assert_eq!(
+            said(Some("hi".into()), Some(&d)),
+            ("hi".into(), MessageKind::Reply)
+        );
+        assert_eq!(said(None, Some(&d)), ("defect".into(), MessageKind::Choice));
+        assert_eq!(said(None, None), (String::new(), MessageKind::Choice));
+    }
+}
