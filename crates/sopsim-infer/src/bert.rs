@@ -342,7 +342,7 @@ unsafe fn sentence_avx512(
     let padded = len.div_ceil(16) * 16;
     let mut keys = vec![0f32; dh * padded];
     let mut values = vec![0f32; len * dh];
-    let mut scores = vec![0f32; padded];
+    let mut scores = vec![0f32; QUERIES * padded];
     let row =
         |j: usize, part: usize, off: usize| &qkv[(start + j) * 3 * h + part * h + off..][..dh];
     for head in 0..heads {
@@ -353,54 +353,74 @@ unsafe fn sentence_avx512(
             }
             values[j * dh..(j + 1) * dh].copy_from_slice(row(j, 2, off));
         }
-        for i in 0..len {
-            let q = row(i, 0, off);
-            let mut max = _mm512_set1_ps(f32::NEG_INFINITY);
+        // Four queries at a time share each load of the keys, and their sums are four
+        // chains the core runs side by side; each query's sums keep their order.
+        for first in (0..len).step_by(QUERIES) {
+            let queries: [&[f32]; QUERIES] =
+                std::array::from_fn(|q| row((first + q).min(len - 1), 0, off));
+            let mut max = [_mm512_set1_ps(f32::NEG_INFINITY); QUERIES];
             for b in 0..padded / 16 {
-                let mut acc = _mm512_setzero_ps();
-                for (d, qd) in q.iter().enumerate() {
+                let mut acc = [_mm512_setzero_ps(); QUERIES];
+                for d in 0..dh {
                     let k = _mm512_loadu_ps(keys.as_ptr().add(d * padded + b * 16));
-                    acc = _mm512_fmadd_ps(_mm512_set1_ps(*qd), k, acc);
+                    for (a, q) in acc.iter_mut().zip(&queries) {
+                        *a = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), k, *a);
+                    }
                 }
-                let valid = (len - b * 16).min(16);
-                let mask: __mmask16 = if valid == 16 {
-                    0xFFFF
-                } else {
-                    (1u32 << valid) as u16 - 1
-                };
-                let s = _mm512_mul_ps(acc, scale);
-                _mm512_storeu_ps(scores.as_mut_ptr().add(b * 16), s);
-                max = _mm512_mask_max_ps(max, mask, s, max);
-            }
-            let max = _mm512_set1_ps(_mm512_reduce_max_ps(max));
-            let mut total = _mm512_setzero_ps();
-            for b in 0..padded / 16 {
-                let valid = (len - b * 16).min(16);
-                let mask: __mmask16 = if valid == 16 {
-                    0xFFFF
-                } else {
-                    (1u32 << valid) as u16 - 1
-                };
-                let x = _mm512_sub_ps(_mm512_loadu_ps(scores.as_ptr().add(b * 16)), max);
-                let mut lanes = [0f32; 16];
-                _mm512_storeu_ps(lanes.as_mut_ptr(), x);
-                let e = _mm512_maskz_loadu_ps(mask, crate::math::exp(lanes).as_ptr());
-                _mm512_storeu_ps(scores.as_mut_ptr().add(b * 16), e);
-                total = _mm512_add_ps(total, e);
-            }
-            let inv = _mm512_set1_ps(1.0 / _mm512_reduce_add_ps(total));
-            for c in 0..dh / 16 {
-                let mut acc = _mm512_setzero_ps();
-                for (j, p) in scores[..len].iter().enumerate() {
-                    let v = _mm512_loadu_ps(values.as_ptr().add(j * dh + c * 16));
-                    acc = _mm512_fmadd_ps(_mm512_set1_ps(*p), v, acc);
+                let mask = valid_mask(len, b);
+                for (q, a) in acc.iter().enumerate() {
+                    let s = _mm512_mul_ps(*a, scale);
+                    _mm512_storeu_ps(scores.as_mut_ptr().add(q * padded + b * 16), s);
+                    max[q] = _mm512_mask_max_ps(max[q], mask, s, max[q]);
                 }
-                _mm512_storeu_ps(
-                    out.as_mut_ptr().add(i * h + off + c * 16),
-                    _mm512_mul_ps(acc, inv),
-                );
+            }
+            for (q, max) in max.iter().enumerate().take(len - first) {
+                let scores = &mut scores[q * padded..(q + 1) * padded];
+                let max = _mm512_set1_ps(_mm512_reduce_max_ps(*max));
+                let mut total = _mm512_setzero_ps();
+                for b in 0..padded / 16 {
+                    let x = _mm512_sub_ps(_mm512_loadu_ps(scores.as_ptr().add(b * 16)), max);
+                    let mut lanes = [0f32; 16];
+                    _mm512_storeu_ps(lanes.as_mut_ptr(), x);
+                    let e =
+                        _mm512_maskz_loadu_ps(valid_mask(len, b), crate::math::exp(lanes).as_ptr());
+                    _mm512_storeu_ps(scores.as_mut_ptr().add(b * 16), e);
+                    total = _mm512_add_ps(total, e);
+                }
+                let inv = _mm512_set1_ps(1.0 / _mm512_reduce_add_ps(total));
+                let dest = out.as_mut_ptr().add((first + q) * h + off);
+                // Up to four sixteen-wide chunks of the head at once, for the same reason.
+                for c0 in (0..dh / 16).step_by(4) {
+                    let chunks = (dh / 16 - c0).min(4);
+                    let mut acc = [_mm512_setzero_ps(); 4];
+                    for (j, p) in scores[..len].iter().enumerate() {
+                        let p = _mm512_set1_ps(*p);
+                        for (c, a) in acc.iter_mut().enumerate().take(chunks) {
+                            let v = _mm512_loadu_ps(values.as_ptr().add(j * dh + (c0 + c) * 16));
+                            *a = _mm512_fmadd_ps(p, v, *a);
+                        }
+                    }
+                    for (c, a) in acc.iter().enumerate().take(chunks) {
+                        _mm512_storeu_ps(dest.add((c0 + c) * 16), _mm512_mul_ps(*a, inv));
+                    }
+                }
             }
         }
+    }
+}
+
+/// Queries of one head whose scores [`sentence_avx512`] computes together.
+#[cfg(target_arch = "x86_64")]
+const QUERIES: usize = 4;
+
+/// The lanes of the `block`th sixteen keys that hold one of `len` keys.
+#[cfg(target_arch = "x86_64")]
+fn valid_mask(len: usize, block: usize) -> u16 {
+    let valid = (len - block * 16).min(16);
+    if valid == 16 {
+        0xFFFF
+    } else {
+        (1u32 << valid) as u16 - 1
     }
 }
 
