@@ -1,9 +1,10 @@
-//! The Agent actor: one per agent. On `TakeTurn` it observes the Environment, builds its
-//! prompt (pure, in `prompt`), calls its model or reads its human's input, makes its
-//! role's closed choice if it has one, and records the result — or hands it back, for a
-//! simultaneous round, for the Director to record with the others (its tool events
-//! held with it, and a person's move read without showing it). It keeps only what
-//! is its own: its name and how many calls of each kind it made.
+//! The Agent actor: one per agent. On `TakeTurn` it reads its human's input, or
+//! prepares a [`ModelTurn`] (settings, call contexts, tools) that observes the
+//! Environment, prompts its model and makes its role's closed choice outside the
+//! handler; the result is recorded — or handed back, for a simultaneous round, for
+//! the Director to record with the others (its tool events held with it, and a
+//! person's move read without showing it). It keeps only what is its own: its name and
+//! how many calls of each kind it made.
 
 use std::sync::Arc;
 
