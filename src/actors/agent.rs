@@ -1,5 +1,5 @@
 //! The Agent actor: one per agent. On `TakeTurn` it reads its human's input, or
-//! prepares a [`ModelTurn`] (settings, call contexts, tools) that observes the
+//! prepares a `ModelTurn` (settings, call contexts, tools) that observes the
 //! Environment, prompts its model and makes its role's closed choice outside the
 //! handler; the result is recorded — or handed back, for a simultaneous round, for
 //! the Director to record with the others (its tool events held with it, and a
