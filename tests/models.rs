@@ -616,3 +616,26 @@ fn the_default_model_calls_json_lookup_with_schema_valid_arguments() {
     assert!(calls.get("ok").copied().unwrap_or(0) >= 1, "{calls:?}");
     assert_eq!(calls.get("invalid_arguments"), None, "{calls:?}");
 }
+
+/// A request that cannot run (here a prompt longer than the model's positions) fails
+/// alone, with an error that says why; the requests batched with it finish with the
+/// replies they give alone.
+#[test]
+fn a_request_that_cannot_run_fails_alone_in_its_batch() {
+    let ask = |i: u64| request(SYSTEM, &format!("Name bridge number {i}."), greedy(8), i);
+    let alone: Vec<String> = (0..2)
+        .map(|i| block_on(backend().complete(ask(i), None)).unwrap().text)
+        .collect();
+    let too_long = request(SYSTEM, &"bridge ".repeat(9000), greedy(8), 5);
+    let (a, bad, b) = block_on(futures::future::join3(
+        backend().complete(ask(0), None),
+        backend().complete(too_long, None),
+        backend().complete(ask(1), None),
+    ));
+    let err = bad.unwrap_err().to_string();
+    assert!(err.contains("the model takes at most"), "{err}");
+    assert_eq!(
+        [a.unwrap().text, b.unwrap().text],
+        [alone[0].clone(), alone[1].clone()]
+    );
+}

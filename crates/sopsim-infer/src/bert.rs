@@ -486,10 +486,41 @@ fn sentence(qkv: &[f32], start: usize, len: usize, heads: usize, h: usize, out: 
     }
 }
 
+/// Sum of `row` in sixteen lanes: independent chains the compiler vectorises, where
+/// one running sum is a chain of dependent additions (and no less rounded).
+fn lane_sum(row: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let chunks = row.chunks_exact(16);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a += v;
+        }
+    }
+    crate::math::sum16(&acc) + tail
+}
+
+/// Sum of `(v − mean)²` over `row`, in sixteen lanes as [`lane_sum`].
+fn lane_squares(row: &[f32], mean: f32) -> f32 {
+    let mut acc = [0f32; 16];
+    let chunks = row.chunks_exact(16);
+    let tail: f32 = chunks
+        .remainder()
+        .iter()
+        .map(|v| (v - mean) * (v - mean))
+        .sum();
+    for c in chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a += (v - mean) * (v - mean);
+        }
+    }
+    crate::math::sum16(&acc) + tail
+}
+
 fn layer_norm(x: &mut [f32], h: usize, (w, b): &(Vec<f32>, Vec<f32>), eps: f32) {
     for row in x.chunks_exact_mut(h) {
-        let mean = row.iter().sum::<f32>() / h as f32;
-        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / h as f32;
+        let mean = lane_sum(row) / h as f32;
+        let var = lane_squares(row, mean) / h as f32;
         let inv = 1.0 / (var + eps).sqrt();
         for ((v, w), b) in row.iter_mut().zip(w).zip(b) {
             *v = (*v - mean) * inv * w + b;
@@ -515,10 +546,22 @@ fn gelu_all(v: &mut [f32]) {
 
 fn gelu_slice(v: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
+    if crate::quant::Kernels::detect() >= crate::quant::Kernels::Avx512 {
+        // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F and DQ.
+        return unsafe { gelu_avx512(v) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has the features the function is compiled for.
         return unsafe { gelu_avx2(v) };
     }
+    v.iter_mut().for_each(|x| *x = gelu(*x));
+}
+
+/// The same loop sixteen at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
+unsafe fn gelu_avx512(v: &mut [f32]) {
     v.iter_mut().for_each(|x| *x = gelu(*x));
 }
 
