@@ -328,7 +328,7 @@ pub(super) fn block_int(ints: Ints, blk: &Block, acts: &Acts, t: usize, b: usize
 /// the packed kernels must match exactly.
 ///
 /// Quantised formats: for each 32-value block in order, its exact integer product
-/// `i` ([`block_int`]) enters one chain, `acc = fma(i, scale · dx, acc)` (`dx` the
+/// `i` (`block_int`) enters one chain, `acc = fma(i, scale · dx, acc)` (`dx` the
 /// block's activation scale); the formats with a minimum keep a second chain,
 /// `accm = fma(Σx, min · dx, accm)`; the result is `acc + accm`. Every output is that
 /// one sequence of float operations whichever kernel computes it and whatever else is
