@@ -12,9 +12,9 @@ use super::environment::EnvironmentActor;
 use super::messages::*;
 use super::tool_turn::{Decider, ToolTurn};
 use crate::error::SimError;
-use crate::llm::{CallContext, Chosen, LlmClient, LlmError, LlmRequest, TokenSink};
+use crate::llm::{CallContext, Chosen, Completion, LlmClient, LlmRequest, TokenSink};
 use crate::memory::{Decision, MessageKind, Observation};
-use crate::prompt;
+use crate::prompt::{self, ChatMessage};
 use crate::scenario::{ChoiceSpec, LlmSettings, Persona, Scenario, State};
 use crate::tokens::TokenCounter;
 
@@ -83,11 +83,32 @@ impl ModelTurn {
         }
     }
 
-    fn failed(&self, source: LlmError) -> SimError {
-        SimError::Llm {
-            turn: self.msg.turn,
-            source,
-        }
+    /// A model call of this turn; a failed one ends the run, naming the turn.
+    async fn call(
+        &self,
+        request: LlmRequest,
+        stream: Option<TokenSink>,
+    ) -> Result<Completion, SimError> {
+        self.llm
+            .complete(request, stream)
+            .await
+            .map_err(|source| SimError::Llm {
+                turn: self.msg.turn,
+                source,
+            })
+    }
+
+    /// The role's prompt for its reply, which its tool decisions build on too.
+    fn reply_prompt(&self, obs: &Observation, found: Option<&str>) -> Vec<ChatMessage> {
+        prompt::agent_prompt(
+            &self.scenario,
+            self.state(),
+            self.who(),
+            obs,
+            found,
+            self.counter.as_ref(),
+        )
+        .messages
     }
 
     /// The role's extract step, which runs before the reply as aiwaves' components do
@@ -105,11 +126,7 @@ impl ModelTurn {
             self.settings.clone(),
             self.extract.clone(),
         );
-        let reply = self
-            .llm
-            .complete(request, None)
-            .await
-            .map_err(|e| self.failed(e))?;
+        let reply = self.call(request, None).await?;
         let values = prompt::read_extracted(&reply.text, &step.words);
         obs.shared.extend(values.iter().cloned());
         self.env
@@ -138,19 +155,12 @@ impl ModelTurn {
         found: Option<&str>,
     ) -> Result<ToolTurn, SimError> {
         decider.last_message = obs.recent.last().map(|m| m.content.clone());
-        let base = prompt::agent_prompt(
-            &self.scenario,
-            self.state(),
-            self.who(),
-            obs,
-            found,
-            self.counter.as_ref(),
-        );
+        let base = self.reply_prompt(obs, found);
         let format = decider
             .settings
             .decision
             .unwrap_or_else(|| self.llm.default_decision());
-        decider.run(&base.messages, format).await
+        decider.run(&base, format).await
     }
 
     /// The reply, if the role replies, and whether it stopped where another
@@ -163,20 +173,12 @@ impl ModelTurn {
         let Some(context) = self.act.clone() else {
             return Ok(None);
         };
-        let assembled = prompt::agent_prompt(
-            &self.scenario,
-            self.state(),
-            self.who(),
-            obs,
-            found,
-            self.counter.as_ref(),
+        let request = LlmRequest::chat(
+            self.reply_prompt(obs, found),
+            self.settings.clone(),
+            context,
         );
-        let request = LlmRequest::chat(assembled.messages, self.settings.clone(), context);
-        let completion = self
-            .llm
-            .complete(request, self.stream.clone())
-            .await
-            .map_err(|e| self.failed(e))?;
+        let completion = self.call(request, self.stream.clone()).await?;
         let stopped = completion
             .stopped_at
             .as_ref()
@@ -211,11 +213,7 @@ impl ModelTurn {
             self.settings.clone(),
             context.clone(),
         );
-        let completion = self
-            .llm
-            .complete(request, None)
-            .await
-            .map_err(|e| self.failed(e))?;
+        let completion = self.call(request, None).await?;
         Ok(completion
             .chosen
             .and_then(|c| decision_of(c, &self.options)))

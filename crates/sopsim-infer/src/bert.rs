@@ -486,32 +486,17 @@ fn sentence(qkv: &[f32], start: usize, len: usize, heads: usize, h: usize, out: 
     }
 }
 
-/// Sum of `row` in sixteen lanes: independent chains the compiler vectorises, where
-/// one running sum is a chain of dependent additions (and no less rounded).
-fn lane_sum(row: &[f32]) -> f32 {
+/// Sum of `term(v)` over `row` in sixteen lanes: independent chains the compiler
+/// vectorises, where one running sum is a chain of dependent additions (and no less
+/// rounded).
+#[inline(always)]
+fn lane_sum(row: &[f32], term: impl Fn(f32) -> f32) -> f32 {
     let mut acc = [0f32; 16];
     let chunks = row.chunks_exact(16);
-    let tail: f32 = chunks.remainder().iter().sum();
+    let tail: f32 = chunks.remainder().iter().map(|v| term(*v)).sum();
     for c in chunks {
         for (a, v) in acc.iter_mut().zip(c) {
-            *a += v;
-        }
-    }
-    crate::math::sum16(&acc) + tail
-}
-
-/// Sum of `(v − mean)²` over `row`, in sixteen lanes as [`lane_sum`].
-fn lane_squares(row: &[f32], mean: f32) -> f32 {
-    let mut acc = [0f32; 16];
-    let chunks = row.chunks_exact(16);
-    let tail: f32 = chunks
-        .remainder()
-        .iter()
-        .map(|v| (v - mean) * (v - mean))
-        .sum();
-    for c in chunks {
-        for (a, v) in acc.iter_mut().zip(c) {
-            *a += (v - mean) * (v - mean);
+            *a += term(*v);
         }
     }
     crate::math::sum16(&acc) + tail
@@ -519,8 +504,8 @@ fn lane_squares(row: &[f32], mean: f32) -> f32 {
 
 fn layer_norm(x: &mut [f32], h: usize, (w, b): &(Vec<f32>, Vec<f32>), eps: f32) {
     for row in x.chunks_exact_mut(h) {
-        let mean = lane_sum(row) / h as f32;
-        let var = lane_squares(row, mean) / h as f32;
+        let mean = lane_sum(row, |v| v) / h as f32;
+        let var = lane_sum(row, |v| (v - mean) * (v - mean)) / h as f32;
         let inv = 1.0 / (var + eps).sqrt();
         for ((v, w), b) in row.iter_mut().zip(w).zip(b) {
             *v = (*v - mean) * inv * w + b;
