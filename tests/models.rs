@@ -1,8 +1,8 @@
 //! The local models: MiniLM against sentence-transformers, the GGUF tokenizers and the
 //! forward passes (llama: SmolLM2; qwen2: Qwen2.5-Coder-0.5B) against llama.cpp's ids
 //! and logits, generation (determinism, stops, streaming, prefix reuse, batching) and
-//! choices. These need the model files; `.ci/run` fetches them and the helpers fetch
-//! them on first use.
+//! choices. These need the model files; the helpers fetch them on first use (one fetch
+//! however many tests ask at once).
 
 mod common;
 

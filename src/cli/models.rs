@@ -28,7 +28,7 @@ pub fn fetch(names: &[String]) -> Result<(), Failure> {
                 spec.folder(&root).display()
             ));
         } else {
-            models::fetch(spec, &root, &FetchProgress::default())?;
+            spec.ensure(&root, &FetchProgress::default())?;
         }
     }
     Ok(())

