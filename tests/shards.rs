@@ -350,3 +350,84 @@ fn the_kubernetes_template_is_an_indexed_job_and_a_merge_job() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--out"));
 }
+
+/// A shard whose files were edited so that a run id names a folder outside the merge's
+/// output (absolute, or climbing with `..`), with its digest recomputed to match.
+#[test]
+fn a_merge_refuses_run_ids_that_leave_its_folder_and_removes_nothing_outside() {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let d = |n: &str| dir.path().join(n).display().to_string();
+    let (pd, _) = scenarios();
+    let victim = dir.path().join("victim");
+    // It looks like a finished run, so that a merge following the forged id would take
+    // it as the run's source and its destination.
+    std::fs::create_dir_all(victim.join("cooperative/seed-0")).unwrap();
+    std::fs::write(
+        victim.join("cooperative/seed-0/summary.json"),
+        r#"{"ended_by":"end"}"#,
+    )
+    .unwrap();
+    std::fs::write(victim.join("keep.txt"), "not the merge's to remove").unwrap();
+    let forge = |shard: &str, scenario: &str, id_of: &dyn Fn(&str) -> String| {
+        ok(&[
+            "bench",
+            &pd,
+            "--llm",
+            "scripted",
+            "--embedder",
+            "hash",
+            "--seeds",
+            "1",
+            "--modes",
+            "cooperative",
+            "-q",
+            "--out",
+            shard,
+            "--shard",
+            "0/1",
+        ]);
+        let manifest = Path::new(shard).join("manifest.jsonl");
+        let mut job: serde_json::Value =
+            serde_json::from_str(std::fs::read_to_string(&manifest).unwrap().trim()).unwrap();
+        let id = id_of(job["id"].as_str().unwrap());
+        job["id"] = id.clone().into();
+        job["scenario"] = scenario.into();
+        std::fs::write(&manifest, format!("{job}\n")).unwrap();
+        let settings = Path::new(shard).join("bench.json");
+        let mut bench: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+        bench["shard"]["scenarios"] = serde_json::json!([scenario]);
+        bench["shard"]["ids_sha256"] = format!("{:x}", Sha256::digest(format!("{id}\n"))).into();
+        std::fs::write(&settings, bench.to_string()).unwrap();
+    };
+    let absolute = victim.display().to_string();
+    let cases: [(&str, &str, &dyn Fn(&str) -> String); 3] = [
+        ("absolute", &absolute, &|_| {
+            format!("{absolute}/cooperative/seed-0")
+        }),
+        ("dots", "..", &|_| "../cooperative/seed-0".into()),
+        ("id only", "prisoners_dilemma", &|_| {
+            format!("{absolute}/cooperative/seed-0")
+        }),
+    ];
+    for (name, scenario, id_of) in cases {
+        let shard = d(&format!("shard-{}", name.replace(' ', "-")));
+        forge(&shard, scenario, id_of);
+        let out = sopsim(&["bench", "merge", &d("merged"), &shard]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(&shard), "{name}: names the shard: {stderr}");
+        if name == "id only" {
+            assert!(
+                stderr.contains("line 1"),
+                "{name}: names the line: {stderr}"
+            );
+        }
+        assert!(
+            victim.join("keep.txt").exists()
+                && victim.join("cooperative/seed-0/summary.json").exists(),
+            "{name}: the folder outside was touched"
+        );
+    }
+}

@@ -1,5 +1,9 @@
 //! One run of a benchmark: a scenario in a mode with a seed, and where its folder is.
 //! A leaf of the bench module: the plan, the shards and the executor all use it.
+//!
+//! A run's id becomes a path (`runs/SCENARIO/MODE/seed-N`), and ids are read back from
+//! files a user may hand over (a shard's `manifest.jsonl`): a name that could climb out
+//! of the folder or name another one is refused wherever an id is read or made.
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +25,39 @@ pub struct Job {
     pub seed: u64,
 }
 
+/// Why a name cannot be one folder of a run's path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnsafeName {
+    #[error("is empty")]
+    Empty,
+    #[error("is `.` or `..`")]
+    Dots,
+    #[error("contains a path separator ({0:?})")]
+    Separator(char),
+    #[error("contains a control character")]
+    Control,
+    #[error("is not {expected:?}, the id of its scenario, mode and seed")]
+    NotItsRun { expected: String },
+}
+
+/// Checks that `name` is one plain folder name: not empty, not `.` or `..`, with no
+/// path separator and no control character (so never absolute either).
+pub fn check_folder_name(name: &str) -> Result<(), UnsafeName> {
+    if name.is_empty() {
+        return Err(UnsafeName::Empty);
+    }
+    if name == "." || name == ".." {
+        return Err(UnsafeName::Dots);
+    }
+    if let Some(c) = name.chars().find(|c| matches!(c, '/' | '\\')) {
+        return Err(UnsafeName::Separator(c));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(UnsafeName::Control);
+    }
+    Ok(())
+}
+
 impl Job {
     pub fn new(scenario: &str, file: &Path, sha256: &str, mode: Mode, seed: u64) -> Self {
         Self {
@@ -33,8 +70,67 @@ impl Job {
         }
     }
 
+    /// Checks a job read from a file: its scenario is a plain folder name and its id is
+    /// the one its scenario, mode and seed make, so its folder lies inside `runs/`.
+    pub fn check(&self) -> Result<(), UnsafeName> {
+        check_folder_name(&self.scenario)?;
+        let expected = format!(
+            "{}/{}/seed-{}",
+            self.scenario,
+            self.mode.as_str(),
+            self.seed
+        );
+        if self.id != expected {
+            return Err(UnsafeName::NotItsRun { expected });
+        }
+        Ok(())
+    }
+
     /// The run's folder inside the benchmark's output folder.
     pub fn dir(&self, out: &Path) -> PathBuf {
         out.join("runs").join(&self.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_would_leave_the_folder_are_refused() {
+        assert_eq!(check_folder_name("debate"), Ok(()));
+        assert_eq!(check_folder_name("Debate: cars (v2)"), Ok(()));
+        assert_eq!(check_folder_name(""), Err(UnsafeName::Empty));
+        assert_eq!(check_folder_name(".."), Err(UnsafeName::Dots));
+        assert_eq!(check_folder_name("/etc"), Err(UnsafeName::Separator('/')));
+        assert_eq!(check_folder_name("a/../b"), Err(UnsafeName::Separator('/')));
+        assert_eq!(check_folder_name("..\\x"), Err(UnsafeName::Separator('\\')));
+        assert_eq!(check_folder_name("a\nb"), Err(UnsafeName::Control));
+    }
+
+    #[test]
+    fn a_job_whose_id_is_not_its_own_run_is_refused() {
+        let job = Job::new("debate", Path::new("d.json"), "00", Mode::Cooperative, 3);
+        assert_eq!(job.check(), Ok(()));
+        for id in [
+            "/tmp/victim",
+            "debate/cooperative/seed-3/../../..",
+            "x/cooperative/seed-3",
+        ] {
+            let forged = Job {
+                id: id.into(),
+                ..job.clone()
+            };
+            assert!(
+                matches!(forged.check(), Err(UnsafeName::NotItsRun { .. })),
+                "{id}"
+            );
+        }
+        let climbing = Job {
+            scenario: "..".into(),
+            id: "../cooperative/seed-3".into(),
+            ..job
+        };
+        assert_eq!(climbing.check(), Err(UnsafeName::Dots));
     }
 }

@@ -52,6 +52,14 @@ pub enum ShardFolderError {
     NoShards,
     #[error("its bench.json does not describe its plan (edited by hand?)")]
     PlanEdited,
+    #[error("its bench.json names scenario {name:?}, which {source}")]
+    UnsafeScenario {
+        name: String,
+        #[source]
+        source: super::job::UnsafeName,
+    },
+    #[error("{path} is not inside the output folder {out}; nothing was removed")]
+    Outside { path: PathBuf, out: PathBuf },
 }
 
 fn read_shard(dir: &Path) -> Result<ShardFolder, BenchError> {
@@ -68,6 +76,14 @@ fn read_shard(dir: &Path) -> Result<ShardFolder, BenchError> {
         .shard
         .clone()
         .ok_or_else(|| unusable(ShardFolderError::NotAShard))?;
+    for name in &plan.scenarios {
+        super::job::check_folder_name(name).map_err(|source| {
+            unusable(ShardFolderError::UnsafeScenario {
+                name: name.clone(),
+                source,
+            })
+        })?;
+    }
     let jobs = plan::read_jobs(dir).map_err(unreadable)?;
     Ok(ShardFolder {
         dir: dir.to_path_buf(),
@@ -126,7 +142,7 @@ pub fn merge(opts: &MergeOptions) -> Result<Merged, BenchError> {
         source,
     })?;
     for (from, job) in &sources {
-        gather(from, &job.dir(&opts.out))?;
+        gather(from, &job.dir(&opts.out), &opts.out)?;
     }
     plan::write(&opts.out, &settings, &jobs)?;
     let inputs: Vec<ReportInput> = loaded.iter().map(ReportInput::of).collect();
@@ -282,16 +298,20 @@ fn load_scenarios(
     Ok(loaded)
 }
 
-/// Puts a run folder's files at `to`, replacing what a previous merge put there.
-fn gather(from: &Path, to: &Path) -> Result<(), BenchError> {
+/// Puts a run folder's files at `to`, replacing what a previous merge put there. `to`
+/// must lie inside `out`'s `runs/` once links are resolved: nothing outside is ever
+/// removed or written.
+fn gather(from: &Path, to: &Path, out: &Path) -> Result<(), BenchError> {
     let io = |path: &Path, source| BenchError::Io {
         path: path.to_path_buf(),
         source,
     };
-    if to.exists() {
+    if std::fs::symlink_metadata(to).is_ok() {
+        confined(to, out)?;
         std::fs::remove_dir_all(to).map_err(|e| io(to, e))?;
     }
     std::fs::create_dir_all(to).map_err(|e| io(to, e))?;
+    confined(to, out)?;
     for entry in std::fs::read_dir(from).map_err(|e| io(from, e))? {
         let entry = entry.map_err(|e| io(from, e))?;
         if !entry.file_type().map_err(|e| io(from, e))?.is_file() {
@@ -301,6 +321,27 @@ fn gather(from: &Path, to: &Path) -> Result<(), BenchError> {
         if std::fs::hard_link(&src, &dst).is_err() {
             std::fs::copy(&src, &dst).map_err(|e| io(&dst, e))?;
         }
+    }
+    Ok(())
+}
+
+/// Checks that `to` is no link and lies strictly inside `out/runs` once every link on
+/// the way is resolved.
+fn confined(to: &Path, out: &Path) -> Result<(), BenchError> {
+    let runs = out.join("runs");
+    let link = std::fs::symlink_metadata(to).is_ok_and(|m| m.file_type().is_symlink());
+    let inside = match (to.canonicalize(), runs.canonicalize()) {
+        (Ok(real), Ok(runs)) => real.starts_with(&runs) && real != runs,
+        _ => false,
+    };
+    if link || !inside {
+        return Err(BenchError::ShardFolder {
+            path: out.to_path_buf(),
+            source: ShardFolderError::Outside {
+                path: to.to_path_buf(),
+                out: out.to_path_buf(),
+            },
+        });
     }
     Ok(())
 }

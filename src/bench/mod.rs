@@ -57,6 +57,13 @@ pub enum BenchError {
     Setup(#[from] SetupError),
     #[error("{path}: a benchmark runs without people, but agent {agent:?} is human")]
     Human { path: PathBuf, agent: String },
+    #[error("{path}: name {name:?} {source}; a benchmark keeps each scenario's runs in a folder of that name")]
+    UnsafeName {
+        path: PathBuf,
+        name: String,
+        #[source]
+        source: job::UnsafeName,
+    },
     #[error(
         "{first} and {second} are both named {name:?}; a benchmark tells scenarios apart by name"
     )]
@@ -134,6 +141,7 @@ impl BenchError {
         match self {
             BenchError::Setup(e) => e.setting(),
             BenchError::Human { .. }
+            | BenchError::UnsafeName { .. }
             | BenchError::SameName { .. }
             | BenchError::ScenarioChanged { .. } => Some(Setting::Scenario),
             BenchError::NotABenchmark { .. } | BenchError::OtherSettings { .. } => {
@@ -340,6 +348,11 @@ fn load_all(paths: &[PathBuf], allowed: &[PathBuf]) -> Result<Vec<Loaded>, Bench
         .map(|p| load(p, allowed))
         .collect::<Result<Vec<_>, _>>()?;
     for (i, a) in loaded.iter().enumerate() {
+        job::check_folder_name(&a.scenario.name).map_err(|source| BenchError::UnsafeName {
+            path: a.path.clone(),
+            name: a.scenario.name.clone(),
+            source,
+        })?;
         if let Some(b) = loaded[..i]
             .iter()
             .find(|b| b.scenario.name == a.scenario.name)

@@ -21,6 +21,13 @@ pub enum Unreadable {
         #[source]
         source: serde_json::Error,
     },
+    #[error("line {line}: run {id:?}: {source}")]
+    UnsafeRun {
+        line: usize,
+        id: String,
+        #[source]
+        source: super::job::UnsafeName,
+    },
 }
 
 /// What every run of one output folder must share for the runs to be comparable.
@@ -150,13 +157,24 @@ fn read_manifest(path: &Path) -> Result<Vec<Job>, BenchError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|source| BenchError::NotABenchmark {
+            let unreadable = |source| BenchError::NotABenchmark {
                 path: path.to_path_buf(),
-                source: Unreadable::Manifest {
+                source,
+            };
+            let job: Job = serde_json::from_str(l).map_err(|source| {
+                unreadable(Unreadable::Manifest {
                     line: i + 1,
                     source,
-                },
-            })
+                })
+            })?;
+            job.check().map_err(|source| {
+                unreadable(Unreadable::UnsafeRun {
+                    line: i + 1,
+                    id: job.id.clone(),
+                    source,
+                })
+            })?;
+            Ok(job)
         })
         .collect()
 }
