@@ -562,9 +562,11 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// A raw HTTP request; returns the status code and the body.
+/// A raw HTTP request (`Host: x` stands for the server's own address); returns the
+/// status code and the body.
 fn http(url: &str, request: &str) -> (u16, String) {
     let addr = url.trim_start_matches("http://").split('/').next().unwrap();
+    let request = request.replace("Host: x\r\n", &format!("Host: {addr}\r\n"));
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.write_all(request.as_bytes()).unwrap();
     let mut response = String::new();
@@ -659,6 +661,104 @@ fn bad_requests_and_bad_addresses_get_clear_answers() {
         "GET /api/state HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
     );
     assert_eq!(http(base, &bearer).0, 200);
+}
+
+/// A page of another site cannot read or drive the viewer: not by making its own name
+/// resolve to 127.0.0.1 (DNS rebinding: the browser sends that name as Host), and not by
+/// posting from its own origin, with or without a token.
+#[test]
+fn other_sites_can_neither_read_nor_drive_the_viewer() {
+    let dir = tempfile::tempdir().unwrap();
+    let debate = root().join("scenarios/debate.json");
+    let debate = debate.to_str().unwrap();
+    let scripted = ["--llm", "scripted", "--embedder", "hash", "--quiet"];
+    let out = dir.path().join("run");
+    let out = out.to_str().unwrap();
+    let (_run, url) = sopsim(
+        &[
+            &["run", debate, "--serve", "--start-paused", "--out", out][..],
+            &scripted[..],
+        ]
+        .concat(),
+    );
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let port = addr.rsplit_once(':').unwrap().1;
+    let get = |host: &str| {
+        format!("GET /api/state HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+    };
+    let step = |host: &str, origin: &str| {
+        format!(
+            "POST /api/step HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        )
+    };
+    for host in ["evil.example", &format!("evil.example:{port}"), "127.0.0.1"] {
+        assert_eq!(http(&url, &get(host)).0, 403, "Host {host}");
+        assert_eq!(
+            http(&url, &step(host, &format!("http://{host}"))).0,
+            403,
+            "Host {host}"
+        );
+    }
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        assert_eq!(http(&url, &get(&host)).0, 200, "Host {host}");
+    }
+    let (status, _) = http(&url, &step(addr, "http://evil.example"));
+    assert_eq!(status, 403, "a cross-site POST");
+    assert!(
+        !dir.path().join("run/transcript.jsonl").exists()
+            || std::fs::read_to_string(dir.path().join("run/transcript.jsonl"))
+                .unwrap()
+                .is_empty(),
+        "the refused step ran no turn"
+    );
+    assert_eq!(
+        http(&url, &step(addr, &format!("http://{addr}"))).0,
+        200,
+        "the page's own POST"
+    );
+
+    // With a token, any Host may ask (the token guards it), but other origins still not.
+    let (_run, url) = sopsim(
+        &[
+            &[
+                "run",
+                debate,
+                "--serve",
+                "--serve-token",
+                "auto",
+                "--start-paused",
+            ][..],
+            &scripted[..],
+        ]
+        .concat(),
+    );
+    let (base, token) = url.split_once("?token=").unwrap();
+    let addr = base.trim_start_matches("http://").trim_end_matches('/');
+    let with_token = |host: &str, origin: &str| {
+        format!(
+            "POST /api/step HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        )
+    };
+    assert_eq!(
+        http(base, &with_token("sim.lab.example", "http://evil.example")).0,
+        403
+    );
+    assert_eq!(
+        http(
+            base,
+            &with_token("sim.lab.example", "http://sim.lab.example")
+        )
+        .0,
+        200
+    );
+    assert_eq!(
+        http(base, &with_token(addr, &format!("http://{addr}"))).0,
+        200
+    );
 }
 
 /// `GET /api/state` as JSON.
@@ -783,7 +883,7 @@ fn a_browser_that_disconnects_mid_run_changes_nothing() {
     let addr = url.trim_start_matches("http://").trim_end_matches('/');
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
-        .write_all(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        .write_all(format!("GET /events HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
         .unwrap();
     for _ in 0..3 {
         http(&url, &post("/api/step", "{}"));

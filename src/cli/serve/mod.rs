@@ -117,7 +117,11 @@ pub fn start(
         Some(t) => format!("http://{local}/?token={t}"),
         None => format!("http://{local}/"),
     };
-    let state = web::Data::new(AppState { source, token });
+    let state = web::Data::new(AppState {
+        source,
+        token,
+        port: local.port(),
+    });
     let (tx, rx) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("sopsim-web".into())
@@ -144,6 +148,7 @@ pub fn start(
                                 .add((header::REFERRER_POLICY, "no-referrer")),
                         )
                         .wrap(actix_web::middleware::from_fn(check_token))
+                        .wrap(actix_web::middleware::from_fn(check_origin))
                         .route("/", web::get().to(index))
                         .route("/app.js", web::get().to(script))
                         .route("/style.css", web::get().to(style))
@@ -186,6 +191,55 @@ pub fn start(
 struct AppState {
     source: Source,
     token: Option<String>,
+    /// The port the server listens on, which a loopback Host must name.
+    port: u16,
+}
+
+/// Whether `host` (a Host header) names this machine on `port`: `127.0.0.1`,
+/// `localhost` or `[::1]`, with the port (which browsers leave out only for port 80).
+fn is_loopback_host(host: &str, port: u16) -> bool {
+    let (name, given) = match host.rsplit_once(':') {
+        Some((name, p)) if !p.contains(']') => (name, p.parse::<u16>().ok()),
+        _ => (host, Some(80)),
+    };
+    given == Some(port)
+        && ["127.0.0.1", "localhost", "[::1]"]
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// Refuses what a page of another site could make a browser send. Without a token the
+/// Host must be a loopback name (a site whose own name resolves to 127.0.0.1, DNS
+/// rebinding, sends its own name and is refused); with a token any Host may reach the
+/// token check. Either way a request whose `Origin` is not the viewer's own is refused,
+/// so a cross-site page cannot step, stop or type into a run.
+async fn check_origin(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
+    let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
+        return next.call(req).await.map(|r| r.map_into_boxed_body());
+    };
+    let header = |name| {
+        req.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap_or_default().to_string())
+    };
+    let host = header(header::HOST).unwrap_or_default();
+    if state.token.is_none() && !is_loopback_host(&host, state.port) {
+        let response = HttpResponse::Forbidden().json(json!({
+            "error": format!("this viewer answers only at 127.0.0.1:{0}, localhost:{0} or [::1]:{0}", state.port)
+        }));
+        return Ok(req.into_response(response));
+    }
+    if let Some(origin) = header(header::ORIGIN) {
+        if origin != format!("http://{host}") {
+            let response = HttpResponse::Forbidden()
+                .json(json!({ "error": "requests from other sites are refused" }));
+            return Ok(req.into_response(response));
+        }
+    }
+    next.call(req).await.map(|r| r.map_into_boxed_body())
 }
 
 /// With a token set, every request carries it: as `?token=`, as a bearer token, or in
@@ -228,6 +282,36 @@ async fn check_token(
         let _ = response.response_mut().add_cookie(&cookie);
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_loopback_host;
+
+    #[test]
+    fn only_this_machines_names_on_the_port_are_loopback_hosts() {
+        for host in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "LocalHost:8080",
+            "[::1]:8080",
+        ] {
+            assert!(is_loopback_host(host, 8080), "{host}");
+        }
+        for host in [
+            "evil.example:8080",
+            "127.0.0.1:8081",
+            "127.0.0.1",
+            "localhost.evil.example:8080",
+            "127.0.0.1.nip.io:8080",
+            "[::1]",
+            "",
+        ] {
+            assert!(!is_loopback_host(host, 8080), "{host}");
+        }
+        assert!(is_loopback_host("localhost", 80));
+        assert!(is_loopback_host("[::1]", 80));
+    }
 }
 
 async fn index() -> HttpResponse {
