@@ -45,6 +45,7 @@ fn bench_jobs(c: &mut Criterion) {
             scenario: scenario.clone(),
             max_turns: None,
             notes: Vec::new(),
+            commands: Default::default(),
         },
     )]);
     let jobs: Vec<Job> = [Mode::Cooperative, Mode::Competitive]

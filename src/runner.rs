@@ -12,8 +12,8 @@ use crate::error::{CancelToken, SimError};
 use crate::events::{EventSink, FrontendLog};
 use crate::human::HumanInput;
 use crate::output::{RunDir, TranscriptWriter};
-use crate::scenario::Mode;
 use crate::scenario::Scenario;
+use crate::scenario::{CommandConsent, Mode};
 use crate::setup::{self, ModelOptions, SetupError};
 use crate::sim::{self, EndReason, RunConfig, RunOutcome, Services};
 
@@ -36,6 +36,8 @@ pub struct RunOptions {
     pub max_total_tokens: Option<u64>,
     /// Folders besides the scenario's own that its files (knowledge bases) may be in.
     pub allowed_paths: Vec<PathBuf>,
+    /// The programs the scenario's tools may start (none unless the user allows them).
+    pub allowed_commands: CommandConsent,
 }
 
 impl RunOptions {
@@ -53,6 +55,7 @@ impl RunOptions {
             budget_usd: None,
             max_total_tokens: None,
             allowed_paths: Vec::new(),
+            allowed_commands: CommandConsent::Nothing,
         }
     }
 }
@@ -162,6 +165,12 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         control,
     } = io;
     let (mut scenario, imported) = setup::load(&opts.scenario, &opts.allowed_paths)?;
+    opts.allowed_commands
+        .check(&scenario)
+        .map_err(|refused| SetupError::NotAllowed {
+            path: opts.scenario.clone(),
+            refused,
+        })?;
     let imported = imported.unwrap_or_default();
     let models = setup::layer_models(&opts.models, [(&mut scenario, &imported)]);
     let scenario = Arc::new(scenario);
@@ -199,6 +208,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         budget_usd: opts.budget_usd,
         max_total_tokens: opts.max_total_tokens,
         notes: imported.notes,
+        commands: opts.allowed_commands.clone(),
     };
     Ok(Prepared {
         scenario,

@@ -163,6 +163,12 @@ pub enum SetupError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{path}")]
+    NotAllowed {
+        path: PathBuf,
+        #[source]
+        refused: crate::scenario::NotAllowed,
+    },
     #[error("{path}: cannot use it as the output folder")]
     Out {
         path: PathBuf,
@@ -190,7 +196,9 @@ impl SetupError {
     /// The setting at fault, if one is.
     pub fn setting(&self) -> Option<Setting> {
         match self {
-            SetupError::Scenario(_) | SetupError::NoScenarios => Some(Setting::Scenario),
+            SetupError::Scenario(_) | SetupError::NoScenarios | SetupError::NotAllowed { .. } => {
+                Some(Setting::Scenario)
+            }
             SetupError::Missing { setting, .. }
             | SetupError::Server { setting, .. }
             | SetupError::Embedder { setting, .. }

@@ -25,7 +25,7 @@ use crate::llm::cost::PriceTable;
 use crate::llm::{CallKind, KindUsage, LlmBackend, LlmClient, ScriptedBackend};
 use crate::memory::Message;
 use crate::output::TranscriptWriter;
-use crate::scenario::{Mode, Scenario};
+use crate::scenario::{CommandConsent, Mode, Scenario};
 use crate::tokens::{Estimator, TokenCounter};
 
 /// Process-wide services every simulation shares.
@@ -76,6 +76,8 @@ pub struct RunConfig {
     /// Reported as warnings when the run starts (e.g. what an imported config could not
     /// carry over), and kept in the summary.
     pub notes: Vec<String>,
+    /// The programs the scenario's tools may start (none unless the user allows them).
+    pub commands: CommandConsent,
 }
 
 /// The figures of `summary.json`.
@@ -278,7 +280,7 @@ async fn cast(
         config.seed,
     )
     .start();
-    let tools = Arc::new(crate::tools::ToolBox::start(scenario).await?);
+    let tools = Arc::new(crate::tools::ToolBox::start(scenario, &config.commands).await?);
     let agents: HashMap<String, _> = scenario
         .agents
         .iter()

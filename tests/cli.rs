@@ -746,3 +746,58 @@ fn two_people_in_a_round_type_in_turn_and_neither_sees_the_others_move() {
     reader.join().unwrap();
     assert_eq!(moves(&on_tty), expected);
 }
+
+/// A scenario file is shared like a document: the program its MCP tool names runs only
+/// with the user's consent on the command line, and `validate` says what it would run.
+#[test]
+fn a_scenario_starts_no_program_without_consent() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(scenario("debate")).unwrap()).unwrap();
+    doc["tools"] = serde_json::json!({"search": {"kind": "mcp", "config": {
+        "command": "sh",
+        "args": ["-c", format!("touch '{}'", marker.display())],
+        "tool": "find",
+    }}});
+    let file = dir.path().join("shared.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let file = file.to_str().unwrap();
+
+    let (code, stdout, _) = run(&["validate", file]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("tools.search.config.command: sh -c 'touch"),
+        "validate lists the command: {stdout}"
+    );
+    let bench_out = dir.path().join("bench");
+    for args in [
+        vec!["run", file],
+        vec!["run", file, "--allow-command", "/bin/sh"],
+        vec![
+            "bench",
+            file,
+            "--llm",
+            "scripted",
+            "--seeds",
+            "1",
+            "-q",
+            "--out",
+            bench_out.to_str().unwrap(),
+        ],
+    ] {
+        let (code, _, stderr) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("tools.search.config.command")
+                && stderr.contains("--allow-command sh")
+                && stderr.contains("--allow-mcp"),
+            "{args:?}: names the field and the flags: {stderr}"
+        );
+        assert!(!marker.exists(), "{args:?}: the program ran");
+    }
+    // Allowed, the program starts (it is no MCP server, so the run then fails).
+    let (code, _, stderr) = run(&["run", file, "--allow-command", "sh"]);
+    assert!(marker.exists(), "the allowed program ran: {stderr}");
+    assert_ne!(code, 0);
+}

@@ -85,6 +85,7 @@ fn use_the_library() {
         max_turns: None,
         models: scripted(),
         allowed_paths: Vec::new(),
+        allowed_commands: Default::default(),
         shard: None,
     };
     let run = bench::run(&bench_opts, &Unobserved, CancelToken::new()).expect("the benchmark runs");
@@ -108,6 +109,7 @@ fn a_noisy_mcp_server_is_heard_only_in_the_error(dir: &tempfile::TempDir, opts: 
     let noisy = RunOptions {
         scenario: file,
         out: None,
+        allowed_commands: sopsim::scenario::CommandConsent::Programs(vec!["sh".into()]),
         ..opts.clone()
     };
     let err = runner::run(&noisy, RunIo::default()).expect_err("the server dies");

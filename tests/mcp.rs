@@ -1,7 +1,8 @@
 //! The `mcp` tool kind against an MCP server written here with the SDK's server side:
 //! this test binary serves MCP over stdio when started with `--serve-mcp`, and the
 //! scenarios start it as their server. Listing (description and schema), calls, a
-//! tool's own error, and a server that dies mid-run.
+//! tool's own error, a server that dies mid-run, consent to start a server, and servers
+//! that never outlive their run (one that never answers, one busy in a slow call).
 //! (A harness-less test: the same binary is the server, and a test harness would
 //! write to the protocol's stdout.)
 
@@ -12,7 +13,7 @@ use rmcp::{schemars, tool, tool_router, ServiceExt};
 use serde_json::json;
 use sopsim::llm::{CallKind, LlmBackend, LlmRequest, ScriptedBackend};
 use sopsim::memory::MessageKind;
-use sopsim::scenario::{self, Scenario};
+use sopsim::scenario::{self, CommandConsent, Scenario};
 use sopsim::sim::{run_blocking, RunConfig, RunOutcome, Services};
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
@@ -36,6 +37,12 @@ impl Server {
     #[tool(description = "Always fails")]
     fn fail(&self) -> Result<String, String> {
         Err("the flux capacitor is offline".into())
+    }
+
+    #[tool(description = "Takes a minute")]
+    fn slow(&self) -> String {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        "done".into()
     }
 
     #[tool(description = "Stops the server")]
@@ -98,6 +105,14 @@ impl LlmBackend for Decisions {
     }
 }
 
+/// A run that may start any MCP server.
+fn allowed() -> RunConfig {
+    RunConfig {
+        commands: CommandConsent::AnyMcpServer,
+        ..RunConfig::default()
+    }
+}
+
 fn run(s: Scenario) -> (RunOutcome, Vec<LlmRequest>) {
     let backend = Arc::new(Decisions {
         inner: ScriptedBackend::new(s.script.clone()),
@@ -107,7 +122,7 @@ fn run(s: Scenario) -> (RunOutcome, Vec<LlmRequest>) {
         llm: backend.clone(),
         ..Services::scripted(&s)
     };
-    let outcome = run_blocking(Arc::new(s), &services, RunConfig::default()).unwrap();
+    let outcome = run_blocking(Arc::new(s), &services, allowed()).unwrap();
     let seen = backend.seen.lock().unwrap().clone();
     (outcome, seen)
 }
@@ -182,11 +197,116 @@ fn a_missing_server_is_a_setup_error_naming_the_field() {
         .config
         .insert("command".into(), json!("/no/such/mcp-server"));
     let services = Services::scripted(&s);
-    let err = run_blocking(Arc::new(s), &services, RunConfig::default()).unwrap_err();
+    let err = run_blocking(Arc::new(s), &services, allowed()).unwrap_err();
     let text = sopsim::error::chain(&err);
     assert!(err.is_bad_input(), "{text}");
     assert!(text.contains("tools.add.config.command"), "{text}");
     println!("ok: a missing server is a setup error naming the field");
+}
+
+fn no_server_starts_without_consent() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let mut s = scenario(json!([]));
+    for tool in ["add", "fail", "quit"] {
+        s.tools.shift_remove(tool);
+    }
+    s.sop.states["work"].components["Worker"].tools.clear();
+    s.tools.insert(
+        "touch".into(),
+        serde_json::from_value(json!({"kind": "mcp", "config": {
+            "command": "sh", "args": ["-c", format!("touch '{}'", marker.display())], "tool": "t"
+        }}))
+        .unwrap(),
+    );
+    let s = Arc::new(s);
+    let services = Services::scripted(&s);
+    for consent in [
+        CommandConsent::Nothing,
+        CommandConsent::Programs(vec!["/bin/sh".into()]),
+    ] {
+        let config = RunConfig {
+            commands: consent.clone(),
+            ..RunConfig::default()
+        };
+        let err = run_blocking(s.clone(), &services, config).unwrap_err();
+        let text = sopsim::error::chain(&err);
+        assert!(
+            err.is_bad_input() && text.contains("tools.touch.config.command"),
+            "{consent:?}: {text}"
+        );
+        assert!(text.contains("not allowed"), "{consent:?}: {text}");
+        assert!(!marker.exists(), "{consent:?}: the program ran");
+    }
+    let config = RunConfig {
+        commands: CommandConsent::Programs(vec!["sh".into()]),
+        ..RunConfig::default()
+    };
+    // Allowed, it runs (and, being no MCP server, fails its handshake).
+    let _ = run_blocking(s, &services, config);
+    assert!(marker.exists(), "the allowed program ran");
+    println!("ok: no server starts without consent");
+}
+
+/// Whether process `pid` is gone (or a zombie waiting to be reaped: it runs nothing).
+fn is_gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+fn gone_soon(pid: &str) -> bool {
+    for _ in 0..100 {
+        if is_gone(pid) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
+}
+
+/// The servers run through `sh`, which writes its process id first and then becomes
+/// the server (`exec`), so the id is the server's.
+fn servers_never_outlive_their_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::env::current_exe().unwrap();
+    let pid_file = dir.path().join("pid");
+    let through_sh = |server: String| {
+        json!({"kind": "mcp", "config": {
+            "command": "sh",
+            "args": ["-c", format!("echo $$ > '{}'; exec {server}", pid_file.display())],
+            "tool": "slow", "timeout_ms": 300
+        }})
+    };
+    // One that never answers the handshake and ignores its closed stdin; one busy in a
+    // call that outlasts its timeout when the run ends.
+    let cases = [
+        ("silent", through_sh("sleep 1000".into()), json!([])),
+        (
+            "busy",
+            through_sh(format!("'{}' --serve-mcp", me.display())),
+            json!([{"tool": "slow", "arguments": {}}, "answer"]),
+        ),
+    ];
+    for (name, tool, decisions) in cases {
+        let _ = std::fs::remove_file(&pid_file);
+        let mut s = scenario(decisions);
+        s.tools
+            .insert("slow".into(), serde_json::from_value(tool).unwrap());
+        for t in ["add", "fail", "quit"] {
+            s.tools.shift_remove(t);
+        }
+        s.sop.states["work"].components["Worker"].tools = vec!["slow".into()];
+        let s = Arc::new(s);
+        let services = Services::scripted(&s);
+        let _ = run_blocking(s, &services, allowed());
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        assert!(gone_soon(pid.trim()), "{name}: the server outlived its run");
+    }
+    println!("ok: servers never outlive their run");
 }
 
 fn main() {
@@ -198,4 +318,6 @@ fn main() {
     arguments_are_checked_against_the_servers_schema();
     a_dead_server_is_an_error_and_the_run_goes_on();
     a_missing_server_is_a_setup_error_naming_the_field();
+    no_server_starts_without_consent();
+    servers_never_outlive_their_run();
 }

@@ -369,7 +369,7 @@ fn a_merge_refuses_run_ids_that_leave_its_folder_and_removes_nothing_outside() {
     )
     .unwrap();
     std::fs::write(victim.join("keep.txt"), "not the merge's to remove").unwrap();
-    let forge = |shard: &str, scenario: &str, id_of: &dyn Fn(&str) -> String| {
+    let forge = |shard: &str, scenario: &str, id: &str| {
         ok(&[
             "bench",
             &pd,
@@ -390,8 +390,7 @@ fn a_merge_refuses_run_ids_that_leave_its_folder_and_removes_nothing_outside() {
         let manifest = Path::new(shard).join("manifest.jsonl");
         let mut job: serde_json::Value =
             serde_json::from_str(std::fs::read_to_string(&manifest).unwrap().trim()).unwrap();
-        let id = id_of(job["id"].as_str().unwrap());
-        job["id"] = id.clone().into();
+        job["id"] = id.into();
         job["scenario"] = scenario.into();
         std::fs::write(&manifest, format!("{job}\n")).unwrap();
         let settings = Path::new(shard).join("bench.json");
@@ -402,18 +401,15 @@ fn a_merge_refuses_run_ids_that_leave_its_folder_and_removes_nothing_outside() {
         std::fs::write(&settings, bench.to_string()).unwrap();
     };
     let absolute = victim.display().to_string();
-    let cases: [(&str, &str, &dyn Fn(&str) -> String); 3] = [
-        ("absolute", &absolute, &|_| {
-            format!("{absolute}/cooperative/seed-0")
-        }),
-        ("dots", "..", &|_| "../cooperative/seed-0".into()),
-        ("id only", "prisoners_dilemma", &|_| {
-            format!("{absolute}/cooperative/seed-0")
-        }),
+    let inside_victim = format!("{absolute}/cooperative/seed-0");
+    let cases = [
+        ("absolute", absolute.as_str(), inside_victim.as_str()),
+        ("dots", "..", "../cooperative/seed-0"),
+        ("id only", "prisoners_dilemma", inside_victim.as_str()),
     ];
-    for (name, scenario, id_of) in cases {
+    for (name, scenario, id) in cases {
         let shard = d(&format!("shard-{}", name.replace(' ', "-")));
-        forge(&shard, scenario, id_of);
+        forge(&shard, scenario, id);
         let out = sopsim(&["bench", "merge", &d("merged"), &shard]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");

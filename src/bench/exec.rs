@@ -27,6 +27,8 @@ pub struct Prepared {
     pub max_turns: Option<u64>,
     /// Reported as warnings in every run (what an imported config left out).
     pub notes: Vec<String>,
+    /// The programs the scenario's tools may start.
+    pub commands: crate::scenario::CommandConsent,
 }
 
 /// How one job went.
@@ -207,6 +209,7 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
         seed: job.seed,
         max_turns: prepared.max_turns,
         notes: prepared.notes.clone(),
+        commands: prepared.commands.clone(),
         sinks: vec![events.clone() as Arc<dyn EventSink>],
         transcript: Some(transcript),
         cancel: Some(cancel),

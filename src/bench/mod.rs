@@ -39,7 +39,7 @@ use thiserror::Error;
 use crate::error::{CancelToken, SimError};
 use crate::output::write_json;
 use crate::scenario::aiwaves::Imported;
-use crate::scenario::{Mode, OutcomeRules, Scenario};
+use crate::scenario::{CommandConsent, Mode, OutcomeRules, Scenario};
 use crate::setup::{self, LlmChoice, ModelOptions, Setting, SetupError};
 pub use exec::JobResult;
 use exec::{Executed, Prepared};
@@ -180,6 +180,8 @@ pub struct BenchOptions {
     pub allowed_paths: Vec<PathBuf>,
     /// Run only this shard of the plan.
     pub shard: Option<Shard>,
+    /// The programs the scenarios' tools may start (none unless the user allows them).
+    pub allowed_commands: CommandConsent,
 }
 
 /// What a benchmark invocation ran and concluded.
@@ -268,6 +270,14 @@ pub fn run(
 ) -> Result<BenchRun, BenchError> {
     check_counts(opts)?;
     let mut loaded = load_all(&opts.scenarios, &opts.allowed_paths)?;
+    for l in &loaded {
+        opts.allowed_commands
+            .check(&l.scenario)
+            .map_err(|refused| SetupError::NotAllowed {
+                path: l.path.clone(),
+                refused,
+            })?;
+    }
     let seeds = plan_seeds(opts)?;
     let mut jobs: Vec<Job> = Vec::new();
     for l in &loaded {
@@ -439,6 +449,7 @@ fn prepare(
                 services,
                 max_turns: opts.max_turns,
                 notes: l.imported.notes.clone(),
+                commands: opts.allowed_commands.clone(),
             },
         );
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use sopsim::llm::ApiKey;
-use sopsim::scenario::Mode;
+use sopsim::scenario::{CommandConsent, Mode};
 use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions};
 
 #[derive(Parser)]
@@ -138,10 +138,36 @@ pub struct RunArgs {
     #[arg(long = "allow-path", value_name = "DIR")]
     pub allowed_paths: Vec<PathBuf>,
     #[command(flatten)]
+    pub consent: ConsentArgs,
+    #[command(flatten)]
     pub serve: ServeArgs,
     /// With --serve: start paused; the page's Step and Resume buttons start it.
     #[arg(long, requires = "serve")]
     pub start_paused: bool,
+}
+
+/// The programs a scenario's tools may start: a scenario file alone starts none.
+#[derive(Args, Clone)]
+pub struct ConsentArgs {
+    /// Let the scenario's tools start PROGRAM, spelled as their `config.command` spells
+    /// it (repeatable; `sopsim validate` lists what a scenario would start).
+    #[arg(long = "allow-command", value_name = "PROGRAM")]
+    pub commands: Vec<String>,
+    /// Let the scenario's tools start every MCP server they name.
+    #[arg(long)]
+    pub allow_mcp: bool,
+}
+
+impl ConsentArgs {
+    pub fn consent(&self) -> CommandConsent {
+        if self.allow_mcp {
+            CommandConsent::AnyMcpServer
+        } else if self.commands.is_empty() {
+            CommandConsent::Nothing
+        } else {
+            CommandConsent::Programs(self.commands.clone())
+        }
+    }
 }
 
 /// Where the web viewer listens.
@@ -189,6 +215,8 @@ pub struct BenchArgs {
     /// folders (repeatable).
     #[arg(long = "allow-path", value_name = "DIR")]
     pub allowed_paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub consent: ConsentArgs,
     /// Run only shard I of N (the planned runs at positions k with k mod N = I), or
     /// `env`: the shard of this Slurm array task or Kubernetes Indexed Job.
     #[arg(long, value_name = "I/N|env")]

@@ -105,6 +105,14 @@ fn classify(
 
 impl From<SetupError> for Failure {
     fn from(e: SetupError) -> Self {
+        if let SetupError::NotAllowed { path, refused } = &e {
+            return Failure::BadInput(format!(
+                "{}: {refused}; a scenario file starts no program unless you allow it: \
+                 add --allow-command {} (or --allow-mcp for every MCP server it names)",
+                path.display(),
+                shlex::try_quote(&refused.0.program).unwrap_or_default()
+            ));
+        }
         classify(e.is_bad_input(), e.setting(), &e)
     }
 }

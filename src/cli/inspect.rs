@@ -33,6 +33,7 @@ pub fn validate(
                 "agents": s.agents.len(),
                 "problems": [],
                 "notes": scenario::advice(s).iter().map(|n| json!({"path": n.path.to_string(), "message": n.message})).collect::<Vec<_>>(),
+                "starts": scenario::started_programs(s).iter().map(|p| json!({"path": p.field.to_string(), "program": p.program, "args": p.args})).collect::<Vec<_>>(),
             }),
             Err(e) => {
                 let problems: Vec<_> = match e {
@@ -42,7 +43,7 @@ pub fn validate(
                         .collect(),
                     other => vec![json!({"path": "", "message": sopsim::chain::chain(other)})],
                 };
-                json!({"file": path.display().to_string(), "valid": false, "problems": problems, "notes": []})
+                json!({"file": path.display().to_string(), "valid": false, "problems": problems, "notes": [], "starts": []})
             }
         };
         say(&to_json(&verdict)?);
@@ -58,6 +59,17 @@ pub fn validate(
         s.sop.states.len(),
         s.agents.len()
     ));
+    let programs = scenario::started_programs(&s);
+    if !programs.is_empty() {
+        say("it starts these programs, each only with --allow-command PROGRAM or --allow-mcp:");
+        for p in programs {
+            say(&format!(
+                "  {}: {}",
+                p.field,
+                super::terminal::printable(&p.command_line())
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -33,6 +33,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         budget_usd: args.budget_usd,
         max_total_tokens: args.max_total_tokens,
         allowed_paths: args.allowed_paths,
+        allowed_commands: args.consent.consent(),
     };
     let cancel = CancelToken::new();
     cancel_on_ctrl_c(
@@ -160,6 +161,7 @@ fn bench_run(args: BenchArgs) -> Result<(), Failure> {
         max_turns: args.max_turns,
         models: args.models.options(Arc::new(FetchProgress::default())),
         allowed_paths: args.allowed_paths,
+        allowed_commands: args.consent.consent(),
         shard,
     };
     let cancel = CancelToken::new();

@@ -2,6 +2,7 @@
 
 pub mod aiwaves;
 mod builder;
+mod commands;
 mod data_file;
 mod format;
 pub mod knowledge_file;
@@ -14,6 +15,7 @@ mod validate;
 mod validate_tools;
 
 pub use builder::{AgentBuilder, ScenarioBuilder, StateBuilder};
+pub use commands::{started_programs, CommandConsent, NotAllowed, StartedProgram};
 pub use data_file::{read_objects, DataFile, DataFileError};
 pub use format::*;
 pub use load::{

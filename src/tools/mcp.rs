@@ -39,8 +39,12 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{program}: no MCP handshake within {DEFAULT_TIMEOUT_MS} ms{stderr}")]
-    HandshakeTimeout { program: String, stderr: StderrTail },
+    #[error("{program}: no MCP handshake within {ms} ms{stderr}")]
+    HandshakeTimeout {
+        program: String,
+        ms: u128,
+        stderr: StderrTail,
+    },
     #[error("{program}: the MCP handshake failed{stderr}")]
     Handshake {
         program: String,
@@ -48,8 +52,12 @@ pub enum StartError {
         #[source]
         source: Box<rmcp::service::ClientInitializeError>,
     },
-    #[error("{program}: listing its tools took longer than {DEFAULT_TIMEOUT_MS} ms{stderr}")]
-    ListTimeout { program: String, stderr: StderrTail },
+    #[error("{program}: listing its tools took longer than {ms} ms{stderr}")]
+    ListTimeout {
+        program: String,
+        ms: u128,
+        stderr: StderrTail,
+    },
     #[error("{program}: listing its tools failed{stderr}")]
     List {
         program: String,
@@ -130,6 +138,25 @@ pub struct Server {
     session: RunningService<RoleClient, ()>,
     tools: Vec<McpTool>,
     stderr: Stderr,
+    _group: ProcessGroup,
+}
+
+/// A server's process group (the server and whatever it started), killed when dropped:
+/// when the run that started it ends, and when it fails to start. A server that ignores
+/// its closed stdin, or is busy in a slow call, never outlives the run.
+struct ProcessGroup(Option<u32>);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.0.and_then(|id| libc::pid_t::try_from(id).ok()) {
+            // SAFETY: killpg only sends a signal; the group is the server's own
+            // (started with process_group(0)), never this process's.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+        }
+    }
 }
 
 /// The servers of one simulation, started once each.
@@ -139,8 +166,13 @@ pub struct Servers {
 }
 
 impl Servers {
-    /// The server for `command`, started (and its tools listed) on first use.
-    pub async fn start(&mut self, command: &McpCommand) -> Result<Arc<Server>, StartError> {
+    /// The server for `command`, started (and its tools listed, each step within
+    /// `limit`) on first use.
+    pub async fn start(
+        &mut self,
+        command: &McpCommand,
+        limit: Duration,
+    ) -> Result<Arc<Server>, StartError> {
         let key = (command.program.clone(), command.args.clone());
         if let Some(s) = self.running.get(&key) {
             return Ok(s.clone());
@@ -148,7 +180,9 @@ impl Servers {
         let program = || command.program.clone();
         let (transport, pipe) = TokioChildProcess::builder(
             tokio::process::Command::new(&command.program).configure(|c| {
-                c.args(&command.args);
+                c.args(&command.args).kill_on_drop(true);
+                #[cfg(unix)]
+                c.process_group(0);
             }),
         )
         .stderr(Stdio::piped())
@@ -157,12 +191,14 @@ impl Servers {
             program: program(),
             source,
         })?;
+        let group = ProcessGroup(transport.id());
         let stderr = Stderr::read(pipe);
-        let limit = Duration::from_millis(DEFAULT_TIMEOUT_MS);
+
         let session = match tokio::time::timeout(limit, ().serve(transport)).await {
             Err(_) => {
                 return Err(StartError::HandshakeTimeout {
                     program: program(),
+                    ms: limit.as_millis(),
                     stderr: stderr.tail(),
                 })
             }
@@ -179,6 +215,7 @@ impl Servers {
             Err(_) => {
                 return Err(StartError::ListTimeout {
                     program: program(),
+                    ms: limit.as_millis(),
                     stderr: stderr.tail(),
                 })
             }
@@ -195,6 +232,7 @@ impl Servers {
             session,
             tools,
             stderr,
+            _group: group,
         });
         self.running.insert(key, server.clone());
         Ok(server)
@@ -257,7 +295,8 @@ impl Server {
     }
 }
 
-/// An `mcp` tool's timeout (`config.timeout_ms`).
+/// An `mcp` tool's timeout (`config.timeout_ms`), for starting its server and for
+/// each call.
 pub fn timeout(config: &Map<String, Value>) -> Duration {
     Duration::from_millis(
         config

@@ -35,7 +35,8 @@ pub use crate::elysia::Failure;
 use crate::elysia::ResultObject;
 use crate::prompt::ToolDef;
 use crate::scenario::{
-    DataFileError, FieldPath, McpConfigError, Scenario, SchemaError, ToolKind, ToolSpec,
+    CommandConsent, DataFileError, FieldPath, McpConfigError, Scenario, SchemaError, ToolKind,
+    ToolSpec,
 };
 
 /// How a tool call ended, as `summary.json` counts them.
@@ -144,6 +145,8 @@ pub enum SetupCause {
     #[cfg(feature = "mcp")]
     #[error(transparent)]
     McpStart(#[from] mcp::StartError),
+    #[error("starting {program:?} was not allowed (a scenario file starts no program without the user's consent)")]
+    NotAllowed { program: String },
     #[error("the server has no tool {tool:?} (it has: {})", .names.join(", "))]
     NoSuchTool { tool: String, names: Vec<String> },
     #[cfg(not(feature = "mcp"))]
@@ -182,10 +185,16 @@ fn default_parameters(kind: ToolKind, runner: &Runner) -> Value {
 pub use crate::scenario::compile_arguments_schema as compile_schema;
 
 impl ToolBox {
-    /// Builds every tool the scenario declares, starting the MCP servers it names.
+    /// Builds every tool the scenario declares, starting the MCP servers it names that
+    /// `consent` allows (a server it does not allow is an error naming the field).
     /// Files were resolved when the scenario was loaded; a scenario built in code names
     /// them relative to the working folder.
-    pub async fn start(scenario: &Scenario) -> Result<ToolBox, ToolSetupError> {
+    pub async fn start(
+        scenario: &Scenario,
+        consent: &CommandConsent,
+    ) -> Result<ToolBox, ToolSetupError> {
+        #[cfg(not(feature = "mcp"))]
+        let _ = consent;
         let mut tools = IndexMap::new();
         #[cfg(feature = "mcp")]
         let mut servers = mcp::Servers::default();
@@ -233,8 +242,16 @@ impl ToolBox {
                 ToolKind::Mcp => {
                     let command = crate::scenario::McpCommand::from_config(&spec.config)
                         .map_err(|e| fail(at.key("config"))(e.into()))?;
+                    if !consent.allows(&command.program) {
+                        return Err(fail(at.key("config").key("command"))(
+                            SetupCause::NotAllowed {
+                                program: command.program,
+                            },
+                        ));
+                    }
+                    let timeout = mcp::timeout(&spec.config);
                     let server = servers
-                        .start(&command)
+                        .start(&command, timeout)
                         .await
                         .map_err(|e| fail(at.key("config").key("command"))(e.into()))?;
                     let tool = command.tool.as_str();
@@ -246,7 +263,7 @@ impl ToolBox {
                     }
                     Runner::Mcp {
                         tool: tool.to_string(),
-                        timeout: mcp::timeout(&spec.config),
+                        timeout,
                         server,
                     }
                 }
