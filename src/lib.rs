@@ -64,6 +64,7 @@
 //! - [`elysia`]: the keyed result store and Elysia's return objects.
 //! - [`tools`]: the built-in tool kinds, and the decision agent's logic (what a
 //!   decision sees, reading it, self-healing errors).
+//! - [`quality`]: reply quality (copies, labels, narration, echoes, empty replies).
 //! - [`template`], [`tokens`]: placeholder templates and token counting.
 //! - [`files`]: bounded reads of users' files, whole-or-nothing writes.
 //! - [`user_json`]: JSON users write, parsed with duplicate keys refused.
@@ -105,6 +106,7 @@ pub mod memory;
 pub mod models;
 pub mod output;
 pub mod prompt;
+pub mod quality;
 pub mod runner;
 pub mod scenario;
 pub mod setup;

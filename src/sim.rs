@@ -124,6 +124,9 @@ pub struct RunSummary {
     /// Tool calls by tool and outcome, failed calls, and retries.
     #[serde(skip_serializing_if = "crate::sim::no_tool_calls")]
     pub tools: crate::actors::messages::ToolSummary,
+    /// Copies, labels, narration, echoes and empty replies among the replies
+    /// ([`crate::quality`]).
+    pub reply_quality: crate::quality::ReplyQuality,
     pub warnings: Vec<String>,
     pub wall_ms: u64,
 }
@@ -371,6 +374,10 @@ fn summarise(
         parse_failures: finish.failures,
         cut_replies: snapshot.cut_replies,
         tools: tool_summary.clone(),
+        reply_quality: crate::quality::of_transcript(
+            scenario,
+            snapshot.transcript.iter().map(AsRef::as_ref),
+        ),
         llm_latency_ms: Latency {
             p50: percentile(&latencies, 0.5),
             p95: percentile(&latencies, 0.95),

@@ -15,7 +15,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "pure",
-        &["scenario", "sop", "prompt", "memory", "action", "elysia"],
+        &[
+            "scenario", "sop", "prompt", "memory", "action", "elysia", "quality",
+        ],
     ),
     ("service", &["llm", "embed", "knowledge", "models", "tools"]),
     (

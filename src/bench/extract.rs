@@ -30,6 +30,9 @@ pub struct SummaryFigures {
     pub parse_failures: ParseFailureFigures,
     pub wall_ms: u64,
     pub llm_latency_ms: LatencyFigures,
+    /// Absent from runs of sopsim versions before it was counted.
+    #[serde(default)]
+    pub reply_quality: Option<crate::quality::ReplyQuality>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -70,6 +73,15 @@ pub fn generic_figures(s: &SummaryFigures) -> Figures {
         "judge_failures".into(),
         Some(s.parse_failures.judge_answers as f64),
     );
+    let q = s.reply_quality.as_ref();
+    let rate =
+        |pick: fn(&crate::quality::QualityRates) -> Option<f64>| q.and_then(|q| pick(&q.rates));
+    f.insert("quality.copy".into(), rate(|r| r.copy));
+    f.insert("quality.label".into(), rate(|r| r.label));
+    f.insert("quality.narration".into(), rate(|r| r.narration));
+    f.insert("quality.echo".into(), rate(|r| r.echo));
+    f.insert("quality.empty".into(), rate(|r| r.empty));
+    f.insert("quality.distinct_2".into(), q.and_then(|q| q.distinct_2));
     f
 }
 

@@ -526,6 +526,18 @@ pub fn markdown(
             .filter_map(|h| sc.figures.get_key_value(h))
             .collect();
         table(&mut out, &report.modes, &headline, with_difference);
+        let quality: Vec<(&String, &FigureReport)> = crate::scenario::QUALITY_FIGURES
+            .iter()
+            .filter_map(|f| sc.figures.get_key_value(*f))
+            .filter(|(_, f)| f.by_mode.values().any(Option::is_some))
+            .collect();
+        if !quality.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nReply quality: the share of replies that copy an earlier message, carry a speaker label, narrate in the third person, echo the instructions or are empty, and the share of distinct word bigrams.\n"
+            );
+            table(&mut out, &report.modes, &quality, with_difference);
+        }
         if !sc.failed_runs.is_empty() {
             let _ = writeln!(out, "\nFailed runs:\n");
             for f in &sc.failed_runs {

@@ -183,4 +183,20 @@ pub const GENERIC_FIGURES: &[&str] = &[
     "prompt_tokens_per_turn",
     "controller_failures",
     "judge_failures",
+    "quality.copy",
+    "quality.label",
+    "quality.narration",
+    "quality.echo",
+    "quality.empty",
+    "quality.distinct_2",
+];
+
+/// The reply-quality figures ([`crate::quality`]), shown as a table of their own.
+pub const QUALITY_FIGURES: &[&str] = &[
+    "quality.copy",
+    "quality.label",
+    "quality.narration",
+    "quality.echo",
+    "quality.empty",
+    "quality.distinct_2",
 ];

@@ -1,0 +1,500 @@
+//! Reply quality: what a reader notices first in a transcript, counted for every
+//! `reply` message of a run (not openings, choices, people's lines or tool lines).
+//!
+//! Words are lower-cased runs of letters and digits. A reply is
+//! - a **copy** when it shares a run of [`COPY_WORDS`] words with an earlier message of
+//!   the run (anyone's, the speaker's own included; tool calls and results are data a
+//!   reply may quote, not messages, and do not count);
+//! - **labelled** when it carries another participant's speaker label (`Name:` or
+//!   `Name (Role):` at the start of a line or of a sentence), or opens with its own;
+//! - **narration** when it opens with the speaker's own name used in the third person
+//!   ("Ada argues …"; "Ada's point" and "Ada:" are not);
+//! - an **echo** when it shares a run of [`ECHO_WORDS`] words with the scenario's
+//!   instructions (tasks, rules, outputs, last instructions, styles, judge, controller,
+//!   summary, extract and choice prompts; not environment prompts, which set the scene
+//!   and may be restated);
+//! - **empty** with fewer than three words.
+//!
+//! `distinct_2` is the share of distinct word bigrams among all bigrams of the run's
+//! replies. Pure: the same figures come from a running simulation (`summary.json`) and
+//! from a transcript read back (the bench report).
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::memory::{Message, MessageKind};
+use crate::scenario::{Scenario, SpeakerRule};
+
+/// Words a reply must share in a row with an earlier message to be a copy.
+pub const COPY_WORDS: usize = 10;
+/// Words a reply must share in a row with the instructions to be an echo.
+pub const ECHO_WORDS: usize = 8;
+/// Fewer words than this is an empty reply.
+pub const EMPTY_WORDS: usize = 3;
+
+/// The lower-cased words of `text`.
+pub fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+fn gram_hashes(words: &[String], n: usize) -> impl Iterator<Item = u64> + '_ {
+    words.windows(n).map(|w| xxh3_64(w.join(" ").as_bytes()))
+}
+
+/// What is wrong with one reply (each a count of 0 or 1 when summed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Flaws {
+    pub copy: bool,
+    pub label: bool,
+    pub narration: bool,
+    pub echo: bool,
+    pub empty: bool,
+}
+
+impl Flaws {
+    pub fn any(&self) -> bool {
+        self.copy || self.label || self.narration || self.echo || self.empty
+    }
+}
+
+/// The flaws a reply is drawn again for, in the order they are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RedrawCause {
+    Copy,
+    Label,
+    Echo,
+}
+
+impl RedrawCause {
+    pub const ALL: [RedrawCause; 3] = [RedrawCause::Copy, RedrawCause::Label, RedrawCause::Echo];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RedrawCause::Copy => "copy",
+            RedrawCause::Label => "label",
+            RedrawCause::Echo => "echo",
+        }
+    }
+}
+
+impl Flaws {
+    /// The first flaw that makes a reply worth drawing again.
+    pub fn redraw_cause(&self) -> Option<RedrawCause> {
+        if self.copy {
+            Some(RedrawCause::Copy)
+        } else if self.label {
+            Some(RedrawCause::Label)
+        } else if self.echo {
+            Some(RedrawCause::Echo)
+        } else {
+            None
+        }
+    }
+}
+
+/// The scenario's side of the checks: who takes part, and what its instructions say.
+#[derive(Debug, Clone, Default)]
+pub struct Instructions {
+    names: Vec<String>,
+    grams: HashSet<u64>,
+}
+
+impl Instructions {
+    pub fn of(scenario: &Scenario) -> Self {
+        let mut texts: Vec<&str> = Vec::new();
+        for agent in scenario.agents.values() {
+            texts.push(&agent.style);
+        }
+        for state in scenario.sop.states.values() {
+            for c in state.components.values() {
+                texts.extend(
+                    [&c.style, &c.task, &c.rule, &c.output, &c.last, &c.template]
+                        .into_iter()
+                        .flatten()
+                        .map(String::as_str),
+                );
+                if let Some(x) = &c.extract {
+                    texts.extend([x.system_prompt.as_str(), x.last_prompt.as_str()]);
+                }
+                if let Some(choice) = &c.choice {
+                    texts.extend(choice.prompt.as_deref());
+                }
+            }
+            texts.extend([
+                state.summary.system_prompt.as_str(),
+                state.summary.last_prompt.as_str(),
+            ]);
+            if let SpeakerRule::Llm {
+                system_prompt,
+                last_prompt,
+                ..
+            } = &state.speaker
+            {
+                texts.extend(system_prompt.as_deref());
+                texts.extend(last_prompt.as_deref());
+            }
+            if let Some(judge) = &state.transition.judge {
+                texts.extend(judge.system_prompt.as_deref());
+                texts.extend(judge.last_prompt.as_deref());
+            }
+        }
+        let mut grams = HashSet::new();
+        for t in texts {
+            grams.extend(gram_hashes(&words(t), ECHO_WORDS));
+        }
+        Self {
+            names: scenario.agents.keys().cloned().collect(),
+            grams,
+        }
+    }
+}
+
+/// Where a speaker label may stand: the start of the text or of a line, or after the
+/// end of a sentence; optional markdown emphasis or a list marker before it.
+fn label_at(text: &str, at: usize, name: &str) -> bool {
+    let before = text[..at].trim_end_matches(['*', '_', '#', '>', '-', ' ', '\t']);
+    let at_start = before.is_empty() || before.ends_with('\n');
+    let after_sentence = before.ends_with(['.', '!', '?']) && text[..at].ends_with([' ', '*']);
+    if !(at_start || after_sentence) {
+        return false;
+    }
+    let rest = text[at + name.len()..].trim_start_matches(['*', '_']);
+    let rest = match rest.strip_prefix(' ').unwrap_or(rest).strip_prefix('(') {
+        Some(role) => match role.find(')') {
+            Some(close) if close <= 60 && !role[..close].contains('\n') => &role[close + 1..],
+            _ => return false,
+        },
+        None => rest,
+    };
+    let Some(after) = rest.trim_start_matches(['*', '_']).strip_prefix(':') else {
+        return false;
+    };
+    let after = after.trim_start_matches(['*', '_']);
+    after.is_empty() || after.starts_with(char::is_whitespace)
+}
+
+/// Whether `text` carries `name`'s speaker label; `opening_only`: at its start only.
+fn has_label(text: &str, name: &str, opening_only: bool) -> bool {
+    if name.is_empty() {
+        return false;
+    }
+    let body = text.trim_start();
+    if opening_only {
+        let lead = body.len() - body.trim_start_matches(['*', '_', '#', '>', '"']).len();
+        return body[lead..].starts_with(name) && label_at(body, lead, name);
+    }
+    body.match_indices(name).any(|(at, _)| {
+        let boundary = body[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !c.is_alphanumeric() && !matches!(c, '"' | '\'' | '“' | '‘'));
+        boundary && label_at(body, at, name)
+    })
+}
+
+/// Whether `text` opens with `name` used in the third person: the name, a space, and a
+/// word in lower case ("Ada argues", "Ada should").
+fn is_narration(text: &str, name: &str) -> bool {
+    let body = text.trim_start().trim_start_matches(['*', '_', '"', '“']);
+    let Some(rest) = body.strip_prefix(name) else {
+        return false;
+    };
+    let Some(next) = rest.trim_start_matches(['*', '_']).strip_prefix(' ') else {
+        return false;
+    };
+    next.chars().next().is_some_and(char::is_lowercase)
+}
+
+/// A run's reply quality as it goes: what was said so far, and the replies' figures.
+#[derive(Debug, Clone, Default)]
+pub struct Checker {
+    instructions: Instructions,
+    seen: HashSet<u64>,
+    bigrams: HashSet<u64>,
+    bigram_total: u64,
+    counts: Counts,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    replies: u64,
+    copy: u64,
+    label: u64,
+    narration: u64,
+    echo: u64,
+    empty: u64,
+}
+
+impl Checker {
+    pub fn new(instructions: Instructions) -> Self {
+        Self {
+            instructions,
+            ..Self::default()
+        }
+    }
+
+    /// What is wrong with `text` as `speaker`'s next reply, against what was said so far.
+    pub fn flaws(&self, speaker: &str, text: &str) -> Flaws {
+        let w = words(text);
+        let copy = gram_hashes(&w, COPY_WORDS).any(|h| self.seen.contains(&h));
+        let echo = gram_hashes(&w, ECHO_WORDS).any(|h| self.instructions.grams.contains(&h));
+        Flaws {
+            copy,
+            echo,
+            label: has_label(text, speaker, true)
+                || self
+                    .instructions
+                    .names
+                    .iter()
+                    .any(|n| n != speaker && has_label(text, n, false)),
+            narration: is_narration(text, speaker),
+            empty: w.len() < EMPTY_WORDS,
+        }
+    }
+
+    /// Takes in the next message of the run: a reply is judged, then every message but
+    /// a tool line becomes something later replies may copy.
+    pub fn record(&mut self, m: &Message) {
+        if m.kind.is_tool() {
+            return;
+        }
+        let w = words(&m.content);
+        if m.kind == MessageKind::Reply {
+            let f = self.flaws(&m.name, &m.content);
+            let c = &mut self.counts;
+            c.replies += 1;
+            c.copy += u64::from(f.copy);
+            c.label += u64::from(f.label);
+            c.narration += u64::from(f.narration);
+            c.echo += u64::from(f.echo);
+            c.empty += u64::from(f.empty);
+            for pair in w.windows(2) {
+                self.bigram_total += 1;
+                self.bigrams
+                    .insert(xxh3_64(format!("{} {}", pair[0], pair[1]).as_bytes()));
+            }
+        }
+        self.seen.extend(gram_hashes(&w, COPY_WORDS));
+    }
+
+    pub fn summary(&self) -> ReplyQuality {
+        let c = self.counts;
+        let rate = |n: u64| (c.replies > 0).then(|| n as f64 / c.replies as f64);
+        ReplyQuality {
+            replies: c.replies,
+            copy: c.copy,
+            label: c.label,
+            narration: c.narration,
+            echo: c.echo,
+            empty: c.empty,
+            rates: QualityRates {
+                copy: rate(c.copy),
+                label: rate(c.label),
+                narration: rate(c.narration),
+                echo: rate(c.echo),
+                empty: rate(c.empty),
+            },
+            distinct_2: (self.bigram_total > 0)
+                .then(|| self.bigrams.len() as f64 / self.bigram_total as f64),
+        }
+    }
+}
+
+/// A run's reply quality, as `summary.json` holds it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReplyQuality {
+    pub replies: u64,
+    pub copy: u64,
+    pub label: u64,
+    pub narration: u64,
+    pub echo: u64,
+    pub empty: u64,
+    /// Each count over `replies` (`null` without replies).
+    pub rates: QualityRates,
+    pub distinct_2: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QualityRates {
+    pub copy: Option<f64>,
+    pub label: Option<f64>,
+    pub narration: Option<f64>,
+    pub echo: Option<f64>,
+    pub empty: Option<f64>,
+}
+
+/// The reply quality of a whole transcript.
+pub fn of_transcript<'a>(
+    scenario: &Scenario,
+    transcript: impl IntoIterator<Item = &'a Message>,
+) -> ReplyQuality {
+    let mut checker = Checker::new(Instructions::of(scenario));
+    for m in transcript {
+        checker.record(m);
+    }
+    checker.summary()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instructions(names: &[&str], texts: &[&str]) -> Instructions {
+        let mut grams = HashSet::new();
+        for t in texts {
+            grams.extend(gram_hashes(&words(t), ECHO_WORDS));
+        }
+        Instructions {
+            names: names.iter().map(|n| n.to_string()).collect(),
+            grams,
+        }
+    }
+
+    fn checker() -> Checker {
+        Checker::new(instructions(
+            &["Ada", "Ben", "Mia"],
+            &["Give the affirmative opening: argue for the motion in two or three sentences."],
+        ))
+    }
+
+    fn msg(name: &str, kind: MessageKind, content: &str) -> Message {
+        Message {
+            seq: 0,
+            state: "s".into(),
+            visit: 1,
+            role: "R".into(),
+            name: name.into(),
+            content: content.into(),
+            kind,
+            decision: None,
+        }
+    }
+
+    const SAID: &str = "Car-free centres cut pollution and make the streets safe for every child who walks to school.";
+
+    #[test]
+    fn ten_shared_words_are_a_copy_and_nine_are_not() {
+        let mut c = checker();
+        c.record(&msg("Ada", MessageKind::Reply, SAID));
+        // "centres cut pollution and make the streets safe for every": ten in a row.
+        let ten = "I agree: centres CUT pollution, and make the streets safe for every family.";
+        assert!(c.flaws("Ben", ten).copy);
+        // Nine in a row, then a different word.
+        let nine = "Yes, centres cut pollution and make the streets safe for some, not all.";
+        assert!(!c.flaws("Ben", nine).copy);
+        // The speaker's own earlier words count too.
+        assert!(c.flaws("Ada", ten).copy);
+    }
+
+    #[test]
+    fn tool_lines_are_not_copied_from() {
+        let mut c = checker();
+        c.record(&msg("Ada", MessageKind::ToolResult, SAID));
+        assert!(!c.flaws("Ben", SAID).copy);
+    }
+
+    #[test]
+    fn labels_of_others_anywhere_and_ones_own_at_the_opening() {
+        let c = checker();
+        for (text, speaker) in [
+            ("Mia (Moderator): Welcome to the debate!", "Ben"),
+            ("Mia: Welcome.", "Ben"),
+            ("Good point. Ben (Affirmative_Second): cars must go.", "Ada"),
+            ("I agree.\nBen: and so do I.", "Ada"),
+            ("**Mia:** Welcome.", "Ben"),
+            ("- Mia (Moderator): thanks.", "Ben"),
+            ("Ada: Cars must go.", "Ada"),
+            ("Ada (Affirmative): Cars must go.", "Ada"),
+        ] {
+            assert!(c.flaws(speaker, text).label, "{speaker}: {text}");
+        }
+        for (text, speaker) in [
+            ("I agree with Ada: cars must go.", "Ben"),
+            ("As \"Mia: the sequel\" put it, cars must go.", "Ben"),
+            ("Ada's point stands: cars must go.", "Ben"),
+            ("Mia asked us to be brief, so: cars must go.", "Ben"),
+            ("Cars must go. Ada: that is my view.", "Ada"),
+            ("We meet at 10:30 with Mia.", "Ben"),
+            ("Adam: not a participant.", "Ben"),
+        ] {
+            assert!(!c.flaws(speaker, text).label, "{speaker}: {text}");
+        }
+    }
+
+    #[test]
+    fn narration_is_ones_own_name_in_the_third_person_at_the_opening() {
+        let c = checker();
+        assert!(c.flaws("Ada", "Ada argues that cars must go.").narration);
+        assert!(c.flaws("Ada", "**Ada** should win this.").narration);
+        assert!(c.flaws("Ada", "\"Ada believes cars must go.").narration);
+        for text in [
+            "Ada's point stands: cars must go.",
+            "Ada: cars must go.",
+            "Ada, Ben and I agree.",
+            "I argue, as Ada argues, that cars must go.",
+            "Ben argues that cars must go.",
+        ] {
+            assert!(!c.flaws("Ada", text).narration, "{text}");
+        }
+    }
+
+    #[test]
+    fn eight_words_of_the_instructions_are_an_echo_and_seven_are_not() {
+        let c = checker();
+        assert!(
+            c.flaws(
+                "Ada",
+                "Cleo, give the affirmative opening: argue for the motion in two sentences."
+            )
+            .echo
+        );
+        assert!(
+            !c.flaws(
+                "Ada",
+                "My affirmative opening: argue for the motion, in short."
+            )
+            .echo
+        );
+    }
+
+    #[test]
+    fn fewer_than_three_words_is_empty() {
+        let c = checker();
+        assert!(c.flaws("Ada", "Yes, indeed!").empty);
+        assert!(c.flaws("Ada", "  ").empty);
+        assert!(!c.flaws("Ada", "Yes, indeed, cars.").empty);
+    }
+
+    #[test]
+    fn counts_and_rates_cover_replies_only_and_distinct_bigrams_are_shared() {
+        let mut c = checker();
+        c.record(&msg(
+            "Mia",
+            MessageKind::Opening,
+            "Welcome. Affirmative, please open.",
+        ));
+        c.record(&msg(
+            "Ada",
+            MessageKind::Reply,
+            "Ada argues cars must go, cars must go.",
+        ));
+        c.record(&msg("Ben", MessageKind::Reply, "Mia: yes"));
+        c.record(&msg("Ben", MessageKind::Choice, "COOPERATE"));
+        let q = c.summary();
+        assert_eq!(
+            (q.replies, q.copy, q.label, q.narration, q.echo, q.empty),
+            (2, 0, 1, 1, 0, 1)
+        );
+        assert_eq!(q.rates.label, Some(0.5));
+        // Bigrams: ada argues, argues cars, cars must, must go, go cars, cars must,
+        // must go | mia yes: 8 in all, 6 distinct.
+        assert_eq!(q.distinct_2, Some(6.0 / 8.0));
+        assert_eq!(Checker::default().summary().rates.copy, None);
+    }
+}
