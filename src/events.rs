@@ -78,6 +78,8 @@ pub struct Progress {
     pub cost_usd: Option<f64>,
     /// Model calls by kind (`act`, `route`, `transit`, `summary`, …).
     pub calls: std::collections::BTreeMap<String, u64>,
+    /// The replies' quality so far.
+    pub reply_quality: crate::quality::ReplyQuality,
 }
 
 /// Receives a run's events. Implementations must be cheap: they are called inline.

@@ -16,8 +16,8 @@
 //! - **empty** with fewer than three words.
 //!
 //! `distinct_2` is the share of distinct word bigrams among all bigrams of the run's
-//! replies. Pure: the same figures come from a running simulation (`summary.json`) and
-//! from a transcript read back (the bench report).
+//! replies. Pure: the Director feeds a [`Checker`] every message it commits, and its
+//! figures go to `summary.json`, the progress events and the bench report.
 
 use std::collections::HashSet;
 
@@ -327,18 +327,6 @@ pub struct QualityRates {
     pub narration: Option<f64>,
     pub echo: Option<f64>,
     pub empty: Option<f64>,
-}
-
-/// The reply quality of a whole transcript.
-pub fn of_transcript<'a>(
-    scenario: &Scenario,
-    transcript: impl IntoIterator<Item = &'a Message>,
-) -> ReplyQuality {
-    let mut checker = Checker::new(Instructions::of(scenario));
-    for m in transcript {
-        checker.record(m);
-    }
-    checker.summary()
 }
 
 #[cfg(test)]

@@ -374,10 +374,7 @@ fn summarise(
         parse_failures: finish.failures,
         cut_replies: snapshot.cut_replies,
         tools: tool_summary.clone(),
-        reply_quality: crate::quality::of_transcript(
-            scenario,
-            snapshot.transcript.iter().map(AsRef::as_ref),
-        ),
+        reply_quality: finish.reply_quality,
         llm_latency_ms: Latency {
             p50: percentile(&latencies, 0.5),
             p95: percentile(&latencies, 0.95),

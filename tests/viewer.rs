@@ -415,13 +415,89 @@ async fn a_finished_run_and_a_benchmark_are_browsable() {
         "the first round, whole"
     );
     screenshot(&client, "replay").await;
-    client.close().await.unwrap();
     drop(server);
     assert_eq!(
         listing(&bench),
         before,
         "serving never writes into the folder"
     );
+
+    // A run folder replayed: its counters are the summary's, its agents those who
+    // spoke, and its graph the states it went through, each with how often, joined by
+    // the transitions it made.
+    let run_dir = dir.path().join("debate");
+    let status = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args([
+            "run",
+            root().join("scenarios/debate.json").to_str().unwrap(),
+        ])
+        .args([
+            "--llm",
+            "scripted",
+            "--embedder",
+            "hash",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&run_dir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("summary.json")).unwrap())
+            .unwrap();
+    let (server, url) = sopsim(&["serve", run_dir.to_str().unwrap()]);
+    client.goto(&url).await.unwrap();
+    wait_for_messages(&client, transcript(&run_dir).len()).await;
+    let counter = |name: &str| {
+        format!(
+            "const dt = [...document.querySelectorAll('#counters dt')].find(d => d.textContent === '{name}');
+             return dt ? dt.nextElementSibling.textContent : null;"
+        )
+    };
+    assert_eq!(
+        eval(&client, &counter("prompt tokens")).await,
+        json!(summary["prompt_tokens"].to_string())
+    );
+    assert_eq!(
+        eval(&client, &counter("completion tokens")).await,
+        json!(summary["completion_tokens"].to_string())
+    );
+    assert_eq!(
+        eval(&client, &counter("speaker labels")).await,
+        json!(format!("0 of {} (0%)", summary["reply_quality"]["replies"])),
+    );
+    assert_eq!(
+        eval(&client, "return [...document.querySelectorAll('#agents .speaker')].map(a => a.textContent).sort();").await,
+        json!(["Ada", "Ben", "Cleo", "Dan", "Mia"])
+    );
+    assert_eq!(
+        eval(
+            &client,
+            "return [...document.querySelectorAll('#graph text')].map(t => t.textContent);"
+        )
+        .await,
+        json!([
+            "affirmative_prep · 1 visit",
+            "negative_prep · 1 visit",
+            "debate · 1 visit",
+            "open_floor · 1 visit",
+            "verdict · 1 visit"
+        ])
+    );
+    assert_eq!(
+        eval(
+            &client,
+            "return document.querySelectorAll('#graph line').length;"
+        )
+        .await,
+        json!(4),
+        "the four transitions the run made"
+    );
+    screenshot(&client, "run-replay").await;
+    client.close().await.unwrap();
+    drop(server);
 }
 
 #[tokio::test]

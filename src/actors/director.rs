@@ -27,6 +27,7 @@ use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest};
 use crate::memory::{Message, Observation};
 use crate::output::TranscriptWriter;
 use crate::prompt::{self, Assembled};
+use crate::quality::{Checker, Instructions, ReplyQuality};
 use crate::scenario::Scenario;
 use crate::sop::{Check, SopEngine, Speaker, Transition};
 use crate::tokens::TokenCounter;
@@ -73,6 +74,7 @@ pub struct Finish {
     pub warnings: Vec<String>,
     pub stop_reason: Option<String>,
     pub failures: ParseFailures,
+    pub reply_quality: ReplyQuality,
 }
 
 /// Model answers the routing rules could not use (`parse_failures` in `summary.json`).
@@ -125,6 +127,8 @@ pub struct Director {
     budget_unknown_warned: bool,
     failures: ParseFailures,
     pacer: Pacer,
+    /// Every committed message, judged as it comes.
+    quality: Checker,
 }
 
 impl Director {
@@ -139,6 +143,7 @@ impl Director {
         done: oneshot::Sender<Finish>,
     ) -> Self {
         Self {
+            quality: Checker::new(Instructions::of(&cast.scenario)),
             engine: SopEngine::new(cast.scenario.clone(), seed),
             cast,
             limits,
@@ -294,6 +299,7 @@ impl Director {
                 .iter()
                 .map(|(k, u)| (k.as_str().to_string(), u.calls))
                 .collect(),
+            reply_quality: self.quality.summary(),
         }));
     }
 
@@ -329,6 +335,7 @@ impl Director {
                 warnings: std::mem::take(&mut self.warnings),
                 stop_reason: self.stop_reason.take(),
                 failures: self.failures,
+                reply_quality: self.quality.summary(),
             });
         }
         ctx.stop();
@@ -505,6 +512,7 @@ impl Director {
             if let Some(t) = &mut self.transcript {
                 t.append(memory)?;
             }
+            self.quality.record(memory);
             self.cast.sinks.emit(SimEvent::Message(memory.clone()));
             if !memory.kind.is_tool() {
                 self.engine.record_turn(&memory.role);

@@ -42,7 +42,10 @@ async function post(path, body) {
 
 const view = {
   visits: new Map(), // "state#visit" -> section element
-  visited: new Map(), // state -> visits so far
+  visited: new Map(), // state -> how many times the run entered it
+  seen: [], // states in the order the run first entered them
+  moves: new Set(), // "from\u0000to": transitions the run made
+  speakers: new Map(), // name -> roles seen, for a run whose scenario the page lacks
   current: null,
   streaming: null, // { name, node } while a reply streams in
   scenario: null,
@@ -65,8 +68,10 @@ function section(state, visit) {
 }
 
 function enterState(state, visit) {
+  if (view.current !== null && view.current !== state) view.moves.add(`${view.current}\u0000${state}`);
+  if (!view.visited.has(state)) view.seen.push(state);
+  view.visited.set(state, (view.visited.get(state) || 0) + 1);
   view.current = state;
-  view.visited.set(state, Math.max(view.visited.get(state) || 0, visit));
   section(state, visit);
   drawGraph();
 }
@@ -108,6 +113,15 @@ function addMessage(text, meta) {
     who.append(el('span', 'decision', `chose ${meta.decision.value}`));
   }
   box.append(who, el('div', 'text', text));
+  if (meta.name) {
+    const roles = view.speakers.get(meta.name) || new Set();
+    const known = roles.size;
+    if (meta.role) roles.add(meta.role);
+    if (!view.speakers.has(meta.name) || roles.size !== known) {
+      view.speakers.set(meta.name, roles);
+      drawAgents();
+    }
+  }
   const inRound = meta.round !== undefined && view.round && view.round.dataset.round === String(meta.round);
   const target = inRound ? view.round : (meta.state ? section(meta.state, meta.visit || 1) : lastSection());
   target.append(box);
@@ -198,6 +212,9 @@ function clearTranscript() {
   $('transcript').replaceChildren();
   view.visits.clear();
   view.visited.clear();
+  view.seen = [];
+  view.moves.clear();
+  view.speakers.clear();
   view.current = null;
   view.messages = 0;
   view.streaming = null;
@@ -206,9 +223,14 @@ function clearTranscript() {
 
 // ---- the side panel -------------------------------------------------------------
 
+// The scenario's states and transitions when the page has the scenario (a live run);
+// otherwise those the run went through, in the order it first entered them.
 function graphStates() {
   if (view.scenario && view.scenario.states) return view.scenario.states;
-  return [...view.visited.keys()].map((name) => ({ name, next: [] }));
+  return view.seen.map((name) => ({
+    name,
+    next: [...view.moves].filter((m) => m.startsWith(`${name}\u0000`)).map((m) => m.split('\u0000')[1]),
+  }));
 }
 
 function drawGraph() {
@@ -253,7 +275,7 @@ function drawGraph() {
     rect.setAttribute('width', boxW); rect.setAttribute('height', boxH);
     const label = document.createElementNS(ns, 'text');
     label.setAttribute('x', p.x + 8); label.setAttribute('y', p.y + 18);
-    label.textContent = visits ? `${s.name} · ${visits}×` : s.name;
+    label.textContent = visits ? `${s.name} · ${visits} ${visits === 1 ? 'visit' : 'visits'}` : s.name;
     g.append(rect, label);
     svg.append(g);
   }
@@ -262,7 +284,9 @@ function drawGraph() {
 function drawAgents() {
   const list = $('agents');
   list.replaceChildren();
-  for (const a of (view.scenario && view.scenario.agents) || []) {
+  const agents = (view.scenario && view.scenario.agents)
+    || [...view.speakers].map(([name, roles]) => ({ name, roles: Object.fromEntries([...roles].map((r, i) => [i, r])) }));
+  for (const a of agents) {
     const roles = [...new Set(Object.values(a.roles || {}))];
     const li = el('li');
     const name = el('span', 'speaker', a.name);
@@ -282,6 +306,18 @@ function drawCounters(p) {
     ['cost', p.cost_usd == null ? 'unknown price' : `$${Number(p.cost_usd).toFixed(6)}`],
   ];
   for (const [k, v] of Object.entries(p.calls || {})) rows.push([`${k} calls`, v]);
+  const q = p.reply_quality;
+  if (q && q.replies) {
+    const share = (n) => `${n} of ${q.replies} (${Math.round((100 * n) / q.replies)}%)`;
+    rows.push(
+      ['replies that copy', share(q.copy)],
+      ['speaker labels', share(q.label)],
+      ['third-person openings', share(q.narration)],
+      ['instruction echoes', share(q.echo)],
+      ['empty replies', share(q.empty)],
+      ['distinct bigrams', q.distinct_2 == null ? '—' : `${Math.round(100 * q.distinct_2)}%`],
+    );
+  }
   for (const [k, v] of rows) dl.append(el('dt', null, k), el('dd', null, v ?? 0));
 }
 
@@ -418,9 +454,11 @@ function startReplay(events, summary) {
   });
   if (summary) drawCounters({
     turns: summary.turns,
-    prompt_tokens: summary.llm && summary.llm.prompt_tokens,
-    completion_tokens: summary.llm && summary.llm.completion_tokens,
+    prompt_tokens: summary.prompt_tokens,
+    completion_tokens: summary.completion_tokens,
     cost_usd: summary.cost_usd,
+    calls: Object.fromEntries(Object.entries(summary.llm_calls || {}).filter(([k, v]) => k !== 'total' && v > 0)),
+    reply_quality: summary.reply_quality,
   });
   show(turns.length);
 }
