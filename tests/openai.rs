@@ -57,6 +57,7 @@ fn ask(b: &OpenAiBackend) -> Result<sopsim::llm::Completion, sopsim::llm::LlmErr
         },
         options: None,
         tools: None,
+        redraw: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -945,4 +946,72 @@ fn run_and_bench_call_the_model_the_options_name_over_the_scenarios() {
         ]),
         ["flag-model"]
     );
+}
+
+/// The sampling settings reach the server under its names; a server that refuses the
+/// extra fields is asked again without them, and the run warns once.
+#[test]
+fn sampling_settings_reach_the_server_and_a_refusal_is_warned_about_once() {
+    for refuse in [false, true] {
+        let server = Server::start_with(
+            vec![],
+            Behaviour {
+                refuse_extra_fields: refuse,
+                otherwise: Some(ok(&["A reply of a few words."])),
+                ..Behaviour::default()
+            },
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let mut doc: Value = serde_json::from_str(
+            &std::fs::read_to_string(root().join("scenarios/debate.json")).unwrap(),
+        )
+        .unwrap();
+        doc["llm"]["frequency_penalty"] = json!(0.5);
+        doc["llm"]["presence_penalty"] = json!(0.25);
+        doc["llm"]["repeat_penalty"] = json!(1.2);
+        doc["llm"]["repeat_window"] = json!("all");
+        doc["llm"]["dry_multiplier"] = json!(0.8);
+        doc["llm"]["min_p"] = json!(0.05);
+        let file = dir.path().join("debate.json");
+        std::fs::write(&file, doc.to_string()).unwrap();
+        let out = dir.path().join("run");
+        let o = sopsim(
+            &[
+                "run",
+                file.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--max-turns",
+                "4",
+            ],
+            &server.base,
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let chats: Vec<Value> = server
+            .requests()
+            .into_iter()
+            .filter(|(head, _)| head.starts_with("POST /v1/chat"))
+            .map(|(_, b)| b)
+            .collect();
+        let first = &chats[0];
+        assert_eq!(first["frequency_penalty"], 0.5);
+        assert_eq!(first["presence_penalty"], 0.25);
+        assert_eq!(first["repeat_penalty"], json!(1.2f32));
+        assert_eq!(first["repeat_last_n"], -1);
+        assert_eq!(first["dry_multiplier"], json!(0.8f32));
+        let last = chats.last().unwrap();
+        assert_eq!(last["frequency_penalty"], 0.5, "always sent");
+        assert_eq!(last.get("dry_multiplier").is_some(), !refuse);
+        let warned = summary_of(&out)["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| {
+                w.as_str()
+                    .unwrap()
+                    .contains("does not take the sampling settings")
+            })
+            .count();
+        assert_eq!(warned, usize::from(refuse), "refused: {refuse}");
+    }
 }

@@ -49,6 +49,18 @@ pub struct Ledger {
     /// Latency of each call in microseconds, in call order.
     #[serde(skip)]
     pub latencies_us: Vec<u64>,
+    /// Replies drawn again, by the first draw's flaw, and every redraw made.
+    #[serde(skip)]
+    pub redrawn: Redrawn,
+}
+
+/// Replies drawn again (`redrawn_replies` in `summary.json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Redrawn {
+    /// Replies drawn at least once more, by what was wrong with their first draw.
+    pub by_cause: BTreeMap<crate::quality::RedrawCause, u64>,
+    /// Redraws in all (a reply may be drawn again more than once).
+    pub draws: u64,
 }
 
 impl Ledger {
@@ -75,6 +87,13 @@ impl Ledger {
             .values()
             .map(|k| k.cached_prompt_tokens)
             .fold(0, u64::saturating_add)
+    }
+
+    fn add_redraw(&mut self, r: &super::Redraw) {
+        self.redrawn.draws += 1;
+        if r.attempt == 1 {
+            *self.redrawn.by_cause.entry(r.cause).or_default() += 1;
+        }
     }
 
     fn add(&mut self, ctx: &super::CallContext, c: &Completion, micros: u64) {
@@ -121,8 +140,14 @@ fn text_choice_warning(method: ChoiceMethod) -> Option<&'static str> {
 #[derive(Debug, Default)]
 struct Notices {
     said: Vec<ChoiceMethod>,
+    said_unsent: bool,
     pending: Vec<String>,
 }
+
+const SETTINGS_UNSENT: &str = "the server does not take the sampling settings repeat_penalty, \
+     repeat_window, min_p and dry_* (OpenAI's own API refuses fields it does not know; \
+     another server answered them with HTTP 400): they were left out of the requests, and \
+     only temperature, top_p, top_k, frequency_penalty and presence_penalty reach it";
 
 /// A simulation's handle on the shared backend.
 #[derive(Clone)]
@@ -150,6 +175,11 @@ impl LlmClient {
         self.backend.tool_tape()
     }
 
+    /// Whether a flawed reply is worth drawing again (see [`LlmBackend::draws`]).
+    pub fn draws(&self) -> bool {
+        self.backend.draws()
+    }
+
     /// How decisions are asked for when the scenario does not say.
     pub fn default_decision(&self) -> super::DecisionFormat {
         if self.backend.native_tools() {
@@ -165,13 +195,16 @@ impl LlmClient {
         stream: Option<TokenSink>,
     ) -> Result<Completion, LlmError> {
         let context = request.context.clone();
+        let redraw = request.redraw.clone();
         let started = Instant::now();
         let completion = self.backend.complete(request, stream).await?;
         let micros = started.elapsed().as_micros() as u64;
-        self.ledger
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .add(&context, &completion, micros);
+        let mut ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
+        ledger.add(&context, &completion, micros);
+        if let Some(r) = &redraw {
+            ledger.add_redraw(r);
+        }
+        drop(ledger);
         // Every closed choice passes here, whoever asks it (the Director's controller and
         // judge, an agent's choice component): so a fallback to plain text is noticed
         // once per run, whichever path met it first.
@@ -182,6 +215,13 @@ impl LlmClient {
                     n.said.push(method);
                     n.pending.push(text.to_string());
                 }
+            }
+        }
+        if completion.settings_unsent {
+            let mut n = self.notices.lock().unwrap_or_else(|p| p.into_inner());
+            if !n.said_unsent {
+                n.said_unsent = true;
+                n.pending.push(SETTINGS_UNSENT.to_string());
             }
         }
         Ok(completion)

@@ -13,7 +13,7 @@ pub mod scripted;
 mod types;
 
 pub use api_key::ApiKey;
-pub use client::{KindUsage, Ledger, LlmClient};
+pub use client::{KindUsage, Ledger, LlmClient, Redrawn};
 pub use scripted::ScriptedBackend;
 pub use types::*;
 
@@ -97,6 +97,12 @@ pub trait LlmBackend: Send + Sync {
     /// decision with a JSON object in the text.
     fn native_tools(&self) -> bool {
         false
+    }
+
+    /// Whether a reply asked again may come out differently (a model draws; a script
+    /// does not), so that a flawed reply is worth drawing again.
+    fn draws(&self) -> bool {
+        true
     }
 
     /// Where tools with side effects keep or find their results (recording, replay).

@@ -30,6 +30,9 @@ struct Canonical<'a> {
     /// A decision's tools and this turn's calls so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tools: Option<std::borrow::Cow<'a, super::ToolRequest>>,
+    /// A reply drawn again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    redraw: Option<std::borrow::Cow<'a, super::Redraw>>,
 }
 
 /// Where in a run a call happens.
@@ -77,6 +80,7 @@ impl<'a> Canonical<'a> {
             call: CallPlace::of(req),
             options: req.options.as_deref().map(Into::into),
             tools: req.tools.as_ref().map(std::borrow::Cow::Borrowed),
+            redraw: req.redraw.as_ref().map(std::borrow::Cow::Borrowed),
         }
     }
 }
@@ -122,6 +126,10 @@ impl LlmBackend for Recorder {
 
     fn native_tools(&self) -> bool {
         self.inner.native_tools()
+    }
+
+    fn draws(&self) -> bool {
+        self.inner.draws()
     }
 
     fn tool_tape(&self) -> Option<ToolTape> {
@@ -206,6 +214,11 @@ impl LlmBackend for Replayer {
         self.recorded
             .as_deref()
             .is_some_and(|r| r.starts_with("openai:"))
+    }
+
+    /// As the recorded backend drew: a recorded script made no redraws to replay.
+    fn draws(&self) -> bool {
+        self.recorded.as_deref() != Some("scripted")
     }
 
     fn complete<'a>(

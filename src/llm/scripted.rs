@@ -203,6 +203,10 @@ impl ScriptedBackend {
 }
 
 impl LlmBackend for ScriptedBackend {
+    fn draws(&self) -> bool {
+        false
+    }
+
     fn describe(&self) -> String {
         "scripted".into()
     }

@@ -112,6 +112,23 @@ pub struct LlmRequest {
     pub options: Option<Vec<String>>,
     /// Set for a decision: the tools the model may call.
     pub tools: Option<ToolRequest>,
+    /// Set when a reply is drawn again ([`crate::quality`]): which draw, and what to
+    /// steer away from.
+    pub redraw: Option<Redraw>,
+}
+
+/// A reply drawn again because the last draw was flawed (see [`crate::quality`]): a
+/// draw of its own (another seed) that penalises the tokens of `avoid` more with each
+/// attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Redraw {
+    /// 1 for the first redraw.
+    pub attempt: u32,
+    /// What was wrong with the last draw.
+    pub cause: crate::quality::RedrawCause,
+    /// What the earlier draws got wrong: the words they copied or echoed, the labels
+    /// they carried, the name they narrated with.
+    pub avoid: Vec<String>,
 }
 
 /// The tools offered to a decision call, and this turn's calls so far with what
@@ -155,6 +172,7 @@ impl LlmRequest {
             context,
             options: None,
             tools: None,
+            redraw: None,
         }
     }
 
@@ -171,6 +189,15 @@ impl LlmRequest {
             context,
             options: None,
             tools: Some(tools),
+            redraw: None,
+        }
+    }
+
+    /// The same request, drawn again.
+    pub fn redrawn(self, redraw: Redraw) -> Self {
+        Self {
+            redraw: Some(redraw),
+            ..self
         }
     }
 
@@ -187,6 +214,7 @@ impl LlmRequest {
             context,
             options: Some(options),
             tools: None,
+            redraw: None,
         }
     }
 }
@@ -247,6 +275,9 @@ pub struct Completion {
     pub chosen: Option<Chosen>,
     /// The tools a decision called natively (empty: answer, or see `text` in `json`).
     pub tool_calls: Vec<ToolCall>,
+    /// The request's sampling settings asked for fields the server refused, and it was
+    /// answered without them.
+    pub settings_unsent: bool,
 }
 
 impl Completion {
@@ -259,6 +290,7 @@ impl Completion {
             stopped_at: None,
             chosen: None,
             tool_calls: Vec::new(),
+            settings_unsent: false,
         }
     }
 }

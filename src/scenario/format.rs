@@ -141,6 +141,69 @@ pub struct LlmSettings {
     /// The API's `tool_choice` (`auto`, `required`, `none`), sent only when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<String>,
+    /// Divides the logit of every token already in `repeat_window` (1: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1.0, max = 2.0))]
+    pub repeat_penalty: Option<f32>,
+    /// What the repeat, frequency and presence penalties look back over: a number of
+    /// tokens, or `"all"` (the whole prompt and reply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_window: Option<TokenWindow>,
+    /// Subtracted from a token's logit once per time it is in `repeat_window`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 2.0))]
+    pub frequency_penalty: Option<f32>,
+    /// Subtracted from a token's logit if it is in `repeat_window` at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 2.0))]
+    pub presence_penalty: Option<f32>,
+    /// DRY: a token that would extend a sequence already in `dry_window` (of at least
+    /// `dry_allowed_length` tokens) loses `dry_multiplier · dry_base^(length −
+    /// dry_allowed_length)` of its logit (0: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 5.0))]
+    pub dry_multiplier: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1.0, max = 4.0))]
+    pub dry_base: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub dry_allowed_length: Option<u32>,
+    /// What DRY matches against: a number of tokens, or `"all"`: the whole prompt (the
+    /// conversation the agent was shown) and the reply so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_window: Option<TokenWindow>,
+    /// Strings a repeat may not run across (default: newline, `:`, `"`, `*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 16), inner(length(min = 1, max = 32)))]
+    pub dry_breakers: Option<Vec<String>>,
+    /// Leave out tokens less likely than `min_p` times the most likely one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub min_p: Option<f32>,
+    /// A reply that copies an earlier message, carries a speaker label, echoes the
+    /// instructions, narrates in the third person or is empty is drawn again, up to
+    /// this many times (0: never); the last draw stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 10))]
+    pub redraws: Option<u32>,
+}
+
+/// How many tokens a penalty looks back over.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum TokenWindow {
+    /// The last this many tokens.
+    Tokens(#[schemars(range(min = 1, max = 1_048_576))] u32),
+    /// The whole prompt and reply.
+    All(AllTokens),
+}
+
+/// `"all"`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AllTokens {
+    All,
 }
 
 impl LlmSettings {
@@ -159,6 +222,20 @@ impl LlmSettings {
                 .tool_choice
                 .clone()
                 .or_else(|| outer.tool_choice.clone()),
+            repeat_penalty: self.repeat_penalty.or(outer.repeat_penalty),
+            repeat_window: self.repeat_window.or(outer.repeat_window),
+            frequency_penalty: self.frequency_penalty.or(outer.frequency_penalty),
+            presence_penalty: self.presence_penalty.or(outer.presence_penalty),
+            dry_multiplier: self.dry_multiplier.or(outer.dry_multiplier),
+            dry_base: self.dry_base.or(outer.dry_base),
+            dry_allowed_length: self.dry_allowed_length.or(outer.dry_allowed_length),
+            dry_window: self.dry_window.or(outer.dry_window),
+            dry_breakers: self
+                .dry_breakers
+                .clone()
+                .or_else(|| outer.dry_breakers.clone()),
+            min_p: self.min_p.or(outer.min_p),
+            redraws: self.redraws.or(outer.redraws),
         }
     }
 }

@@ -68,6 +68,9 @@ pub struct Behaviour {
     pub honour_stops: bool,
     /// What to answer once the scripted replies are used up (`ok(["Fine."])` if unset).
     pub otherwise: Option<Reply>,
+    /// Answer every request carrying llama.cpp's extra sampling fields with HTTP 400,
+    /// as OpenAI's own API does with fields it does not know.
+    pub refuse_extra_fields: bool,
 }
 
 impl Server {
@@ -158,6 +161,15 @@ fn handle(
             .collect();
         let b = json!({"data": data, "model": body["model"]}).to_string();
         let _ = conn.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes());
+        return;
+    }
+    if behaviour.refuse_extra_fields
+        && ["repeat_penalty", "min_p", "dry_multiplier"]
+            .iter()
+            .any(|f| body.get(*f).is_some())
+    {
+        let b = r#"{"error": {"message": "Unrecognized request argument supplied: dry_multiplier", "type": "invalid_request_error"}}"#;
+        let _ = conn.write_all(format!("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes());
         return;
     }
     if behaviour.refuse_structured && body.get("response_format").is_some() {

@@ -10,7 +10,8 @@
 //! - [`transformer`]: the llama and qwen2 forward pass over rows of many sequences, each with
 //!   its own [`kv::KvCache`]; attention per row and head.
 //! - [`options`]: choosing among options by their probability (a trie of tokens).
-//! - [`sampling`], [`template`]: the next token; the prompt text.
+//! - [`penalties`], [`sampling`], [`template`]: what a sequence's context does to its
+//!   next token's logits (repeat, frequency, presence, DRY); the draw; the prompt text.
 //! - `bf16x3`: f32 products as three bf16 products on AMX tiles (the sentence encoder's,
 //!   where the CPU has AMX-BF16).
 //! - [`compute`]: the one place that decides how many threads model work uses.
@@ -32,6 +33,7 @@ pub mod gguf;
 pub mod kv;
 pub mod math;
 pub mod options;
+pub mod penalties;
 pub mod quant;
 pub mod sampling;
 pub mod template;

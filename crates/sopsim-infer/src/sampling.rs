@@ -1,4 +1,5 @@
-//! Choosing the next token from the logits: llama.cpp's default repeat penalty, then
+//! Choosing the next token from the logits: the sequence's [`Penalties`], then
+//! min-p (on the probabilities before temperature, as llama.cpp applies it),
 //! temperature, top-k and top-p, drawn with a seeded generator so that a seeded run
 //! samples the same way every time. Without top-k and top-p nothing needs sorting: the
 //! draw walks the vocabulary in id order.
@@ -6,20 +7,22 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-const REPEAT_PENALTY: f32 = 1.1;
-const REPEAT_WINDOW: usize = 64;
+use crate::penalties::Penalties;
 
 /// Tokens less likely than e^−30 times the most likely one are left out before
 /// sorting (a mass below 10⁻⁸ for any vocabulary sopsim reads): a draw then sorts a
 /// few hundred candidates instead of the whole vocabulary.
 const NEGLIGIBLE: f64 = 30.0;
 
-/// How to draw: temperature (0 or less: always the most likely), top-k, top-p.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// How to draw: the penalties, temperature (0 or less: always the most likely),
+/// top-k, top-p and min-p.
+#[derive(Debug, Clone, PartialEq)]
 pub struct SamplingParams {
     pub temperature: f32,
     pub top_k: Option<u32>,
     pub top_p: Option<f32>,
+    pub min_p: Option<f32>,
+    pub penalties: Penalties,
 }
 
 pub struct Sampler {
@@ -27,6 +30,9 @@ pub struct Sampler {
     temperature: f32,
     top_k: Option<usize>,
     top_p: Option<f32>,
+    /// `ln(min_p)`: a token whose logit is this far below the best is left out.
+    min_p_gap: Option<f32>,
+    penalties: Penalties,
 }
 
 impl Sampler {
@@ -36,20 +42,15 @@ impl Sampler {
             temperature: params.temperature,
             top_k: params.top_k.map(|k| k as usize).filter(|k| *k > 0),
             top_p: params.top_p.filter(|p| *p > 0.0 && *p < 1.0),
+            min_p_gap: params.min_p.filter(|p| *p > 0.0 && *p <= 1.0).map(f32::ln),
+            penalties: params.penalties,
         }
     }
 
-    /// The next token after `recent` (the prompt and what was generated, oldest first).
-    pub fn sample(&mut self, logits: &mut [f32], recent: &[u32]) -> u32 {
-        for &t in recent.iter().rev().take(REPEAT_WINDOW) {
-            if let Some(l) = logits.get_mut(t as usize) {
-                *l = if *l > 0.0 {
-                    *l / REPEAT_PENALTY
-                } else {
-                    *l * REPEAT_PENALTY
-                };
-            }
-        }
+    /// The next token after `context` (the prompt and what was generated, oldest
+    /// first).
+    pub fn sample(&mut self, logits: &mut [f32], context: &[u32]) -> u32 {
+        self.penalties.apply(logits, context);
         // NaN counts as zero: the most likely token.
         if self.temperature.is_nan() || self.temperature <= 0.0 {
             return argmax(logits);
@@ -60,6 +61,14 @@ impl Sampler {
             .fold(f32::NEG_INFINITY, |a, b| a.max(*b));
         if best == f32::NEG_INFINITY {
             return 0;
+        }
+        if let Some(gap) = self.min_p_gap {
+            let floor = best + gap;
+            for l in logits.iter_mut() {
+                if *l < floor {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
         }
         if self.top_k.is_none() && self.top_p.is_none() {
             return self.draw_any(logits, best);
@@ -161,6 +170,11 @@ mod tests {
             temperature: t,
             top_k: None,
             top_p: None,
+            min_p: None,
+            penalties: Penalties {
+                repeat: 1.1,
+                ..Penalties::default()
+            },
         }
     }
 
@@ -170,6 +184,26 @@ mod tests {
         assert_eq!(s.sample(&mut [0.1, 2.0, 1.95], &[]), 1);
         // Token 1 was just said: 2.0 / 1.1 < 1.95.
         assert_eq!(s.sample(&mut [0.1, 2.0, 1.95], &[1]), 2);
+    }
+
+    #[test]
+    fn min_p_leaves_out_tokens_far_below_the_best() {
+        // p(1) / p(0) = e^-3 ≈ 0.05: under a min-p of 0.1, token 1 is never drawn.
+        let mut s = Sampler::new(
+            SamplingParams {
+                min_p: Some(0.1),
+                ..settings(5.0)
+            },
+            4,
+        );
+        for _ in 0..200 {
+            assert_eq!(s.sample(&mut [3.0, 0.0, f32::NEG_INFINITY], &[]), 0);
+        }
+        let mut s = Sampler::new(settings(5.0), 4);
+        let ones = (0..200)
+            .filter(|_| s.sample(&mut [3.0, 0.0, f32::NEG_INFINITY], &[]) == 1)
+            .count();
+        assert!(ones > 20, "without min-p, token 1 is drawn ({ones} of 200)");
     }
 
     #[test]

@@ -22,16 +22,15 @@ use std::hash::Hasher;
 
 use sopsim_infer::kv::KvCache;
 use sopsim_infer::options::{OptionTrie, Question};
-use sopsim_infer::sampling::{draw, Sampler, SamplingParams};
+use sopsim_infer::sampling::{draw, Sampler};
 use sopsim_infer::template::ChatTemplate;
 use sopsim_infer::transformer::{Model, Scratch, Segment, Want};
 use xxhash_rust::xxh3::Xxh3;
 
 use super::{LocalOptions, SpecialTokens};
 use crate::llm::{
-    CallContext, ChatRole, ChoiceMethod, Chosen, Completion, LlmError, LlmRequest, TokenSink, Usage,
+    ChatRole, ChoiceMethod, Chosen, Completion, LlmError, LlmRequest, TokenSink, Usage,
 };
-use crate::scenario::LlmSettings;
 
 /// Prompt tokens one step reads at most (all sequences together).
 const STEP_PROMPT_TOKENS: usize = 128;
@@ -64,6 +63,8 @@ struct Reply {
     /// Set for a decision: the schema its JSON must follow.
     matcher: Option<Box<llguidance::Matcher>>,
     sampler: Sampler,
+    /// The prompt and what was generated, which the penalties look at.
+    context: Vec<u32>,
     generated: Vec<u32>,
     text: TextStream,
     max_tokens: usize,
@@ -99,6 +100,8 @@ pub(super) struct Worker {
     /// Built at the first decision: most runs never need it.
     constraints:
         Option<Result<super::constrain::Constraints, Arc<super::constrain::ConstrainError>>>,
+    /// The tokens that hold DRY's breaker strings.
+    breakers: super::sampling::Breakers,
     load: Load,
 }
 
@@ -131,6 +134,7 @@ impl Worker {
             active: Vec::new(),
             scratch: Scratch::default(),
             constraints: None,
+            breakers: super::sampling::Breakers::default(),
             load: Load::default(),
         }
     }
@@ -202,7 +206,7 @@ impl Worker {
         }
         let prepared = self.prepare(&job.request).and_then(|(rendered, prompt)| {
             Ok((
-                self.after_prompt(&job.request, &rendered, prompt.len())?,
+                self.after_prompt(&job.request, &rendered, &prompt)?,
                 rendered,
                 prompt,
             ))
@@ -445,8 +449,7 @@ impl Worker {
                         self.error(format!("decoding under the decision's schema: {e}"))
                     })?;
                 }
-                let recent: Vec<u32> = seq.prompt.iter().chain(&reply.generated).copied().collect();
-                let next = reply.sampler.sample(&mut l, &recent);
+                let next = reply.sampler.sample(&mut l, &reply.context);
                 let done = self.text.special.stop_ids.contains(&next) && !self.options.ignore_eos;
                 if let Some(m) = reply.matcher.as_deref_mut() {
                     let complete = super::constrain::consume(m, next).map_err(|e| {
@@ -464,6 +467,7 @@ impl Worker {
                 }
                 if !done {
                     reply.generated.push(next);
+                    reply.context.push(next);
                     let piece = reply
                         .text
                         .push(&self.text.tokenizer, &reply.generated)
@@ -497,12 +501,13 @@ impl Worker {
     /// The phase after the prompt has been read: checked at admission, so that a bad
     /// request fails before it takes a place in the batch.
     fn after_prompt(
-        &self,
+        &mut self,
         req: &LlmRequest,
         rendered: &str,
-        prompt_len: usize,
+        prompt: &[u32],
     ) -> Result<Phase, LlmError> {
-        let seed = call_seed(&req.settings, &req.context, rendered);
+        let prompt_len = prompt.len();
+        let seed = call_seed(req, rendered);
         match &req.options {
             None => {
                 let room = self.model.shape.positions - prompt_len;
@@ -510,11 +515,12 @@ impl Worker {
                     req.settings
                         .max_tokens
                         .unwrap_or(self.options.default_max_tokens) as usize;
-                let params = SamplingParams {
-                    temperature: req.settings.temperature.unwrap_or(0.7),
-                    top_k: req.settings.top_k,
-                    top_p: req.settings.top_p,
-                };
+                let params = super::sampling::params(
+                    &req.settings,
+                    req.redraw.as_ref(),
+                    &self.text.tokenizer,
+                    &mut self.breakers,
+                );
                 let matcher = match (&req.tools, &self.constraints) {
                     (None, _) => None,
                     (Some(tools), Some(Ok(c))) => Some(Box::new(
@@ -529,6 +535,7 @@ impl Worker {
                 Ok(Phase::Reply(Box::new(Reply {
                     matcher,
                     sampler: Sampler::new(params, seed),
+                    context: prompt.to_vec(),
                     generated: Vec::new(),
                     text: TextStream::default(),
                     max_tokens: max_tokens.min(room),
@@ -590,6 +597,7 @@ impl Worker {
             },
             stopped_at: reply.stopped_at.take(),
             chosen: None,
+            settings_unsent: false,
         };
         // The generated tokens stay in the cache: their keys and values are what a
         // later prompt holding them would compute.
@@ -628,6 +636,7 @@ impl Worker {
                 probabilities: Some(probabilities),
                 method: ChoiceMethod::Logits,
             }),
+            settings_unsent: false,
         };
         let (tx, _) = oneshot::channel();
         let reply_to = std::mem::replace(&mut seq.job.reply, tx);
@@ -682,14 +691,24 @@ pub(super) fn encode(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, toke
 }
 
 /// The seed of a call: the request's own `seed` if set, else the run's seed mixed with
-/// the prompt, so a seeded run draws the same way every time it sends the same prompt.
-fn call_seed(settings: &LlmSettings, context: &CallContext, prompt: &str) -> u64 {
-    settings.seed.unwrap_or_else(|| {
+/// the prompt, so a seeded run draws the same way every time it sends the same prompt;
+/// a redraw mixes in its attempt, so each draw is a draw of its own.
+fn call_seed(req: &LlmRequest, prompt: &str) -> u64 {
+    let seed = req.settings.seed.unwrap_or_else(|| {
         let mut h = Xxh3::new();
-        h.write_u64(context.run_seed);
+        h.write_u64(req.context.run_seed);
         h.write(prompt.as_bytes());
         h.finish()
-    })
+    });
+    match &req.redraw {
+        None => seed,
+        Some(r) => {
+            let mut h = Xxh3::new();
+            h.write_u64(seed);
+            h.write_u32(r.attempt);
+            h.finish()
+        }
+    }
 }
 
 /// The option drawn from `probabilities` at `temperature` (0: the most probable).

@@ -3,12 +3,13 @@
 //! replies.
 //!
 //! The model itself — the GGUF file, kernels, forward pass, tokenizer, template — is
-//! the `sopsim-infer` crate; here are the backend handle and `engine`, the worker
+//! the `sopsim-infer` crate; here are the backend handle, `engine`, the worker
 //! that batches every simulation's requests, reuses prompt prefixes and answers
-//! choices.
+//! choices, and `sampling`, a request's settings as the engine draws with them.
 
 mod constrain;
 mod engine;
+mod sampling;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;

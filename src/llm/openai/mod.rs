@@ -8,6 +8,7 @@
 //! is only ever sent in the `Authorization` header: never printed, logged or recorded.
 
 mod retry;
+mod sampling;
 mod sse;
 mod tokens;
 mod tools;
@@ -247,6 +248,8 @@ pub struct OpenAiBackend {
     permits: Arc<Semaphore>,
     /// What discovering the model found worth saying.
     notes: Vec<String>,
+    /// The server answered the extra sampling fields with HTTP 400: never sent again.
+    extras_refused: std::sync::atomic::AtomicBool,
 }
 
 impl OpenAiBackend {
@@ -288,6 +291,7 @@ impl OpenAiBackend {
             url,
             permits,
             notes,
+            extras_refused: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -352,6 +356,21 @@ impl OpenAiBackend {
         Ok(())
     }
 
+    /// Whether the request's settings ask for extra sampling fields this server may
+    /// take (never OpenAI's own API, nor a server that refused them).
+    fn sends_extras(&self, req: &LlmRequest) -> bool {
+        !is_openai(&self.endpoint())
+            && !self
+                .extras_refused
+                .load(std::sync::atomic::Ordering::Relaxed)
+            && !sampling::extras(&req.settings).is_empty()
+    }
+
+    /// Whether the request's extra sampling fields go unsent.
+    fn extras_unsent(&self, req: &LlmRequest) -> bool {
+        !sampling::extras(&req.settings).is_empty() && !self.sends_extras(req)
+    }
+
     fn body(&self, req: &LlmRequest, asking: Asking) -> Value {
         let s = &req.settings;
         let messages: Vec<Value> = req
@@ -399,7 +418,12 @@ impl OpenAiBackend {
             obj.insert("stop".into(), json!(stops_to_send(stop, limit)));
         }
         if let Some(seed) = s.seed {
-            obj.insert("seed".into(), json!(seed));
+            let attempt = req.redraw.as_ref().map_or(0, |r| u64::from(r.attempt));
+            obj.insert("seed".into(), json!(seed.wrapping_add(attempt)));
+        }
+        sampling::standard(s, req.redraw.as_ref(), &mut obj);
+        if self.sends_extras(req) {
+            obj.extend(sampling::extras(s));
         }
         if self.streams(req) {
             obj.insert("stream_options".into(), json!({"include_usage": true}));
@@ -450,6 +474,7 @@ impl OpenAiBackend {
         stream: Option<&TokenSink>,
         asking: Asking,
     ) -> Result<Completion, AttemptError> {
+        let extras = self.sends_extras(req);
         let mut call = self.client.post(&self.url).json(&self.body(req, asking));
         if let Some(key) = &self.options.api_key {
             call = call.bearer_auth(key.expose());
@@ -480,6 +505,17 @@ impl OpenAiBackend {
             let text = response.text().await.unwrap_or_default();
             let said = server_message(&text, self.options.api_key.as_ref());
             let url = shown(&self.url);
+            if status == 400 && extras {
+                // The extra sampling fields are refused: ask again without them, from
+                // now on (the completion says so, and the run warns once).
+                self.extras_refused
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                return Err(AttemptError::Retry {
+                    cause: format!("HTTP 400 from {url} to the extra sampling fields: {said}")
+                        .into(),
+                    after: Some(Duration::ZERO),
+                });
+            }
             if status == 400 && req.options.is_some() && asking == Asking::Structured {
                 // Structured output is refused: remember it for this endpoint and ask in
                 // plain text from now on.
@@ -963,7 +999,10 @@ impl LlmBackend for OpenAiBackend {
             )
             .await;
             match result {
-                Ok(c) => Ok(c),
+                Ok(mut c) => {
+                    c.settings_unsent = self.extras_unsent(&request);
+                    Ok(c)
+                }
                 // A server whose structured answers keep failing is asked in plain
                 // text, and its answer read as one of the options.
                 Err(GaveUp::Exhausted { .. })

@@ -1,0 +1,125 @@
+//! A request's sampling settings as the local engine draws with them: the scenario's
+//! `llm` settings, the engine's defaults for what they leave unset, DRY's breaker
+//! strings as the tokens that hold them, and a redraw's penalty on what the last draw
+//! copied.
+
+use std::collections::HashMap;
+
+use tokenizers::Tokenizer;
+
+use sopsim_infer::penalties::{Dry, Penalties, Window};
+use sopsim_infer::sampling::SamplingParams;
+
+use crate::llm::Redraw;
+use crate::scenario::{LlmSettings, TokenWindow};
+
+/// The engine's defaults, for settings a scenario leaves unset.
+pub mod defaults {
+    pub const TEMPERATURE: f32 = 0.7;
+    pub const REPEAT_PENALTY: f32 = 1.1;
+    pub const REPEAT_WINDOW: usize = 64;
+    pub const DRY_MULTIPLIER: f32 = 0.0;
+    pub const DRY_BASE: f32 = 1.75;
+    pub const DRY_ALLOWED_LENGTH: usize = 2;
+    pub const DRY_BREAKERS: [&str; 4] = ["\n", ":", "\"", "*"];
+    /// Subtracted from the logits of a redrawn reply's avoided tokens, per attempt.
+    pub const REDRAW_PENALTY: f32 = 2.0;
+}
+
+fn window(w: Option<TokenWindow>, default: Window) -> Window {
+    match w {
+        None => default,
+        Some(TokenWindow::Tokens(n)) => Window::Last(n as usize),
+        Some(TokenWindow::All(_)) => Window::All,
+    }
+}
+
+/// The text of every token of the vocabulary, decoded once, for finding the tokens that
+/// hold a breaker string; and the breaker lists already looked up.
+#[derive(Default)]
+pub struct Breakers {
+    texts: Option<Vec<String>>,
+    found: HashMap<Vec<String>, Vec<u32>>,
+}
+
+impl Breakers {
+    /// The tokens (sorted) whose text holds any of `strings`.
+    fn tokens(&mut self, tokenizer: &Tokenizer, strings: &[String]) -> Vec<u32> {
+        if let Some(found) = self.found.get(strings) {
+            return found.clone();
+        }
+        let texts = self.texts.get_or_insert_with(|| {
+            (0..tokenizer.get_vocab_size(true) as u32)
+                .map(|id| tokenizer.decode(&[id], false).unwrap_or_default())
+                .collect()
+        });
+        let tokens: Vec<u32> = texts
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| strings.iter().any(|s| t.contains(s.as_str())))
+            .map(|(id, _)| id as u32)
+            .collect();
+        self.found.insert(strings.to_vec(), tokens.clone());
+        tokens
+    }
+}
+
+/// What the sampler draws with for a request's `settings` (and its redraw, if it is
+/// one).
+pub fn params(
+    settings: &LlmSettings,
+    redraw: Option<&Redraw>,
+    tokenizer: &Tokenizer,
+    breakers: &mut Breakers,
+) -> SamplingParams {
+    let multiplier = settings.dry_multiplier.unwrap_or(defaults::DRY_MULTIPLIER);
+    let dry = (multiplier > 0.0).then(|| {
+        let strings: Vec<String> = settings.dry_breakers.clone().unwrap_or_else(|| {
+            defaults::DRY_BREAKERS
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        });
+        Dry {
+            multiplier,
+            base: settings.dry_base.unwrap_or(defaults::DRY_BASE),
+            allowed_length: settings
+                .dry_allowed_length
+                .map_or(defaults::DRY_ALLOWED_LENGTH, |n| n as usize),
+            window: window(settings.dry_window, Window::All),
+            breakers: breakers.tokens(tokenizer, &strings),
+        }
+    });
+    let (avoid, avoid_penalty) = match redraw {
+        Some(r) => {
+            let mut tokens: Vec<u32> = r
+                .avoid
+                .iter()
+                .filter_map(|text| super::engine::encode(tokenizer, text).ok())
+                .flatten()
+                .collect();
+            tokens.sort_unstable();
+            tokens.dedup();
+            (tokens, defaults::REDRAW_PENALTY * r.attempt as f32)
+        }
+        None => (Vec::new(), 0.0),
+    };
+    SamplingParams {
+        temperature: settings.temperature.unwrap_or(defaults::TEMPERATURE),
+        top_k: settings.top_k,
+        top_p: settings.top_p,
+        min_p: settings.min_p,
+        penalties: Penalties {
+            repeat: settings.repeat_penalty.unwrap_or(defaults::REPEAT_PENALTY),
+            frequency: settings.frequency_penalty.unwrap_or(0.0),
+            presence: settings.presence_penalty.unwrap_or(0.0),
+            window: window(
+                settings.repeat_window,
+                Window::Last(defaults::REPEAT_WINDOW),
+            ),
+            dry,
+            avoid,
+            avoid_penalty,
+        },
+    }
+}
