@@ -31,28 +31,28 @@ pub struct Processed {
     pub cut: bool,
 }
 
+/// A reply as it is recorded: the model's words up to where a new line starts as
+/// another participant's (their name or role and a colon), which is where a stop
+/// sequence ends generation — an agent never writes other people's lines. Nothing else
+/// is changed: a speaker label the model wrote is kept (and counted, and drawn again;
+/// see [`crate::quality`]), never stripped to hide it. Also whether it was cut.
+pub fn recorded_reply<'t>(text: &'t str, others: &[String]) -> (&'t str, bool) {
+    let text = text.trim();
+    match other_speaker_line(text, others) {
+        Some(end) => (text[..end].trim(), true),
+        None => (text, false),
+    }
+}
+
 impl Action {
-    /// Turns the action into a memory message. As in the seed, a speaker's own name
-    /// written as a prefix (`Ada:`, also `Ada (Host):` and `**Ada:**`) is stripped,
-    /// repeatedly, because models often echo the transcript format. Unlike the seed,
-    /// the name is only stripped at the start: the seed cut everything before its last
-    /// occurrence anywhere, which loses text when a speaker quotes their own name. A
-    /// model's reply also ends where a new line starts with another participant's name
-    /// or role and a colon: an agent never writes other people's lines.
+    /// Turns the action into a memory message: a model's reply as [`recorded_reply`]
+    /// records it, anything else as given (trimmed).
     pub fn process(self, at: Place<'_>) -> Processed {
-        let mut text = self.response.trim();
-        let mut cut = false;
-        if self.kind == MessageKind::Reply {
-            while let Some(rest) =
-                strip_name(text, &self.name, &self.role).or_else(|| strip_label(text, &self.others))
-            {
-                text = rest.trim_start();
-            }
-            if let Some(end) = other_speaker_line(text, &self.others) {
-                text = &text[..end];
-                cut = true;
-            }
-        }
+        let (text, cut) = if self.kind == MessageKind::Reply {
+            recorded_reply(&self.response, &self.others)
+        } else {
+            (self.response.trim(), false)
+        };
         Processed {
             memory: Message {
                 seq: at.seq,
@@ -60,7 +60,7 @@ impl Action {
                 visit: at.visit,
                 role: self.role,
                 name: self.name,
-                content: text.trim().to_string(),
+                content: text.to_string(),
                 kind: self.kind,
                 decision: self.decision,
             },
@@ -119,34 +119,6 @@ fn other_speaker_line(text: &str, others: &[String]) -> Option<usize> {
     None
 }
 
-/// A reply that opens with someone else's label (a known participant's, or a `Name
-/// (Role):` label) without the label: the words are the speaker's, the label is not.
-fn strip_label<'t>(text: &'t str, others: &[String]) -> Option<&'t str> {
-    let t = text.trim_start();
-    if !speaker_line(t, others) {
-        return None;
-    }
-    let (_, rest) = t.split_once(':')?;
-    let rest = rest.trim_start_matches('*').trim_start();
-    (!rest.is_empty()).then_some(rest)
-}
-
-fn strip_name<'t>(text: &'t str, name: &str, role: &str) -> Option<&'t str> {
-    let t = text.trim_start_matches('*').trim_start();
-    let rest = t.strip_prefix(name)?;
-    let rest = rest.trim_start();
-    let rest = match rest.strip_prefix('(') {
-        Some(r) => r
-            .trim_start()
-            .strip_prefix(role)?
-            .trim_start()
-            .strip_prefix(')')?,
-        None => rest,
-    };
-    let rest = rest.trim_start_matches('*').strip_prefix(':')?;
-    Some(rest.trim_start_matches('*'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,10 +143,19 @@ mod tests {
     }
 
     #[test]
-    fn strips_leading_own_name_prefixes() {
-        assert_eq!(process("Ada: Hello there.").memory.content, "Hello there.");
-        assert_eq!(process("  Ada (Host): Ada: Hi").memory.content, "Hi");
-        assert_eq!(process("**Ada:** Bold start").memory.content, "Bold start");
+    fn labels_the_model_wrote_are_kept_as_written() {
+        assert_eq!(
+            process("Ada: Hello there.").memory.content,
+            "Ada: Hello there."
+        );
+        assert_eq!(
+            process("  Ada (Host): Ada: Hi").memory.content,
+            "Ada (Host): Ada: Hi"
+        );
+        assert_eq!(
+            process("Ben (Guest): Hello.").memory.content,
+            "Ben (Guest): Hello."
+        );
     }
 
     #[test]
@@ -192,7 +173,7 @@ mod tests {
     }
 
     #[test]
-    fn invented_speakers_are_cut_and_foreign_labels_dropped() {
+    fn invented_speakers_are_cut() {
         let p = process("Cars are a problem.\nBrasher (Host): I disagree!");
         assert_eq!(
             (p.memory.content.as_str(), p.cut),
@@ -205,8 +186,6 @@ mod tests {
         );
         let p = process("Good point.\nAnna: Why?\nBrasher: Because.");
         assert_eq!((p.memory.content.as_str(), p.cut), ("Good point.", true));
-        let p = process("**Ben (Guest):** Hello.\nMore.");
-        assert_eq!(p.memory.content, "Hello.\nMore.");
         // Headings and lists are not speakers.
         let p = process("Two points:\n1. **Economic Impact**: costs rise.\nSummary: both matter.");
         assert!(!p.cut, "{p:?}");
@@ -219,7 +198,7 @@ mod tests {
             (p.memory.content.as_str(), p.cut),
             ("Welcome, everyone.", true)
         );
-        let p = process("Ada: Let us begin.\n\n**Ben (Guest):** I object.");
+        let p = process("Let us begin.\n\n**Ben (Guest):** I object.");
         assert_eq!((p.memory.content.as_str(), p.cut), ("Let us begin.", true));
         let p = process("Our guest arrives.\nGuest: Hello.");
         assert_eq!(p.memory.content, "Our guest arrives.");

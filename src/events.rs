@@ -32,6 +32,12 @@ pub enum SimEvent {
         name: String,
         text: String,
     },
+    /// The reply streamed so far is dropped: it is being drawn again (`cause`: what was
+    /// wrong with it), and its next draw streams from the start.
+    Redrawn {
+        name: String,
+        cause: crate::quality::RedrawCause,
+    },
     Message(Arc<Message>),
     /// A simultaneous round begins: every one of `roles` acts on the same information.
     RoundStarted {
@@ -268,7 +274,10 @@ pub fn to_return_in(
         SimEvent::Warning { text } => Some((Return::Warning { text: text.clone() }, "run".into())),
         SimEvent::Tool { visit, ret, .. } => Some(((**ret).clone(), format!("visit-{visit}"))),
         SimEvent::Finished { .. } => Some((Return::Completed, "run".into())),
-        SimEvent::TurnStarted { .. } | SimEvent::Token { .. } | SimEvent::Progress(_) => None,
+        SimEvent::TurnStarted { .. }
+        | SimEvent::Token { .. }
+        | SimEvent::Redrawn { .. }
+        | SimEvent::Progress(_) => None,
     }
 }
 

@@ -9,10 +9,11 @@
 //!   `Name (Role):` at the start of a line or of a sentence), or opens with its own;
 //! - **narration** when it opens with the speaker's own name used in the third person
 //!   ("Ada argues …"; "Ada's point" and "Ada:" are not);
-//! - an **echo** when it shares a run of [`ECHO_WORDS`] words with the scenario's
-//!   instructions (tasks, rules, outputs, last instructions, styles, judge, controller,
-//!   summary, extract and choice prompts; not environment prompts, which set the scene
-//!   and may be restated);
+//! - an **echo** when it shares a run of [`ECHO_WORDS`] words with the instructions:
+//!   the scenario's (tasks, rules, outputs, last instructions, styles, judge,
+//!   controller, summary, extract and choice prompts; not environment prompts, which
+//!   set the scene and may be restated) and sopsim's own (who an agent is told it is,
+//!   the notes and headers it puts in prompts);
 //! - **empty** with fewer than three words.
 //!
 //! `distinct_2` is the share of distinct word bigrams among all bigrams of the run's
@@ -25,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::memory::{Message, MessageKind};
-use crate::scenario::{Scenario, SpeakerRule};
+use crate::scenario::{identity, Scenario, SpeakerRule};
 
 /// Words a reply must share in a row with an earlier message to be a copy.
 pub const COPY_WORDS: usize = 10;
@@ -33,17 +34,69 @@ pub const COPY_WORDS: usize = 10;
 pub const ECHO_WORDS: usize = 8;
 /// Fewer words than this is an empty reply.
 pub const EMPTY_WORDS: usize = 3;
+/// Times a flawed reply is drawn again when the settings do not say (`redraws`).
+pub const DEFAULT_REDRAWS: u32 = 2;
 
 /// The lower-cased words of `text`.
 pub fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
+    word_spans(text).into_iter().map(|(w, _)| w).collect()
+}
+
+/// Each lower-cased word of `text` with where it stands in `text`.
+fn word_spans(text: &str) -> Vec<(String, std::ops::Range<usize>)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in text
+        .char_indices()
+        .chain(std::iter::once((text.len(), ' ')))
+    {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                out.push((text[s..i].to_lowercase(), s..i));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn gram_hash(words: &[String]) -> u64 {
+    xxh3_64(words.join(" ").as_bytes())
 }
 
 fn gram_hashes(words: &[String], n: usize) -> impl Iterator<Item = u64> + '_ {
-    words.windows(n).map(|w| xxh3_64(w.join(" ").as_bytes()))
+    words.windows(n).map(gram_hash)
+}
+
+/// The text of the longest run of `text`'s words whose every `n`-gram is in `grams`
+/// (as `text` writes it), if any `n`-gram is.
+fn shared_span(text: &str, grams: &HashSet<u64>, n: usize) -> Option<String> {
+    let spans = word_spans(text);
+    let w: Vec<String> = spans.iter().map(|(w, _)| w.clone()).collect();
+    let hits: Vec<bool> = w
+        .windows(n)
+        .map(|g| grams.contains(&gram_hash(g)))
+        .collect();
+    let mut best: Option<(usize, usize)> = None;
+    let mut i = 0;
+    while i < hits.len() {
+        if !hits[i] {
+            i += 1;
+            continue;
+        }
+        let first = i;
+        while i < hits.len() && hits[i] {
+            i += 1;
+        }
+        // Grams first..i cover words first..i-1+n.
+        let last = i - 1 + n - 1;
+        if best.is_none_or(|(a, b)| last - first > b - a) {
+            best = Some((first, last));
+        }
+    }
+    best.map(|(a, b)| text[spans[a].1.start..spans[b].1.end].to_string())
 }
 
 /// What is wrong with one reply (each a count of 0 or 1 when summed).
@@ -62,52 +115,49 @@ impl Flaws {
     }
 }
 
-/// The flaws a reply is drawn again for, in the order they are named.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// What a reply is drawn again for: any of its flaws, the first of them in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RedrawCause {
     Copy,
     Label,
     Echo,
-}
-
-impl RedrawCause {
-    pub const ALL: [RedrawCause; 3] = [RedrawCause::Copy, RedrawCause::Label, RedrawCause::Echo];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RedrawCause::Copy => "copy",
-            RedrawCause::Label => "label",
-            RedrawCause::Echo => "echo",
-        }
-    }
+    Narration,
+    Empty,
 }
 
 impl Flaws {
     /// The first flaw that makes a reply worth drawing again.
     pub fn redraw_cause(&self) -> Option<RedrawCause> {
-        if self.copy {
-            Some(RedrawCause::Copy)
-        } else if self.label {
-            Some(RedrawCause::Label)
-        } else if self.echo {
-            Some(RedrawCause::Echo)
-        } else {
-            None
-        }
+        [
+            (self.copy, RedrawCause::Copy),
+            (self.label, RedrawCause::Label),
+            (self.echo, RedrawCause::Echo),
+            (self.narration, RedrawCause::Narration),
+            (self.empty, RedrawCause::Empty),
+        ]
+        .into_iter()
+        .find_map(|(flawed, cause)| flawed.then_some(cause))
     }
 }
 
 /// The scenario's side of the checks: who takes part, and what its instructions say.
+/// Cheap to clone: every agent's checks share one.
 #[derive(Debug, Clone, Default)]
 pub struct Instructions {
-    names: Vec<String>,
-    grams: HashSet<u64>,
+    names: std::sync::Arc<[String]>,
+    grams: std::sync::Arc<HashSet<u64>>,
 }
 
 impl Instructions {
     pub fn of(scenario: &Scenario) -> Self {
-        let mut texts: Vec<&str> = Vec::new();
+        let identities: Vec<String> = scenario
+            .agents
+            .iter()
+            .flat_map(|(name, a)| a.roles.values().map(move |role| identity(name, role)))
+            .collect();
+        let mut texts: Vec<&str> = crate::prompt::FRAMEWORK_TEXTS.to_vec();
+        texts.extend(identities.iter().map(String::as_str));
         for agent in scenario.agents.values() {
             texts.push(&agent.style);
         }
@@ -150,7 +200,7 @@ impl Instructions {
         }
         Self {
             names: scenario.agents.keys().cloned().collect(),
-            grams,
+            grams: grams.into(),
         }
     }
 }
@@ -258,6 +308,35 @@ impl Checker {
         }
     }
 
+    /// The first flaw `text` would be drawn again for as `speaker`'s reply, with what
+    /// to steer away from: the copied or echoed words, or the label it carries.
+    pub fn redraw(&self, speaker: &str, text: &str) -> Option<(RedrawCause, String)> {
+        let cause = self.flaws(speaker, text).redraw_cause()?;
+        let avoid = match cause {
+            RedrawCause::Copy => shared_span(text, &self.seen, COPY_WORDS),
+            RedrawCause::Echo => shared_span(text, &self.instructions.grams, ECHO_WORDS),
+            RedrawCause::Label => self
+                .instructions
+                .names
+                .iter()
+                .find(|n| has_label(text, n, n.as_str() == speaker))
+                .map(|n| format!("{n}:")),
+            // The name it opened with, as written.
+            RedrawCause::Narration => Some(speaker.to_string()),
+            RedrawCause::Empty => None,
+        };
+        Some((cause, avoid.unwrap_or_default()))
+    }
+
+    /// Takes in an earlier message the next reply must not copy, without judging it
+    /// (what an agent was shown).
+    pub fn see(&mut self, m: &Message) {
+        if !m.kind.is_tool() {
+            self.seen
+                .extend(gram_hashes(&words(&m.content), COPY_WORDS));
+        }
+    }
+
     /// Takes in the next message of the run: a reply is judged, then every message but
     /// a tool line becomes something later replies may copy.
     pub fn record(&mut self, m: &Message) {
@@ -340,7 +419,7 @@ mod tests {
         }
         Instructions {
             names: names.iter().map(|n| n.to_string()).collect(),
-            grams,
+            grams: grams.into(),
         }
     }
 
@@ -378,6 +457,36 @@ mod tests {
         assert!(!c.flaws("Ben", nine).copy);
         // The speaker's own earlier words count too.
         assert!(c.flaws("Ada", ten).copy);
+    }
+
+    #[test]
+    fn a_redraw_steers_away_from_the_copied_words_as_written() {
+        let mut c = checker();
+        c.record(&msg("Ada", MessageKind::Reply, SAID));
+        let copy = "Indeed. Car-free centres cut pollution and make the streets safe for every child here.";
+        let (cause, avoid) = c.redraw("Ben", copy).unwrap();
+        assert_eq!(cause, RedrawCause::Copy);
+        assert_eq!(
+            avoid,
+            "Car-free centres cut pollution and make the streets safe for every child"
+        );
+        let (cause, avoid) = c.redraw("Ben", "Mia (Moderator): thanks all.").unwrap();
+        assert_eq!((cause, avoid.as_str()), (RedrawCause::Label, "Mia:"));
+        let echo =
+            "So: give the affirmative opening: argue for the motion in two or three sentences.";
+        let (cause, avoid) = c.redraw("Ada", echo).unwrap();
+        assert_eq!(cause, RedrawCause::Echo);
+        assert_eq!(
+            avoid,
+            "give the affirmative opening: argue for the motion in two or three sentences"
+        );
+        let (cause, avoid) = c.redraw("Ada", "Ada argues that cars must go.").unwrap();
+        assert_eq!((cause, avoid.as_str()), (RedrawCause::Narration, "Ada"));
+        assert_eq!(
+            c.redraw("Ada", "Yes."),
+            Some((RedrawCause::Empty, String::new()))
+        );
+        assert_eq!(c.redraw("Ada", "Cars must go, I say."), None);
     }
 
     #[test]

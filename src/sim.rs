@@ -127,6 +127,8 @@ pub struct RunSummary {
     /// Copies, labels, narration, echoes and empty replies among the replies
     /// ([`crate::quality`]).
     pub reply_quality: crate::quality::ReplyQuality,
+    /// Replies drawn again because a draw was flawed ([`crate::quality`]).
+    pub redrawn_replies: crate::llm::Redrawn,
     pub warnings: Vec<String>,
     pub wall_ms: u64,
 }
@@ -284,6 +286,7 @@ async fn cast(
     )
     .start();
     let tools = Arc::new(crate::tools::ToolBox::start(scenario, &config.commands).await?);
+    let instructions = crate::quality::Instructions::of(scenario);
     let agents: HashMap<String, _> = scenario
         .agents
         .iter()
@@ -302,6 +305,7 @@ async fn cast(
                 decides: Arc::default(),
                 tools: tools.clone(),
                 seed: config.seed,
+                instructions: instructions.clone(),
             };
             (name.clone(), actor.start())
         })
@@ -375,6 +379,7 @@ fn summarise(
         cut_replies: snapshot.cut_replies,
         tools: tool_summary.clone(),
         reply_quality: finish.reply_quality,
+        redrawn_replies: ledger.redrawn.clone(),
         llm_latency_ms: Latency {
             p50: percentile(&latencies, 0.5),
             p95: percentile(&latencies, 0.95),

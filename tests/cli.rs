@@ -801,3 +801,63 @@ fn a_scenario_starts_no_program_without_consent() {
     assert!(marker.exists(), "the allowed program ran: {stderr}");
     assert_ne!(code, 0);
 }
+
+/// Sampling settings out of range, at any level, exit 2 naming the field.
+#[test]
+fn sampling_settings_out_of_range_are_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let debate: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(scenario("debate")).unwrap()).unwrap();
+    let cases = [
+        ("/llm", "repeat_penalty", serde_json::json!(0.5)),
+        ("/llm", "frequency_penalty", serde_json::json!(-0.1)),
+        ("/llm", "presence_penalty", serde_json::json!(2.5)),
+        ("/agents/Ada/llm", "dry_multiplier", serde_json::json!(9)),
+        ("/llm", "dry_base", serde_json::json!(0.5)),
+        ("/llm", "dry_allowed_length", serde_json::json!(0)),
+        ("/llm", "dry_breakers", serde_json::json!([])),
+        ("/llm", "dry_breakers", serde_json::json!(vec!["\n"; 17])),
+        ("/llm", "dry_breakers", serde_json::json!([""])),
+        ("/llm", "dry_window", serde_json::json!("most")),
+        (
+            "/sop/states/debate/llm",
+            "repeat_window",
+            serde_json::json!(0),
+        ),
+        ("/llm", "min_p", serde_json::json!(1.5)),
+        (
+            "/sop/states/debate/components/Affirmative/llm",
+            "redraws",
+            serde_json::json!(11),
+        ),
+    ];
+    for (at, field, value) in cases {
+        let mut doc = debate.clone();
+        let parent = match doc.pointer_mut(at) {
+            Some(p) => p,
+            None => {
+                let (up, key) = at.rsplit_once('/').unwrap();
+                doc.pointer_mut(up).unwrap()[key] = serde_json::json!({});
+                doc.pointer_mut(at).unwrap()
+            }
+        };
+        parent[field] = value.clone();
+        let path = dir.path().join("s.json");
+        std::fs::write(&path, doc.to_string()).unwrap();
+        let (code, _, stderr) = run(&["validate", path.to_str().unwrap()]);
+        let expected = format!("{}.{field}", at.trim_start_matches('/').replace('/', "."));
+        assert_eq!(code, 2, "{field} = {value}: {stderr}");
+        assert!(
+            stderr.contains(&expected),
+            "{field} = {value}: names {expected}: {stderr}"
+        );
+    }
+    let mut fine = debate.clone();
+    fine["llm"]["dry_window"] = serde_json::json!("all");
+    fine["llm"]["repeat_window"] = serde_json::json!(256);
+    fine["llm"]["redraws"] = serde_json::json!(0);
+    let path = dir.path().join("fine.json");
+    std::fs::write(&path, fine.to_string()).unwrap();
+    let (code, _, stderr) = run(&["validate", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+}

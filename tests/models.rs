@@ -540,6 +540,89 @@ fn replies_are_the_same_alone_and_in_batches_with_and_without_reuse() {
     assert_eq!(mixed.0.unwrap().text, alone[3]);
 }
 
+/// Every sampler keeps a reply's bytes the same alone and in a batch, with and without
+/// prefix reuse: penalties and draws depend only on the sequence's own context and
+/// seed.
+#[test]
+fn every_sampler_gives_the_same_reply_alone_and_in_batches() {
+    use sopsim::llm::Redraw;
+    use sopsim::quality::RedrawCause;
+    use sopsim::scenario::{AllTokens, TokenWindow};
+    let sampled = |extra: LlmSettings| LlmSettings {
+        temperature: Some(0.9),
+        max_tokens: Some(12),
+        ..extra
+    };
+    let samplers = [
+        (
+            "top-k, top-p, min-p",
+            sampled(LlmSettings {
+                top_k: Some(40),
+                top_p: Some(0.9),
+                min_p: Some(0.05),
+                ..LlmSettings::default()
+            }),
+        ),
+        (
+            "repeat, frequency and presence over the whole prompt",
+            sampled(LlmSettings {
+                repeat_penalty: Some(1.3),
+                repeat_window: Some(TokenWindow::All(AllTokens::All)),
+                frequency_penalty: Some(0.5),
+                presence_penalty: Some(0.3),
+                ..LlmSettings::default()
+            }),
+        ),
+        (
+            "DRY",
+            sampled(LlmSettings {
+                dry_multiplier: Some(1.0),
+                dry_allowed_length: Some(2),
+                dry_window: Some(TokenWindow::All(AllTokens::All)),
+                ..LlmSettings::default()
+            }),
+        ),
+    ];
+    let questions: Vec<String> = (0..5)
+        .map(|i| format!("Repeat after me, then add a word: bridge number {i} is tall."))
+        .collect();
+    let fresh = LocalBackend::start(
+        &model_path(&QWEN05),
+        LocalOptions {
+            cache_bytes: 0,
+            ..LocalOptions::default()
+        },
+    )
+    .unwrap();
+    for (name, settings) in samplers {
+        let req = |i: usize| {
+            let r = request(LONG_SYSTEM, &questions[i], settings.clone(), i as u64);
+            // The last one is a redraw steering away from a span.
+            if i == 4 {
+                r.redrawn(Redraw {
+                    attempt: 2,
+                    cause: RedrawCause::Copy,
+                    avoid: vec!["bridge number 4 is tall".into()],
+                })
+            } else {
+                r
+            }
+        };
+        let alone: Vec<String> = (0..5)
+            .map(|i| block_on(fresh.complete(req(i), None)).unwrap().text)
+            .collect();
+        for backend in [&fresh, qwen()] {
+            let batch: Vec<String> = block_on(futures::future::join_all(
+                (0..5).map(|i| backend.complete(req(i), None)),
+            ))
+            .into_iter()
+            .map(|c| c.unwrap().text)
+            .collect();
+            assert_eq!(batch, alone, "{name}");
+        }
+    }
+}
+
 /// Chat templates render as Hugging Face's `apply_chat_template` renders them
 /// (`tests/reference/chat_templates.py`, jinja2 with trim_blocks and lstrip_blocks).
 #[test]

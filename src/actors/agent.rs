@@ -38,6 +38,8 @@ pub struct AgentActor {
     pub(crate) decides: Arc<std::sync::atomic::AtomicU64>,
     pub(crate) tools: Arc<crate::tools::ToolBox>,
     pub(crate) seed: u64,
+    /// What a reply must not copy or echo (shared by every agent of the run).
+    pub(crate) instructions: crate::quality::Instructions,
 }
 
 impl Actor for AgentActor {
@@ -195,6 +197,8 @@ impl AgentActor {
             counter: self.counter.clone(),
             llm: self.llm.clone(),
             stream: self.token_sink().filter(|_| msg.commit),
+            sinks: self.sinks.clone(),
+            instructions: self.instructions.clone(),
             msg,
             draft,
             settings,

@@ -12,9 +12,11 @@ use super::environment::EnvironmentActor;
 use super::messages::*;
 use super::tool_turn::{Decider, ToolTurn};
 use crate::error::SimError;
-use crate::llm::{CallContext, Chosen, Completion, LlmClient, LlmRequest, TokenSink};
+use crate::events::{SimEvent, Sinks};
+use crate::llm::{CallContext, Chosen, Completion, LlmClient, LlmRequest, Redraw, TokenSink};
 use crate::memory::{Decision, MessageKind, Observation};
 use crate::prompt::{self, ChatMessage};
+use crate::quality::{Checker, Instructions, DEFAULT_REDRAWS};
 use crate::scenario::{ChoiceSpec, LlmSettings, Persona, Scenario, State};
 use crate::tokens::TokenCounter;
 
@@ -31,6 +33,10 @@ pub(super) struct ModelTurn {
     /// The stop sequences that start another participant's line.
     pub speaker_stops: Vec<String>,
     pub stream: Option<TokenSink>,
+    /// Told when a streamed reply is drawn again.
+    pub sinks: Sinks,
+    /// What a reply must not copy or echo.
+    pub instructions: Instructions,
     /// Set when the role replies (not when its choice comes instead of a reply).
     pub act: Option<CallContext>,
     /// The context of the extract step's call.
@@ -178,7 +184,40 @@ impl ModelTurn {
             self.settings.clone(),
             context,
         );
-        let completion = self.call(request, self.stream.clone()).await?;
+        let mut completion = self.call(request.clone(), self.stream.clone()).await?;
+        // What the agent was shown is what it could copy.
+        let mut checker = Checker::new(self.instructions.clone());
+        for m in obs.relevant.iter().chain(&obs.recent) {
+            checker.see(m);
+        }
+        let mut avoid = Vec::new();
+        let redraws = if self.llm.draws() {
+            self.settings.redraws.unwrap_or(DEFAULT_REDRAWS)
+        } else {
+            0
+        };
+        for attempt in 1..=redraws {
+            // Judged as it would be recorded.
+            let (text, _) = crate::action::recorded_reply(&completion.text, &self.draft.others);
+            let Some((cause, span)) = checker.redraw(&self.draft.name, text) else {
+                break;
+            };
+            if self.stream.is_some() {
+                self.sinks.emit(SimEvent::Redrawn {
+                    name: self.draft.name.clone(),
+                    cause,
+                });
+            }
+            avoid.push(span);
+            let redraw = Redraw {
+                attempt,
+                cause,
+                avoid: avoid.clone(),
+            };
+            completion = self
+                .call(request.clone().redrawn(redraw), self.stream.clone())
+                .await?;
+        }
         let stopped = completion
             .stopped_at
             .as_ref()

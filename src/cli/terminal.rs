@@ -1,7 +1,10 @@
-//! The live view of a run on the terminal: each role in its own colour, streamed
-//! replies as they come, decisions with their probabilities. Text from models and
-//! files is shown with its control characters made visible, so a reply cannot move
-//! the cursor, change colours or retitle the terminal.
+//! The live view of a run on the terminal: each role in its own colour, decisions with
+//! their probabilities. What stays on the screen is exactly what the transcript holds:
+//! a reply being generated shows only on a provisional line (on a terminal), which the
+//! finished message replaces — so a draw that is drawn again, or a speaker label cut
+//! off the reply, is never left behind. Text from models and files is shown with its
+//! control characters made visible, so a reply cannot move the cursor, change colours
+//! or retitle the terminal.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
@@ -47,18 +50,26 @@ const PALETTE: [AnsiColor; 6] = [
 pub struct TerminalSink {
     out: Mutex<TerminalState>,
     color: bool,
+    /// Stdout is a terminal: replies being generated show on a provisional line.
+    live: bool,
 }
 
 struct TerminalState {
     roles: Vec<String>,
-    streamed: bool,
-    /// Inside a simultaneous round: its messages arrive together, each with its speaker.
-    in_round: bool,
-    /// The speaker label printed for the turn under way, while its reply has not begun.
-    open_label: Option<(String, String)>,
-    /// Tool lines came after that label: the reply starts on a new, labelled line.
-    label_broken: bool,
+    /// The reply under way: who speaks, and what it has said so far.
+    draft: Option<Draft>,
+    /// The provisional line is on the screen (and must be cleared before printing).
+    shown: bool,
 }
+
+struct Draft {
+    name: String,
+    role: String,
+    text: String,
+}
+
+/// Clears the line the cursor is on.
+const CLEAR_LINE: &str = "\r\x1b[2K";
 
 /// One line for a tool event: a decision, a call starting, its result or its error.
 fn tool_line(ret: &sopsim::elysia::Return) -> Option<String> {
@@ -98,17 +109,45 @@ fn probabilities(d: &sopsim::memory::Decision) -> String {
 impl TerminalSink {
     /// Colour only when stdout is a terminal and `NO_COLOR` is unset or empty.
     pub fn stdout() -> Self {
-        let color = use_color(std::io::stdout().is_terminal());
+        let live = std::io::stdout().is_terminal();
         Self {
             out: Mutex::new(TerminalState {
                 roles: Vec::new(),
-                streamed: false,
-                in_round: false,
-                open_label: None,
-                label_broken: false,
+                draft: None,
+                shown: false,
             }),
-            color,
+            color: use_color(live),
+            live,
         }
+    }
+
+    /// Clears the provisional line, if it is shown.
+    fn clear(&self, st: &mut TerminalState, out: &mut impl Write) {
+        if st.shown {
+            let _ = write!(out, "{CLEAR_LINE}");
+            st.shown = false;
+        }
+    }
+
+    /// Shows the reply under way on the provisional line: its speaker and the end of
+    /// what it has said, cut to the terminal's width.
+    fn show_draft(&self, st: &mut TerminalState, out: &mut impl Write) {
+        let Some(d) = &st.draft else {
+            return;
+        };
+        let width = console::Term::stdout().size().1 as usize;
+        let label = format!("{} ({}): ", d.name, d.role);
+        let room = width.saturating_sub(label.chars().count() + 2).max(8);
+        let flat = printable(&d.text).replace(['\n', '\t'], " ");
+        let chars: Vec<char> = flat.chars().collect();
+        let tail: String = chars[chars.len().saturating_sub(room)..].iter().collect();
+        let dim = if self.color {
+            Style::new().dimmed()
+        } else {
+            Style::new()
+        };
+        let _ = write!(out, "{CLEAR_LINE}{dim}{}{tail}{dim:#}", printable(&label));
+        st.shown = true;
     }
 
     fn style_for(&self, st: &mut TerminalState, role: &str) -> Style {
@@ -137,6 +176,7 @@ impl EventSink for TerminalSink {
         };
         let _ = match event {
             SimEvent::StateEntered { state, visit } => {
+                self.clear(&mut st, &mut out);
                 writeln!(
                     out,
                     "{dim}── {} (visit {visit}) ──{dim:#}",
@@ -144,62 +184,53 @@ impl EventSink for TerminalSink {
                 )
             }
             SimEvent::TurnStarted { name, role, human } => {
-                st.streamed = false;
-                st.label_broken = false;
-                if *human {
-                    st.open_label = None;
-                    Ok(())
-                } else {
-                    st.open_label = Some((name.clone(), role.clone()));
-                    let s = self.style_for(&mut st, role);
-                    write!(out, "{s}{} ({}):{s:#} ", printable(name), printable(role))
-                }
+                st.draft = (!*human).then(|| Draft {
+                    name: name.clone(),
+                    role: role.clone(),
+                    text: String::new(),
+                });
+                Ok(())
             }
             SimEvent::Token { text, .. } => {
-                st.streamed = true;
-                if let Some((name, role)) = st.open_label.take().filter(|_| st.label_broken) {
-                    let s = self.style_for(&mut st, &role);
-                    let _ = write!(out, "{s}{} ({}):{s:#} ", printable(&name), printable(&role));
+                if let (true, Some(d)) = (self.live, st.draft.as_mut()) {
+                    d.text.push_str(text);
+                    self.show_draft(&mut st, &mut out);
                 }
-                write!(out, "{}", printable(text))
+                Ok(())
+            }
+            SimEvent::Redrawn { .. } => {
+                if let Some(d) = st.draft.as_mut() {
+                    d.text.clear();
+                }
+                if self.live {
+                    self.show_draft(&mut st, &mut out);
+                }
+                Ok(())
             }
             SimEvent::Tool { ret, .. } => {
-                if st.open_label.is_some() && !st.label_broken {
-                    st.label_broken = true;
-                    let _ = writeln!(out);
-                }
-                match tool_line(ret) {
+                self.clear(&mut st, &mut out);
+                let shown = match tool_line(ret) {
                     Some(line) => writeln!(out, "{dim}  ⚙ {}{dim:#}", printable(&line)),
                     None => Ok(()),
+                };
+                if self.live && st.draft.as_ref().is_some_and(|d| !d.text.is_empty()) {
+                    self.show_draft(&mut st, &mut out);
                 }
+                shown
             }
             // Shown live as SimEvent::Tool; the transcript keeps them.
             SimEvent::Message(m) if m.kind.is_tool() => Ok(()),
             SimEvent::Message(m) => {
-                if let Some((name, role)) = st
-                    .open_label
-                    .take()
-                    .filter(|_| st.label_broken && !st.streamed)
-                {
-                    let s = self.style_for(&mut st, &role);
-                    let _ = write!(out, "{s}{} ({}):{s:#} ", printable(&name), printable(&role));
-                }
-                st.open_label = None;
-                let shown = if st.streamed {
-                    writeln!(out)
-                } else if st.in_round || m.kind == sopsim::memory::MessageKind::Human {
-                    let s = self.style_for(&mut st, &m.role);
-                    writeln!(
-                        out,
-                        "{s}{} ({}):{s:#} {}",
-                        printable(&m.name),
-                        printable(&m.role),
-                        printable(&m.content)
-                    )
-                } else {
-                    writeln!(out, "{}", printable(&m.content))
-                };
-                st.streamed = false;
+                self.clear(&mut st, &mut out);
+                st.draft = None;
+                let s = self.style_for(&mut st, &m.role);
+                let shown = writeln!(
+                    out,
+                    "{s}{} ({}):{s:#} {}",
+                    printable(&m.name),
+                    printable(&m.role),
+                    printable(&m.content)
+                );
                 match &m.decision {
                     Some(d) => writeln!(
                         out,
@@ -211,30 +242,35 @@ impl EventSink for TerminalSink {
                 }
             }
             SimEvent::RoundStarted { round, roles, .. } => {
-                st.in_round = true;
+                self.clear(&mut st, &mut out);
                 writeln!(
                     out,
                     "{dim}  round {round}: {} move at once…{dim:#}",
                     printable(&roles.join(", "))
                 )
             }
-            SimEvent::RoundEnded { .. } => {
-                st.in_round = false;
-                Ok(())
-            }
+            SimEvent::RoundEnded { .. } => Ok(()),
             SimEvent::Warning { text } => {
+                self.clear(&mut st, &mut out);
                 let w = if self.color {
                     Style::new().fg_color(Some(AnsiColor::Yellow.into()))
                 } else {
                     Style::new()
                 };
-                writeln!(out, "{w}warning:{w:#} {}", printable(text))
+                let said = writeln!(out, "{w}warning:{w:#} {}", printable(text));
+                if self.live && st.draft.as_ref().is_some_and(|d| !d.text.is_empty()) {
+                    self.show_draft(&mut st, &mut out);
+                }
+                said
             }
             SimEvent::Progress(_) => Ok(()),
-            SimEvent::Finished { ended_by, turns } => writeln!(
-                out,
-                "{dim}── ended by {ended_by} after {turns} turns ──{dim:#}"
-            ),
+            SimEvent::Finished { ended_by, turns } => {
+                self.clear(&mut st, &mut out);
+                writeln!(
+                    out,
+                    "{dim}── ended by {ended_by} after {turns} turns ──{dim:#}"
+                )
+            }
         };
         let _ = out.flush();
     }

@@ -13,6 +13,11 @@ use crate::tokens::{join_lines as join, TokenCounter, MESSAGE_OVERHEAD};
 pub struct Section {
     pub header: String,
     pub items: Vec<Item>,
+    /// The lines are the conversation, sent as chat turns of their own rather than as
+    /// lines of text: the speaker's own lines as its assistant turns, the others' as
+    /// user turns carrying their names; the closing instructions follow in a last user
+    /// turn.
+    pub as_turns: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -20,6 +25,9 @@ pub struct Item {
     pub text: String,
     /// Lower ranks are dropped first.
     pub drop_rank: u32,
+    /// In a section sent as turns: a line of the speaker's own (its text without a
+    /// label).
+    pub own: bool,
 }
 
 /// A prompt before budgeting.
@@ -43,6 +51,51 @@ pub struct Assembled {
 }
 
 impl Draft {
+    /// The messages after the system part: one user message with every kept line and
+    /// the closing instructions, or, with a section sent as turns, the lines before it,
+    /// its turns, and the instructions in the last user turn.
+    fn messages_after_system(&self, kept: &[Vec<bool>]) -> Vec<ChatMessage> {
+        let Some(at) = self.sections.iter().position(|s| s.as_turns) else {
+            return vec![ChatMessage::user(self.user_text(kept))];
+        };
+        let before = Draft {
+            system: Vec::new(),
+            sections: self.sections[..at].to_vec(),
+            tail: Vec::new(),
+        };
+        let mut turns: Vec<ChatMessage> = Vec::new();
+        let mut push = |m: ChatMessage| match turns.last_mut() {
+            Some(last) if last.role == m.role => {
+                last.content.push('\n');
+                last.content.push_str(&m.content);
+            }
+            _ => turns.push(m),
+        };
+        let lead = before.user_text(&kept[..at]);
+        if !lead.is_empty() {
+            push(ChatMessage::user(lead));
+        }
+        for (item, keep) in self.sections[at].items.iter().zip(&kept[at]) {
+            if *keep {
+                push(if item.own {
+                    ChatMessage::assistant(item.text.clone())
+                } else {
+                    ChatMessage::user(item.text.clone())
+                });
+            }
+        }
+        let after = Draft {
+            system: Vec::new(),
+            sections: self.sections[at + 1..].to_vec(),
+            tail: self.tail.clone(),
+        };
+        let closing = after.user_text(&kept[at + 1..]);
+        if !closing.is_empty() {
+            push(ChatMessage::user(closing));
+        }
+        turns
+    }
+
     fn user_text(&self, kept: &[Vec<bool>]) -> String {
         let mut parts = Vec::new();
         for (section, keep) in self.sections.iter().zip(kept) {
@@ -81,18 +134,39 @@ impl Draft {
             })
             .collect();
         order.sort();
-        let total = |user: &str| system_tokens + counter.count(user) + 2 * MESSAGE_OVERHEAD;
-        let mut user = self.user_text(&kept);
+        let total = |rest: &[ChatMessage]| {
+            system_tokens
+                + rest
+                    .iter()
+                    .map(|m| counter.count(&m.content) + MESSAGE_OVERHEAD)
+                    .sum::<usize>()
+                + MESSAGE_OVERHEAD
+        };
+        let mut rest = self.messages_after_system(&kept);
         let mut dropped = 0;
         let mut next = order.into_iter();
-        while total(&user) > budget {
+        while total(&rest) > budget {
             let Some((_, si, ii)) = next.next() else {
                 break;
             };
             kept[si][ii] = false;
             dropped += 1;
-            user = self.user_text(&kept);
+            rest = self.messages_after_system(&kept);
         }
+        if total(&rest) <= budget {
+            let tokens = total(&rest);
+            let mut messages = vec![ChatMessage::system(system)];
+            messages.extend(rest);
+            return Assembled {
+                messages,
+                tokens,
+                dropped,
+                truncated: false,
+            };
+        }
+        // Every line is dropped and the fixed text alone is over: one user message.
+        let user = self.user_text(&kept);
+        let total = |user: &str| system_tokens + counter.count(user) + 2 * MESSAGE_OVERHEAD;
         let mut truncated = false;
         let (mut system, mut user) = (system, user);
         if total(&user) > budget {
@@ -167,8 +241,10 @@ mod tests {
                     .map(|i| Item {
                         text: format!("message number {i} with some words"),
                         drop_rank: i as u32,
+                        own: false,
                     })
                     .collect(),
+                as_turns: false,
             }],
             tail: vec!["Reply now.".into()],
         }

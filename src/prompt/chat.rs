@@ -30,6 +30,12 @@ impl ChatMessage {
             content: content.into(),
         }
     }
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self {
+            role: ChatRole::Assistant,
+            content: content.into(),
+        }
+    }
 }
 
 /// A tool the model may call: what the decision prompt and native tool calling show.

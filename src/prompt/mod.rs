@@ -16,26 +16,45 @@ use crate::memory::{Observation, SummaryRequest};
 use crate::scenario::{role_text, JudgePrompts, Persona, RoleText, Scenario, SpeakerRule, State};
 use crate::tokens::TokenCounter;
 
+/// Put before the results of an agent's tool calls in its reply prompt.
+pub const TOOL_FACTS_NOTE: &str =
+    "Facts you looked up just now with your tools (use them in your reply; do not quote this note):";
+const SUMMARY_HEADER: &str = "Summary of the conversation so far:";
+const RELEVANT_HEADER: &str = "Earlier messages that may be relevant:";
+
+/// Text sopsim itself puts in agents' prompts, whatever the scenario: a reply that
+/// repeats it echoes the instructions (see [`crate::quality`]).
+pub const FRAMEWORK_TEXTS: &[&str] = &[
+    TOOL_FACTS_NOTE,
+    SUMMARY_HEADER,
+    RELEVANT_HEADER,
+    crate::scenario::OPENING_NOTE,
+];
+
 const RANK_RECENT: u32 = 0;
 const RANK_RELEVANT: u32 = 1_000_000;
 const RANK_SUMMARY: u32 = 2_000_000;
 const RANK_LATEST: u32 = 3_000_000;
 
-fn context_sections(obs: &Observation, latest_rank: u32) -> Vec<Section> {
+/// The summary, the relevant earlier messages and the recent ones; with `turns_of`,
+/// the recent ones are chat turns, that speaker's own as its assistant turns.
+fn context_sections(obs: &Observation, latest_rank: u32, turns_of: Option<&str>) -> Vec<Section> {
     let mut sections = Vec::new();
     if let Some(summary) = &obs.summary {
         sections.push(Section {
-            header: "Summary of the conversation so far:".into(),
+            header: SUMMARY_HEADER.into(),
             items: vec![Item {
                 text: summary.clone(),
                 drop_rank: RANK_SUMMARY,
+                own: false,
             }],
+            as_turns: false,
         });
     }
     if !obs.relevant.is_empty() {
         let n = obs.relevant.len() as u32;
         sections.push(Section {
-            header: "Earlier messages that may be relevant:".into(),
+            header: RELEVANT_HEADER.into(),
             items: obs
                 .relevant
                 .iter()
@@ -43,8 +62,10 @@ fn context_sections(obs: &Observation, latest_rank: u32) -> Vec<Section> {
                 .map(|(i, m)| Item {
                     text: m.render(),
                     drop_rank: RANK_RELEVANT + n - i as u32,
+                    own: false,
                 })
                 .collect(),
+            as_turns: false,
         });
     }
     if !obs.recent.is_empty() {
@@ -55,15 +76,20 @@ fn context_sections(obs: &Observation, latest_rank: u32) -> Vec<Section> {
                 .recent
                 .iter()
                 .enumerate()
-                .map(|(i, m)| Item {
-                    text: m.render(),
-                    drop_rank: if i == last {
-                        latest_rank
-                    } else {
-                        RANK_RECENT + i as u32
-                    },
+                .map(|(i, m)| {
+                    let own = turns_of == Some(m.name.as_str());
+                    Item {
+                        text: if own { m.content.clone() } else { m.render() },
+                        drop_rank: if i == last {
+                            latest_rank
+                        } else {
+                            RANK_RECENT + i as u32
+                        },
+                        own,
+                    }
                 })
                 .collect(),
+            as_turns: turns_of.is_some(),
         });
     }
     sections
@@ -93,9 +119,11 @@ pub fn agent_prompt(
         let at = usize::from(obs.recent.is_empty());
         tail.insert(at, found.to_string());
     }
+    let turns_of =
+        (std::env::var("SOPSIM_PROMPT_VARIANT").as_deref() == Ok("turns")).then_some(who.name);
     Draft {
         system,
-        sections: context_sections(obs, RANK_LATEST),
+        sections: context_sections(obs, RANK_LATEST, turns_of),
         tail,
     }
     .fit(scenario.environment.prompt_token_budget, counter)
@@ -139,7 +167,7 @@ pub fn choice_prompt(
     ));
     Draft {
         system: role_text(state, who, false).system,
-        sections: context_sections(obs, RANK_LATEST),
+        sections: context_sections(obs, RANK_LATEST, None),
         tail,
     }
     .fit(scenario.environment.prompt_token_budget, counter)
@@ -173,7 +201,7 @@ pub fn extract_prompt(
     ];
     Draft {
         system,
-        sections: context_sections(obs, RANK_LATEST),
+        sections: context_sections(obs, RANK_LATEST, None),
         tail,
     }
     .fit(scenario.environment.prompt_token_budget, counter)
@@ -242,7 +270,7 @@ pub fn route_prompt(
     let tail = vec![last_prompt.unwrap_or_default(), answer];
     Draft {
         system,
-        sections: context_sections(obs, RANK_LATEST),
+        sections: context_sections(obs, RANK_LATEST, None),
         tail,
     }
     .fit(scenario.environment.prompt_token_budget, counter)
@@ -289,7 +317,7 @@ pub fn judge_prompt(
     let tail = vec![judge.last_prompt.clone().unwrap_or_default(), answer];
     Draft {
         system,
-        sections: context_sections(obs, RANK_LATEST),
+        sections: context_sections(obs, RANK_LATEST, None),
         tail,
     }
     .fit(scenario.environment.prompt_token_budget, counter)
@@ -315,7 +343,7 @@ pub fn summary_prompt(
     let tail = vec![state.summary.last_prompt.clone()];
     Draft {
         system,
-        sections: context_sections(&obs, RANK_LATEST),
+        sections: context_sections(&obs, RANK_LATEST, None),
         tail,
     }
     .fit(scenario.environment.prompt_token_budget, counter)

@@ -24,7 +24,7 @@ pub use load::{
 };
 pub use outcomes::*;
 pub use path::FieldPath;
-pub use persona::{role_text, Persona, RoleText};
+pub use persona::{identity, role_text, Persona, RoleText, OPENING_NOTE};
 pub use tools::{
     compile_arguments_schema, is_loopback, loopback_allowlist, max_tool_steps, tools_of,
     AllowlistError, AvailableIf, DecisionFormat, McpCommand, McpConfigError, RunIf, SchemaError,

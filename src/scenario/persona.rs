@@ -31,12 +31,17 @@ pub fn role_text(state: &State, who: Persona<'_>, opening: bool) -> RoleText {
     }
 }
 
+/// Told to the first speaker of a conversation.
+pub const OPENING_NOTE: &str = "Nothing has been said yet; you open the conversation.";
+
+/// Who an agent is told it is.
+pub fn identity(name: &str, role: &str) -> String {
+    format!("You are {name}. Here you play the role of {role}.")
+}
+
 fn system_part(state: &State, who: Persona<'_>, comps: Option<&Components>) -> Vec<String> {
     let mut sys = vec![state.environment_prompt.trim().to_string()];
-    sys.push(format!(
-        "You are {}. Here you play the role of {}.",
-        who.name, who.role
-    ));
+    sys.push(identity(who.name, who.role));
     let style: Vec<&str> = [
         who.agent.style.as_str(),
         comps.and_then(|c| c.style.as_deref()).unwrap_or(""),
@@ -67,7 +72,7 @@ fn system_part(state: &State, who: Persona<'_>, comps: Option<&Components>) -> V
 fn tail_part(who: Persona<'_>, comps: Option<&Components>, opening: bool) -> Vec<String> {
     let mut tail = Vec::new();
     if opening {
-        tail.push("Nothing has been said yet; you open the conversation.".to_string());
+        tail.push(OPENING_NOTE.to_string());
     }
     if let Some(c) = comps {
         tail.extend(c.output.iter().map(|o| o.trim().to_string()));
@@ -80,6 +85,19 @@ fn tail_part(who: Persona<'_>, comps: Option<&Components>, opening: bool) -> Vec
 /// The last line of an agent's prompt: who speaks now and what to do. Small models
 /// follow a task stated here far better than one stated in the system part.
 fn your_turn(who: Persona<'_>, task: Option<&str>) -> String {
+    if std::env::var_os("SOPSIM_PROMPT_VARIANT").is_some() {
+        return match task.map(str::trim).filter(|t| !t.is_empty()) {
+            Some(task) => format!(
+                "Reply as {}, in the first person, with something not yet said: {}",
+                who.name,
+                lower_first(task)
+            ),
+            None => format!(
+                "Reply as {}, in the first person, with something not yet said.",
+                who.name
+            ),
+        };
+    }
     match task.map(str::trim).filter(|t| !t.is_empty()) {
         Some(task) => format!("{}, {}", who.name, lower_first(task)),
         None => format!(

@@ -417,9 +417,7 @@ pub fn results_for_reply(tasks: &[Task], objects: &[String]) -> Option<String> {
     if tasks.is_empty() {
         return None;
     }
-    let mut text = String::from(
-        "Facts you looked up just now with your tools (use them in your reply; do not quote this note):\n",
-    );
+    let mut text = format!("{}\n", crate::prompt::TOOL_FACTS_NOTE);
     for t in tasks {
         text.push_str(&format!("- {} {}: {}\n", t.tool, t.arguments, t.parsed));
     }

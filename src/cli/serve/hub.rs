@@ -191,6 +191,10 @@ impl EventSink for Hub {
                 let data = json!({ "name": name, "text": text }).to_string();
                 return Self::publish(&mut st, "token", data, false);
             }
+            SimEvent::Redrawn { name, cause } => {
+                let data = json!({ "name": name, "cause": cause }).to_string();
+                return Self::publish(&mut st, "redrawn", data, false);
+            }
             SimEvent::TurnStarted { name, role, human } => {
                 let data = json!({ "name": name, "role": role, "human": human }).to_string();
                 return Self::publish(&mut st, "turn", data, false);

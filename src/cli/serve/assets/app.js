@@ -375,6 +375,8 @@ function startLive(state) {
     const t = JSON.parse(e.data);
     streamToken(t.name, t.text);
   });
+  // The reply streamed so far is drawn again: its next draw streams afresh.
+  source.addEventListener('redrawn', () => dropStreaming());
   source.addEventListener('progress', (e) => {
     const p = JSON.parse(e.data);
     drawCounters(p);
