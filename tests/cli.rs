@@ -381,7 +381,7 @@ fn a_failed_model_fetch_explains_the_manual_steps() {
 fn ctrl_c_stops_at_the_turn_boundary_keeps_the_turns_and_exits_130() {
     use common::server::{ok, Reply, Server};
     let server = Server::start(vec![
-        ok(&["First point."]),
+        ok(&["Our first point is about health."]),
         Reply::Slow(std::time::Duration::from_millis(1500)),
     ]);
     let dir = tempfile::tempdir().unwrap();

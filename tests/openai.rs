@@ -335,7 +335,7 @@ fn a_failing_server_stops_the_run_with_exit_1_and_keeps_finished_turns() {
         headers: vec![],
     };
     let server = Server::start(vec![
-        ok(&["First reply."]),
+        ok(&["Here is my first reply."]),
         fail.clone(),
         fail.clone(),
         fail,

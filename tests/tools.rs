@@ -214,7 +214,7 @@ fn json_decisions_call_tools_without_the_tools_field() {
     let server = Server::start(vec![
         ok(&["```json\n{\"tool\": \"calculator\", \"arguments\": {\"expression\": \"1+2\"}}\n```"]),
         ok(&["{\"tool\": \"answer\"}"]),
-        ok(&["Three."]),
+        ok(&["The answer is three."]),
     ]);
     let outcome = run(
         worker(3, json!({"decision": "json"})),
@@ -224,7 +224,10 @@ fn json_decisions_call_tools_without_the_tools_field() {
     assert!(reqs[0].get("tools").is_none());
     assert!(all_text(&reqs[0]).contains("Answer with one JSON object"));
     assert_eq!(tool_counts(&outcome, "calculator"), json!({"ok": 1}));
-    assert_eq!(outcome.transcript.last().unwrap().content, "Three.");
+    assert_eq!(
+        outcome.transcript.last().unwrap().content,
+        "The answer is three."
+    );
 }
 
 #[test]
@@ -232,12 +235,15 @@ fn the_step_limit_makes_the_agent_reply() {
     let server = Server::start(vec![
         call("calculator", r#"{"expression": "1+1"}"#),
         call("calculator", r#"{"expression": "2+2"}"#),
-        ok(&["Two sums."]),
+        ok(&["I made two sums."]),
     ]);
     let outcome = run(worker(2, json!({})), openai(&server, false));
     assert!(all_text(&chats(&server)[1]).contains("Decision 2 of 2 (this is the last decision"));
     assert_eq!(outcome.summary.llm_calls["decide"], 2);
-    assert_eq!(outcome.transcript.last().unwrap().content, "Two sums.");
+    assert_eq!(
+        outcome.transcript.last().unwrap().content,
+        "I made two sums."
+    );
 }
 
 #[test]

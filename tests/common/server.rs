@@ -66,7 +66,7 @@ pub struct Behaviour {
     /// End a reply where the first of the request's `stop` sequences occurs, and name
     /// it in `stop_reason` (vLLM's field), streamed or not.
     pub honour_stops: bool,
-    /// What to answer once the scripted replies are used up (`ok(["Fine."])` if unset).
+    /// What to answer once the scripted replies are used up (`ok(["Fine, thank you."])` if unset).
     pub otherwise: Option<Reply>,
     /// Answer every request carrying llama.cpp's extra sampling fields with HTTP 400,
     /// as OpenAI's own API does with fields it does not know.
@@ -74,7 +74,7 @@ pub struct Behaviour {
 }
 
 impl Server {
-    /// Serves `replies` in order, then `ok(["Fine."])` forever.
+    /// Serves `replies` in order, then `ok(["Fine, thank you."])` forever.
     pub fn start(replies: Vec<Reply>) -> Self {
         Self::start_with(replies, Behaviour::default())
     }
@@ -182,7 +182,7 @@ fn handle(
         .unwrap()
         .pop_front()
         .or_else(|| behaviour.otherwise.clone())
-        .unwrap_or_else(|| ok(&["Fine."]));
+        .unwrap_or_else(|| ok(&["Fine, thank you."]));
     // A server that honours stop sequences sends the reply up to the first of them.
     let (reply, stop_reason) = match reply {
         Reply::Stream {

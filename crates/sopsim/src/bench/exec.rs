@@ -70,12 +70,20 @@ pub fn runs_within_open_files(limit: u64) -> usize {
 }
 
 /// The process's soft open-file limit, when it has one.
+#[cfg(unix)]
 fn open_file_limit() -> Option<u64> {
-    rlimit::Resource::NOFILE
-        .get()
-        .ok()
-        .map(|(soft, _)| soft)
-        .filter(|&soft| soft != rlimit::INFINITY)
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct it is given.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    (ok && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur as u64)
+}
+
+#[cfg(not(unix))]
+fn open_file_limit() -> Option<u64> {
+    None
 }
 
 /// Runs `jobs` (those not yet finished), `concurrency` at a time.

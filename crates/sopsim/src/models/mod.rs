@@ -163,9 +163,12 @@ pub fn models_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("SOPSIM_MODELS").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
-    let source_tree = Path::new(env!("CARGO_MANIFEST_DIR"));
-    if is_checkout(source_tree, cargo_home().as_deref()) {
-        return source_tree.join("models");
+    // The library is `crates/sopsim` of the workspace: its root is two folders up.
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if let Some(source_tree) = crate_dir.parent().and_then(Path::parent) {
+        if is_checkout(source_tree, cargo_home().as_deref()) {
+            return source_tree.join("models");
+        }
     }
     dirs::cache_dir()
         .unwrap_or_else(std::env::temp_dir)
