@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::*;
 use serde_json::json;
-use sopsim::actors::messages::{ApplyReturn, CallOutcome, Snapshot};
+use sopsim::actors::messages::{ApplyReturn, CallOutcome, Snapshot, ToolReturn};
 use sopsim::actors::EnvironmentActor;
 use sopsim::elysia::{ResultObject, Return};
 use sopsim::embed::{EmbedError, EmbedService, Embedder, HashEmbedder};
@@ -66,9 +66,8 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
             s.clone(),
             Mode::Cooperative,
             services.embed.clone(),
-            LlmClient::new(services.llm.clone()),
+            LlmClient::new(services.llm.clone(), 0),
             services.counter.clone(),
-            0,
         ));
         let mut result = ResultObject::new(
             "sources",
@@ -81,7 +80,7 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
             .as_object()
             .unwrap()
             .clone();
-        env.send(ApplyReturn {
+        env.send(ApplyReturn(ToolReturn {
             tool: "search".into(),
             agent: "Ada".into(),
             turn: 1,
@@ -89,10 +88,10 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
             outcome: CallOutcome::Ok,
             retry: false,
             store: true,
-        })
+        }))
         .await
         .unwrap();
-        env.send(ApplyReturn {
+        env.send(ApplyReturn(ToolReturn {
             tool: "search".into(),
             agent: "Ada".into(),
             turn: 2,
@@ -100,14 +99,14 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
             outcome: CallOutcome::Ok,
             retry: false,
             store: true,
-        })
+        }))
         .await
         .unwrap();
         let err = Return::Error {
             feedback: "rate limited, try later".into(),
             error_message: "429".into(),
         };
-        env.send(ApplyReturn {
+        env.send(ApplyReturn(ToolReturn {
             tool: "search".into(),
             agent: "Ada".into(),
             turn: 3,
@@ -115,7 +114,7 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
             outcome: CallOutcome::Failed,
             retry: false,
             store: true,
-        })
+        }))
         .await
         .unwrap();
         env.send(Snapshot).await.unwrap()

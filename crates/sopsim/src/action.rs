@@ -15,9 +15,9 @@ pub struct Action {
     pub others: Vec<String>,
 }
 
-/// Where in the run the action happened.
+/// Where in the run's log the action's message goes.
 #[derive(Debug, Clone, Copy)]
-pub struct Place<'a> {
+pub struct LogPlace<'a> {
     pub seq: u64,
     pub state: &'a str,
     pub visit: u32,
@@ -47,7 +47,7 @@ pub fn recorded_reply<'t>(text: &'t str, others: &[String]) -> (&'t str, bool) {
 impl Action {
     /// Turns the action into a memory message: a model's reply as [`recorded_reply`]
     /// records it, anything else as given (trimmed).
-    pub fn process(self, at: Place<'_>) -> Processed {
+    pub fn process(self, at: LogPlace<'_>) -> Processed {
         let (text, cut) = if self.kind == MessageKind::Reply {
             recorded_reply(&self.response, &self.others)
         } else {
@@ -135,7 +135,7 @@ mod tests {
     }
 
     fn process(response: &str) -> Processed {
-        action(response, MessageKind::Reply).process(Place {
+        action(response, MessageKind::Reply).process(LogPlace {
             seq: 4,
             state: "s",
             visit: 1,
@@ -203,7 +203,7 @@ mod tests {
         let p = process("Our guest arrives.\nGuest: Hello.");
         assert_eq!(p.memory.content, "Our guest arrives.");
         // A person's typed turn is kept as typed.
-        let human = action("Hi\nBen: hi", MessageKind::Human).process(Place {
+        let human = action("Hi\nBen: hi", MessageKind::Human).process(LogPlace {
             seq: 0,
             state: "s",
             visit: 1,
@@ -217,7 +217,7 @@ mod tests {
     #[test]
     fn keeps_the_place_in_the_run() {
         let m = action("Ada: x", MessageKind::Human)
-            .process(Place {
+            .process(LogPlace {
                 seq: 9,
                 state: "vote",
                 visit: 3,

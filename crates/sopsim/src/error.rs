@@ -8,16 +8,11 @@ use thiserror::Error;
 
 pub use crate::chain::chain;
 use crate::embed::EmbedError;
-use crate::llm::LlmError;
 
 #[derive(Debug, Error)]
 pub enum SimError {
-    #[error("model call failed at turn {turn}")]
-    Llm {
-        turn: u64,
-        #[source]
-        source: LlmError,
-    },
+    #[error(transparent)]
+    Llm(#[from] crate::llm::CallError),
     #[error("embedding failed")]
     Embed(#[from] EmbedError),
     #[error("an actor stopped unexpectedly")]

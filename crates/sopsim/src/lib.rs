@@ -62,6 +62,8 @@
 //! - [`memory`]: messages, the embedding index, shared memory and the two modes.
 //! - [`action`]: `Action::process`, a turn's output becoming a `Message`.
 //! - [`elysia`]: the keyed result store and Elysia's return objects.
+//! - [`environment`]: a simulation's Environment as data (memory, store, tool
+//!   records, rounds): the Environment actor's state and rules.
 //! - [`tools`]: the built-in tool kinds, and the decision agent's logic (what a
 //!   decision sees, reading it, self-healing errors).
 //! - [`quality`]: reply quality (copies, labels, narration, echoes, empty replies).
@@ -96,6 +98,7 @@ pub mod chain;
 pub mod control;
 pub mod elysia;
 pub mod embed;
+pub mod environment;
 pub mod error;
 pub mod events;
 pub mod files;

@@ -13,11 +13,12 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-use crate::actors::messages::{EnvironmentSnapshot, Snapshot};
+use crate::actors::messages::Snapshot;
 pub use crate::actors::EndReason;
 use crate::actors::{AgentActor, Cast, Director, EnvironmentActor, Finish, Limits, ParseFailures};
 use crate::control::RunControl;
 use crate::embed::{EmbedService, HashEmbedder};
+use crate::environment::EnvironmentSnapshot;
 use crate::error::{CancelToken, SimError};
 use crate::events::{EventSink, Sinks};
 use crate::human::HumanInput;
@@ -188,7 +189,7 @@ pub async fn run(
     let started = Instant::now();
     check_people(&scenario, &config)?;
     let mode = config.mode.unwrap_or(scenario.environment.mode);
-    let llm = LlmClient::new(services.llm.clone());
+    let llm = LlmClient::new(services.llm.clone(), config.seed);
     let mut config = config;
     let sinks = Sinks::new(std::mem::take(&mut config.sinks));
     config.notes.extend(services.llm.notes());
@@ -282,7 +283,6 @@ async fn cast(
         services.embed.clone(),
         llm.clone(),
         services.counter.clone(),
-        config.seed,
     )
     .start();
     let tools = Arc::new(crate::tools::ToolBox::start(scenario, &config.commands).await?);
@@ -300,9 +300,6 @@ async fn cast(
                 counter: services.counter.clone(),
                 sinks: sinks.clone(),
                 human: config.human_input.clone().filter(|_| played),
-                replies: 0,
-                choices: 0,
-                decides: Arc::default(),
                 tools: tools.clone(),
                 seed: config.seed,
                 instructions: instructions.clone(),

@@ -1,10 +1,8 @@
-//! The Agent actor: one per agent. On `TakeTurn` it reads its human's input, or
-//! prepares a `ModelTurn` (settings, call contexts, tools) that observes the
-//! Environment, prompts its model and makes its role's closed choice outside the
-//! handler; the result is recorded — or handed back, for a simultaneous round, for
-//! the Director to record with the others (its tool events held with it, and a
-//! person's move read without showing it). It keeps only what is its own: its name and
-//! how many calls of each kind it made.
+//! The Agent actor: one per agent. On `TakeTurn` it drafts the turn — its opening
+//! line, its person's typed line, or a `ModelTurn` (settings and tools) that observes
+//! the Environment, prompts its model and makes its role's closed choice outside the
+//! handler — and hands the draft back for the Director to commit. It keeps only what
+//! is its own: its name, who plays it, and its place in the run.
 
 use std::sync::Arc;
 
@@ -17,7 +15,7 @@ use super::tool_turn::Decider;
 use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
 use crate::human::HumanInput;
-use crate::llm::{CallContext, CallKind, LlmClient, TokenSink};
+use crate::llm::{LlmClient, TokenSink};
 use crate::memory::{Decision, MessageKind};
 use crate::scenario::{ChoiceSpec, ChoiceTiming, LlmSettings, Scenario};
 use crate::sop::parse_choice;
@@ -32,10 +30,6 @@ pub struct AgentActor {
     pub(crate) sinks: Sinks,
     /// Set when a person plays this agent.
     pub(crate) human: Option<Arc<dyn HumanInput>>,
-    pub(crate) replies: u64,
-    pub(crate) choices: u64,
-    /// Decide calls made so far (numbers them; turns of one agent never overlap).
-    pub(crate) decides: Arc<std::sync::atomic::AtomicU64>,
     pub(crate) tools: Arc<crate::tools::ToolBox>,
     pub(crate) seed: u64,
     /// What a reply must not copy or echo (shared by every agent of the run).
@@ -93,8 +87,13 @@ impl AgentActor {
         }))
     }
 
-    fn context(&self, kind: CallKind, msg: &TakeTurn, index: u64) -> CallContext {
-        CallContext::new(kind, &msg.state, msg.turn, self.seed).by(&self.name, &msg.role, index)
+    /// The turn as drafted: `message`, alone.
+    fn alone(&self, message: DraftMessage) -> TurnDone {
+        TurnDone::Drafted(DraftTurn {
+            name: self.name.clone(),
+            messages: vec![message],
+            events: Vec::new(),
+        })
     }
 }
 
@@ -106,47 +105,18 @@ fn typed_decision(line: &str, options: &[String]) -> Option<Decision> {
     })
 }
 
-/// The turn's tool messages, then its reply, recorded together; in a round, handed back
-/// (with its held tool events) for the Director to record with the others.
-pub(super) async fn hand_back(
-    turns: Vec<Turn>,
-    events: Vec<HeldEvent>,
-    commit: bool,
-    env: Addr<EnvironmentActor>,
-) -> Result<TurnDone, SimError> {
-    if !commit {
-        let name = turns.last().map(|t| t.name.clone()).unwrap_or_default();
-        return Ok(TurnDone::Drafted(Drafted {
-            name,
-            turns,
-            events,
-        }));
-    }
-    let n = turns.len();
-    let stored = env.send(Record(turns)).await??;
-    if stored.len() != n {
-        return Err(SimError::Internal("a turn was not recorded"));
-    }
-    Ok(TurnDone::Spoke(stored))
-}
-
 impl AgentActor {
-    /// A person's turn: their typed line, read hidden from the others in a round.
+    /// A person's turn: their typed line, read unseen by the others in a round.
     fn human_turn(
         &self,
         human: Arc<dyn HumanInput>,
         msg: TakeTurn,
-        draft: Turn,
+        base: DraftMessage,
         options: Vec<String>,
     ) -> impl std::future::Future<Output = Result<TurnDone, SimError>> {
-        let (name, role, commit, env) = (
-            self.name.clone(),
-            msg.role.clone(),
-            msg.commit,
-            self.env.clone(),
-        );
+        let (name, role) = (self.name.clone(), msg.role.clone());
         async move {
-            let read = if commit {
+            let read = if msg.live {
                 human.read_turn(&name, &role)
             } else {
                 human.read_move(&name, &role)
@@ -155,56 +125,46 @@ impl AgentActor {
                 return Ok(TurnDone::InputClosed);
             };
             let decision = typed_decision(&line, &options);
-            let t = Turn {
+            let message = DraftMessage {
                 response: line,
                 kind: MessageKind::Human,
                 decision,
-                ..draft
+                ..base
             };
-            hand_back(vec![t], Vec::new(), commit, env).await
+            Ok(TurnDone::Drafted(DraftTurn {
+                name,
+                messages: vec![message],
+                events: Vec::new(),
+            }))
         }
     }
 
-    /// Everything the model's turn needs, with this turn's calls counted.
+    /// Everything the model's turn needs.
     fn model_turn(
-        &mut self,
+        &self,
         msg: TakeTurn,
-        draft: Turn,
+        base: DraftMessage,
         choice: Option<ChoiceSpec>,
         options: Vec<String>,
     ) -> ModelTurn {
-        let (settings, speaker_stops) = self.settings(&msg.state, &msg.role, &draft.others);
-        let instead = choice
+        let (settings, speaker_stops) = self.settings(&msg.state, &msg.role, &base.others);
+        let replies = !choice
             .as_ref()
             .is_some_and(|c| c.after == ChoiceTiming::Instead);
-        let act = (!instead).then(|| {
-            self.replies += 1;
-            self.context(CallKind::Act, &msg, self.replies - 1)
-        });
-        let choice = choice.map(|spec| {
-            self.choices += 1;
-            let context = self.context(CallKind::Choice, &msg, self.choices - 1);
-            (spec, context)
-        });
-        let extract = self.context(CallKind::Tool, &msg, self.replies.saturating_sub(1));
-        let decider = act
-            .is_some()
-            .then(|| self.decider(&msg, &settings))
-            .flatten();
+        let decider = replies.then(|| self.decider(&msg, &settings)).flatten();
         ModelTurn {
             env: self.env.clone(),
             scenario: self.scenario.clone(),
             counter: self.counter.clone(),
             llm: self.llm.clone(),
-            stream: self.token_sink().filter(|_| msg.commit),
+            stream: self.token_sink().filter(|_| msg.live),
             sinks: self.sinks.clone(),
             instructions: self.instructions.clone(),
             msg,
-            draft,
+            base,
             settings,
             speaker_stops,
-            act,
-            extract,
+            replies,
             choice,
             options,
             decider,
@@ -240,9 +200,8 @@ impl AgentActor {
             max_steps: crate::scenario::max_tool_steps(state, &msg.role),
             environment_budget: self.scenario.environment.prompt_token_budget / 4,
             tools,
-            decides: self.decides.clone(),
             last_message: None,
-            held: (!msg.commit).then(Default::default),
+            live: msg.live,
         })
     }
 }
@@ -251,8 +210,8 @@ impl Handler<TakeTurn> for AgentActor {
     type Result = ResponseActFuture<Self, Result<TurnDone, SimError>>;
 
     fn handle(&mut self, msg: TakeTurn, _: &mut Context<Self>) -> Self::Result {
-        // A round's turns are shown when the round is complete, not as they happen.
-        if msg.commit {
+        // A round's turns are shown when the round is committed, not as they happen.
+        if msg.live {
             self.sinks.emit(SimEvent::TurnStarted {
                 name: self.name.clone(),
                 role: msg.role.clone(),
@@ -260,8 +219,8 @@ impl Handler<TakeTurn> for AgentActor {
             });
         }
         let others = other_labels(&self.scenario, &msg.state, &self.name, &msg.role);
-        // The turn as recorded; each path below fills in what it said.
-        let draft = Turn {
+        // What every message of the turn shares; each path fills in what it said.
+        let base = DraftMessage {
             name: self.name.clone(),
             role: msg.role.clone(),
             response: String::new(),
@@ -270,15 +229,15 @@ impl Handler<TakeTurn> for AgentActor {
             decision: None,
             others,
             stopped_at_speaker: false,
+            stored: None,
         };
         if let Some(query) = msg.opening.clone() {
-            let t = Turn {
+            let opening = self.alone(DraftMessage {
                 response: query,
                 kind: MessageKind::Opening,
-                ..draft
-            };
-            let done = hand_back(vec![t], Vec::new(), msg.commit, self.env.clone());
-            return Box::pin(done.into_actor(self));
+                ..base
+            });
+            return Box::pin(fut::ready(Ok(opening)));
         }
         let choice = self.scenario.sop.states[&msg.state]
             .components
@@ -286,9 +245,9 @@ impl Handler<TakeTurn> for AgentActor {
             .and_then(|c| c.choice.clone());
         let options = choice.as_ref().map(|c| c.options()).unwrap_or_default();
         if let Some(human) = self.human.clone() {
-            return Box::pin(self.human_turn(human, msg, draft, options).into_actor(self));
+            return Box::pin(self.human_turn(human, msg, base, options).into_actor(self));
         }
-        let turn = self.model_turn(msg, draft, choice, options);
+        let turn = self.model_turn(msg, base, choice, options);
         Box::pin(turn.run().into_actor(self))
     }
 }

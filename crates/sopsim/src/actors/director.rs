@@ -3,11 +3,13 @@
 //! asks for (controller, judge), sends `TakeTurn` to agents and appends every finished
 //! turn to the transcript before the next one starts.
 //!
-//! A sequential turn is a chain of self-messages: `Step` (choose the speaker) →
-//! `Speak` (the agent's turn) → `Transit` (apply the transition) → `Step`. In a
-//! simultaneous state, `Step` starts a `Round`: every role's turn at once, each on the
-//! memory as it stood when the round began; the turns are committed together, in the
-//! order of the state's roles, and the transition is checked after the round.
+//! A run is a chain of self-messages: `Step` (choose who speaks) → `Play` (their
+//! turns) → `Transit` (apply the transition) → `Step`. Every turn takes one path: the
+//! Environment begins a round for it, its agent drafts it, and the Director commits
+//! it. A sequential turn is a round of one, shown as it happens; in a simultaneous
+//! state every role's turn is in flight at once, each on the memory as it stood when
+//! the round began, shown and committed together in the order of the state's roles,
+//! and the transition is checked after the round.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -116,11 +118,7 @@ pub struct Director {
     engine: SopEngine,
     transcript: Option<TranscriptWriter>,
     done: Option<oneshot::Sender<Finish>>,
-    seed: u64,
     turn: u64,
-    /// Calls made so far by kind (each call's index).
-    route_calls: u64,
-    transit_calls: u64,
     rounds: u32,
     warnings: Vec<String>,
     stop_reason: Option<String>,
@@ -149,10 +147,7 @@ impl Director {
             limits,
             transcript,
             done: Some(done),
-            seed,
             turn: 0,
-            route_calls: 0,
-            transit_calls: 0,
             rounds: 0,
             warnings: notes,
             stop_reason: None,
@@ -218,27 +213,34 @@ impl StreamHandler<Control> for Director {
 #[rtype(result = "()")]
 struct Step;
 
+/// The next turns: one role's (with its visit's opening line, if it opens), or a
+/// simultaneous round's.
 #[derive(Message)]
 #[rtype(result = "()")]
-struct Speak {
-    role: String,
+struct Play {
+    roles: Vec<String>,
     opening: Option<String>,
+    simultaneous: bool,
 }
 
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Round {
-    roles: Vec<String>,
+impl Play {
+    fn one(role: String, opening: Option<String>) -> Self {
+        Self {
+            roles: vec![role],
+            opening,
+            simultaneous: false,
+        }
+    }
 }
 
 #[derive(Message)]
 #[rtype(result = "()")]
 struct Transit(Transition);
 
-/// What a controller or judge call asks: its prompt and the options.
-struct Question {
+/// A routing call (the speaker controller or the transition judge): its prompt and
+/// the options offered.
+struct RoutingCall {
     kind: CallKind,
-    index: u64,
     /// Offered to the model.
     options: Vec<String>,
     prompt: Assembled,
@@ -367,7 +369,7 @@ impl Director {
     /// chosen (`None` when the backend could not give a valid one).
     fn ask(
         &mut self,
-        build: impl FnOnce(&Scenario, &Observation) -> Question + 'static,
+        build: impl FnOnce(&Scenario, &Observation) -> RoutingCall + 'static,
         then: impl FnOnce(&mut Self, Option<usize>, &mut Context<Self>) + 'static,
         ctx: &mut Context<Self>,
     ) {
@@ -380,32 +382,18 @@ impl Director {
             .cast
             .scenario
             .settings_for(self.engine.current_state(), None, None);
-        let (state, turn, seed) = (
-            self.engine.current_state().to_string(),
-            self.turn,
-            self.seed,
-        );
+        let (state, turn) = (self.engine.current_state().to_string(), self.turn);
         async move {
             let obs = env.send(Observe).await?;
             let q = build(&scenario, &obs);
+            // A controller chooses who takes the next turn; a judge rules on the last.
+            let turn = turn + u64::from(q.kind == CallKind::Route);
             let context = CallContext {
                 choices: q.options.clone(),
-                ..CallContext::new(
-                    q.kind,
-                    &state,
-                    turn + u64::from(q.kind == CallKind::Route),
-                    seed,
-                )
-                .numbered(q.index)
+                ..llm.context(q.kind, &state, turn, None)
             };
             let request = LlmRequest::choice(q.prompt.messages, q.options, settings, context);
-            let completion = llm
-                .complete(request, None)
-                .await
-                .map_err(|source| SimError::Llm {
-                    turn: turn.max(1),
-                    source,
-                })?;
+            let completion = llm.call(request, None).await?;
             Ok::<_, SimError>(completion.chosen)
         }
         .into_actor(self)
@@ -422,14 +410,11 @@ impl Director {
     /// The `llm` speaker rule: one closed choice among the roles; if the backend gives
     /// no valid one, `order` decides and a warning is recorded.
     fn ask_controller(&mut self, choices: Vec<String>, ctx: &mut Context<Self>) {
-        let index = self.route_calls;
-        self.route_calls += 1;
         let state_name = self.engine.current_state().to_string();
         let (counter, offered) = (self.cast.counter.clone(), choices.clone());
         self.ask(
-            move |scenario, obs| Question {
+            move |scenario, obs| RoutingCall {
                 kind: CallKind::Route,
-                index,
                 prompt: prompt::route_prompt(scenario, &scenario.sop.states[&state_name], &offered, obs, counter.as_ref()),
                 options: offered,
             },
@@ -448,7 +433,7 @@ impl Director {
                         fallback
                     }
                 };
-                ctx.notify(Speak { role, opening: None });
+                ctx.notify(Play::one(role, None));
             },
             ctx,
         );
@@ -457,8 +442,6 @@ impl Director {
     /// The transition judge: one closed choice between staying and each next state (or
     /// their labels, for configs that answer with labels).
     fn ask_judge(&mut self, choices: Vec<String>, ctx: &mut Context<Self>) {
-        let index = self.transit_calls;
-        self.transit_calls += 1;
         let state_name = self.engine.current_state().to_string();
         let (counter, offered) = (self.cast.counter.clone(), choices.clone());
         self.ask(
@@ -470,9 +453,8 @@ impl Director {
                 } else {
                     offered.clone()
                 };
-                Question {
+                RoutingCall {
                     kind: CallKind::Transit,
-                    index,
                     prompt: prompt::judge_prompt(
                         scenario,
                         &state_name,
@@ -571,80 +553,26 @@ impl Handler<Step> for Director {
             return self.finish(EndReason::Budget, None, ctx);
         }
         match self.engine.next_speaker() {
-            Speaker::Opening { role, query } => ctx.notify(Speak {
-                role,
-                opening: Some(query),
-            }),
-            Speaker::Role(role) => ctx.notify(Speak {
-                role,
-                opening: None,
-            }),
+            Speaker::Opening { role, query } => ctx.notify(Play::one(role, Some(query))),
+            Speaker::Role(role) => ctx.notify(Play::one(role, None)),
             Speaker::Ask { choices } => self.ask_controller(choices, ctx),
             // A round is all or nothing: it does not start if the turn limit would
             // cut it short.
             Speaker::Round { roles } if self.turn + roles.len() as u64 > self.limits.max_turns => {
                 self.finish(EndReason::MaxTurns, None, ctx)
             }
-            Speaker::Round { roles } => ctx.notify(Round { roles }),
+            Speaker::Round { roles } => ctx.notify(Play {
+                roles,
+                opening: None,
+                simultaneous: true,
+            }),
         }
     }
 }
 
-impl Handler<Speak> for Director {
+impl Handler<Play> for Director {
     type Result = ();
-    fn handle(&mut self, msg: Speak, ctx: &mut Context<Self>) {
-        let agent = match self.agent(&msg.role) {
-            Ok(a) => a,
-            Err(e) => return self.fail(e, ctx),
-        };
-        self.turn += 1;
-        let state = self.engine.current_state().to_string();
-        tracing::debug!(turn = self.turn, %state, role = %msg.role, opening = msg.opening.is_some(), "take turn");
-        let turn = TakeTurn {
-            state,
-            visit: self.engine.visit(),
-            role: msg.role,
-            turn: self.turn,
-            opening: msg.opening,
-            commit: true,
-        };
-        agent
-            .send(turn)
-            .into_actor(self)
-            .map(|res, act, ctx| {
-                let memory = match res {
-                    Ok(Ok(TurnDone::Spoke(memories))) => memories,
-                    other => {
-                        act.turn -= 1; // the turn did not finish: `turns` counts finished ones
-                        return match other {
-                            Ok(Ok(TurnDone::InputClosed)) => {
-                                act.finish(EndReason::InputClosed, None, ctx)
-                            }
-                            Ok(Err(e)) => act.fail(e, ctx),
-                            Err(e) => act.fail(e.into(), ctx),
-                            Ok(Ok(_)) => act.fail(
-                                SimError::Internal("a sequential turn was not recorded"),
-                                ctx,
-                            ),
-                        };
-                    }
-                };
-                if let Err(e) = act.commit(&memory) {
-                    return act.fail(e, ctx);
-                }
-                let Some(reply) = memory.last() else {
-                    return act.fail(SimError::Internal("a turn recorded no reply"), ctx);
-                };
-                let check = act.engine.check_transition(&reply.content);
-                act.transit_after(check, ctx);
-            })
-            .wait(ctx);
-    }
-}
-
-impl Handler<Round> for Director {
-    type Result = ();
-    fn handle(&mut self, msg: Round, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: Play, ctx: &mut Context<Self>) {
         let agents = match msg
             .roles
             .iter()
@@ -654,27 +582,29 @@ impl Handler<Round> for Director {
             Ok(a) => a,
             Err(e) => return self.fail(e, ctx),
         };
-        self.rounds += 1;
-        let (state, visit, round) = (
-            self.engine.current_state().to_string(),
-            self.engine.visit(),
-            self.rounds,
-        );
+        let (state, visit) = (self.engine.current_state().to_string(), self.engine.visit());
         let names: Vec<String> = msg
             .roles
             .iter()
             .filter_map(|r| self.cast.scenario.agent_for(&state, r))
             .map(|n| n.to_string())
             .collect();
-        self.cast.sinks.emit(SimEvent::RoundStarted {
-            state: state.clone(),
-            visit,
-            round,
-            roles: msg.roles.clone(),
+        let round = msg.simultaneous.then(|| {
+            self.rounds += 1;
+            self.rounds
         });
+        if let Some(round) = round {
+            self.cast.sinks.emit(SimEvent::RoundStarted {
+                state: state.clone(),
+                visit,
+                round,
+                roles: msg.roles.clone(),
+            });
+        }
         let first = self.turn + 1;
         let n = msg.roles.len() as u64;
         self.turn += n;
+        tracing::debug!(turn = first, %state, roles = ?msg.roles, opening = msg.opening.is_some(), "take turns");
         let turns: Vec<_> = agents
             .into_iter()
             .zip(&msg.roles)
@@ -685,46 +615,42 @@ impl Handler<Round> for Director {
                     visit,
                     role: role.clone(),
                     turn: first + i as u64,
-                    opening: None,
-                    commit: false,
+                    opening: msg.opening.clone(),
+                    live: !msg.simultaneous,
                 };
                 (agent, turn)
             })
             .collect();
         let env = self.cast.env.clone();
         async move {
-            // The Environment keeps each turn's tool returns to itself from now on.
             env.send(BeginRound { agents: names }).await?;
-            // Every role's turn is in flight at once (asked in the order of the roles);
-            // each observes the memory as it stood when the round began, since nothing
-            // of the round is committed until all are in.
+            // Every turn is in flight at once (asked in the order of the roles); each
+            // observes the memory as it stood when the round began, since nothing of
+            // the round is committed until all are in.
             let turns = turns.into_iter().map(|(agent, turn)| agent.send(turn));
             let mut drafted = Vec::with_capacity(n as usize);
             for done in futures::future::join_all(turns).await {
                 match done?? {
                     TurnDone::Drafted(d) => drafted.push(d),
                     TurnDone::InputClosed => return Ok(None),
-                    TurnDone::Spoke(_) => {
-                        return Err(SimError::Internal("a round's turn was recorded alone"))
-                    }
                 }
             }
-            Ok::<_, SimError>(Some(env.send(CommitRound(drafted)).await??))
+            Ok::<_, SimError>(Some(env.send(Commit(drafted)).await??))
         }
         .into_actor(self)
         .map(move |res, act, ctx| {
             let committed = match res {
                 Ok(Some(c)) => c,
                 other => {
-                    act.turn -= n; // nothing of the round was committed
+                    act.turn -= n; // nothing of the turns was committed
                     return match other {
                         Err(e) => act.fail(e, ctx),
                         _ => act.finish(EndReason::InputClosed, None, ctx),
                     };
                 }
             };
-            // Each turn as a sequential one shows: its tool events, then its messages.
-            let mut texts = Vec::new();
+            // Each turn shows its held tool events, then its messages.
+            let mut said = Vec::new();
             for turn in committed {
                 for ret in turn.events {
                     act.cast.sinks.emit(SimEvent::Tool {
@@ -736,16 +662,24 @@ impl Handler<Round> for Director {
                 if let Err(e) = act.commit(&turn.messages) {
                     return act.fail(e, ctx);
                 }
-                texts.extend(turn.messages.into_iter().filter(|m| !m.kind.is_tool()));
+                said.extend(turn.messages.into_iter().filter(|m| !m.kind.is_tool()));
             }
-            act.cast.sinks.emit(SimEvent::RoundEnded {
-                state,
-                visit,
-                round,
-                roles: msg.roles,
-            });
-            let texts: Vec<&str> = texts.iter().map(|m| m.content.as_str()).collect();
-            let check = act.engine.check_round(&texts);
+            let check = match round {
+                Some(round) => {
+                    act.cast.sinks.emit(SimEvent::RoundEnded {
+                        state,
+                        visit,
+                        round,
+                        roles: msg.roles,
+                    });
+                    let texts: Vec<&str> = said.iter().map(|m| m.content.as_str()).collect();
+                    act.engine.check_round(&texts)
+                }
+                None => match said.last() {
+                    Some(reply) => act.engine.check_transition(&reply.content),
+                    None => return act.fail(SimError::Internal("a turn said nothing"), ctx),
+                },
+            };
             act.transit_after(check, ctx);
         })
         .wait(ctx);

@@ -1,47 +1,34 @@
-//! The Environment actor: owns a simulation's shared memory and its Elysia store.
-//! Embedding goes to the embedding service and summaries to the LLM client; the
-//! actor only sequences the work and keeps the state. During a simultaneous round it
-//! keeps each turn's tool returns and extracted values apart (`environment_tools`)
-//! and applies them when the round is committed, in the order of the roles.
+//! The Environment actor: a thin shell around [`crate::environment::Environment`],
+//! which holds the state and the rules. The actor sequences the work around it:
+//! embedding committed messages (the embedding service batches them with other
+//! simulations'), asking for a summary when one is due, and running the tools that
+//! read the Environment (`store_query`, `knowledge`).
 
 use std::sync::Arc;
 
 use actix::prelude::*;
-use serde_json::json;
+use serde_json::{json, Map, Value};
 
 use super::messages::*;
-use crate::action::{Action, Place};
-use crate::elysia::Store;
+use crate::elysia::ResultObject;
 use crate::embed::EmbedService;
+use crate::environment::{Environment, SettledTurn};
 use crate::error::SimError;
-use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest};
-use crate::memory::{Message, SharedMemory, SummaryRequest};
+use crate::llm::{CallKind, LlmClient, LlmRequest};
+use crate::memory::{Message, SummaryRequest};
 use crate::prompt;
 use crate::scenario::Scenario;
 use crate::tokens::TokenCounter;
+use crate::tools::{store_query, Failure, InEnvironment};
 
 pub struct EnvironmentActor {
-    pub(super) scenario: Arc<Scenario>,
-    memory: SharedMemory,
-    pub(super) store: Store,
-    pub(super) tools: super::environment_tools::ToolRecords,
-    pub(super) mode: crate::scenario::Mode,
-    /// Values `extract` steps stored, by tag.
-    pub(super) shared: std::collections::BTreeMap<String, String>,
-    /// The simultaneous round in progress, if any.
-    pub(super) round: Option<super::environment_tools::OpenRound>,
-    /// Embedding calls made for this simulation.
-    embeddings: u64,
-    /// Replies cut where they went on as another participant.
-    cut_replies: u64,
+    env: Environment,
+    scenario: Arc<Scenario>,
     /// Whether anything reads embeddings (`Scenario::needs_embeddings`).
     needs_embeddings: bool,
-    pub(super) embed: EmbedService,
+    embed: EmbedService,
     llm: LlmClient,
-    pub(super) counter: Arc<dyn TokenCounter>,
-    pub(super) state: String,
-    pub(super) visit: u32,
-    seed: u64,
+    counter: Arc<dyn TokenCounter>,
 }
 
 impl EnvironmentActor {
@@ -51,39 +38,25 @@ impl EnvironmentActor {
         embed: EmbedService,
         llm: LlmClient,
         counter: Arc<dyn TokenCounter>,
-        seed: u64,
     ) -> Self {
-        let env = &scenario.environment;
-        let memory = SharedMemory::new(mode, env.max_chat_history, env.top_k);
-        let state = scenario.sop.start.clone();
         Self {
+            env: Environment::new(&scenario, mode),
             needs_embeddings: scenario.needs_embeddings(),
             scenario,
-            memory,
-            store: Store::new(),
-            tools: Default::default(),
-            mode,
-            shared: Default::default(),
-            round: None,
-            embeddings: 0,
-            cut_replies: 0,
             embed,
             llm,
             counter,
-            state,
-            visit: 0,
-            seed,
         }
     }
 
     fn summary_request(&self, req: &SummaryRequest, turn: u64) -> LlmRequest {
-        let state = &self.scenario.sop.states[&self.state];
+        let state_name = self.env.state();
+        let state = &self.scenario.sop.states[state_name];
         let assembled = prompt::summary_prompt(&self.scenario, state, req, self.counter.as_ref());
-        let index = self.memory.summaries().len() as u64;
         LlmRequest::chat(
             assembled.messages,
-            self.scenario.settings_for(&self.state, None, None),
-            CallContext::new(CallKind::Summary, &self.state, turn, self.seed).numbered(index),
+            self.scenario.settings_for(state_name, None, None),
+            self.llm.context(CallKind::Summary, state_name, turn, None),
         )
     }
 }
@@ -95,105 +68,75 @@ impl Actor for EnvironmentActor {
 impl Handler<EnterVisit> for EnvironmentActor {
     type Result = ();
     fn handle(&mut self, msg: EnterVisit, _: &mut Context<Self>) {
-        self.state = msg.state;
-        self.visit = msg.visit;
-        self.memory.begin_visit();
+        self.env.enter(msg.state, msg.visit);
     }
 }
 
 impl Handler<Observe> for EnvironmentActor {
     type Result = MessageResult<Observe>;
     fn handle(&mut self, _: Observe, _: &mut Context<Self>) -> Self::Result {
-        let mut obs = self.memory.observe();
-        obs.shared = self.shared.clone();
-        MessageResult(obs)
-    }
-}
-
-impl Handler<Record> for EnvironmentActor {
-    type Result = AtomicResponse<Self, Result<Vec<Arc<Message>>, SimError>>;
-
-    fn handle(&mut self, Record(turns): Record, _: &mut Context<Self>) -> Self::Result {
-        AtomicResponse::new(self.record(turns))
+        MessageResult(self.env.observe())
     }
 }
 
 impl Handler<BeginRound> for EnvironmentActor {
     type Result = ();
     fn handle(&mut self, msg: BeginRound, _: &mut Context<Self>) {
-        self.round = Some(self.open_round(&msg.agents));
+        self.env.begin_round(&msg.agents);
     }
 }
 
-impl Handler<CommitRound> for EnvironmentActor {
+impl Handler<ApplyReturn> for EnvironmentActor {
+    type Result = MessageResult<ApplyReturn>;
+    fn handle(&mut self, ApplyReturn(ret): ApplyReturn, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.env.apply_return(ret))
+    }
+}
+
+impl Handler<SetShared> for EnvironmentActor {
+    type Result = ();
+    fn handle(&mut self, msg: SetShared, _: &mut Context<Self>) {
+        self.env.set_shared(&msg.agent, msg.values);
+    }
+}
+
+impl Handler<ViewTools> for EnvironmentActor {
+    type Result = MessageResult<ViewTools>;
+    fn handle(&mut self, msg: ViewTools, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(
+            self.env
+                .view_tools(&msg.agent, msg.budget, self.counter.as_ref()),
+        )
+    }
+}
+
+impl Handler<Snapshot> for EnvironmentActor {
+    type Result = MessageResult<Snapshot>;
+    fn handle(&mut self, _: Snapshot, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.env.snapshot())
+    }
+}
+
+impl Handler<Commit> for EnvironmentActor {
     type Result = AtomicResponse<Self, Result<Vec<CommittedTurn>, SimError>>;
 
-    fn handle(&mut self, CommitRound(drafted): CommitRound, _: &mut Context<Self>) -> Self::Result {
-        let mut round = self.round.take().unwrap_or_default();
-        let mut turns = Vec::new();
-        let mut shapes = Vec::with_capacity(drafted.len());
-        for d in drafted {
-            let own = round.take(&d.name);
-            let name = d.name.clone();
-            let (settled, events) = self.settle(own, d);
-            shapes.push((name, events, settled.len()));
-            turns.extend(settled);
-        }
-        AtomicResponse::new(Box::pin(self.record(turns).map(move |res, _, _| {
-            let mut messages = res?.into_iter();
-            Ok(shapes
-                .into_iter()
-                .map(|(name, events, n)| CommittedTurn {
-                    name,
-                    events,
-                    messages: messages.by_ref().take(n).collect(),
-                })
-                .collect())
-        })))
-    }
-}
-
-impl EnvironmentActor {
-    /// Commits turns to memory, in order, with consecutive `seq` numbers: embeds them,
-    /// appends them, and makes a summary if one is due.
-    fn record(
-        &mut self,
-        turns: Vec<Turn>,
-    ) -> ResponseActFuture<Self, Result<Vec<Arc<Message>>, SimError>> {
-        let first_seq = self.memory.next_seq();
-        let turn = turns.last().map_or(0, |t| t.turn);
-        let memories: Vec<Message> = turns
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let action = Action {
-                    name: t.name,
-                    role: t.role,
-                    response: t.response,
-                    kind: t.kind,
-                    decision: t.decision,
-                    others: t.others,
-                };
-                let processed = action.process(Place {
-                    seq: first_seq + i as u64,
-                    state: &self.state,
-                    visit: self.visit,
-                });
-                self.cut_replies += u64::from(processed.cut || t.stopped_at_speaker);
-                processed.memory
-            })
-            .collect();
+    fn handle(&mut self, Commit(drafts): Commit, _: &mut Context<Self>) -> Self::Result {
+        let turn = drafts
+            .iter()
+            .flat_map(|d| d.messages.iter().map(|m| m.turn))
+            .max()
+            .unwrap_or(0);
+        let settled = self.env.commit(drafts);
         // Nothing reads embeddings when retrieval is off and no knowledge lookup needs
         // the latest message's vector: then none is computed.
         let embed = self.needs_embeddings.then(|| self.embed.clone());
-        let texts: Vec<String> = memories.iter().map(|m| m.content.clone()).collect();
-        if embed.is_some() {
-            self.embeddings += texts.len() as u64;
-        }
-        Box::pin(
+        let texts: Vec<String> = settled
+            .iter()
+            .flat_map(|t| t.messages.iter().map(|m| m.content.clone()))
+            .collect();
+        AtomicResponse::new(Box::pin(
             async move {
                 match embed {
-                    // The embedding service batches these with other simulations'.
                     Some(embed) => {
                         futures::future::join_all(texts.into_iter().map(|t| embed.embed(t)))
                             .await
@@ -206,65 +149,69 @@ impl EnvironmentActor {
             .into_actor(self)
             .map(move |embeddings, act, _| {
                 let embeddings = embeddings?;
-                let pairs = memories
+                let (shapes, messages) = shapes(settled);
+                let pairs: Vec<(Message, &[f32])> = messages
                     .into_iter()
                     .zip(embeddings.iter().map(Vec::as_slice))
                     .collect();
-                let (recorded, due) = act.memory.record_all(pairs);
-                Ok((recorded, due.map(|req| act.summary_request(&req, turn))))
+                let (kept, due) = act.env.record(pairs);
+                let request = due.map(|req| act.summary_request(&req, turn));
+                Ok((shapes, kept, request))
             })
-            .then(
-                move |res: Result<(Vec<Arc<Message>>, Option<LlmRequest>), SimError>, act, _| {
-                    let llm = act.llm.clone();
-                    async move {
-                        let (recorded, request) = res?;
-                        let summary = match request {
-                            Some(r) => Some(
-                                llm.complete(r, None)
-                                    .await
-                                    .map_err(|source| SimError::Llm { turn, source })?
-                                    .text,
-                            ),
-                            None => None,
-                        };
-                        Ok::<_, SimError>((recorded, summary))
-                    }
-                    .into_actor(act)
-                },
-            )
+            .then(move |res: Result<_, SimError>, act, _| {
+                let llm = act.llm.clone();
+                async move {
+                    let (shapes, kept, request) = res?;
+                    let summary = match request {
+                        Some(r) => Some(llm.call(r, None).await?.text),
+                        None => None,
+                    };
+                    Ok::<_, SimError>((shapes, kept, summary))
+                }
+                .into_actor(act)
+            })
             .map(|res, act, _| {
-                let (recorded, summary) = res?;
+                let (shapes, kept, summary) = res?;
                 if let Some(text) = summary {
                     tracing::debug!(
-                        through_seq = recorded.last().map_or(0, |m| m.seq),
+                        through_seq = kept.last().map_or(0, |m| m.seq),
                         chars = text.len(),
                         "summary made"
                     );
-                    act.memory.set_summary(text.trim().to_string());
+                    act.env.set_summary(text.trim().to_string());
                 }
-                Ok(recorded)
+                let mut kept = kept.into_iter();
+                Ok(shapes
+                    .into_iter()
+                    .map(|(name, events, n)| CommittedTurn {
+                        name,
+                        events,
+                        messages: kept.by_ref().take(n).collect(),
+                    })
+                    .collect())
             }),
-        )
+        ))
     }
 }
 
-impl Handler<SetShared> for EnvironmentActor {
-    type Result = ();
-    fn handle(&mut self, msg: SetShared, _: &mut Context<Self>) {
-        // In a round, the values wait for the commit: the round's others must not see
-        // them in their templates.
-        match self.round.as_mut().and_then(|r| r.turn_mut(&msg.agent)) {
-            Some(turn) => turn.shared.extend(msg.values),
-            None => self.shared.extend(msg.values),
-        }
+/// Each settled turn's name, events and number of messages, and every message in order.
+type Shapes = Vec<(String, Vec<crate::elysia::Return>, usize)>;
+
+fn shapes(settled: Vec<SettledTurn>) -> (Shapes, Vec<Message>) {
+    let mut shapes = Vec::with_capacity(settled.len());
+    let mut messages = Vec::new();
+    for t in settled {
+        shapes.push((t.name, t.events, t.messages.len()));
+        messages.extend(t.messages);
     }
+    (shapes, messages)
 }
 
 impl Handler<Consult> for EnvironmentActor {
     type Result = ResponseFuture<Result<String, SimError>>;
     fn handle(&mut self, msg: Consult, _: &mut Context<Self>) -> Self::Result {
         // The latest message was embedded when it was recorded; the lookup reuses it.
-        let query = self.memory.latest_vector().map(<[f32]>::to_vec);
+        let query = self.env.latest_vector().map(<[f32]>::to_vec);
         let embed = self.embed.clone();
         Box::pin(async move {
             let Some(query) = query else {
@@ -281,27 +228,50 @@ impl Handler<Consult> for EnvironmentActor {
     }
 }
 
-impl Handler<Snapshot> for EnvironmentActor {
-    type Result = MessageResult<Snapshot>;
-    fn handle(&mut self, _: Snapshot, _: &mut Context<Self>) -> Self::Result {
-        let store = self.store.to_json();
-        let json = json!({
-            "environment": store["environment"],
-            "hidden_environment": store["hidden_environment"],
-            "tool_errors": self.tools.errors,
-            "extracted": self.shared,
-            "shared_memory": {
-                "long_term_memory": self.memory.log(),
-                "short_term_memory": self.memory.summary(),
-                "summaries": self.memory.summaries(),
-            },
-        });
-        MessageResult(EnvironmentSnapshot {
-            transcript: self.memory.log().to_vec(),
-            json,
-            embeddings: self.embeddings,
-            cut_replies: self.cut_replies,
-            tools: self.tools.summary(),
-        })
+impl Handler<RunInEnvironment> for EnvironmentActor {
+    type Result = ResponseFuture<Result<ResultObject, Failure>>;
+    fn handle(&mut self, msg: RunInEnvironment, _: &mut Context<Self>) -> Self::Result {
+        match msg.tool.in_environment() {
+            Some(InEnvironment::StoreQuery) => {
+                let (objects, total) = store_query::run(
+                    self.env.store_seen_by(&msg.agent),
+                    &msg.arguments,
+                    &msg.tool.spec.config,
+                    |e| self.env.visible(e),
+                );
+                let result = msg.tool.result(objects, total);
+                Box::pin(async move { Ok(result) })
+            }
+            Some(InEnvironment::Knowledge(lookup)) => {
+                let embed = self.embed.clone();
+                Box::pin(async move {
+                    let query = msg
+                        .arguments
+                        .get("query")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    let vector = embed
+                        .embed(query.clone())
+                        .await
+                        .map_err(|e| Failure::unknown(format!("embedding the query: {e}")))?;
+                    let base = crate::knowledge::shared(&lookup, &embed)
+                        .await
+                        .map_err(|e| Failure::unknown(format!("{}: {e}", lookup.path)))?;
+                    let found = base.lookup(&vector, &lookup);
+                    let mut obj = Map::new();
+                    obj.insert("query".into(), json!(query));
+                    obj.insert("found".into(), json!(found));
+                    let mut result = msg.tool.result(vec![obj], 1);
+                    result.llm_message = Some(format!("Knowledge for {query:?}: {found}"));
+                    Ok(result)
+                })
+            }
+            None => Box::pin(async {
+                Err(Failure::unknown(
+                    "this tool does not run in the Environment",
+                ))
+            }),
+        }
     }
 }

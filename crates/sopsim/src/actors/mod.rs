@@ -1,11 +1,10 @@
 //! The actors of one simulation: a Director, one Agent per agent, and the Environment.
 //! They are thin: each owns its state and message handling and calls into the pure
-//! modules (`sop`, `prompt`, `memory`) for every decision.
+//! modules (`sop`, `environment`, `prompt`, `memory`) for every decision.
 
 mod agent;
 mod director;
 mod environment;
-mod environment_tools;
 pub mod messages;
 mod model_turn;
 mod tool_turn;

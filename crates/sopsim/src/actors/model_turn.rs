@@ -1,19 +1,21 @@
 //! An agent's turn made by its model, once the Agent has prepared it: observe the
 //! Environment, run the role's extract step, consult its knowledge, take its tool
-//! steps, reply, make its closed choice, and hand the turn back. It runs outside the
-//! actor's handler (model calls never run in one), so it owns everything it needs.
+//! steps, reply (drawing a flawed reply again), make its closed choice, and return the
+//! drafted turn. It runs outside the actor's handler (model calls never run in one),
+//! so it owns everything it needs.
 
 use std::sync::Arc;
 
 use actix::Addr;
 
-use super::agent::hand_back;
 use super::environment::EnvironmentActor;
 use super::messages::*;
 use super::tool_turn::{Decider, ToolTurn};
 use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
-use crate::llm::{CallContext, Chosen, Completion, LlmClient, LlmRequest, Redraw, TokenSink};
+use crate::llm::{
+    CallContext, CallKind, Chosen, Completion, LlmClient, LlmRequest, Redraw, TokenSink,
+};
 use crate::memory::{Decision, MessageKind, Observation};
 use crate::prompt::{self, ChatMessage};
 use crate::quality::{Checker, Instructions, DEFAULT_REDRAWS};
@@ -27,8 +29,9 @@ pub(super) struct ModelTurn {
     pub counter: Arc<dyn TokenCounter>,
     pub llm: LlmClient,
     pub msg: TakeTurn,
-    /// The turn as recorded, filled in with what the model said and chose.
-    pub draft: Turn,
+    /// What every message of the turn shares, filled in with what the model said and
+    /// chose.
+    pub base: DraftMessage,
     pub settings: LlmSettings,
     /// The stop sequences that start another participant's line.
     pub speaker_stops: Vec<String>,
@@ -37,12 +40,10 @@ pub(super) struct ModelTurn {
     pub sinks: Sinks,
     /// What a reply must not copy or echo.
     pub instructions: Instructions,
-    /// Set when the role replies (not when its choice comes instead of a reply).
-    pub act: Option<CallContext>,
-    /// The context of the extract step's call.
-    pub extract: CallContext,
-    /// The role's closed choice, with its options and the context of its call.
-    pub choice: Option<(ChoiceSpec, CallContext)>,
+    /// The role replies (its choice does not come instead of a reply).
+    pub replies: bool,
+    /// The role's closed choice and its options.
+    pub choice: Option<ChoiceSpec>,
     pub options: Vec<String>,
     /// Set when the role has tools and replies.
     pub decider: Option<Decider>,
@@ -65,16 +66,31 @@ impl ModelTurn {
         let decision = self.choose(&obs, own_reply).await?;
         let stopped = reply.as_ref().is_some_and(|(_, stopped)| *stopped);
         let (response, kind) = said(reply.map(|(text, _)| text), decision.as_ref());
-        let t = Turn {
+        let name = self.base.name.clone();
+        let said = DraftMessage {
             response,
             kind,
             decision,
             stopped_at_speaker: stopped,
-            ..self.draft
+            ..self.base
         };
-        let mut turns = tool_turn.messages;
-        turns.push(t);
-        hand_back(turns, tool_turn.events, self.msg.commit, self.env).await
+        let mut messages = tool_turn.messages;
+        messages.push(said);
+        Ok(TurnDone::Drafted(DraftTurn {
+            name,
+            messages,
+            events: tool_turn.events,
+        }))
+    }
+
+    /// The context of this turn's next call of `kind`, numbered by the client.
+    fn context(&self, kind: CallKind) -> CallContext {
+        self.llm.context(
+            kind,
+            &self.msg.state,
+            self.msg.turn,
+            Some((&self.base.name, &self.msg.role)),
+        )
     }
 
     fn state(&self) -> &State {
@@ -83,9 +99,9 @@ impl ModelTurn {
 
     fn who(&self) -> Persona<'_> {
         Persona {
-            name: &self.draft.name,
+            name: &self.base.name,
             role: &self.msg.role,
-            agent: &self.scenario.agents[&self.draft.name],
+            agent: &self.scenario.agents[&self.base.name],
         }
     }
 
@@ -95,13 +111,7 @@ impl ModelTurn {
         request: LlmRequest,
         stream: Option<TokenSink>,
     ) -> Result<Completion, SimError> {
-        self.llm
-            .complete(request, stream)
-            .await
-            .map_err(|source| SimError::Llm {
-                turn: self.msg.turn,
-                source,
-            })
+        Ok(self.llm.call(request, stream).await?)
     }
 
     /// The role's prompt for its reply, which its tool decisions build on too.
@@ -130,14 +140,14 @@ impl ModelTurn {
         let request = LlmRequest::chat(
             assembled.messages,
             self.settings.clone(),
-            self.extract.clone(),
+            self.context(CallKind::Extract),
         );
         let reply = self.call(request, None).await?;
         let values = prompt::read_extracted(&reply.text, &step.words);
         obs.shared.extend(values.iter().cloned());
         self.env
             .send(SetShared {
-                agent: self.draft.name.clone(),
+                agent: self.base.name.clone(),
                 values,
             })
             .await?;
@@ -176,13 +186,13 @@ impl ModelTurn {
         obs: &Observation,
         found: Option<&str>,
     ) -> Result<Option<(String, bool)>, SimError> {
-        let Some(context) = self.act.clone() else {
+        if !self.replies {
             return Ok(None);
-        };
+        }
         let request = LlmRequest::chat(
             self.reply_prompt(obs, found),
             self.settings.clone(),
-            context,
+            self.context(CallKind::Act),
         );
         let mut completion = self.call(request.clone(), self.stream.clone()).await?;
         // What the agent was shown is what it could copy.
@@ -198,13 +208,13 @@ impl ModelTurn {
         };
         for attempt in 1..=redraws {
             // Judged as it would be recorded.
-            let (text, _) = crate::action::recorded_reply(&completion.text, &self.draft.others);
-            let Some((cause, span)) = checker.redraw(&self.draft.name, text) else {
+            let (text, _) = crate::action::recorded_reply(&completion.text, &self.base.others);
+            let Some((cause, span)) = checker.redraw(&self.base.name, text) else {
                 break;
             };
             if self.stream.is_some() {
                 self.sinks.emit(SimEvent::Redrawn {
-                    name: self.draft.name.clone(),
+                    name: self.base.name.clone(),
                     cause,
                 });
             }
@@ -231,7 +241,7 @@ impl ModelTurn {
         obs: &Observation,
         own_reply: Option<&str>,
     ) -> Result<Option<Decision>, SimError> {
-        let Some((spec, context)) = &self.choice else {
+        let Some(spec) = &self.choice else {
             return Ok(None);
         };
         let assembled = prompt::choice_prompt(
@@ -250,7 +260,7 @@ impl ModelTurn {
             assembled.messages,
             self.options.clone(),
             self.settings.clone(),
-            context.clone(),
+            self.context(CallKind::Choice),
         );
         let completion = self.call(request, None).await?;
         Ok(completion

@@ -6,24 +6,24 @@
 //! or at the step limit, the agent replies without tools. Nothing a model returns
 //! ends the run; only a failed model call does, as for any other call.
 //!
-//! In a simultaneous round the turn's tool events are held, not shown: the Director
-//! shows them when the round is committed, with the `_REF_ID`s the store gave then.
+//! A turn that is not live (a simultaneous round's) holds its tool events instead of
+//! showing them: the Director shows them when the round is committed, with the
+//! `_REF_ID`s the store gave then.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use actix::Addr;
 use serde_json::Value;
 
 use super::environment::EnvironmentActor;
 use super::messages::*;
-use crate::elysia::{ResultObject, Return};
+use crate::elysia::{tag_refs, ResultObject, Return};
 use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
 use crate::llm::record::TapedCall;
 use crate::llm::{
-    CallContext, CallKind, Completion, DecisionFormat, LlmClient, LlmRequest, ToolCall,
-    ToolExchange, ToolRequest,
+    CallKind, Completion, DecisionFormat, LlmClient, LlmRequest, ToolCall, ToolExchange,
+    ToolRequest,
 };
 use crate::memory::MessageKind;
 use crate::prompt::ChatMessage;
@@ -53,29 +53,27 @@ pub struct Decider {
     pub max_steps: u32,
     /// Token budget of the store shown in a decision prompt.
     pub environment_budget: usize,
-    /// This agent's decide calls so far in the run (numbers its calls).
-    pub decides: Arc<AtomicU64>,
     /// The latest message, for `run_if` rules.
     pub last_message: Option<String>,
-    /// Set in a simultaneous round: the turn's tool events wait here for the round's
-    /// commit instead of being shown at once.
-    pub held: Option<Mutex<Vec<HeldEvent>>>,
+    /// The turn is shown as it happens; otherwise its tool events wait for the
+    /// round's commit.
+    pub live: bool,
 }
 
 /// What the tool steps of a turn leave for the reply.
 #[derive(Default)]
 pub struct ToolTurn {
-    /// The tool calls and results, as memory messages, in order.
-    pub messages: Vec<Turn>,
+    /// The tool calls and results, as draft messages, in order.
+    pub messages: Vec<DraftMessage>,
     /// What the reply prompt adds: each result, to build the reply on.
     pub for_reply: Option<String>,
-    /// The events held in a simultaneous round.
+    /// The events held for the commit, when the turn is not live.
     pub events: Vec<HeldEvent>,
 }
 
 impl Decider {
-    fn memory(&self, kind: MessageKind, text: String) -> Turn {
-        Turn {
+    fn message(&self, kind: MessageKind, text: String, stored: Option<usize>) -> DraftMessage {
+        DraftMessage {
             name: self.name.clone(),
             role: self.role.clone(),
             response: text,
@@ -84,26 +82,25 @@ impl Decider {
             decision: None,
             others: Vec::new(),
             stopped_at_speaker: false,
+            stored,
         }
     }
 
-    fn emit(&self, ret: Return) {
-        self.show(ret, None);
+    fn emit(&self, ret: Return, out: &mut Outcome) {
+        self.show(ret, None, out);
     }
 
     /// Shows a tool event now, or holds it for the round's commit; `stored` is the
     /// turn's return whose stored objects a held result shows.
-    fn show(&self, ret: Return, stored: Option<usize>) {
-        match &self.held {
-            Some(held) => held
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(HeldEvent { ret, stored }),
-            None => self.sinks.emit(SimEvent::Tool {
+    fn show(&self, ret: Return, stored: Option<usize>, out: &mut Outcome) {
+        if self.live {
+            self.sinks.emit(SimEvent::Tool {
                 name: self.name.clone(),
                 visit: self.visit,
                 ret: Box::new(ret),
-            }),
+            });
+        } else {
+            out.turn.events.push(HeldEvent { ret, stored });
         }
     }
 
@@ -117,14 +114,15 @@ impl Decider {
         retry: bool,
         out: &mut Outcome,
     ) -> Result<(Task, CallOutcome), SimError> {
-        out.turn.messages.push(self.memory(
+        out.turn.messages.push(self.message(
             MessageKind::ToolCall,
             format!("calls {} with {}", tool.name, one_line(arguments)),
+            None,
         ));
-        self.emit(Return::status(format!(
-            "{} is running {}",
-            self.name, tool.name
-        )));
+        self.emit(
+            Return::status(format!("{} is running {}", self.name, tool.name)),
+            out,
+        );
         let (outcome, result) = match tool.check_arguments(arguments) {
             Err(f) => (CallOutcome::InvalidArguments, Err(f)),
             Ok(args) => {
@@ -246,7 +244,7 @@ impl Decider {
         };
         let refs = self
             .env
-            .send(ApplyReturn {
+            .send(ApplyReturn(ToolReturn {
                 tool: tool.to_string(),
                 agent: self.name.clone(),
                 turn: self.turn,
@@ -254,20 +252,16 @@ impl Decider {
                 outcome,
                 retry,
                 store,
-            })
+            }))
             .await?;
-        if self.held.is_some() {
-            // The round's commit may renumber the objects; it tags them then. This
-            // return's number in the turn is the number of its result line.
-            let index = out
-                .turn
-                .messages
-                .iter()
-                .filter(|m| m.kind == MessageKind::ToolResult)
-                .count();
-            self.show(ret, Some(index));
+        // This return's number in the turn, which its result line and event carry.
+        let index = out.returns;
+        out.returns += 1;
+        if self.live {
+            self.emit(tag_refs(ret, &refs), out);
         } else {
-            self.emit(tag_refs(ret, &refs));
+            // The round's commit may renumber the objects; it tags them then.
+            self.show(ret, Some(index), out);
         }
         let (parsed, error) = match &result {
             Ok(r) => {
@@ -281,16 +275,21 @@ impl Decider {
                     .collect();
                 out.objects
                     .push(cut(&objects.join("\n"), REPLY_OBJECTS_CHARS));
-                out.turn
-                    .messages
-                    .push(self.memory(MessageKind::ToolResult, result_line(tool, &parsed, &refs)));
+                // The commit lists the ids the store gave after the line.
+                out.turn.messages.push(self.message(
+                    MessageKind::ToolResult,
+                    format!("{tool}: {parsed}"),
+                    Some(index),
+                ));
                 (parsed, false)
             }
             Err(f) => {
                 let line = decision::error_line(f);
-                out.turn
-                    .messages
-                    .push(self.memory(MessageKind::ToolResult, format!("{tool}: {line}")));
+                out.turn.messages.push(self.message(
+                    MessageKind::ToolResult,
+                    format!("{tool}: {line}"),
+                    None,
+                ));
                 (line, true)
             }
         };
@@ -352,7 +351,7 @@ impl Decider {
                     continue;
                 }
             };
-            self.show_decision(step, &calls, &completion.text);
+            self.show_decision(step, &calls, &completion.text, &mut steps.out);
             if calls.is_empty() {
                 break;
             }
@@ -366,9 +365,6 @@ impl Decider {
         }
         let mut turn = steps.out.turn;
         turn.for_reply = decision::results_for_reply(&steps.tasks, &steps.out.objects);
-        if let Some(held) = &self.held {
-            turn.events = std::mem::take(&mut *held.lock().unwrap_or_else(|p| p.into_inner()));
-        }
         Ok(turn)
     }
 
@@ -415,19 +411,14 @@ impl Decider {
             exchange: steps.exchange.clone(),
             decision_schema: decision::decision_schema(&offer.available),
         };
-        let index = self.decides.fetch_add(1, Ordering::Relaxed);
-        let context = CallContext::new(CallKind::Decide, &self.state, self.turn, self.run_seed)
-            .by(&self.name, &self.role, index);
-        self.llm
-            .complete(
-                LlmRequest::decide(messages, request, self.settings.clone(), context),
-                None,
-            )
-            .await
-            .map_err(|source| SimError::Llm {
-                turn: self.turn,
-                source,
-            })
+        let context = self.llm.context(
+            CallKind::Decide,
+            &self.state,
+            self.turn,
+            Some((&self.name, &self.role)),
+        );
+        let request = LlmRequest::decide(messages, request, self.settings.clone(), context);
+        Ok(self.llm.call(request, None).await?)
     }
 
     /// The tool calls a decision makes (none: it answers), or why it cannot be read.
@@ -454,7 +445,7 @@ impl Decider {
     }
 
     /// The decision as the tree shows it: the tools called, or the answer.
-    fn show_decision(&self, step: u32, calls: &[ToolCall], reasoning: &str) {
+    fn show_decision(&self, step: u32, calls: &[ToolCall], reasoning: &str, out: &mut Outcome) {
         let decided = if calls.is_empty() {
             decision::ANSWER.to_string()
         } else {
@@ -464,13 +455,16 @@ impl Decider {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        self.emit(Return::TreeUpdate {
-            node: self.name.clone(),
-            tree_index: step,
-            decision: decided,
-            reasoning: cut(reasoning.trim(), 300),
-            reset: false,
-        });
+        self.emit(
+            Return::TreeUpdate {
+                node: self.name.clone(),
+                tree_index: step,
+                decision: decided,
+                reasoning: cut(reasoning.trim(), 300),
+                reset: false,
+            },
+            out,
+        );
     }
 
     /// Makes one call the model decided on, or refuses it (unknown tool, or the same
@@ -498,9 +492,10 @@ impl Decider {
         };
         let (task, outcome) = match refused {
             Some((outcome, why)) => {
-                steps.out.turn.messages.push(self.memory(
+                steps.out.turn.messages.push(self.message(
                     MessageKind::ToolCall,
                     format!("calls {} with {}", call.name, one_line(&call.arguments)),
+                    None,
                 ));
                 self.refuse(
                     &call.name,
@@ -565,42 +560,6 @@ impl Steps {
     }
 }
 
-/// A stored result's line in the transcript: what the model was told, then the
-/// `_REF_ID`s of its objects.
-fn result_line(tool: &str, parsed: &str, refs: &[String]) -> String {
-    if refs.is_empty() {
-        format!("{tool}: {parsed}")
-    } else {
-        format!("{tool}: {parsed} [{}]", refs.join(", "))
-    }
-}
-
-/// A result line of a round's turn with the `_REF_ID`s it was made with (`seen`)
-/// replaced by those the commit gave (`now`).
-pub(super) fn relist(line: &str, seen: &[String], now: &[String]) -> String {
-    if seen == now || seen.is_empty() {
-        return line.to_string();
-    }
-    match line.strip_suffix(&format!(" [{}]", seen.join(", "))) {
-        Some(head) => format!("{head} [{}]", now.join(", ")),
-        None => line.to_string(),
-    }
-}
-
-/// A result's objects with the `_REF_ID`s the store gave them: as Elysia's tree tags a
-/// result's objects before it shows them, the frontend gets each with its id.
-pub(super) fn tag_refs(ret: Return, refs: &[String]) -> Return {
-    match ret {
-        Return::Result(mut r) if refs.len() == r.objects.len() => {
-            for (o, id) in r.objects.iter_mut().zip(refs) {
-                o.shift_insert(0, crate::elysia::REF_ID.into(), Value::String(id.clone()));
-            }
-            Return::Result(r)
-        }
-        other => other,
-    }
-}
-
 /// How a call ended, and whether its result goes into the store.
 struct Ended {
     outcome: CallOutcome,
@@ -612,6 +571,8 @@ struct Ended {
 struct Outcome {
     turn: ToolTurn,
     objects: Vec<String>,
+    /// Returns applied so far this turn.
+    returns: usize,
 }
 
 fn unknown_tool(name: &str, offer: &decision::Availability<'_>) -> String {

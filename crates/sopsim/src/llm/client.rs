@@ -1,14 +1,27 @@
-//! The per-simulation LLM client: sends every call to the shared backend and keeps the
-//! simulation's ledger (calls, tokens and latency by kind and by agent), and the
-//! warnings about how the backend answered, each said once per simulation.
+//! The per-simulation LLM client: owns every call's identity (its number among the
+//! calls of its kind, its context) and the mapping of a failed call to the turn it
+//! failed in; sends every call to the shared backend and keeps the simulation's ledger
+//! (calls, tokens and latency by kind and by agent), and the warnings about how the
+//! backend answered, each said once per simulation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
 
-use super::{CallKind, ChoiceMethod, Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
+use super::{
+    CallContext, CallKind, ChoiceMethod, Completion, LlmBackend, LlmError, LlmRequest, TokenSink,
+};
+
+/// A model call that failed, with the turn it belongs to.
+#[derive(Debug, thiserror::Error)]
+#[error("model call failed at turn {turn}")]
+pub struct CallError {
+    pub turn: u64,
+    #[source]
+    pub source: LlmError,
+}
 
 /// Totals for one kind of call or one agent.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -149,20 +162,56 @@ const SETTINGS_UNSENT: &str = "the server does not take the sampling settings re
      another server answered them with HTTP 400): they were left out of the requests, and \
      only temperature, top_p, top_k, frequency_penalty and presence_penalty reach it";
 
+/// How many calls of each kind each agent (or the run itself: `None`) has made.
+type CallNumbers = HashMap<(CallKind, Option<String>), u64>;
+
 /// A simulation's handle on the shared backend.
 #[derive(Clone)]
 pub struct LlmClient {
     backend: Arc<dyn LlmBackend>,
     ledger: Arc<Mutex<Ledger>>,
     notices: Arc<Mutex<Notices>>,
+    run_seed: u64,
+    /// Calls numbered so far, by kind and agent (none: the run's own calls).
+    numbers: Arc<Mutex<CallNumbers>>,
 }
 
 impl LlmClient {
-    pub fn new(backend: Arc<dyn LlmBackend>) -> Self {
+    /// The client of one simulation seeded with `run_seed`.
+    pub fn new(backend: Arc<dyn LlmBackend>, run_seed: u64) -> Self {
         Self {
             backend,
             ledger: Arc::default(),
             notices: Arc::default(),
+            run_seed,
+            numbers: Arc::default(),
+        }
+    }
+
+    /// The context of the next call of `kind` in `state` during `turn`, made by `by`
+    /// (agent and role) or by the run itself, numbered among the calls of its kind by
+    /// the same maker. An `extract` step is numbered as the reply it precedes.
+    pub fn context(
+        &self,
+        kind: CallKind,
+        state: &str,
+        turn: u64,
+        by: Option<(&str, &str)>,
+    ) -> CallContext {
+        let mut numbers = self.numbers.lock().unwrap_or_else(|p| p.into_inner());
+        let maker = by.map(|(agent, _)| agent.to_string());
+        let index = match kind {
+            CallKind::Extract => *numbers.entry((CallKind::Act, maker)).or_default(),
+            _ => {
+                let n = numbers.entry((kind, maker)).or_default();
+                *n += 1;
+                *n - 1
+            }
+        };
+        let context = CallContext::new(kind, state, turn, self.run_seed).numbered(index);
+        match by {
+            Some((agent, role)) => context.by(agent, role, index),
+            None => context,
         }
     }
 
@@ -189,7 +238,19 @@ impl LlmClient {
         }
     }
 
-    pub async fn complete(
+    /// Sends a call; a failure names the turn it belongs to.
+    pub async fn call(
+        &self,
+        request: LlmRequest,
+        stream: Option<TokenSink>,
+    ) -> Result<Completion, CallError> {
+        let turn = request.context.turn.max(1);
+        self.complete(request, stream)
+            .await
+            .map_err(|source| CallError { turn, source })
+    }
+
+    async fn complete(
         &self,
         request: LlmRequest,
         stream: Option<TokenSink>,
@@ -305,8 +366,8 @@ mod tests {
 
     #[test]
     fn a_choice_read_from_text_is_warned_about_once_per_simulation_and_why() {
-        let refused = LlmClient::new(Arc::new(Answers(ChoiceMethod::Text)));
-        let other_run = LlmClient::new(refused.backend.clone());
+        let refused = LlmClient::new(Arc::new(Answers(ChoiceMethod::Text)), 0);
+        let other_run = LlmClient::new(refused.backend.clone(), 0);
         let shared = refused.clone(); // an agent's clone of the run's client
         choose(&refused);
         choose(&shared);
@@ -322,15 +383,49 @@ mod tests {
             "once per run, not per process"
         );
 
-        let unusable = LlmClient::new(Arc::new(Answers(ChoiceMethod::TextAfterUnusable)));
+        let unusable = LlmClient::new(Arc::new(Answers(ChoiceMethod::TextAfterUnusable)), 0);
         choose(&unusable);
         let warnings = unusable.take_warnings();
         assert!(
             warnings.len() == 1 && warnings[0].contains("were unusable"),
             "{warnings:?}"
         );
-        let structured = LlmClient::new(Arc::new(Answers(ChoiceMethod::Structured)));
+        let structured = LlmClient::new(Arc::new(Answers(ChoiceMethod::Structured)), 0);
         choose(&structured);
         assert!(structured.take_warnings().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod numbering {
+    use super::*;
+    use crate::llm::ScriptedBackend;
+
+    #[test]
+    fn calls_are_numbered_by_kind_and_maker_and_an_extract_as_its_reply() {
+        let client = LlmClient::new(Arc::new(ScriptedBackend::new(Default::default())), 7);
+        let ada = Some(("Ada", "Pro"));
+        let n = |kind, by| client.context(kind, "s", 1, by).index;
+        assert_eq!(
+            [
+                n(CallKind::Act, ada),
+                n(CallKind::Act, ada),
+                n(CallKind::Act, Some(("Ben", "Con")))
+            ],
+            [0, 1, 0]
+        );
+        assert_eq!(n(CallKind::Extract, ada), 2, "the reply it comes before");
+        assert_eq!([n(CallKind::Route, None), n(CallKind::Route, None)], [0, 1]);
+        let c = client.context(CallKind::Choice, "s", 3, ada);
+        assert_eq!(
+            (
+                c.agent.as_deref(),
+                c.role.as_deref(),
+                c.turn,
+                c.run_seed,
+                c.index
+            ),
+            (Some("Ada"), Some("Pro"), 3, 7, 0)
+        );
     }
 }

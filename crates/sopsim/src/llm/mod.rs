@@ -13,7 +13,7 @@ pub mod scripted;
 mod types;
 
 pub use api_key::ApiKey;
-pub use client::{KindUsage, Ledger, LlmClient, Redrawn};
+pub use client::{CallError, KindUsage, Ledger, LlmClient, Redrawn};
 pub use scripted::ScriptedBackend;
 pub use types::*;
 

@@ -50,7 +50,7 @@ impl ScriptedBackend {
                 .and_then(|l| pick(l))
         };
         let line = match ctx.kind {
-            CallKind::Act | CallKind::Tool => {
+            CallKind::Act | CallKind::Extract => {
                 let own = ctx
                     .agent
                     .as_ref()

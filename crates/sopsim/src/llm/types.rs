@@ -19,8 +19,9 @@ pub enum CallKind {
     Transit,
     /// The short-term summary.
     Summary,
-    /// A tool's own model call.
-    Tool,
+    /// A role's `extract` step, reading tagged values out of the conversation before
+    /// it replies.
+    Extract,
     /// A role's closed choice (`choice` component).
     Choice,
     /// The decision agent choosing a tool or to answer.
@@ -33,7 +34,7 @@ impl CallKind {
         CallKind::Route,
         CallKind::Transit,
         CallKind::Summary,
-        CallKind::Tool,
+        CallKind::Extract,
         CallKind::Choice,
         CallKind::Decide,
     ];
@@ -44,7 +45,7 @@ impl CallKind {
             CallKind::Route => "route",
             CallKind::Transit => "transit",
             CallKind::Summary => "summary",
-            CallKind::Tool => "tool",
+            CallKind::Extract => "extract",
             CallKind::Choice => "choice",
             CallKind::Decide => "decide",
         }
@@ -61,7 +62,8 @@ pub struct CallContext {
     pub turn: u64,
     pub agent: Option<String>,
     pub role: Option<String>,
-    /// How many calls of this kind (for `act`: by this agent) came before, from 0.
+    /// How many calls of this kind by this agent (by no agent: in the run) came before,
+    /// from 0; an `extract` step is numbered as the reply it comes before.
     pub index: u64,
     /// The offered answers, for route and transit calls.
     pub choices: Vec<String>,

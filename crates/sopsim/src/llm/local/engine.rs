@@ -253,7 +253,7 @@ impl Worker {
             .template
             .render(&messages)
             .map_err(|e| self.failed("rendering the prompt", e))?;
-        let prompt = encode(&self.text.tokenizer, &rendered)
+        let prompt = super::encode(&self.text.tokenizer, &rendered)
             .map_err(|e| self.failed("tokenizing the prompt", e))?;
         if prompt.is_empty() {
             return Err(self.error("the prompt is empty"));
@@ -548,7 +548,7 @@ impl Worker {
                 let tokens: Vec<Vec<u32>> = options
                     .iter()
                     .map(|o| {
-                        let mut t = encode(&self.text.tokenizer, o)?;
+                        let mut t = super::encode(&self.text.tokenizer, o)?;
                         t.push(end);
                         Ok(t)
                     })
@@ -684,10 +684,6 @@ fn plan(seq: &mut Seq, prompt_budget: &mut usize) -> (Vec<u32>, Vec<(usize, Want
             )
         }
     }
-}
-
-pub(super) fn encode(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, tokenizers::Error> {
-    tokenizer.encode(text, false).map(|e| e.get_ids().to_vec())
 }
 
 /// The seed of a call: the request's own `seed` if set, else the run's seed mixed with

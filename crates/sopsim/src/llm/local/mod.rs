@@ -29,6 +29,11 @@ use sopsim_infer::transformer::{self, Model};
 pub use sopsim_infer::gguf::{GgufError, SpecialTokens};
 pub use sopsim_infer::quant::Kernels;
 
+/// The token ids of `text`, without special tokens added.
+fn encode(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, tokenizers::Error> {
+    tokenizer.encode(text, false).map(|e| e.get_ids().to_vec())
+}
+
 /// How the local model runs.
 #[derive(Debug, Clone)]
 pub struct LocalOptions {
@@ -130,7 +135,7 @@ impl LocalModel {
 
     /// The token ids of `text` (control tokens such as `<|im_start|>` are single ids).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, LocalError> {
-        engine::encode(&self.text.tokenizer, text).map_err(LocalError::Tokenizer)
+        encode(&self.text.tokenizer, text).map_err(LocalError::Tokenizer)
     }
 
     /// Every logit after each of `positions` of `tokens`, run as one sequence from an

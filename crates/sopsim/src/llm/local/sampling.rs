@@ -95,7 +95,7 @@ pub fn params(
             let mut tokens: Vec<u32> = r
                 .avoid
                 .iter()
-                .filter_map(|text| super::engine::encode(tokenizer, text).ok())
+                .filter_map(|text| super::encode(tokenizer, text).ok())
                 .flatten()
                 .collect();
             tokens.sort_unstable();
