@@ -1,0 +1,132 @@
+//! Model discovery: when no model is named anywhere, asking the server which it serves
+//! (`GET {base}/models`) and picking one.
+
+use serde_json::Value;
+
+use super::config::is_openai;
+use super::redact::{server_message, shown, without_url};
+use super::retry::Cause;
+use super::OpenAiBackend;
+use crate::llm::LlmError;
+
+impl OpenAiBackend {
+    /// Asks the server which model it serves (`GET {base}/models`) and uses the first
+    /// (`pick_model`: on OpenAI's API the first chat model); a note says so when it
+    /// serves several. For when no model is named anywhere
+    /// (a flag, the environment, the scenario). Blocking: call it before a run starts.
+    pub fn discover_model(&mut self) -> Result<(), LlmError> {
+        let url = format!("{}/models", self.endpoint());
+        let doing = format!(
+            "no model is named, and {} did not say which it serves",
+            shown(&url)
+        );
+        let fail = |why: String| LlmError::failed("openai", format!("{doing}: {why}"));
+        let failed_by = |e: Cause| LlmError::caused_by("openai", format!("{doing}: {e}"), e);
+        let client = reqwest::blocking::Client::builder()
+            .connect_timeout(self.options.connect_timeout)
+            .timeout(self.options.read_timeout)
+            .build()
+            .map_err(|e| failed_by(Cause::caused_by(e.to_string(), e)))?;
+        let mut call = client.get(&url);
+        if let Some(key) = &self.options.api_key {
+            call = call.bearer_auth(key.expose());
+        }
+        let response = call
+            .send()
+            .map_err(|e| failed_by(Cause::caused_by(without_url(&e), e.without_url())))?;
+        let status = response.status().as_u16();
+        let body = response
+            .text()
+            .map_err(|e| failed_by(Cause::caused_by(without_url(&e), e.without_url())))?;
+        if status != 200 {
+            return Err(fail(format!(
+                "HTTP {status}: {}",
+                server_message(&body, self.options.api_key.as_ref())
+            )));
+        }
+        let v: Value = serde_json::from_str(&body)
+            .map_err(|e| failed_by(Cause::caused_by(format!("malformed JSON: {e}"), e)))?;
+        let ids: Vec<String> = v["data"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|m| m["id"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let first = pick_model(&ids, is_openai(&self.endpoint()))
+            .cloned()
+            .ok_or_else(|| fail("it lists no model".into()))?;
+        if ids.len() > 1 {
+            let shown_ids: Vec<&str> = ids.iter().take(8).map(String::as_str).collect();
+            self.notes.push(format!(
+                "no model named; {} serves {} models ({}{}): using {first}",
+                shown(&self.endpoint()),
+                ids.len(),
+                shown_ids.join(", "),
+                if ids.len() > 8 { ", …" } else { "" }
+            ));
+        }
+        self.options.model = Some(first);
+        Ok(())
+    }
+}
+
+/// Whether a model id of OpenAI's list looks like a chat model (`gpt-4o-mini`,
+/// `o3-mini`, `chatgpt-4o-latest`) rather than one for embeddings, speech, images or
+/// moderation.
+fn looks_like_chat(id: &str) -> bool {
+    let family = id.starts_with("gpt-")
+        || id.starts_with("chatgpt-")
+        || (id.starts_with('o') && id[1..].starts_with(|c: char| c.is_ascii_digit()));
+    const NOT_CHAT: [&str; 7] = [
+        "audio",
+        "realtime",
+        "transcribe",
+        "tts",
+        "image",
+        "embedding",
+        "instruct",
+    ];
+    family && !NOT_CHAT.iter().any(|n| id.contains(n))
+}
+
+/// The model to use when none is named: the first the server lists; on OpenAI's own
+/// API, whose list starts with whatever it likes (embeddings, speech), the first that
+/// looks like a chat model, if any does.
+fn pick_model(ids: &[String], openai: bool) -> Option<&String> {
+    let chat = openai
+        .then(|| ids.iter().find(|id| looks_like_chat(id)))
+        .flatten();
+    chat.or(ids.first())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn on_openai_the_first_chat_model_is_taken_elsewhere_the_first_listed() {
+        let ids = strings(&[
+            "text-embedding-3-small",
+            "tts-1",
+            "gpt-4o-mini-tts",
+            "omni-moderation-latest",
+            "o3-mini",
+            "gpt-4o-mini",
+        ]);
+        assert_eq!(pick_model(&ids, true).unwrap(), "o3-mini");
+        assert_eq!(pick_model(&ids, false).unwrap(), "text-embedding-3-small");
+        assert_eq!(
+            pick_model(&strings(&["whisper-1"]), true).unwrap(),
+            "whisper-1",
+            "no chat model: the first, and the server will say"
+        );
+        assert!(looks_like_chat("chatgpt-4o-latest") && looks_like_chat("gpt-4.1"));
+        assert!(!looks_like_chat("gpt-3.5-turbo-instruct") && !looks_like_chat("dall-e-3"));
+    }
+}

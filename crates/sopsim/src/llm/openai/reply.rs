@@ -1,0 +1,135 @@
+//! Reading a whole (non-streamed) reply, and the [`Completion`] a reply of either kind
+//! ends in: its text, its usage (the server's count, else an estimate), and the stop
+//! sequence the server says ended it.
+
+use serde_json::Value;
+
+use super::choice::{read_choice, Asking};
+use super::redact::without_url;
+use super::retry::{AttemptError, Cause};
+use super::{tools, OpenAiBackend};
+use crate::llm::{Completion, LlmRequest, TokenSink, Usage};
+use crate::tokens::{Estimator, TokenCounter};
+
+impl OpenAiBackend {
+    /// The completion a whole reply holds: its text (handed to `sink` in one piece),
+    /// its tool calls, and for a closed choice the option it names. A reply that
+    /// stalls, cannot be read or is not a chat completion is worth another attempt.
+    pub(super) async fn read_whole(
+        &self,
+        req: &LlmRequest,
+        response: reqwest::Response,
+        sink: Option<&TokenSink>,
+        asking: Asking,
+    ) -> Result<Completion, AttemptError> {
+        let v = self.whole_json(response).await?;
+        let message = &v["choices"][0]["message"];
+        let tool_calls = tools::read_calls(&message["tool_calls"]);
+        let content = match message["content"].as_str() {
+            Some(c) => c.to_string(),
+            // A message that only calls tools may have no content.
+            None if !tool_calls.is_empty() => String::new(),
+            None => {
+                return Err(AttemptError::Retry {
+                    cause: "the response has no choices[0].message.content".into(),
+                    after: None,
+                })
+            }
+        };
+        if let Some(sink) = sink {
+            sink(&content);
+        }
+        let mut completion = self.completion(req, content, &v["usage"]);
+        completion.tool_calls = tool_calls;
+        completion.stopped_at = matched_stop(&v["choices"][0]);
+        if let Some(options) = &req.options {
+            completion.chosen = read_choice(
+                &completion.text,
+                options,
+                asking,
+                &v["choices"][0]["logprobs"],
+            )?;
+            if let Some(c) = &completion.chosen {
+                completion.text = options[c.index].clone();
+            }
+        }
+        Ok(completion)
+    }
+
+    /// The response's body as JSON, read within the read timeout.
+    async fn whole_json(&self, response: reqwest::Response) -> Result<Value, AttemptError> {
+        let text = tokio::time::timeout(self.options.read_timeout, response.text())
+            .await
+            .map_err(|_| AttemptError::Retry {
+                cause: "the response stalled".into(),
+                after: None,
+            })?
+            .map_err(|e| {
+                AttemptError::retry(Cause::caused_by(
+                    format!("reading the response: {}", without_url(&e)),
+                    e.without_url(),
+                ))
+            })?;
+        serde_json::from_str(&text).map_err(|e| {
+            AttemptError::retry(Cause::caused_by(
+                format!("malformed JSON in the response: {e}"),
+                e,
+            ))
+        })
+    }
+
+    /// The completion of `text`, with the usage the server reported or, where it
+    /// reported none, the prompt and the reply counted here (marked estimated).
+    pub(super) fn completion(&self, req: &LlmRequest, text: String, usage: &Value) -> Completion {
+        let reported = usage["prompt_tokens"]
+            .as_u64()
+            .zip(usage["completion_tokens"].as_u64());
+        let usage = match reported {
+            Some((prompt, completion)) => Usage {
+                prompt_tokens: prompt,
+                completion_tokens: completion,
+                cached_prompt_tokens: usage["prompt_tokens_details"]["cached_tokens"]
+                    .as_u64()
+                    .unwrap_or(0),
+                estimated: false,
+            },
+            None => Usage {
+                prompt_tokens: req
+                    .messages
+                    .iter()
+                    .map(|m| Estimator.count(&m.content) as u64)
+                    .sum(),
+                completion_tokens: Estimator.count(&text) as u64,
+                cached_prompt_tokens: 0,
+                estimated: true,
+            },
+        };
+        Completion::text(text, usage, self.model(req).to_string())
+    }
+}
+
+/// The stop sequence a server says ended the reply: vLLM's `stop_reason`, SGLang's
+/// `matched_stop`, llama.cpp's `stopping_word` (a number there is a stop token's id,
+/// not a sequence). OpenAI does not say.
+pub(super) fn matched_stop(choice: &Value) -> Option<String> {
+    ["stop_reason", "matched_stop", "stopping_word"]
+        .iter()
+        .find_map(|k| choice[k].as_str())
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_stop_a_server_names_is_read_and_a_stop_tokens_id_is_not() {
+        assert_eq!(
+            matched_stop(&json!({"stop_reason": "\nBen:"})).as_deref(),
+            Some("\nBen:")
+        );
+        assert_eq!(matched_stop(&json!({"stop_reason": 151645})), None);
+    }
+}

@@ -1,0 +1,186 @@
+//! The body of a chat-completions request: the messages and native tools, the model,
+//! whether to stream, the sampling settings (the extra fields only where the server
+//! may take them), the stop sequences within the server's limit, and a closed
+//! choice's structured output.
+
+use std::sync::atomic::Ordering;
+
+use serde_json::{json, Value};
+
+use super::choice::{ask_structured, Asking};
+use super::config::is_openai;
+use super::{sampling, tools, OpenAiBackend};
+use crate::llm::{CallKind, ChatRole, DecisionFormat, LlmRequest};
+
+/// OpenAI's own API takes at most four stop sequences; vLLM, llama.cpp's server and
+/// SGLang take any number.
+const OPENAI_MAX_STOPS: usize = 4;
+
+impl OpenAiBackend {
+    pub(super) fn body(&self, req: &LlmRequest, asking: Asking) -> Value {
+        let s = &req.settings;
+        let mut messages = chat_messages(req);
+        let mut obj = serde_json::Map::new();
+        if let Some(tools) = req
+            .tools
+            .as_ref()
+            .filter(|t| t.format == DecisionFormat::Native)
+        {
+            messages.extend(tools::exchange_messages(&tools.exchange));
+            obj.insert("tools".into(), tools::definitions(&tools.tools));
+            if let Some(choice) = &tools.tool_choice {
+                obj.insert("tool_choice".into(), json!(choice));
+            }
+        }
+        obj.insert("model".into(), json!(self.model(req)));
+        obj.insert("messages".into(), Value::Array(messages));
+        obj.insert("stream".into(), json!(self.streams(req)));
+        if let Some(t) = s.temperature {
+            obj.insert("temperature".into(), json!(t));
+        }
+        if let Some(p) = s.top_p {
+            obj.insert("top_p".into(), json!(p));
+        }
+        if let Some(k) = s.top_k {
+            obj.insert("top_k".into(), json!(k));
+        }
+        if let Some(m) = s.max_tokens {
+            obj.insert("max_tokens".into(), json!(m));
+        }
+        if let Some(stop) = s.stop.as_ref().filter(|s| !s.is_empty()) {
+            let limit = is_openai(&self.endpoint()).then_some(OPENAI_MAX_STOPS);
+            obj.insert("stop".into(), json!(stops_to_send(stop, limit)));
+        }
+        if let Some(seed) = s.seed {
+            let attempt = req.redraw.as_ref().map_or(0, |r| u64::from(r.attempt));
+            obj.insert("seed".into(), json!(seed.wrapping_add(attempt)));
+        }
+        sampling::standard(s, req.redraw.as_ref(), &mut obj);
+        if self.sends_extras(req) {
+            obj.extend(sampling::extras(s));
+        }
+        if self.streams(req) {
+            obj.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        if let (Some(options), Asking::Structured) = (&req.options, asking) {
+            ask_structured(options, &mut obj);
+        }
+        Value::Object(obj)
+    }
+
+    /// Whether the reply is streamed: agents' replies and decisions, when streaming is
+    /// on; every other call's answer is short and shown whole.
+    pub(super) fn streams(&self, req: &LlmRequest) -> bool {
+        self.options.stream && matches!(req.context.kind, CallKind::Act | CallKind::Decide)
+    }
+
+    /// The model the request names, else the backend's.
+    pub(super) fn model<'a>(&'a self, req: &'a LlmRequest) -> &'a str {
+        req.settings
+            .model
+            .as_deref()
+            .or(self.options.model.as_deref())
+            .unwrap_or("default")
+    }
+
+    /// Whether the request's settings ask for extra sampling fields this server may
+    /// take (never OpenAI's own API, nor a server that refused them).
+    pub(super) fn sends_extras(&self, req: &LlmRequest) -> bool {
+        !is_openai(&self.endpoint())
+            && !self.extras_refused.load(Ordering::Relaxed)
+            && !sampling::extras(&req.settings).is_empty()
+    }
+
+    /// Whether the request's extra sampling fields go unsent.
+    pub(super) fn extras_unsent(&self, req: &LlmRequest) -> bool {
+        !sampling::extras(&req.settings).is_empty() && !self.sends_extras(req)
+    }
+}
+
+/// The request's messages under the API's role names.
+fn chat_messages(req: &LlmRequest) -> Vec<Value> {
+    req.messages
+        .iter()
+        .map(|m| {
+            let role = match m.role {
+                ChatRole::System => "system",
+                ChatRole::User => "user",
+                ChatRole::Assistant => "assistant",
+            };
+            json!({"role": role, "content": m.content})
+        })
+        .collect()
+}
+
+/// A stop sequence that is a participant's label on a new line (`\nBen:`), as agents
+/// are given for everyone else in the conversation.
+fn is_label_stop(stop: &str) -> bool {
+    stop.strip_prefix('\n')
+        .and_then(|s| s.strip_suffix(':'))
+        .is_some_and(|name| !name.trim().is_empty() && !name.contains('\n'))
+}
+
+/// The stop sequences to send: every one, once; or, to a server that takes at most
+/// `limit`, the participants' labels first (they keep a reply in character), then the
+/// others in order. What is left out is still cut on this side: `Action::process`
+/// ends a reply where another participant's line starts.
+fn stops_to_send(stops: &[String], limit: Option<usize>) -> Vec<String> {
+    let mut unique: Vec<&String> = Vec::new();
+    for s in stops.iter().filter(|s| !s.is_empty()) {
+        if !unique.contains(&s) {
+            unique.push(s);
+        }
+    }
+    let Some(limit) = limit else {
+        return unique.into_iter().cloned().collect();
+    };
+    let (labels, rest): (Vec<&String>, Vec<&String>) =
+        unique.into_iter().partition(|s| is_label_stop(s));
+    labels
+        .into_iter()
+        .chain(rest)
+        .take(limit)
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn stops_all_go_to_servers_and_the_labels_first_to_openai() {
+        let stops = strings(&[
+            "END",
+            "\nMia:",
+            "\nBen:",
+            "\nCleo:",
+            "\nDan:",
+            "\nModerator:",
+            "END",
+        ]);
+        assert_eq!(
+            stops_to_send(&stops, None),
+            strings(&[
+                "END",
+                "\nMia:",
+                "\nBen:",
+                "\nCleo:",
+                "\nDan:",
+                "\nModerator:"
+            ])
+        );
+        assert_eq!(
+            stops_to_send(&stops, Some(OPENAI_MAX_STOPS)),
+            strings(&["\nMia:", "\nBen:", "\nCleo:", "\nDan:"])
+        );
+        assert_eq!(
+            stops_to_send(&strings(&["END", "\nBen:"]), Some(4)),
+            strings(&["\nBen:", "END"])
+        );
+    }
+}

@@ -1,0 +1,119 @@
+//! One attempt at a completion: sending the request within the read timeout, and what
+//! an answer other than HTTP 200 means (a retry, a refusal the backend remembers, or
+//! a fatal error). A 200's body is read by `reply.rs` or `stream.rs`.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+use super::choice::Asking;
+use super::redact::{server_message, shown, without_url};
+use super::retry::{parse_retry_after, retryable_status, AttemptError, Cause};
+use super::OpenAiBackend;
+use crate::llm::{Completion, LlmRequest, TokenSink};
+
+impl OpenAiBackend {
+    /// One try at `req`: sent, its status checked, its reply read whole or streamed.
+    pub(super) async fn attempt(
+        &self,
+        req: &LlmRequest,
+        stream: Option<&TokenSink>,
+        asking: Asking,
+    ) -> Result<Completion, AttemptError> {
+        let extras = self.sends_extras(req);
+        let response = self.send(req, asking).await?;
+        if response.status().as_u16() != 200 {
+            return Err(self.rejected(req, asking, extras, response).await);
+        }
+        if self.streams(req) {
+            self.read_stream(req, response, stream).await
+        } else {
+            self.read_whole(req, response, stream, asking).await
+        }
+    }
+
+    /// Posts the request, with the key as a bearer token; no response within the read
+    /// timeout, or a failed connection, is worth another attempt.
+    async fn send(
+        &self,
+        req: &LlmRequest,
+        asking: Asking,
+    ) -> Result<reqwest::Response, AttemptError> {
+        let mut call = self.client.post(&self.url).json(&self.body(req, asking));
+        if let Some(key) = &self.options.api_key {
+            call = call.bearer_auth(key.expose());
+        }
+        let sent = tokio::time::timeout(self.options.read_timeout, call.send()).await;
+        match sent {
+            Err(_) => Err(AttemptError::Retry {
+                cause: format!("no response within {:?}", self.options.read_timeout).into(),
+                after: None,
+            }),
+            Ok(Err(e)) => Err(AttemptError::retry(Cause::caused_by(
+                format!("connection failed: {}", without_url(&e)),
+                e.without_url(),
+            ))),
+            Ok(Ok(r)) => Ok(r),
+        }
+    }
+
+    /// What a response other than 200 means, named with its status, the URL and the
+    /// server's words: a refusal of something the request may go without, worth
+    /// another attempt at once; a key or a model to check; a status worth retrying
+    /// after the server's `Retry-After`, if it sent one; or else a fatal error.
+    /// `extras_sent`: the request carried the extra sampling fields.
+    async fn rejected(
+        &self,
+        req: &LlmRequest,
+        asking: Asking,
+        extras_sent: bool,
+        response: reqwest::Response,
+    ) -> AttemptError {
+        let status = response.status().as_u16();
+        let after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, SystemTime::now()));
+        let text = response.text().await.unwrap_or_default();
+        let said = server_message(&text, self.options.api_key.as_ref());
+        let url = shown(&self.url);
+        if status == 400 {
+            if let Some(refusal) = self.refusal(req, asking, extras_sent, &url, &said) {
+                return refusal;
+            }
+        }
+        match status {
+            401 | 403 => AttemptError::Fatal(format!("HTTP {status} from {url}: check the API key (OPENAI_API_KEY); the server said: {said}").into()),
+            404 => AttemptError::Fatal(format!("HTTP 404 from {url}: no model {:?} there, or the base URL is wrong; the server said: {said}", self.model(req)).into()),
+            s if retryable_status(s) => AttemptError::Retry { cause: format!("HTTP {s} from {url}: {said}").into(), after },
+            s => AttemptError::Fatal(format!("HTTP {s} from {url}: {said}").into()),
+        }
+    }
+
+    /// An HTTP 400 read as the refusal of what the request may go without: the extra
+    /// sampling fields, else structured output. The backend remembers it and never
+    /// sends that again (the completion says so, and the run warns once), and the
+    /// request is asked again at once. `None`: the 400 is about something else.
+    fn refusal(
+        &self,
+        req: &LlmRequest,
+        asking: Asking,
+        extras_sent: bool,
+        url: &str,
+        said: &str,
+    ) -> Option<AttemptError> {
+        let refused = if extras_sent {
+            self.extras_refused.store(true, Ordering::Relaxed);
+            "the extra sampling fields"
+        } else if req.options.is_some() && asking == Asking::Structured {
+            self.structured_refused.store(true, Ordering::Relaxed);
+            "structured output"
+        } else {
+            return None;
+        };
+        Some(AttemptError::Retry {
+            cause: format!("HTTP 400 from {url} to {refused}: {said}").into(),
+            after: Some(Duration::ZERO),
+        })
+    }
+}
