@@ -10,9 +10,9 @@
 
 use crate::error::InferError;
 
-/// A question for the model: the logits of `children` after the prompt and `path`.
+/// A point where the options part ways: the model's logits for `children` after the prompt and `path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Question {
+pub struct Branching {
     pub path: Vec<u32>,
     pub children: Vec<u32>,
 }
@@ -63,13 +63,13 @@ impl OptionTrie {
     }
 
     /// The nodes where options part ways, root first, with the tokens leading there.
-    pub fn questions(&self) -> Vec<Question> {
+    pub fn questions(&self) -> Vec<Branching> {
         let mut out = Vec::new();
         let mut stack = vec![(0usize, Vec::new())];
         while let Some((node, path)) = stack.pop() {
             let children = &self.nodes[node].children;
             if children.len() > 1 {
-                out.push(Question {
+                out.push(Branching {
                     path: path.clone(),
                     children: children.iter().map(|(t, _)| *t).collect(),
                 });
@@ -146,11 +146,11 @@ mod tests {
         assert_eq!(
             qs,
             vec![
-                Question {
+                Branching {
                     path: vec![],
                     children: vec![0, 2]
                 },
-                Question {
+                Branching {
                     path: vec![0],
                     children: vec![1, 5]
                 },

@@ -19,7 +19,7 @@ use crate::memory::{Message, SummaryRequest};
 use crate::prompt;
 use crate::scenario::Scenario;
 use crate::tokens::TokenCounter;
-use crate::tools::{store_query, Failure, InEnvironment};
+use crate::tools::{store_query, InEnvironment, ToolFailure};
 
 pub struct EnvironmentActor {
     env: Environment,
@@ -229,7 +229,7 @@ impl Handler<Consult> for EnvironmentActor {
 }
 
 impl Handler<RunInEnvironment> for EnvironmentActor {
-    type Result = ResponseFuture<Result<ResultObject, Failure>>;
+    type Result = ResponseFuture<Result<ResultObject, ToolFailure>>;
     fn handle(&mut self, msg: RunInEnvironment, _: &mut Context<Self>) -> Self::Result {
         match msg.tool.in_environment() {
             Some(InEnvironment::StoreQuery) => {
@@ -254,10 +254,10 @@ impl Handler<RunInEnvironment> for EnvironmentActor {
                     let vector = embed
                         .embed(query.clone())
                         .await
-                        .map_err(|e| Failure::unknown(format!("embedding the query: {e}")))?;
+                        .map_err(|e| ToolFailure::unknown(format!("embedding the query: {e}")))?;
                     let base = crate::knowledge::shared(&lookup, &embed)
                         .await
-                        .map_err(|e| Failure::unknown(format!("{}: {e}", lookup.path)))?;
+                        .map_err(|e| ToolFailure::unknown(format!("{}: {e}", lookup.path)))?;
                     let found = base.lookup(&vector, &lookup);
                     let mut obj = Map::new();
                     obj.insert("query".into(), json!(query));
@@ -268,7 +268,7 @@ impl Handler<RunInEnvironment> for EnvironmentActor {
                 })
             }
             None => Box::pin(async {
-                Err(Failure::unknown(
+                Err(ToolFailure::unknown(
                     "this tool does not run in the Environment",
                 ))
             }),

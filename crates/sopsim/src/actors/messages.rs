@@ -12,7 +12,7 @@ pub use crate::environment::{
 use crate::error::SimError;
 use crate::memory::{Message, Observation};
 pub use crate::tools::CallOutcome;
-use crate::tools::{Failure, Tool};
+use crate::tools::{Tool, ToolFailure};
 
 /// Director → Environment: a new visit of `state` begins.
 #[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
@@ -97,7 +97,7 @@ pub struct ViewTools {
 /// Agent → Environment: run a tool that reads the Environment (`store_query`,
 /// `knowledge`) for `agent`.
 #[derive(actix::Message)]
-#[rtype(result = "Result<ResultObject, Failure>")]
+#[rtype(result = "Result<ResultObject, ToolFailure>")]
 pub struct RunInEnvironment {
     pub tool: Arc<Tool>,
     pub agent: String,

@@ -249,7 +249,7 @@ impl ModelTurn {
             self.state(),
             self.who(),
             obs,
-            prompt::Question {
+            prompt::ChoicePut {
                 spec,
                 options: &self.options,
                 own_reply,

@@ -29,7 +29,7 @@ use crate::memory::MessageKind;
 use crate::prompt::ChatMessage;
 use crate::scenario::LlmSettings;
 use crate::tools::decision::{self, Decided, DecisionView, Task};
-use crate::tools::{cut, Failure, Place, Tool};
+use crate::tools::{cut, Tool, ToolCallPlace, ToolFailure};
 
 /// Bad decisions (unknown tool, invalid arguments, unreadable) tolerated in a turn
 /// after the first: the model gets the error back and two more tries.
@@ -126,7 +126,7 @@ impl Decider {
         let (outcome, result) = match tool.check_arguments(arguments) {
             Err(f) => (CallOutcome::InvalidArguments, Err(f)),
             Ok(args) => {
-                let place = Place {
+                let place = ToolCallPlace {
                     run_seed: self.run_seed,
                     agent: self.name.clone(),
                     turn: self.turn,
@@ -173,7 +173,7 @@ impl Decider {
         args: &serde_json::Map<String, Value>,
         raw: &str,
         step: u32,
-    ) -> Result<Option<Result<ResultObject, Failure>>, SimError> {
+    ) -> Result<Option<Result<ResultObject, ToolFailure>>, SimError> {
         let tape = self
             .llm
             .tool_tape()
@@ -219,7 +219,7 @@ impl Decider {
     ) -> Result<(Task, CallOutcome), SimError> {
         let ended = Ended {
             outcome,
-            result: Err(Failure::avoidable(why)),
+            result: Err(ToolFailure::avoidable(why)),
             store: false,
         };
         self.finish_call(tool, arguments, ended, retry, out).await
@@ -563,7 +563,7 @@ impl Steps {
 /// How a call ended, and whether its result goes into the store.
 struct Ended {
     outcome: CallOutcome,
-    result: Result<ResultObject, Failure>,
+    result: Result<ResultObject, ToolFailure>,
     store: bool,
 }
 

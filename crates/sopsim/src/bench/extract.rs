@@ -107,9 +107,9 @@ pub enum OutcomeError {
     },
 }
 
-/// A decision as read: a normalised choice or a number.
+/// A move as read from a decision: a normalised choice or a number.
 #[derive(Debug, Clone, PartialEq)]
-enum Decision {
+enum Move {
     Choice(String),
     Number(f64),
 }
@@ -150,18 +150,14 @@ fn rounds<'a>(decision: &CompiledDecision, transcript: &'a [Message]) -> Vec<Vec
 }
 
 /// A choice or a number as the rule reads it, if it is a valid one.
-fn readable(
-    rule: &crate::scenario::DecisionRule,
-    values: &[String],
-    text: &str,
-) -> Option<Decision> {
+fn readable(rule: &crate::scenario::DecisionRule, values: &[String], text: &str) -> Option<Move> {
     if values.is_empty() {
         let n: f64 = text.trim().parse().ok()?;
         let in_range = rule.range.is_none_or(|[lo, hi]| (lo..=hi).contains(&n));
-        (n.is_finite() && in_range).then_some(Decision::Number(n))
+        (n.is_finite() && in_range).then_some(Move::Number(n))
     } else {
         let key = choice_key(text);
-        values.contains(&key).then_some(Decision::Choice(key))
+        values.contains(&key).then_some(Move::Choice(key))
     }
 }
 
@@ -172,7 +168,7 @@ fn read_decision(
     decision: &CompiledDecision,
     messages: &[&Message],
     player: &str,
-) -> (Option<Decision>, Option<indexmap::IndexMap<String, f64>>) {
+) -> (Option<Move>, Option<indexmap::IndexMap<String, f64>>) {
     let rule = &decision.rule;
     let values: Vec<String> = rule.values.iter().map(|v| choice_key(v)).collect();
     let own: Vec<&&Message> = messages.iter().filter(|m| m.name == player).collect();
@@ -187,7 +183,7 @@ fn read_decision(
     let Some(pattern) = &decision.pattern else {
         return (None, None);
     };
-    let texts: Vec<Decision> = own
+    let texts: Vec<Move> = own
         .iter()
         .flat_map(|m| pattern.captures_iter(&m.content))
         .filter_map(|caps| readable(rule, &values, caps.get(1).or_else(|| caps.get(0))?.as_str()))
@@ -209,8 +205,8 @@ fn decisions(
     f: &mut Figures,
 ) -> Result<(), OutcomeError> {
     let default = decision.rule.default.as_ref().map(|d| match d {
-        DecisionValue::Number(n) => Decision::Number(*n),
-        DecisionValue::Choice(c) => Decision::Choice(choice_key(c)),
+        DecisionValue::Number(n) => Move::Number(*n),
+        DecisionValue::Choice(c) => Move::Choice(choice_key(c)),
     });
     let values: Vec<String> = decision.rule.values.iter().map(|v| choice_key(v)).collect();
     let rounds = rounds(decision, transcript);
@@ -298,25 +294,25 @@ fn decisions(
 
 /// 1 or 0 for a choice, the position in the range for a number; `None` when the rule
 /// defines no cooperation.
-fn cooperation_of(decision: &CompiledDecision, d: &Decision) -> Option<f64> {
+fn cooperation_of(decision: &CompiledDecision, d: &Move) -> Option<f64> {
     let rule = &decision.rule;
     match d {
-        Decision::Choice(c) if !rule.cooperative.is_empty() => {
+        Move::Choice(c) if !rule.cooperative.is_empty() => {
             Some(if rule.cooperative.iter().any(|k| &choice_key(k) == c) {
                 1.0
             } else {
                 0.0
             })
         }
-        Decision::Number(n) => rule.range.map(|[lo, hi]| (n - lo) / (hi - lo)),
-        Decision::Choice(_) => None,
+        Move::Number(n) => rule.range.map(|[lo, hi]| (n - lo) / (hi - lo)),
+        Move::Choice(_) => None,
     }
 }
 
 fn round_payoffs(
     payoff: &CompiledPayoff,
     values: &[String],
-    joint: &[Decision],
+    joint: &[Move],
     round: usize,
 ) -> Result<Vec<f64>, OutcomeError> {
     match payoff {
@@ -324,8 +320,8 @@ fn round_payoffs(
             let key = joint
                 .iter()
                 .map(|d| match d {
-                    Decision::Choice(c) => c.clone(),
-                    Decision::Number(n) => n.to_string(),
+                    Move::Choice(c) => c.clone(),
+                    Move::Number(n) => n.to_string(),
                 })
                 .collect::<Vec<_>>()
                 .join(",");
@@ -335,15 +331,15 @@ fn round_payoffs(
             let numbers: Option<Vec<f64>> = joint
                 .iter()
                 .map(|d| match d {
-                    Decision::Number(n) => Some(*n),
-                    Decision::Choice(_) => None,
+                    Move::Number(n) => Some(*n),
+                    Move::Choice(_) => None,
                 })
                 .collect();
             let choices: Vec<String> = joint
                 .iter()
                 .map(|d| match d {
-                    Decision::Choice(c) => c.clone(),
-                    Decision::Number(n) => n.to_string(),
+                    Move::Choice(c) => c.clone(),
+                    Move::Number(n) => n.to_string(),
                 })
                 .collect();
             (0..joint.len())

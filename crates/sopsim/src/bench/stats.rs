@@ -71,7 +71,7 @@ pub fn summarize(values: &[f64]) -> Option<Summary> {
     })
 }
 
-/// The paired difference `b − a` of values matched by key (the seed); `None` without pairs.
+/// The paired difference `b − a` of values matched by key (the run's random seed); `None` without pairs.
 pub fn paired<K: Ord>(a: &[(K, f64)], b: &[(K, f64)]) -> Option<Difference> {
     let by_key: std::collections::BTreeMap<&K, f64> = a.iter().map(|(k, v)| (k, *v)).collect();
     let diffs: Vec<f64> = b

@@ -8,12 +8,12 @@ use super::Return;
 /// Why a tool call failed. `avoidable` failures carry feedback the model can act on
 /// (a malformed expression, a refused URL); the others are outside its control.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
+pub struct ToolFailure {
     pub avoidable: bool,
     pub message: String,
 }
 
-impl Failure {
+impl ToolFailure {
     pub fn avoidable(message: impl Into<String>) -> Self {
         Self {
             avoidable: true,

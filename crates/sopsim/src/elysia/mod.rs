@@ -7,7 +7,7 @@ mod objects;
 mod refs;
 mod store;
 
-pub use failure::Failure;
+pub use failure::ToolFailure;
 pub use objects::{ResultObject, Return, REF_ID};
 pub use refs::{listed, rename_refs, tag_refs};
 pub use store::{content_hash, Entry, Store, StoreError};

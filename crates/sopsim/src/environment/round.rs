@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::elysia::{Return, Store};
-use crate::tools::{decision, CallOutcome, Failure};
+use crate::tools::{decision, CallOutcome, ToolFailure};
 
 /// Agent → tool → standing self-healing error lines.
 pub type Errors = IndexMap<String, IndexMap<String, Vec<String>>>;
@@ -116,9 +116,9 @@ fn note_return(ran: &mut BTreeSet<String>, errors: &mut Errors, ret: &ToolReturn
             error_message,
         } => {
             let failure = if feedback.is_empty() {
-                Failure::unknown(error_message.clone())
+                ToolFailure::unknown(error_message.clone())
             } else {
-                Failure::avoidable(feedback.clone())
+                ToolFailure::avoidable(feedback.clone())
             };
             errors
                 .entry(ret.agent.clone())

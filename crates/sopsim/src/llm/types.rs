@@ -133,6 +133,20 @@ pub struct Redraw {
     pub avoid: Vec<String>,
 }
 
+impl Redraw {
+    /// Tokens a reply drawn again for being empty must reach before it may end.
+    pub const MIN_TOKENS_AFTER_EMPTY: usize = 8;
+
+    /// Tokens the draw must generate before its end-of-text token may come.
+    pub fn min_tokens(&self) -> usize {
+        if self.cause == crate::quality::RedrawCause::Empty {
+            Self::MIN_TOKENS_AFTER_EMPTY
+        } else {
+            0
+        }
+    }
+}
+
 /// The tools offered to a decision call, and this turn's calls so far with what
 /// they returned (sent as `assistant` `tool_calls` and `tool` messages natively).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! `Message`: one message in the run's long-term log (the seed's `Memory`).
+//! `Message`: one message in the run's long-term log (aiwaves' `Memory`).
 
 use serde::{Deserialize, Serialize};
 
@@ -36,7 +36,7 @@ pub struct Decision {
     pub probabilities: Option<indexmap::IndexMap<String, f64>>,
 }
 
-/// One message: the seed's `Memory(send_role, send_name, content)` plus where and
+/// One message: aiwaves' `Memory(send_role, send_name, content)` plus where and
 /// when in the run it was said. One line of `transcript.jsonl`.
 ///
 /// There is deliberately no wall-clock time here: a replayed run must reproduce the
@@ -49,9 +49,9 @@ pub struct Message {
     pub state: String,
     /// The state's visit number within the run, from 1.
     pub visit: u32,
-    /// The seed's `send_role`.
+    /// aiwaves' `send_role`.
     pub role: String,
-    /// The seed's `send_name`.
+    /// aiwaves' `send_name`.
     pub name: String,
     pub content: String,
     pub kind: MessageKind,

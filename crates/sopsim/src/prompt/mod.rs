@@ -130,7 +130,7 @@ pub fn agent_prompt(
 }
 
 /// A closed choice put to an agent.
-pub struct Question<'a> {
+pub struct ChoicePut<'a> {
     pub spec: &'a crate::scenario::ChoiceSpec,
     pub options: &'a [String],
     /// What the agent just said, when it speaks before it chooses.
@@ -144,10 +144,10 @@ pub fn choice_prompt(
     state: &State,
     who: Persona<'_>,
     obs: &Observation,
-    question: Question<'_>,
+    question: ChoicePut<'_>,
     counter: &dyn TokenCounter,
 ) -> Assembled {
-    let Question {
+    let ChoicePut {
         spec,
         options,
         own_reply,

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 pub struct Scenario {
     /// Short name, used in outputs and reports.
     pub name: String,
+    /// What the scenario is about, for people (never sent to a model).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
     #[serde(default)]
@@ -78,7 +79,7 @@ impl Default for EnvironmentSettings {
     }
 }
 
-/// Information sharing between states (the seed's `environment_type`).
+/// Information sharing between states (aiwaves' `environment_type`).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
@@ -117,21 +118,28 @@ impl std::str::FromStr for Mode {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct LlmSettings {
+    /// The model to ask: a server's model name (the local backend uses its own file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Sampling temperature; 0 takes the most likely token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 2.0))]
     pub temperature: Option<f32>,
+    /// Nucleus sampling: keep the most likely tokens up to this probability mass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub top_p: Option<f32>,
+    /// Keep only this many most likely tokens (0 or unset: all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_k: Option<u32>,
+    /// The longest reply, in tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_tokens: Option<u32>,
+    /// Strings that end a reply (the other participants' labels are added).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<Vec<String>>,
+    /// The call's own seed (otherwise the run's `--seed` and the prompt decide).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
     /// How a decision agent asks for tool calls: `native` (the API's tool calling) or
@@ -163,9 +171,11 @@ pub struct LlmSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 5.0))]
     pub dry_multiplier: Option<f32>,
+    /// DRY's growth per token of repeat beyond `dry_allowed_length` (default 1.75).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1.0, max = 4.0))]
     pub dry_base: Option<f32>,
+    /// The longest repeat DRY lets pass unpenalised, in tokens (default 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub dry_allowed_length: Option<u32>,
@@ -269,6 +279,7 @@ pub struct Sop {
     #[serde(default = "default_max_turns")]
     #[schemars(range(min = 1))]
     pub max_turns: u64,
+    /// The states by name.
     pub states: IndexMap<String, State>,
 }
 
@@ -344,8 +355,10 @@ impl Turns {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SummaryPrompts {
+    /// The system prompt of the summary call.
     #[serde(default = "default_summary_system")]
     pub system_prompt: String,
+    /// The last instruction of the summary call.
     #[serde(default = "default_summary_last")]
     pub last_prompt: String,
 }
@@ -374,15 +387,17 @@ impl SummaryPrompts {
     }
 }
 
-/// What a role is told in a state (the seed's prompt components).
+/// What a role is told in a state (aiwaves' prompt components).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Components {
     /// How this role speaks here, added to the agent's own style.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub style: Option<String>,
+    /// What the role does here: the last instruction of its prompt, addressed to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
+    /// Rules the role follows here, in its system prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
     /// Example replies.
@@ -539,8 +554,10 @@ fn format_number(x: f64, decimals: usize) -> String {
 pub struct ExtractStep {
     /// The tags to read, e.g. `["code"]` for `<code>…</code>`; each value is stored under its tag.
     pub words: Vec<String>,
+    /// The system prompt of the extract call.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub system_prompt: String,
+    /// The last instruction of the extract call.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_prompt: String,
 }
@@ -552,6 +569,7 @@ pub struct KnowledgeLookup {
     /// A JSON file: an object or array of entries with `q` and `a` (question and
     /// answer) and/or `chunk` (text). A relative path is relative to the scenario file.
     pub path: String,
+    /// How many of the most similar entries are shown.
     #[serde(default = "default_knowledge_top_k")]
     #[schemars(range(min = 1, max = 100))]
     pub top_k: usize,
@@ -587,8 +605,10 @@ pub enum SpeakerRule {
     Random,
     /// A controller call picks among the roles other than the last speaker's.
     Llm {
+        /// The controller's system prompt.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         system_prompt: Option<String>,
+        /// The controller's last instruction.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         last_prompt: Option<String>,
         /// The tag an answer may be wrapped in, `<end>…</end>` by default.
@@ -634,6 +654,7 @@ pub struct TransitionRule {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct KeywordRule {
+    /// The word to look for (case-insensitive).
     pub keyword: String,
     /// A state in `next`, or the SOP's end.
     pub to: String,
@@ -642,8 +663,10 @@ pub struct KeywordRule {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct JudgePrompts {
+    /// The judge's system prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<String>,
+    /// The judge's last instruction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_prompt: Option<String>,
     /// Labels the judge may answer with instead of the names, one per choice in the

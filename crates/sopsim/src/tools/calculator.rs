@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::Failure;
+use super::ToolFailure;
 
 /// Longest expression accepted; deeper nesting than `MAX_DEPTH` is refused too, so a
 /// hostile expression cannot exhaust the parser's stack.
@@ -26,7 +26,7 @@ pub fn parameters() -> Value {
 }
 
 /// The value of `expression`, as a result object `{expression, value}`.
-pub fn run(args: &Map<String, Value>) -> Result<Map<String, Value>, Failure> {
+pub fn run(args: &Map<String, Value>) -> Result<Map<String, Value>, ToolFailure> {
     let expression = args
         .get("expression")
         .and_then(Value::as_str)
@@ -38,12 +38,12 @@ pub fn run(args: &Map<String, Value>) -> Result<Map<String, Value>, Failure> {
     Ok(obj)
 }
 
-pub fn evaluate(expression: &str) -> Result<f64, Failure> {
+pub fn evaluate(expression: &str) -> Result<f64, ToolFailure> {
     if expression.trim().is_empty() {
-        return Err(Failure::avoidable("the expression is empty"));
+        return Err(ToolFailure::avoidable("the expression is empty"));
     }
     if expression.chars().count() > MAX_CHARS {
-        return Err(Failure::avoidable(format!(
+        return Err(ToolFailure::avoidable(format!(
             "the expression is longer than {MAX_CHARS} characters"
         )));
     }
@@ -55,7 +55,7 @@ pub fn evaluate(expression: &str) -> Result<f64, Failure> {
             _ => {}
         }
         if depth > MAX_DEPTH {
-            return Err(Failure::avoidable(format!(
+            return Err(ToolFailure::avoidable(format!(
                 "parentheses nest deeper than {MAX_DEPTH}"
             )));
         }
@@ -63,14 +63,14 @@ pub fn evaluate(expression: &str) -> Result<f64, Failure> {
     let context =
         evalexpr::EmptyContextWithBuiltinFunctions::<evalexpr::DefaultNumericTypes>::default();
     let value = evalexpr::eval_with_context(&floats(expression), &context)
-        .map_err(|e| Failure::avoidable(format!("{expression:?} is not arithmetic: {e}")))?;
-    let n = value
-        .as_number()
-        .map_err(|_| Failure::avoidable(format!("{expression:?} is not a number but {value}")))?;
+        .map_err(|e| ToolFailure::avoidable(format!("{expression:?} is not arithmetic: {e}")))?;
+    let n = value.as_number().map_err(|_| {
+        ToolFailure::avoidable(format!("{expression:?} is not a number but {value}"))
+    })?;
     if n.is_finite() {
         Ok(n)
     } else {
-        Err(Failure::avoidable(format!(
+        Err(ToolFailure::avoidable(format!(
             "{expression:?} has no finite value ({n})"
         )))
     }

@@ -6,7 +6,7 @@
 use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
 
-use super::{cut, Failure, Tool};
+use super::{cut, Tool, ToolFailure};
 use crate::elysia::Entry;
 use crate::prompt::ChatMessage;
 use crate::scenario::DecisionFormat;
@@ -25,7 +25,7 @@ pub struct Task {
 }
 
 /// Elysia's self-healing error line for a failed call of a tool.
-pub fn error_line(failure: &Failure) -> String {
+pub fn error_line(failure: &ToolFailure) -> String {
     if failure.avoidable {
         format!(
             "Avoidable error: {} (this error is likely to be solved by incorporating the feedback in a future tool call)",
@@ -478,7 +478,7 @@ mod tests {
 
     #[test]
     fn error_lines_tell_fixable_from_not() {
-        assert!(error_line(&Failure::avoidable("bad")).starts_with("Avoidable error: bad"));
-        assert!(error_line(&Failure::unknown("down")).starts_with("Unknown error: down"));
+        assert!(error_line(&ToolFailure::avoidable("bad")).starts_with("Avoidable error: bad"));
+        assert!(error_line(&ToolFailure::unknown("down")).starts_with("Unknown error: down"));
     }
 }

@@ -5,7 +5,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Map, Value};
 
-use super::{Failure, Place};
+use super::{ToolCallPlace, ToolFailure};
 
 pub fn parameters() -> Value {
     json!({
@@ -18,7 +18,10 @@ pub fn parameters() -> Value {
     })
 }
 
-pub fn run(args: &Map<String, Value>, place: &Place) -> Result<Map<String, Value>, Failure> {
+pub fn run(
+    args: &Map<String, Value>,
+    place: &ToolCallPlace,
+) -> Result<Map<String, Value>, ToolFailure> {
     let sides = args.get("sides").and_then(Value::as_u64).unwrap_or(6);
     let count = args.get("count").and_then(Value::as_u64).unwrap_or(1);
     let mut h = xxhash_rust::xxh3::Xxh3::with_seed(place.run_seed);

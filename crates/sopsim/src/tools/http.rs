@@ -11,7 +11,7 @@ use url::{Host, Url};
 
 use crate::scenario::{is_loopback, AllowlistError};
 
-use super::Failure;
+use super::ToolFailure;
 use crate::chain::chain;
 
 const DEFAULT_TIMEOUT_MS: u64 = 5_000;
@@ -68,19 +68,19 @@ impl Http {
     }
 
     /// The URL to call, if the allowlist permits it; otherwise why not.
-    pub fn permit(&self, text: &str) -> Result<Url, Failure> {
+    pub fn permit(&self, text: &str) -> Result<Url, ToolFailure> {
         let url = Url::parse(text).map_err(|e| {
-            Failure::avoidable(format!("{:?} is not a URL: {e}", super::cut(text, 200)))
+            ToolFailure::avoidable(format!("{:?} is not a URL: {e}", super::cut(text, 200)))
         })?;
         // Credentials never travel in a tool's URL, and are never repeated back.
         if !url.username().is_empty() || url.password().is_some() {
-            return Err(Failure::avoidable(
+            return Err(ToolFailure::avoidable(
                 "the URL carries a user name or password; call it without them",
             ));
         }
         let allowed: Vec<&str> = self.allow.iter().map(Url::as_str).collect();
         if !is_loopback(&url) {
-            return Err(Failure::avoidable(format!(
+            return Err(ToolFailure::avoidable(format!(
                 "{text:?} is not on this machine; only loopback addresses may be called: {}",
                 allowed.join(", ")
             )));
@@ -92,7 +92,7 @@ impl Http {
                 && url.path().starts_with(a.path())
         });
         if !permitted {
-            return Err(Failure::avoidable(format!(
+            return Err(ToolFailure::avoidable(format!(
                 "{text:?} is not under an allowed prefix: {}",
                 allowed.join(", ")
             )));
@@ -101,7 +101,10 @@ impl Http {
     }
 
     /// Calls `args.url` and returns the JSON it answers as objects.
-    pub async fn run(&self, args: &Map<String, Value>) -> Result<Vec<Map<String, Value>>, Failure> {
+    pub async fn run(
+        &self,
+        args: &Map<String, Value>,
+    ) -> Result<Vec<Map<String, Value>>, ToolFailure> {
         let url = self.permit(args.get("url").and_then(Value::as_str).unwrap_or_default())?;
         let post = args.get("method").and_then(Value::as_str) == Some("POST");
         let mut client = reqwest::Client::builder()
@@ -115,7 +118,7 @@ impl Http {
         }
         let client = client
             .build()
-            .map_err(|e| Failure::unknown(format!("the HTTP client could not start: {e}")))?;
+            .map_err(|e| ToolFailure::unknown(format!("the HTTP client could not start: {e}")))?;
         let request = if post {
             client
                 .post(url.clone())
@@ -126,16 +129,16 @@ impl Http {
         let mut response = request
             .send()
             .await
-            .map_err(|e| Failure::unknown(format!("{url}: {}", chain(&e.without_url()))))?;
+            .map_err(|e| ToolFailure::unknown(format!("{url}: {}", chain(&e.without_url()))))?;
         let status = response.status();
         let mut body = Vec::new();
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|e| Failure::unknown(format!("{url}: {}", chain(&e.without_url()))))?
+            .map_err(|e| ToolFailure::unknown(format!("{url}: {}", chain(&e.without_url()))))?
         {
             if (body.len() + chunk.len()) as u64 > self.max_bytes {
-                return Err(Failure::unknown(format!(
+                return Err(ToolFailure::unknown(format!(
                     "{url}: the response is larger than {} bytes",
                     self.max_bytes
                 )));
@@ -146,13 +149,13 @@ impl Http {
             let said: String = String::from_utf8_lossy(&body).chars().take(200).collect();
             let message = format!("{url}: HTTP {status}: {said}");
             return Err(if status.is_client_error() {
-                Failure::avoidable(message)
+                ToolFailure::avoidable(message)
             } else {
-                Failure::unknown(message)
+                ToolFailure::unknown(message)
             });
         }
         let value: Value = serde_json::from_slice(&body)
-            .map_err(|e| Failure::unknown(format!("{url}: the response is not JSON: {e}")))?;
+            .map_err(|e| ToolFailure::unknown(format!("{url}: the response is not JSON: {e}")))?;
         Ok(match value {
             Value::Object(o) => vec![o],
             Value::Array(items) if items.iter().all(Value::is_object) => items

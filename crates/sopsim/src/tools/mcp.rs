@@ -19,7 +19,7 @@ use thiserror::Error;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
 
-use super::Failure;
+use super::ToolFailure;
 use crate::scenario::McpCommand;
 
 const DEFAULT_TIMEOUT_MS: u64 = 10_000;
@@ -261,18 +261,18 @@ impl Server {
         tool: &str,
         args: &Map<String, Value>,
         timeout: Duration,
-    ) -> Result<Map<String, Value>, Failure> {
+    ) -> Result<Map<String, Value>, ToolFailure> {
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args.clone());
         let result = tokio::time::timeout(timeout, self.session.call_tool(params))
             .await
             .map_err(|_| {
-                Failure::unknown(format!(
+                ToolFailure::unknown(format!(
                     "the MCP server did not answer within {} ms",
                     timeout.as_millis()
                 ))
             })?
             .map_err(|e| {
-                Failure::unknown(format!("the MCP server failed: {e}{}", self.stderr.tail()))
+                ToolFailure::unknown(format!("the MCP server failed: {e}{}", self.stderr.tail()))
             })?;
         let text: String = result
             .content
@@ -282,7 +282,7 @@ impl Server {
             .join("\n");
         let text = super::cut(&text, MAX_TEXT);
         if result.is_error == Some(true) {
-            return Err(Failure::avoidable(format!(
+            return Err(ToolFailure::avoidable(format!(
                 "the tool reported an error: {text}"
             )));
         }

@@ -1,6 +1,6 @@
 //! Tools agents call: the built-in kinds, their argument schemas, and the toolbox a
 //! simulation builds from its scenario's `tools` section. Running a tool yields either
-//! objects for an Elysia `Result` or a [`Failure`] that becomes an Elysia `Error`.
+//! objects for an Elysia `Result` or a [`ToolFailure`] that becomes an Elysia `Error`.
 //!
 //! The decision agent's pure logic (what a decision prompt shows, reading a decision,
 //! self-healing error texts) is in [`decision`]; the loop that drives it is the Agent
@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
-pub use crate::elysia::Failure;
 use crate::elysia::ResultObject;
+pub use crate::elysia::ToolFailure;
 use crate::prompt::ToolDef;
 use crate::scenario::{
     CommandConsent, DataFileError, FieldPath, McpConfigError, Scenario, SchemaError, ToolKind,
@@ -68,7 +68,7 @@ impl CallOutcome {
 
 /// Where a call is made: what seeded tools draw from.
 #[derive(Debug, Clone)]
-pub struct Place {
+pub struct ToolCallPlace {
     pub run_seed: u64,
     pub agent: String,
     pub turn: u64,
@@ -317,12 +317,12 @@ impl Tool {
 
     /// The arguments as an object, if they are JSON and match the schema; otherwise
     /// feedback naming what is wrong.
-    pub fn check_arguments(&self, raw: &str) -> Result<Map<String, Value>, Failure> {
+    pub fn check_arguments(&self, raw: &str) -> Result<Map<String, Value>, ToolFailure> {
         let value: Value = if raw.trim().is_empty() {
             Value::Object(Map::new())
         } else {
             serde_json::from_str(raw).map_err(|e| {
-                Failure::avoidable(format!(
+                ToolFailure::avoidable(format!(
                     "the arguments are not valid JSON ({e}): {}",
                     cut(raw, 200)
                 ))
@@ -342,7 +342,7 @@ impl Tool {
             })
             .collect();
         if !problems.is_empty() {
-            return Err(Failure::avoidable(format!(
+            return Err(ToolFailure::avoidable(format!(
                 "the arguments do not match the schema of `{}`: {}",
                 self.name,
                 problems.join("; ")
@@ -350,7 +350,9 @@ impl Tool {
         }
         match value {
             Value::Object(o) => Ok(o),
-            _ => Err(Failure::avoidable("the arguments must be a JSON object")),
+            _ => Err(ToolFailure::avoidable(
+                "the arguments must be a JSON object",
+            )),
         }
     }
 
@@ -359,8 +361,8 @@ impl Tool {
     pub fn run_here(
         &self,
         args: &Map<String, Value>,
-        place: &Place,
-    ) -> Option<Result<ResultObject, Failure>> {
+        place: &ToolCallPlace,
+    ) -> Option<Result<ResultObject, ToolFailure>> {
         let single = |o: Map<String, Value>| {
             // One computed object: its fields are also the metadata, for `llm_message`.
             let mut r = self.result(vec![o.clone()], 1);
@@ -397,7 +399,7 @@ impl Tool {
     pub async fn run_remote(
         &self,
         args: &Map<String, Value>,
-    ) -> Option<Result<ResultObject, Failure>> {
+    ) -> Option<Result<ResultObject, ToolFailure>> {
         match &self.runner {
             #[cfg(feature = "openai")]
             Runner::Http(h) => Some(h.run(args).await.map(|objects| {
@@ -405,7 +407,7 @@ impl Tool {
                 self.result(objects, n)
             })),
             #[cfg(not(feature = "openai"))]
-            Runner::Http => Some(Err(Failure::unknown(
+            Runner::Http => Some(Err(ToolFailure::unknown(
                 "this sopsim was built without HTTP support (the `openai` feature)",
             ))),
             #[cfg(feature = "mcp")]

@@ -16,7 +16,7 @@ fn objs(v: Value) -> Vec<Map<String, Value>> {
         .collect()
 }
 
-/// The seed's starting environment: `query` and `aggregate` already called.
+/// Elysia's starting environment: `query` and `aggregate` already called.
 fn seed_store() -> Store {
     let mut s = Store::new();
     s.add_objects(

@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 use std::hash::Hasher;
 
 use sopsim_infer::kv::KvCache;
-use sopsim_infer::options::{OptionTrie, Question};
+use sopsim_infer::options::{Branching, OptionTrie};
 use sopsim_infer::sampling::{draw, Sampler};
 use sopsim_infer::template::ChatTemplate;
 use sopsim_infer::transformer::{Model, Scratch, Segment, Want};
@@ -67,6 +67,9 @@ struct Reply {
     context: Vec<u32>,
     generated: Vec<u32>,
     text: TextStream,
+    /// The end-of-text tokens cannot come before this many tokens (a reply drawn again
+    /// for being empty).
+    min_tokens: usize,
     max_tokens: usize,
     stops: Vec<String>,
     stopped_at: Option<String>,
@@ -74,7 +77,7 @@ struct Reply {
 
 struct ChoiceState {
     trie: OptionTrie,
-    questions: Vec<Question>,
+    questions: Vec<Branching>,
     answers: Vec<Vec<f32>>,
     option_tokens: u64,
     seed: u64,
@@ -449,6 +452,13 @@ impl Worker {
                         self.error(format!("decoding under the decision's schema: {e}"))
                     })?;
                 }
+                if reply.generated.len() < reply.min_tokens {
+                    for &stop in &self.text.special.stop_ids {
+                        if let Some(logit) = l.get_mut(stop as usize) {
+                            *logit = f32::NEG_INFINITY;
+                        }
+                    }
+                }
                 let next = reply.sampler.sample(&mut l, &reply.context);
                 let done = self.text.special.stop_ids.contains(&next) && !self.options.ignore_eos;
                 if let Some(m) = reply.matcher.as_deref_mut() {
@@ -538,6 +548,7 @@ impl Worker {
                     context: prompt.to_vec(),
                     generated: Vec::new(),
                     text: TextStream::default(),
+                    min_tokens: req.redraw.as_ref().map_or(0, |r| r.min_tokens()),
                     max_tokens: max_tokens.min(room),
                     stops: req.settings.stop.clone().unwrap_or_default(),
                     stopped_at: None,
