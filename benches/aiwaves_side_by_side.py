@@ -11,10 +11,10 @@ prompt characters per turn (from the fake server's own count), and peak memory,
 for the original and for sopsim, and the ratios.
 
 Usage (from the project root, after `cargo build --release`):
-    python3 benches/aiwaves_side_by_side.py [--turns 500] [--anchors ../shared/anchors/aiwaves]
+    python3 benches/aiwaves_side_by_side.py [--turns 500] [--anchors benches/anchors/aiwaves]
         [--venv /tmp/aiwaves-venv] [--sopsim target/release/sopsim] [--only sopsim]
 
-The original needs the anchor's venv: `../shared/anchors/aiwaves/run.sh --setup-only`.
+The original needs the anchor's venv: `benches/anchors/aiwaves/run.sh --setup-only`.
 """
 import argparse
 import copy
@@ -173,7 +173,7 @@ def fmt(x, digits=1):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=500)
-    ap.add_argument("--anchors", default=os.path.join(ROOT, "..", "shared", "anchors", "aiwaves"))
+    ap.add_argument("--anchors", default=os.path.join(ROOT, "benches", "anchors", "aiwaves"))
     ap.add_argument("--venv", default=os.environ.get("AIWAVES_VENV", "/tmp/aiwaves-venv"))
     ap.add_argument("--sopsim", default=os.path.join(ROOT, "target", "release", "sopsim"))
     ap.add_argument("--only", choices=["sopsim", "both"], default="both")

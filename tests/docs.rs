@@ -1,4 +1,7 @@
-//! The README's scenario example is a real scenario: it validates and runs to its end.
+//! The documentation is true: the README's scenario runs, the guide's examples validate,
+//! the format reference is the one the format generates (`SOPSIM_UPDATE_DOCS=1 cargo
+//! test --test docs` rewrites it), every relative link leads to a file of the
+//! repository, and the README stays short.
 
 mod common;
 
@@ -21,8 +24,8 @@ fn the_readme_example_runs() {
 }
 
 #[test]
-fn the_readme_outcomes_example_validates_in_the_prisoners_dilemma() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+fn the_guides_outcomes_example_validates_in_the_prisoners_dilemma() {
+    let readme = std::fs::read_to_string(root().join("docs/guide/bench.md")).unwrap();
     let start = readme
         .find("```json\n\"outcomes\"")
         .expect("the outcomes example")
@@ -37,4 +40,74 @@ fn the_readme_outcomes_example_validates_in_the_prisoners_dilemma() {
     let doc = sopsim::scenario::parse_json(&file, &game.to_string()).unwrap();
     let scenario = sopsim::scenario::from_document(&file, doc).unwrap();
     assert!(scenario.outcomes.unwrap().scores.contains_key("promises"));
+}
+
+#[test]
+fn the_format_reference_is_generated_from_the_format() {
+    let path = root().join("docs/reference/scenario-format.md");
+    let generated = sopsim::scenario::reference::markdown();
+    if std::env::var_os("SOPSIM_UPDATE_DOCS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let written = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        written == generated,
+        "{} is not what the format generates: run `SOPSIM_UPDATE_DOCS=1 cargo test --test docs`",
+        path.display()
+    );
+}
+
+/// The Markdown files people read: the README, the guide, the reference and the
+/// performance page, ARCHITECTURE.md and CHANGELOG.md.
+fn documents() -> Vec<std::path::PathBuf> {
+    let mut docs = vec![
+        root().join("README.md"),
+        root().join("ARCHITECTURE.md"),
+        root().join("CHANGELOG.md"),
+    ];
+    for dir in ["docs", "docs/guide", "docs/reference"] {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                docs.push(path);
+            }
+        }
+    }
+    docs
+}
+
+#[test]
+fn every_link_stays_in_the_repository_and_leads_to_a_file() {
+    let link = regex::Regex::new(r"\]\(([^)\s#]+)(#[^)]*)?\)").unwrap();
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        assert!(
+            !text.contains("../shared"),
+            "{} points outside the repository",
+            doc.display()
+        );
+        for c in link.captures_iter(&text) {
+            let target = &c[1];
+            if target.starts_with("http://") || target.starts_with("https://") {
+                continue;
+            }
+            let resolved = doc.parent().unwrap().join(target);
+            assert!(
+                resolved.exists(),
+                "{}: the link {target} leads nowhere",
+                doc.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_readme_is_short_and_the_guide_is_where_the_detail_is() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 200,
+        "the README has {lines} lines; the guide is docs/guide/"
+    );
 }

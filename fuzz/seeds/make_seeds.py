@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
 """Builds the fuzz corpora's seeds from the repository and the local model files.
 
-Run from the repository root after `sopsim models fetch qwen05 smollm2 minilm`:
-    python3 fuzz/seeds/make_seeds.py
-Writes small files under fuzz/corpus/<target>/ (needs `pip install gguf numpy`).
+    python3 fuzz/seeds/make_seeds.py --scenarios   # the scenario files (no packages needed)
+    python3 fuzz/seeds/make_seeds.py               # everything, after `sopsim models fetch
+                                                   # qwen05 smollm2 minilm` and
+                                                   # `pip install gguf numpy`
+
+Writes small files under fuzz/corpus/<target>/. The scenario seeds are copies of the
+repository's scenarios, made before each fuzzing run (`.ci/run`) rather than committed,
+so they follow the scenarios; the others are committed.
 """
 import glob
 import json
 import os
 import shutil
-
-import gguf
-import numpy as np
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "fuzz", "corpus")
@@ -69,6 +72,8 @@ def small_texts():
 
 
 def model_files():
+    import gguf
+
     for name, path in [("qwen05", "models/qwen05/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
                        ("smollm2", "models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")]:
         full = os.path.join(ROOT, path)
@@ -97,6 +102,9 @@ def model_files():
 
 def tiny_model(arch):
     """A whole model small enough to fuzz: 8 tokens, width 16, one layer, F32."""
+    import gguf
+    import numpy as np
+
     path = os.path.join(CORPUS, "gguf", f"tiny-{arch}")
     w = gguf.GGUFWriter(path, arch)
     dim, ffn, heads, vocab = 16, 32, 2, 8
@@ -155,6 +163,8 @@ if __name__ == "__main__":
     for target in ["scenario", "aiwaves"]:
         os.makedirs(os.path.join(CORPUS, target), exist_ok=True)
     scenarios()
+    if sys.argv[1:] == ["--scenarios"]:
+        sys.exit(0)
     outcomes()
     small_texts()
     model_files()

@@ -63,8 +63,13 @@ pub enum Command {
         #[arg(long = "allow-path", value_name = "DIR")]
         allowed_paths: Vec<PathBuf>,
     },
-    /// Print the JSON Schema of the scenario format (for editors).
-    Schema,
+    /// Print the JSON Schema of the scenario format (for editors), or its reference
+    /// in Markdown.
+    Schema {
+        /// `json`: the JSON Schema; `markdown`: the reference, made from it.
+        #[arg(long, value_enum, default_value_t = SchemaFormat::Json)]
+        format: SchemaFormat,
+    },
     /// Fetch or list the local models.
     Models {
         #[command(subcommand)]
@@ -353,6 +358,12 @@ pub struct ModelArgs {
     /// text-embedding-3-small).
     #[arg(long, value_name = "DIR|NAME")]
     pub embedder_model: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaFormat {
+    Json,
+    Markdown,
 }
 
 #[derive(Subcommand)]

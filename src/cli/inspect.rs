@@ -6,7 +6,7 @@ use serde_json::json;
 
 use sopsim::scenario::{self, ScenarioError};
 
-use super::args::Format;
+use super::args::{Format, SchemaFormat};
 use super::failure::Failure;
 use super::say;
 
@@ -73,8 +73,11 @@ pub fn validate(
     Ok(())
 }
 
-pub fn schema() -> Result<(), Failure> {
-    say(&to_json(scenario::schema())?);
+pub fn schema(format: SchemaFormat) -> Result<(), Failure> {
+    match format {
+        SchemaFormat::Json => say(&to_json(scenario::schema())?),
+        SchemaFormat::Markdown => say(scenario::reference::markdown().trim_end()),
+    }
     Ok(())
 }
 

@@ -75,7 +75,7 @@ fn execute(command: Command) -> Result<(), Failure> {
             format,
             allowed_paths,
         } => inspect::validate(&scenario, format, &allowed_paths),
-        Command::Schema => inspect::schema(),
+        Command::Schema { format } => inspect::schema(format),
         Command::Serve {
             dir,
             addr,

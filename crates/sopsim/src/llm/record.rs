@@ -278,7 +278,7 @@ pub enum ToolTape {
 }
 
 /// A recorded tool call's outcome.
-pub type TapedResult = Result<crate::elysia::ResultObject, crate::elysia::Failure>;
+pub type TapedResult = Result<crate::elysia::ResultObject, crate::elysia::ToolFailure>;
 
 /// Identifies one tool call in a run.
 #[derive(Serialize)]

@@ -10,6 +10,7 @@ mod load;
 mod outcomes;
 mod path;
 mod persona;
+pub mod reference;
 mod tools;
 mod validate;
 mod validate_tools;

@@ -123,6 +123,7 @@ pub struct AvailableIf {
     /// When the store holds results under this tool name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_has: Option<String>,
+    /// What the model reads of the tool while it is unavailable.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
 }
