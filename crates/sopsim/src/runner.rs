@@ -172,9 +172,12 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
             refused,
         })?;
     let imported = imported.unwrap_or_default();
-    let models = setup::layer_models(&opts.models, [(&mut scenario, &imported)]);
+    let services = setup::assemble(&opts.models, [(&mut scenario, &imported)])?
+        .pop()
+        .ok_or(SimError::Internal(
+            "no services were assembled for the scenario",
+        ))?;
     let scenario = Arc::new(scenario);
-    let services = setup::services(&scenario, &models)?;
     let mode = opts.mode.unwrap_or(scenario.environment.mode);
     let (dir, transcript, events) = match &opts.out {
         Some(out) => {

@@ -294,7 +294,7 @@ pub fn local_llm(opts: &ModelOptions) -> Result<Llm, SetupError> {
 /// for the whole run (only agent, role and state `llm.model` are more specific), so
 /// each scenario's top-level `llm.model` is cleared; the server is the options', else
 /// the first aiwaves config's `API_BASE`.
-pub fn layer_models<'a>(
+fn layer_models<'a>(
     opts: &ModelOptions,
     scenarios: impl IntoIterator<Item = (&'a mut Scenario, &'a Imported)>,
 ) -> ModelOptions {
@@ -419,13 +419,13 @@ pub type Llm = (Arc<dyn LlmBackend>, Arc<dyn TokenCounter>);
 
 /// The model backend the options name (the scripted one answers from `scenario`'s
 /// script), behind the recorder when recording.
-pub fn llm(scenario: &Scenario, opts: &ModelOptions) -> Result<Llm, SetupError> {
+fn llm(scenario: &Scenario, opts: &ModelOptions) -> Result<Llm, SetupError> {
     shared_llm(scenario, &[], opts)
 }
 
 /// [`llm`] for the runs of several scenarios at once (a benchmark's): a server's
 /// tokens are counted for every model `scenario` and `also` name.
-pub fn shared_llm(
+fn shared_llm(
     scenario: &Scenario,
     also: &[&Scenario],
     opts: &ModelOptions,
@@ -479,7 +479,7 @@ pub fn shared_llm(
 }
 
 /// The price table: built in, plus the options' price file.
-pub fn prices(opts: &ModelOptions) -> Result<Arc<PriceTable>, SetupError> {
+fn prices(opts: &ModelOptions) -> Result<Arc<PriceTable>, SetupError> {
     Ok(Arc::new(match &opts.prices {
         Some(file) => PriceTable::with_file(file).map_err(|source| SetupError::Prices {
             path: file.clone(),
@@ -491,7 +491,7 @@ pub fn prices(opts: &ModelOptions) -> Result<Arc<PriceTable>, SetupError> {
 
 /// The embedding service for the options (one worker, batches of up to 64), or none
 /// loaded at all when no scenario to run reads an embedding.
-pub fn embed_service(opts: &ModelOptions, needed: bool) -> Result<EmbedService, SetupError> {
+fn embed_service(opts: &ModelOptions, needed: bool) -> Result<EmbedService, SetupError> {
     if !needed {
         return Ok(EmbedService::start(
             Arc::new(crate::embed::NoEmbedder),
@@ -502,14 +502,42 @@ pub fn embed_service(opts: &ModelOptions, needed: bool) -> Result<EmbedService, 
     Ok(EmbedService::start(embedder(opts)?, 1, 64))
 }
 
-/// The services a run needs: one model backend and one embedding service (none is
-/// loaded for a scenario that never reads an embedding).
-pub fn services(scenario: &Scenario, opts: &ModelOptions) -> Result<Services, SetupError> {
-    let (llm, counter) = llm(scenario, opts)?;
-    Ok(Services {
-        llm,
-        embed: embed_service(opts, scenario.needs_embeddings())?,
-        counter,
-        prices: prices(opts)?,
-    })
+/// Every service the runs of `scenarios` need, assembled at once: the model settings
+/// layered over the scenario files ([`layer_models`]), one embedding service (none
+/// loaded when no scenario reads an embedding), one price table, and one model backend
+/// shared by every scenario's runs (the scripted backend, which answers from each
+/// scenario's own script, is one per scenario). The services come back in the order
+/// of `scenarios`.
+pub fn assemble<'a>(
+    opts: &ModelOptions,
+    scenarios: impl IntoIterator<Item = (&'a mut Scenario, &'a Imported)>,
+) -> Result<Vec<Services>, SetupError> {
+    let mut scenarios: Vec<(&mut Scenario, &Imported)> = scenarios.into_iter().collect();
+    let models = layer_models(opts, scenarios.iter_mut().map(|(s, i)| (&mut **s, *i)));
+    let scenarios: Vec<&Scenario> = scenarios.into_iter().map(|(s, _)| &*s).collect();
+    let Some(first) = scenarios.first() else {
+        return Err(SetupError::NoScenarios);
+    };
+    let needed = scenarios.iter().any(|s| s.needs_embeddings());
+    let embed = embed_service(&models, needed)?;
+    let prices = prices(&models)?;
+    let shared = match (models.llm, &models.replay) {
+        (LlmChoice::Scripted, None) => None,
+        _ => Some(shared_llm(first, &scenarios[1..], &models)?),
+    };
+    scenarios
+        .iter()
+        .map(|s| {
+            let (llm, counter) = match &shared {
+                Some(shared) => shared.clone(),
+                None => llm(s, &models)?,
+            };
+            Ok(Services {
+                llm,
+                embed: embed.clone(),
+                counter,
+                prices: prices.clone(),
+            })
+        })
+        .collect()
 }

@@ -40,7 +40,7 @@ use crate::error::{CancelToken, SimError};
 use crate::output::write_json;
 use crate::scenario::aiwaves::Imported;
 use crate::scenario::{CommandConsent, Mode, OutcomeRules, Scenario};
-use crate::setup::{self, LlmChoice, ModelOptions, Setting, SetupError};
+use crate::setup::{self, ModelOptions, Setting, SetupError};
 pub use exec::JobResult;
 use exec::{Executed, Prepared};
 use plan::{Job, Settings};
@@ -411,37 +411,20 @@ fn prepare(
     loaded: &mut [Loaded],
     opts: &BenchOptions,
 ) -> Result<(HashMap<String, Prepared>, String), BenchError> {
-    // Model settings as `sopsim run` layers them; the one shared backend takes the
-    // first config's server. Each scenario has only just been loaded, so `make_mut`
-    // copies nothing.
-    let models = setup::layer_models(
+    // The one shared backend takes the first config's server. Each scenario has only
+    // just been loaded, so `make_mut` copies nothing.
+    let services = setup::assemble(
         &opts.models,
         loaded
             .iter_mut()
             .map(|l| (Arc::make_mut(&mut l.scenario), &l.imported)),
-    );
-    let needed = loaded.iter().any(|l| l.scenario.needs_embeddings());
-    let embed = setup::embed_service(&models, needed)?;
-    let prices = setup::prices(&models)?;
-    let shared = match (models.llm, &models.replay) {
-        (LlmChoice::Scripted, None) => None,
-        _ => {
-            let others: Vec<&Scenario> = loaded[1..].iter().map(|l| &*l.scenario).collect();
-            Some(setup::shared_llm(&loaded[0].scenario, &others, &models)?)
-        }
-    };
+    )?;
+    let embedder = services
+        .first()
+        .map(|s| s.embed.name().to_string())
+        .unwrap_or_default();
     let mut prepared = HashMap::new();
-    for l in loaded.iter() {
-        let (llm, counter) = match &shared {
-            Some(s) => s.clone(),
-            None => setup::llm(&l.scenario, &models)?,
-        };
-        let services = crate::sim::Services {
-            llm,
-            embed: embed.clone(),
-            counter,
-            prices: prices.clone(),
-        };
+    for (l, services) in loaded.iter().zip(services) {
         prepared.insert(
             l.scenario.name.clone(),
             Prepared {
@@ -453,7 +436,7 @@ fn prepare(
             },
         );
     }
-    Ok((prepared, embed.name().to_string()))
+    Ok((prepared, embedder))
 }
 
 /// What the report needs of one scenario.
