@@ -3,9 +3,7 @@
 //! test --test docs` rewrites it), every relative link leads to a file of the
 //! repository, and the README stays short.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn the_readme_example_runs() {

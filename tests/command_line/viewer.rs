@@ -6,8 +6,6 @@
 //! Needs `chromium` and `chromium-driver` (`.ci/run` installs them); without them the
 //! test fails rather than skips.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -17,7 +15,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 
-use common::root;
+use crate::common::root;
 
 /// A child process killed when dropped.
 struct Killed(Child);

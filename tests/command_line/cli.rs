@@ -1,12 +1,10 @@
 //! The `sopsim` command as a user meets it: exit codes, messages naming the file and
 //! field, output files, and a transcript that survives an interrupted run.
 
-mod common;
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use common::root;
+use crate::common::root;
 
 fn sopsim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sopsim"))
@@ -379,7 +377,7 @@ fn a_failed_model_fetch_explains_the_manual_steps() {
 
 #[test]
 fn ctrl_c_stops_at_the_turn_boundary_keeps_the_turns_and_exits_130() {
-    use common::server::{ok, Reply, Server};
+    use crate::common::server::{ok, Reply, Server};
     let server = Server::start(vec![
         ok(&["Our first point is about health."]),
         Reply::Slow(std::time::Duration::from_millis(1500)),

@@ -4,11 +4,9 @@
 //! choices. These need the model files; the helpers fetch them on first use (one fetch
 //! however many tests ask at once).
 
-mod common;
-
 use std::sync::{Arc, Mutex, OnceLock};
 
-use common::*;
+use crate::common::*;
 use sopsim::embed::{Embedder, MiniLm};
 use sopsim::llm::local::{LocalBackend, LocalModel, LocalOptions};
 use sopsim::llm::{CallContext, CallKind, ChatMessage, LlmBackend, LlmRequest};

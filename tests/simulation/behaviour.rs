@@ -1,11 +1,9 @@
 //! What a user relies on: the two modes, summaries agents can see, the controller's and
 //! judge's handling of bad answers, prompt budgets and turn limits.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use sopsim::llm::{CallKind, ScriptedBackend};
 use sopsim::scenario::{JudgePrompts, Mode, ScenarioBuilder, Script, SpeakerRule, StateBuilder};
 use sopsim::sim::{run_blocking, RunConfig};

@@ -2,15 +2,13 @@
 //! validate, translate to native files that validate, and run to their end with the
 //! scripted backend and against an OpenAI-compatible server on 127.0.0.1.
 
-mod common;
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use common::root;
-use common::server::Server;
+use crate::common::root;
+use crate::common::server::Server;
 use serde_json::Value;
 use sopsim::human::LinesInput;
 use sopsim::scenario::{self, Mode, Script};

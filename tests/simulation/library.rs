@@ -2,8 +2,6 @@
 //! that stops the run at a turn boundary with every finished turn kept, and controls
 //! that pause, step and stop it.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
 use sopsim::control::{Control, RunControl};
@@ -49,7 +47,7 @@ fn a_cancelled_run_stops_at_a_turn_boundary_and_keeps_its_turns() {
             embedder: EmbedderChoice::Hash,
             ..ModelOptions::default()
         },
-        ..RunOptions::new(common::root().join("scenarios/debate.json"))
+        ..RunOptions::new(crate::common::root().join("scenarios/debate.json"))
     };
     let io = RunIo {
         sinks: vec![sink.clone()],
@@ -92,7 +90,7 @@ fn a_paused_run_takes_one_turn_per_step_and_stops_when_told() {
             embedder: EmbedderChoice::Hash,
             ..ModelOptions::default()
         },
-        ..RunOptions::new(common::root().join("scenarios/debate.json"))
+        ..RunOptions::new(crate::common::root().join("scenarios/debate.json"))
     };
     let io = RunIo {
         sinks: vec![count.clone()],
@@ -138,7 +136,7 @@ fn async_code_awaits_run_async_inside_its_actix_system() {
             embedder: EmbedderChoice::Hash,
             ..ModelOptions::default()
         },
-        ..RunOptions::new(common::root().join("scenarios/debate.json"))
+        ..RunOptions::new(crate::common::root().join("scenarios/debate.json"))
     };
     let blocking = runner::run(&opts, RunIo::default()).unwrap();
     let transcript = std::fs::read_to_string(dir.path().join("transcript.jsonl")).unwrap();

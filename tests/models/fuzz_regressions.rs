@@ -2,11 +2,9 @@
 //! user would (a scenario file to the binary, a tokenizer file to the loader): each must
 //! be refused or accepted cleanly (exit code 0 or 2), never a panic or an abort.
 
-mod common;
-
 use std::process::{Command, Stdio};
 
-use common::root;
+use crate::common::root;
 
 #[test]
 fn scenario_files_that_crashed_the_fuzzer_are_now_refused_cleanly() {

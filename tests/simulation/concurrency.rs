@@ -1,11 +1,9 @@
 //! Many simulations in one process share the model backend and the embedding service,
 //! and nothing else: no message, prompt or summary of one may reach another.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use sopsim::llm::{CallKind, ScriptedBackend};
 use sopsim::scenario::{Mode, ScenarioBuilder, Script, StateBuilder};
 use sopsim::sim::{run, RunConfig};

@@ -3,15 +3,13 @@
 //! the state's roles whatever order the replies came back in — with retrieval,
 //! summaries and choices too, with tools, and replayed at any number of jobs.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::server::{mark_of, role_of, GatedServer};
-use common::*;
+use crate::common::server::{mark_of, role_of, GatedServer};
+use crate::common::*;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use sopsim::events::{EventSink, SimEvent};

@@ -1,12 +1,10 @@
 //! The Environment actor: each message embedded exactly once, and tool returns landing
 //! in the Elysia store and the agent's per-tool error list.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use sopsim::actors::messages::{ApplyReturn, CallOutcome, Snapshot, ToolReturn};
 use sopsim::actors::EnvironmentActor;

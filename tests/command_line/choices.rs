@@ -1,9 +1,7 @@
 //! The `choice` component and `turns` in scenario files: bad fields exit 2 naming the
 //! field; advice for valid but odd settings.
 
-mod common;
-
-use common::root;
+use crate::common::root;
 
 fn with_round(
     edit: impl FnOnce(&mut serde_json::Value),

@@ -4,16 +4,14 @@
 //! and retry limits), the loopback-only `http` tool, record and replay of its results,
 //! and what each team may see of the store in competitive and cooperative mode.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::server::*;
-use common::*;
+use crate::common::server::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use sopsim::llm::openai::{OpenAiBackend, OpenAiOptions, RetryPolicy};
 use sopsim::llm::record::{Recorder, Replayer};

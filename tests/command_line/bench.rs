@@ -1,12 +1,10 @@
 //! `sopsim bench`: outcomes read from transcripts and paid out as hand-computed, the
 //! report's determinism, resuming an interrupted benchmark, and failed runs counted.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::root;
+use crate::common::root;
 use sopsim::bench::extract::outcome_figures;
 use sopsim::memory::{Decision, Message, MessageKind};
 use sopsim::scenario::{self, FieldPath, OutcomeRules};

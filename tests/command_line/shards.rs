@@ -3,12 +3,10 @@
 //! shard resumes, shards that do not belong together are refused, and the cluster
 //! templates are what the engines expect (golden files, the YAML parsed).
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::root;
+use crate::common::root;
 use serde::Deserialize;
 
 fn sopsim(args: &[&str]) -> Output {

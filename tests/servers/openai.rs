@@ -3,12 +3,10 @@
 //! last chunk or absent, `Retry-After`, server errors, cut-off streams, slow replies,
 //! malformed JSON. Nothing leaves the machine.
 
-mod common;
-
 use std::time::Duration;
 
-use common::server::*;
-use common::*;
+use crate::common::server::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use sopsim::llm::openai::{ApiKey, OpenAiBackend, OpenAiOptions, RetryPolicy};
 use sopsim::llm::{CallContext, CallKind, ChatMessage, LlmBackend, LlmRequest};

@@ -2,9 +2,7 @@
 //! simulator's routing, openings, transitions and human turns, reviewable as text.
 //! Rerun with `UPDATE_GOLDEN=1` to accept an intended change.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn debate() {

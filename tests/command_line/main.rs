@@ -1,0 +1,11 @@
+//! The `sopsim` command as a user meets it: runs, benchmarks and shards, the viewer in a browser, aiwaves configs, choices. One test binary: each file is a module.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod aiwaves;
+mod bench;
+mod choices;
+mod cli;
+mod shards;
+mod viewer;

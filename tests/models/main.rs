@@ -1,0 +1,7 @@
+//! The local models against their references, and the fuzzers' regressions. One test binary: each file is a module.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod fuzz_regressions;
+mod models;
