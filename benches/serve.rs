@@ -82,7 +82,9 @@ fn serve(scenario: &std::path::Path) -> Served {
             let _ = tx.send(line);
         }
     });
-    let first = rx.recv().unwrap();
+    let first = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("sopsim run --serve printed no address within 60 s");
     let url = &first[first.find("http://").unwrap()..];
     let addr = url
         .trim_start_matches("http://")
@@ -98,7 +100,7 @@ fn serve(scenario: &std::path::Path) -> Served {
 /// An event stream read to its end (or until the server goes away) on its own thread.
 fn stream(addr: &str) -> std::thread::JoinHandle<usize> {
     let mut s = TcpStream::connect(addr).unwrap();
-    s.write_all(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.write_all(format!("GET /events HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
         .unwrap();
     std::thread::spawn(move || {
         let mut buf = [0u8; 64 * 1024];
@@ -116,11 +118,30 @@ fn stream(addr: &str) -> std::thread::JoinHandle<usize> {
 fn post(addr: &str, path: &str) {
     let mut s = TcpStream::connect(addr).unwrap();
     let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
     );
     s.write_all(req.as_bytes()).unwrap();
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
+    assert!(
+        out.starts_with("HTTP/1.1 2"),
+        "POST {path} was refused: {}",
+        out.lines().next().unwrap_or("no answer")
+    );
+}
+
+/// Waits for the run's end, bounded so that a run that never ends fails the bench
+/// instead of holding CI until its time runs out.
+fn wait_for_end(served: &Served) {
+    loop {
+        let line = served
+            .lines
+            .recv_timeout(Duration::from_secs(120))
+            .expect("the run printed no end within 120 s");
+        if line.contains("the run ended") {
+            return;
+        }
+    }
 }
 
 /// Seconds from Resume to the end of the run, with `clients` streams connected.
@@ -130,12 +151,7 @@ fn timed_run(scenario: &std::path::Path, clients: usize) -> Duration {
     std::thread::sleep(Duration::from_millis(50));
     let start = Instant::now();
     post(&served.addr, "/api/resume");
-    loop {
-        let line = served.lines.recv().unwrap();
-        if line.contains("the run ended") {
-            break;
-        }
-    }
+    wait_for_end(&served);
     let took = start.elapsed();
     drop(served);
     for s in streams {
@@ -156,7 +172,7 @@ fn rss_kib(pid: u32) -> u64 {
 fn memory_per_client(scenario: &std::path::Path) {
     let served = serve(scenario);
     post(&served.addr, "/api/resume");
-    while !served.lines.recv().unwrap().contains("the run ended") {}
+    wait_for_end(&served);
     let before = rss_kib(served.child.id());
     let n = 100;
     let streams: Vec<_> = (0..n).map(|_| stream(&served.addr)).collect();
