@@ -119,11 +119,11 @@ pub fn agent_prompt(
         let at = usize::from(obs.recent.is_empty());
         tail.insert(at, found.to_string());
     }
-    let turns_of =
-        (std::env::var("SOPSIM_PROMPT_VARIANT").as_deref() == Ok("turns")).then_some(who.name);
+    // The agent's own earlier lines as its assistant turns: small models then take the
+    // others' lines as what was said to them, not as text to continue or copy.
     Draft {
         system,
-        sections: context_sections(obs, RANK_LATEST, turns_of),
+        sections: context_sections(obs, RANK_LATEST, Some(who.name)),
         tail,
     }
     .fit(scenario.environment.prompt_token_budget, counter)

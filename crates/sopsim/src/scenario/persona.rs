@@ -82,27 +82,20 @@ fn tail_part(who: Persona<'_>, comps: Option<&Components>, opening: bool) -> Vec
     tail
 }
 
-/// The last line of an agent's prompt: who speaks now and what to do. Small models
-/// follow a task stated here far better than one stated in the system part.
+/// The last line of an agent's prompt: who speaks now and what to do, as a
+/// first-person instruction. Small models follow a task stated here far better than
+/// one stated in the system part, and reply in character far more often when told to
+/// speak as themselves with something new (measured: `docs/guide/local-models.md`).
 fn your_turn(who: Persona<'_>, task: Option<&str>) -> String {
-    if std::env::var_os("SOPSIM_PROMPT_VARIANT").is_some() {
-        return match task.map(str::trim).filter(|t| !t.is_empty()) {
-            Some(task) => format!(
-                "Reply as {}, in the first person, with something not yet said: {}",
-                who.name,
-                lower_first(task)
-            ),
-            None => format!(
-                "Reply as {}, in the first person, with something not yet said.",
-                who.name
-            ),
-        };
-    }
     match task.map(str::trim).filter(|t| !t.is_empty()) {
-        Some(task) => format!("{}, {}", who.name, lower_first(task)),
+        Some(task) => format!(
+            "Reply as {}, in the first person, with something not yet said: {}",
+            who.name,
+            lower_first(task)
+        ),
         None => format!(
-            "Reply as {} ({}) with your next message only.",
-            who.name, who.role
+            "Reply as {}, in the first person, with something not yet said.",
+            who.name
         ),
     }
 }
@@ -141,7 +134,13 @@ mod tests {
             agent: &agent,
         };
         let text = role_text(&state, who, false);
-        assert_eq!(text.tail, ["Two sentences.", "Ada, give the opening."]);
+        assert_eq!(
+            text.tail,
+            [
+                "Two sentences.",
+                "Reply as Ada, in the first person, with something not yet said: give the opening."
+            ]
+        );
         assert_eq!(lower_first("I think"), "I think");
         assert_eq!(lower_first("AI first"), "AI first");
     }
