@@ -167,7 +167,8 @@ pub struct LlmSettings {
     pub presence_penalty: Option<f32>,
     /// DRY: a token that would extend a sequence already in `dry_window` (of at least
     /// `dry_allowed_length` tokens) loses `dry_multiplier · dry_base^(length −
-    /// dry_allowed_length)` of its logit (0: off).
+    /// dry_allowed_length)` of its logit (0: off; the local engine's default is 0.8, an
+    /// OpenAI-compatible server's its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 5.0))]
     pub dry_multiplier: Option<f32>,
@@ -180,7 +181,7 @@ pub struct LlmSettings {
     #[schemars(range(min = 1, max = 64))]
     pub dry_allowed_length: Option<u32>,
     /// What DRY matches against: a number of tokens, or `"all"`: the whole prompt (the
-    /// conversation the agent was shown) and the reply so far.
+    /// conversation the agent was shown) and the reply so far (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dry_window: Option<TokenWindow>,
     /// Strings a repeat may not run across (default: newline, `:`, `"`, `*`).

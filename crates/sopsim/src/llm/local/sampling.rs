@@ -18,7 +18,7 @@ pub mod defaults {
     pub const TEMPERATURE: f32 = 0.7;
     pub const REPEAT_PENALTY: f32 = 1.1;
     pub const REPEAT_WINDOW: usize = 64;
-    pub const DRY_MULTIPLIER: f32 = 0.0;
+    pub const DRY_MULTIPLIER: f32 = 0.8;
     pub const DRY_BASE: f32 = 1.75;
     pub const DRY_ALLOWED_LENGTH: usize = 2;
     pub const DRY_BREAKERS: [&str; 4] = ["\n", ":", "\"", "*"];
