@@ -1,6 +1,6 @@
 //! How a command fails: the message the user sees (with the flag at fault, where one
-//! is) and the exit code: 2 for bad input, 1 for a failure while running, 130 when
-//! interrupted.
+//! is) and the exit code: 2 for bad input, 1 for a failure while running, 128 + the
+//! signal's number when a stop signal ended it (130 for Ctrl-C, 143 for SIGTERM).
 
 use std::process::ExitCode;
 
@@ -19,8 +19,8 @@ pub enum Failure {
     BadInput(String),
     /// Something failed while running: exit 1.
     Runtime(String),
-    /// Ctrl-C stopped it: exit 130.
-    Interrupted(String),
+    /// A stop signal ended it: exit with the status given (see [`super::signals`]).
+    Interrupted(String, u8),
 }
 
 impl Failure {
@@ -32,13 +32,13 @@ impl Failure {
         ExitCode::from(match self {
             Failure::BadInput(_) => 2,
             Failure::Runtime(_) => 1,
-            Failure::Interrupted(_) => 130,
+            Failure::Interrupted(_, status) => *status,
         })
     }
 
     pub fn message(&self) -> &str {
         match self {
-            Failure::BadInput(m) | Failure::Runtime(m) | Failure::Interrupted(m) => m,
+            Failure::BadInput(m) | Failure::Runtime(m) | Failure::Interrupted(m, _) => m,
         }
     }
 }

@@ -16,7 +16,7 @@ use super::cluster;
 use super::failure::Failure;
 use super::progress::{BenchProgress, FetchProgress};
 use super::say;
-use super::signals::cancel_on_ctrl_c;
+use super::signals::StopSignals;
 use super::stdin::StdinInput;
 use super::terminal::TerminalSink;
 use super::view::{self, RunViewer};
@@ -36,7 +36,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         allowed_commands: args.consent.consent(),
     };
     let cancel = CancelToken::new();
-    cancel_on_ctrl_c(
+    let signals = StopSignals::watch(
         cancel.clone(),
         "interrupted: stopping after the current turn",
     );
@@ -93,10 +93,10 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             Some(out) => format!("; {} finished turn(s) are in {}", s.turns, out.display()),
             None => String::new(),
         };
-        return Err(Failure::Interrupted(format!(
-            "interrupted after {} turn(s){kept}",
-            s.turns
-        )));
+        return Err(Failure::Interrupted(
+            format!("interrupted after {} turn(s){kept}", s.turns),
+            signals.exit_status(),
+        ));
     }
     Ok(())
 }
@@ -165,7 +165,7 @@ fn bench_run(args: BenchArgs) -> Result<(), Failure> {
         shard,
     };
     let cancel = CancelToken::new();
-    cancel_on_ctrl_c(
+    let signals = StopSignals::watch(
         cancel.clone(),
         "interrupted: stopping every run at its next turn",
     );
@@ -190,9 +190,10 @@ fn bench_run(args: BenchArgs) -> Result<(), Failure> {
     ));
     say(&format!("report: {}", opts.out.join("report.md").display()));
     if run.executed.interrupted > 0 {
-        return Err(Failure::Interrupted(format!(
-            "interrupted: {unfinished} run(s) unfinished; run the same command again to finish them"
-        )));
+        return Err(Failure::Interrupted(
+            format!("interrupted: {unfinished} run(s) unfinished; run the same command again to finish them"),
+            signals.exit_status(),
+        ));
     }
     if unfinished > 0 {
         return Err(Failure::Runtime(format!(

@@ -14,7 +14,7 @@ use sopsim::human::HumanInput;
 use super::failure::Failure;
 use super::say;
 use super::serve::{self, Folder, Hub, Live, Server, Source, WebInput};
-use super::signals::cancel_on_ctrl_c;
+use super::signals::StopSignals;
 
 /// The token requests must carry: none on a loopback address unless asked; required
 /// on any other, where `auto` makes one up.
@@ -80,8 +80,8 @@ impl RunViewer {
         })
     }
 
-    /// After the run: the page stays up until Ctrl-C cancels `cancel` (at once if
-    /// Ctrl-C is what ended the run).
+    /// After the run: the page stays up until a stop signal cancels `cancel` (at once
+    /// if a stop signal is what ended the run).
     pub fn linger(self, cancel: &CancelToken) {
         if !cancel.is_cancelled() {
             say(&format!(
@@ -114,14 +114,14 @@ pub fn serve_folder(dir: &Path, addr: SocketAddr, token: Option<String>) -> Resu
         dir.display(),
         server.url
     ));
-    wait_for_ctrl_c();
+    wait_for_a_stop_signal();
     server.stop();
     Ok(())
 }
 
-fn wait_for_ctrl_c() {
+fn wait_for_a_stop_signal() {
     let stop = CancelToken::new();
-    cancel_on_ctrl_c(stop.clone(), "stopping the server");
+    StopSignals::watch(stop.clone(), "stopping the server");
     wait_until(&stop);
 }
 

@@ -377,6 +377,23 @@ fn a_failed_model_fetch_explains_the_manual_steps() {
 
 #[test]
 fn ctrl_c_stops_at_the_turn_boundary_keeps_the_turns_and_exits_130() {
+    stop_with("INT", 130);
+}
+
+/// Slurm and Kubernetes stop a job with SIGTERM: the run ends as after Ctrl-C.
+#[test]
+fn sigterm_stops_at_the_turn_boundary_writes_every_file_and_exits_143() {
+    stop_with("TERM", 143);
+}
+
+#[test]
+fn sighup_stops_at_the_turn_boundary_and_exits_129() {
+    stop_with("HUP", 129);
+}
+
+/// Sends `signal` during a run's slow second reply: the turn in flight finishes, every
+/// file is written, and the exit status is `status`.
+fn stop_with(signal: &str, status: i32) {
     use crate::common::server::{ok, Reply, Server};
     let server = Server::start(vec![
         ok(&["Our first point is about health."]),
@@ -407,18 +424,19 @@ fn ctrl_c_stops_at_the_turn_boundary_keeps_the_turns_and_exits_130() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let interrupted = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([&format!("-{signal}"), &child.id().to_string()])
         .status()
         .unwrap();
     assert!(interrupted.success());
     let done = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&done.stderr);
-    assert_eq!(done.status.code(), Some(130), "{stderr}");
+    assert_eq!(done.status.code(), Some(status), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["ended_by"], "interrupted");
-    // The slow reply in flight when Ctrl-C came finishes its turn; nothing after it.
+    assert!(out.join("environment.json").is_file());
+    // The slow reply in flight when the signal came finishes its turn; nothing after it.
     assert_eq!(summary["turns"], 3);
     let kept = std::fs::read_to_string(&transcript).unwrap();
     assert_eq!(
