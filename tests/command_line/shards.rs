@@ -425,3 +425,57 @@ fn a_merge_refuses_run_ids_that_leave_its_folder_and_removes_nothing_outside() {
         );
     }
 }
+
+/// A shard folder comes from elsewhere: its `manifest.jsonl` or `bench.json` as a link
+/// to `/dev/zero` or as a FIFO is refused at once, naming the file, instead of filling
+/// memory or waiting for a writer.
+#[cfg(unix)]
+#[test]
+fn a_merge_reads_only_regular_shard_files_of_bounded_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |n: &str| dir.path().join(n).display().to_string();
+    let (pd, _) = scenarios();
+    for (name, file) in [
+        ("zero-manifest", "manifest.jsonl"),
+        ("fifo-manifest", "manifest.jsonl"),
+        ("zero-settings", "bench.json"),
+    ] {
+        let shard = d(name);
+        ok(&[
+            "bench",
+            &pd,
+            "--llm",
+            "scripted",
+            "--embedder",
+            "hash",
+            "--seeds",
+            "1",
+            "--modes",
+            "cooperative",
+            "-q",
+            "--out",
+            &shard,
+            "--shard",
+            "0/1",
+        ]);
+        let path = Path::new(&shard).join(file);
+        std::fs::remove_file(&path).unwrap();
+        if name.starts_with("fifo") {
+            let made = std::process::Command::new("mkfifo")
+                .arg(&path)
+                .status()
+                .unwrap();
+            assert!(made.success());
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        }
+        let out = sopsim(&["bench", "merge", &d(&format!("merged-{name}")), &shard]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(file), "{name}: names the file: {stderr}");
+        assert!(
+            stderr.contains("not a regular file"),
+            "{name}: says why: {stderr}"
+        );
+    }
+}

@@ -231,10 +231,12 @@ fn load(path: &StdPath, allowed: &[PathBuf]) -> Result<Loaded, BenchError> {
             agent: name.clone(),
         });
     }
-    let bytes = std::fs::read(path).map_err(|source| BenchError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes = crate::files::read_bounded(path, crate::scenario::MAX_SCENARIO_BYTES).map_err(
+        |source| BenchError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+    )?;
     // Validation compiled the outcomes already, so this succeeds for a loaded file.
     let rules = scenario.outcomes.as_ref().and_then(|o| {
         OutcomeRules::compile(

@@ -10,6 +10,15 @@ pub use super::job::Job;
 use super::BenchError;
 use crate::output::write_json;
 
+/// The most a benchmark folder's `bench.json`, `manifest.jsonl` or a run's
+/// `summary.json` may hold: a shard folder comes from elsewhere, and one of them as a
+/// link to `/dev/zero` must not fill memory (a FIFO is refused as not a regular file).
+pub const MAX_FOLDER_FILE_BYTES: u64 = 64 << 20;
+
+fn read_folder_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    crate::files::read_bounded(path, MAX_FOLDER_FILE_BYTES)
+}
+
 /// Why a folder's `bench.json` or `manifest.jsonl` is not a benchmark's.
 #[derive(Debug, thiserror::Error)]
 pub enum Unreadable {
@@ -50,7 +59,7 @@ pub fn is_finished(dir: &Path) -> bool {
     struct Ended {
         ended_by: String,
     }
-    std::fs::read(dir.join("summary.json"))
+    read_folder_file(&dir.join("summary.json"))
         .ok()
         .and_then(|bytes| serde_json::from_slice::<Ended>(&bytes).ok())
         .is_some_and(|s| s.ended_by != "error" && s.ended_by != "interrupted")
@@ -62,7 +71,7 @@ pub fn is_finished(dir: &Path) -> bool {
 pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), BenchError> {
     std::fs::create_dir_all(out).map_err(|e| io_error(out, e))?;
     let settings_file = out.join("bench.json");
-    if let Ok(bytes) = std::fs::read(&settings_file) {
+    if let Ok(bytes) = read_folder_file(&settings_file) {
         let earlier: Settings =
             serde_json::from_slice(&bytes).map_err(|e| BenchError::NotABenchmark {
                 path: settings_file.clone(),
@@ -123,7 +132,7 @@ fn describe(s: &Settings) -> String {
 /// Reads a benchmark folder's `bench.json`.
 pub fn read_settings(out: &Path) -> Result<Settings, BenchError> {
     let path = out.join("bench.json");
-    let bytes = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
+    let bytes = read_folder_file(&path).map_err(|e| io_error(&path, e))?;
     serde_json::from_slice(&bytes).map_err(|e| BenchError::NotABenchmark {
         path,
         source: Unreadable::Settings(e),
@@ -148,7 +157,7 @@ pub fn write(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), BenchE
 }
 
 fn read_manifest(path: &Path) -> Result<Vec<Job>, BenchError> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::files::read_text_bounded(path, MAX_FOLDER_FILE_BYTES) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io_error(path, e)),

@@ -10,6 +10,8 @@ use std::path::Path;
 use indexmap::IndexMap;
 use serde::Serialize;
 
+use super::plan::MAX_FOLDER_FILE_BYTES;
+
 use super::extract::{self, Figures, SummaryFigures};
 use super::plan::{Job, Settings};
 use super::stats::{self, Difference, Summary};
@@ -38,13 +40,14 @@ pub fn read_run(dir: &Path, rules: Option<&OutcomeRules>) -> RunStatus {
     let unreadable = |name: &str, e: std::io::Error| RunStatus::Failed {
         error: format!("cannot read {}: {e}", dir.join(name).display()),
     };
-    let summary: Option<SummaryFigures> = match std::fs::read(dir.join("summary.json")) {
+    let read = |name: &str| crate::files::read_bounded(&dir.join(name), MAX_FOLDER_FILE_BYTES);
+    let summary: Option<SummaryFigures> = match read("summary.json") {
         Ok(b) => serde_json::from_slice(&b).ok(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return unreadable("summary.json", e),
     };
     let Some(summary) = summary else {
-        return match std::fs::read(dir.join("error.json")) {
+        return match read("error.json") {
             Ok(bytes) => RunStatus::Failed {
                 error: serde_json::from_slice::<serde_json::Value>(&bytes)
                     .ok()
@@ -101,11 +104,17 @@ enum TranscriptError {
     },
 }
 
+/// The most a run's transcript may hold when a report reads it (tens of thousands of
+/// turns; a link to `/dev/zero` is refused, not read).
+const MAX_TRANSCRIPT_BYTES: u64 = 1 << 30;
+
 fn read_transcript(path: &Path) -> Result<Vec<Message>, TranscriptError> {
     let shown = || path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| TranscriptError::Io {
-        path: shown(),
-        source,
+    let text = crate::files::read_text_bounded(path, MAX_TRANSCRIPT_BYTES).map_err(|source| {
+        TranscriptError::Io {
+            path: shown(),
+            source,
+        }
     })?;
     text.lines()
         .filter(|l| !l.trim().is_empty())
