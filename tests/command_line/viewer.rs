@@ -988,3 +988,75 @@ fn a_browser_that_disconnects_mid_run_changes_nothing() {
     let read = |d: &Path| std::fs::read_to_string(d.join("transcript.jsonl")).unwrap();
     assert_eq!(read(&served), read(&plain));
 }
+
+/// `serve DIR` serves only what lies inside DIR: a manifest line whose id is an
+/// absolute path or climbs out, and a run folder that is a link to elsewhere, are not
+/// served, while an honest run beside them still is.
+#[cfg(unix)]
+#[test]
+fn a_served_folder_serves_nothing_outside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = dir.path().join("bench");
+    let status = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .arg("bench")
+        .arg(root().join("scenarios/prisoners_dilemma.json"))
+        .args(["--llm", "scripted", "--embedder", "hash", "--seeds", "2"])
+        .args(["--modes", "cooperative", "-q", "--out"])
+        .arg(&bench)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let secret = dir.path().join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(secret.join("events.jsonl"), "{\"secret\":1}\n").unwrap();
+    std::fs::write(secret.join("summary.json"), "{\"secret\":1}").unwrap();
+    // A forged line for each way out, and seed-1's folder swapped for a link.
+    let manifest = bench.join("manifest.jsonl");
+    let honest: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&manifest)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut text = std::fs::read_to_string(&manifest).unwrap();
+    let absolute = secret.display().to_string();
+    for id in [absolute.as_str(), "../../secret"] {
+        let mut forged = honest.clone();
+        forged["id"] = id.into();
+        text.push_str(&format!("{forged}\n"));
+    }
+    std::fs::write(&manifest, text).unwrap();
+    let linked = bench.join("runs/prisoners_dilemma/cooperative/seed-1");
+    std::fs::remove_dir_all(&linked).unwrap();
+    std::os::unix::fs::symlink(&secret, &linked).unwrap();
+
+    let (_server, url) = sopsim(&["serve", bench.to_str().unwrap()]);
+    let get = |path: &str| {
+        http(
+            &url,
+            &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    let (code, state) = get("/api/state");
+    assert_eq!(code, 200);
+    assert!(!state.contains("secret"), "forged ids listed: {state}");
+    for id in [
+        absolute.as_str(),
+        "../../secret",
+        "prisoners_dilemma/cooperative/seed-1",
+    ] {
+        for what in ["events", "summary"] {
+            let (code, body) = get(&format!("/api/runs/{id}/{what}"));
+            assert!(
+                !body.contains("secret"),
+                "{id} {what}: served from outside: {code} {body}"
+            );
+        }
+    }
+    let (code, body) = get("/api/runs/prisoners_dilemma/cooperative/seed-0/summary");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("ended_by"), "{body}");
+}

@@ -1,11 +1,14 @@
 //! `sopsim serve DIR`: a finished run folder or a bench folder, read and never written.
-//! Only files the folder's own manifest or listing names are served, so no request
-//! path reaches outside it.
+//! Only files the folder's own manifest or listing names are served, only runs whose
+//! ids are the plain `SCENARIO/MODE/seed-N` of their job, and only files that lie
+//! inside the folder once every link is resolved: no manifest line and no symlink
+//! reaches outside it.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use sopsim::bench::job::Job;
 use sopsim::files::read_bounded;
 
 /// The largest file served from a folder (an events.jsonl of a very long run).
@@ -27,6 +30,11 @@ pub enum FolderError {
     #[error("{0}: neither a run folder (events.jsonl) nor a bench folder (manifest.jsonl)")]
     Unknown(PathBuf),
     #[error("{path}: {source}")]
+    Resolve {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
     Read {
         path: PathBuf,
         source: std::io::Error,
@@ -38,13 +46,19 @@ impl Folder {
         if !dir.is_dir() {
             return Err(FolderError::Missing(dir.to_path_buf()));
         }
+        // Every file served must resolve inside this path.
+        let dir = &dir.canonicalize().map_err(|source| FolderError::Resolve {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         let manifest = dir.join("manifest.jsonl");
         if manifest.is_file() {
-            let text = read_text(&manifest)?;
+            let text = read_text(dir, &manifest)?;
             let runs = text
                 .lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .filter_map(|v| v["id"].as_str().map(String::from))
+                .filter_map(|l| serde_json::from_str::<Job>(l).ok())
+                .filter(|job| job.check().is_ok())
+                .map(|job| job.id)
                 .collect();
             return Ok(Folder::Bench {
                 dir: dir.to_path_buf(),
@@ -57,16 +71,22 @@ impl Folder {
         Err(FolderError::Unknown(dir.to_path_buf()))
     }
 
+    fn root(&self) -> &Path {
+        match self {
+            Folder::Run(dir) | Folder::Bench { dir, .. } => dir,
+        }
+    }
+
     /// What `/api/state` says about the folder.
     pub fn state(&self) -> Value {
         match self {
             Folder::Run(dir) => json!({
                 "mode": "run",
-                "summary": read_json(&dir.join("summary.json")),
+                "summary": read_json(dir, &dir.join("summary.json")),
             }),
             Folder::Bench { dir, runs } => json!({
                 "mode": "bench",
-                "report": read_json(&dir.join("report.json")),
+                "report": read_json(dir, &dir.join("report.json")),
                 "runs": runs,
                 "plots": plots(dir),
             }),
@@ -87,7 +107,7 @@ impl Folder {
     /// A run's events, as a JSON array of its payloads.
     pub fn events(&self, id: Option<&str>) -> Option<Value> {
         let path = self.run_dir(id)?.join("events.jsonl");
-        let text = read_text(&path).ok()?;
+        let text = read_text(self.root(), &path).ok()?;
         Some(Value::Array(
             text.lines()
                 .filter_map(|l| serde_json::from_str(l).ok())
@@ -97,7 +117,7 @@ impl Folder {
 
     /// A run's summary.
     pub fn summary(&self, id: Option<&str>) -> Option<Value> {
-        read_json(&self.run_dir(id)?.join("summary.json"))
+        read_json(self.root(), &self.run_dir(id)?.join("summary.json"))
     }
 
     /// A plot's bytes and content type, if `name` is one of the bench's plots.
@@ -113,14 +133,26 @@ impl Folder {
         } else {
             "image/png"
         };
-        read_bounded(&dir.join("plots").join(name), MAX_FILE_BYTES)
+        read_inside(dir, &dir.join("plots").join(name))
             .ok()
             .map(|b| (b, kind))
     }
 }
 
-fn read_text(path: &Path) -> Result<String, FolderError> {
-    read_bounded(path, MAX_FILE_BYTES)
+/// The bytes of `path` if it resolves to a file inside `root` (a canonical path).
+fn read_inside(root: &Path, path: &Path) -> std::io::Result<Vec<u8>> {
+    let real = path.canonicalize()?;
+    if !real.starts_with(root) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "leads outside the folder served",
+        ));
+    }
+    read_bounded(&real, MAX_FILE_BYTES)
+}
+
+fn read_text(root: &Path, path: &Path) -> Result<String, FolderError> {
+    read_inside(root, path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .map_err(|source| FolderError::Read {
             path: path.to_path_buf(),
@@ -128,8 +160,8 @@ fn read_text(path: &Path) -> Result<String, FolderError> {
         })
 }
 
-fn read_json(path: &Path) -> Option<Value> {
-    serde_json::from_str(&read_text(path).ok()?).ok()
+fn read_json(root: &Path, path: &Path) -> Option<Value> {
+    serde_json::from_str(&read_text(root, path).ok()?).ok()
 }
 
 /// The plot files of a bench folder, by name.
