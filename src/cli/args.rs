@@ -112,9 +112,13 @@ pub enum Command {
 pub struct RunArgs {
     /// The scenario file (JSON, native or an aiwaves config).
     pub scenario: PathBuf,
-    /// Write transcript.jsonl, events.jsonl, environment.json and summary.json here.
+    /// Write transcript.jsonl, events.jsonl, environment.json and summary.json here
+    /// (a folder holding a run already is refused unless --overwrite).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Replace the run already in --out.
+    #[arg(long, requires = "out")]
+    pub overwrite: bool,
     /// Override the scenario's environment type.
     #[arg(long, value_enum)]
     pub mode: Option<ModeArg>,

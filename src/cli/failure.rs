@@ -9,6 +9,7 @@ use sopsim::bench::BenchError;
 use sopsim::chain::chain;
 use sopsim::error::SimError;
 use sopsim::models::ModelError;
+use sopsim::output::OutFolderError;
 use sopsim::runner::RunError;
 use sopsim::setup::{Setting, SetupError};
 
@@ -76,6 +77,9 @@ fn hint(error: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
         }
         if let Some(ShardFolderError::NotAShard) = e.downcast_ref() {
             return Some(" (run with --shard)");
+        }
+        if let Some(OutFolderError::HoldsARun(_)) = e.downcast_ref() {
+            return Some(" (pass --overwrite to replace it, or choose another --out)");
         }
         cause = e.source();
     }

@@ -7,7 +7,7 @@ use sopsim::bench::{BenchOptions, Shard};
 use sopsim::error::CancelToken;
 use sopsim::events::EventSink;
 use sopsim::human::HumanInput;
-use sopsim::runner::{self, RunIo, RunOptions};
+use sopsim::runner::{self, Existing, RunIo, RunOptions};
 use sopsim::scenario::Mode;
 use sopsim::sim::EndReason;
 
@@ -34,6 +34,11 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         max_total_tokens: args.max_total_tokens,
         allowed_paths: args.allowed_paths,
         allowed_commands: args.consent.consent(),
+        existing: if args.overwrite {
+            Existing::Replace
+        } else {
+            Existing::Refuse
+        },
     };
     let cancel = CancelToken::new();
     let signals = StopSignals::watch(

@@ -877,3 +877,96 @@ fn sampling_settings_out_of_range_are_refused_naming_the_field() {
     let (code, _, stderr) = run(&["validate", path.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
 }
+
+/// A second run into a folder another run is writing is refused at once (exit 2,
+/// naming the folder), and the first run's files stay its own.
+#[test]
+fn a_second_run_into_a_folder_in_use_is_refused_and_the_first_is_intact() {
+    use crate::common::server::{ok, Reply, Server};
+    let server = Server::start(vec![
+        ok(&["Our first point is about health."]),
+        Reply::Slow(std::time::Duration::from_millis(1500)),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("debate");
+    let first = sopsim()
+        .args([
+            "run",
+            &scenario("debate"),
+            "-q",
+            "--max-turns",
+            "3",
+            "--out",
+        ])
+        .arg(&out)
+        .args(["--llm", "openai", "--model", "m", "--embedder", "hash"])
+        .args(["--base-url", &server.base])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let transcript = out.join("transcript.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline
+        && std::fs::read_to_string(&transcript).map_or(0, |t| t.lines().count()) < 2
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = sopsim()
+        .args(["run", &scenario("debate"), "--out"])
+        .arg(&out)
+        .args(["--overwrite"])
+        .args(SCRIPTED)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--out"), "{stderr}");
+    assert!(stderr.contains(out.to_str().unwrap()), "{stderr}");
+    assert!(stderr.contains("another sopsim process"), "{stderr}");
+    let done = first.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let kept = std::fs::read_to_string(&transcript).unwrap();
+    assert_eq!(
+        kept.lines().count() as u64,
+        summary["turns"].as_u64().unwrap()
+    );
+    assert!(kept.contains("Our first point is about health."), "{kept}");
+}
+
+/// A rerun into a finished run's folder is refused unless the user asks for the
+/// run to be replaced.
+#[test]
+fn a_finished_run_is_replaced_only_with_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pd");
+    let run = |extra: &[&str]| {
+        sopsim()
+            .args(["run", &scenario("prisoners_dilemma"), "--out"])
+            .arg(&out)
+            .args(SCRIPTED)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    assert!(run(&[]).status.success());
+    let before = std::fs::read(out.join("transcript.jsonl")).unwrap();
+    let again = run(&["--seed", "1"]);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("holds a run already") && stderr.contains("--overwrite"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(out.join("transcript.jsonl")).unwrap(), before);
+    assert!(run(&["--seed", "1", "--overwrite"]).status.success());
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["seed"], 1);
+}

@@ -11,6 +11,7 @@ use crate::control::RunControl;
 use crate::error::{CancelToken, SimError};
 use crate::events::{EventSink, FrontendLog};
 use crate::human::HumanInput;
+pub use crate::output::Existing;
 use crate::output::{RunDir, TranscriptWriter};
 use crate::scenario::Scenario;
 use crate::scenario::{CommandConsent, Mode};
@@ -38,6 +39,8 @@ pub struct RunOptions {
     pub allowed_paths: Vec<PathBuf>,
     /// The programs the scenario's tools may start (none unless the user allows them).
     pub allowed_commands: CommandConsent,
+    /// What to do when `out` holds a run already: refuse (the default) or replace it.
+    pub existing: Existing,
 }
 
 impl RunOptions {
@@ -56,6 +59,7 @@ impl RunOptions {
             max_total_tokens: None,
             allowed_paths: Vec::new(),
             allowed_commands: CommandConsent::Nothing,
+            existing: Existing::Refuse,
         }
     }
 }
@@ -181,7 +185,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
     let mode = opts.mode.unwrap_or(scenario.environment.mode);
     let (dir, transcript, events) = match &opts.out {
         Some(out) => {
-            let dir = RunDir::create(out).map_err(|source| SetupError::Out {
+            let dir = RunDir::create(out, opts.existing).map_err(|source| SetupError::Out {
                 path: out.clone(),
                 source,
             })?;

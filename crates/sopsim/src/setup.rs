@@ -173,7 +173,7 @@ pub enum SetupError {
     Out {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: crate::output::OutFolderError,
     },
     #[error("{what} must be at least 1")]
     Count {

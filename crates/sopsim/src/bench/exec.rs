@@ -14,7 +14,7 @@ use super::job::Job;
 use super::BenchObserver;
 use crate::error::CancelToken;
 use crate::events::{EventSink, FrontendLog};
-use crate::output::{RunDir, TranscriptWriter};
+use crate::output::{Existing, RunDir, TranscriptWriter};
 use crate::scenario::Scenario;
 use crate::sim::{self, EndReason, RunConfig, Services};
 
@@ -195,7 +195,7 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
             };
         }
     }
-    let dir = match RunDir::create(&dir_path) {
+    let dir = match RunDir::create(&dir_path, Existing::Replace) {
         Ok(d) => d,
         Err(e) => {
             return JobResult::Failed {

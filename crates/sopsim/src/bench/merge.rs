@@ -107,6 +107,7 @@ pub fn merge(opts: &MergeOptions) -> Result<Merged, BenchError> {
         });
     };
     let by_index = by_index(&shards)?;
+    let _lock = super::lock_folder(&opts.out)?;
     let settings = Settings {
         shard: None,
         ..first.settings.clone()

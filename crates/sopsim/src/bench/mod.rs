@@ -223,6 +223,17 @@ struct Loaded {
     imported: Imported,
 }
 
+/// Locks a benchmark's output folder, or fails at once if another process holds it.
+fn lock_folder(out: &StdPath) -> Result<crate::output::FolderLock, BenchError> {
+    crate::output::FolderLock::take(out).map_err(|source| {
+        SetupError::Out {
+            path: out.to_path_buf(),
+            source,
+        }
+        .into()
+    })
+}
+
 fn load(path: &StdPath, allowed: &[PathBuf]) -> Result<Loaded, BenchError> {
     let (scenario, imported) = setup::load(path, allowed)?;
     if let Some((name, _)) = scenario.agents.iter().find(|(_, a)| a.human) {
@@ -307,6 +318,9 @@ pub fn run(
         max_turns: opts.max_turns,
         shard: shard_plan,
     };
+    // Held until the report is written: two benchmarks into one folder would run the
+    // same jobs into the same run folders.
+    let _lock = lock_folder(&opts.out)?;
     plan::record(&opts.out, &settings, &jobs)?;
 
     let pending: Vec<Job> = jobs
@@ -399,7 +413,7 @@ fn plan_seeds(opts: &BenchOptions) -> Result<Vec<u64>, BenchError> {
     if opts.out.exists() && !opts.out.is_dir() {
         return Err(SetupError::Out {
             path: opts.out.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "it is a file"),
+            source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "it is a file").into(),
         }
         .into());
     }
