@@ -85,11 +85,13 @@ impl Http {
                 allowed.join(", ")
             )));
         }
+        let path = decoded_path(&url)
+            .map_err(|why| ToolFailure::avoidable(format!("{:?} {why}", super::cut(text, 200))))?;
         let permitted = self.allow.iter().any(|a| {
             a.scheme() == url.scheme()
                 && a.host() == url.host()
                 && a.port_or_known_default() == url.port_or_known_default()
-                && url.path().starts_with(a.path())
+                && decoded_path(a).is_ok_and(|prefix| path.starts_with(&prefix))
         });
         if !permitted {
             return Err(ToolFailure::avoidable(format!(
@@ -174,6 +176,23 @@ impl Http {
     }
 }
 
+/// `url`'s path percent-decoded once, as the server will read it; refused if it holds
+/// an encoded separator (`%2F`, `%5C`) or, decoded, a `.` or `..` segment, which a
+/// server could resolve above the allowed prefix (`/api/..%2Fadmin`).
+fn decoded_path(url: &Url) -> Result<String, &'static str> {
+    let raw = url.path().to_ascii_lowercase();
+    if raw.contains("%2f") || raw.contains("%5c") {
+        return Err("has an encoded path separator");
+    }
+    let path = percent_encoding::percent_decode_str(url.path())
+        .decode_utf8()
+        .map_err(|_| "has a path that is not UTF-8 once decoded")?;
+    if path.split('/').any(|s| s == "." || s == "..") {
+        return Err("climbs out of its folder once decoded");
+    }
+    Ok(path.into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +207,7 @@ mod tests {
         let h = http();
         assert!(h.permit("http://127.0.0.1:8765/api/items?q=1").is_ok());
         assert!(h.permit("http://localhost:9000/x").is_ok());
+        assert!(h.permit("http://127.0.0.1:8765/api/caf%C3%A9").is_ok());
         for refused in [
             "http://10.0.0.1:8765/api/",
             "http://example.com/api/",
@@ -197,6 +217,11 @@ mod tests {
             "file:///etc/passwd",
             "not a url",
             "http://user:secret@127.0.0.1:8765/api/x",
+            "http://127.0.0.1:8765/api/..%2fadmin",
+            "http://127.0.0.1:8765/api/..%2Fadmin",
+            "http://127.0.0.1:8765/api/%2e%2e/admin",
+            "http://127.0.0.1:8765/api/..%5cadmin",
+            "http://127.0.0.1:8765/%61dmin",
         ] {
             assert!(h.permit(refused).is_err(), "{refused}");
         }
