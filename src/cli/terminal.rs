@@ -20,9 +20,15 @@ pub fn use_color(is_terminal: bool) -> bool {
 }
 
 /// `text` with every control character other than newline and tab replaced by its
-/// `\u{..}` escape (ESC, BEL, backspace, carriage return, C1 controls, DEL).
+/// `\u{..}` escape (ESC, BEL, backspace, carriage return, C1 controls, DEL), and the
+/// bidirectional overrides and isolates too (U+202A–U+202E, U+2066–U+2069, and the
+/// marks U+200E, U+200F, U+061C), which can make a line read as something else.
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}')
+    };
     if !text.chars().any(unsafe_char) {
         return text.into();
     }
@@ -286,5 +292,10 @@ mod tests {
         let shown = printable("a\u{1b}]0;pwned\u{7}b\u{9b}c\rd");
         assert!(!shown.chars().any(|c| c.is_control()), "{shown}");
         assert_eq!(shown, "a\\u{1b}]0;pwned\\u{7}b\\u{9b}c\\u{d}d");
+        // "approved" as it reads on screen, "devorppa" as it is.
+        assert_eq!(
+            printable("\u{202e}devorppa\u{202c} \u{2067}x\u{2069}"),
+            "\\u{202e}devorppa\\u{202c} \\u{2067}x\\u{2069}"
+        );
     }
 }
