@@ -71,6 +71,9 @@ pub struct Behaviour {
     /// Answer every request carrying llama.cpp's extra sampling fields with HTTP 400,
     /// as OpenAI's own API does with fields it does not know.
     pub refuse_extra_fields: bool,
+    /// Answer this many `GET /v1/models` with 503 "Loading model" first, as llama.cpp's
+    /// `llama-server` does until its model is loaded.
+    pub loading_for: usize,
 }
 
 impl Server {
@@ -143,6 +146,17 @@ fn handle(
     let stream = body["stream"].as_bool().unwrap_or(false);
     requests.lock().unwrap().push((head.clone(), body.clone()));
     if head.starts_with("GET /v1/models") {
+        let asked = requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(h, _)| h.starts_with("GET /v1/models"))
+            .count();
+        if asked <= behaviour.loading_for {
+            let b = r#"{"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}"#;
+            let _ = conn.write_all(format!("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 0\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes());
+            return;
+        }
         let b = json!({"object": "list", "data": [{"id": "served-model-a", "object": "model"}, {"id": "served-model-b", "object": "model"}]}).to_string();
         let _ = conn.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}", b.len()).as_bytes());
         return;

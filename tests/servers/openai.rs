@@ -677,6 +677,42 @@ fn an_answer_outside_the_options_is_retried_then_read_as_text_never_a_crash() {
     );
 }
 
+/// A job script may start `llama-server` and sopsim together: a server still loading
+/// its model (503) is asked again, as a model call would be.
+#[test]
+fn a_server_still_loading_its_model_is_asked_again_which_model_it_serves() {
+    let server = Server::start_with(
+        vec![],
+        Behaviour {
+            loading_for: 2,
+            ..Behaviour::default()
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .arg("run")
+        .arg(root().join("scenarios/debate.json"))
+        .arg("--out")
+        .arg(&out)
+        .args(["--max-turns", "1", "--llm", "openai", "--embedder", "hash"])
+        .args(["--base-url", &server.base, "-q"])
+        .env_remove("OPENAI_MODEL")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(summary_of(&out)["llm"]
+        .as_str()
+        .unwrap()
+        .contains("served-model-a"));
+    let asked = server
+        .requests()
+        .iter()
+        .filter(|(h, _)| h.starts_with("GET /v1/models"))
+        .count();
+    assert_eq!(asked, 3, "two 503s, then the list");
+}
+
 #[test]
 fn with_no_model_named_the_server_is_asked_and_an_unknown_model_is_not_priced() {
     let server = Server::start(vec![]);

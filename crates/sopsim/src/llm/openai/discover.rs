@@ -5,7 +5,9 @@ use serde_json::Value;
 
 use super::config::is_openai;
 use super::redact::{server_message, shown, without_url};
-use super::retry::Cause;
+use super::retry::{
+    parse_retry_after, retryable_status, with_retries, AttemptError, Cause, GaveUp,
+};
 use super::OpenAiBackend;
 use crate::llm::LlmError;
 
@@ -27,23 +29,29 @@ impl OpenAiBackend {
             .timeout(self.options.read_timeout)
             .build()
             .map_err(|e| failed_by(Cause::caused_by(e.to_string(), e)))?;
-        let mut call = client.get(&url);
-        if let Some(key) = &self.options.api_key {
-            call = call.bearer_auth(key.expose());
-        }
-        let response = call
-            .send()
-            .map_err(|e| failed_by(Cause::caused_by(without_url(&e), e.without_url())))?;
-        let status = response.status().as_u16();
-        let body = response
-            .text()
-            .map_err(|e| failed_by(Cause::caused_by(without_url(&e), e.without_url())))?;
-        if status != 200 {
-            return Err(fail(format!(
-                "HTTP {status}: {}",
-                server_message(&body, self.options.api_key.as_ref())
-            )));
-        }
+        // A server still loading its model answers 503 (llama.cpp's "Loading model"):
+        // asked again as a model call would be, with the same bounded backoff.
+        let attempt = |_: u32| {
+            let mut call = client.get(&url);
+            if let Some(key) = &self.options.api_key {
+                call = call.bearer_auth(key.expose());
+            }
+            std::future::ready(self.models_answer(call))
+        };
+        let sleep = |wait: std::time::Duration| {
+            std::thread::sleep(wait);
+            std::future::ready(())
+        };
+        let body = futures::executor::block_on(with_retries(
+            &self.options.retry,
+            "request for the served models",
+            attempt,
+            sleep,
+        ))
+        .map_err(|e| match e {
+            GaveUp::Fatal(cause) => failed_by(cause),
+            exhausted => fail(exhausted.to_string()),
+        })?;
         let v: Value = serde_json::from_str(&body)
             .map_err(|e| failed_by(Cause::caused_by(format!("malformed JSON: {e}"), e)))?;
         let ids: Vec<String> = v["data"]
@@ -99,6 +107,40 @@ fn pick_model(ids: &[String], openai: bool) -> Option<&String> {
         .then(|| ids.iter().find(|id| looks_like_chat(id)))
         .flatten();
     chat.or(ids.first())
+}
+
+impl OpenAiBackend {
+    /// One `GET /models`: the body of a 200, or how the attempt failed (429, 408 and
+    /// 5xx, and a failed connection, are worth another attempt).
+    fn models_answer(
+        &self,
+        call: reqwest::blocking::RequestBuilder,
+    ) -> Result<String, AttemptError> {
+        let response = call
+            .send()
+            .map_err(|e| AttemptError::retry(Cause::caused_by(without_url(&e), e.without_url())))?;
+        let status = response.status().as_u16();
+        let after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
+        let body = response
+            .text()
+            .map_err(|e| AttemptError::retry(Cause::caused_by(without_url(&e), e.without_url())))?;
+        if status == 200 {
+            return Ok(body);
+        }
+        let cause = Cause::from(format!(
+            "HTTP {status}: {}",
+            server_message(&body, self.options.api_key.as_ref())
+        ));
+        Err(if retryable_status(status) {
+            AttemptError::Retry { cause, after }
+        } else {
+            AttemptError::Fatal(cause)
+        })
+    }
 }
 
 #[cfg(test)]
