@@ -34,8 +34,15 @@ pub fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    // Unless asked for, only sopsim's own errors reach the terminal: a library's log
+    // line (rmcp's, say) would interleave with the transcript and say less than the
+    // error sopsim reports for it.
+    let filter = match std::env::var("SOPSIM_LOG") {
+        Ok(directives) if !directives.is_empty() => tracing_subscriber::EnvFilter::new(directives),
+        _ => tracing_subscriber::EnvFilter::new("off,sopsim=error,sopsim_cli=error"),
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("SOPSIM_LOG"))
+        .with_env_filter(filter)
         .with_ansi(terminal::use_color(std::io::IsTerminal::is_terminal(
             &std::io::stderr(),
         )))

@@ -198,6 +198,20 @@ fn bad_files_exit_2_naming_the_file_and_field() {
         stderr.contains("agnets: unknown field; did you mean \"agents\"?"),
         "{stderr}"
     );
+    // A field put at the wrong level is not offered itself as the correction.
+    let mut misplaced = debate.clone();
+    misplaced["sop"]["states"]["verdict"]["max_turns"] = serde_json::json!(2);
+    let (_, _, stderr) = run(&[
+        "validate",
+        &write(
+            "misplaced.json",
+            serde_json::to_string(&misplaced).unwrap().as_bytes(),
+        ),
+    ]);
+    assert!(
+        stderr.contains("sop.states.verdict.max_turns: unknown field; the format has it elsewhere"),
+        "{stderr}"
+    );
     debate["sop"]["states"]["verdict"]["transition"]["max_turns"] = serde_json::json!(2);
     debate.as_object_mut().unwrap().remove("agnets");
     let (code, _, stderr) = run(&[

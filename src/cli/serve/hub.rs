@@ -1,8 +1,13 @@
-//! The live run as the viewer sees it: every event kept in order with its sequence
-//! number (so a late or reconnecting browser gets the run so far), fanned out to the
-//! connected browsers. A browser that cannot keep up is dropped with a reload marker;
-//! the run never waits for one.
+//! The live run as the viewer sees it: the newest events kept in order with their
+//! sequence numbers (so a late or reconnecting browser gets the run so far), fanned out
+//! to the connected browsers. Memory stays bounded however long the run and however
+//! many browsers: at most [`MAX_KEPT`] events are kept (a browser that asks for older
+//! ones is told how many it missed), at most [`MAX_CLIENTS`] browsers are connected,
+//! each is sent its backlog only as fast as it reads, and one more than
+//! [`CLIENT_BUFFER`] events behind is dropped with a reload marker; the run never
+//! waits for a browser.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -16,8 +21,12 @@ use tokio::sync::mpsc;
 
 use sopsim::events::{to_return_in, EventSink, Progress, Rounds, SimEvent};
 
-/// Events a browser may be behind before it is dropped.
-const CLIENT_BUFFER: usize = 4096;
+/// Live events a browser may be behind before it is dropped.
+pub const CLIENT_BUFFER: usize = 256;
+/// Browsers connected at once; one more is answered 503.
+pub const MAX_CLIENTS: usize = 64;
+/// Events kept for browsers that connect later.
+pub const MAX_KEPT: usize = 20_000;
 
 /// One kept event: its sequence number, its SSE event name and its JSON.
 struct Kept {
@@ -55,7 +64,10 @@ pub struct Waiting {
 
 #[derive(Default)]
 struct HubState {
-    kept: Vec<Kept>,
+    /// The newest kept events, their ids consecutive.
+    kept: VecDeque<Kept>,
+    /// The id the next kept event gets, less one.
+    last_id: u64,
     clients: Vec<Client>,
     live: LiveState,
     rounds: Rounds,
@@ -118,9 +130,13 @@ impl Hub {
     fn publish(st: &mut HubState, name: &'static str, data: String, keep: bool) {
         let mut event = sse::Data::new(data.clone()).event(name);
         if keep {
-            let id = st.kept.len() as u64 + 1;
+            st.last_id += 1;
+            let id = st.last_id;
             event = event.id(id.to_string());
-            st.kept.push(Kept {
+            if st.kept.len() == MAX_KEPT {
+                st.kept.pop_front();
+            }
+            st.kept.push_back(Kept {
                 id,
                 name,
                 data: data.into(),
@@ -137,39 +153,62 @@ impl Hub {
         });
     }
 
-    /// A browser's stream: the kept events after `last_id`, then every new one.
-    pub fn subscribe(&self, last_id: u64) -> impl Stream<Item = sse::Event> + use<> {
+    /// A browser's stream: the kept events after `last_id`, read from the hub as the
+    /// browser takes them, then every new one; `None` when [`MAX_CLIENTS`] browsers
+    /// are connected already.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        last_id: u64,
+    ) -> Option<impl Stream<Item = sse::Event> + use<>> {
         let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
         let dropped = Arc::new(AtomicBool::new(false));
-        let backlog: Vec<sse::Event> = {
+        let upto = {
             let mut st = self.lock();
-            let backlog = st
-                .kept
-                .iter()
-                .filter(|k| k.id > last_id)
-                .map(|k| {
-                    sse::Event::Data(
-                        sse::Data::new(k.data.to_string())
-                            .event(k.name)
-                            .id(k.id.to_string()),
-                    )
-                })
-                .collect();
+            st.clients.retain(|c| !c.tx.is_closed());
+            if st.clients.len() >= MAX_CLIENTS {
+                return None;
+            }
             st.clients.push(Client {
                 tx,
                 dropped: dropped.clone(),
             });
-            backlog
+            st.last_id
         };
+        let hub = self.clone();
+        let backlog = futures::stream::unfold(last_id, move |shown| {
+            let next = (shown < upto).then(|| hub.kept_after(shown));
+            futures::future::ready(next.map(|(event, id)| (event, id)))
+        });
         let reload = futures::stream::once(async move {
             dropped
                 .load(Ordering::Relaxed)
                 .then(|| sse::Event::Data(sse::Data::new("{}").event("reload")))
         })
         .filter_map(futures::future::ready);
-        futures::stream::iter(backlog)
-            .chain(tokio_stream::wrappers::ReceiverStream::new(rx))
-            .chain(reload)
+        Some(
+            backlog
+                .chain(tokio_stream::wrappers::ReceiverStream::new(rx))
+                .chain(reload),
+        )
+    }
+
+    /// The kept event after id `shown`, and its id; if the events after `shown` are no
+    /// longer kept, a `forgotten` event saying how many, standing for them.
+    fn kept_after(&self, shown: u64) -> (sse::Event, u64) {
+        let st = self.lock();
+        let first = st.kept.front().map_or(st.last_id + 1, |k| k.id);
+        if shown + 1 < first {
+            let data = json!({ "events": first - 1 - shown, "kept": MAX_KEPT }).to_string();
+            return (
+                sse::Event::Data(sse::Data::new(data).event("forgotten")),
+                first - 1,
+            );
+        }
+        let k = &st.kept[(shown + 1 - first) as usize];
+        let event = sse::Data::new(k.data.to_string())
+            .event(k.name)
+            .id(k.id.to_string());
+        (sse::Event::Data(event), k.id)
     }
 }
 
@@ -211,7 +250,7 @@ impl EventSink for Hub {
         let Some((ret, query_id)) = to_return_in(event, elapsed, round) else {
             return;
         };
-        let id = uuid::Uuid::from_u128(st.kept.len() as u128 + 1);
+        let id = uuid::Uuid::from_u128(u128::from(st.last_id) + 1);
         let Some(payload) = ret.to_frontend_with_id("sopsim", &self.conversation, &query_id, id)
         else {
             return;
@@ -244,22 +283,26 @@ mod tests {
         SimEvent::Warning { text: text.into() }
     }
 
+    fn hub() -> Arc<Hub> {
+        Arc::new(Hub::new("c".into()))
+    }
+
     #[actix_web::test]
     async fn a_late_browser_gets_the_run_so_far_then_new_events() {
-        let hub = Hub::new("c".into());
+        let hub = hub();
         hub.emit(&warning("one"));
         hub.emit(&warning("two"));
-        let stream = hub.subscribe(1);
+        let stream = hub.subscribe(1).unwrap();
         hub.emit(&warning("three"));
-        drop(hub);
+        hub.lock().clients.clear();
         let events: Vec<sse::Event> = stream.collect().await;
         assert_eq!(events.len(), 2, "from id 2 on: {events:?}");
     }
 
     #[actix_web::test]
     async fn a_browser_that_falls_behind_is_dropped_with_a_reload_marker() {
-        let hub = Hub::new("c".into());
-        let stream = hub.subscribe(0);
+        let hub = hub();
+        let stream = hub.subscribe(0).unwrap();
         for i in 0..CLIENT_BUFFER + 10 {
             hub.emit(&warning(&i.to_string()));
         }
@@ -269,5 +312,42 @@ mod tests {
         assert_eq!(events.len(), CLIENT_BUFFER + 1);
         let last = format!("{:?}", events.last().unwrap());
         assert!(last.contains("reload"), "{last}");
+    }
+
+    #[actix_web::test]
+    async fn a_long_run_keeps_its_newest_events_and_says_how_many_it_forgot() {
+        let hub = hub();
+        for i in 0..MAX_KEPT + 5 {
+            hub.emit(&warning(&i.to_string()));
+        }
+        assert_eq!(kept_payloads(&hub).len(), MAX_KEPT);
+        let stream = hub.subscribe(0).unwrap();
+        hub.lock().clients.clear();
+        let events: Vec<sse::Event> = stream.collect().await;
+        assert_eq!(events.len(), MAX_KEPT + 1);
+        let first = format!("{:?}", events[0]);
+        assert!(
+            first.contains("forgotten") && first.contains("\\\"events\\\":5"),
+            "{first}"
+        );
+        let second = format!("{:?}", events[1]);
+        assert!(
+            second.contains("\\\"5\\\""),
+            "the oldest kept is the sixth: {second}"
+        );
+    }
+
+    #[actix_web::test]
+    async fn browsers_beyond_the_limit_are_refused() {
+        let hub = hub();
+        let streams: Vec<_> = (0..MAX_CLIENTS)
+            .map(|_| hub.subscribe(0).unwrap())
+            .collect();
+        assert!(hub.subscribe(0).is_none());
+        drop(streams);
+        assert!(
+            hub.subscribe(0).is_some(),
+            "a closed stream frees its place"
+        );
     }
 }

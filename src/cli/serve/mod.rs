@@ -350,10 +350,15 @@ async fn events(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(0);
-    let stream = futures::StreamExt::map(
-        live.hub.subscribe(last_id),
-        Ok::<_, std::convert::Infallible>,
-    );
+    let Some(events) = live.hub.subscribe(last_id) else {
+        return HttpResponse::ServiceUnavailable()
+            .insert_header(("Retry-After", "5"))
+            .body(format!(
+                "{} browsers are watching this run, the most it serves at once",
+                hub::MAX_CLIENTS
+            ));
+    };
+    let stream = futures::StreamExt::map(events, Ok::<_, std::convert::Infallible>);
     use actix_web::Responder;
     sse::Sse::from_stream(stream)
         .with_keep_alive(KEEP_ALIVE)

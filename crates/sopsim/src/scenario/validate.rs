@@ -103,9 +103,14 @@ pub fn check_structure(doc: &Value) -> Vec<Problem> {
             err.kind()
         {
             for key in unexpected {
-                let hint = closest(key, field_names())
-                    .map(|k| format!("; did you mean {k:?}?"))
-                    .unwrap_or_default();
+                // A name the format has at another level is no typo to correct.
+                let hint = if field_names().contains(key) {
+                    "; the format has it elsewhere, not in this object".to_string()
+                } else {
+                    closest(key, field_names())
+                        .map(|k| format!("; did you mean {k:?}?"))
+                        .unwrap_or_default()
+                };
                 problems.push(Problem {
                     path: path.key(key),
                     message: format!("unknown field{hint}"),

@@ -394,6 +394,13 @@ function startLive(state) {
   });
   // A browser too slow for the run was dropped: start again from the beginning.
   source.addEventListener('reload', () => location.reload());
+  // A long run's oldest events are no longer kept by the server.
+  source.addEventListener('forgotten', (e) => {
+    const f = JSON.parse(e.data);
+    $('transcript').append(el('div', 'end',
+      `${f.events} earlier events are not shown: the server keeps the newest ${f.kept}` +
+      ' (the run folder\'s events.jsonl has every one).'));
+  });
   source.addEventListener('open', () => {
     if ($('status').textContent === 'connecting…') setStatus(state.paused ? 'paused' : 'running', state.paused ? 'paused' : '');
   });
