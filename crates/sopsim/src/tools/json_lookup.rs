@@ -190,45 +190,96 @@ fn collect_text(v: &Value, out: &mut String) {
     }
 }
 
+/// What a query that found nothing finds with the fewest of its filters dropped.
+pub struct Relaxed {
+    /// The filters left out, as `field op value`.
+    pub dropped: Vec<String>,
+    /// Whether the search words were left out too (when no subset of the filters
+    /// finds anything with them).
+    pub without_search: bool,
+    pub objects: Vec<Map<String, Value>>,
+    pub total: usize,
+}
+
 impl Table {
-    /// When a query finds nothing: which one filter (or the search) to drop to find
-    /// something, and how much it would find, so the model can loosen its query.
-    pub fn relaxation_hint(&self, args: &Map<String, Value>) -> Option<String> {
+    /// When a query finds nothing: the same query without the fewest of its filters
+    /// that finds something (the most found among those, the earliest on a tie), and
+    /// failing that without its search words too. Small models pile up filters that
+    /// no product meets together; the result says what was left out.
+    pub fn relax(&self, args: &Map<String, Value>) -> Option<Relaxed> {
         let filters = args
             .get("filters")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let mut hints = Vec::new();
-        for (i, f) in filters.iter().enumerate() {
-            let mut loose = args.clone();
-            let rest: Vec<Value> = filters
-                .iter()
-                .enumerate()
-                .filter(|(j, _)| *j != i)
-                .map(|(_, f)| f.clone())
-                .collect();
-            loose.insert("filters".into(), Value::Array(rest));
-            let (_, n) = self.query(&loose);
-            if n > 0 {
-                hints.push(format!(
-                    "without the filter {} {} {} it finds {n}",
-                    f["field"].as_str().unwrap_or("?"),
-                    f["op"].as_str().unwrap_or("?"),
-                    f["value"]
-                ));
+        let n = filters.len();
+        for without_search in [false, true] {
+            if without_search && args.get("search").is_none() {
+                break;
+            }
+            for drop in 0..=n {
+                if drop == 0 && !without_search {
+                    continue;
+                }
+                let mut best: Option<(usize, u32)> = None;
+                for mask in 0u32..(1 << n) {
+                    if mask.count_ones() as usize != drop {
+                        continue;
+                    }
+                    let (_, total) =
+                        self.query(&with_filters(args, &filters, mask, without_search));
+                    if total > best.map_or(0, |(t, _)| t) {
+                        best = Some((total, mask));
+                    }
+                }
+                if let Some((total, mask)) = best {
+                    let (objects, _) =
+                        self.query(&with_filters(args, &filters, mask, without_search));
+                    let dropped = (0..n)
+                        .filter(|i| mask & (1 << i) != 0)
+                        .map(|i| {
+                            let f = &filters[i];
+                            format!(
+                                "{} {} {}",
+                                f["field"].as_str().unwrap_or("?"),
+                                f["op"].as_str().unwrap_or("?"),
+                                f["value"]
+                            )
+                        })
+                        .collect();
+                    return Some(Relaxed {
+                        dropped,
+                        without_search,
+                        objects,
+                        total,
+                    });
+                }
             }
         }
-        if args.get("search").is_some() {
-            let mut loose = args.clone();
-            loose.remove("search");
-            let (_, n) = self.query(&loose);
-            if n > 0 {
-                hints.push(format!("without the search it finds {n}"));
-            }
-        }
-        (!hints.is_empty()).then(|| hints.join("; "))
+        None
     }
+}
+
+/// `args` without the filters whose bits are set in `dropped`, and without its
+/// search words if `without_search`.
+fn with_filters(
+    args: &Map<String, Value>,
+    filters: &[Value],
+    dropped: u32,
+    without_search: bool,
+) -> Map<String, Value> {
+    let mut loose = args.clone();
+    let kept: Vec<Value> = filters
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| dropped & (1 << i) == 0)
+        .map(|(_, f)| f.clone())
+        .collect();
+    loose.insert("filters".into(), Value::Array(kept));
+    if without_search {
+        loose.remove("search");
+    }
+    loose
 }
 
 fn holds(obj: &Map<String, Value>, filter: &Value) -> bool {
@@ -378,5 +429,32 @@ mod tests {
             names(&t.query(args.as_object().unwrap()).0),
             vec!["Trail shoe"]
         );
+    }
+
+    #[test]
+    fn a_query_that_finds_nothing_finds_what_the_fewest_dropped_filters_allow() {
+        let t = table();
+        let args = |v: Value| v.as_object().unwrap().clone();
+        // Two filters no object meets together with the search; dropping the
+        // category alone finds the rain jacket.
+        let piled = args(json!({"search": "rain", "filters": [
+            {"field": "category", "op": "equals", "value": "shoes"},
+            {"field": "price", "op": "min", "value": 100},
+        ]}));
+        assert_eq!(t.query(&piled).1, 0);
+        let r = t.relax(&piled).unwrap();
+        assert_eq!(r.dropped, ["category equals \"shoes\""]);
+        assert!(!r.without_search);
+        assert_eq!(names(&r.objects), ["Rain jacket"]);
+        // No subset of filters helps the search: the search words go too.
+        let unknown = args(json!({"search": "kayak", "filters": [
+            {"field": "price", "op": "max", "value": 50},
+        ]}));
+        let r = t.relax(&unknown).unwrap();
+        assert!(r.dropped.is_empty() && r.without_search);
+        assert_eq!(names(&r.objects), ["Fleece"]);
+        // A query that finds something is not relaxed by run_here (total > 0).
+        let found = args(json!({"search": "fleece"}));
+        assert_eq!(t.query(&found).1, 1);
     }
 }

@@ -374,11 +374,24 @@ impl Tool {
             Runner::Dice => dice::run(args, place).map(single),
             Runner::JsonLookup(table) => {
                 let (objects, total) = table.query(args);
-                let mut r = self.result(objects, total);
-                if let Some(hint) = table.relaxation_hint(args).filter(|_| total == 0) {
-                    r.metadata.insert("hint".into(), json!(hint));
-                    r.llm_message = Some("{name}: nothing matched; {hint}.".into());
+                let relaxed = (total == 0).then(|| table.relax(args)).flatten();
+                let Some(relaxed) = relaxed else {
+                    return Some(Ok(self.result(objects, total)));
+                };
+                let mut left_out = relaxed.dropped.join(", ");
+                if relaxed.without_search {
+                    if !left_out.is_empty() {
+                        left_out.push_str(" and ");
+                    }
+                    left_out.push_str("the search words");
                 }
+                let mut r = self.result(relaxed.objects, relaxed.total);
+                r.metadata.insert("left_out".into(), json!(left_out));
+                r.llm_message = Some(
+                    "{name}: nothing matched every filter; without {left_out}, \
+                     {num_objects} shown of {total} matching."
+                        .into(),
+                );
                 Ok(r)
             }
             _ => return None,
