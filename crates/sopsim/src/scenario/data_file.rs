@@ -62,18 +62,20 @@ pub fn read_objects(path: &Path) -> Result<DataFile, DataFileError> {
             .collect::<Result<_, _>>()?
     };
     let mut objects = Vec::with_capacity(values.len());
-    let mut fields: Vec<String> = Vec::new();
+    // First-seen order, in time linear in the keys however many distinct ones.
+    let mut fields: indexmap::IndexSet<String> = indexmap::IndexSet::new();
     for (i, v) in values.into_iter().enumerate() {
         let Value::Object(obj) = v else {
             return Err(DataFileError::NotObject(i + 1));
         };
         for k in obj.keys() {
             if !fields.contains(k) {
-                fields.push(k.clone());
+                fields.insert(k.clone());
             }
         }
         objects.push(obj);
     }
+    let fields = fields.into_iter().collect();
     if objects.is_empty() {
         return Err(DataFileError::Empty);
     }

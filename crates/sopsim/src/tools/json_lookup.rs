@@ -15,6 +15,9 @@ const DEFAULT_LIMIT: u64 = 10;
 const MAX_LIMIT: u64 = 50;
 /// A text field with at most this many distinct values lists them in the schema.
 const MAX_LISTED_VALUES: usize = 40;
+/// The fields the argument schema offers for filters and sorting, first seen first: a
+/// file with thousands of distinct keys would make a schema no model reads whole.
+pub const MAX_SCHEMA_FIELDS: usize = 64;
 
 /// A data file's objects and their field names (in first-seen order).
 #[derive(Debug)]
@@ -35,11 +38,8 @@ impl Table {
     /// lists them, so a model decoding under the schema can only ask for values that
     /// exist.
     pub fn parameters(&self) -> Value {
-        let filters: Vec<Value> = self
-            .fields
-            .iter()
-            .flat_map(|f| self.filter_schema(f))
-            .collect();
+        let listed = &self.fields[..self.fields.len().min(MAX_SCHEMA_FIELDS)];
+        let filters: Vec<Value> = listed.iter().flat_map(|f| self.filter_schema(f)).collect();
         json!({
             "type": "object",
             "properties": {
@@ -50,7 +50,7 @@ impl Table {
                     "description": "all must hold: equals (same value), contains (text or list contains), min / max (numbers)",
                     "items": {"anyOf": filters},
                 },
-                "sort_by": {"enum": self.fields},
+                "sort_by": {"enum": listed},
                 "descending": {"type": "boolean"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
             },
@@ -456,5 +456,24 @@ mod tests {
         // A query that finds something is not relaxed by run_here (total > 0).
         let found = args(json!({"search": "fleece"}));
         assert_eq!(t.query(&found).1, 1);
+    }
+
+    #[test]
+    fn the_schema_offers_at_most_its_limit_of_fields() {
+        let wide: Map<String, Value> = (0..MAX_SCHEMA_FIELDS + 10)
+            .map(|i| (format!("k{i}"), json!(i)))
+            .collect();
+        let t = Table {
+            fields: wide.keys().cloned().collect(),
+            objects: vec![wide],
+        };
+        let p = t.parameters();
+        let sortable = p["properties"]["sort_by"]["enum"].as_array().unwrap();
+        assert_eq!(sortable.len(), MAX_SCHEMA_FIELDS);
+        assert_eq!(sortable[0], "k0");
+        let filters = p["properties"]["filters"]["items"]["anyOf"]
+            .as_array()
+            .unwrap();
+        assert_eq!(filters.len(), MAX_SCHEMA_FIELDS);
     }
 }
