@@ -177,7 +177,7 @@ impl Hub {
         let hub = self.clone();
         let backlog = futures::stream::unfold(last_id, move |shown| {
             let next = (shown < upto).then(|| hub.kept_after(shown));
-            futures::future::ready(next.map(|(event, id)| (event, id)))
+            futures::future::ready(next)
         });
         let reload = futures::stream::once(async move {
             dropped
