@@ -503,7 +503,7 @@ fn embed_service(opts: &ModelOptions, needed: bool) -> Result<EmbedService, Setu
 }
 
 /// Every service the runs of `scenarios` need, assembled at once: the model settings
-/// layered over the scenario files ([`layer_models`]), one embedding service (none
+/// layered over the scenario files (`layer_models`), one embedding service (none
 /// loaded when no scenario reads an embedding), one price table, and one model backend
 /// shared by every scenario's runs (the scripted backend, which answers from each
 /// scenario's own script, is one per scenario). The services come back in the order
