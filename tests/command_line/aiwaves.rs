@@ -148,7 +148,7 @@ fn the_translation_keeps_what_the_original_means() {
 #[test]
 fn the_shipped_multi_agent_sops_run_to_their_end_with_the_original_turn_counts() {
     // The original runs these in 34 and 26 turns when the judge always stays
-    // (../shared/notes/aiwaves-agents.md, section 8).
+    // (benches/anchors/aiwaves/README.md, the as-is rows).
     for (name, turns) in [
         ("debate/config.json", 34),
         ("software_company/config.json", 26),

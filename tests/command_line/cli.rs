@@ -405,31 +405,28 @@ fn sighup_stops_at_the_turn_boundary_and_exits_129() {
     stop_with("HUP", 129);
 }
 
-/// Sends `signal` during a run's slow second reply: the turn in flight finishes, every
-/// file is written, and the exit status is `status`.
-fn stop_with(signal: &str, status: i32) {
+/// A debate into `out` against a server whose second reply takes 1.5 s, returned once
+/// the first reply is on disk (so the run is inside its slow second turn); the server
+/// lives as long as the returned value.
+fn slow_debate(
+    out: &std::path::Path,
+    extra: &[&str],
+) -> (crate::common::server::Server, std::process::Child) {
     use crate::common::server::{ok, Reply, Server};
     let server = Server::start(vec![
         ok(&["Our first point is about health."]),
         Reply::Slow(std::time::Duration::from_millis(1500)),
     ]);
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("debate");
     let child = sopsim()
-        .args([
-            "run",
-            &scenario("debate"),
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ])
+        .args(["run", &scenario("debate"), "-q", "--out"])
+        .arg(out)
+        .args(extra)
         .args(["--llm", "openai", "--model", "m", "--embedder", "hash"])
         .args(["--base-url", &server.base])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the first reply to be on disk, then interrupt during the slow second.
     let transcript = out.join("transcript.jsonl");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while std::time::Instant::now() < deadline
@@ -437,6 +434,16 @@ fn stop_with(signal: &str, status: i32) {
     {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    (server, child)
+}
+
+/// Sends `signal` during a run's slow second reply: the turn in flight finishes, every
+/// file is written, and the exit status is `status`.
+fn stop_with(signal: &str, status: i32) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("debate");
+    let (_server, child) = slow_debate(&out, &[]);
+    let transcript = out.join("transcript.jsonl");
     let interrupted = Command::new("kill")
         .args([&format!("-{signal}"), &child.id().to_string()])
         .status()
@@ -896,36 +903,10 @@ fn sampling_settings_out_of_range_are_refused_naming_the_field() {
 /// naming the folder), and the first run's files stay its own.
 #[test]
 fn a_second_run_into_a_folder_in_use_is_refused_and_the_first_is_intact() {
-    use crate::common::server::{ok, Reply, Server};
-    let server = Server::start(vec![
-        ok(&["Our first point is about health."]),
-        Reply::Slow(std::time::Duration::from_millis(1500)),
-    ]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("debate");
-    let first = sopsim()
-        .args([
-            "run",
-            &scenario("debate"),
-            "-q",
-            "--max-turns",
-            "3",
-            "--out",
-        ])
-        .arg(&out)
-        .args(["--llm", "openai", "--model", "m", "--embedder", "hash"])
-        .args(["--base-url", &server.base])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (_server, first) = slow_debate(&out, &["--max-turns", "3"]);
     let transcript = out.join("transcript.jsonl");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::time::Instant::now() < deadline
-        && std::fs::read_to_string(&transcript).map_or(0, |t| t.lines().count()) < 2
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
     let second = sopsim()
         .args(["run", &scenario("debate"), "--out"])
         .arg(&out)

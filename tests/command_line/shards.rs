@@ -351,6 +351,27 @@ fn the_kubernetes_template_is_an_indexed_job_and_a_merge_job() {
 
 /// A shard whose files were edited so that a run id names a folder outside the merge's
 /// output (absolute, or climbing with `..`), with its digest recomputed to match.
+/// A shard folder of the whole benchmark of `scenario`: one cooperative run, seed 0.
+fn one_run_shard(scenario: &str, out: &str) {
+    ok(&[
+        "bench",
+        scenario,
+        "--llm",
+        "scripted",
+        "--embedder",
+        "hash",
+        "--seeds",
+        "1",
+        "--modes",
+        "cooperative",
+        "-q",
+        "--out",
+        out,
+        "--shard",
+        "0/1",
+    ]);
+}
+
 #[test]
 fn a_merge_refuses_run_ids_that_leave_its_folder_and_removes_nothing_outside() {
     use sha2::{Digest, Sha256};
@@ -368,23 +389,7 @@ fn a_merge_refuses_run_ids_that_leave_its_folder_and_removes_nothing_outside() {
     .unwrap();
     std::fs::write(victim.join("keep.txt"), "not the merge's to remove").unwrap();
     let forge = |shard: &str, scenario: &str, id: &str| {
-        ok(&[
-            "bench",
-            &pd,
-            "--llm",
-            "scripted",
-            "--embedder",
-            "hash",
-            "--seeds",
-            "1",
-            "--modes",
-            "cooperative",
-            "-q",
-            "--out",
-            shard,
-            "--shard",
-            "0/1",
-        ]);
+        one_run_shard(&pd, shard);
         let manifest = Path::new(shard).join("manifest.jsonl");
         let mut job: serde_json::Value =
             serde_json::from_str(std::fs::read_to_string(&manifest).unwrap().trim()).unwrap();
@@ -441,23 +446,7 @@ fn a_merge_reads_only_regular_shard_files_of_bounded_size() {
         ("zero-settings", "bench.json"),
     ] {
         let shard = d(name);
-        ok(&[
-            "bench",
-            &pd,
-            "--llm",
-            "scripted",
-            "--embedder",
-            "hash",
-            "--seeds",
-            "1",
-            "--modes",
-            "cooperative",
-            "-q",
-            "--out",
-            &shard,
-            "--shard",
-            "0/1",
-        ]);
+        one_run_shard(&pd, &shard);
         let path = Path::new(&shard).join(file);
         std::fs::remove_file(&path).unwrap();
         if name.starts_with("fifo") {
