@@ -5,9 +5,7 @@ use serde_json::Value;
 
 use super::config::is_openai;
 use super::redact::{server_message, shown, without_url};
-use super::retry::{
-    parse_retry_after, retryable_status, with_retries, AttemptError, Cause, GaveUp,
-};
+use super::retry::{retry_after, retryable_status, with_retries, AttemptError, Cause, GaveUp};
 use super::OpenAiBackend;
 use crate::llm::LlmError;
 
@@ -120,11 +118,7 @@ impl OpenAiBackend {
             .send()
             .map_err(|e| AttemptError::retry(Cause::caused_by(without_url(&e), e.without_url())))?;
         let status = response.status().as_u16();
-        let after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
+        let after = retry_after(response.headers());
         let body = response
             .text()
             .map_err(|e| AttemptError::retry(Cause::caused_by(without_url(&e), e.without_url())))?;

@@ -176,6 +176,14 @@ impl RetryPolicy {
     }
 }
 
+/// The wait a response's `Retry-After` header asks for, if it has a readable one.
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| parse_retry_after(v, SystemTime::now()))
+}
+
 /// Parses a `Retry-After` value: seconds, or an HTTP date.
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();

@@ -3,11 +3,11 @@
 //! a fatal error). A 200's body is read by `reply.rs` or `stream.rs`.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use super::choice::Asking;
 use super::redact::{server_message, shown, without_url};
-use super::retry::{parse_retry_after, retryable_status, AttemptError, Cause};
+use super::retry::{retry_after, retryable_status, AttemptError, Cause};
 use super::OpenAiBackend;
 use crate::llm::{Completion, LlmRequest, TokenSink};
 
@@ -69,11 +69,7 @@ impl OpenAiBackend {
         response: reqwest::Response,
     ) -> AttemptError {
         let status = response.status().as_u16();
-        let after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, SystemTime::now()));
+        let after = retry_after(response.headers());
         let text = response.text().await.unwrap_or_default();
         let said = server_message(&text, self.options.api_key.as_ref());
         let url = shown(&self.url);
