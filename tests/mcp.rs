@@ -45,6 +45,11 @@ impl Server {
         "done".into()
     }
 
+    #[tool(description = "Answers with 20 MiB of text")]
+    fn huge(&self) -> String {
+        "x".repeat(20 << 20)
+    }
+
     #[tool(description = "Stops the server")]
     fn quit(&self) -> String {
         std::process::exit(0)
@@ -191,6 +196,28 @@ fn a_dead_server_is_an_error_and_the_run_goes_on() {
     println!("ok: a dead server is an error and the run goes on");
 }
 
+fn an_answer_too_long_to_read_is_a_clear_error_and_the_server_goes_on() {
+    let mut s = scenario(json!([
+        {"tool": "huge", "arguments": {}},
+        {"tool": "add", "arguments": {"a": 1, "b": 2}},
+        "answer"
+    ]));
+    let mut huge = s.tools["add"].clone();
+    huge.config.insert("tool".into(), json!("huge"));
+    s.tools.insert("huge".into(), huge);
+    s.sop.states["work"].components["Worker"]
+        .tools
+        .push("huge".into());
+    let (outcome, _) = run(s);
+    let got = results(&outcome);
+    assert!(
+        got[0].contains("the MCP server's answer is over 8 MiB"),
+        "not a timeout: {got:?}"
+    );
+    assert!(got[1].starts_with("add: 3 ["), "{got:?}");
+    println!("ok: an answer too long to read is a clear error");
+}
+
 fn a_missing_server_is_a_setup_error_naming_the_field() {
     let mut s = scenario(json!([]));
     s.tools["add"]
@@ -317,6 +344,7 @@ fn main() {
     lists_and_calls_tools();
     arguments_are_checked_against_the_servers_schema();
     a_dead_server_is_an_error_and_the_run_goes_on();
+    an_answer_too_long_to_read_is_a_clear_error_and_the_server_goes_on();
     a_missing_server_is_a_setup_error_naming_the_field();
     no_server_starts_without_consent();
     servers_never_outlive_their_run();

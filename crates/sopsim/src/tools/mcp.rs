@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, Tool as McpTool};
 use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::ServiceExt;
 use serde_json::{json, Map, Value};
 use thiserror::Error;
@@ -138,7 +137,67 @@ pub struct Server {
     session: RunningService<RoleClient, ()>,
     tools: Vec<McpTool>,
     stderr: Stderr,
+    /// Told when the server sent a message over [`MAX_MESSAGE_BYTES`].
+    oversized: Arc<tokio::sync::Notify>,
+    _child: tokio::process::Child,
     _group: ProcessGroup,
+}
+
+/// The largest message sopsim reads from a server (below the SDK's own limit, which
+/// drops a longer message without telling the call waiting for it).
+const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The server's messages as the SDK reads them: whole lines passed on one by one; a
+/// line over [`MAX_MESSAGE_BYTES`] is dropped as it comes (never held in memory) and
+/// `oversized` told, so the call waiting for it fails at once with a clear error.
+fn answers(
+    stdout: tokio::process::ChildStdout,
+    oversized: Arc<tokio::sync::Notify>,
+) -> tokio::io::DuplexStream {
+    use tokio::io::{AsyncBufRead, AsyncWriteExt};
+    let (sdk_side, mut ours) = tokio::io::duplex(64 * 1024);
+    /// One line into `line`; `Ok(false)` at the end of the stream.
+    async fn next_line(
+        from: &mut (impl AsyncBufRead + Unpin),
+        line: &mut Vec<u8>,
+        too_long: &mut bool,
+    ) -> std::io::Result<bool> {
+        line.clear();
+        *too_long = false;
+        loop {
+            let buf = from.fill_buf().await?;
+            if buf.is_empty() {
+                return Ok(!line.is_empty() || *too_long);
+            }
+            let (n, ends) = match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            };
+            if !*too_long && line.len() + n > MAX_MESSAGE_BYTES {
+                *too_long = true;
+                *line = Vec::new();
+            }
+            if !*too_long {
+                line.extend_from_slice(&buf[..n]);
+            }
+            from.consume(n);
+            if ends {
+                return Ok(true);
+            }
+        }
+    }
+    tokio::spawn(async move {
+        let mut from = BufReader::new(stdout);
+        let (mut line, mut too_long) = (Vec::new(), false);
+        while let Ok(true) = next_line(&mut from, &mut line, &mut too_long).await {
+            if too_long {
+                oversized.notify_waiters();
+            } else if ours.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+    });
+    sdk_side
 }
 
 /// A server's process group (the server and whatever it started), killed when dropped:
@@ -178,21 +237,30 @@ impl Servers {
             return Ok(s.clone());
         }
         let program = || command.program.clone();
-        let (transport, pipe) = TokioChildProcess::builder(
-            tokio::process::Command::new(&command.program).configure(|c| {
-                c.args(&command.args).kill_on_drop(true);
-                #[cfg(unix)]
-                c.process_group(0);
-            }),
-        )
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| StartError::Spawn {
+        let mut server = tokio::process::Command::new(&command.program);
+        server
+            .args(&command.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // A group of its own, so that ending the group ends what the server started.
+        #[cfg(unix)]
+        server.process_group(0);
+        let mut child = server.spawn().map_err(|source| StartError::Spawn {
             program: program(),
             source,
         })?;
-        let group = ProcessGroup(transport.id());
-        let stderr = Stderr::read(pipe);
+        let group = ProcessGroup(child.id());
+        let stderr = Stderr::read(child.stderr.take());
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(StartError::Spawn {
+                program: program(),
+                source: std::io::Error::other("its standard input and output are not pipes"),
+            });
+        };
+        let oversized = Arc::new(tokio::sync::Notify::new());
+        let transport = (answers(stdout, oversized.clone()), stdin);
 
         let session = match tokio::time::timeout(limit, ().serve(transport)).await {
             Err(_) => {
@@ -232,6 +300,8 @@ impl Servers {
             session,
             tools,
             stderr,
+            oversized,
+            _child: child,
             _group: group,
         });
         self.running.insert(key, server.clone());
@@ -263,8 +333,19 @@ impl Server {
         timeout: Duration,
     ) -> Result<Map<String, Value>, ToolFailure> {
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args.clone());
-        let result = tokio::time::timeout(timeout, self.session.call_tool(params))
-            .await
+        let oversized = self.oversized.notified();
+        tokio::pin!(oversized);
+        oversized.as_mut().enable();
+        let answered = tokio::select! {
+            answered = tokio::time::timeout(timeout, self.session.call_tool(params)) => answered,
+            () = oversized => {
+                return Err(ToolFailure::avoidable(format!(
+                    "the MCP server's answer is over {} MiB, more than sopsim reads; ask for less",
+                    MAX_MESSAGE_BYTES >> 20
+                )))
+            }
+        };
+        let result = answered
             .map_err(|_| {
                 ToolFailure::unknown(format!(
                     "the MCP server did not answer within {} ms",
