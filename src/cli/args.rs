@@ -113,12 +113,16 @@ pub struct RunArgs {
     /// The scenario file (JSON, native or an aiwaves config).
     pub scenario: PathBuf,
     /// Write transcript.jsonl, events.jsonl, environment.json and summary.json here
-    /// (a folder holding a run already is refused unless --overwrite).
+    /// (a folder holding a run already is refused unless --overwrite or --resume).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Replace the run already in --out.
     #[arg(long, requires = "out")]
     pub overwrite: bool,
+    /// Continue the run in --out (killed, interrupted or failed) from its last
+    /// finished turn: same scenario file, seed, mode and models.
+    #[arg(long, requires = "out", conflicts_with = "overwrite")]
+    pub resume: bool,
     /// Override the scenario's environment type.
     #[arg(long, value_enum)]
     pub mode: Option<ModeArg>,

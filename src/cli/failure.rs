@@ -78,8 +78,14 @@ fn hint(error: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
         if let Some(ShardFolderError::NotAShard) = e.downcast_ref() {
             return Some(" (run with --shard)");
         }
-        if let Some(OutFolderError::HoldsARun(_)) = e.downcast_ref() {
-            return Some(" (pass --overwrite to replace it, or choose another --out)");
+        match e.downcast_ref() {
+            Some(OutFolderError::HoldsARun(_)) => {
+                return Some(
+                    " (pass --resume to continue it, --overwrite to replace it, or choose another --out)",
+                )
+            }
+            Some(OutFolderError::NoRun) => return Some(" (run without --resume to start one)"),
+            _ => {}
         }
         cause = e.source();
     }

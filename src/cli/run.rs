@@ -34,10 +34,10 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         max_total_tokens: args.max_total_tokens,
         allowed_paths: args.allowed_paths,
         allowed_commands: args.consent.consent(),
-        existing: if args.overwrite {
-            Existing::Replace
-        } else {
-            Existing::Refuse
+        existing: match (args.overwrite, args.resume) {
+            (true, _) => Existing::Replace,
+            (_, true) => Existing::Resume,
+            _ => Existing::Refuse,
         },
     };
     let cancel = CancelToken::new();
@@ -47,7 +47,12 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     );
     let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
     if !args.quiet {
-        sinks.push(Arc::new(TerminalSink::stdout()));
+        let terminal = TerminalSink::stdout();
+        sinks.push(Arc::new(if args.resume {
+            terminal.resuming()
+        } else {
+            terminal
+        }));
     }
     // Read only once a person's turn comes (the scenario may mark agents human).
     let mut human_input: Arc<dyn HumanInput> = Arc::new(StdinInput::new());

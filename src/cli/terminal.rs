@@ -66,6 +66,9 @@ struct TerminalState {
     draft: Option<Draft>,
     /// The provisional line is on the screen (and must be cleared before printing).
     shown: bool,
+    /// A resumed run is saying again what its killed run said: only warnings show
+    /// until it has.
+    replaying: bool,
 }
 
 struct Draft {
@@ -121,10 +124,17 @@ impl TerminalSink {
                 roles: Vec::new(),
                 draft: None,
                 shown: false,
+                replaying: false,
             }),
             color: use_color(live),
             live,
         }
+    }
+
+    /// For a resumed run: the turns its killed run finished are not shown again.
+    pub fn resuming(self) -> Self {
+        self.out.lock().unwrap_or_else(|p| p.into_inner()).replaying = true;
+        self
     }
 
     /// Clears the provisional line, if it is shown.
@@ -180,7 +190,17 @@ impl EventSink for TerminalSink {
         } else {
             Style::new()
         };
+        if st.replaying && !matches!(event, SimEvent::Warning { .. } | SimEvent::Resumed { .. }) {
+            return;
+        }
         let _ = match event {
+            SimEvent::Resumed { messages } => {
+                st.replaying = false;
+                writeln!(
+                    out,
+                    "{dim}── resumed after {messages} message(s) of the earlier run ──{dim:#}"
+                )
+            }
             SimEvent::StateEntered { state, visit } => {
                 self.clear(&mut st, &mut out);
                 writeln!(

@@ -494,6 +494,33 @@ fn a_full_disk_names_the_first_write_that_failed_and_leaves_no_temporary_file() 
 }
 
 #[test]
+fn a_full_disk_under_the_event_log_stops_the_run_and_the_other_files_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    std::fs::create_dir(&out).unwrap();
+    std::os::unix::fs::symlink("/dev/full", out.join("events.jsonl")).unwrap();
+    let (code, _, stderr) = run(&[
+        "run",
+        &scenario("debate"),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    let named = out.join("events.jsonl").display().to_string();
+    assert!(
+        stderr.contains(&named) && stderr.to_lowercase().contains("no space"),
+        "{stderr}"
+    );
+    // It stopped at the first turn boundary after the failure, not at the end.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["ended_by"], "error");
+    assert!(summary["turns"].as_u64().unwrap() <= 1, "{summary}");
+    assert!(out.join("environment.json").is_file());
+}
+
+#[test]
 fn a_long_message_is_one_whole_line() {
     let dir = tempfile::tempdir().unwrap();
     let mut debate: serde_json::Value =

@@ -7,5 +7,6 @@ mod aiwaves;
 mod bench;
 mod choices;
 mod cli;
+mod resume;
 mod shards;
 mod viewer;

@@ -36,7 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "running",
         &[
             "actors", "sim", "output", "events", "setup", "runner", "bench", "error", "control",
-            "human",
+            "human", "journal",
         ],
     ),
 ];

@@ -10,3 +10,4 @@ mod environment;
 mod golden;
 mod layers;
 mod library;
+mod resume;

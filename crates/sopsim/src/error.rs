@@ -39,6 +39,14 @@ pub enum SimError {
     NoAgent { state: String, role: String },
     #[error("the scenario's tools")]
     Tools(#[source] Box<crate::tools::ToolSetupError>),
+    /// A resumed run said something else than the killed run's transcript at `line`.
+    #[error("{path}, line {line}: the resumed run does not say what this line says (was the run made by another version of sopsim?)")]
+    ResumeDiverged { path: String, line: u64 },
+    /// A resumed run ended before it reached the end of the killed run's transcript.
+    #[error(
+        "the resumed run ended {left} line(s) before the end of {path} (was it given fewer turns?)"
+    )]
+    ResumeEnded { path: String, left: u64 },
     /// The actors broke one of their own rules (a bug, reported rather than a panic).
     #[error("internal error: {0}")]
     Internal(&'static str),
@@ -62,6 +70,8 @@ impl SimError {
                 | SimError::Knowledge { .. }
                 | SimError::NoHumanInput { .. }
                 | SimError::Tools(_)
+                | SimError::ResumeDiverged { .. }
+                | SimError::ResumeEnded { .. }
         )
     }
 }

@@ -66,6 +66,11 @@ pub enum SimEvent {
         visit: u32,
         ret: Box<Return>,
     },
+    /// A resumed run has said again the `messages` its killed run had said (from its
+    /// journal, asking no model); what follows is new.
+    Resumed {
+        messages: u64,
+    },
     /// The run ended; `ended_by` as in `summary.json`.
     Finished {
         ended_by: String,
@@ -91,6 +96,19 @@ pub struct Progress {
 /// Receives a run's events. Implementations must be cheap: they are called inline.
 pub trait EventSink: Send + Sync {
     fn emit(&self, event: &SimEvent);
+
+    /// The first write this sink could not make (`what`: the file), given once; the
+    /// run stops at its next turn boundary with this error.
+    fn take_failure(&self) -> Option<SinkFailure> {
+        None
+    }
+}
+
+/// A write an event sink could not make.
+#[derive(Debug)]
+pub struct SinkFailure {
+    pub what: String,
+    pub source: std::io::Error,
 }
 
 /// A list of sinks, called in order.
@@ -111,20 +129,38 @@ impl Sinks {
     pub fn wants_tokens(&self) -> bool {
         !self.0.is_empty()
     }
+
+    /// The first failure of any sink, if one failed since last asked.
+    pub fn take_failure(&self) -> Option<SinkFailure> {
+        self.0.iter().find_map(|s| s.take_failure())
+    }
 }
 
-/// Writes each event as an Elysia frontend payload to a JSONL file, flushed per line.
+/// Writes each event as an Elysia frontend payload to a JSONL file, one `write` per
+/// line. After a failed write it writes nothing more, and cuts the file back to its
+/// last whole line.
 pub struct FrontendLog {
     inner: Mutex<FrontendState>,
+    path: std::path::PathBuf,
     conversation_id: String,
     started: Instant,
 }
 
 struct FrontendState {
-    file: std::io::BufWriter<std::fs::File>,
+    file: std::fs::File,
+    /// The bytes of whole lines written so far.
+    written: u64,
+    line: Vec<u8>,
     ids: ChaCha8Rng,
-    failed: Option<std::io::Error>,
+    failed: Failed,
     rounds: Rounds,
+}
+
+/// Whether a write failed, and whether the failure was told.
+enum Failed {
+    No,
+    Untold(std::io::Error),
+    Told,
 }
 
 impl FrontendLog {
@@ -134,26 +170,33 @@ impl FrontendLog {
         conversation_id: String,
         seed: u64,
     ) -> std::io::Result<Self> {
-        let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+        let file = std::fs::File::create(path)?;
         Ok(Self {
             inner: Mutex::new(FrontendState {
                 file,
+                written: 0,
+                line: Vec::new(),
                 ids: ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d1d5),
-                failed: None,
+                failed: Failed::No,
                 rounds: Rounds::default(),
             }),
+            path: path.to_path_buf(),
             conversation_id,
             started: Instant::now(),
         })
     }
 
-    /// The first write error, if any (reported at the end of the run).
-    pub fn take_error(&self) -> Option<std::io::Error> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .failed
-            .take()
+    /// The first write error, if it was not told yet.
+    fn take_error(&self) -> Option<std::io::Error> {
+        let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        match std::mem::replace(&mut st.failed, Failed::Told) {
+            Failed::Untold(e) => Some(e),
+            Failed::No => {
+                st.failed = Failed::No;
+                None
+            }
+            Failed::Told => None,
+        }
     }
 }
 
@@ -277,6 +320,7 @@ pub fn to_return_in(
         SimEvent::TurnStarted { .. }
         | SimEvent::Token { .. }
         | SimEvent::Redrawn { .. }
+        | SimEvent::Resumed { .. }
         | SimEvent::Progress(_) => None,
     }
 }
@@ -296,12 +340,30 @@ impl EventSink for FrontendLog {
         else {
             return;
         };
-        let result = serde_json::to_writer(&mut st.file, &payload)
-            .map_err(std::io::Error::from)
-            .and_then(|_| st.file.write_all(b"\n"))
-            .and_then(|_| st.file.flush());
-        if let Err(e) = result {
-            st.failed.get_or_insert(e);
+        if !matches!(st.failed, Failed::No) {
+            return;
         }
+        let st = &mut *st;
+        st.line.clear();
+        let result = serde_json::to_writer(&mut st.line, &payload)
+            .map_err(std::io::Error::from)
+            .and_then(|_| {
+                st.line.push(b'\n');
+                st.file.write_all(&st.line)
+            });
+        match result {
+            Ok(()) => st.written += st.line.len() as u64,
+            Err(e) => {
+                let _ = st.file.set_len(st.written);
+                st.failed = Failed::Untold(e);
+            }
+        }
+    }
+
+    fn take_failure(&self) -> Option<SinkFailure> {
+        self.take_error().map(|source| SinkFailure {
+            what: self.path.display().to_string(),
+            source,
+        })
     }
 }

@@ -57,6 +57,13 @@ pub fn read_text_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
         .map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e.utf8_error()))
 }
 
+/// `bytes` up to the end of its last whole line: what a file appended line by line
+/// holds for sure after its writer was killed in the middle of a line.
+pub fn whole_lines(bytes: &[u8]) -> &[u8] {
+    let end = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    &bytes[..end]
+}
+
 /// Writes `bytes` to `path` whole or not at all: into a uniquely named temporary file
 /// beside it, then renamed into place. Unique names matter because parallel bench jobs
 /// may record the same model call at once; on failure the temporary file is removed.

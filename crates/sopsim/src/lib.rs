@@ -80,7 +80,8 @@
 //! - [`actors`]: Director, Agent and Environment actors and their messages.
 //! - [`sim`]: wiring one simulation, running it, its summary.
 //! - [`events`], [`output`], [`human`]: the event stream and `events.jsonl`, run
-//!   files, where people's turns come from.
+//!   files, where people's turns come from; [`journal`]: every answer a run got, which
+//!   a resumed run answers from.
 //! - [`setup`]: typed model options → backends, embedder, prices; errors naming the
 //!   setting at fault.
 //! - [`runner`]: `sopsim run` as a library call; [`error`]: run errors, the
@@ -103,6 +104,7 @@ pub mod error;
 pub mod events;
 pub mod files;
 pub mod human;
+pub mod journal;
 pub mod knowledge;
 pub mod llm;
 pub mod memory;

@@ -12,12 +12,30 @@ use crate::memory::Message;
 /// Appends each finished turn as one JSON line, written with one call before the next
 /// turn, so an interrupted or killed run keeps every finished turn and no torn line
 /// (a `write` to a regular file is not split by a signal).
+///
+/// A resumed run's writer holds the killed run's lines: the run's first messages must
+/// be those lines byte for byte (they are checked, not written again), the next ones
+/// are appended after them.
 #[derive(Debug)]
 pub struct TranscriptWriter {
     path: PathBuf,
     file: File,
+    /// The bytes of whole lines in the file.
+    written: u64,
     line: Vec<u8>,
+    resumed: Option<Resumed>,
 }
+
+/// The killed run's lines, and how far the resumed run has come through them.
+#[derive(Debug)]
+struct Resumed {
+    lines: Vec<u8>,
+    at: usize,
+    line: u64,
+}
+
+/// The largest transcript a resume reads back.
+const MAX_TRANSCRIPT_BYTES: u64 = 1 << 30;
 
 impl TranscriptWriter {
     pub fn create(path: &Path) -> Result<Self, SimError> {
@@ -28,30 +46,166 @@ impl TranscriptWriter {
         Ok(Self {
             path: path.to_path_buf(),
             file,
+            written: 0,
             line: Vec::new(),
+            resumed: None,
+        })
+    }
+
+    /// The writer of a resumed run: the transcript at `path` keeps its whole lines (a
+    /// torn last one is cut off) and the run's messages are checked against them.
+    pub fn resume(path: &Path) -> Result<Self, SimError> {
+        let io = |source| SimError::Io {
+            what: path.display().to_string(),
+            source,
+        };
+        let bytes = crate::files::read_bounded(path, MAX_TRANSCRIPT_BYTES).map_err(io)?;
+        let lines = crate::files::whole_lines(&bytes).to_vec();
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(io)?;
+        file.set_len(lines.len() as u64).map_err(io)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            written: lines.len() as u64,
+            line: Vec::new(),
+            resumed: Some(Resumed {
+                lines,
+                at: 0,
+                line: 0,
+            }),
+        })
+    }
+
+    /// Whether this writer continues a killed run's transcript.
+    pub fn is_resumed(&self) -> bool {
+        self.resumed.is_some()
+    }
+
+    /// Whether the run has said all of the killed run's lines again (always, for a
+    /// run that was not resumed).
+    pub fn caught_up(&self) -> bool {
+        self.resumed.as_ref().is_none_or(|r| r.at >= r.lines.len())
+    }
+
+    /// How many of the killed run's lines the run has not said again yet.
+    pub fn lines_ahead(&self) -> u64 {
+        self.resumed.as_ref().map_or(0, |r| {
+            r.lines[r.at..].iter().filter(|b| **b == b'\n').count() as u64
         })
     }
 
     pub fn append(&mut self, memory: &Message) -> Result<(), SimError> {
-        let io = |source| SimError::Io {
-            what: self.path.display().to_string(),
-            source,
-        };
         self.line.clear();
-        serde_json::to_writer(&mut self.line, memory).map_err(|e| io(e.into()))?;
+        serde_json::to_writer(&mut self.line, memory).map_err(|e| SimError::Io {
+            what: self.path.display().to_string(),
+            source: e.into(),
+        })?;
         self.line.push(b'\n');
-        self.file.write_all(&self.line).map_err(io)
+        if let Some(r) = self.resumed.as_mut().filter(|r| r.at < r.lines.len()) {
+            r.line += 1;
+            let end = r.at + self.line.len();
+            if r.lines.get(r.at..end) != Some(&self.line[..]) {
+                return Err(SimError::ResumeDiverged {
+                    path: self.path.display().to_string(),
+                    line: r.line,
+                });
+            }
+            r.at = end;
+            if r.at == r.lines.len() {
+                r.lines = Vec::new();
+                r.at = 0;
+            }
+            return Ok(());
+        }
+        match self.file.write_all(&self.line) {
+            Ok(()) => {
+                self.written += self.line.len() as u64;
+                Ok(())
+            }
+            Err(source) => {
+                // A line written in part (a full disk) is taken back: every line kept
+                // is a whole turn.
+                let _ = self.file.set_len(self.written);
+                Err(SimError::Io {
+                    what: self.path.display().to_string(),
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Fails when a resumed run ended before saying all of the killed run's lines.
+    pub fn check_caught_up(&self) -> Result<(), SimError> {
+        match self.lines_ahead() {
+            0 => Ok(()),
+            left => Err(SimError::ResumeEnded {
+                path: self.path.display().to_string(),
+                left,
+            }),
+        }
     }
 }
 
 /// The files a run writes into its folder.
-pub const RUN_FILES: [&str; 5] = [
+pub const RUN_FILES: [&str; 7] = [
     "transcript.jsonl",
     "events.jsonl",
     "environment.json",
     "summary.json",
     "error.json",
+    RUN_FILE,
+    crate::journal::JOURNAL_FILE,
 ];
+
+/// What the run in a folder is (`run.json`), written when it starts.
+pub const RUN_FILE: &str = "run.json";
+
+/// What makes a run the run it is, as a resume checks it: the same scenario file, seed,
+/// mode and models give the same turns.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunIdentity {
+    /// The version of sopsim that started the run (told, not compared: the resumed
+    /// run's lines are checked against the transcript instead).
+    pub sopsim: String,
+    pub scenario_sha256: String,
+    pub seed: u64,
+    pub mode: crate::scenario::Mode,
+    /// The model backend and the embedder, as `summary.json` names them.
+    pub llm: String,
+    pub embedder: String,
+}
+
+impl RunIdentity {
+    /// How `self` (a run about to resume) differs from `folder`'s run, said for each
+    /// difference.
+    pub fn differences(&self, folder: &RunIdentity) -> Vec<String> {
+        let mut d = Vec::new();
+        if self.scenario_sha256 != folder.scenario_sha256 {
+            d.push(format!(
+                "the scenario file changed (SHA-256 {} now, {} then)",
+                &self.scenario_sha256[..self.scenario_sha256.len().min(12)],
+                &folder.scenario_sha256[..folder.scenario_sha256.len().min(12)]
+            ));
+        }
+        let mut differ = |what: &str, now: String, then: String| {
+            if now != then {
+                d.push(format!("{what} {now} now, {then} then"));
+            }
+        };
+        differ("seed", self.seed.to_string(), folder.seed.to_string());
+        differ(
+            "mode",
+            self.mode.as_str().into(),
+            folder.mode.as_str().into(),
+        );
+        differ("model", self.llm.clone(), folder.llm.clone());
+        differ("embedder", self.embedder.clone(), folder.embedder.clone());
+        d
+    }
+}
 
 /// The lock file in an output folder.
 const LOCK_FILE: &str = ".sopsim.lock";
@@ -63,6 +217,14 @@ pub enum OutFolderError {
     Busy,
     #[error("it holds a run already (its {0})")]
     HoldsARun(&'static str),
+    #[error("it holds no run to resume (no {RUN_FILE})")]
+    NoRun,
+    #[error("its run is another run: {}", .0.join("; "))]
+    OtherRun(Vec<String>),
+    #[error("{RUN_FILE}")]
+    Identity(#[source] serde_json::Error),
+    #[error(transparent)]
+    Journal(#[from] crate::journal::JournalError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -75,6 +237,8 @@ pub enum Existing {
     Refuse,
     /// Remove the run's files first (only those: [`RUN_FILES`]).
     Replace,
+    /// Continue the run in the folder (the caller checks it is the same run).
+    Resume,
 }
 
 /// An output folder's advisory lock (`flock`), held until dropped; the kernel
@@ -113,6 +277,9 @@ impl RunDir {
     /// `existing` says.
     pub fn create(dir: &Path, existing: Existing) -> Result<Self, OutFolderError> {
         let lock = FolderLock::take(dir)?;
+        if existing == Existing::Resume && !dir.join(RUN_FILE).is_file() {
+            return Err(OutFolderError::NoRun);
+        }
         for name in RUN_FILES {
             let path = dir.join(name);
             // Only a file with something in it is a run to lose.
@@ -135,14 +302,33 @@ impl RunDir {
         self.dir.join(file)
     }
 
+    /// The identity of the run in the folder (`run.json`).
+    pub fn identity(&self) -> Result<RunIdentity, OutFolderError> {
+        let bytes = crate::files::read_bounded(&self.path(RUN_FILE), 64 * 1024)?;
+        serde_json::from_slice(&bytes).map_err(OutFolderError::Identity)
+    }
+
+    /// Removes the files a run writes at its end, which a resumed run writes again.
+    pub fn clear_final(&self) -> std::io::Result<()> {
+        for name in ["environment.json", "summary.json", "error.json"] {
+            match std::fs::remove_file(self.path(name)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Writes `environment.json` and `summary.json`.
+    /// Each is tried even when the other fails; the first failure is returned.
     pub fn write_final(
         &self,
         environment: &serde_json::Value,
         summary: &impl serde::Serialize,
     ) -> Result<(), SimError> {
-        write_json(&self.path("environment.json"), environment)?;
-        write_json(&self.path("summary.json"), summary)
+        let environment = write_json(&self.path("environment.json"), environment);
+        let summary = write_json(&self.path("summary.json"), summary);
+        environment.and(summary)
     }
 }
 
@@ -155,4 +341,33 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), Sim
     let mut text = serde_json::to_string_pretty(value).map_err(|e| io(e.into()))?;
     text.push('\n');
     crate::files::replace_file(path, text.as_bytes()).map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_is_written_when_the_environment_cannot_be() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RunDir::create(tmp.path(), Existing::Refuse).unwrap();
+        // A file cannot be renamed over a folder that holds something.
+        std::fs::create_dir_all(dir.path("environment.json").join("x")).unwrap();
+        let e = dir
+            .write_final(&serde_json::json!({}), &serde_json::json!({"turns": 1}))
+            .unwrap_err();
+        assert!(e.to_string().contains("environment.json"), "{e}");
+        assert!(dir.path("summary.json").is_file());
+    }
+
+    #[test]
+    fn a_resumed_transcript_drops_its_torn_last_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("transcript.jsonl");
+        std::fs::write(&path, "{\"seq\":1}\n{\"se").unwrap();
+        let writer = TranscriptWriter::resume(&path).unwrap();
+        assert!(writer.is_resumed() && !writer.caught_up());
+        assert_eq!(writer.lines_ahead(), 1);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"seq\":1}\n");
+    }
 }

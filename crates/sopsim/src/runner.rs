@@ -2,7 +2,7 @@
 //! ask for, run it with the caller's event sinks and cancellation token, write the run's
 //! files. Nothing here prints, exits or installs a signal handler.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use thiserror::Error;
@@ -11,8 +11,9 @@ use crate::control::RunControl;
 use crate::error::{CancelToken, SimError};
 use crate::events::{EventSink, FrontendLog};
 use crate::human::HumanInput;
+use crate::journal::{Journal, Journaled, JournaledInput, JOURNAL_FILE};
 pub use crate::output::Existing;
-use crate::output::{RunDir, TranscriptWriter};
+use crate::output::{write_json, OutFolderError, RunDir, RunIdentity, TranscriptWriter, RUN_FILE};
 use crate::scenario::Scenario;
 use crate::scenario::{CommandConsent, Mode};
 use crate::setup::{self, ModelOptions, SetupError};
@@ -39,7 +40,9 @@ pub struct RunOptions {
     pub allowed_paths: Vec<PathBuf>,
     /// The programs the scenario's tools may start (none unless the user allows them).
     pub allowed_commands: CommandConsent,
-    /// What to do when `out` holds a run already: refuse (the default) or replace it.
+    /// What to do when `out` holds a run already: refuse (the default), replace it, or
+    /// resume it ([`Existing::Resume`]: the same scenario file, seed, mode and models,
+    /// continued from its last finished turn).
     pub existing: Existing,
 }
 
@@ -183,13 +186,27 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         ))?;
     let scenario = Arc::new(scenario);
     let mode = opts.mode.unwrap_or(scenario.environment.mode);
+    let mut services = services;
+    let mut human_input = human_input;
     let (dir, transcript, events) = match &opts.out {
         Some(out) => {
-            let dir = RunDir::create(out, opts.existing).map_err(|source| SetupError::Out {
-                path: out.clone(),
-                source,
-            })?;
-            let transcript = TranscriptWriter::create(&dir.path("transcript.jsonl"))?;
+            let identity = RunIdentity {
+                sopsim: env!("CARGO_PKG_VERSION").to_string(),
+                scenario_sha256: file_sha256(&opts.scenario).map_err(|source| SimError::Io {
+                    what: opts.scenario.display().to_string(),
+                    source,
+                })?,
+                seed: opts.seed,
+                mode,
+                llm: services.llm.describe(),
+                embedder: services.embed.name().to_string(),
+            };
+            let folder = RunFolder::open(out, opts.existing, &identity)?;
+            services.llm = Arc::new(Journaled::new(services.llm, folder.journal.clone()));
+            human_input = human_input.map(|h| {
+                Arc::new(JournaledInput::new(h, folder.journal.clone())) as Arc<dyn HumanInput>
+            });
+            let dir = folder.dir;
             let conversation = format!("{}-{}-{}", scenario.name, mode.as_str(), opts.seed);
             let events = FrontendLog::create(&dir.path("events.jsonl"), conversation, opts.seed)
                 .map_err(|source| SimError::Io {
@@ -198,7 +215,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
                 })?;
             let events = Arc::new(events);
             sinks.push(events.clone());
-            (Some(dir), Some(transcript), Some(events))
+            (Some(dir), Some(folder.transcript), Some(events))
         }
         None => (None, None, None),
     };
@@ -225,6 +242,64 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
     })
 }
 
+/// A run's output folder, ready for its turns: a new run's (its identity written), or
+/// a killed run's (checked to be the same run, its transcript and journal reopened).
+struct RunFolder {
+    dir: RunDir,
+    transcript: TranscriptWriter,
+    journal: Arc<Journal>,
+}
+
+impl RunFolder {
+    fn open(out: &Path, existing: Existing, identity: &RunIdentity) -> Result<Self, RunError> {
+        let folder = |source| SetupError::Out {
+            path: out.to_path_buf(),
+            source,
+        };
+        let dir = RunDir::create(out, existing).map_err(folder)?;
+        let journal_path = dir.path(JOURNAL_FILE);
+        if existing != Existing::Resume {
+            write_json(&dir.path(RUN_FILE), identity)?;
+            let transcript = TranscriptWriter::create(&dir.path("transcript.jsonl"))?;
+            let journal = Journal::create(&journal_path).map_err(|source| SimError::Io {
+                what: journal_path.display().to_string(),
+                source,
+            })?;
+            return Ok(Self {
+                dir,
+                transcript,
+                journal: Arc::new(journal),
+            });
+        }
+        let differences = identity.differences(&dir.identity().map_err(folder)?);
+        if !differences.is_empty() {
+            return Err(folder(OutFolderError::OtherRun(differences)).into());
+        }
+        dir.clear_final().map_err(|source| SimError::Io {
+            what: out.display().to_string(),
+            source,
+        })?;
+        let transcript = TranscriptWriter::resume(&dir.path("transcript.jsonl"))?;
+        let journal =
+            Journal::reopen(&journal_path).map_err(|e| folder(OutFolderError::Journal(e)))?;
+        Ok(Self {
+            dir,
+            transcript,
+            journal: Arc::new(journal),
+        })
+    }
+}
+
+/// The SHA-256 of a scenario file, as `run.json` keeps it.
+fn file_sha256(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let bytes = crate::files::read_bounded(path, crate::scenario::MAX_SCENARIO_BYTES)?;
+    Ok(Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
 /// Writes the final files and says how the run ended (blocking).
 fn finish(opts: &RunOptions, files: RunFiles, outcome: RunOutcome) -> Result<RunOutcome, RunError> {
     // The final files are written even after a failure (they say how the run ended),
@@ -243,10 +318,10 @@ fn finish(opts: &RunOptions, files: RunFiles, outcome: RunOutcome) -> Result<Run
             source,
         });
     }
-    if let Some(source) = files.events.as_ref().and_then(|e| e.take_error()) {
+    if let Some(failure) = files.events.as_ref().and_then(|e| e.take_failure()) {
         return Err(SimError::Io {
-            what: "events.jsonl".into(),
-            source,
+            what: failure.what,
+            source: failure.source,
         }
         .into());
     }

@@ -127,6 +127,10 @@ pub struct Director {
     pacer: Pacer,
     /// Every committed message, judged as it comes.
     quality: Checker,
+    /// Messages committed so far.
+    messages: u64,
+    /// A resumed run that has not yet said again every line of its killed run.
+    catching_up: bool,
 }
 
 impl Director {
@@ -145,7 +149,6 @@ impl Director {
             engine: SopEngine::new(cast.scenario.clone(), seed),
             cast,
             limits,
-            transcript,
             done: Some(done),
             turn: 0,
             rounds: 0,
@@ -154,6 +157,11 @@ impl Director {
             budget_unknown_warned: false,
             failures: ParseFailures::default(),
             pacer: Pacer::default(),
+            messages: 0,
+            catching_up: transcript
+                .as_ref()
+                .is_some_and(TranscriptWriter::is_resumed),
+            transcript,
         }
     }
 }
@@ -182,6 +190,7 @@ impl Actor for Director {
                 }
             });
         }
+        self.check_caught_up();
         let state = self.engine.current_state().to_string();
         self.enter(state, ctx);
     }
@@ -320,7 +329,34 @@ impl Director {
         }
     }
 
+    /// Tells the sinks when a resumed run has said again all its killed run said.
+    fn check_caught_up(&mut self) {
+        if self.catching_up
+            && self
+                .transcript
+                .as_ref()
+                .is_none_or(TranscriptWriter::caught_up)
+        {
+            self.catching_up = false;
+            self.cast.sinks.emit(SimEvent::Resumed {
+                messages: self.messages,
+            });
+        }
+    }
+
     fn finish(&mut self, ended_by: EndReason, error: Option<SimError>, ctx: &mut Context<Self>) {
+        // A resumed run that ends (rather than stops) short of its killed run's
+        // transcript would leave lines it never said.
+        let short = match (&self.transcript, ended_by) {
+            (Some(t), EndReason::End | EndReason::MaxTurns | EndReason::Budget) => {
+                t.check_caught_up().err()
+            }
+            _ => None,
+        };
+        let (ended_by, error) = match short {
+            Some(e) if error.is_none() => (EndReason::Error, Some(e)),
+            _ => (ended_by, error),
+        };
         self.backend_warnings();
         tracing::debug!(scenario = %self.cast.scenario.name, ended_by = ended_by.as_str(), turns = self.turn, "run finished");
         self.cast.sinks.emit(SimEvent::Finished {
@@ -494,8 +530,10 @@ impl Director {
             if let Some(t) = &mut self.transcript {
                 t.append(memory)?;
             }
+            self.messages += 1;
             self.quality.record(memory);
             self.cast.sinks.emit(SimEvent::Message(memory.clone()));
+            self.check_caught_up();
             if !memory.kind.is_tool() {
                 self.engine.record_turn(&memory.role);
             }
@@ -538,6 +576,14 @@ impl Handler<Step> for Director {
     fn handle(&mut self, _: Step, ctx: &mut Context<Self>) {
         // Agents' choices of the last turn are in the client's notices by now.
         self.backend_warnings();
+        // A run whose events cannot be written stops, rather than go on unrecorded.
+        if let Some(f) = self.cast.sinks.take_failure() {
+            let error = SimError::Io {
+                what: f.what,
+                source: f.source,
+            };
+            return self.fail(error, ctx);
+        }
         if self.limits.cancel.is_cancelled() || self.pacer.stopped() {
             return self.finish(EndReason::Interrupted, None, ctx);
         }

@@ -230,8 +230,8 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
     if let Err(e) = dir.write_final(&outcome.environment, &outcome.summary) {
         return failed(crate::chain::chain(&e));
     }
-    if let Some(e) = events.take_error() {
-        return failed(format!("events.jsonl: {e}"));
+    if let Some(f) = events.take_failure() {
+        return failed(format!("writing {}: {}", f.what, f.source));
     }
     match outcome.summary.ended_by {
         EndReason::Error => JobResult::Failed {

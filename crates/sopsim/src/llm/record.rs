@@ -61,6 +61,14 @@ impl<'a> CallPlace<'a> {
 #[derive(Serialize, Deserialize)]
 struct Entry<'a> {
     request: Canonical<'a>,
+    #[serde(flatten)]
+    answer: Answer,
+}
+
+/// A model's answer as sopsim keeps it: in a recording's entry, and in a run's
+/// journal (`crate::journal`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Answer {
     text: String,
     usage: Usage,
     model: String,
@@ -70,6 +78,35 @@ struct Entry<'a> {
     chosen: Option<super::Chosen>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<super::ToolCall>,
+    /// The server refused the request's sampling fields (told once per run).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    settings_unsent: bool,
+}
+
+impl From<&Completion> for Answer {
+    fn from(c: &Completion) -> Self {
+        Self {
+            text: c.text.clone(),
+            usage: c.usage,
+            model: c.model.clone(),
+            stopped_at: c.stopped_at.clone(),
+            chosen: c.chosen.clone(),
+            tool_calls: c.tool_calls.clone(),
+            settings_unsent: c.settings_unsent,
+        }
+    }
+}
+
+impl From<Answer> for Completion {
+    fn from(a: Answer) -> Self {
+        Completion {
+            stopped_at: a.stopped_at,
+            chosen: a.chosen,
+            tool_calls: a.tool_calls,
+            settings_unsent: a.settings_unsent,
+            ..Completion::text(a.text, a.usage, a.model)
+        }
+    }
 }
 
 impl<'a> Canonical<'a> {
@@ -147,12 +184,7 @@ impl LlmBackend for Recorder {
             let key = key_of(&canonical);
             let entry = Entry {
                 request: canonical,
-                text: completion.text.clone(),
-                usage: completion.usage,
-                model: completion.model.clone(),
-                stopped_at: completion.stopped_at.clone(),
-                chosen: completion.chosen.clone(),
-                tool_calls: completion.tool_calls.clone(),
+                answer: Answer::from(&completion),
             };
             let path = self.dir.join(format!("{key}.json"));
             let written = serde_json::to_vec_pretty(&entry)
@@ -259,12 +291,7 @@ impl LlmBackend for Replayer {
 /// The completion a recording file holds.
 pub fn parse_entry(bytes: &[u8]) -> Result<Completion, serde_json::Error> {
     let entry: Entry = serde_json::from_slice(bytes)?;
-    Ok(Completion {
-        stopped_at: entry.stopped_at,
-        chosen: entry.chosen,
-        tool_calls: entry.tool_calls,
-        ..Completion::text(entry.text, entry.usage, entry.model)
-    })
+    Ok(entry.answer.into())
 }
 
 /// Where the results of tools with side effects (`http`, `mcp`) are kept next to a
@@ -275,6 +302,16 @@ pub fn parse_entry(bytes: &[u8]) -> Result<Completion, serde_json::Error> {
 pub enum ToolTape {
     Record(PathBuf),
     Replay(PathBuf),
+    /// A run's journal first, then the tape of the backend the journal wraps.
+    Journal(Arc<dyn ToolJournal>, Option<Box<ToolTape>>),
+}
+
+/// Where a run keeps the results of its tools with side effects as they come, and
+/// finds those of the run it resumes (`crate::journal`).
+pub trait ToolJournal: Send + Sync + std::fmt::Debug {
+    /// The resumed run's result of the call keyed `key`, given once.
+    fn take(&self, key: &str) -> Option<TapedResult>;
+    fn keep(&self, key: String, result: &TapedResult) -> std::io::Result<()>;
 }
 
 /// A recorded tool call's outcome.
@@ -291,35 +328,56 @@ pub struct TapedCall<'a> {
     pub arguments: &'a str,
 }
 
-impl ToolTape {
-    fn path(dir: &Path, call: &TapedCall<'_>) -> PathBuf {
-        let bytes = serde_json::to_vec(call).unwrap_or_default();
-        let key: String = Sha256::digest(&bytes)
+impl TapedCall<'_> {
+    /// The SHA-256 of the call's place and the call itself.
+    pub fn key(&self) -> String {
+        let bytes = serde_json::to_vec(self).unwrap_or_default();
+        Sha256::digest(&bytes)
             .iter()
             .map(|b| format!("{b:02x}"))
-            .collect();
-        dir.join("tools").join(format!("{key}.json"))
+            .collect()
+    }
+}
+
+impl ToolTape {
+    fn path(dir: &Path, call: &TapedCall<'_>) -> PathBuf {
+        dir.join("tools").join(format!("{}.json", call.key()))
     }
 
-    /// Keeps `result` (recording); a replay keeps nothing.
+    /// Keeps `result` (recording, journal); a replay keeps nothing.
     pub fn save(&self, call: &TapedCall<'_>, result: &TapedResult) -> std::io::Result<()> {
-        let ToolTape::Record(dir) = self else {
-            return Ok(());
-        };
-        std::fs::create_dir_all(dir.join("tools"))?;
-        let bytes = serde_json::to_vec_pretty(result).map_err(std::io::Error::from)?;
-        crate::files::replace_file(&Self::path(dir, call), &bytes)
+        match self {
+            ToolTape::Record(dir) => {
+                std::fs::create_dir_all(dir.join("tools"))?;
+                let bytes = serde_json::to_vec_pretty(result).map_err(std::io::Error::from)?;
+                crate::files::replace_file(&Self::path(dir, call), &bytes)
+            }
+            ToolTape::Replay(_) => Ok(()),
+            ToolTape::Journal(journal, inner) => {
+                journal.keep(call.key(), result)?;
+                inner
+                    .as_ref()
+                    .map_or(Ok(()), |tape| tape.save(call, result))
+            }
+        }
     }
 
-    /// The recorded result of `call`, when replaying.
+    /// The kept result of `call`: from a replay, or from a resumed run's journal.
     pub fn load(&self, call: &TapedCall<'_>) -> Option<std::io::Result<TapedResult>> {
-        let ToolTape::Replay(dir) = self else {
-            return None;
-        };
-        let path = Self::path(dir, call);
-        Some(
-            crate::files::read_bounded(&path, MAX_ENTRY_BYTES)
-                .and_then(|bytes| serde_json::from_slice(&bytes).map_err(std::io::Error::from)),
-        )
+        match self {
+            ToolTape::Record(_) => None,
+            ToolTape::Replay(dir) => {
+                let path = Self::path(dir, call);
+                Some(
+                    crate::files::read_bounded(&path, MAX_ENTRY_BYTES).and_then(|bytes| {
+                        serde_json::from_slice(&bytes).map_err(std::io::Error::from)
+                    }),
+                )
+            }
+            ToolTape::Journal(journal, inner) => journal
+                .take(&call.key())
+                .map(Ok)
+                .or_else(|| inner.as_ref().and_then(|tape| tape.load(call))),
+        }
     }
 }
