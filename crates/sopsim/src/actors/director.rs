@@ -262,7 +262,7 @@ impl Director {
         if l.budget_usd.is_none() && l.max_total_tokens.is_none() {
             return None;
         }
-        let ledger = self.cast.llm.ledger();
+        let ledger = self.cast.llm.ledger_totals();
         let tokens = ledger
             .prompt_tokens()
             .saturating_add(ledger.completion_tokens());
@@ -298,7 +298,7 @@ impl Director {
 
     /// Tells the sinks how far the run is (turns, tokens, cost, calls by kind).
     fn report_progress(&self) {
-        let ledger = self.cast.llm.ledger();
+        let ledger = self.cast.llm.ledger_totals();
         self.cast.sinks.emit(SimEvent::Progress(Progress {
             turns: self.turn,
             paused: self.pacer.paused(),

@@ -306,6 +306,23 @@ impl LlmClient {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
+
+    /// The ledger's totals, without its series by turn and by call (which grow with
+    /// the run): cheap enough to take at every turn.
+    pub fn ledger_totals(&self) -> Ledger {
+        let ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
+        Ledger {
+            by_kind: ledger.by_kind.clone(),
+            by_agent: ledger.by_agent.clone(),
+            by_role: ledger.by_role.clone(),
+            by_state: ledger.by_state.clone(),
+            by_model: ledger.by_model.clone(),
+            tokens_estimated: ledger.tokens_estimated,
+            prompt_tokens_by_turn: Vec::new(),
+            latencies_us: Vec::new(),
+            redrawn: ledger.redrawn.clone(),
+        }
+    }
 }
 
 #[cfg(test)]
