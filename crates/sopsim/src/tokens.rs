@@ -110,9 +110,84 @@ impl TokenCounter for MostOf {
     }
 }
 
+/// An exact counter that remembers the counts of the texts it has counted. A prompt
+/// repeats most of its text from turn to turn (the system part, the recent messages),
+/// and a tokenizer costs microseconds per message where a lookup costs nanoseconds.
+/// Short texts are counted again (as cheap as looking them up); the memory is bounded
+/// by forgetting everything once [`CACHED_COUNTS`] texts are held.
+pub struct Cached<C> {
+    inner: C,
+    /// By the text's 64-bit hash and length.
+    counts: dashmap::DashMap<(u64, usize), usize>,
+}
+
+/// How many texts' counts a [`Cached`] counter holds at most.
+pub const CACHED_COUNTS: usize = 1 << 16;
+
+/// Texts shorter than this are counted, not looked up.
+const SHORT_TEXT: usize = 64;
+
+impl<C> Cached<C> {
+    pub fn new(inner: C) -> Self {
+        Self {
+            inner,
+            counts: dashmap::DashMap::new(),
+        }
+    }
+}
+
+impl<C: TokenCounter> TokenCounter for Cached<C> {
+    fn count(&self, text: &str) -> usize {
+        if text.len() < SHORT_TEXT {
+            return self.inner.count(text);
+        }
+        let key = (xxhash_rust::xxh3::xxh3_64(text.as_bytes()), text.len());
+        if let Some(n) = self.counts.get(&key) {
+            return *n;
+        }
+        let n = self.inner.count(text);
+        if self.counts.len() >= CACHED_COUNTS {
+            self.counts.clear();
+        }
+        self.counts.insert(key, n);
+        n
+    }
+
+    fn exact(&self) -> bool {
+        self.inner.exact()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counts each distinct text it is asked (as an exact tokenizer would, slowly).
+    struct Tally(std::sync::atomic::AtomicUsize);
+
+    impl TokenCounter for Tally {
+        fn count(&self, text: &str) -> usize {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Estimator.count(text)
+        }
+        fn exact(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_cached_counter_counts_a_long_text_once_and_stays_bounded() {
+        let cached = Cached::new(Tally(Default::default()));
+        let long = "The motion: cities should ban cars from their centres. ".repeat(4);
+        let first = cached.count(&long);
+        assert_eq!(cached.count(&long), first);
+        assert_eq!(cached.inner.0.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert!(cached.exact());
+        for i in 0..CACHED_COUNTS + 10 {
+            cached.count(&format!("{long}{i}"));
+        }
+        assert!(cached.counts.len() <= CACHED_COUNTS);
+    }
 
     #[test]
     fn estimate_is_additive_over_newline_joins() {

@@ -221,7 +221,9 @@ impl LocalBackend {
 
     /// A token counter with this model's tokenizer.
     pub fn counter(&self) -> Arc<dyn TokenCounter> {
-        Arc::new(TokenizerCounter(self.tokenizer.clone()))
+        Arc::new(crate::tokens::Cached::new(TokenizerCounter(
+            self.tokenizer.clone(),
+        )))
     }
 }
 

@@ -6,31 +6,72 @@ use std::sync::Arc;
 
 use tiktoken_rs::tokenizer::Tokenizer;
 
-use crate::tokens::{Estimator, MostOf, TokenCounter};
+use crate::tokens::{Cached, Estimator, MostOf, TokenCounter};
 
 /// Exact counts with one of OpenAI's tokenizers.
 enum Exact {
     /// o200k (GPT-4o, o1…) and cl100k (GPT-4, GPT-3.5), which prompts are counted
     /// with at every turn.
-    Fast(&'static bpe_openai::Tokenizer),
+    Fast(Pieces),
     /// The older encodings.
     Tiktoken(&'static tiktoken_rs::CoreBPE),
+}
+
+/// A bpe-openai tokenizer that counts each piece its pre-tokenizer splits a text into
+/// (a word with its leading space, a number, a run of spaces) once: a prompt is new
+/// every turn, but its words are not, and counting a piece allocates an encoder
+/// where looking it up does not. The count is the tokenizer's own: pieces are
+/// encoded independently.
+struct Pieces {
+    bpe: &'static bpe_openai::Tokenizer,
+    /// By the piece's 64-bit hash and length; emptied once it holds `MAX_PIECES`.
+    counts: dashmap::DashMap<(u64, usize), usize>,
+}
+
+const MAX_PIECES: usize = 1 << 16;
+
+impl Pieces {
+    fn new(bpe: &'static bpe_openai::Tokenizer) -> Self {
+        Self {
+            bpe,
+            counts: dashmap::DashMap::new(),
+        }
+    }
+
+    fn count(&self, text: &str) -> usize {
+        let text = self.bpe.normalize(text);
+        self.bpe
+            .split(text.as_str())
+            .map(|piece| {
+                let key = (xxhash_rust::xxh3::xxh3_64(piece.as_bytes()), piece.len());
+                if let Some(n) = self.counts.get(&key) {
+                    return *n;
+                }
+                let n = self.bpe.bpe.count(piece.as_bytes());
+                if self.counts.len() >= MAX_PIECES {
+                    self.counts.clear();
+                }
+                self.counts.insert(key, n);
+                n
+            })
+            .sum()
+    }
 }
 
 impl Exact {
     fn for_model(model: &str) -> Option<Self> {
         match tiktoken_rs::tokenizer::get_tokenizer(model)? {
             Tokenizer::O200kBase | Tokenizer::O200kHarmony => {
-                Some(Exact::Fast(bpe_openai::o200k_base()))
+                Some(Exact::Fast(Pieces::new(bpe_openai::o200k_base())))
             }
-            Tokenizer::Cl100kBase => Some(Exact::Fast(bpe_openai::cl100k_base())),
+            Tokenizer::Cl100kBase => Some(Exact::Fast(Pieces::new(bpe_openai::cl100k_base()))),
             _ => tiktoken_rs::bpe_for_model(model).ok().map(Exact::Tiktoken),
         }
     }
 
     fn same(&self, other: &Exact) -> bool {
         match (self, other) {
-            (Exact::Fast(a), Exact::Fast(b)) => std::ptr::eq(*a, *b),
+            (Exact::Fast(a), Exact::Fast(b)) => std::ptr::eq(a.bpe, b.bpe),
             (Exact::Tiktoken(a), Exact::Tiktoken(b)) => std::ptr::eq(*a, *b),
             _ => false,
         }
@@ -40,7 +81,7 @@ impl Exact {
 impl TokenCounter for Exact {
     fn count(&self, text: &str) -> usize {
         match self {
-            Exact::Fast(bpe) => bpe.count(text),
+            Exact::Fast(pieces) => pieces.count(text),
             Exact::Tiktoken(bpe) => bpe.encode_ordinary(text).len(),
         }
     }
@@ -66,7 +107,7 @@ pub fn counter_for(models: &[&str]) -> Arc<dyn TokenCounter> {
     }
     let mut counters: Vec<Arc<dyn TokenCounter>> = exact
         .into_iter()
-        .map(|e| Arc::new(e) as Arc<dyn TokenCounter>)
+        .map(|e| Arc::new(Cached::new(e)) as Arc<dyn TokenCounter>)
         .collect();
     if unknown {
         counters.push(Arc::new(Estimator));
