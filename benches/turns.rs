@@ -7,6 +7,8 @@
 //!   1,021-turn single-state run (summaries every 8 messages, top-3 retrieval). The two
 //!   should be about equal: nothing a turn does grows with the length of the run except
 //!   the retrieval scan, one dot product per earlier message.
+//! - `crowd_per_turn/100_agents` and `/10000_agents`: a turn in a scenario of 100 and
+//!   of 10,000 agents; a turn's cost should not depend on the number of agents.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -101,5 +103,65 @@ fn bench_per_turn(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_debate, bench_per_turn);
+/// One state whose roles are played by `agents` agents, one after another.
+fn crowd(agents: usize) -> Scenario {
+    let roles: Vec<String> = (0..agents).map(|i| format!("R{i}")).collect();
+    let mut builder = ScenarioBuilder::new("crowd")
+        .mode(Mode::Cooperative)
+        .environment(|e| {
+            e.max_chat_history = 8;
+            e.top_k = 0;
+        });
+    for (i, role) in roles.iter().enumerate() {
+        builder = builder.agent(format!("P{i}"), |a| a.plays("talk", role));
+    }
+    builder
+        .state(
+            "talk",
+            StateBuilder::new(roles.clone())
+                .max_turns(100)
+                .next(["end"]),
+        )
+        .max_turns(100)
+        .script(Script {
+            default: Some("{name} says point {n} at turn {turn}.".into()),
+            ..Script::default()
+        })
+        .build()
+        .unwrap()
+}
+
+/// The cost of a turn does not grow with the number of agents in the scenario: turns
+/// 50 to 100 of a run among 100 and among 10,000 agents, per turn (starting the
+/// agents' actors is not a turn's cost).
+fn bench_crowd(c: &mut Criterion) {
+    let system = actix::System::new();
+    let mut group = c.benchmark_group("crowd_per_turn");
+    group.sample_size(10);
+    for agents in [100, 10_000] {
+        let scenario = Arc::new(crowd(agents));
+        let services = Services::scripted(&scenario);
+        group.bench_function(format!("{agents}_agents"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let clock = Arc::new(TurnClock::default());
+                    let config = RunConfig {
+                        sinks: vec![clock.clone()],
+                        ..RunConfig::default()
+                    };
+                    system
+                        .block_on(run(scenario.clone(), &services, config))
+                        .unwrap();
+                    let t = clock.0.lock().unwrap();
+                    total += (t[99] - t[49]) / 50;
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_debate, bench_per_turn, bench_crowd);
 criterion_main!(benches);

@@ -146,7 +146,41 @@ impl Flaws {
 #[derive(Debug, Clone, Default)]
 pub struct Instructions {
     names: std::sync::Arc<[String]>,
+    /// The names, for scenarios with more than [`CHECKED_NAMES`] of them.
+    name_set: std::sync::Arc<HashSet<String>>,
+    /// The most words in a name.
+    name_words: usize,
     grams: std::sync::Arc<HashSet<u64>>,
+}
+
+/// A reply is checked for the label of each of up to this many participants; with more
+/// (a population), only for the names its own words could be, so a check does not
+/// grow with the population.
+const CHECKED_NAMES: usize = 64;
+
+impl Instructions {
+    /// The participants whose label `text` could carry: every one, or in a population
+    /// those whose name is a run of the text's words (less emphasis and punctuation).
+    fn names_in<'a>(&'a self, text: &str) -> Vec<&'a str> {
+        if self.names.len() <= CHECKED_NAMES {
+            return self.names.iter().map(String::as_str).collect();
+        }
+        let words: Vec<&str> = text
+            .split_whitespace()
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+            .collect();
+        let mut found: Vec<&'a str> = Vec::new();
+        for start in 0..words.len() {
+            for end in start + 1..=(start + self.name_words).min(words.len()) {
+                if let Some(name) = self.name_set.get(words[start..end].join(" ").as_str()) {
+                    if !found.contains(&name.as_str()) {
+                        found.push(name);
+                    }
+                }
+            }
+        }
+        found
+    }
 }
 
 impl Instructions {
@@ -198,8 +232,23 @@ impl Instructions {
         for t in texts {
             grams.extend(gram_hashes(&words(t), ECHO_WORDS));
         }
+        Self::with(scenario.agents.keys().cloned().collect(), grams)
+    }
+
+    fn with(names: Vec<String>, grams: HashSet<u64>) -> Self {
+        let name_set = if names.len() > CHECKED_NAMES {
+            names.iter().cloned().collect()
+        } else {
+            HashSet::new()
+        };
         Self {
-            names: scenario.agents.keys().cloned().collect(),
+            name_words: names
+                .iter()
+                .map(|n| n.split_whitespace().count())
+                .max()
+                .unwrap_or(0),
+            names: names.into(),
+            name_set: name_set.into(),
             grams: grams.into(),
         }
     }
@@ -300,8 +349,8 @@ impl Checker {
             label: has_label(text, speaker, true)
                 || self
                     .instructions
-                    .names
-                    .iter()
+                    .names_in(text)
+                    .into_iter()
                     .any(|n| n != speaker && has_label(text, n, false)),
             narration: is_narration(text, speaker),
             empty: w.len() < EMPTY_WORDS,
@@ -317,9 +366,9 @@ impl Checker {
             RedrawCause::Echo => shared_span(text, &self.instructions.grams, ECHO_WORDS),
             RedrawCause::Label => self
                 .instructions
-                .names
-                .iter()
-                .find(|n| has_label(text, n, n.as_str() == speaker))
+                .names_in(text)
+                .into_iter()
+                .find(|n| has_label(text, n, *n == speaker))
                 .map(|n| format!("{n}:")),
             // The name it opened with, as written.
             RedrawCause::Narration => Some(speaker.to_string()),
@@ -417,10 +466,25 @@ mod tests {
         for t in texts {
             grams.extend(gram_hashes(&words(t), ECHO_WORDS));
         }
-        Instructions {
-            names: names.iter().map(|n| n.to_string()).collect(),
-            grams: grams.into(),
+        Instructions::with(names.iter().map(|n| n.to_string()).collect(), grams)
+    }
+
+    #[test]
+    fn in_a_population_every_name_is_still_a_label() {
+        let names: Vec<String> = (0..500).map(|i| format!("P{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let checker = Checker::new(instructions(&names, &[]));
+        for (text, labelled) in [
+            ("P57: I will cooperate this round.", true),
+            ("I agree. **P301** (Player): and so do I.", true),
+            ("P57 and P301 both cooperated last round.", false),
+        ] {
+            assert_eq!(checker.flaws("P3", text).label, labelled, "{text}");
         }
+        assert_eq!(
+            checker.redraw("P3", "P57: I will cooperate."),
+            Some((RedrawCause::Label, "P57:".into()))
+        );
     }
 
     fn checker() -> Checker {

@@ -11,6 +11,7 @@ use actix::prelude::*;
 use super::environment::EnvironmentActor;
 use super::messages::*;
 use super::model_turn::ModelTurn;
+use super::participants::{other_labels, speaker_stops};
 use super::tool_turn::Decider;
 use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
@@ -40,25 +41,6 @@ impl Actor for AgentActor {
     type Context = Context<Self>;
 }
 
-/// What the other participants are called here: every other agent's name, and every
-/// other role of the state. A reply stops where it goes on as one of them.
-fn other_labels(scenario: &Scenario, state: &str, name: &str, role: &str) -> Vec<String> {
-    let mut labels: Vec<String> = scenario
-        .agents
-        .keys()
-        .filter(|n| *n != name)
-        .cloned()
-        .collect();
-    if let Some(st) = scenario.sop.states.get(state) {
-        for r in st.roles.iter().filter(|r| *r != role) {
-            if !labels.contains(r) {
-                labels.push(r.clone());
-            }
-        }
-    }
-    labels
-}
-
 impl AgentActor {
     /// Model settings for this agent in `state` playing `role`, with stop sequences
     /// where a reply would go on as another participant.
@@ -66,7 +48,7 @@ impl AgentActor {
         let mut s = self
             .scenario
             .settings_for(state, Some(role), Some(&self.name));
-        let speaker_stops: Vec<String> = others.iter().map(|o| format!("\n{o}:")).collect();
+        let speaker_stops = speaker_stops(others);
         let mut stop = s.stop.take().unwrap_or_default();
         stop.extend(speaker_stops.iter().cloned());
         s.stop = Some(stop);

@@ -131,6 +131,8 @@ pub struct Director {
     messages: u64,
     /// A resumed run that has not yet said again every line of its killed run.
     catching_up: bool,
+    /// Who plays each role in each state.
+    players: crate::scenario::Players,
 }
 
 impl Director {
@@ -146,6 +148,7 @@ impl Director {
     ) -> Self {
         Self {
             quality: Checker::new(Instructions::of(&cast.scenario)),
+            players: cast.scenario.players(),
             engine: SopEngine::new(cast.scenario.clone(), seed),
             cast,
             limits,
@@ -557,11 +560,18 @@ impl Director {
         }
     }
 
+    /// The agent who plays `role` in the current state.
+    fn player(&self, role: &str) -> Option<&str> {
+        let state = self.engine.current_state();
+        self.players
+            .get(state)
+            .and_then(|p| p.get(role))
+            .map(String::as_str)
+    }
+
     fn agent(&self, role: &str) -> Result<Addr<AgentActor>, SimError> {
         let state = self.engine.current_state();
-        self.cast
-            .scenario
-            .agent_for(state, role)
+        self.player(role)
             .and_then(|n| self.cast.agents.get(n))
             .cloned()
             .ok_or_else(|| SimError::NoAgent {
@@ -632,7 +642,7 @@ impl Handler<Play> for Director {
         let names: Vec<String> = msg
             .roles
             .iter()
-            .filter_map(|r| self.cast.scenario.agent_for(&state, r))
+            .filter_map(|r| self.player(r))
             .map(|n| n.to_string())
             .collect();
         let round = msg.simultaneous.then(|| {

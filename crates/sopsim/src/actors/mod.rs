@@ -7,6 +7,7 @@ mod director;
 mod environment;
 pub mod messages;
 mod model_turn;
+mod participants;
 mod tool_turn;
 
 pub use agent::AgentActor;

@@ -52,6 +52,13 @@ pub(super) struct ModelTurn {
 impl ModelTurn {
     pub async fn run(mut self) -> Result<TurnDone, SimError> {
         let mut obs: Observation = self.env.send(Observe).await?;
+        if super::participants::others_seen(&self.scenario) {
+            self.base.others =
+                super::participants::seen_labels(&obs, &self.base.name, &self.base.role);
+            self.speaker_stops = super::participants::speaker_stops(&self.base.others);
+            let stops = self.settings.stop.get_or_insert_with(Vec::new);
+            stops.extend(self.speaker_stops.iter().cloned());
+        }
         self.extract_step(&mut obs).await?;
         let mut found = self.consult().await?;
         let mut tool_turn = ToolTurn::default();

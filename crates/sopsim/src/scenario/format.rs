@@ -714,6 +714,9 @@ pub struct Script {
     pub summary: Option<String>,
 }
 
+/// Who plays each role in each state: state → role → agent ([`Scenario::players`]).
+pub type Players = std::collections::HashMap<String, std::collections::HashMap<String, String>>;
+
 impl Scenario {
     /// The model settings of a call in `state`, layered from the inside out: the agent's
     /// (if an agent makes the call), the role's in this state, the state's, then the
@@ -773,12 +776,20 @@ impl Scenario {
                 .any(|c| c.knowledge.is_some())
     }
 
-    /// The agent playing `role` in `state`, if any.
-    pub fn agent_for(&self, state: &str, role: &str) -> Option<&str> {
-        self.agents
-            .iter()
-            .find(|(_, a)| a.roles.get(state).is_some_and(|r| r == role))
-            .map(|(name, _)| name.as_str())
+    /// Who plays each role in each state (state → role → agent; the first agent listed
+    /// for a role), built in one pass over the agents.
+    pub fn players(&self) -> Players {
+        let mut players = Players::new();
+        for (name, agent) in &self.agents {
+            for (state, role) in &agent.roles {
+                players
+                    .entry(state.clone())
+                    .or_default()
+                    .entry(role.clone())
+                    .or_insert_with(|| name.clone());
+            }
+        }
+        players
     }
 
     /// The role `role` opens each visit of `state` with.

@@ -310,6 +310,12 @@ impl<'a> Checker<'a> {
 
     fn agents(&mut self) {
         let s = self.s;
+        let roles_of: HashMap<&str, HashSet<&str>> = s
+            .sop
+            .states
+            .iter()
+            .map(|(n, st)| (n.as_str(), st.roles.iter().map(String::as_str).collect()))
+            .collect();
         for (name, agent) in &s.agents {
             let path = root().key("agents").key(name);
             if name.trim().is_empty() {
@@ -323,13 +329,14 @@ impl<'a> Checker<'a> {
                 let rpath = path.key("roles").key(state_name);
                 match s.sop.states.get(state_name) {
                     None => self.problem(rpath, format!("unknown state {state_name:?}")),
-                    Some(state) if !state.roles.contains(role) => self.problem(
-                        rpath,
-                        format!(
-                            "role {role:?} is not among the roles of state {state_name:?} ({})",
-                            list(&state.roles)
+                    Some(state) if !roles_of[state_name.as_str()].contains(role.as_str()) => self
+                        .problem(
+                            rpath,
+                            format!(
+                                "role {role:?} is not among the roles of state {state_name:?} ({})",
+                                list(&state.roles)
+                            ),
                         ),
-                    ),
                     Some(_) => {}
                 }
             }
@@ -412,6 +419,13 @@ impl<'a> Checker<'a> {
         if state.roles.is_empty() {
             self.problem(path.key("roles"), "a state needs at least one role");
         }
+        // Who plays each role here, in one pass over the agents.
+        let mut played_by: HashMap<&str, Vec<&str>> = HashMap::new();
+        for (agent, spec) in &self.s.agents {
+            if let Some(role) = spec.roles.get(name) {
+                played_by.entry(role).or_default().push(agent);
+            }
+        }
         let mut seen = HashSet::new();
         for (i, role) in state.roles.iter().enumerate() {
             self.printable_name(&path.key("roles").index(i), role);
@@ -422,13 +436,7 @@ impl<'a> Checker<'a> {
                 );
                 continue;
             }
-            let players: Vec<&str> = self
-                .s
-                .agents
-                .iter()
-                .filter(|(_, a)| a.roles.get(name) == Some(role))
-                .map(|(n, _)| n.as_str())
-                .collect();
+            let players = played_by.remove(role.as_str()).unwrap_or_default();
             match players.as_slice() {
                 [] => self.problem(
                     path.key("roles").index(i),
@@ -546,8 +554,9 @@ impl<'a> Checker<'a> {
 
     fn budget(&mut self, name: &str, state: &State, path: &FieldPath, counter: &dyn TokenCounter) {
         let budget = self.s.environment.prompt_token_budget;
+        let players = self.s.players();
         for role in &state.roles {
-            let Some(agent_name) = self.s.agent_for(name, role) else {
+            let Some(agent_name) = players.get(name).and_then(|p| p.get(role)) else {
                 continue;
             };
             let agent = &self.s.agents[agent_name];
