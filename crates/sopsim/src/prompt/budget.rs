@@ -142,15 +142,33 @@ impl Draft {
                     .sum::<usize>()
                 + MESSAGE_OVERHEAD
         };
+        // The fewest items to drop, in rank order, for the prompt to fit. Dropping an
+        // item never makes the prompt longer, so the count falls as more are dropped
+        // and the fewest is found by bisection: a summary over a round of thousands of
+        // messages is fitted with a dozen counts, not one per message dropped.
+        let keep_all_but = |k: usize, kept: &mut Vec<Vec<bool>>| {
+            for keep in kept.iter_mut() {
+                keep.fill(true);
+            }
+            for &(_, si, ii) in &order[..k] {
+                kept[si][ii] = false;
+            }
+        };
         let mut rest = self.messages_after_system(&kept);
         let mut dropped = 0;
-        let mut next = order.into_iter();
-        while total(&rest) > budget {
-            let Some((_, si, ii)) = next.next() else {
-                break;
-            };
-            kept[si][ii] = false;
-            dropped += 1;
+        if total(&rest) > budget {
+            let (mut lo, mut hi) = (1, order.len());
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                keep_all_but(mid, &mut kept);
+                if total(&self.messages_after_system(&kept)) <= budget {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            dropped = hi;
+            keep_all_but(dropped, &mut kept);
             rest = self.messages_after_system(&kept);
         }
         if total(&rest) <= budget {
@@ -231,6 +249,67 @@ fn keep_end(text: &str, max: usize, counter: &dyn TokenCounter) -> String {
 mod tests {
     use super::*;
     use crate::tokens::Estimator;
+
+    /// Drops the items one at a time, in rank order, until the prompt fits: what the
+    /// bisection must agree with.
+    fn dropped_one_by_one(d: &Draft, budget: usize) -> usize {
+        let mut order: Vec<(u32, usize, usize)> = d
+            .sections
+            .iter()
+            .enumerate()
+            .flat_map(|(si, s)| {
+                s.items
+                    .iter()
+                    .enumerate()
+                    .map(move |(ii, it)| (it.drop_rank, si, ii))
+            })
+            .collect();
+        order.sort();
+        let system = Estimator.count(&join(&d.system));
+        let mut kept: Vec<Vec<bool>> = d
+            .sections
+            .iter()
+            .map(|s| vec![true; s.items.len()])
+            .collect();
+        let total = |kept: &[Vec<bool>]| {
+            system
+                + d.messages_after_system(kept)
+                    .iter()
+                    .map(|m| Estimator.count(&m.content) + MESSAGE_OVERHEAD)
+                    .sum::<usize>()
+                + MESSAGE_OVERHEAD
+        };
+        let mut dropped = 0;
+        for (_, si, ii) in order {
+            if total(&kept) <= budget {
+                break;
+            }
+            kept[si][ii] = false;
+            dropped += 1;
+        }
+        dropped
+    }
+
+    #[test]
+    fn the_fewest_items_are_dropped_as_one_at_a_time_would() {
+        for as_turns in [false, true] {
+            let mut d = draft(300);
+            d.sections[0].as_turns = as_turns;
+            for (i, item) in d.sections[0].items.iter_mut().enumerate() {
+                item.drop_rank = (i * 7 % 13) as u32;
+                item.own = i % 3 == 0;
+                item.text = item.text.repeat(1 + i % 4);
+            }
+            for budget in [60, 200, 700, 2_000, 5_000, 100_000] {
+                let fitted = d.clone().fit(budget, &Estimator);
+                assert_eq!(
+                    fitted.dropped,
+                    dropped_one_by_one(&d, budget),
+                    "budget {budget}, turns {as_turns}"
+                );
+            }
+        }
+    }
 
     fn draft(n: usize) -> Draft {
         Draft {
