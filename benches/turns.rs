@@ -54,6 +54,26 @@ impl EventSink for TurnClock {
     }
 }
 
+/// The mean time of a turn between turns `from` and `to` of one run, from the times
+/// its messages were emitted.
+fn turn_time(
+    system: &actix::SystemRunner,
+    scenario: &Arc<Scenario>,
+    services: &Services,
+    (from, to): (usize, usize),
+) -> Duration {
+    let clock = Arc::new(TurnClock::default());
+    let config = RunConfig {
+        sinks: vec![clock.clone()],
+        ..RunConfig::default()
+    };
+    system
+        .block_on(run(scenario.clone(), services, config))
+        .unwrap();
+    let t = clock.0.lock().unwrap();
+    (t[to] - t[from]) / (to - from) as u32
+}
+
 fn bench_debate(c: &mut Criterion) {
     let scenario = Arc::new(debate());
     let services = Services::scripted(&scenario);
@@ -83,20 +103,9 @@ fn bench_per_turn(c: &mut Criterion) {
     for (name, from) in [("at_10", 10usize), ("at_1000", 1000usize)] {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let clock = Arc::new(TurnClock::default());
-                    let config = RunConfig {
-                        sinks: vec![clock.clone()],
-                        ..RunConfig::default()
-                    };
-                    system
-                        .block_on(run(scenario.clone(), &services, config))
-                        .unwrap();
-                    let t = clock.0.lock().unwrap();
-                    total += (t[from + 10] - t[from]) / 10;
-                }
-                total
+                (0..iters)
+                    .map(|_| turn_time(&system, &scenario, &services, (from, from + 10)))
+                    .sum()
             })
         });
     }
@@ -143,20 +152,9 @@ fn bench_crowd(c: &mut Criterion) {
         let services = Services::scripted(&scenario);
         group.bench_function(format!("{agents}_agents"), |b| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let clock = Arc::new(TurnClock::default());
-                    let config = RunConfig {
-                        sinks: vec![clock.clone()],
-                        ..RunConfig::default()
-                    };
-                    system
-                        .block_on(run(scenario.clone(), &services, config))
-                        .unwrap();
-                    let t = clock.0.lock().unwrap();
-                    total += (t[99] - t[49]) / 50;
-                }
-                total
+                (0..iters)
+                    .map(|_| turn_time(&system, &scenario, &services, (49, 99)))
+                    .sum()
             })
         });
     }

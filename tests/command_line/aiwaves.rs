@@ -2,13 +2,12 @@
 //! validate, translate to native files that validate, and run to their end with the
 //! scripted backend and against an OpenAI-compatible server on 127.0.0.1.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 
-use crate::common::root;
 use crate::common::server::Server;
+use crate::common::{root, run_with_input};
 use serde_json::Value;
 use sopsim::human::LinesInput;
 use sopsim::scenario::{self, Mode, Script};
@@ -28,29 +27,6 @@ fn config(name: &str) -> PathBuf {
 
 fn sopsim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sopsim"))
-}
-
-/// Runs the binary with `input` on stdin.
-fn run_with_input(args: &[&str], input: &str) -> (i32, String, String) {
-    let mut child = sopsim()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
 }
 
 #[test]

@@ -467,13 +467,11 @@ fn stop_with(signal: &str, status: i32) {
     );
 }
 
-#[test]
-fn a_full_disk_names_the_first_write_that_failed_and_leaves_no_temporary_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    std::fs::create_dir(&out).unwrap();
-    // Every write to /dev/full fails with "no space left on device".
-    std::os::unix::fs::symlink("/dev/full", out.join("transcript.jsonl")).unwrap();
+/// Runs the debate into `out` with its `file` on a full disk (every write to
+/// `/dev/full` fails with "no space left on device"): the exit code and stderr.
+fn run_on_full_disk(out: &std::path::Path, file: &str) -> (i32, String) {
+    std::fs::create_dir(out).unwrap();
+    std::os::unix::fs::symlink("/dev/full", out.join(file)).unwrap();
     let (code, _, stderr) = run(&[
         "run",
         &scenario("debate"),
@@ -481,6 +479,14 @@ fn a_full_disk_names_the_first_write_that_failed_and_leaves_no_temporary_file() 
         out.to_str().unwrap(),
         "-q",
     ]);
+    (code, stderr)
+}
+
+#[test]
+fn a_full_disk_names_the_first_write_that_failed_and_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let (code, stderr) = run_on_full_disk(&out, "transcript.jsonl");
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("transcript.jsonl") && stderr.to_lowercase().contains("no space"),
@@ -497,15 +503,7 @@ fn a_full_disk_names_the_first_write_that_failed_and_leaves_no_temporary_file() 
 fn a_full_disk_under_the_event_log_stops_the_run_and_the_other_files_are_written() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    std::fs::create_dir(&out).unwrap();
-    std::os::unix::fs::symlink("/dev/full", out.join("events.jsonl")).unwrap();
-    let (code, _, stderr) = run(&[
-        "run",
-        &scenario("debate"),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
+    let (code, stderr) = run_on_full_disk(&out, "events.jsonl");
     assert_eq!(code, 1, "{stderr}");
     let named = out.join("events.jsonl").display().to_string();
     assert!(

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::root;
 use crate::common::server::{ok, Reply, Server};
+use crate::common::{root, run_with_input};
 
 fn sopsim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sopsim"))
@@ -39,23 +39,9 @@ fn kill_after(mut child: Child, out: &Path, n: usize) {
 
 /// Runs `args` to its end with `stdin` typed in; fails the test unless it exits 0.
 fn finish(args: &[&str], stdin: &str) -> String {
-    let mut child = sopsim()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let done = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&done.stderr);
-    assert!(done.status.success(), "{args:?}: {stderr}");
-    String::from_utf8_lossy(&done.stdout).into_owned()
+    let (code, stdout, stderr) = run_with_input(args, stdin);
+    assert_eq!(code, 0, "{args:?}: {stderr}");
+    stdout
 }
 
 fn same_files(a: &Path, b: &Path) {

@@ -3,7 +3,9 @@
 
 pub mod server;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
@@ -13,6 +15,29 @@ use sopsim::llm::{Completion, LlmBackend, LlmError, LlmRequest, ScriptedBackend,
 use sopsim::scenario::{self, Mode, Scenario};
 use sopsim::sim::{run_blocking, RunConfig, RunOutcome, Services};
 use sopsim::tokens::Estimator;
+
+/// Runs the `sopsim` binary with `input` on stdin: its exit code, stdout and stderr.
+pub fn run_with_input(args: &[&str], input: &str) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
 
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -114,14 +114,8 @@ impl Draft {
         parts.join("\n")
     }
 
-    pub fn fit(self, budget: usize, counter: &dyn TokenCounter) -> Assembled {
-        let system = join(&self.system);
-        let system_tokens = counter.count(&system);
-        let mut kept: Vec<Vec<bool>> = self
-            .sections
-            .iter()
-            .map(|s| vec![true; s.items.len()])
-            .collect();
+    /// Every context item as (drop rank, section, item), in the order they are dropped.
+    fn drop_order(&self) -> Vec<(u32, usize, usize)> {
         let mut order: Vec<(u32, usize, usize)> = self
             .sections
             .iter()
@@ -134,14 +128,19 @@ impl Draft {
             })
             .collect();
         order.sort();
-        let total = |rest: &[ChatMessage]| {
-            system_tokens
-                + rest
-                    .iter()
-                    .map(|m| counter.count(&m.content) + MESSAGE_OVERHEAD)
-                    .sum::<usize>()
-                + MESSAGE_OVERHEAD
-        };
+        order
+    }
+
+    pub fn fit(self, budget: usize, counter: &dyn TokenCounter) -> Assembled {
+        let system = join(&self.system);
+        let system_tokens = counter.count(&system);
+        let mut kept: Vec<Vec<bool>> = self
+            .sections
+            .iter()
+            .map(|s| vec![true; s.items.len()])
+            .collect();
+        let order = self.drop_order();
+        let total = |rest: &[ChatMessage]| prompt_tokens(system_tokens, rest, counter);
         // The fewest items to drop, in rank order, for the prompt to fit. Dropping an
         // item never makes the prompt longer, so the count falls as more are dropped
         // and the fewest is found by bisection: a summary over a round of thousands of
@@ -207,6 +206,17 @@ impl Draft {
     }
 }
 
+/// The tokens of a prompt: its system part's, and each message after it with its
+/// framing.
+fn prompt_tokens(system_tokens: usize, rest: &[ChatMessage], counter: &dyn TokenCounter) -> usize {
+    system_tokens
+        + rest
+            .iter()
+            .map(|m| counter.count(&m.content) + MESSAGE_OVERHEAD)
+            .sum::<usize>()
+        + MESSAGE_OVERHEAD
+}
+
 /// Every char boundary of `text`, its end included.
 fn char_bounds(text: &str) -> Vec<usize> {
     text.char_indices()
@@ -253,34 +263,16 @@ mod tests {
     /// Drops the items one at a time, in rank order, until the prompt fits: what the
     /// bisection must agree with.
     fn dropped_one_by_one(d: &Draft, budget: usize) -> usize {
-        let mut order: Vec<(u32, usize, usize)> = d
-            .sections
-            .iter()
-            .enumerate()
-            .flat_map(|(si, s)| {
-                s.items
-                    .iter()
-                    .enumerate()
-                    .map(move |(ii, it)| (it.drop_rank, si, ii))
-            })
-            .collect();
-        order.sort();
         let system = Estimator.count(&join(&d.system));
         let mut kept: Vec<Vec<bool>> = d
             .sections
             .iter()
             .map(|s| vec![true; s.items.len()])
             .collect();
-        let total = |kept: &[Vec<bool>]| {
-            system
-                + d.messages_after_system(kept)
-                    .iter()
-                    .map(|m| Estimator.count(&m.content) + MESSAGE_OVERHEAD)
-                    .sum::<usize>()
-                + MESSAGE_OVERHEAD
-        };
+        let total =
+            |kept: &[Vec<bool>]| prompt_tokens(system, &d.messages_after_system(kept), &Estimator);
         let mut dropped = 0;
-        for (_, si, ii) in order {
+        for (_, si, ii) in d.drop_order() {
             if total(&kept) <= budget {
                 break;
             }
