@@ -149,7 +149,7 @@ fn a_max_turns_inside_a_round_gets_a_note_with_the_turns_it_means() {
     let (code, err) = validate(&path);
     assert_eq!(code, Some(0), "{err}");
     assert!(
-        err.contains("note: sop.states.round.transition.max_turns: 3 is not a whole number of rounds: each round counts 2 turns (one per role), so the state leaves after 2 round(s), at 4 turns"),
+        err.contains("note: sop.states.round.transition.max_turns: 3 is not a whole number of rounds: each round counts 2 turns (one per player), so the state leaves after 2 round(s), at 4 turns (max_rounds counts rounds)"),
         "{err}"
     );
     // With an opening (one turn), 3 turns is the opening and one round: no note.

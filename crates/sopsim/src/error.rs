@@ -37,6 +37,8 @@ pub enum SimError {
     NoHumanInput { agent: String },
     #[error("no agent plays role {role:?} in state {state:?}")]
     NoAgent { state: String, role: String },
+    #[error("the population's network")]
+    Network(#[source] crate::network::NetworkError),
     #[error("the scenario's tools")]
     Tools(#[source] Box<crate::tools::ToolSetupError>),
     /// A resumed run said something else than the killed run's transcript at `line`.

@@ -59,7 +59,9 @@
 //! - [`sop`]: the SOP engine: speaker rules (order, seeded random, llm) and transition
 //!   rules (max turns, keywords, judge).
 //! - [`prompt`]: what each kind of model call sends, fitted to the token budget.
-//! - [`memory`]: messages, the embedding index, shared memory and the two modes.
+//! - [`memory`]: messages, the embedding index, shared memory and the two modes, and
+//!   what each population member may see of it.
+//! - [`network`]: who is linked to whom in a population.
 //! - [`action`]: `Action::process`, a turn's output becoming a `Message`.
 //! - [`elysia`]: the keyed result store and Elysia's return objects.
 //! - [`environment`]: a simulation's Environment as data (memory, store, tool
@@ -109,6 +111,7 @@ pub mod knowledge;
 pub mod llm;
 pub mod memory;
 pub mod models;
+pub mod network;
 pub mod output;
 pub mod prompt;
 pub mod quality;

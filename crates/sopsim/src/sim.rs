@@ -277,12 +277,15 @@ async fn cast(
     llm: &LlmClient,
     sinks: Sinks,
 ) -> Result<Cast, SimError> {
+    let audience = crate::memory::Audience::of(scenario, mode, config.seed)
+        .map_err(SimError::Network)?;
     let env = EnvironmentActor::new(
         scenario.clone(),
         mode,
         services.embed.clone(),
         llm.clone(),
         services.counter.clone(),
+        audience,
     )
     .start();
     let tools = Arc::new(crate::tools::ToolBox::start(scenario, &config.commands).await?);

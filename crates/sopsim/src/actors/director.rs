@@ -423,7 +423,7 @@ impl Director {
             .settings_for(self.engine.current_state(), None, None);
         let (state, turn) = (self.engine.current_state().to_string(), self.turn);
         async move {
-            let obs = env.send(Observe).await?;
+            let obs = env.send(Observe(None)).await?;
             let q = build(&scenario, &obs);
             // A controller chooses who takes the next turn; a judge rules on the last.
             let turn = turn + u64::from(q.kind == CallKind::Route);
@@ -560,24 +560,43 @@ impl Director {
         }
     }
 
-    /// The agent who plays `role` in the current state.
-    fn player(&self, role: &str) -> Option<&str> {
+    /// The agents who play `role` in the current state: one, or a population's members.
+    fn players(&self, role: &str) -> &[String] {
         let state = self.engine.current_state();
         self.players
             .get(state)
             .and_then(|p| p.get(role))
-            .map(String::as_str)
+            .map_or(&[], Vec::as_slice)
     }
 
-    fn agent(&self, role: &str) -> Result<Addr<AgentActor>, SimError> {
+    /// How many turns a round of `roles` takes: one per player.
+    fn seat_count(&self, roles: &[String]) -> u64 {
+        roles.iter().map(|r| self.players(r).len() as u64).sum()
+    }
+
+    /// Each turn of `roles`, in order: the role, its player's name and actor.
+    fn seats(&self, roles: &[String]) -> Result<Vec<(String, String, Addr<AgentActor>)>, SimError> {
         let state = self.engine.current_state();
-        self.player(role)
-            .and_then(|n| self.cast.agents.get(n))
-            .cloned()
-            .ok_or_else(|| SimError::NoAgent {
-                state: state.to_string(),
-                role: role.to_string(),
-            })
+        let mut seats = Vec::new();
+        for role in roles {
+            let players = self.players(role);
+            if players.is_empty() {
+                return Err(SimError::NoAgent {
+                    state: state.to_string(),
+                    role: role.to_string(),
+                });
+            }
+            for name in players {
+                let agent = self.cast.agents.get(name).cloned().ok_or_else(|| {
+                    SimError::NoAgent {
+                        state: state.to_string(),
+                        role: role.to_string(),
+                    }
+                })?;
+                seats.push((role.clone(), name.clone(), agent));
+            }
+        }
+        Ok(seats)
     }
 }
 
@@ -614,7 +633,7 @@ impl Handler<Step> for Director {
             Speaker::Ask { choices } => self.ask_controller(choices, ctx),
             // A round is all or nothing: it does not start if the turn limit would
             // cut it short.
-            Speaker::Round { roles } if self.turn + roles.len() as u64 > self.limits.max_turns => {
+            Speaker::Round { roles } if self.turn + self.seat_count(&roles) > self.limits.max_turns => {
                 self.finish(EndReason::MaxTurns, None, ctx)
             }
             Speaker::Round { roles } => ctx.notify(Play {
@@ -629,22 +648,17 @@ impl Handler<Step> for Director {
 impl Handler<Play> for Director {
     type Result = ();
     fn handle(&mut self, msg: Play, ctx: &mut Context<Self>) {
-        let agents = match msg
-            .roles
-            .iter()
-            .map(|r| self.agent(r))
-            .collect::<Result<Vec<_>, _>>()
-        {
-            Ok(a) => a,
+        // A sequential turn is one role's, whose state validation gave one player.
+        let seats = match self.seats(&msg.roles) {
+            Ok(seats) if msg.simultaneous => seats,
+            Ok(mut seats) => {
+                seats.truncate(1);
+                seats
+            }
             Err(e) => return self.fail(e, ctx),
         };
         let (state, visit) = (self.engine.current_state().to_string(), self.engine.visit());
-        let names: Vec<String> = msg
-            .roles
-            .iter()
-            .filter_map(|r| self.player(r))
-            .map(|n| n.to_string())
-            .collect();
+        let names: Vec<String> = seats.iter().map(|(_, name, _)| name.clone()).collect();
         let round = msg.simultaneous.then(|| {
             self.rounds += 1;
             self.rounds
@@ -658,18 +672,17 @@ impl Handler<Play> for Director {
             });
         }
         let first = self.turn + 1;
-        let n = msg.roles.len() as u64;
+        let n = seats.len() as u64;
         self.turn += n;
-        tracing::debug!(turn = first, %state, roles = ?msg.roles, opening = msg.opening.is_some(), "take turns");
-        let turns: Vec<_> = agents
+        tracing::debug!(turn = first, %state, roles = ?msg.roles, turns = n, opening = msg.opening.is_some(), "take turns");
+        let turns: Vec<_> = seats
             .into_iter()
-            .zip(&msg.roles)
             .enumerate()
-            .map(|(i, (agent, role))| {
+            .map(|(i, (role, _, agent))| {
                 let turn = TakeTurn {
                     state: state.clone(),
                     visit,
-                    role: role.clone(),
+                    role,
                     turn: first + i as u64,
                     opening: msg.opening.clone(),
                     live: !msg.simultaneous,
@@ -729,6 +742,7 @@ impl Handler<Play> for Director {
                         roles: msg.roles,
                     });
                     let texts: Vec<&str> = said.iter().map(|m| m.content.as_str()).collect();
+                    act.engine.record_round();
                     act.engine.check_round(&texts)
                 }
                 None => match said.last() {

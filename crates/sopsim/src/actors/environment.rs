@@ -38,9 +38,14 @@ impl EnvironmentActor {
         embed: EmbedService,
         llm: LlmClient,
         counter: Arc<dyn TokenCounter>,
+        audience: Option<crate::memory::Audience>,
     ) -> Self {
+        let mut env = Environment::new(&scenario, mode);
+        if let Some(audience) = audience {
+            env.set_audience(audience);
+        }
         Self {
-            env: Environment::new(&scenario, mode),
+            env,
             needs_embeddings: scenario.needs_embeddings(),
             scenario,
             embed,
@@ -74,8 +79,8 @@ impl Handler<EnterVisit> for EnvironmentActor {
 
 impl Handler<Observe> for EnvironmentActor {
     type Result = MessageResult<Observe>;
-    fn handle(&mut self, _: Observe, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.env.observe())
+    fn handle(&mut self, Observe(viewer): Observe, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.env.observe(viewer.as_deref()))
     }
 }
 

@@ -22,10 +22,11 @@ pub struct EnterVisit {
     pub visit: u32,
 }
 
-/// Agent or Director → Environment: what may be seen now.
+/// Agent or Director → Environment: what may be seen now, by the agent named (a
+/// population member may see less than everyone) or by the Director (`None`).
 #[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
 #[rtype(result = "Observation")]
-pub struct Observe;
+pub struct Observe(pub Option<String>);
 
 /// Director → Environment: turns of `agents` begin (a sequential turn is a round of
 /// one). Until they are committed, what each of these agents' tools return (and what

@@ -51,7 +51,8 @@ pub(super) struct ModelTurn {
 
 impl ModelTurn {
     pub async fn run(mut self) -> Result<TurnDone, SimError> {
-        let mut obs: Observation = self.env.send(Observe).await?;
+        let viewer = Some(self.base.name.clone());
+        let mut obs: Observation = self.env.send(Observe(viewer)).await?;
         if super::participants::others_seen(&self.scenario) {
             self.base.others =
                 super::participants::seen_labels(&obs, &self.base.name, &self.base.role);

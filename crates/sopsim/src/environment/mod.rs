@@ -109,9 +109,18 @@ impl Environment {
         &self.state
     }
 
-    /// What an agent may see now, and the values `extract` steps stored.
-    pub fn observe(&self) -> Observation {
-        let mut obs = self.memory.observe();
+    /// Narrows what population members see (their neighbourhoods).
+    pub fn set_audience(&mut self, audience: crate::memory::Audience) {
+        self.memory.set_audience(audience);
+    }
+
+    /// What `viewer` may see now (a controller or judge: what everyone sees), and the
+    /// values `extract` steps stored.
+    pub fn observe(&self, viewer: Option<&str>) -> Observation {
+        let mut obs = match viewer {
+            Some(v) => self.memory.observe_as(v),
+            None => self.memory.observe(),
+        };
         obs.shared = self.shared.clone();
         obs
     }

@@ -159,7 +159,7 @@ fn a_round_keeps_each_turn_apart_and_commits_in_the_order_of_the_roles() {
     assert!(e.snapshot().tools.calls.is_empty());
     e.set_shared("Ben", vec![("plan".into(), "buy a lamp".into())]);
     assert!(
-        e.observe().shared.is_empty(),
+        e.observe(None).shared.is_empty(),
         "extracted values wait for the commit"
     );
     let shown = |ret: Return| tag_refs(ret, &["finder_things_0_0".into()]);
@@ -192,7 +192,7 @@ fn a_round_keeps_each_turn_apart_and_commits_in_the_order_of_the_roles() {
             .collect::<Vec<_>>(),
         [0, 1, 2, 3]
     );
-    assert_eq!(e.observe().shared["plan"], "buy a lamp");
+    assert_eq!(e.observe(None).shared["plan"], "buy a lamp");
     assert_eq!(e.snapshot().tools.calls["finder"]["ok"], 2);
 }
 
@@ -255,6 +255,6 @@ fn replies_are_recorded_in_memory_and_cut_where_another_speaks() {
             .collect(),
     );
     assert_eq!(kept.len(), 1);
-    assert_eq!(e.observe().recent.len(), 1);
+    assert_eq!(e.observe(None).recent.len(), 1);
     assert_eq!(e.snapshot().cut_replies, 1);
 }

@@ -60,12 +60,23 @@ impl EmbeddingIndex {
 
     /// The `k` positions in `range` most similar to a normalised vector `q`, best first.
     pub fn nearest(&self, q: &[f32], range: std::ops::Range<usize>, k: usize) -> Vec<Hit> {
+        self.nearest_in(q, range.start..range.end.min(self.len()), k)
+    }
+
+    /// The `k` of `positions` (ascending, all stored) most similar to a normalised
+    /// vector `q`, best first.
+    pub fn nearest_in(
+        &self,
+        q: &[f32],
+        positions: impl IntoIterator<Item = usize>,
+        k: usize,
+    ) -> Vec<Hit> {
         if k == 0 || q.len() != self.dim {
             return Vec::new();
         }
         let dot = dot_kernel();
         let mut heap: BinaryHeap<Worst> = BinaryHeap::with_capacity(k + 1);
-        for position in range.start..range.end.min(self.len()) {
+        for position in positions {
             let hit = Hit {
                 position,
                 score: dot(q, self.row(position)),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::audience::Audience;
 use super::index::EmbeddingIndex;
 use super::message::Message;
 use crate::scenario::Mode;
@@ -56,6 +57,8 @@ pub struct SharedMemory {
     visit_start: usize,
     /// Messages recorded since the last summary (within the visible window).
     since_summary: usize,
+    /// What each population member may see, when the scenario has populations.
+    audience: Option<Audience>,
 }
 
 impl SharedMemory {
@@ -70,7 +73,13 @@ impl SharedMemory {
             summaries: Vec::new(),
             visit_start: 0,
             since_summary: 0,
+            audience: None,
         }
+    }
+
+    /// Narrows what population members see to what `audience` lets them.
+    pub fn set_audience(&mut self, audience: Audience) {
+        self.audience = Some(audience);
     }
 
     pub fn log(&self) -> &[Arc<Message>] {
@@ -129,6 +138,9 @@ impl SharedMemory {
         for (memory, embedding) in messages {
             debug_assert_eq!(memory.seq, self.next_seq());
             let m = Arc::new(memory);
+            if let Some(a) = &mut self.audience {
+                a.record(self.log.len(), &m.name);
+            }
             self.log.push(m.clone());
             self.index.push(embedding);
             self.since_summary += 1;
@@ -157,6 +169,41 @@ impl SharedMemory {
     /// The stored embedding of the latest message, normalised.
     pub fn latest_vector(&self) -> Option<&[f32]> {
         self.index.vector(self.index.len().checked_sub(1)?)
+    }
+
+    /// What `viewer` sees now: [`Self::observe`], or for a population member whose view
+    /// is narrower, the last `max_chat_history` messages it may see and the `top_k`
+    /// older ones it may see most similar to the latest of them. The summary covers
+    /// messages it may not see, so it is left out.
+    pub fn observe_as(&self, viewer: &str) -> Observation {
+        let limit = if self.top_k == 0 {
+            self.max_chat_history
+        } else {
+            usize::MAX
+        };
+        let Some(seen) = self
+            .audience
+            .as_ref()
+            .and_then(|a| a.visible(viewer, self.window_start(), limit))
+        else {
+            return self.observe();
+        };
+        let (older, recent) = seen.split_at(seen.len().saturating_sub(self.max_chat_history));
+        let relevant = match recent.last().and_then(|&p| self.index.vector(p)) {
+            Some(q) if !older.is_empty() => self
+                .index
+                .nearest_in(q, older.iter().copied(), self.top_k)
+                .into_iter()
+                .map(|hit| self.log[hit.position].clone())
+                .collect(),
+            _ => Vec::new(),
+        };
+        Observation {
+            summary: None,
+            relevant,
+            recent: recent.iter().map(|&p| self.log[p].clone()).collect(),
+            shared: BTreeMap::new(),
+        }
     }
 
     /// What any agent sees now: the summary, the last `max_chat_history` visible

@@ -32,6 +32,7 @@ impl ScenarioBuilder {
                 environment: EnvironmentSettings::default(),
                 llm: LlmSettings::default(),
                 agents: Default::default(),
+                populations: Default::default(),
                 sop: Sop {
                     start: String::new(),
                     end: "end".into(),

@@ -22,8 +22,14 @@ pub struct Scenario {
     /// LLM defaults for every call; states, roles and agents may override fields.
     #[serde(default)]
     pub llm: LlmSettings,
-    /// Agents by name.
+    /// Agents by name. Once loaded, the members of `populations` follow the agents
+    /// the file names (they are not written back out).
+    #[serde(serialize_with = "named_agents")]
     pub agents: IndexMap<String, AgentSpec>,
+    /// Agents generated from templates, by population name: many agents playing one
+    /// role, and the network of who sees whom.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub populations: IndexMap<String, super::PopulationSpec>,
     pub sop: Sop,
     /// Tools agents may call: name → definition. A role lists the ones it uses.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
@@ -265,6 +271,24 @@ pub struct AgentSpec {
     /// A person types this agent's turns on standard input.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub human: bool,
+    /// Set on the agents a population generated.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub member: Option<super::Member>,
+}
+
+/// Writes the agents a file names, leaving out population members (the file's
+/// `populations` section makes them again).
+fn named_agents<S: serde::Serializer>(
+    agents: &IndexMap<String, AgentSpec>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(None)?;
+    for (name, agent) in agents.iter().filter(|(_, a)| a.member.is_none()) {
+        map.serialize_entry(name, agent)?;
+    }
+    map.end()
 }
 
 /// The standard operating procedure: a graph of states.
@@ -628,8 +652,14 @@ pub struct TransitionRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_turns: Option<u32>,
-    /// Where `max_turns` leads (default: the first of `next`). Naming this state itself
-    /// starts a new visit of it (a new round), as every move into a state does.
+    /// Simultaneous states: leave after this many rounds in one visit (a round counts a
+    /// turn per player in `max_turns`, however many players there are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_rounds: Option<u32>,
+    /// Where `max_turns` and `max_rounds` lead (default: the first of `next`). Naming
+    /// this state itself starts a new visit of it (a new round), as every move into a
+    /// state does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_max_turns: Option<String>,
     /// Move when the last message contains a keyword (case-insensitive). After a
@@ -714,8 +744,9 @@ pub struct Script {
     pub summary: Option<String>,
 }
 
-/// Who plays each role in each state: state → role → agent ([`Scenario::players`]).
-pub type Players = std::collections::HashMap<String, std::collections::HashMap<String, String>>;
+/// Who plays each role in each state: state → role → its agents ([`Scenario::players`]).
+pub type Players =
+    std::collections::HashMap<String, std::collections::HashMap<String, Vec<String>>>;
 
 impl Scenario {
     /// The model settings of a call in `state`, layered from the inside out: the agent's
@@ -776,8 +807,8 @@ impl Scenario {
                 .any(|c| c.knowledge.is_some())
     }
 
-    /// Who plays each role in each state (state → role → agent; the first agent listed
-    /// for a role), built in one pass over the agents.
+    /// Who plays each role in each state (state → role → its agents, in file order: one
+    /// named agent, or a population's members), built in one pass over the agents.
     pub fn players(&self) -> Players {
         let mut players = Players::new();
         for (name, agent) in &self.agents {
@@ -786,7 +817,8 @@ impl Scenario {
                     .entry(state.clone())
                     .or_default()
                     .entry(role.clone())
-                    .or_insert_with(|| name.clone());
+                    .or_default()
+                    .push(name.clone());
             }
         }
         players

@@ -10,6 +10,8 @@ use super::aiwaves::{self, is_aiwaves, Imported};
 use super::data_file::{read_objects, DataFileError};
 use super::format::Scenario;
 use super::knowledge_file::{read_entries, KnowledgeFileError};
+use super::population::{expand, Network, PersonaSource};
+use super::table_file::{read_edges, read_rows, TableFileError};
 use super::tools::ToolKind;
 use super::validate::{self, Problem};
 use crate::chain::chain;
@@ -76,6 +78,63 @@ enum NamedFileError {
         #[source]
         source: DataFileError,
     },
+    #[error("line {line}: {name:?} is not a member of this population")]
+    UnknownMember { line: usize, name: String },
+    #[error("{}", .path.display())]
+    Table {
+        path: PathBuf,
+        #[source]
+        source: TableFileError,
+    },
+}
+
+/// The folder a scenario's files must lie in, and the folders the user allowed too.
+struct Folder {
+    dir: PathBuf,
+    roots: Vec<PathBuf>,
+}
+
+impl Folder {
+    fn of(path: &Path, allowed: &[PathBuf]) -> Self {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let mut roots: Vec<PathBuf> = std::iter::once(dir)
+            .chain(allowed.iter().map(PathBuf::as_path))
+            .filter_map(|d| d.canonicalize().ok())
+            .collect();
+        roots.dedup();
+        Self {
+            dir: dir.to_path_buf(),
+            roots,
+        }
+    }
+
+    /// The real path of a file the scenario names, if it exists within the roots (a
+    /// shared config must not read `../../../etc/passwd` into a prompt).
+    fn confined(&self, named: &str) -> Result<PathBuf, NamedFileError> {
+        let resolved = self.dir.join(named);
+        match resolved.canonicalize() {
+            Err(_) => Err(NamedFileError::Missing(resolved)),
+            Ok(real) if !self.roots.iter().any(|r| real.starts_with(r)) => {
+                Err(NamedFileError::Outside {
+                    real,
+                    dir: self.dir.clone(),
+                })
+            }
+            Ok(real) => Ok(real),
+        }
+    }
+
+    fn table<T>(
+        &self,
+        named: &str,
+        read: impl FnOnce(&Path) -> Result<T, TableFileError>,
+    ) -> Result<T, NamedFileError> {
+        let real = self.confined(named)?;
+        read(&real).map_err(|source| NamedFileError::Table { path: real, source })
+    }
 }
 
 /// Checks that `path` holds what a tool (or component) of `kind` reads.
@@ -157,7 +216,12 @@ fn strip_position(msg: &str) -> String {
 }
 
 /// Turns a native-format document into a validated scenario, reporting every problem.
+/// Files its populations read must lie in the folder of `path`.
 pub fn from_document(path: &Path, doc: Value) -> Result<Scenario, ScenarioError> {
+    from_document_in(path, doc, &Folder::of(path, &[]))
+}
+
+fn from_document_in(path: &Path, doc: Value, folder: &Folder) -> Result<Scenario, ScenarioError> {
     let invalid = |problems: Vec<Problem>| ScenarioError::Invalid {
         path: path.to_path_buf(),
         count: problems.len(),
@@ -167,17 +231,102 @@ pub fn from_document(path: &Path, doc: Value) -> Result<Scenario, ScenarioError>
     if !problems.is_empty() {
         return Err(invalid(problems));
     }
-    let scenario: Scenario = serde_path_to_error::deserialize(&doc).map_err(|e| {
+    let mut scenario: Scenario = serde_path_to_error::deserialize(&doc).map_err(|e| {
         invalid(vec![Problem {
             path: super::path::FieldPath::raw(e.path().to_string()),
             message: e.into_inner().to_string(),
         }])
     })?;
+    let problems = add_populations(&mut scenario, folder);
+    if !problems.is_empty() {
+        return Err(invalid(problems));
+    }
     let problems = validate::check(&scenario, &Estimator);
     if !problems.is_empty() {
         return Err(invalid(problems));
     }
     Ok(scenario)
+}
+
+/// Makes every population's members (reading its persona table and edge list) and
+/// adds them to the agents, after the agents the file names.
+fn add_populations(scenario: &mut Scenario, folder: &Folder) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let populations = std::mem::take(&mut scenario.populations);
+    let mut kept = indexmap::IndexMap::with_capacity(populations.len());
+    for (key, mut pop) in populations {
+        let path = super::path::FieldPath::root().key("populations").key(&key);
+        let rows = match &pop.personas {
+            None => Ok(Vec::new()),
+            Some(PersonaSource::Rows(rows)) => Ok(rows.clone()),
+            Some(PersonaSource::File(named)) => folder.table(named, read_rows),
+        };
+        let members = rows
+            .map_err(|e| Problem {
+                path: path.key("personas"),
+                message: chain(&e),
+            })
+            .and_then(|rows| {
+                expand(&key, &pop, &rows).map_err(|e| Problem {
+                    path: e.field.split('.').fold(path.clone(), |p, k| p.key(k)),
+                    message: e.message,
+                })
+            });
+        let members = match members {
+            Ok(m) => m,
+            Err(p) => {
+                problems.push(p);
+                continue;
+            }
+        };
+        if let Some((name, _)) = members
+            .iter()
+            .find(|(name, _)| scenario.agents.contains_key(name))
+        {
+            problems.push(Problem {
+                path: path.key("name"),
+                message: format!("member {name:?} has the name of another agent"),
+            });
+            continue;
+        }
+        if let Network::File { path: named } = &pop.network {
+            let index: std::collections::HashMap<&str, u32> = members
+                .iter()
+                .enumerate()
+                .map(|(i, (name, _))| (name.as_str(), i as u32))
+                .collect();
+            let edges = folder.table(named, read_edges).and_then(|pairs| {
+                pairs
+                    .iter()
+                    .enumerate()
+                    .map(|(line, (a, b))| match (index.get(a.as_str()), index.get(b.as_str())) {
+                        (Some(&a), Some(&b)) => Ok((a, b)),
+                        _ => {
+                            let unknown = if index.contains_key(a.as_str()) { b } else { a };
+                            Err(NamedFileError::UnknownMember {
+                                line: line + 1,
+                                name: unknown.clone(),
+                            })
+                        }
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            });
+            match edges {
+                Ok(edges) => pop.edges = edges,
+                Err(e) => {
+                    problems.push(Problem {
+                        path: path.key("network").key("path"),
+                        message: chain(&e),
+                    });
+                    continue;
+                }
+            }
+        }
+        scenario.agents.extend(members);
+        kept.insert(key, pop);
+    }
+    scenario.populations = kept;
+    problems
 }
 
 /// Loads and validates a scenario file (native, or an aiwaves config translated).
@@ -191,32 +340,10 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 fn resolve_files(
     path: &Path,
     mut scenario: Scenario,
-    allowed: &[PathBuf],
+    folder: &Folder,
 ) -> Result<Scenario, ScenarioError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut roots: Vec<PathBuf> = std::iter::once(dir)
-        .chain(allowed.iter().map(PathBuf::as_path))
-        .filter_map(|d| d.canonicalize().ok())
-        .collect();
-    roots.dedup();
     let mut problems = Vec::new();
-    // The real path of a file the scenario names, if it exists within the roots.
-    let confined = |named: &str| -> Result<PathBuf, NamedFileError> {
-        let resolved = dir.join(named);
-        match resolved.canonicalize() {
-            Err(_) => Err(NamedFileError::Missing(resolved)),
-            Ok(real) if !roots.iter().any(|r| real.starts_with(r)) => {
-                Err(NamedFileError::Outside {
-                    real,
-                    dir: dir.to_path_buf(),
-                })
-            }
-            Ok(real) => Ok(real),
-        }
-    };
+    let confined = |named: &str| folder.confined(named);
     for (state_name, state) in scenario.sop.states.iter_mut() {
         for (role, comps) in state.components.iter_mut() {
             let Some(k) = comps.knowledge.as_mut() else {
@@ -299,13 +426,14 @@ pub fn load_any_with(
 ) -> Result<(Scenario, Option<Imported>), ScenarioError> {
     let text = read_text(path)?;
     let doc = parse_json(path, &text)?;
+    let folder = Folder::of(path, allowed);
     if !is_aiwaves(&doc) {
-        let scenario = from_document(path, doc)?;
-        return resolve_files(path, scenario, allowed).map(|s| (s, None));
+        let scenario = from_document_in(path, doc, &folder)?;
+        return resolve_files(path, scenario, &folder).map(|s| (s, None));
     }
     let (native, imported) = import_aiwaves(path, &doc)?;
-    let scenario = from_document(path, native)?;
-    resolve_files(path, scenario, allowed).map(|s| (s, Some(imported)))
+    let scenario = from_document_in(path, native, &folder)?;
+    resolve_files(path, scenario, &folder).map(|s| (s, Some(imported)))
 }
 
 /// Translates an aiwaves config at `path` into a native scenario document.

@@ -10,6 +10,8 @@ mod load;
 mod outcomes;
 mod path;
 mod persona;
+mod table_file;
+mod population;
 pub mod reference;
 mod tools;
 mod validate;
@@ -25,6 +27,10 @@ pub use load::{
 };
 pub use outcomes::*;
 pub use path::FieldPath;
+pub use population::{
+    expand as expand_population, member_name, Distribution, ExpandError, Member, Neighbourhood,
+    Network, PersonaSource, PopulationSpec, MAX_MEMBERS,
+};
 pub use persona::{identity, role_text, Persona, RoleText, OPENING_NOTE};
 pub use tools::{
     compile_arguments_schema, is_loopback, loopback_allowlist, max_tool_steps, tools_of,

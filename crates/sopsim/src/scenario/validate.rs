@@ -175,6 +175,7 @@ fn schema_message(raw: &str) -> String {
 /// validate` and as warnings when a run starts; they never fail validation.
 pub fn advice(s: &Scenario) -> Vec<Problem> {
     let mut out = Vec::new();
+    let players = s.players();
     for (name, state) in &s.sop.states {
         if state.turns != super::format::Turns::Simultaneous {
             continue;
@@ -202,7 +203,10 @@ pub fn advice(s: &Scenario) -> Vec<Problem> {
                     .into(),
             });
         }
-        if let Some(note) = t.max_turns.and_then(|max| uneven_rounds(max, state)) {
+        let seats = players
+            .get(name)
+            .map_or(0, |roles| roles.values().map(Vec::len).sum::<usize>()) as u32;
+        if let Some(note) = t.max_turns.and_then(|max| uneven_rounds(max, state, seats)) {
             out.push(Problem {
                 path: path.key("transition").key("max_turns"),
                 message: note,
@@ -224,10 +228,10 @@ pub fn advice(s: &Scenario) -> Vec<Problem> {
 }
 
 /// A note when a simultaneous state's `max_turns` falls inside a round: a round counts
-/// one turn per role (after the visit's opening, which counts one), and the transition
-/// is checked only after a whole round.
-fn uneven_rounds(max: u32, state: &super::format::State) -> Option<String> {
-    let roles = state.roles.len() as u32;
+/// one turn per player, `seats` in all (after the visit's opening, which counts one),
+/// and the transition is checked only after a whole round.
+fn uneven_rounds(max: u32, state: &super::format::State, seats: u32) -> Option<String> {
+    let roles = seats;
     let opening = u32::from(state.begin_query.is_some());
     if roles < 2 || max <= opening || (max - opening).is_multiple_of(roles) {
         return None;
@@ -237,7 +241,8 @@ fn uneven_rounds(max: u32, state: &super::format::State) -> Option<String> {
     let opening = if opening == 1 { "the opening and " } else { "" };
     Some(format!(
         "{max} is not a whole number of rounds: each round counts {roles} turns (one per \
-         role), so the state leaves after {opening}{rounds} round(s), at {reached} turns"
+         player), so the state leaves after {opening}{rounds} round(s), at {reached} turns \
+         (max_rounds counts rounds)"
     ))
 }
 
@@ -246,6 +251,7 @@ pub fn check(s: &Scenario, counter: &dyn TokenCounter) -> Vec<Problem> {
     let mut v = Checker { s, out: Vec::new() };
     v.top_level();
     v.agents();
+    v.populations();
     v.states(counter);
     v.graph();
     v.script();
@@ -316,7 +322,7 @@ impl<'a> Checker<'a> {
             .iter()
             .map(|(n, st)| (n.as_str(), st.roles.iter().map(String::as_str).collect()))
             .collect();
-        for (name, agent) in &s.agents {
+        for (name, agent) in s.agents.iter().filter(|(_, a)| a.member.is_none()) {
             let path = root().key("agents").key(name);
             if name.trim().is_empty() {
                 self.problem(path.clone(), "agent names must not be empty");
@@ -339,6 +345,44 @@ impl<'a> Checker<'a> {
                         ),
                     Some(_) => {}
                 }
+            }
+        }
+    }
+
+    /// Each population's roles and network. Its members were checked as they were made
+    /// (`load.rs`); what they play is checked here once, not once per member.
+    fn populations(&mut self) {
+        let s = self.s;
+        for (key, pop) in &s.populations {
+            let path = root().key("populations").key(key);
+            self.printable_name(&path.key("name"), &pop.name);
+            if pop.roles.is_empty() {
+                self.problem(path.key("roles"), "the population plays no role in any state");
+            }
+            for (state_name, role) in &pop.roles {
+                let rpath = path.key("roles").key(state_name);
+                match s.sop.states.get(state_name) {
+                    None => self.problem(rpath, format!("unknown state {state_name:?}")),
+                    Some(state) if !state.roles.contains(role) => self.problem(
+                        rpath,
+                        format!(
+                            "role {role:?} is not among the roles of state {state_name:?} ({})",
+                            list(&state.roles)
+                        ),
+                    ),
+                    Some(state) if state.turns != super::format::Turns::Simultaneous => self
+                        .problem(
+                            rpath,
+                            format!(
+                                "a population's role is played by all its members at once: \
+                                 state {state_name:?} must have \"turns\": \"simultaneous\""
+                            ),
+                        ),
+                    Some(_) => {}
+                }
+            }
+            if let Some((field, message)) = pop.network.check(pop.count) {
+                self.problem(path.key("network").key(field), message);
             }
         }
     }
@@ -437,17 +481,27 @@ impl<'a> Checker<'a> {
                 continue;
             }
             let players = played_by.remove(role.as_str()).unwrap_or_default();
+            let population = |agent: &str| {
+                self.s.agents[agent]
+                    .member
+                    .as_ref()
+                    .map(|m| m.population.as_str())
+            };
+            let one_population = population(players.first().copied().unwrap_or_default())
+                .is_some_and(|p| players.iter().all(|a| population(a) == Some(p)));
             match players.as_slice() {
                 [] => self.problem(
                     path.key("roles").index(i),
                     format!("no agent plays role {role:?} in this state"),
                 ),
                 [_] => {}
+                _ if one_population => {}
                 many => self.problem(
                     path.key("roles").index(i),
                     format!(
-                        "role {role:?} is played by several agents ({}); one agent per role",
-                        many.join(", ")
+                        "role {role:?} is played by several agents ({}); one agent (or one \
+                         population) per role",
+                        list_some(many)
                     ),
                 ),
             }
@@ -478,10 +532,10 @@ impl<'a> Checker<'a> {
         let tpath = path.key("transition");
         let in_next = |target: &str| state.next.iter().any(|n| n == target);
         if let Some(target) = &t.on_max_turns {
-            if t.max_turns.is_none() {
+            if t.max_turns.is_none() && t.max_rounds.is_none() {
                 self.problem(
                     tpath.key("on_max_turns"),
-                    "set max_turns too, or drop on_max_turns",
+                    "set max_turns or max_rounds too, or drop on_max_turns",
                 );
             }
             if !in_next(target) {
@@ -529,7 +583,16 @@ impl<'a> Checker<'a> {
                 );
             }
         }
-        let can_leave = t.max_turns.is_some() || t.judge.is_some() || !t.keywords.is_empty();
+        if t.max_rounds.is_some() && state.turns != super::format::Turns::Simultaneous {
+            self.problem(
+                tpath.key("max_rounds"),
+                "only a simultaneous state has rounds; use max_turns",
+            );
+        }
+        let can_leave = t.max_turns.is_some()
+            || t.max_rounds.is_some()
+            || t.judge.is_some()
+            || !t.keywords.is_empty();
         if state.next.is_empty() {
             self.problem(
                 path.key("next"),
@@ -541,10 +604,14 @@ impl<'a> Checker<'a> {
         } else if !can_leave {
             self.problem(
                 tpath.clone(),
-                "no transition rule can leave this state: set max_turns, keywords or a judge",
+                "no transition rule can leave this state: set max_turns, max_rounds, keywords \
+                 or a judge",
             );
         }
-        if t.max_turns.is_some() && t.on_max_turns.is_none() && state.next.is_empty() {
+        if (t.max_turns.is_some() || t.max_rounds.is_some())
+            && t.on_max_turns.is_none()
+            && state.next.is_empty()
+        {
             self.problem(
                 tpath.key("max_turns"),
                 "max_turns needs a state in next to move to",
@@ -556,7 +623,11 @@ impl<'a> Checker<'a> {
         let budget = self.s.environment.prompt_token_budget;
         let players = self.s.players();
         for role in &state.roles {
-            let Some(agent_name) = players.get(name).and_then(|p| p.get(role)) else {
+            let Some(agent_name) = players
+                .get(name)
+                .and_then(|p| p.get(role))
+                .and_then(|agents| agents.first())
+            else {
                 continue;
             };
             let agent = &self.s.agents[agent_name];
@@ -741,6 +812,16 @@ fn reachable<'a>(from: &'a str, edges: impl Fn(&str) -> Vec<&'a str>) -> HashSet
         }
     }
     seen
+}
+
+/// At most eight names, and how many more.
+fn list_some(names: &[&str]) -> String {
+    const SHOWN: usize = 8;
+    let mut out = names[..names.len().min(SHOWN)].join(", ");
+    if names.len() > SHOWN {
+        out.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    out
 }
 
 fn list(items: &[String]) -> String {

@@ -49,6 +49,7 @@ pub enum Transition {
 pub enum Cause {
     Keyword(String),
     MaxTurns(u32),
+    MaxRounds(u32),
     Judge,
     Nothing,
 }
@@ -76,6 +77,8 @@ pub struct SopEngine {
     /// Visits started so far, by state.
     visits_by_state: HashMap<String, u32>,
     turns_in_visit: u32,
+    /// Simultaneous rounds finished in the current visit.
+    rounds_in_visit: u32,
     next_in_order: usize,
     last_role: Option<String>,
     rng: ChaCha8Rng,
@@ -92,6 +95,7 @@ impl SopEngine {
             visits: 0,
             visits_by_state: HashMap::new(),
             turns_in_visit: 0,
+            rounds_in_visit: 0,
             next_in_order: 0,
             last_role: None,
             rng: ChaCha8Rng::seed_from_u64(seed),
@@ -186,6 +190,12 @@ impl SopEngine {
         self.turns_in_visit += 1;
     }
 
+    /// Records that a simultaneous round of the current visit is over (its turns are
+    /// recorded one by one with [`Self::record_turn`]).
+    pub fn record_round(&mut self) {
+        self.rounds_in_visit += 1;
+    }
+
     /// Checks the current state's transition rules against the last message.
     pub fn check_transition(&self, last_message: &str) -> Check {
         self.check_round(&[last_message])
@@ -207,16 +217,19 @@ impl SopEngine {
         if let Some(kw) = found {
             return Check::Decided(self.target(&kw.to), Cause::Keyword(kw.keyword.clone()));
         }
-        if let Some(max) = rule.max_turns {
-            if self.turns_in_visit >= max {
-                let to = rule
-                    .on_max_turns
-                    .as_ref()
-                    .or(state.next.first())
-                    .cloned()
-                    .unwrap_or_default();
-                return Check::Decided(self.target(&to), Cause::MaxTurns(max));
-            }
+        let limit = match (rule.max_turns, rule.max_rounds) {
+            (Some(max), _) if self.turns_in_visit >= max => Some(Cause::MaxTurns(max)),
+            (_, Some(max)) if self.rounds_in_visit >= max => Some(Cause::MaxRounds(max)),
+            _ => None,
+        };
+        if let Some(cause) = limit {
+            let to = rule
+                .on_max_turns
+                .as_ref()
+                .or(state.next.first())
+                .cloned()
+                .unwrap_or_default();
+            return Check::Decided(self.target(&to), cause);
         }
         if rule.judge.is_some() {
             let mut choices = vec![STAY.to_string()];
@@ -282,6 +295,7 @@ impl SopEngine {
         self.current = state;
         self.visits += 1;
         self.turns_in_visit = 0;
+        self.rounds_in_visit = 0;
         self.last_role = None;
         let st = &self.scenario.sop.states[&self.current];
         let begin = self.scenario.begin_role(st);

@@ -1,0 +1,231 @@
+//! Who is linked to whom in a population: each member's neighbours, built once per run
+//! from the population's `network` and the run's seed. Pure; the random graphs
+//! (Erdős–Rényi, Barabási–Albert) come from rustworkx-core, the regular ones (ring,
+//! torus, groups) and Watts–Strogatz's rewiring are built here.
+
+use std::collections::BTreeSet;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rustworkx_core::generators::{barabasi_albert_graph, gnp_random_graph};
+use rustworkx_core::petgraph::graph::UnGraph;
+use rustworkx_core::petgraph::visit::EdgeRef;
+
+use crate::scenario::{Neighbourhood, Network, PopulationSpec};
+
+/// Each member's neighbours (member numbers from 0), sorted; `None` for a complete
+/// network, where everyone sees everyone and no list is kept.
+pub type Neighbours = Option<Vec<Vec<u32>>>;
+
+/// A network that could not be built (parameters validation let through).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the {kind} network cannot link {count} members with these parameters")]
+pub struct NetworkError {
+    pub kind: &'static str,
+    pub count: usize,
+}
+
+/// The neighbours of every member of `population`, drawn with `seed`.
+pub fn neighbours(population: &PopulationSpec, seed: u64) -> Result<Neighbours, NetworkError> {
+    let n = population.count;
+    let fail = || NetworkError {
+        kind: population.network.kind(),
+        count: n,
+    };
+    let edges: Vec<(u32, u32)> = match population.network {
+        Network::Complete => return Ok(None),
+        Network::Groups { size } => groups(n, size),
+        Network::Ring { k } => ring(n, k),
+        Network::Lattice {
+            width,
+            neighbourhood,
+        } => torus(n, width, neighbourhood),
+        Network::SmallWorld { k, p } => rewired(ring(n, k), n, p, seed),
+        Network::Random { p } => {
+            let g: UnGraph<(), ()> =
+                gnp_random_graph(n, p, Some(seed), || (), || ()).map_err(|_| fail())?;
+            edge_list(&g)
+        }
+        Network::ScaleFree { m } => {
+            let g: UnGraph<(), ()> =
+                barabasi_albert_graph(n, m, Some(seed), None, || (), || ()).map_err(|_| fail())?;
+            edge_list(&g)
+        }
+        Network::File { .. } => population.edges.clone(),
+    };
+    Ok(Some(lists(n, &edges)))
+}
+
+fn edge_list(g: &UnGraph<(), ()>) -> Vec<(u32, u32)> {
+    g.edge_references()
+        .map(|e| (e.source().index() as u32, e.target().index() as u32))
+        .collect()
+}
+
+/// Sorted neighbour lists from undirected edges, without self-links or repeats.
+fn lists(n: usize, edges: &[(u32, u32)]) -> Vec<Vec<u32>> {
+    let mut out = vec![Vec::new(); n];
+    for &(a, b) in edges {
+        if a != b && (a as usize) < n && (b as usize) < n {
+            out[a as usize].push(b);
+            out[b as usize].push(a);
+        }
+    }
+    for list in &mut out {
+        list.sort_unstable();
+        list.dedup();
+    }
+    out
+}
+
+fn groups(n: usize, size: usize) -> Vec<(u32, u32)> {
+    let mut edges = Vec::new();
+    for start in (0..n).step_by(size.max(1)) {
+        let end = (start + size).min(n);
+        for a in start..end {
+            for b in a + 1..end {
+                edges.push((a as u32, b as u32));
+            }
+        }
+    }
+    edges
+}
+
+/// Each member linked to the `k / 2` next along the ring (and so to the `k / 2` before).
+fn ring(n: usize, k: usize) -> Vec<(u32, u32)> {
+    let mut edges = Vec::with_capacity(n * k / 2);
+    for j in 1..=k / 2 {
+        for a in 0..n {
+            edges.push((a as u32, ((a + j) % n) as u32));
+        }
+    }
+    edges
+}
+
+fn torus(n: usize, width: usize, hood: Neighbourhood) -> Vec<(u32, u32)> {
+    let height = n / width.max(1);
+    // Each link once: right and down, plus both downward diagonals for Moore.
+    let offsets: &[(isize, isize)] = match hood {
+        Neighbourhood::VonNeumann => &[(1, 0), (0, 1)],
+        Neighbourhood::Moore => &[(1, 0), (0, 1), (1, 1), (-1, 1)],
+    };
+    let mut edges = Vec::with_capacity(n * offsets.len());
+    for y in 0..height {
+        for x in 0..width {
+            for &(dx, dy) in offsets {
+                let nx = (x as isize + dx).rem_euclid(width as isize) as usize;
+                let ny = (y as isize + dy).rem_euclid(height as isize) as usize;
+                edges.push(((y * width + x) as u32, (ny * width + nx) as u32));
+            }
+        }
+    }
+    edges
+}
+
+/// Watts–Strogatz: each ring link `(a, b)` is moved, with probability `p`, to `(a, c)`
+/// for a member `c` drawn uniformly among those `a` is not yet linked to.
+fn rewired(ring: Vec<(u32, u32)>, n: usize, p: f64, seed: u64) -> Vec<(u32, u32)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut links: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n];
+    for &(a, b) in &ring {
+        links[a as usize].insert(b);
+        links[b as usize].insert(a);
+    }
+    for (a, b) in ring {
+        if !rng.random_bool(p) || links[a as usize].len() + 1 >= n {
+            continue;
+        }
+        let c = loop {
+            let c = rng.random_range(0..n as u32);
+            if c != a && !links[a as usize].contains(&c) {
+                break c;
+            }
+        };
+        links[a as usize].remove(&b);
+        links[b as usize].remove(&a);
+        links[a as usize].insert(c);
+        links[c as usize].insert(a);
+    }
+    links
+        .iter()
+        .enumerate()
+        .flat_map(|(a, set)| set.iter().map(move |&b| (a as u32, b)))
+        .filter(|(a, b)| a < b)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn population(network: Network, count: usize) -> PopulationSpec {
+        let mut p: PopulationSpec = serde_json::from_value(serde_json::json!({
+            "name": "P{i}", "count": count, "roles": {"s": "R"}
+        }))
+        .unwrap();
+        p.network = network;
+        p
+    }
+
+    fn build(network: Network, count: usize, seed: u64) -> Vec<Vec<u32>> {
+        neighbours(&population(network, count), seed).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_ring_of_six_links_each_member_to_the_two_beside_it() {
+        let ring = build(Network::Ring { k: 2 }, 6, 0);
+        assert_eq!(ring[0], [1, 5]);
+        assert_eq!(ring[3], [2, 4]);
+        let wide = build(Network::Ring { k: 4 }, 6, 0);
+        assert_eq!(wide[0], [1, 2, 4, 5]);
+    }
+
+    #[test]
+    fn a_moore_torus_gives_everyone_eight_neighbours_across_the_edges() {
+        let t = build(
+            Network::Lattice {
+                width: 4,
+                neighbourhood: Neighbourhood::Moore,
+            },
+            16,
+            0,
+        );
+        assert!(t.iter().all(|l| l.len() == 8));
+        // The corner 0 (x 0, y 0) wraps to x 3 and y 3.
+        assert_eq!(t[0], [1, 3, 4, 5, 7, 12, 13, 15]);
+        let vn = build(
+            Network::Lattice {
+                width: 4,
+                neighbourhood: Neighbourhood::VonNeumann,
+            },
+            16,
+            0,
+        );
+        assert_eq!(vn[0], [1, 3, 4, 12]);
+    }
+
+    #[test]
+    fn groups_see_only_their_own_members() {
+        let g = build(Network::Groups { size: 3 }, 7, 0);
+        assert_eq!(g[0], [1, 2]);
+        assert_eq!(g[4], [3, 5]);
+        assert_eq!(g[6], Vec::<u32>::new());
+    }
+
+    #[test]
+    fn random_networks_follow_the_seed_and_keep_their_degree() {
+        let sw = |seed| build(Network::SmallWorld { k: 4, p: 0.2 }, 100, seed);
+        assert_eq!(sw(7), sw(7));
+        assert_ne!(sw(7), sw(8));
+        let links: usize = sw(7).iter().map(Vec::len).sum();
+        assert_eq!(links, 100 * 4, "rewiring moves links, it does not add or drop them");
+        let er = build(Network::Random { p: 0.1 }, 200, 3);
+        let mean = er.iter().map(Vec::len).sum::<usize>() as f64 / 200.0;
+        assert!((mean - 19.9).abs() < 3.0, "mean degree {mean}");
+        let ba = build(Network::ScaleFree { m: 2 }, 300, 3);
+        assert!(ba.iter().all(|l| !l.is_empty()));
+        let max = ba.iter().map(Vec::len).max().unwrap();
+        assert!(max > 15, "a hub forms: max degree {max}");
+        assert_eq!(neighbours(&population(Network::Complete, 5), 0).unwrap(), None);
+    }
+}

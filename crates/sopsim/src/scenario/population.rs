@@ -1,0 +1,409 @@
+//! The `populations` section: agents generated from a template (a name pattern, a
+//! count, the roles every member plays, persona fields from a table or seeded draws)
+//! and the network that says whose messages each member sees.
+//!
+//! Pure: [`expand`] turns a population and its persona rows (read by `load.rs`) into
+//! agents; the network is built per run from the run's seed (`crate::network`).
+
+use indexmap::IndexMap;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::format::{AgentSpec, LlmSettings};
+use crate::template;
+
+/// The most members one population may have.
+pub const MAX_MEMBERS: usize = 100_000;
+
+/// A population: `count` agents made from one template.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PopulationSpec {
+    /// Each member's name: a pattern with `{i}`, the member's number from 1 (`"P{i}"`
+    /// names them P1, P2, …).
+    pub name: String,
+    /// How many members (at most 100,000).
+    #[schemars(range(min = 1, max = 100_000))]
+    pub count: usize,
+    /// State name → the role every member plays there. A population's role is played by
+    /// all of its members, so its states must be simultaneous.
+    pub roles: IndexMap<String, String>,
+    /// How each member speaks: a template over its persona fields, `{name}` and `{i}`
+    /// (e.g. `"{temper} and {age} years old."`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub style: String,
+    /// Persona rows, member `i` taking row `i`: a list of objects, or a `.csv` (with a
+    /// header row) or `.jsonl` file in the scenario's folder. There must be at least
+    /// `count` rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub personas: Option<PersonaSource>,
+    /// Persona fields drawn for each member: field name → distribution.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub draw: IndexMap<String, Distribution>,
+    /// The seed of `draw` (default 0): the same members in every run of the scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Whose messages each member sees (default `complete`: everyone's).
+    #[serde(default, skip_serializing_if = "Network::is_complete")]
+    pub network: Network,
+    /// LLM settings for every member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmSettings>,
+    /// The edge list's pairs as member numbers from 0 (a `file` network), read when the
+    /// scenario is loaded.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub edges: Vec<(u32, u32)>,
+}
+
+/// Where persona rows come from.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum PersonaSource {
+    /// The rows themselves: objects of strings, numbers and booleans.
+    Rows(Vec<IndexMap<String, Value>>),
+    /// A `.csv` or `.jsonl` file, relative to the scenario file.
+    File(String),
+}
+
+/// A seeded distribution of one persona field.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Distribution {
+    /// One of these, each as likely.
+    OneOf(Vec<Value>),
+    /// A real number in `[low, high)`, written with two decimals.
+    Uniform([f64; 2]),
+    /// A whole number in `[low, high]`.
+    Integers([i64; 2]),
+}
+
+/// Who sees whom within a population. Seeded from the run's seed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Network {
+    /// Everyone sees everyone.
+    #[default]
+    Complete,
+    /// Members in consecutive groups of `size` (the last may be smaller), each seeing
+    /// its own group.
+    Groups { size: usize },
+    /// A ring: each member sees the `k` nearest (`k / 2` on each side; `k` even).
+    Ring {
+        #[serde(default = "default_ring_k")]
+        k: usize,
+    },
+    /// A square grid `width` members wide that wraps at its edges (a torus); `count`
+    /// must be a multiple of `width`. `moore`: the 8 around; `von_neumann`: the 4
+    /// beside.
+    Lattice {
+        width: usize,
+        #[serde(default)]
+        neighbourhood: Neighbourhood,
+    },
+    /// Watts–Strogatz: a ring of `k` nearest, each link rewired with probability `p`.
+    SmallWorld { k: usize, p: f64 },
+    /// Erdős–Rényi: each pair linked with probability `p`.
+    Random { p: f64 },
+    /// Barabási–Albert: each new member links to `m` members, preferring the linked.
+    ScaleFree { m: usize },
+    /// Links listed in a `.csv` file of member-name pairs (no header), relative to the
+    /// scenario file.
+    File { path: String },
+}
+
+fn default_ring_k() -> usize {
+    2
+}
+
+impl Network {
+    fn is_complete(&self) -> bool {
+        *self == Network::Complete
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Network::Complete => "complete",
+            Network::Groups { .. } => "groups",
+            Network::Ring { .. } => "ring",
+            Network::Lattice { .. } => "lattice",
+            Network::SmallWorld { .. } => "small_world",
+            Network::Random { .. } => "random",
+            Network::ScaleFree { .. } => "scale_free",
+            Network::File { .. } => "file",
+        }
+    }
+
+    /// Why these parameters cannot link `n` members: (field, message).
+    pub fn check(&self, n: usize) -> Option<(&'static str, String)> {
+        let ring = |k: usize| -> Option<(&'static str, String)> {
+            if k == 0 || k % 2 == 1 {
+                Some(("k", format!("{k}: must be even and at least 2")))
+            } else if k >= n {
+                Some(("k", format!("{k}: must be below count ({n})")))
+            } else {
+                None
+            }
+        };
+        let probability = |p: f64| {
+            (!(0.0..=1.0).contains(&p)).then(|| ("p", format!("{p}: must be within [0, 1]")))
+        };
+        match *self {
+            Network::Complete | Network::File { .. } => None,
+            Network::Groups { size } if size < 2 || size > n => Some((
+                "size",
+                format!("{size}: must be at least 2 and at most count ({n})"),
+            )),
+            Network::Groups { .. } => None,
+            Network::Ring { k } => ring(k),
+            Network::SmallWorld { k, p } => ring(k).or_else(|| probability(p)),
+            Network::Random { p } => probability(p),
+            Network::ScaleFree { m } if m == 0 || m >= n => {
+                Some(("m", format!("{m}: must be at least 1 and below count ({n})")))
+            }
+            Network::ScaleFree { .. } => None,
+            Network::Lattice { width, .. } if width < 3 || n % width != 0 || n / width < 3 => {
+                Some((
+                    "width",
+                    format!(
+                        "{width}: count ({n}) must be a multiple of width, with width and \
+                         height at least 3"
+                    ),
+                ))
+            }
+            Network::Lattice { .. } => None,
+        }
+    }
+}
+
+/// A lattice member's neighbours.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Neighbourhood {
+    /// The eight around (as in Nowak and May's spatial games).
+    #[default]
+    Moore,
+    /// The four beside.
+    VonNeumann,
+}
+
+/// Who a generated agent is: its population, number and persona.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Member {
+    pub population: String,
+    /// From 0, in the population's order.
+    pub index: u32,
+    /// Persona fields, as the member's style template saw them.
+    pub persona: IndexMap<String, String>,
+}
+
+/// Why a population cannot be expanded: the field (under the population) and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpandError {
+    pub field: String,
+    pub message: String,
+}
+
+fn error(field: impl Into<String>, message: impl Into<String>) -> ExpandError {
+    ExpandError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// The name of member `i` (from 0): the pattern with `{i}` as `i + 1`.
+pub fn member_name(pattern: &str, i: usize) -> String {
+    pattern.replace("{i}", &(i + 1).to_string())
+}
+
+/// A persona value as text: strings as they are, other scalars as JSON writes them.
+fn as_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(_) | Value::Bool(_) => Some(v.to_string()),
+        _ => None,
+    }
+}
+
+/// The agents of a population, named by its pattern, in order. `rows` are the persona
+/// rows (from the file, or the inline list).
+pub fn expand(
+    key: &str,
+    spec: &PopulationSpec,
+    rows: &[IndexMap<String, Value>],
+) -> Result<Vec<(String, AgentSpec)>, ExpandError> {
+    if !spec.name.contains("{i}") {
+        return Err(error(
+            "name",
+            format!("{:?} has no {{i}}: every member needs a name of its own", spec.name),
+        ));
+    }
+    if spec.count == 0 || spec.count > MAX_MEMBERS {
+        return Err(error(
+            "count",
+            format!("{}: must be 1 to {MAX_MEMBERS}", spec.count),
+        ));
+    }
+    if spec.personas.is_some() && rows.len() < spec.count {
+        return Err(error(
+            "personas",
+            format!(
+                "{} row(s) for {} members: each member takes a row of its own",
+                rows.len(),
+                spec.count
+            ),
+        ));
+    }
+    for (field, d) in &spec.draw {
+        let bad = match d {
+            Distribution::OneOf(items) if items.is_empty() => Some("needs at least one value"),
+            Distribution::OneOf(items) if items.iter().any(|v| as_text(v).is_none()) => {
+                Some("values must be strings, numbers or booleans")
+            }
+            Distribution::Uniform([lo, hi]) if !(lo.is_finite() && hi.is_finite() && lo < hi) => {
+                Some("[low, high] must be finite with low below high")
+            }
+            Distribution::Integers([lo, hi]) if lo > hi => Some("[low, high] needs low ≤ high"),
+            _ => None,
+        };
+        if let Some(why) = bad {
+            return Err(error(format!("draw.{field}"), why));
+        }
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed.unwrap_or(0));
+    let mut members = Vec::with_capacity(spec.count);
+    for i in 0..spec.count {
+        let name = member_name(&spec.name, i);
+        let mut persona: IndexMap<String, String> = IndexMap::new();
+        if let Some(row) = rows.get(i).filter(|_| spec.personas.is_some()) {
+            for (field, v) in row {
+                let text = as_text(v).ok_or_else(|| {
+                    error(
+                        format!("personas[{i}].{field}"),
+                        "must be a string, number or boolean",
+                    )
+                })?;
+                persona.insert(field.clone(), text);
+            }
+        }
+        for (field, d) in &spec.draw {
+            let value = match d {
+                Distribution::OneOf(items) => {
+                    as_text(&items[rng.random_range(0..items.len())]).unwrap_or_default()
+                }
+                Distribution::Uniform([lo, hi]) => format!("{:.2}", rng.random_range(*lo..*hi)),
+                Distribution::Integers([lo, hi]) => rng.random_range(*lo..=*hi).to_string(),
+            };
+            persona.insert(field.clone(), value);
+        }
+        let number = (i + 1).to_string();
+        let style = template::render(&spec.style, |k| match k {
+            "name" => Some(name.as_str().into()),
+            "i" => Some(number.as_str().into()),
+            k => persona.get(k).map(|v| v.as_str().into()),
+        })
+        .map_err(|e| {
+            let known: Vec<&str> = persona.keys().map(String::as_str).collect();
+            error(
+                "style",
+                format!(
+                    "{e} for {name} (its fields: name, i{}{})",
+                    if known.is_empty() { "" } else { ", " },
+                    known.join(", ")
+                ),
+            )
+        })?;
+        let agent = AgentSpec {
+            style,
+            roles: spec.roles.clone(),
+            llm: spec.llm.clone(),
+            human: false,
+            member: Some(Member {
+                population: key.to_string(),
+                index: i as u32,
+                persona,
+            }),
+        };
+        members.push((name, agent));
+    }
+    Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: Value) -> PopulationSpec {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn members_are_named_by_the_pattern_and_styled_from_their_rows_and_draws() {
+        let p = spec(serde_json::json!({
+            "name": "P{i}", "count": 3, "roles": {"round": "Player"},
+            "style": "{name} is {temper}, aged {age}.",
+            "personas": [{"temper": "calm"}, {"temper": "bold"}, {"temper": "shy"}],
+            "draw": {"age": {"integers": [20, 20]}}
+        }));
+        let rows = match &p.personas {
+            Some(PersonaSource::Rows(r)) => r.clone(),
+            _ => unreachable!(),
+        };
+        let members = expand("crowd", &p, &rows).unwrap();
+        let names: Vec<&str> = members.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["P1", "P2", "P3"]);
+        assert_eq!(members[1].1.style, "P2 is bold, aged 20.");
+        assert_eq!(members[2].1.roles["round"], "Player");
+        let m = members[2].1.member.as_ref().unwrap();
+        assert_eq!((m.population.as_str(), m.index), ("crowd", 2));
+    }
+
+    #[test]
+    fn draws_are_seeded_by_the_population() {
+        let p = spec(serde_json::json!({
+            "name": "P{i}", "count": 50, "roles": {"s": "R"}, "style": "{mood}",
+            "draw": {"mood": {"one_of": ["a", "b", "c"]}}
+        }));
+        let styles = |p: &PopulationSpec| -> Vec<String> {
+            expand("x", p, &[]).unwrap().into_iter().map(|(_, a)| a.style).collect()
+        };
+        assert_eq!(styles(&p), styles(&p));
+        let mut other = p.clone();
+        other.seed = Some(1);
+        assert_ne!(styles(&p), styles(&other));
+        assert!(styles(&p).iter().any(|s| s == "a") && styles(&p).iter().any(|s| s == "c"));
+    }
+
+    #[test]
+    fn bad_populations_name_their_field() {
+        let base = serde_json::json!({"name": "P{i}", "count": 3, "roles": {"s": "R"}});
+        let with = |k: &str, v: Value| {
+            let mut d = base.clone();
+            d[k] = v;
+            expand("x", &spec(d), &[]).unwrap_err()
+        };
+        assert_eq!(with("name", "P".into()).field, "name");
+        assert_eq!(with("count", 0.into()).field, "count");
+        assert_eq!(with("personas", "people.csv".into()).field, "personas");
+        assert_eq!(with("style", "{mood}".into()).field, "style");
+        let e = with("draw", serde_json::json!({"age": {"uniform": [5, 1]}}));
+        assert_eq!(e.field, "draw.age");
+    }
+
+    #[test]
+    fn network_parameters_are_checked_against_the_count() {
+        assert_eq!(Network::Ring { k: 6 }.check(6).unwrap().0, "k");
+        assert_eq!(Network::Ring { k: 3 }.check(10).unwrap().0, "k");
+        assert!(Network::Ring { k: 2 }.check(6).is_none());
+        assert_eq!(Network::Random { p: 1.5 }.check(10).unwrap().0, "p");
+        assert_eq!(Network::SmallWorld { k: 4, p: -0.1 }.check(10).unwrap().0, "p");
+        assert_eq!(Network::ScaleFree { m: 10 }.check(10).unwrap().0, "m");
+        let lattice = |width| Network::Lattice { width, neighbourhood: Neighbourhood::Moore };
+        assert_eq!(lattice(4).check(10).unwrap().0, "width");
+        assert!(lattice(5).check(25).is_none());
+        assert_eq!(Network::Groups { size: 1 }.check(10).unwrap().0, "size");
+    }
+}
