@@ -107,7 +107,7 @@ fn prisoners_dilemma_pays_each_round_from_the_choices() {
         (3, "Alice", "DEFECT", &[("COOPERATE", 0.4), ("DEFECT", 0.6)]),
         (3, "Bob", "DEFECT", &[]),
     ]);
-    let f = outcome_figures(&rules("prisoners_dilemma"), &t).unwrap();
+    let f = outcome_figures(&rules("prisoners_dilemma"), &t, 0).unwrap();
     // (C,C) 3/3, (C,D) 0/5, (D,D) 1/1
     assert_eq!(figure(&f, "payoff.Alice"), Some(4.0));
     assert_eq!(figure(&f, "payoff.Bob"), Some(9.0));
@@ -158,7 +158,7 @@ fn moves_are_read_from_the_text_when_no_choice_was_made() {
         (3, "Alice", "COOPERATE"),
         (3, "Bob", "I am not sure."),
     ]);
-    let f = outcome_figures(&rules, &t).unwrap();
+    let f = outcome_figures(&rules, &t, 0).unwrap();
     assert_eq!(figure(&f, "payoff.Alice"), Some(3.0));
     assert_eq!(figure(&f, "payoff.Bob"), Some(8.0));
     assert_eq!(figure(&f, "decision_failures"), Some(1.0));
@@ -181,7 +181,7 @@ fn public_goods_pays_by_formula_over_every_contribution_of_the_round() {
         (2, "Cleo", "10", &[]),
         (2, "Dev", "12", &[]),
     ]);
-    let f = outcome_figures(&rules("public_goods"), &t).unwrap();
+    let f = outcome_figures(&rules("public_goods"), &t, 0).unwrap();
     // Round 1: pot 20 × 1.6 / 4 = 8 each; payoff = 10 − own + 8
     assert_eq!(figure(&f, "payoff.Ana"), Some(8.0));
     assert_eq!(figure(&f, "payoff.Ben"), Some(13.0));
@@ -216,7 +216,7 @@ fn probabilities_of_a_range_are_averaged_per_value() {
         (1, "Cleo", "0", &[]),
         (1, "Dev", "5", &[("5", 1.0)]),
     ]);
-    let f = outcome_figures(&rules("public_goods"), &t).unwrap();
+    let f = outcome_figures(&rules("public_goods"), &t, 0).unwrap();
     let close = |name: &str, want: f64| {
         let got = figure(&f, name).unwrap();
         assert!((got - want).abs() < 1e-12, "{name}: {got} against {want}");
@@ -274,7 +274,7 @@ fn defaults_scores_and_formulas_over_choices() {
         (2, "Alice", "words: 1"),
         (2, "Bob", "DEFECT!"),
     ]);
-    let f = outcome_figures(&rules, &t).unwrap();
+    let f = outcome_figures(&rules, &t, 0).unwrap();
     // Round 1: Alice C (first match), Bob defaults to D → C count 1: Alice 2+1, Bob 3+1.
     // Round 2: Alice defaults to D, Bob D → C count 0: 3 each.
     assert_eq!(figure(&f, "payoff.Alice"), Some(6.0));

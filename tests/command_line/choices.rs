@@ -120,7 +120,7 @@ fn a_simultaneous_state_with_one_role_is_allowed_with_a_note() {
     assert_eq!(code, Some(0), "{err}");
     assert!(
         err.contains(
-            "note: sop.states.round.turns: a simultaneous state with one role is sequential in effect"
+            "note: sop.states.round.turns: a simultaneous state with one player is sequential in effect"
         ),
         "{err}"
     );

@@ -292,11 +292,12 @@ fn schema_is_json_schema_for_the_format() {
     assert_eq!(code, 0);
     let schema: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert!(schema["properties"]["sop"].is_object());
+    assert!(schema["properties"]["populations"].is_object());
     assert!(schema["required"]
         .as_array()
         .unwrap()
         .iter()
-        .any(|r| r == "agents"));
+        .any(|r| r == "sop"));
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod aiwaves;
 mod bench;
 mod choices;
 mod cli;
+mod populations;
 mod resume;
 mod shards;
 mod viewer;

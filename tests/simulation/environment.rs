@@ -66,6 +66,7 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
             services.embed.clone(),
             LlmClient::new(services.llm.clone(), 0),
             services.counter.clone(),
+            None,
         ));
         let mut result = ResultObject::new(
             "sources",

@@ -18,7 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "pure",
         &[
-            "scenario", "sop", "prompt", "memory", "action", "elysia", "quality",
+            "scenario", "sop", "prompt", "memory", "network", "action", "elysia", "quality",
         ],
     ),
     (

@@ -10,4 +10,5 @@ mod environment;
 mod golden;
 mod layers;
 mod library;
+mod populations;
 mod resume;

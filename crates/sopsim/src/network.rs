@@ -56,6 +56,19 @@ pub fn neighbours(population: &PopulationSpec, seed: u64) -> Result<Neighbours, 
     Ok(Some(lists(n, &edges)))
 }
 
+/// Every population's neighbours for a run with `seed`, in order; each population
+/// draws from a stream of the seed of its own.
+pub fn draw_all<'a>(
+    populations: impl IntoIterator<Item = &'a PopulationSpec>,
+    seed: u64,
+) -> Result<Vec<Neighbours>, NetworkError> {
+    populations
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| neighbours(p, seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+        .collect()
+}
+
 fn edge_list(g: &UnGraph<(), ()>) -> Vec<(u32, u32)> {
     g.edge_references()
         .map(|e| (e.source().index() as u32, e.target().index() as u32))
@@ -168,7 +181,9 @@ mod tests {
     }
 
     fn build(network: Network, count: usize, seed: u64) -> Vec<Vec<u32>> {
-        neighbours(&population(network, count), seed).unwrap().unwrap()
+        neighbours(&population(network, count), seed)
+            .unwrap()
+            .unwrap()
     }
 
     #[test]
@@ -218,7 +233,11 @@ mod tests {
         assert_eq!(sw(7), sw(7));
         assert_ne!(sw(7), sw(8));
         let links: usize = sw(7).iter().map(Vec::len).sum();
-        assert_eq!(links, 100 * 4, "rewiring moves links, it does not add or drop them");
+        assert_eq!(
+            links,
+            100 * 4,
+            "rewiring moves links, it does not add or drop them"
+        );
         let er = build(Network::Random { p: 0.1 }, 200, 3);
         let mean = er.iter().map(Vec::len).sum::<usize>() as f64 / 200.0;
         assert!((mean - 19.9).abs() < 3.0, "mean degree {mean}");
@@ -226,6 +245,9 @@ mod tests {
         assert!(ba.iter().all(|l| !l.is_empty()));
         let max = ba.iter().map(Vec::len).max().unwrap();
         assert!(max > 15, "a hub forms: max degree {max}");
-        assert_eq!(neighbours(&population(Network::Complete, 5), 0).unwrap(), None);
+        assert_eq!(
+            neighbours(&population(Network::Complete, 5), 0).unwrap(),
+            None
+        );
     }
 }

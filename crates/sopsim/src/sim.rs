@@ -277,8 +277,8 @@ async fn cast(
     llm: &LlmClient,
     sinks: Sinks,
 ) -> Result<Cast, SimError> {
-    let audience = crate::memory::Audience::of(scenario, mode, config.seed)
-        .map_err(SimError::Network)?;
+    let audience =
+        crate::memory::Audience::of(scenario, mode, config.seed).map_err(SimError::Network)?;
     let env = EnvironmentActor::new(
         scenario.clone(),
         mode,

@@ -587,12 +587,15 @@ impl Director {
                 });
             }
             for name in players {
-                let agent = self.cast.agents.get(name).cloned().ok_or_else(|| {
-                    SimError::NoAgent {
-                        state: state.to_string(),
-                        role: role.to_string(),
-                    }
-                })?;
+                let agent =
+                    self.cast
+                        .agents
+                        .get(name)
+                        .cloned()
+                        .ok_or_else(|| SimError::NoAgent {
+                            state: state.to_string(),
+                            role: role.to_string(),
+                        })?;
                 seats.push((role.clone(), name.clone(), agent));
             }
         }
@@ -633,7 +636,9 @@ impl Handler<Step> for Director {
             Speaker::Ask { choices } => self.ask_controller(choices, ctx),
             // A round is all or nothing: it does not start if the turn limit would
             // cut it short.
-            Speaker::Round { roles } if self.turn + self.seat_count(&roles) > self.limits.max_turns => {
+            Speaker::Round { roles }
+                if self.turn + self.seat_count(&roles) > self.limits.max_turns =>
+            {
                 self.finish(EndReason::MaxTurns, None, ctx)
             }
             Speaker::Round { roles } => ctx.notify(Play {

@@ -2,6 +2,8 @@
 //! scenario's outcome rules, and the generic figures from its summary. Pure: the input
 //! is what `sopsim run` wrote, so a report can always be rebuilt from the run folders.
 
+use std::collections::HashMap;
+
 use indexmap::IndexMap;
 use serde::Deserialize;
 
@@ -19,6 +21,9 @@ pub type Figures = IndexMap<String, Option<f64>>;
 #[derive(Debug, Clone, Deserialize)]
 pub struct SummaryFigures {
     pub turns: u64,
+    /// The run's seed (its networks are drawn from it).
+    #[serde(default)]
+    pub seed: u64,
     pub ended_by: String,
     #[serde(default)]
     pub error: Option<String>,
@@ -99,6 +104,8 @@ pub fn timing_figures(s: &SummaryFigures) -> Figures {
 pub enum OutcomeError {
     #[error("outcomes.payoff.table has no row {0:?}")]
     NoRow(String),
+    #[error("outcomes.payoff.pairwise")]
+    Network(#[source] crate::network::NetworkError),
     #[error("outcomes.payoff.formula: round {round}")]
     Formula {
         round: usize,
@@ -114,14 +121,16 @@ enum Move {
     Number(f64),
 }
 
-/// The outcome figures of one run's transcript, in `rules.figure_names()` order.
+/// The outcome figures of one run's transcript, in `rules.figure_names()` order;
+/// `seed` is the run's (pairwise games are played on the networks it drew).
 pub fn outcome_figures(
     rules: &OutcomeRules,
     transcript: &[Message],
+    seed: u64,
 ) -> Result<Figures, OutcomeError> {
     let mut f = Figures::new();
     if let Some(decision) = &rules.decision {
-        decisions(rules, decision, transcript, &mut f)?;
+        decisions(rules, decision, transcript, seed, &mut f)?;
     }
     for score in &rules.scores {
         scores(score, transcript, &mut f);
@@ -166,12 +175,11 @@ fn readable(rule: &crate::scenario::DecisionRule, values: &[String], text: &str)
 /// probabilities the model gave the options, when it did.
 fn read_decision(
     decision: &CompiledDecision,
-    messages: &[&Message],
-    player: &str,
+    values: &[String],
+    own: &[&Message],
 ) -> (Option<Move>, Option<indexmap::IndexMap<String, f64>>) {
     let rule = &decision.rule;
-    let values: Vec<String> = rule.values.iter().map(|v| choice_key(v)).collect();
-    let own: Vec<&&Message> = messages.iter().filter(|m| m.name == player).collect();
+    let values = values.to_vec();
     let chosen: Vec<_> = own
         .iter()
         .filter_map(|m| m.decision.as_ref())
@@ -202,6 +210,7 @@ fn decisions(
     rules: &OutcomeRules,
     decision: &CompiledDecision,
     transcript: &[Message],
+    seed: u64,
     f: &mut Figures,
 ) -> Result<(), OutcomeError> {
     let default = decision.rule.default.as_ref().map(|d| match d {
@@ -210,9 +219,16 @@ fn decisions(
     });
     let values: Vec<String> = decision.rule.values.iter().map(|v| choice_key(v)).collect();
     let rounds = rounds(decision, transcript);
+    let neighbours = if rules.pairwise {
+        crate::network::draw_all(rules.populations.iter().map(|(_, p)| p), seed)
+            .map_err(OutcomeError::Network)?
+    } else {
+        Vec::new()
+    };
     let mut failures = 0u64;
     let mut cooperation = Vec::new();
     let mut payoffs = vec![0.0; rules.players.len()];
+    let mut shares: IndexMap<String, u64> = values.iter().map(|v| (v.clone(), 0)).collect();
     // The model's probabilities of each value, over every decision that has them: the
     // listed values, or for a range the numbers its choice components offer.
     let numeric = values.is_empty();
@@ -222,9 +238,16 @@ fn decisions(
     let mut expected: Vec<f64> = Vec::new();
     let mut with_probabilities = 0u64;
     for (r, messages) in rounds.iter().enumerate() {
+        let mut by_player: HashMap<&str, Vec<&Message>> = HashMap::new();
+        for m in messages {
+            by_player.entry(m.name.as_str()).or_default().push(m);
+        }
         let mut joint = Vec::with_capacity(rules.players.len());
         for player in &rules.players {
-            let (read, probabilities) = read_decision(decision, messages, player);
+            let own = by_player
+                .get(player.as_str())
+                .map_or(&[][..], Vec::as_slice);
+            let (read, probabilities) = read_decision(decision, &values, own);
             if let Some(p) = probabilities {
                 with_probabilities += 1;
                 let mut mean = 0.0;
@@ -243,33 +266,68 @@ fn decisions(
                 }
                 expected.push(mean);
             }
-            if let Some(d) = &read {
-                cooperation.push(cooperation_of(decision, d));
-            } else {
-                failures += 1;
+            match &read {
+                Some(d) => {
+                    cooperation.push(cooperation_of(decision, d));
+                    if let Move::Choice(c) = d {
+                        *shares.entry(c.clone()).or_default() += 1;
+                    }
+                }
+                None => failures += 1,
             }
             joint.push(read.or_else(|| default.clone()));
         }
-        let Some(joint) = joint.into_iter().collect::<Option<Vec<_>>>() else {
-            continue;
-        };
-        if let Some(payoff) = &rules.payoff {
-            for (total, p) in payoffs
-                .iter_mut()
-                .zip(round_payoffs(payoff, &values, &joint, r + 1)?)
-            {
-                *total += p;
+        match &rules.payoff {
+            Some(CompiledPayoff::Table(table)) if rules.pairwise => {
+                let earned = pairwise_payoffs(table, &rules.members, &neighbours, &joint)?;
+                for (total, p) in payoffs.iter_mut().zip(earned) {
+                    *total += p;
+                }
             }
+            Some(payoff) => {
+                let Some(joint) = joint.into_iter().collect::<Option<Vec<_>>>() else {
+                    continue;
+                };
+                for (total, p) in
+                    payoffs
+                        .iter_mut()
+                        .zip(round_payoffs(payoff, &values, &joint, r + 1)?)
+                {
+                    *total += p;
+                }
+            }
+            None => {}
         }
     }
     if rules.payoff.is_some() {
-        for (player, p) in rules.players.iter().zip(&payoffs) {
-            f.insert(format!("payoff.{player}"), Some(*p));
+        let mut by_population: HashMap<usize, (f64, usize)> = HashMap::new();
+        for ((player, p), member) in rules.players.iter().zip(&payoffs).zip(&rules.members) {
+            match member {
+                None => {
+                    f.insert(format!("payoff.{player}"), Some(*p));
+                }
+                Some((population, _)) => {
+                    let e = by_population.entry(*population).or_default();
+                    e.0 += p;
+                    e.1 += 1;
+                }
+            }
+        }
+        for (population, (sum, n)) in by_population {
+            let key = &rules.populations[population].0;
+            f.insert(format!("payoff.{key}"), Some(sum / n as f64));
         }
         f.insert("welfare".into(), Some(payoffs.iter().sum()));
         f.insert(
             "equality".into(),
             crate::bench::stats::gini(&payoffs).map(|g| 1.0 - g),
+        );
+    }
+    let read: u64 = shares.values().sum();
+    for (v, n) in shares {
+        f.insert(
+            format!("share.{v}"),
+            (read > 0).then(|| n as f64 / read as f64),
         );
     }
     let rates: Vec<f64> = cooperation.into_iter().flatten().collect();
@@ -290,6 +348,72 @@ fn decisions(
         );
     }
     Ok(())
+}
+
+fn choice(m: &Option<Move>) -> Option<&str> {
+    match m {
+        Some(Move::Choice(c)) => Some(c.as_str()),
+        _ => None,
+    }
+}
+
+/// One round of games on the networks: each player's sum over its neighbours of the
+/// table's payoff to it. A pair where either decision is unreadable earns nothing. In
+/// a complete network every member is everyone's neighbour, counted by choice rather
+/// than pair by pair.
+fn pairwise_payoffs(
+    table: &IndexMap<String, Vec<f64>>,
+    members: &[Option<(usize, u32)>],
+    neighbours: &[crate::network::Neighbours],
+    joint: &[Option<Move>],
+) -> Result<Vec<f64>, OutcomeError> {
+    let pay = |mine: &str, theirs: &str| -> Result<f64, OutcomeError> {
+        let key = format!("{mine},{theirs}");
+        table
+            .get(&key)
+            .map(|row| row[0])
+            .ok_or(OutcomeError::NoRow(key))
+    };
+    // Player position by (population, member).
+    let at: HashMap<(usize, u32), usize> = members
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| Some(((*m)?, i)))
+        .collect();
+    // Complete networks: how many of each population chose each value.
+    // Ordered, so that sums are added in the same order in every run.
+    let mut counts: std::collections::BTreeMap<(usize, &str), u64> = Default::default();
+    for (m, d) in members.iter().zip(joint) {
+        if let (Some((p, _)), Some(c)) = (m, choice(d)) {
+            *counts.entry((*p, c)).or_default() += 1;
+        }
+    }
+    let mut out = vec![0.0; joint.len()];
+    for (i, (m, d)) in members.iter().zip(joint).enumerate() {
+        let (Some((population, member)), Some(mine)) = (m, choice(d)) else {
+            continue;
+        };
+        match neighbours.get(*population) {
+            Some(Some(lists)) => {
+                for n in &lists[*member as usize] {
+                    if let Some(theirs) =
+                        at.get(&(*population, *n)).and_then(|&j| choice(&joint[j]))
+                    {
+                        out[i] += pay(mine, theirs)?;
+                    }
+                }
+            }
+            _ => {
+                for ((p, theirs), n) in &counts {
+                    if p == population {
+                        let others = if *theirs == mine { n - 1 } else { *n };
+                        out[i] += others as f64 * pay(mine, theirs)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// 1 or 0 for a choice, the position in the range for a number; `None` when the rule
@@ -391,4 +515,45 @@ fn scores(score: &CompiledScore, transcript: &[Message], f: &mut Figures) {
         f.insert(format!("score.{}.{agent}", score.name), value);
     }
     f.insert(format!("score.{}", score.name), total);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prisoners_table() -> IndexMap<String, Vec<f64>> {
+        [
+            ("COOPERATE,COOPERATE", [3.0, 3.0]),
+            ("COOPERATE,DEFECT", [0.0, 5.0]),
+            ("DEFECT,COOPERATE", [5.0, 0.0]),
+            ("DEFECT,DEFECT", [1.0, 1.0]),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_vec()))
+        .collect()
+    }
+
+    fn moves(choices: &[&str]) -> Vec<Option<Move>> {
+        choices
+            .iter()
+            .map(|c| (!c.is_empty()).then(|| Move::Choice(c.to_string())))
+            .collect()
+    }
+
+    #[test]
+    fn pairwise_payoffs_sum_each_members_games_with_its_neighbours() {
+        // A ring of four: 0–1–2–3–0; member 2 defects against two cooperators.
+        let members: Vec<_> = (0..4).map(|i| Some((0, i))).collect();
+        let ring = vec![Some(vec![vec![1, 3], vec![0, 2], vec![1, 3], vec![0, 2]])];
+        let joint = moves(&["COOPERATE", "COOPERATE", "DEFECT", "COOPERATE"]);
+        let paid = pairwise_payoffs(&prisoners_table(), &members, &ring, &joint).unwrap();
+        assert_eq!(paid, [6.0, 3.0, 10.0, 3.0]);
+        // Complete: everyone plays the three others.
+        let paid = pairwise_payoffs(&prisoners_table(), &members, &[None], &joint).unwrap();
+        assert_eq!(paid, [6.0, 6.0, 15.0, 6.0]);
+        // An unreadable decision: its pairs earn nothing, on either side.
+        let joint = moves(&["COOPERATE", "", "DEFECT", "COOPERATE"]);
+        let paid = pairwise_payoffs(&prisoners_table(), &members, &ring, &joint).unwrap();
+        assert_eq!(paid, [3.0, 0.0, 5.0, 3.0]);
+    }
 }

@@ -73,7 +73,7 @@ pub fn read_run(dir: &Path, rules: Option<&OutcomeRules>) -> RunStatus {
             Ok(t) => t,
             Err(e) => return RunStatus::Failed { error: chain(&e) },
         };
-        match extract::outcome_figures(rules, &transcript) {
+        match extract::outcome_figures(rules, &transcript, summary.seed) {
             Ok(outcomes) => figures.extend(outcomes),
             Err(e) => return RunStatus::Failed { error: chain(&e) },
         }

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::network::{neighbours, NetworkError};
+use crate::network::{draw_all, NetworkError};
 use crate::scenario::{Mode, Scenario};
 
 /// Members' views of the log.
@@ -27,6 +27,8 @@ pub struct Audience {
     inbox: Vec<Vec<u32>>,
     /// Log positions of messages by agents outside every population.
     public: Vec<u32>,
+    /// Whether any agent is shown the shared summary.
+    summary_read: bool,
 }
 
 impl Audience {
@@ -38,10 +40,9 @@ impl Audience {
         }
         let mut ids = HashMap::new();
         let mut links = Vec::new();
-        for (p, (key, population)) in scenario.populations.iter().enumerate() {
+        let drawn = draw_all(scenario.populations.values(), seed)?;
+        for ((key, population), lists) in scenario.populations.iter().zip(drawn) {
             let base = links.len() as u32;
-            // Each population draws its network from its own stream of the run's seed.
-            let lists = neighbours(population, seed ^ (p as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))?;
             for i in 0..population.count {
                 let list = lists
                     .as_ref()
@@ -54,13 +55,22 @@ impl Audience {
                 }
             }
         }
+        let outsiders = ids.len() < scenario.agents.len();
+        let whole = mode == Mode::Cooperative && links.iter().any(Option::is_none);
         Ok(Some(Self {
             mode,
+            summary_read: outsiders || whole,
             ids,
             inbox: vec![Vec::new(); links.len()],
             neighbours: links,
             public: Vec::new(),
         }))
+    }
+
+    /// Whether anyone is shown the shared summary (it covers every message, so members
+    /// who see part of the log are not).
+    pub fn summary_read(&self) -> bool {
+        self.summary_read
     }
 
     /// A message by `speaker` was stored at `position`.
@@ -156,14 +166,23 @@ mod tests {
         // P1's neighbours on a ring of six are P2 and P6 (positions 2 and 6).
         assert_eq!(a.visible("P1", 0, usize::MAX).unwrap(), [0, 1, 2, 6]);
         assert_eq!(a.visible("P4", 0, usize::MAX).unwrap(), [0, 3, 4, 5]);
-        assert_eq!(a.visible("P4", 0, 2).unwrap(), [4, 5], "the newest, oldest first");
-        assert_eq!(a.visible("Host", 0, usize::MAX), None, "the host sees everything");
+        assert_eq!(
+            a.visible("P4", 0, 2).unwrap(),
+            [4, 5],
+            "the newest, oldest first"
+        );
+        assert_eq!(
+            a.visible("Host", 0, usize::MAX),
+            None,
+            "the host sees everything"
+        );
     }
 
     #[test]
     fn complete_cooperative_members_see_everything_and_competitive_ones_only_themselves() {
         let a = filled(r#"{"kind": "complete"}"#, Mode::Cooperative);
         assert_eq!(a.visible("P3", 0, usize::MAX), None);
+        assert!(a.summary_read(), "the host reads it");
         let a = filled(r#"{"kind": "ring"}"#, Mode::Competitive);
         assert_eq!(a.visible("P3", 0, usize::MAX).unwrap(), [0, 3]);
         assert_eq!(

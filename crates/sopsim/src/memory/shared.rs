@@ -146,7 +146,8 @@ impl SharedMemory {
             self.since_summary += 1;
             stored.push(m);
         }
-        if self.since_summary / self.max_chat_history == before {
+        let unread = self.audience.as_ref().is_some_and(|a| !a.summary_read());
+        if unread || self.since_summary / self.max_chat_history == before {
             return (stored, None);
         }
         let from = self.log.len() - self.since_summary;

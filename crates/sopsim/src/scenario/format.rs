@@ -24,7 +24,7 @@ pub struct Scenario {
     pub llm: LlmSettings,
     /// Agents by name. Once loaded, the members of `populations` follow the agents
     /// the file names (they are not written back out).
-    #[serde(serialize_with = "named_agents")]
+    #[serde(default, serialize_with = "named_agents")]
     pub agents: IndexMap<String, AgentSpec>,
     /// Agents generated from templates, by population name: many agents playing one
     /// role, and the network of who sees whom.

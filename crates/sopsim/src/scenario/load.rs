@@ -256,6 +256,15 @@ fn add_populations(scenario: &mut Scenario, folder: &Folder) -> Vec<Problem> {
     let mut kept = indexmap::IndexMap::with_capacity(populations.len());
     for (key, mut pop) in populations {
         let path = super::path::FieldPath::root().key("populations").key(&key);
+        if scenario.agents.contains_key(&key) {
+            problems.push(Problem {
+                path,
+                message: format!(
+                    "{key:?} names an agent too; a population needs a name of its own"
+                ),
+            });
+            continue;
+        }
         let rows = match &pop.personas {
             None => Ok(Vec::new()),
             Some(PersonaSource::Rows(rows)) => Ok(rows.clone()),
@@ -299,16 +308,18 @@ fn add_populations(scenario: &mut Scenario, folder: &Folder) -> Vec<Problem> {
                 pairs
                     .iter()
                     .enumerate()
-                    .map(|(line, (a, b))| match (index.get(a.as_str()), index.get(b.as_str())) {
-                        (Some(&a), Some(&b)) => Ok((a, b)),
-                        _ => {
-                            let unknown = if index.contains_key(a.as_str()) { b } else { a };
-                            Err(NamedFileError::UnknownMember {
-                                line: line + 1,
-                                name: unknown.clone(),
-                            })
-                        }
-                    })
+                    .map(
+                        |(line, (a, b))| match (index.get(a.as_str()), index.get(b.as_str())) {
+                            (Some(&a), Some(&b)) => Ok((a, b)),
+                            _ => {
+                                let unknown = if index.contains_key(a.as_str()) { b } else { a };
+                                Err(NamedFileError::UnknownMember {
+                                    line: line + 1,
+                                    name: unknown.clone(),
+                                })
+                            }
+                        },
+                    )
                     .collect::<Result<Vec<_>, _>>()
             });
             match edges {

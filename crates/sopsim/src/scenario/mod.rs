@@ -10,9 +10,9 @@ mod load;
 mod outcomes;
 mod path;
 mod persona;
-mod table_file;
 mod population;
 pub mod reference;
+mod table_file;
 mod tools;
 mod validate;
 mod validate_tools;
@@ -27,11 +27,11 @@ pub use load::{
 };
 pub use outcomes::*;
 pub use path::FieldPath;
+pub use persona::{identity, role_text, Persona, RoleText, OPENING_NOTE};
 pub use population::{
     expand as expand_population, member_name, Distribution, ExpandError, Member, Neighbourhood,
     Network, PersonaSource, PopulationSpec, MAX_MEMBERS,
 };
-pub use persona::{identity, role_text, Persona, RoleText, OPENING_NOTE};
 pub use tools::{
     compile_arguments_schema, is_loopback, loopback_allowlist, max_tool_steps, tools_of,
     AllowlistError, AvailableIf, DecisionFormat, McpCommand, McpConfigError, RunIf, SchemaError,

@@ -161,11 +161,12 @@ impl Network {
             Network::Ring { k } => ring(k),
             Network::SmallWorld { k, p } => ring(k).or_else(|| probability(p)),
             Network::Random { p } => probability(p),
-            Network::ScaleFree { m } if m == 0 || m >= n => {
-                Some(("m", format!("{m}: must be at least 1 and below count ({n})")))
-            }
+            Network::ScaleFree { m } if m == 0 || m >= n => Some((
+                "m",
+                format!("{m}: must be at least 1 and below count ({n})"),
+            )),
             Network::ScaleFree { .. } => None,
-            Network::Lattice { width, .. } if width < 3 || n % width != 0 || n / width < 3 => {
+            Network::Lattice { width, .. } if width < 3 || !n.is_multiple_of(width) || n / width < 3 => {
                 Some((
                     "width",
                     format!(
@@ -238,7 +239,10 @@ pub fn expand(
     if !spec.name.contains("{i}") {
         return Err(error(
             "name",
-            format!("{:?} has no {{i}}: every member needs a name of its own", spec.name),
+            format!(
+                "{:?} has no {{i}}: every member needs a name of its own",
+                spec.name
+            ),
         ));
     }
     if spec.count == 0 || spec.count > MAX_MEMBERS {
@@ -368,7 +372,11 @@ mod tests {
             "draw": {"mood": {"one_of": ["a", "b", "c"]}}
         }));
         let styles = |p: &PopulationSpec| -> Vec<String> {
-            expand("x", p, &[]).unwrap().into_iter().map(|(_, a)| a.style).collect()
+            expand("x", p, &[])
+                .unwrap()
+                .into_iter()
+                .map(|(_, a)| a.style)
+                .collect()
         };
         assert_eq!(styles(&p), styles(&p));
         let mut other = p.clone();
@@ -399,9 +407,15 @@ mod tests {
         assert_eq!(Network::Ring { k: 3 }.check(10).unwrap().0, "k");
         assert!(Network::Ring { k: 2 }.check(6).is_none());
         assert_eq!(Network::Random { p: 1.5 }.check(10).unwrap().0, "p");
-        assert_eq!(Network::SmallWorld { k: 4, p: -0.1 }.check(10).unwrap().0, "p");
+        assert_eq!(
+            Network::SmallWorld { k: 4, p: -0.1 }.check(10).unwrap().0,
+            "p"
+        );
         assert_eq!(Network::ScaleFree { m: 10 }.check(10).unwrap().0, "m");
-        let lattice = |width| Network::Lattice { width, neighbourhood: Neighbourhood::Moore };
+        let lattice = |width| Network::Lattice {
+            width,
+            neighbourhood: Neighbourhood::Moore,
+        };
         assert_eq!(lattice(4).check(10).unwrap().0, "width");
         assert!(lattice(5).check(25).is_none());
         assert_eq!(Network::Groups { size: 1 }.check(10).unwrap().0, "size");

@@ -87,13 +87,15 @@ pub fn read_rows(path: &Path) -> Result<Vec<IndexMap<String, Value>>, TableFileE
 /// An edge list's pairs of names, in order.
 pub fn read_edges(path: &Path) -> Result<Vec<(String, String)>, TableFileError> {
     let mut reader = csv_reader(path, false)?;
-    reader.records().map(|record| {
-        let record = record.map_err(csv_error)?;
-        let line = record.position().map_or(0, csv::Position::line);
-        match (record.len(), record.get(0), record.get(1)) {
-            (2, Some(a), Some(b)) => Ok((a.to_string(), b.to_string())),
-            (found, ..) => Err(TableFileError::NotAPair { line, found }),
-        }
-    })
-    .collect()
+    reader
+        .records()
+        .map(|record| {
+            let record = record.map_err(csv_error)?;
+            let line = record.position().map_or(0, csv::Position::line);
+            match (record.len(), record.get(0), record.get(1)) {
+                (2, Some(a), Some(b)) => Ok((a.to_string(), b.to_string())),
+                (found, ..) => Err(TableFileError::NotAPair { line, found }),
+            }
+        })
+        .collect()
 }

@@ -181,10 +181,14 @@ pub fn advice(s: &Scenario) -> Vec<Problem> {
             continue;
         }
         let path = root().key("sop").key("states").key(name);
-        if state.roles.len() == 1 {
+        let seats = players
+            .get(name)
+            .map_or(0, |roles| roles.values().map(Vec::len).sum::<usize>())
+            as u32;
+        if seats == 1 {
             out.push(Problem {
                 path: path.key("turns"),
-                message: "a simultaneous state with one role is sequential in effect".into(),
+                message: "a simultaneous state with one player is sequential in effect".into(),
             });
         }
         if state.speaker != SpeakerRule::Order {
@@ -203,9 +207,6 @@ pub fn advice(s: &Scenario) -> Vec<Problem> {
                     .into(),
             });
         }
-        let seats = players
-            .get(name)
-            .map_or(0, |roles| roles.values().map(Vec::len).sum::<usize>()) as u32;
         if let Some(note) = t.max_turns.and_then(|max| uneven_rounds(max, state, seats)) {
             out.push(Problem {
                 path: path.key("transition").key("max_turns"),
@@ -289,7 +290,10 @@ impl<'a> Checker<'a> {
             self.problem(root().key("name"), "must not be empty");
         }
         if s.agents.is_empty() {
-            self.problem(root().key("agents"), "a scenario needs at least one agent");
+            self.problem(
+                root().key("agents"),
+                "a scenario needs at least one agent (or a population)",
+            );
         }
         if s.sop.states.is_empty() {
             self.problem(
@@ -357,7 +361,10 @@ impl<'a> Checker<'a> {
             let path = root().key("populations").key(key);
             self.printable_name(&path.key("name"), &pop.name);
             if pop.roles.is_empty() {
-                self.problem(path.key("roles"), "the population plays no role in any state");
+                self.problem(
+                    path.key("roles"),
+                    "the population plays no role in any state",
+                );
             }
             for (state_name, role) in &pop.roles {
                 let rpath = path.key("roles").key(state_name);
@@ -482,12 +489,15 @@ impl<'a> Checker<'a> {
             }
             let players = played_by.remove(role.as_str()).unwrap_or_default();
             let population = |agent: &str| {
-                self.s.agents[agent]
-                    .member
-                    .as_ref()
+                self.s
+                    .agents
+                    .get(agent)
+                    .and_then(|a| a.member.as_ref())
                     .map(|m| m.population.as_str())
             };
-            let one_population = population(players.first().copied().unwrap_or_default())
+            let one_population = players
+                .first()
+                .and_then(|first| population(first))
                 .is_some_and(|p| players.iter().all(|a| population(a) == Some(p)));
             match players.as_slice() {
                 [] => self.problem(

@@ -51,8 +51,33 @@ impl OutcomeRules {
                 )
             })
             .collect::<Vec<_>>();
+        let populations: Vec<(String, crate::scenario::PopulationSpec)> = scenario
+            .populations
+            .iter()
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect();
+        let members: Vec<Option<(usize, u32)>> = players
+            .iter()
+            .map(|p| {
+                let m = scenario.agents.get(p)?.member.as_ref()?;
+                let at = scenario.populations.get_index_of(&m.population)?;
+                Some((at, m.index))
+            })
+            .collect();
+        let pairwise = outcomes.payoff.as_ref().is_some_and(|p| p.pairwise);
+        if pairwise && members.iter().any(Option::is_none) {
+            problems.push((
+                path.key("payoff").key("pairwise"),
+                "pairwise games are played on populations' networks: every player must be a \
+                 population member"
+                    .into(),
+            ));
+        }
         let mut rules = OutcomeRules {
             players,
+            members,
+            populations,
+            pairwise,
             decision,
             payoff,
             scores,
@@ -72,7 +97,8 @@ impl OutcomeRules {
                     "expected_decision",
                 ]
                 .contains(&f)
-                    || f.starts_with("p.")))
+                    || f.starts_with("p.")
+                    || f.starts_with("share.")))
                 || (payoff_broken
                     && (f.starts_with("payoff.") || f == "welfare" || f == "equality"))
                 || outcomes.scores.keys().any(|name| {
@@ -104,7 +130,21 @@ impl OutcomeRules {
     pub fn figure_names(&self) -> Vec<String> {
         let mut names = Vec::new();
         if self.payoff.is_some() {
-            names.extend(self.players.iter().map(|p| format!("payoff.{p}")));
+            // Members are many: their population's mean stands for them.
+            names.extend(
+                self.players
+                    .iter()
+                    .zip(&self.members)
+                    .filter(|(_, m)| m.is_none())
+                    .map(|(p, _)| format!("payoff.{p}")),
+            );
+            names.extend(
+                self.populations
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| self.members.iter().flatten().any(|(p, _)| p == i))
+                    .map(|(_, (key, _))| format!("payoff.{key}")),
+            );
             names.extend(["welfare".to_string(), "equality".to_string()]);
         }
         if let Some(d) = &self.decision {
@@ -112,6 +152,12 @@ impl OutcomeRules {
                 names.push("cooperation_rate".into());
             }
             names.extend(["rounds".to_string(), "decision_failures".to_string()]);
+            names.extend(
+                d.rule
+                    .values
+                    .iter()
+                    .map(|v| format!("share.{}", choice_key(v))),
+            );
             if d.chosen {
                 if d.rule.values.is_empty() {
                     names.push("expected_decision".into());
@@ -289,6 +335,15 @@ fn compile_payoff(
         problems.push((path.clone(), "a payoff needs a decision to pay for".into()));
         return None;
     };
+    if p.pairwise && p.table.is_empty() {
+        problems.push((
+            path.key("pairwise"),
+            "pairwise games need a two-player table".into(),
+        ));
+        return None;
+    }
+    let pair = ["player".to_string(), "neighbour".to_string()];
+    let players = if p.pairwise { &pair[..] } else { players };
     match (p.table.is_empty(), &p.formula) {
         (false, Some(_)) | (true, None) => {
             problems.push((path.clone(), "give exactly one of table and formula".into()));

@@ -98,6 +98,11 @@ pub struct Payoff {
     /// `counts` (each of `values` → how many chose it this round), and `round` (from 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub formula: Option<String>,
+    /// Games on a population's network: each player plays each of its neighbours with
+    /// the two-player `table` (rows `"MINE,THEIRS"` → `[mine, theirs]`) and earns the
+    /// sum, every round.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pairwise: bool,
 }
 
 /// A number read from an agent's messages.
@@ -133,6 +138,13 @@ pub enum Reduce {
 #[derive(Debug, Clone)]
 pub struct OutcomeRules {
     pub players: Vec<String>,
+    /// Per player: its population (an index into `populations`) and member number;
+    /// `None` for an agent the file names.
+    pub members: Vec<Option<(usize, u32)>>,
+    /// The scenario's populations, in order (their networks are drawn per run).
+    pub populations: Vec<(String, crate::scenario::PopulationSpec)>,
+    /// Whether the payoff table is played pairwise over the networks.
+    pub pairwise: bool,
     pub decision: Option<CompiledDecision>,
     pub payoff: Option<CompiledPayoff>,
     pub scores: Vec<CompiledScore>,

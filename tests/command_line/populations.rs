@@ -1,0 +1,203 @@
+//! Populations from the command line: persona tables and edge lists read from the
+//! scenario's folder, and every kind of bad population refused with exit 2 naming the
+//! field.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+fn sopsim() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sopsim"))
+}
+
+/// A game of `population` members in one simultaneous state, written into `dir`.
+fn game(dir: &Path, population: Value) -> String {
+    let doc = json!({
+        "name": "crowd",
+        "populations": {"crowd": population},
+        "sop": {"start": "play", "states": {"play": {
+            "roles": ["Player"], "turns": "simultaneous",
+            "transition": {"max_rounds": 1}, "next": ["end"]
+        }}},
+        "script": {"roles": {"Player": ["Round {n}: I am {name}."]}}
+    });
+    let path = dir.join("crowd.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    path.display().to_string()
+}
+
+fn with(base: &Value, key: &str, value: Value) -> Value {
+    let mut v = base.clone();
+    v[key] = value;
+    v
+}
+
+fn validate(path: &str) -> (i32, String) {
+    let out = sopsim().args(["validate", path]).output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn bad_populations_exit_2_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("people.csv"), "temper\ncalm\n").unwrap();
+    std::fs::write(dir.path().join("two.csv"), "temper\ncalm\nbold\n").unwrap();
+    std::fs::write(dir.path().join("ragged.csv"), "temper,age\ncalm\n").unwrap();
+    std::fs::write(dir.path().join("edges.csv"), "P1,P2\nP2,P9\n").unwrap();
+    let base = json!({"name": "P{i}", "count": 3, "roles": {"play": "Player"}});
+    let link = |n: &Path| {
+        let rel = pathdiff(n, dir.path());
+        rel.display().to_string()
+    };
+    let cases: Vec<(Value, &str)> = vec![
+        (with(&base, "count", json!(0)), "populations.crowd.count"),
+        (
+            with(&base, "count", json!(100_001)),
+            "populations.crowd.count",
+        ),
+        (
+            with(&base, "name", json!("P")),
+            "populations.crowd.name: \"P\" has no {i}",
+        ),
+        (
+            with(&base, "personas", json!("missing.csv")),
+            "populations.crowd.personas: no such file",
+        ),
+        (
+            with(
+                &base,
+                "personas",
+                json!(link(&outside.path().join("people.csv"))),
+            ),
+            "is outside the scenario's folder",
+        ),
+        (
+            with(&base, "personas", json!("two.csv")),
+            "populations.crowd.personas: 2 row(s) for 3 members",
+        ),
+        (
+            with(&base, "personas", json!("ragged.csv")),
+            "line 2: 1 field(s) where the header has 2",
+        ),
+        (
+            with(&base, "draw", json!({"age": {"normal": [1, 2]}})),
+            "populations.crowd.draw.age",
+        ),
+        (
+            with(&base, "draw", json!({"age": {"integers": [9, 1]}})),
+            "populations.crowd.draw.age",
+        ),
+        (
+            with(&base, "network", json!({"kind": "ring", "k": 4})),
+            "populations.crowd.network.k: 4: must be below count (3)",
+        ),
+        (
+            with(&base, "network", json!({"kind": "random", "p": 1.5})),
+            "populations.crowd.network.p",
+        ),
+        (
+            with(
+                &base,
+                "network",
+                json!({"kind": "file", "path": "edges.csv"}),
+            ),
+            "line 2: \"P9\" is not a member of this population",
+        ),
+        (
+            with(&base, "network", json!({"kind": "web"})),
+            "populations.crowd.network",
+        ),
+        (
+            with(&base, "roles", json!({"play": "Judge"})),
+            "populations.crowd.roles.play: role \"Judge\" is not among the roles",
+        ),
+        (
+            with(&base, "roles", json!({"vote": "Player"})),
+            "populations.crowd.roles.vote: unknown state",
+        ),
+        (
+            with(&base, "style", json!("{mood}")),
+            "populations.crowd.style: unknown placeholder {mood}",
+        ),
+    ];
+    let named = {
+        let path = game(dir.path(), base.clone());
+        let mut doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        doc["agents"] = json!({"crowd": {"roles": {"play": "Player"}}});
+        std::fs::write(&path, doc.to_string()).unwrap();
+        validate(&path)
+    };
+    assert_eq!(named.0, 2);
+    assert!(
+        named
+            .1
+            .contains("populations.crowd: \"crowd\" names an agent too"),
+        "{}",
+        named.1
+    );
+    for (population, expected) in cases {
+        let path = game(dir.path(), population.clone());
+        let (code, text) = validate(&path);
+        assert_eq!(code, 2, "{population}: {text}");
+        assert!(
+            text.contains(expected),
+            "{population}: expected {expected:?} in:\n{text}"
+        );
+        assert!(!text.contains("panicked"), "{text}");
+    }
+}
+
+/// `target` relative to `base` (`../other/people.csv`).
+fn pathdiff(target: &Path, base: &Path) -> std::path::PathBuf {
+    let depth = base.components().count();
+    let mut rel = std::path::PathBuf::new();
+    for _ in 0..depth {
+        rel.push("..");
+    }
+    rel.join(target.strip_prefix("/").unwrap())
+}
+
+#[test]
+fn a_persona_table_and_an_edge_list_come_from_the_scenarios_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("people.csv"),
+        "temper,age\ncalm,30\nbold,41\nshy,25\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("edges.csv"), "P1,P2\nP2,P3\n").unwrap();
+    let path = game(
+        dir.path(),
+        json!({"name": "P{i}", "count": 3, "roles": {"play": "Player"},
+               "style": "{temper}, {age}.", "personas": "people.csv",
+               "network": {"kind": "file", "path": "edges.csv"}}),
+    );
+    let out_dir = dir.path().join("out");
+    let out = sopsim()
+        .args(["run", &path, "--llm", "scripted", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let transcript = std::fs::read_to_string(out_dir.join("transcript.jsonl")).unwrap();
+    let names: Vec<String> = transcript
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["name"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(names, ["P1", "P2", "P3"]);
+}
