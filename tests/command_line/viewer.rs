@@ -374,6 +374,21 @@ async fn a_finished_run_and_a_benchmark_are_browsable() {
     })
     .await;
     screenshot(&client, "bench").await;
+    // The headline table shows each figure's paired difference with its interval.
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(bench.join("report.json")).unwrap()).unwrap();
+    let headline = report["scenarios"][0]["headline"].as_array().unwrap().len();
+    let differences = eval(
+        &client,
+        "return [...document.querySelectorAll('table.headline td.difference')].map(td => td.textContent);",
+    )
+    .await;
+    let differences = differences.as_array().unwrap();
+    assert_eq!(differences.len(), headline);
+    assert!(
+        differences.iter().all(|d| d.as_str().unwrap().contains(" [")),
+        "{differences:?}"
+    );
 
     // Each run opens in the run view, replayed to its end.
     let run = "prisoners_dilemma/competitive/seed-1";

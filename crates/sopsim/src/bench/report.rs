@@ -14,10 +14,10 @@ use super::plan::MAX_FOLDER_FILE_BYTES;
 
 use super::extract::{self, Figures, SummaryFigures};
 use super::plan::{Job, Settings};
-use super::stats::{self, Difference, Summary};
+use super::stats::{self, Difference, Method, Summary};
 use crate::chain::chain;
 use crate::memory::Message;
-use crate::scenario::{Mode, OutcomeRules};
+use crate::scenario::{is_bounded_figure, Mode, OutcomeRules};
 
 /// What the report knows of one planned run.
 #[derive(Debug, Clone)]
@@ -274,13 +274,14 @@ pub fn build(
                     .iter()
                     .map(|m| values(&sc.runs, *m, name, false))
                     .collect();
+                let method = Method::for_figure(is_bounded_figure(name));
                 let by_mode = modes
                     .iter()
                     .zip(&per_mode)
-                    .map(|(m, v)| (*m, stats::summarize(&only_values(v))))
+                    .map(|(m, v)| (*m, stats::summarize(&only_values(v), method)))
                     .collect();
                 let difference = (per_mode.len() == 2)
-                    .then(|| stats::paired(&per_mode[0], &per_mode[1]))
+                    .then(|| stats::paired(&per_mode[0], &per_mode[1], method))
                     .flatten();
                 let values = modes
                     .iter()
@@ -316,7 +317,10 @@ pub fn build(
                     .map(|m| {
                         (
                             *m,
-                            stats::summarize(&only_values(&values(&sc.runs, *m, f, true))),
+                            stats::summarize(
+                                &only_values(&values(&sc.runs, *m, f, true)),
+                                Method::StudentT,
+                            ),
                         )
                     })
                     .collect();
@@ -499,13 +503,13 @@ pub fn markdown(
     };
     let _ = writeln!(
         out,
-        "LLM `{}`, embedder `{}`, {seeds} per mode. Each cell: mean [95% confidence interval] over the finished runs.",
+        "LLM `{}`, embedder `{}`, {seeds} per mode. Each cell: mean [95% confidence interval] over the finished runs: a bootstrap percentile interval for rates, shares, probabilities and indices (which stays within [0, 1]), Student-t for the rest.",
         s.llm, s.embedder
     );
     if let Some(d) = &report.difference {
         let _ = writeln!(
             out,
-            "Difference: {d}, with its 95% interval and the paired t-test's p."
+            "Difference: {d}, with its 95% interval and p: a paired sign-flip permutation test for rates, shares, probabilities and indices, the paired t-test for the rest."
         );
     }
     let with_difference = report.difference.is_some();

@@ -1,9 +1,44 @@
-//! The statistics of a report: mean, standard deviation and a Student-t 95% interval
-//! per figure, the paired difference between two modes over the same seeds, and the
-//! Gini coefficient behind `equality`. Pure functions over plain numbers.
+//! The statistics of a report: mean, standard deviation and a 95% interval per figure,
+//! the paired difference between two modes over the same seeds, and the Gini
+//! coefficient behind `equality`. Pure functions over plain numbers.
+//!
+//! Intervals: Student-t for unbounded figures (counts, tokens, payoffs); for bounded
+//! ones (rates, shares, probabilities, indices in [0, 1]) a bootstrap percentile
+//! interval over the runs, which stays inside the values' range, and a paired
+//! sign-flip permutation test for the difference. Resampling is seeded, so a report is
+//! the same every time it is made.
 
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};
+
+/// How an interval (and a difference's p) was computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// Student-t interval; paired t-test.
+    StudentT,
+    /// Bootstrap percentile interval (10,000 resamples); paired sign-flip permutation
+    /// test (exact up to 16 pairs, else 20,000 random flips).
+    Bootstrap,
+}
+
+impl Method {
+    /// The method for a figure whose values are `bounded` within a range.
+    pub fn for_figure(bounded: bool) -> Self {
+        if bounded {
+            Method::Bootstrap
+        } else {
+            Method::StudentT
+        }
+    }
+}
+
+const RESAMPLES: usize = 10_000;
+const FLIPS: usize = 20_000;
+/// Every pattern of signs is tried up to this many pairs.
+const EXACT_FLIPS: usize = 16;
 
 /// One figure over the runs of one scenario and mode.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -13,10 +48,11 @@ pub struct Summary {
     pub mean: f64,
     /// Sample standard deviation (n − 1); `null` for a single run.
     pub sd: Option<f64>,
-    /// Student-t 95% confidence interval of the mean; `null` for a single run.
+    /// 95% confidence interval of the mean (by `method`); `null` for a single run.
     pub ci95: Option<[f64; 2]>,
     pub min: f64,
     pub max: f64,
+    pub method: Method,
 }
 
 /// The paired difference `b − a` over the seeds both modes have a value for.
@@ -26,9 +62,10 @@ pub struct Difference {
     pub mean: f64,
     pub sd: Option<f64>,
     pub ci95: Option<[f64; 2]>,
-    /// Two-sided p-value of the paired t-test; `null` when it is undefined (fewer than
-    /// two pairs, or all differences equal).
+    /// Two-sided p-value of the paired test (by `method`); `null` when it is undefined
+    /// (fewer than two pairs, or all differences equal).
     pub p: Option<f64>,
+    pub method: Method,
 }
 
 fn mean(values: &[f64]) -> f64 {
@@ -54,25 +91,83 @@ fn interval(mean: f64, sd: Option<f64>, n: usize) -> Option<[f64; 2]> {
     half.is_finite().then_some([mean - half, mean + half])
 }
 
-/// Mean, spread and 95% interval of `values`; `None` when there are none.
-pub fn summarize(values: &[f64]) -> Option<Summary> {
+/// The 2.5th and 97.5th percentiles of the means of `values` resampled with
+/// replacement; `None` for fewer than two values.
+fn bootstrap(values: &[f64]) -> Option<[f64; 2]> {
+    let n = values.len();
+    if n < 2 {
+        return None;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let mut means: Vec<f64> = (0..RESAMPLES)
+        .map(|_| (0..n).map(|_| values[rng.random_range(0..n)]).sum::<f64>() / n as f64)
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let at = |q: f64| means[((q * (RESAMPLES - 1) as f64).round() as usize).min(RESAMPLES - 1)];
+    Some([at(0.025), at(0.975)])
+}
+
+/// Two-sided p of the paired sign-flip permutation test: how often flipping the signs
+/// of the differences gives a mean at least as far from zero.
+fn sign_flip_p(diffs: &[f64]) -> Option<f64> {
+    let n = diffs.len();
+    let observed = mean(diffs).abs();
+    if n < 2 || diffs.iter().all(|d| *d == diffs[0]) && observed == 0.0 {
+        return None;
+    }
+    // Ties in floating point count as "as far".
+    let far = |sum: f64| (sum / n as f64).abs() >= observed - 1e-12 * observed.max(1.0);
+    if n <= EXACT_FLIPS {
+        let patterns = 1u64 << n;
+        let hits = (0..patterns)
+            .filter(|bits| {
+                far(diffs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| if bits >> i & 1 == 1 { -d } else { *d })
+                    .sum())
+            })
+            .count();
+        return Some(hits as f64 / patterns as f64);
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    // The observed pattern counts once, so p is never zero.
+    let hits = (0..FLIPS)
+        .filter(|_| {
+            far(diffs
+                .iter()
+                .map(|d| if rng.random_bool(0.5) { -d } else { *d })
+                .sum())
+        })
+        .count();
+    Some((hits + 1) as f64 / (FLIPS + 1) as f64)
+}
+
+/// Mean, spread and 95% interval of `values` by `method`; `None` when there are none.
+pub fn summarize(values: &[f64], method: Method) -> Option<Summary> {
     if values.is_empty() {
         return None;
     }
     let m = mean(values);
     let sd = sample_sd(values, m);
+    let ci95 = match method {
+        Method::StudentT => interval(m, sd, values.len()),
+        Method::Bootstrap => bootstrap(values),
+    };
     Some(Summary {
         n: values.len(),
         mean: m,
         sd,
-        ci95: interval(m, sd, values.len()),
+        ci95,
         min: values.iter().copied().fold(f64::INFINITY, f64::min),
         max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        method,
     })
 }
 
-/// The paired difference `b − a` of values matched by key (the run's random seed); `None` without pairs.
-pub fn paired<K: Ord>(a: &[(K, f64)], b: &[(K, f64)]) -> Option<Difference> {
+/// The paired difference `b − a` of values matched by key (the run's random seed), by
+/// `method`; `None` without pairs.
+pub fn paired<K: Ord>(a: &[(K, f64)], b: &[(K, f64)], method: Method) -> Option<Difference> {
     let by_key: std::collections::BTreeMap<&K, f64> = a.iter().map(|(k, v)| (k, *v)).collect();
     let diffs: Vec<f64> = b
         .iter()
@@ -84,6 +179,16 @@ pub fn paired<K: Ord>(a: &[(K, f64)], b: &[(K, f64)]) -> Option<Difference> {
     let n = diffs.len();
     let m = mean(&diffs);
     let sd = sample_sd(&diffs, m);
+    if method == Method::Bootstrap {
+        return Some(Difference {
+            n,
+            mean: m,
+            sd,
+            ci95: bootstrap(&diffs),
+            p: sign_flip_p(&diffs),
+            method,
+        });
+    }
     let p = sd.filter(|s| *s > 0.0).and_then(|s| {
         let t = m / (s / (n as f64).sqrt());
         let dist = StudentsT::new(0.0, 1.0, (n - 1) as f64).ok()?;
@@ -96,6 +201,7 @@ pub fn paired<K: Ord>(a: &[(K, f64)], b: &[(K, f64)]) -> Option<Difference> {
         sd,
         ci95: interval(m, sd, n),
         p,
+        method,
     })
 }
 
@@ -109,12 +215,16 @@ pub fn gini(values: &[f64]) -> Option<f64> {
     if total == 0.0 {
         return Some(0.0);
     }
-    let n = values.len() as f64;
-    let pair_sum: f64 = values
+    // Σ|xi − xj| over ordered pairs is 2·Σ (2i − n + 1)·x(i) over the sorted values.
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len() as f64;
+    let weighted: f64 = sorted
         .iter()
-        .flat_map(|x| values.iter().map(move |y| (x - y).abs()))
+        .enumerate()
+        .map(|(i, x)| (2.0 * i as f64 - n + 1.0) * x)
         .sum();
-    Some(pair_sum / (2.0 * n * total))
+    Some(weighted / (n * total))
 }
 
 #[cfg(test)]
@@ -128,7 +238,7 @@ mod tests {
     #[test]
     fn summary_matches_hand_computed_values() {
         // mean 5, sample variance 32/7, t(7, 0.975) = 2.364624251592785
-        let s = summarize(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
+        let s = summarize(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0], Method::StudentT).unwrap();
         assert_eq!(s.n, 8);
         assert!(close(s.mean, 5.0));
         let sd = (32.0f64 / 7.0).sqrt();
@@ -141,9 +251,9 @@ mod tests {
 
     #[test]
     fn a_single_run_has_a_mean_but_no_spread() {
-        let s = summarize(&[3.0]).unwrap();
+        let s = summarize(&[3.0], Method::StudentT).unwrap();
         assert_eq!((s.n, s.mean, s.sd, s.ci95), (1, 3.0, None, None));
-        assert_eq!(summarize(&[]), None);
+        assert_eq!(summarize(&[], Method::Bootstrap), None);
     }
 
     #[test]
@@ -151,7 +261,7 @@ mod tests {
         let a = [(1, 10.0), (2, 12.0), (3, 9.0), (4, 11.0)];
         let b = [(4, 14.0), (3, 11.0), (2, 15.0), (1, 12.0), (9, 100.0)];
         // differences by seed: 2, 3, 2, 3 → mean 2.5, sd 0.57735, t = 8.660254
-        let d = paired(&a, &b).unwrap();
+        let d = paired(&a, &b, Method::StudentT).unwrap();
         assert_eq!(d.n, 4);
         assert!(close(d.mean, 2.5));
         assert!(close(d.sd.unwrap(), (1.0f64 / 3.0).sqrt()));
@@ -162,7 +272,7 @@ mod tests {
             "{:?}",
             d.p
         );
-        let same = paired(&a, &a).unwrap();
+        let same = paired(&a, &a, Method::StudentT).unwrap();
         assert_eq!((same.mean, same.p), (0.0, None));
     }
 
@@ -171,7 +281,7 @@ mod tests {
         // Two runs: 1 degree of freedom (Cauchy), two-sided p = 2/π·atan(1/t).
         let a = [(1, 0.0), (2, 0.0)];
         let b = [(1, 1.0), (2, 1.0 + 1e-12)];
-        let d = paired(&a, &b).unwrap();
+        let d = paired(&a, &b, Method::StudentT).unwrap();
         let t = d.mean / (d.sd.unwrap() / 2f64.sqrt());
         let exact = 2.0 / std::f64::consts::PI * (1.0 / t).atan();
         assert!(exact < 1e-11 && exact > 0.0);
@@ -191,5 +301,34 @@ mod tests {
         assert!(close(gini(&[1.0, 2.0, 3.0]).unwrap(), 2.0 / 9.0));
         assert_eq!(gini(&[0.0, 0.0]), Some(0.0));
         assert_eq!(gini(&[-1.0, 3.0]), None);
+    }
+
+    #[test]
+    fn bounded_figures_get_intervals_inside_their_range() {
+        // The report's example: a rate near 1 whose Student-t interval passes 1.
+        let rates = [1.0, 1.0, 0.75, 1.0, 1.0, 0.75, 1.0, 1.0];
+        let t = summarize(&rates, Method::StudentT).unwrap().ci95.unwrap();
+        assert!(t[1] > 1.0, "{t:?}");
+        let b = summarize(&rates, Method::Bootstrap).unwrap();
+        let [lo, hi] = b.ci95.unwrap();
+        assert!(0.75 <= lo && lo < b.mean && b.mean < hi && hi <= 1.0, "{lo} {hi}");
+        assert_eq!(summarize(&rates, Method::Bootstrap), Some(b), "seeded: the same each time");
+    }
+
+    #[test]
+    fn the_sign_flip_test_is_exact_for_few_pairs() {
+        // Four differences all positive: of the 16 sign patterns, only all-positive and
+        // all-negative are as far from zero: p = 2/16.
+        let a = [(1, 0.0), (2, 0.0), (3, 0.0), (4, 0.0)];
+        let b = [(1, 0.5), (2, 0.5), (3, 0.5), (4, 0.5)];
+        let d = paired(&a, &b, Method::Bootstrap).unwrap();
+        assert_eq!(d.p, Some(0.125));
+        assert_eq!(d.ci95, Some([0.5, 0.5]));
+        assert_eq!(paired(&a, &a, Method::Bootstrap).unwrap().p, None);
+        // Many pairs: sampled, never 0.
+        let many_a: Vec<(u64, f64)> = (0..40).map(|i| (i, 0.0)).collect();
+        let many_b: Vec<(u64, f64)> = (0..40).map(|i| (i, 0.1 + i as f64 * 1e-3)).collect();
+        let p = paired(&many_a, &many_b, Method::Bootstrap).unwrap().p.unwrap();
+        assert!(p > 0.0 && p < 0.001, "{p}");
     }
 }

@@ -494,7 +494,9 @@ function startBench(state) {
     const head = el('tr');
     head.append(el('th', null, 'figure'));
     for (const m of modes) head.append(el('th', null, `${m} (mean, 95% CI)`));
+    if (report.difference) head.append(el('th', null, `difference: ${report.difference} (95% CI, p)`));
     table.append(head);
+    const interval = (ci) => (ci ? ` [${fmt(ci[0])}, ${fmt(ci[1])}]` : '');
     for (const name of sc.headline || []) {
       const f = sc.figures[name];
       if (!f) continue;
@@ -502,7 +504,14 @@ function startBench(state) {
       tr.append(el('td', null, name));
       for (const m of modes) {
         const s = (f.by_mode || {})[m] || {};
-        tr.append(el('td', null, s.n ? `${fmt(s.mean)} [${fmt((s.ci95 || [])[0])}, ${fmt((s.ci95 || [])[1])}]` : '—'));
+        tr.append(el('td', null, s.n ? `${fmt(s.mean)}${interval(s.ci95)}` : '—'));
+      }
+      if (report.difference) {
+        const d = f.difference;
+        const p = d && typeof d.p === 'number' ? (d.p < 0.001 ? ', p < 0.001' : `, p ${d.p.toFixed(3)}`) : '';
+        const td = el('td', 'difference', d ? `${fmt(d.mean)}${interval(d.ci95)}${p}` : '—');
+        if (d) td.title = d.method === 'bootstrap' ? 'bootstrap interval, sign-flip permutation test' : 'Student-t interval, paired t-test';
+        tr.append(td);
       }
       table.append(tr);
     }

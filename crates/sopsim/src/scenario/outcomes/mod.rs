@@ -203,6 +203,15 @@ pub const GENERIC_FIGURES: &[&str] = &[
     "quality.distinct_2",
 ];
 
+/// Whether a figure is a rate, share, probability or index within [0, 1] (its interval
+/// must stay inside that range).
+pub fn is_bounded_figure(name: &str) -> bool {
+    matches!(name, "cooperation_rate" | "equality" | "reached_end")
+        || ["share.", "p.", "quality."]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+}
+
 /// The reply-quality figures ([`crate::quality`]), shown as a table of their own.
 pub const QUALITY_FIGURES: &[&str] = &[
     "quality.copy",
