@@ -67,6 +67,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                 &opts.allowed_paths,
                 human_input,
                 args.start_paused,
+                (opts.mode, opts.seed),
             )?;
             sinks.push(viewer.hub.clone());
             human_input = viewer.input.clone();

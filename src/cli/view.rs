@@ -50,12 +50,19 @@ impl RunViewer {
         allowed: &[std::path::PathBuf],
         terminal: Arc<dyn HumanInput>,
         start_paused: bool,
+        (mode, seed): (Option<sopsim::scenario::Mode>, u64),
     ) -> Result<Self, Failure> {
-        // The side panel draws the scenario; a file that does not load fails the run
-        // itself a moment later, with its own message.
-        let scenario = sopsim::scenario::load_any_with(scenario_path, allowed)
-            .map(|(s, _)| serve::scenario_json(&s))
+        // The side panel draws the scenario (and a population's network); a file that
+        // does not load fails the run itself a moment later, with its own message.
+        let loaded = sopsim::scenario::load_any_with(scenario_path, allowed).ok();
+        let scenario = loaded
+            .as_ref()
+            .map(|(s, _)| serve::scenario_json(s))
             .unwrap_or_default();
+        let network = loaded.as_ref().and_then(|(s, _)| {
+            let mode = mode.unwrap_or(s.environment.mode);
+            sopsim::network::document(s, mode, seed).ok().flatten()
+        });
         let name = scenario["name"].as_str().unwrap_or("run").to_string();
         let hub = Arc::new(Hub::new(name));
         let (input, inbox) = WebInput::new(hub.clone(), terminal);
@@ -69,6 +76,7 @@ impl RunViewer {
             control: control.clone(),
             inbox,
             scenario,
+            network,
         };
         let server = serve::start(addr, token, Source::Live(live)).map_err(bind_failure)?;
         say(&format!("watch it at {}", server.url));

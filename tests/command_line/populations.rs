@@ -201,3 +201,41 @@ fn a_persona_table_and_an_edge_list_come_from_the_scenarios_folder() {
         .collect();
     assert_eq!(names, ["P1", "P2", "P3"]);
 }
+
+#[test]
+fn a_population_bench_is_the_same_at_one_and_four_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenarios = ["spatial_dilemma", "networked_public_goods"]
+        .map(|s| crate::common::root().join(format!("scenarios/{s}.json")));
+    let bench = |out: &Path, jobs: &str| {
+        let status = sopsim()
+            .arg("bench")
+            .args(&scenarios)
+            .args([
+                "--llm", "scripted", "--seeds", "2", "--quiet", "--jobs", jobs, "--out",
+            ])
+            .arg(out)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    bench(&a, "1");
+    bench(&b, "4");
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+    assert_eq!(read(&a.join("report.json")), read(&b.join("report.json")));
+    let run = "runs/spatial_dilemma/competitive/seed-1";
+    for file in ["transcript.jsonl", "network.json"] {
+        assert_eq!(
+            read(&a.join(run).join(file)),
+            read(&b.join(run).join(file)),
+            "{file}"
+        );
+    }
+    let report: Value = serde_json::from_str(&read(&a.join("report.json"))).unwrap();
+    let rounds = &report["scenarios"][0]["rounds"]["share.COOPERATE"]["cooperative"];
+    assert_eq!(rounds.as_array().unwrap().len(), 5, "a summary per round");
+    assert!(a
+        .join("plots/spatial_dilemma-by-round-share_COOPERATE.png")
+        .is_file());
+}

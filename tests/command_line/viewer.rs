@@ -193,6 +193,100 @@ fn hostile_debate(dir: &Path) -> PathBuf {
 }
 
 #[tokio::test]
+async fn a_population_run_shows_choice_shares_its_network_and_one_members_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let status = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args([
+            "run",
+            root()
+                .join("scenarios/spatial_dilemma.json")
+                .to_str()
+                .unwrap(),
+        ])
+        .args(["--llm", "scripted", "--quiet", "--seed", "3", "--out"])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let network: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("network.json")).unwrap()).unwrap();
+    let villagers = &network["populations"][0];
+    let names: Vec<String> = serde_json::from_value(villagers["members"].clone()).unwrap();
+    let mut expected: Vec<String> = villagers["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| match (l[0].as_u64().unwrap(), l[1].as_u64().unwrap()) {
+            (0, b) => Some(names[b as usize].clone()),
+            (a, 0) => Some(names[a as usize].clone()),
+            _ => None,
+        })
+        .collect();
+    expected.push("V1".into());
+    expected.sort();
+    assert_eq!(
+        expected.len(),
+        9,
+        "V1 and its eight neighbours on the torus"
+    );
+
+    let (_driver, driver_url) = chromedriver();
+    let client = browser(&driver_url).await;
+    let (_server, url) = sopsim(&["serve", out.to_str().unwrap()]);
+    client.goto(&url).await.unwrap();
+    wait_for_messages(&client, 64 * 5).await;
+    wait_for("the population panel", || async {
+        eval(
+            &client,
+            "return !document.getElementById('population').hidden;",
+        )
+        .await
+            == true
+    })
+    .await;
+    let shares = eval(
+        &client,
+        "return [...document.querySelectorAll('#shares polyline.share')]
+            .map(p => [p.dataset.choice, p.getAttribute('points').split(' ').length]);",
+    )
+    .await;
+    assert_eq!(
+        shares,
+        json!([["COOPERATE", 5], ["DEFECT", 5]]),
+        "a line per choice, a point per round"
+    );
+    let circles = eval(
+        &client,
+        "return document.querySelectorAll('#network circle').length;",
+    )
+    .await;
+    assert_eq!(circles, 64);
+    let v1 = client
+        .find(Locator::Css("#network circle[data-name='V1']"))
+        .await
+        .unwrap();
+    eval(
+        &client,
+        "document.querySelector(\"#network circle[data-name='V1']\").scrollIntoView({block: 'center'}); return true;",
+    )
+    .await;
+    v1.click().await.unwrap();
+    let seen = eval(
+        &client,
+        "return [...new Set([...document.querySelectorAll('#transcript .msg:not(.unseen)')]
+            .map(m => m.dataset.name))].sort();",
+    )
+    .await;
+    assert_eq!(
+        seen,
+        json!(expected),
+        "V1 sees itself and its neighbours only"
+    );
+    screenshot(&client, "population").await;
+}
+
+#[tokio::test]
 async fn a_person_watches_pauses_steps_types_and_reloads_a_live_run() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = hostile_debate(dir.path());
@@ -386,7 +480,9 @@ async fn a_finished_run_and_a_benchmark_are_browsable() {
     let differences = differences.as_array().unwrap();
     assert_eq!(differences.len(), headline);
     assert!(
-        differences.iter().all(|d| d.as_str().unwrap().contains(" [")),
+        differences
+            .iter()
+            .all(|d| d.as_str().unwrap().contains(" [")),
         "{differences:?}"
     );
 

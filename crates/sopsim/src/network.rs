@@ -11,7 +11,9 @@ use rustworkx_core::generators::{barabasi_albert_graph, gnp_random_graph};
 use rustworkx_core::petgraph::graph::UnGraph;
 use rustworkx_core::petgraph::visit::EdgeRef;
 
-use crate::scenario::{Neighbourhood, Network, PopulationSpec};
+use serde_json::{json, Value};
+
+use crate::scenario::{Mode, Neighbourhood, Network, PopulationSpec, Scenario};
 
 /// Each member's neighbours (member numbers from 0), sorted; `None` for a complete
 /// network, where everyone sees everyone and no list is kept.
@@ -67,6 +69,47 @@ pub fn draw_all<'a>(
         .enumerate()
         .map(|(i, p)| neighbours(p, seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
         .collect()
+}
+
+/// The networks of a run in `mode` with `seed`, as `network.json` keeps them: per
+/// population its kind, members in order and links (pairs of member numbers, each once;
+/// `null` for a complete network). `None` for a scenario without populations.
+pub fn document(scenario: &Scenario, mode: Mode, seed: u64) -> Result<Option<Value>, NetworkError> {
+    if scenario.populations.is_empty() {
+        return Ok(None);
+    }
+    let drawn = draw_all(scenario.populations.values(), seed)?;
+    let mut members: Vec<Vec<&str>> = vec![Vec::new(); scenario.populations.len()];
+    for (name, agent) in &scenario.agents {
+        if let Some(m) = &agent.member {
+            if let Some(i) = scenario.populations.get_index_of(&m.population) {
+                members[i].push(name);
+            }
+        }
+    }
+    let populations: Vec<Value> = scenario
+        .populations
+        .iter()
+        .zip(drawn)
+        .zip(members)
+        .map(|(((key, p), lists), members)| {
+            let links = lists.map(|lists| {
+                lists
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(a, l)| {
+                        l.iter()
+                            .filter(move |b| **b as usize > a)
+                            .map(move |b| [a as u32, *b])
+                    })
+                    .collect::<Vec<_>>()
+            });
+            json!({"name": key, "kind": p.network.kind(), "members": members, "links": links})
+        })
+        .collect();
+    Ok(Some(
+        json!({ "mode": mode.as_str(), "seed": seed, "populations": populations }),
+    ))
 }
 
 fn edge_list(g: &UnGraph<(), ()>) -> Vec<(u32, u32)> {

@@ -319,16 +319,19 @@ impl RunDir {
         Ok(())
     }
 
-    /// Writes `environment.json` and `summary.json`.
-    /// Each is tried even when the other fails; the first failure is returned.
+    /// Writes `environment.json`, `summary.json` and, for a run with populations,
+    /// `network.json`. Each is tried even when another fails; the first failure is
+    /// returned.
     pub fn write_final(
         &self,
         environment: &serde_json::Value,
         summary: &impl serde::Serialize,
+        network: Option<&serde_json::Value>,
     ) -> Result<(), SimError> {
         let environment = write_json(&self.path("environment.json"), environment);
+        let network = network.map_or(Ok(()), |n| write_json(&self.path("network.json"), n));
         let summary = write_json(&self.path("summary.json"), summary);
-        environment.and(summary)
+        environment.and(network).and(summary)
     }
 }
 
@@ -354,7 +357,11 @@ mod tests {
         // A file cannot be renamed over a folder that holds something.
         std::fs::create_dir_all(dir.path("environment.json").join("x")).unwrap();
         let e = dir
-            .write_final(&serde_json::json!({}), &serde_json::json!({"turns": 1}))
+            .write_final(
+                &serde_json::json!({}),
+                &serde_json::json!({"turns": 1}),
+                None,
+            )
             .unwrap_err();
         assert!(e.to_string().contains("environment.json"), "{e}");
         assert!(dir.path("summary.json").is_file());

@@ -172,6 +172,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         control,
     } = io;
     let (mut scenario, imported) = setup::load(&opts.scenario, &opts.allowed_paths)?;
+    setup::check_memory(&opts.scenario, &scenario, 1)?;
     opts.allowed_commands
         .check(&scenario)
         .map_err(|refused| SetupError::NotAllowed {
@@ -305,7 +306,11 @@ fn finish(opts: &RunOptions, files: RunFiles, outcome: RunOutcome) -> Result<Run
     // The final files are written even after a failure (they say how the run ended),
     // but the first failure is the one reported.
     let written = match &files.dir {
-        Some(dir) => dir.write_final(&outcome.environment, &outcome.summary),
+        Some(dir) => dir.write_final(
+            &outcome.environment,
+            &outcome.summary,
+            outcome.network.as_ref(),
+        ),
         None => Ok(()),
     };
     if outcome.summary.ended_by == EndReason::Error {

@@ -190,15 +190,31 @@ pub enum SetupError {
     SeedsOverflow { first: u64, count: u64 },
     #[error("name at least one scenario file")]
     NoScenarios,
+    /// A population too large for this machine's free memory.
+    #[error(
+        "{path}: {runs} run(s) of {agents} agents need about {estimate_mib} MiB ({} KiB per \
+         agent, measured over ten rounds), more than the {available_mib} MiB this machine \
+         has free; use fewer members{}",
+        BYTES_PER_AGENT >> 10,
+        if *.runs > 1 { " or fewer runs at once (--jobs)" } else { "" }
+    )]
+    TooBig {
+        path: PathBuf,
+        agents: usize,
+        runs: usize,
+        estimate_mib: u64,
+        available_mib: u64,
+    },
 }
 
 impl SetupError {
     /// The setting at fault, if one is.
     pub fn setting(&self) -> Option<Setting> {
         match self {
-            SetupError::Scenario(_) | SetupError::NoScenarios | SetupError::NotAllowed { .. } => {
-                Some(Setting::Scenario)
-            }
+            SetupError::Scenario(_)
+            | SetupError::NoScenarios
+            | SetupError::NotAllowed { .. }
+            | SetupError::TooBig { .. } => Some(Setting::Scenario),
             SetupError::Missing { setting, .. }
             | SetupError::Server { setting, .. }
             | SetupError::Embedder { setting, .. }
@@ -223,6 +239,49 @@ impl SetupError {
             _ => true,
         }
     }
+}
+
+/// Peak memory per agent of a population run, measured over ten rounds of a scripted
+/// run of 10,000 agents (`benches/population_scale.py`: 394 MiB).
+pub const BYTES_PER_AGENT: u64 = 40 << 10;
+/// A run's memory apart from its agents.
+const BASE_BYTES: u64 = 64 << 20;
+
+/// About how much memory `runs` runs of `scenario` at once take at their peak.
+pub fn memory_estimate(scenario: &Scenario, runs: usize) -> u64 {
+    let per_run = BASE_BYTES + scenario.agents.len() as u64 * BYTES_PER_AGENT;
+    per_run.saturating_mul(runs as u64)
+}
+
+/// Refuses a scenario with populations whose runs would not fit the memory this machine
+/// has free (`MemAvailable`), before anything starts. Scenarios of named agents are
+/// small, and a machine that does not say what is free is not checked.
+pub fn check_memory(path: &Path, scenario: &Scenario, runs: usize) -> Result<(), SetupError> {
+    if scenario.populations.is_empty() {
+        return Ok(());
+    }
+    let Some(available) = available_memory() else {
+        return Ok(());
+    };
+    let estimate = memory_estimate(scenario, runs);
+    if estimate <= available {
+        return Ok(());
+    }
+    Err(SetupError::TooBig {
+        path: path.to_path_buf(),
+        agents: scenario.agents.len(),
+        runs,
+        estimate_mib: estimate >> 20,
+        available_mib: available >> 20,
+    })
+}
+
+/// The memory this machine has free, from `/proc/meminfo` (Linux).
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
 }
 
 #[cfg(feature = "local")]

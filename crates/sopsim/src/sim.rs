@@ -175,6 +175,9 @@ pub struct RunOutcome {
     pub transcript: Vec<Arc<Message>>,
     /// The Environment at the end (`environment.json`).
     pub environment: serde_json::Value,
+    /// The populations' networks drawn for the run (`network.json`); `None` without
+    /// populations.
+    pub network: Option<serde_json::Value>,
     /// The runtime failure, when `summary.ended_by` is `error`.
     pub error: Option<SimError>,
 }
@@ -236,10 +239,13 @@ pub async fn run(
         &snapshot,
         started,
     );
+    let network =
+        crate::network::document(&scenario, mode, config.seed).map_err(SimError::Network)?;
     Ok(RunOutcome {
         summary,
         transcript: snapshot.transcript,
         environment: snapshot.json,
+        network,
         error,
     })
 }

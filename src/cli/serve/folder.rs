@@ -120,6 +120,11 @@ impl Folder {
         read_json(self.root(), &self.run_dir(id)?.join("summary.json"))
     }
 
+    /// A run's networks (`network.json`, written for runs with populations).
+    pub fn network(&self, id: Option<&str>) -> Option<Value> {
+        read_json(self.root(), &self.run_dir(id)?.join("network.json"))
+    }
+
     /// A plot's bytes and content type, if `name` is one of the bench's plots.
     pub fn plot(&self, name: &str) -> Option<(Vec<u8>, &'static str)> {
         let Folder::Bench { dir, .. } = self else {

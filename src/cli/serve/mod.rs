@@ -58,6 +58,8 @@ pub struct Live {
     pub inbox: Arc<Inbox>,
     /// The SOP graph and the agents, for the side panel.
     pub scenario: Value,
+    /// The populations' networks of the run (as `network.json` keeps them).
+    pub network: Option<Value>,
 }
 
 /// Why the server did not start.
@@ -159,6 +161,8 @@ pub fn start(
                         .route("/api/runs/{id:.*}/events", web::get().to(run_events))
                         .route("/api/runs/{id:.*}/summary", web::get().to(run_summary))
                         .route("/api/events", web::get().to(folder_events))
+                        .route("/api/network", web::get().to(network))
+                        .route("/api/runs/{id:.*}/network", web::get().to(run_network))
                         .route("/plots/{name}", web::get().to(plot))
                         .default_service(web::to(not_found))
                 })
@@ -448,6 +452,18 @@ async fn folder_events(state: web::Data<AppState>) -> HttpResponse {
 
 async fn run_events(path: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
     json_or_404(folder(&state).and_then(|f| f.events(Some(&path))))
+}
+
+/// The run's networks; 404 for a run without populations.
+async fn network(state: web::Data<AppState>) -> HttpResponse {
+    match &state.source {
+        Source::Live(live) => json_or_404(live.network.clone()),
+        Source::Folder(f) => json_or_404(f.network(None)),
+    }
+}
+
+async fn run_network(path: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
+    json_or_404(folder(&state).and_then(|f| f.network(Some(&path))))
 }
 
 async fn run_summary(path: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {

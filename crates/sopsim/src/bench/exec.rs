@@ -227,7 +227,11 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
         Ok(o) => o,
         Err(e) => return failed(crate::chain::chain(&e)),
     };
-    if let Err(e) = dir.write_final(&outcome.environment, &outcome.summary) {
+    if let Err(e) = dir.write_final(
+        &outcome.environment,
+        &outcome.summary,
+        outcome.network.as_ref(),
+    ) {
         return failed(crate::chain::chain(&e));
     }
     if let Some(f) = events.take_failure() {

@@ -121,6 +121,10 @@ enum Move {
     Number(f64),
 }
 
+/// Per-round aggregates of one run: series name (`share.VALUE`, `mean_decision`,
+/// `gini`) → one value per round (`None` where a round has none).
+pub type RoundSeries = IndexMap<String, Vec<Option<f64>>>;
+
 /// The outcome figures of one run's transcript, in `rules.figure_names()` order;
 /// `seed` is the run's (pairwise games are played on the networks it drew).
 pub fn outcome_figures(
@@ -128,22 +132,33 @@ pub fn outcome_figures(
     transcript: &[Message],
     seed: u64,
 ) -> Result<Figures, OutcomeError> {
+    outcomes(rules, transcript, seed).map(|(figures, _)| figures)
+}
+
+/// [`outcome_figures`] and the run's per-round series.
+pub fn outcomes(
+    rules: &OutcomeRules,
+    transcript: &[Message],
+    seed: u64,
+) -> Result<(Figures, RoundSeries), OutcomeError> {
     let mut f = Figures::new();
+    let mut series = RoundSeries::new();
     if let Some(decision) = &rules.decision {
-        decisions(rules, decision, transcript, seed, &mut f)?;
+        decisions(rules, decision, transcript, seed, &mut f, &mut series)?;
     }
     for score in &rules.scores {
         scores(score, transcript, &mut f);
     }
     // Order as declared, so every run's figures line up.
-    Ok(rules
+    let figures = rules
         .figure_names()
         .into_iter()
         .map(|name| {
             let v = f.get(&name).copied().flatten();
             (name, v)
         })
-        .collect())
+        .collect();
+    Ok((figures, series))
 }
 
 /// Messages of the decision's state grouped by visit (one round each), in order.
@@ -212,6 +227,7 @@ fn decisions(
     transcript: &[Message],
     seed: u64,
     f: &mut Figures,
+    series: &mut RoundSeries,
 ) -> Result<(), OutcomeError> {
     let default = decision.rule.default.as_ref().map(|d| match d {
         DecisionValue::Number(n) => Move::Number(*n),
@@ -243,6 +259,9 @@ fn decisions(
             by_player.entry(m.name.as_str()).or_default().push(m);
         }
         let mut joint = Vec::with_capacity(rules.players.len());
+        let mut round_shares: IndexMap<&str, u64> =
+            values.iter().map(|v| (v.as_str(), 0)).collect();
+        let mut round_numbers: Vec<f64> = Vec::new();
         for player in &rules.players {
             let own = by_player
                 .get(player.as_str())
@@ -269,34 +288,49 @@ fn decisions(
             match &read {
                 Some(d) => {
                     cooperation.push(cooperation_of(decision, d));
-                    if let Move::Choice(c) = d {
-                        *shares.entry(c.clone()).or_default() += 1;
+                    match d {
+                        Move::Choice(c) => {
+                            *shares.entry(c.clone()).or_default() += 1;
+                            if let Some(n) = round_shares.get_mut(c.as_str()) {
+                                *n += 1;
+                            }
+                        }
+                        Move::Number(n) => round_numbers.push(*n),
                     }
                 }
                 None => failures += 1,
             }
             joint.push(read.or_else(|| default.clone()));
         }
-        match &rules.payoff {
-            Some(CompiledPayoff::Table(table)) if rules.pairwise => {
-                let earned = pairwise_payoffs(table, &rules.members, &neighbours, &joint)?;
-                for (total, p) in payoffs.iter_mut().zip(earned) {
-                    *total += p;
-                }
-            }
-            Some(payoff) => {
-                let Some(joint) = joint.into_iter().collect::<Option<Vec<_>>>() else {
-                    continue;
-                };
-                for (total, p) in
-                    payoffs
-                        .iter_mut()
-                        .zip(round_payoffs(payoff, &values, &joint, r + 1)?)
-                {
-                    *total += p;
-                }
-            }
-            None => {}
+        let read_in_round: u64 = round_shares.values().sum();
+        for (v, n) in &round_shares {
+            let share = (read_in_round > 0).then(|| *n as f64 / read_in_round as f64);
+            push_round(series, &format!("share.{v}"), r, share);
+        }
+        if numeric {
+            let mean = (!round_numbers.is_empty())
+                .then(|| round_numbers.iter().sum::<f64>() / round_numbers.len() as f64);
+            push_round(series, "mean_decision", r, mean);
+        }
+        let earned = match &rules.payoff {
+            Some(CompiledPayoff::Table(table)) if rules.pairwise => Some(pairwise_payoffs(
+                table,
+                &rules.members,
+                &neighbours,
+                &joint,
+            )?),
+            Some(payoff) => match joint.into_iter().collect::<Option<Vec<_>>>() {
+                Some(joint) => Some(round_payoffs(payoff, &values, &joint, r + 1)?),
+                None => None,
+            },
+            None => None,
+        };
+        if rules.payoff.is_some() {
+            let gini = earned.as_deref().and_then(crate::bench::stats::gini);
+            push_round(series, "gini", r, gini);
+        }
+        for (total, p) in payoffs.iter_mut().zip(earned.unwrap_or_default()) {
+            *total += p;
         }
     }
     if rules.payoff.is_some() {
@@ -348,6 +382,13 @@ fn decisions(
         );
     }
     Ok(())
+}
+
+/// Sets round `r` of series `name`, creating it (with earlier rounds empty) if new.
+fn push_round(series: &mut RoundSeries, name: &str, r: usize, value: Option<f64>) {
+    let values = series.entry(name.to_string()).or_default();
+    values.resize(r, None);
+    values.push(value);
 }
 
 fn choice(m: &Option<Move>) -> Option<&str> {

@@ -292,6 +292,10 @@ pub fn run(
             })?;
     }
     let seeds = plan_seeds(opts)?;
+    let runs_each = seeds.len() * opts.modes.len();
+    for l in &loaded {
+        setup::check_memory(&l.path, &l.scenario, opts.jobs.min(runs_each).max(1))?;
+    }
     let mut jobs: Vec<Job> = Vec::new();
     for l in &loaded {
         for m in &opts.modes {
@@ -587,6 +591,21 @@ fn draw_plots(out: &StdPath, report: &Report) -> Result<Vec<(String, Vec<String>
                 &series,
             )?;
             files.push(format!("plots/{}-{}.png", safe(&sc.scenario), safe(figure)));
+        }
+        for (name, by_mode) in &sc.rounds {
+            if by_mode.values().all(|v| v.len() < 2) {
+                continue;
+            }
+            let series: Vec<(Mode, Vec<Option<stats::Summary>>)> =
+                by_mode.iter().map(|(m, v)| (*m, v.clone())).collect();
+            let file = format!("{}-by-round-{}", safe(&sc.scenario), safe(name));
+            plot::by_round(
+                &dir.join(&file),
+                &format!("{}: {name} by round", sc.scenario),
+                name,
+                &series,
+            )?;
+            files.push(format!("plots/{file}.png"));
         }
         let tokens: Vec<(Mode, Vec<f64>)> = sc
             .prompt_tokens_by_turn

@@ -1,5 +1,6 @@
 //! The report's plots, each as SVG and PNG: the distribution of a figure per mode (one
-//! dot per run, the mean with its 95% interval) and the mean prompt tokens per turn
+//! dot per run, the mean with its 95% interval), a per-round series per mode (the mean
+//! each round with its 95% interval over the runs) and the mean prompt tokens per turn
 //! over the run. Text is set in the embedded DejaVu Sans, so PNGs need no system fonts.
 
 use std::path::{Path, PathBuf};
@@ -223,6 +224,96 @@ where
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
                 });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
+}
+
+/// A per-round series (e.g. a choice's share), one line per mode with each round's 95%
+/// interval over the runs.
+pub fn by_round(
+    stem: &Path,
+    title: &str,
+    name: &str,
+    series: &[(Mode, Vec<Option<Summary>>)],
+) -> Result<(), PlotError> {
+    let rounds = series
+        .iter()
+        .map(|(_, v)| v.len())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let all = series.iter().flat_map(|(_, v)| {
+        v.iter()
+            .flatten()
+            .flat_map(|s| std::iter::once(s.mean).chain(s.ci95.into_iter().flatten()))
+    });
+    let (lo, hi) = bounds(all);
+    svg_and_png!(stem, draw_rounds(title, name, series, rounds, lo, hi))
+}
+
+fn draw_rounds<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    name: &str,
+    series: &[(Mode, Vec<Option<Summary>>)],
+    rounds: usize,
+    lo: f64,
+    hi: f64,
+) -> Result<(), BoxError>
+where
+    DB::ErrorType: 'static,
+{
+    {
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0.5f64..rounds as f64 + 0.5, lo..hi)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .light_line_style(WHITE)
+            .x_labels(rounds.min(20))
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_desc("round")
+            .y_desc(format!("{name} (mean over runs, 95% CI)"))
+            .draw()
+            .map_err(err)?;
+        let n = series.len().max(1) as f64;
+        for (i, (mode, values)) in series.iter().enumerate() {
+            let colour = COLOURS[i % COLOURS.len()];
+            // Modes side by side within a round, so their intervals do not overlap.
+            let shift = (i as f64 - (n - 1.0) / 2.0) * 0.08;
+            let points: Vec<(f64, &Summary)> = values
+                .iter()
+                .enumerate()
+                .filter_map(|(r, s)| Some((r as f64 + 1.0 + shift, s.as_ref()?)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().map(|(x, s)| (*x, s.mean)),
+                    colour.stroke_width(2),
+                ))
+                .map_err(err)?
+                .label(mode.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
+                });
+            chart
+                .draw_series(points.iter().map(|(x, s)| {
+                    let [a, b] = s.ci95.unwrap_or([s.mean, s.mean]);
+                    ErrorBar::new_vertical(*x, a, s.mean, b, colour.stroke_width(1), 8)
+                }))
+                .map_err(err)?;
         }
         chart
             .configure_series_labels()

@@ -24,6 +24,8 @@ use crate::scenario::{is_bounded_figure, Mode, OutcomeRules};
 pub enum RunStatus {
     Finished {
         figures: Figures,
+        /// Per-round aggregates of the decisions (share of each choice, mean, Gini).
+        rounds: Box<extract::RoundSeries>,
         timing: Figures,
         ended_by: String,
         prompt_tokens_by_turn: Vec<u64>,
@@ -68,18 +70,23 @@ pub fn read_run(dir: &Path, rules: Option<&OutcomeRules>) -> RunStatus {
         _ => {}
     }
     let mut figures = extract::generic_figures(&summary);
+    let mut rounds = Box::default();
     if let Some(rules) = rules {
         let transcript = match read_transcript(&dir.join("transcript.jsonl")) {
             Ok(t) => t,
             Err(e) => return RunStatus::Failed { error: chain(&e) },
         };
-        match extract::outcome_figures(rules, &transcript, summary.seed) {
-            Ok(outcomes) => figures.extend(outcomes),
+        match extract::outcomes(rules, &transcript, summary.seed) {
+            Ok((outcomes, series)) => {
+                figures.extend(outcomes);
+                rounds = Box::new(series);
+            }
             Err(e) => return RunStatus::Failed { error: chain(&e) },
         }
     }
     RunStatus::Finished {
         figures,
+        rounds,
         timing: extract::timing_figures(&summary),
         ended_by: summary.ended_by,
         prompt_tokens_by_turn: summary.prompt_tokens_by_turn,
@@ -161,6 +168,10 @@ pub struct ScenarioReport {
     pub figures: IndexMap<String, FigureReport>,
     /// Mean prompt tokens sent in each turn, over the runs that reached that turn.
     pub prompt_tokens_by_turn: IndexMap<Mode, Vec<f64>>,
+    /// Per-round aggregates over the runs: series (`share.VALUE`, `mean_decision`,
+    /// `gini`) → mode → each round's summary (`null` where no run has a value).
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub rounds: IndexMap<String, IndexMap<Mode, Vec<Option<Summary>>>>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -309,6 +320,7 @@ pub fn build(
             .iter()
             .map(|m| (*m, mean_by_turn(&sc.runs, *m)))
             .collect();
+        let rounds = round_summaries(&sc.runs, modes);
         let timing_figures = ["wall_ms", "latency_p50_ms", "latency_p95_ms"]
             .iter()
             .map(|f| {
@@ -337,6 +349,7 @@ pub fn build(
             headline,
             figures,
             prompt_tokens_by_turn,
+            rounds,
         });
     }
     let report = Report {
@@ -353,6 +366,54 @@ pub fn build(
         scenarios: reports,
     };
     (report, timing)
+}
+
+/// Each per-round series summarised over the runs of each mode, round by round.
+fn round_summaries(
+    runs: &[(Job, RunStatus)],
+    modes: &[Mode],
+) -> IndexMap<String, IndexMap<Mode, Vec<Option<Summary>>>> {
+    let mut names: Vec<&String> = Vec::new();
+    for (_, status) in runs {
+        if let RunStatus::Finished { rounds, .. } = status {
+            for name in rounds.keys() {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let method = Method::for_figure(name == "gini" || is_bounded_figure(name));
+            let by_mode = modes
+                .iter()
+                .map(|mode| {
+                    let series: Vec<&Vec<Option<f64>>> = runs
+                        .iter()
+                        .filter(|(j, _)| j.mode == *mode)
+                        .filter_map(|(_, s)| match s {
+                            RunStatus::Finished { rounds, .. } => rounds.get(name),
+                            _ => None,
+                        })
+                        .collect();
+                    let longest = series.iter().map(|s| s.len()).max().unwrap_or(0);
+                    let per_round = (0..longest)
+                        .map(|r| {
+                            let at: Vec<f64> = series
+                                .iter()
+                                .filter_map(|s| s.get(r).copied().flatten())
+                                .collect();
+                            stats::summarize(&at, method)
+                        })
+                        .collect();
+                    (*mode, per_round)
+                })
+                .collect();
+            (name.clone(), by_mode)
+        })
+        .collect()
 }
 
 fn mean_by_turn(runs: &[(Job, RunStatus)], mode: Mode) -> Vec<f64> {

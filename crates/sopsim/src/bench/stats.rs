@@ -311,8 +311,15 @@ mod tests {
         assert!(t[1] > 1.0, "{t:?}");
         let b = summarize(&rates, Method::Bootstrap).unwrap();
         let [lo, hi] = b.ci95.unwrap();
-        assert!(0.75 <= lo && lo < b.mean && b.mean < hi && hi <= 1.0, "{lo} {hi}");
-        assert_eq!(summarize(&rates, Method::Bootstrap), Some(b), "seeded: the same each time");
+        assert!(
+            0.75 <= lo && lo < b.mean && b.mean < hi && hi <= 1.0,
+            "{lo} {hi}"
+        );
+        assert_eq!(
+            summarize(&rates, Method::Bootstrap),
+            Some(b),
+            "seeded: the same each time"
+        );
     }
 
     #[test]
@@ -328,7 +335,10 @@ mod tests {
         // Many pairs: sampled, never 0.
         let many_a: Vec<(u64, f64)> = (0..40).map(|i| (i, 0.0)).collect();
         let many_b: Vec<(u64, f64)> = (0..40).map(|i| (i, 0.1 + i as f64 * 1e-3)).collect();
-        let p = paired(&many_a, &many_b, Method::Bootstrap).unwrap().p.unwrap();
+        let p = paired(&many_a, &many_b, Method::Bootstrap)
+            .unwrap()
+            .p
+            .unwrap();
         assert!(p > 0.0 && p < 0.001, "{p}");
     }
 }

@@ -166,7 +166,9 @@ impl Network {
                 format!("{m}: must be at least 1 and below count ({n})"),
             )),
             Network::ScaleFree { .. } => None,
-            Network::Lattice { width, .. } if width < 3 || !n.is_multiple_of(width) || n / width < 3 => {
+            Network::Lattice { width, .. }
+                if width < 3 || !n.is_multiple_of(width) || n / width < 3 =>
+            {
                 Some((
                     "width",
                     format!(

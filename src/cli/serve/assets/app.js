@@ -51,6 +51,10 @@ const view = {
   scenario: null,
   messages: 0,
   round: null, // the block of the simultaneous round in progress
+  network: null, // the populations' networks (network.json), for a population run
+  shares: new Map(), // round -> { choice -> how many chose it }
+  lastChoice: new Map(), // member -> its latest decision
+  viewer: null, // the member whose view the transcript shows, or null for everyone
 };
 
 function section(state, visit) {
@@ -122,6 +126,15 @@ function addMessage(text, meta) {
       drawAgents();
     }
   }
+  box.dataset.visit = String(meta.visit || '');
+  if (view.network && meta.decision && meta.decision.value !== undefined) {
+    const round = meta.round ?? meta.visit;
+    const counts = view.shares.get(round) || {};
+    counts[meta.decision.value] = (counts[meta.decision.value] || 0) + 1;
+    view.shares.set(round, counts);
+    view.lastChoice.set(meta.name, String(meta.decision.value));
+  }
+  if (view.viewer && !sees(view.viewer, box)) box.classList.add('unseen');
   const inRound = meta.round !== undefined && view.round && view.round.dataset.round === String(meta.round);
   const target = inRound ? view.round : (meta.state ? section(meta.state, meta.visit || 1) : lastSection());
   target.append(box);
@@ -185,6 +198,7 @@ function render(p) {
       // A tool call or result in the transcript: shown live as its own events.
       if (meta.kind === 'tool_call' || meta.kind === 'tool_result') break;
       addMessage(text, meta);
+      if (view.network && meta.decision) view.populationDirty = true;
       break;
     }
     case 'result':
@@ -219,7 +233,177 @@ function clearTranscript() {
   view.messages = 0;
   view.streaming = null;
   view.round = null;
+  view.shares.clear();
+  view.lastChoice.clear();
 }
+
+// ---- a population: choice shares, the network, one member's view ----------------
+
+// Member name -> { population, index, neighbours: Set of names | null (complete) }.
+function members() {
+  if (view.network.byName) return view.network.byName;
+  const byName = new Map();
+  for (const p of view.network.populations || []) {
+    const lists = p.links ? p.members.map(() => new Set()) : null;
+    for (const [a, b] of p.links || []) {
+      lists[a].add(p.members[b]);
+      lists[b].add(p.members[a]);
+    }
+    p.members.forEach((name, i) => byName.set(name, { population: p.name, index: i, neighbours: lists ? lists[i] : null }));
+  }
+  view.network.byName = byName;
+  return byName;
+}
+
+// Whether `viewer` could see the message drawn in `box` (the rule of the run's mode;
+// the history window aside).
+function sees(viewer, box) {
+  const all = members();
+  const me = all.get(viewer);
+  const speaker = box.dataset.name;
+  if (!me || speaker === viewer) return true;
+  const them = all.get(speaker);
+  const cooperative = view.network.mode !== 'competitive';
+  if (!them) {
+    if (cooperative) return true;
+    // Competitive: the public record of a visit the member played in.
+    return [...document.querySelectorAll('#transcript .msg')]
+      .some((m) => m.dataset.name === viewer && m.dataset.visit === box.dataset.visit);
+  }
+  if (!cooperative) return false;
+  if (them.population !== me.population) return !me.neighbours && !them.neighbours;
+  return !me.neighbours || me.neighbours.has(speaker);
+}
+
+function viewAs(name) {
+  view.viewer = name;
+  for (const box of document.querySelectorAll('#transcript .msg')) {
+    box.classList.toggle('unseen', Boolean(name) && !sees(name, box));
+  }
+  const line = $('viewing');
+  line.replaceChildren();
+  if (name) {
+    const me = members().get(name);
+    const n = me && me.neighbours ? `${me.neighbours.size} neighbours` : 'everyone';
+    line.append(`What ${name} saw (${n}, ${view.network.mode || 'cooperative'} mode).`);
+    const all = el('button', null, 'everyone');
+    all.type = 'button';
+    all.addEventListener('click', () => viewAs(null));
+    line.append(all);
+  } else {
+    line.append('Click a member to see what it saw.');
+  }
+  drawNetwork();
+}
+
+const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'];
+
+function choiceColours() {
+  const values = [];
+  for (const counts of view.shares.values()) for (const v of Object.keys(counts)) if (!values.includes(v)) values.push(v);
+  values.sort();
+  return new Map(values.map((v, i) => [v, PALETTE[i % PALETTE.length]]));
+}
+
+function svgEl(tag, attrs) {
+  const node = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+
+// Each choice's share of the round's decisions, round by round.
+function drawShares() {
+  const svg = $('shares');
+  svg.replaceChildren();
+  const rounds = [...view.shares.keys()].sort((a, b) => a - b);
+  const w = 300, h = 120, pad = 22;
+  svg.setAttribute('viewBox', `0 0 ${w} ${h}`);
+  svg.append(svgEl('line', { class: 'axis', x1: pad, y1: h - pad, x2: w - 4, y2: h - pad }));
+  svg.append(svgEl('line', { class: 'axis', x1: pad, y1: 4, x2: pad, y2: h - pad }));
+  const label = (x, y, text) => { const t = svgEl('text', { x, y }); t.textContent = text; svg.append(t); };
+  label(2, 10, '1'); label(2, h - pad, '0');
+  if (!rounds.length) return;
+  const x = (i) => pad + (rounds.length === 1 ? (w - pad) / 2 : (i * (w - pad - 8)) / (rounds.length - 1));
+  const y = (share) => h - pad - share * (h - pad - 6);
+  let legend = 0;
+  for (const [value, colour] of choiceColours()) {
+    const points = rounds.map((r, i) => {
+      const counts = view.shares.get(r);
+      const total = Object.values(counts).reduce((a, b) => a + b, 0);
+      return `${x(i)},${y((counts[value] || 0) / total)}`;
+    });
+    svg.append(svgEl('polyline', { points: points.join(' '), fill: 'none', stroke: colour, 'stroke-width': 2, class: 'share', 'data-choice': value }));
+    const t = svgEl('text', { x: pad + 6 + legend * 90, y: h - 4, style: `fill: ${colour}` });
+    t.textContent = value;
+    svg.append(t);
+    legend += 1;
+  }
+  label(w - 40, h - pad + 12, `round ${rounds[rounds.length - 1]}`);
+}
+
+// The first population's network: all of it up to 400 members, else the first 400
+// (members by number); a lattice on its grid, anything else on a circle.
+function drawNetwork() {
+  const svg = $('network');
+  svg.replaceChildren();
+  const p = (view.network.populations || [])[0];
+  if (!p) return;
+  const shown = Math.min(p.members.length, 400);
+  const w = 300;
+  let pos;
+  const width = p.kind === 'lattice' ? Math.round(Math.sqrt(p.members.length)) : 0;
+  if (width && p.members.length % width === 0) {
+    const cell = w / Math.max(width, p.members.length / width);
+    pos = (i) => [cell * (i % width) + cell / 2, cell * Math.floor(i / width) + cell / 2];
+  } else {
+    pos = (i) => {
+      const a = (2 * Math.PI * i) / shown;
+      return [w / 2 + (w / 2 - 8) * Math.cos(a), w / 2 + (w / 2 - 8) * Math.sin(a)];
+    };
+  }
+  svg.setAttribute('viewBox', `0 0 ${w} ${w}`);
+  for (const [a, b] of p.links || []) {
+    if (a >= shown || b >= shown) continue;
+    // Wrapping links of a torus would cross the whole grid.
+    const [x1, y1] = pos(a), [x2, y2] = pos(b);
+    if (width && (Math.abs(x1 - x2) > w / 2 || Math.abs(y1 - y2) > w / 2)) continue;
+    svg.append(svgEl('line', { x1, y1, x2, y2 }));
+  }
+  const colours = choiceColours();
+  const r = Math.max(2, Math.min(8, 600 / shown));
+  for (let i = 0; i < shown; i++) {
+    const name = p.members[i];
+    const [cx, cy] = pos(i);
+    const c = svgEl('circle', { cx, cy, r, fill: colours.get(view.lastChoice.get(name)) || '#bbb', 'data-name': name });
+    if (name === view.viewer) c.classList.add('chosen');
+    const title = svgEl('title', {});
+    title.textContent = `${name}${view.lastChoice.has(name) ? `: ${view.lastChoice.get(name)}` : ''}`;
+    c.append(title);
+    c.addEventListener('click', () => viewAs(name === view.viewer ? null : name));
+    svg.append(c);
+  }
+  if (shown < p.members.length) {
+    const t = svgEl('text', { x: 4, y: w - 4 });
+    t.textContent = `the first ${shown} of ${p.members.length} members`;
+    svg.append(t);
+  }
+}
+
+function drawPopulation() {
+  if (!view.network) return;
+  $('population').hidden = false;
+  drawShares();
+  drawNetwork();
+  if (!$('viewing').textContent) viewAs(view.viewer);
+}
+
+// A member's name in the transcript shows its view too.
+document.addEventListener('click', (e) => {
+  const who = e.target.closest && e.target.closest('#transcript .speaker');
+  if (!who || !view.network) return;
+  const name = who.closest('.msg').dataset.name;
+  if (members().has(name)) viewAs(name);
+});
 
 // ---- the side panel -------------------------------------------------------------
 
@@ -284,8 +468,19 @@ function drawGraph() {
 function drawAgents() {
   const list = $('agents');
   list.replaceChildren();
-  const agents = (view.scenario && view.scenario.agents)
+  let agents = (view.scenario && view.scenario.agents)
     || [...view.speakers].map(([name, roles]) => ({ name, roles: Object.fromEntries([...roles].map((r, i) => [i, r])) }));
+  if (view.network) {
+    // A population is one line, however many members it has.
+    const all = members();
+    agents = agents.filter((a) => !all.has(a.name));
+    for (const p of view.network.populations || []) {
+      const li = el('li');
+      const first = p.members[0], last = p.members[p.members.length - 1];
+      li.append(el('span', 'speaker', p.name), el('span', 'role', ` ${p.members.length} members (${first}…${last}), ${p.kind} network`));
+      list.append(li);
+    }
+  }
   for (const a of agents) {
     const roles = [...new Set(Object.values(a.roles || {}))];
     const li = el('li');
@@ -377,7 +572,13 @@ function startLive(state) {
   });
   // The reply streamed so far is drawn again: its next draw streams afresh.
   source.addEventListener('redrawn', () => dropStreaming());
+  // A population's panel is drawn again at most once per progress report.
+  drawPopulation();
   source.addEventListener('progress', (e) => {
+    if (view.populationDirty) {
+      view.populationDirty = false;
+      drawPopulation();
+    }
     const p = JSON.parse(e.data);
     drawCounters(p);
     if (!$('status').classList.contains('ended')) setStatus(p.paused ? 'paused' : 'running', p.paused ? 'paused' : '');
@@ -440,6 +641,7 @@ function startReplay(events, summary) {
     const upto = shown === turns.length ? events.length : turns[shown];
     for (let i = 0; i < upto; i++) render(events[i]);
     drawGraph();
+    drawPopulation();
     slider.value = String(shown);
     $('slider-value').textContent = `${shown} / ${turns.length}`;
     if (shown === turns.length && summary) {
@@ -553,11 +755,21 @@ function startBench(state) {
 
 // ---- start ----------------------------------------------------------------------
 
+// The run's networks, or null for a run without populations (a 404).
+async function network(url) {
+  const r = await fetch(url, { credentials: 'same-origin' });
+  return r.ok ? r.json() : null;
+}
+
 async function main() {
   const state = await getJson('/api/state');
-  if (state.mode === 'live') return startLive(state);
+  if (state.mode === 'live') {
+    view.network = await network('/api/network');
+    return startLive(state);
+  }
   if (state.mode === 'run') {
     $('title').textContent = (state.summary && state.summary.scenario) || 'sopsim run';
+    view.network = await network('/api/network');
     return startReplay(await getJson('/api/events'), state.summary);
   }
   if (state.mode === 'bench') {
@@ -565,7 +777,12 @@ async function main() {
     if (!run) return startBench(state);
     $('title').textContent = run;
     const base = `/api/runs/${run.split('/').map(encodeURIComponent).join('/')}`;
-    const [events, summary] = await Promise.all([getJson(`${base}/events`), getJson(`${base}/summary`).catch(() => null)]);
+    const [events, summary, net] = await Promise.all([
+      getJson(`${base}/events`),
+      getJson(`${base}/summary`).catch(() => null),
+      network(`${base}/network`),
+    ]);
+    view.network = net;
     return startReplay(events, summary);
   }
 }
