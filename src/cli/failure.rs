@@ -87,6 +87,9 @@ fn hint(error: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
             Some(OutFolderError::NoRun) => return Some(" (run without --resume to start one)"),
             _ => {}
         }
+        if let Some(SetupError::TooBig { runs: 2.., .. }) = e.downcast_ref() {
+            return Some(" (--jobs sets how many run at once)");
+        }
         cause = e.source();
     }
     None

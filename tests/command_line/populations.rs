@@ -239,3 +239,38 @@ fn a_population_bench_is_the_same_at_one_and_four_jobs() {
         .join("plots/spatial_dilemma-by-round-share_COOPERATE.png")
         .is_file());
 }
+
+#[test]
+fn a_population_too_large_for_memory_is_refused_before_it_starts() {
+    let info = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let free_kib: u64 = info
+        .lines()
+        .find(|l| l.starts_with("MemAvailable:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // 100,000 members take about 3.9 GiB a run: more runs at once than fit.
+    let jobs = (free_kib / (4 << 20) + 1).to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let path = game(
+        dir.path(),
+        json!({"name": "P{i}", "count": 100_000, "roles": {"play": "Player"}}),
+    );
+    let out = sopsim()
+        .args([
+            "bench", &path, "--llm", "scripted", "--quiet", "--jobs", &jobs, "--seeds", &jobs,
+            "--out",
+        ])
+        .arg(dir.path().join("bench"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("100000 agents need about"), "{stderr}");
+    assert!(
+        stderr.contains("or fewer runs at once (--jobs sets how many run at once)"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("bench/runs").exists(), "nothing started");
+}

@@ -196,7 +196,7 @@ pub enum SetupError {
          agent, measured over ten rounds), more than the {available_mib} MiB this machine \
          has free; use fewer members{}",
         BYTES_PER_AGENT >> 10,
-        if *.runs > 1 { " or fewer runs at once (--jobs)" } else { "" }
+        if *.runs > 1 { " or fewer runs at once" } else { "" }
     )]
     TooBig {
         path: PathBuf,
