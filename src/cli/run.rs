@@ -24,6 +24,7 @@ use super::view::{self, RunViewer};
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let opts = RunOptions {
         scenario: args.scenario,
+        document: None,
         out: args.out,
         mode: args.mode.map(Mode::from),
         seed: args.seed,

@@ -142,8 +142,6 @@ impl Sinks {
 pub struct FrontendLog {
     inner: Mutex<FrontendState>,
     path: std::path::PathBuf,
-    conversation_id: String,
-    started: Instant,
 }
 
 struct FrontendState {
@@ -151,9 +149,40 @@ struct FrontendState {
     /// The bytes of whole lines written so far.
     written: u64,
     line: Vec<u8>,
-    ids: ChaCha8Rng,
+    payloads: Payloads,
     failed: Failed,
+}
+
+/// Turns a run's events into the payloads `events.jsonl` holds, one by one: ids from the
+/// run's seed, the round each event is in, the time since the run began.
+pub struct Payloads {
+    conversation_id: String,
+    started: Instant,
+    ids: ChaCha8Rng,
     rounds: Rounds,
+}
+
+impl Payloads {
+    /// Ids come from `seed`, so seeded runs have the same ids.
+    pub fn new(conversation_id: String, seed: u64) -> Self {
+        Self {
+            conversation_id,
+            started: Instant::now(),
+            ids: ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d1d5),
+            rounds: Rounds::default(),
+        }
+    }
+
+    /// The payload of `event`, if it has one (streamed tokens and progress do not).
+    pub fn next(&mut self, event: &SimEvent) -> Option<Value> {
+        let elapsed = self.started.elapsed().as_millis() as u64;
+        let round = self.rounds.see(event);
+        let (ret, query_id) = to_return_in(event, elapsed, round)?;
+        let mut bytes = [0u8; 16];
+        self.ids.fill_bytes(&mut bytes);
+        let id = uuid::Builder::from_random_bytes(bytes).into_uuid();
+        ret.to_frontend_with_id("sopsim", &self.conversation_id, &query_id, id)
+    }
 }
 
 /// Whether a write failed, and whether the failure was told.
@@ -176,13 +205,10 @@ impl FrontendLog {
                 file,
                 written: 0,
                 line: Vec::new(),
-                ids: ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d1d5),
+                payloads: Payloads::new(conversation_id, seed),
                 failed: Failed::No,
-                rounds: Rounds::default(),
             }),
             path: path.to_path_buf(),
-            conversation_id,
-            started: Instant::now(),
         })
     }
 
@@ -327,17 +353,8 @@ pub fn to_return_in(
 
 impl EventSink for FrontendLog {
     fn emit(&self, event: &SimEvent) {
-        let elapsed = self.started.elapsed().as_millis() as u64;
         let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let round = st.rounds.see(event);
-        let Some((ret, query_id)) = to_return_in(event, elapsed, round) else {
-            return;
-        };
-        let mut bytes = [0u8; 16];
-        st.ids.fill_bytes(&mut bytes);
-        let id = uuid::Builder::from_random_bytes(bytes).into_uuid();
-        let Some(payload) = ret.to_frontend_with_id("sopsim", &self.conversation_id, &query_id, id)
-        else {
+        let Some(payload) = st.payloads.next(event) else {
             return;
         };
         if !matches!(st.failed, Failed::No) {

@@ -23,6 +23,10 @@ use crate::sim::{self, EndReason, RunConfig, RunOutcome, Services};
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub scenario: PathBuf,
+    /// The scenario itself, when it is not read from `scenario` (made in code, e.g. a
+    /// Python dict): `scenario` then names it, and its folder is where the files it
+    /// names are looked up.
+    pub document: Option<serde_json::Value>,
     /// Write `transcript.jsonl`, `events.jsonl`, `environment.json` and `summary.json`
     /// here.
     pub out: Option<PathBuf>,
@@ -52,6 +56,7 @@ impl RunOptions {
     pub fn new(scenario: impl Into<PathBuf>) -> Self {
         Self {
             scenario: scenario.into(),
+            document: None,
             out: None,
             mode: None,
             seed: 0,
@@ -171,7 +176,13 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         cancel,
         control,
     } = io;
-    let (mut scenario, imported) = setup::load(&opts.scenario, &opts.allowed_paths)?;
+    let (mut scenario, imported) = match &opts.document {
+        Some(doc) => {
+            crate::scenario::load_document_with(&opts.scenario, doc.clone(), &opts.allowed_paths)
+                .map_err(SetupError::from)?
+        }
+        None => setup::load(&opts.scenario, &opts.allowed_paths)?,
+    };
     setup::check_memory(&opts.scenario, &scenario, 1)?;
     opts.allowed_commands
         .check(&scenario)
@@ -193,10 +204,13 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         Some(out) => {
             let identity = RunIdentity {
                 sopsim: env!("CARGO_PKG_VERSION").to_string(),
-                scenario_sha256: file_sha256(&opts.scenario).map_err(|source| SimError::Io {
-                    what: opts.scenario.display().to_string(),
-                    source,
-                })?,
+                scenario_sha256: match &opts.document {
+                    Some(doc) => sha256_hex(doc.to_string().as_bytes()),
+                    None => file_sha256(&opts.scenario).map_err(|source| SimError::Io {
+                        what: opts.scenario.display().to_string(),
+                        source,
+                    })?,
+                },
                 seed: opts.seed,
                 mode,
                 llm: services.llm.describe(),
@@ -293,12 +307,16 @@ impl RunFolder {
 
 /// The SHA-256 of a scenario file, as `run.json` keeps it.
 fn file_sha256(path: &Path) -> std::io::Result<String> {
-    use sha2::{Digest, Sha256};
     let bytes = crate::files::read_bounded(path, crate::scenario::MAX_SCENARIO_BYTES)?;
-    Ok(Sha256::digest(&bytes)
+    Ok(sha256_hex(&bytes))
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
-        .collect())
+        .collect()
 }
 
 /// Writes the final files and says how the run ended (blocking).

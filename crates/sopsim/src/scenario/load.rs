@@ -437,6 +437,17 @@ pub fn load_any_with(
 ) -> Result<(Scenario, Option<Imported>), ScenarioError> {
     let text = read_text(path)?;
     let doc = parse_json(path, &text)?;
+    load_document_with(path, doc, allowed)
+}
+
+/// [`load_any_with`] for a document already parsed (a scenario made in another
+/// language, as a dict): `path` names it in errors, and its folder is where the files
+/// it names are looked up.
+pub fn load_document_with(
+    path: &Path,
+    doc: Value,
+    allowed: &[PathBuf],
+) -> Result<(Scenario, Option<Imported>), ScenarioError> {
     let folder = Folder::of(path, allowed);
     if !is_aiwaves(&doc) {
         let scenario = from_document_in(path, doc, &folder)?;

@@ -22,8 +22,8 @@ pub use commands::{started_programs, CommandConsent, NotAllowed, StartedProgram}
 pub use data_file::{read_objects, DataFile, DataFileError};
 pub use format::*;
 pub use load::{
-    from_document, import_aiwaves, load, load_any, load_any_with, parse_json, read_text,
-    validate_built, ScenarioError, MAX_SCENARIO_BYTES,
+    from_document, import_aiwaves, load, load_any, load_any_with, load_document_with, parse_json,
+    read_text, validate_built, ScenarioError, MAX_SCENARIO_BYTES,
 };
 pub use outcomes::*;
 pub use path::FieldPath;

@@ -1,0 +1,168 @@
+"""One run: started from Python or read from a folder the command line wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from . import _sopsim
+from ._options import model_options, optional_path, check_mode, check_count
+from ._scenario import PathLike, as_scenario
+from ._tables import DataFrame, to_pandas
+
+
+class Run:
+    """A finished run: its transcript, summary, events and Environment, as the files
+    ``sopsim run --out DIR`` writes hold them."""
+
+    def __init__(
+        self,
+        transcript: List[Dict[str, Any]],
+        summary: Dict[str, Any],
+        events: List[Dict[str, Any]],
+        environment: Dict[str, Any],
+        network: Optional[Dict[str, Any]] = None,
+        out: Optional[Path] = None,
+    ) -> None:
+        #: Every message, in order, as ``transcript.jsonl`` holds them.
+        self.transcript = transcript
+        #: How the run went, as ``summary.json``.
+        self.summary = summary
+        #: The event payloads, as ``events.jsonl`` (times aside).
+        self.events = events
+        #: The Environment at the end, as ``environment.json``.
+        self.environment = environment
+        #: The populations' networks, as ``network.json`` (``None`` without populations).
+        self.network = network
+        #: The run's folder, when it has one.
+        self.out = out
+
+    def to_records(self) -> List[Dict[str, Any]]:
+        """One dict per message: the transcript's fields, ``decision_value`` and a
+        ``p.VALUE`` per option of its decision (``None`` where a message has none)."""
+        options: List[str] = []
+        for m in self.transcript:
+            for option in ((m.get("decision") or {}).get("probabilities") or {}):
+                if option not in options:
+                    options.append(option)
+        records = []
+        for m in self.transcript:
+            row = {k: v for k, v in m.items() if k != "decision"}
+            decision = m.get("decision") or {}
+            row["decision_value"] = decision.get("value")
+            probabilities = decision.get("probabilities") or {}
+            for option in options:
+                row[f"p.{option}"] = probabilities.get(option)
+            records.append(row)
+        return records
+
+    def to_pandas(self) -> DataFrame:
+        """The transcript as a DataFrame, one row per message (see :meth:`to_records`).
+        Needs pandas."""
+        return to_pandas(self.to_records())
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return f"Run({s.get('scenario')!r}, {s.get('mode')}, seed {s.get('seed')}: {s.get('turns')} turns, ended by {s.get('ended_by')})"
+
+
+def run(
+    scenario: Any,
+    *,
+    mode: Optional[str] = None,
+    seed: int = 0,
+    llm: Optional[str] = None,
+    model: Optional[PathLike] = None,
+    base_url: Optional[str] = None,
+    api_key: Optional[str] = None,
+    embedder: Optional[str] = None,
+    max_turns: Optional[int] = None,
+    out: Optional[PathLike] = None,
+    overwrite: bool = False,
+    resume: bool = False,
+    record: Optional[PathLike] = None,
+    replay: Optional[PathLike] = None,
+    on_event: Optional[Callable[[Dict[str, Any]], Any]] = None,
+) -> Run:
+    """Runs a scenario (a path or a :class:`Scenario`) as ``sopsim run`` does and
+    returns the finished :class:`Run`.
+
+    ``llm`` is ``"local"`` (the default model, fetched on first use), ``"openai"`` (a
+    server: ``base_url``, ``api_key``, ``model``) or ``"scripted"`` (the scenario's
+    script); ``embedder`` is ``"minilm"``, ``"openai"`` or ``"hash"``. With ``out`` the
+    run's files are written there (``resume=True`` continues a killed run in it).
+    ``on_event`` is called with each event's payload. The GIL is released while the run
+    goes on; Ctrl-C (KeyboardInterrupt) stops it at the next turn boundary, keeps the
+    finished turns (in ``out``) and is raised.
+    """
+    source = as_scenario(scenario)._run_source()
+    check_mode(mode, "mode")
+    check_count(seed, "seed", minimum=0)
+    if max_turns is not None:
+        check_count(max_turns, "max_turns", minimum=1)
+    if on_event is not None and not callable(on_event):
+        raise TypeError(f"on_event: expected a callable, got {type(on_event).__name__}")
+    options = {
+        **source,
+        "mode": mode,
+        "seed": seed,
+        "max_turns": max_turns,
+        "out": optional_path(out, "out"),
+        "overwrite": bool(overwrite),
+        "resume": bool(resume),
+        **model_options(llm, model, base_url, api_key, embedder),
+        "record": optional_path(record, "record"),
+        "replay": optional_path(replay, "replay"),
+    }
+    callback = None
+    if on_event is not None:
+        def callback(text: str) -> None:
+            on_event(json.loads(text))
+    result = json.loads(_sopsim.run(json.dumps(options), callback))
+    return Run(
+        result["transcript"],
+        result["summary"],
+        result["events"],
+        result["environment"],
+        result.get("network"),
+        Path(out) if out is not None else None,
+    )
+
+
+async def run_async(scenario: Any, **options: Any) -> Run:
+    """:func:`run` for code inside an event loop (a Jupyter notebook): the run goes on a
+    worker thread and the loop keeps running."""
+    return await asyncio.to_thread(run, scenario, **options)
+
+
+def _jsonl(path: Path) -> List[Dict[str, Any]]:
+    if not path.exists():
+        return []
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _json(path: Path) -> Any:
+    if not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_run(folder: PathLike) -> Run:
+    """The :class:`Run` the command line wrote into ``folder`` (``sopsim run --out``)."""
+    if not isinstance(folder, (str, os.PathLike)):
+        raise TypeError(f"folder: expected a str or os.PathLike, got {type(folder).__name__}")
+    d = Path(folder)
+    if not (d / "transcript.jsonl").exists():
+        raise FileNotFoundError(f"{d}: no transcript.jsonl: not a run's folder")
+    return Run(
+        _jsonl(d / "transcript.jsonl"),
+        _json(d / "summary.json") or {},
+        _jsonl(d / "events.jsonl"),
+        _json(d / "environment.json") or {},
+        _json(d / "network.json"),
+        d,
+    )

@@ -1,0 +1,254 @@
+//! `sopsim._sopsim`: the Rust side of the Python package. Thin: each function takes
+//! its options as JSON text, calls the library with the GIL released, and hands back
+//! JSON text that the pure-Python side (`python/sopsim/`) turns into objects. Errors
+//! become the package's exception classes, defined in Python (`sopsim._errors`).
+//!
+//! Layout: `options.rs` reads the options Python sends; `sink.rs` passes a run's events
+//! to a Python callable; this file is the module and its functions.
+
+mod options;
+mod sink;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::exceptions::PyKeyboardInterrupt;
+use pyo3::prelude::*;
+use serde_json::{json, Value};
+use sopsim::chain::chain;
+use sopsim::error::CancelToken;
+use sopsim::runner::{self, RunError, RunIo};
+use sopsim::scenario::ScenarioError;
+
+use sink::PythonSink;
+
+/// How often a waiting call lets Python handle a signal (Ctrl-C).
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// The package's exception `name` (from `sopsim._errors`) with `args`.
+fn python_error<'py, A>(py: Python<'py>, name: &str, args: A) -> PyErr
+where
+    A: pyo3::call::PyCallArgs<'py>,
+{
+    let made = py
+        .import("sopsim._errors")
+        .and_then(|m| m.getattr(name))
+        .and_then(|class| class.call1(args));
+    match made {
+        Ok(instance) => PyErr::from_value(instance),
+        Err(e) => e,
+    }
+}
+
+/// A scenario that does not load: `ScenarioError(message, problems)`.
+fn scenario_error(py: Python<'_>, e: &ScenarioError) -> PyErr {
+    let problems: Vec<(String, String)> = match e {
+        ScenarioError::Invalid { problems, .. } => problems
+            .iter()
+            .map(|p| (p.path.to_string(), p.message.clone()))
+            .collect(),
+        other => vec![(String::new(), other.to_string())],
+    };
+    python_error(py, "ScenarioError", (chain(e), problems))
+}
+
+/// A run or setup error: bad input is `ScenarioError` (a scenario) or `ValueError`,
+/// the rest `RunError`; the message carries the chain of causes.
+fn run_error(py: Python<'_>, e: &RunError) -> PyErr {
+    if let RunError::Setup(sopsim::setup::SetupError::Scenario(s)) = e {
+        return scenario_error(py, s);
+    }
+    if e.is_bad_input() {
+        return pyo3::exceptions::PyValueError::new_err(chain(e));
+    }
+    python_error(py, "RunError", (chain(e),))
+}
+
+/// Runs `work` on a thread of its own with the GIL released, letting Python handle
+/// signals meanwhile: on KeyboardInterrupt (or any error a signal handler raises)
+/// `cancel` is cancelled, the work finishes at its next turn boundary, and the error is
+/// raised.
+fn wait_for<T: Send + 'static>(
+    py: Python<'_>,
+    cancel: CancelToken,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> PyResult<T> {
+    let handle = std::thread::Builder::new()
+        .name("sopsim-run".into())
+        .spawn(work)
+        .map_err(|e| python_error(py, "RunError", (format!("cannot start a thread: {e}"),)))?;
+    let mut interrupted = None;
+    while !handle.is_finished() {
+        py.detach(|| std::thread::sleep(SIGNAL_POLL));
+        if interrupted.is_none() {
+            if let Err(e) = py.check_signals() {
+                cancel.cancel();
+                interrupted = Some(e);
+            }
+        }
+    }
+    let result = py.detach(|| handle.join());
+    if let Some(e) = interrupted {
+        return Err(e);
+    }
+    result.map_err(|_| python_error(py, "RunError", ("the run panicked (a bug in sopsim)",)))
+}
+
+/// Checks a scenario file (or, with `document`, a scenario as JSON text whose files are
+/// looked up beside `path`); returns what it is as JSON text, or raises
+/// `ScenarioError` with every problem.
+#[pyfunction]
+#[pyo3(signature = (path, document=None))]
+fn load_scenario(py: Python<'_>, path: String, document: Option<String>) -> PyResult<String> {
+    let path = std::path::PathBuf::from(path);
+    let loaded = py.detach(|| match document {
+        Some(text) => sopsim::scenario::parse_json(&path, &text)
+            .and_then(|doc| sopsim::scenario::load_document_with(&path, doc, &[])),
+        None => sopsim::scenario::load_any_with(&path, &[]),
+    });
+    let (scenario, _) = loaded.map_err(|e| scenario_error(py, &e))?;
+    let members: usize = scenario.populations.values().map(|p| p.count).sum();
+    Ok(json!({
+        "name": scenario.name,
+        "mode": scenario.environment.mode.as_str(),
+        "agents": scenario.agents.len() - members,
+        "members": members,
+        "states": scenario.sop.states.keys().collect::<Vec<_>>(),
+        "outcomes": scenario.outcomes.is_some(),
+    })
+    .to_string())
+}
+
+/// Runs a scenario (`options`: JSON text, see `sopsim/_run.py`); `on_event` gets each
+/// event's payload as JSON text. Returns the transcript, summary, environment and
+/// events as JSON text.
+#[pyfunction]
+#[pyo3(signature = (options, on_event=None))]
+fn run(py: Python<'_>, options: String, on_event: Option<Py<PyAny>>) -> PyResult<String> {
+    let opts = options::run_options(&options).map_err(pyo3::exceptions::PyValueError::new_err)?;
+    let sink = Arc::new(PythonSink::new(
+        on_event,
+        format!("{}-{}", opts.scenario.display(), opts.seed),
+        opts.seed,
+    ));
+    let cancel = CancelToken::new();
+    let io = RunIo {
+        sinks: vec![sink.clone()],
+        cancel: cancel.clone(),
+        ..RunIo::default()
+    };
+    sink.cancel_with(cancel.clone());
+    let outcome = wait_for(py, cancel.clone(), move || runner::run(&opts, io).map_err(Box::new))?;
+    // A callback's own exception stops the run and is raised as it was.
+    if let Some(e) = sink.take_error() {
+        return Err(e);
+    }
+    let outcome = outcome.map_err(|e| run_error(py, &e))?;
+    if cancel.is_cancelled() {
+        return Err(PyKeyboardInterrupt::new_err("the run was stopped"));
+    }
+    let events: Vec<Value> = sink
+        .take_events()
+        .iter()
+        .filter_map(|e| serde_json::from_str(e).ok())
+        .collect();
+    Ok(json!({
+        "transcript": outcome.transcript,
+        "summary": outcome.summary,
+        "environment": outcome.environment,
+        "network": outcome.network,
+        "events": events,
+    })
+    .to_string())
+}
+
+/// Runs a benchmark (`options`: JSON text, see `sopsim/_bench.py`) into its folder;
+/// `progress(done, total)` is called as runs end. Returns the folder.
+#[pyfunction(name = "bench")]
+#[pyo3(signature = (options, progress=None))]
+fn run_bench(py: Python<'_>, options: String, progress: Option<Py<PyAny>>) -> PyResult<String> {
+    let opts = options::bench_options(&options).map_err(pyo3::exceptions::PyValueError::new_err)?;
+    let out = opts.out.display().to_string();
+    let cancel = CancelToken::new();
+    let observer = sink::Progress::new(progress);
+    let token = cancel.clone();
+    let result = wait_for(py, cancel.clone(), move || {
+        sopsim::bench::run(&opts, &observer, token).map(|_| ())
+    })?;
+    result.map_err(|e| {
+        if let sopsim::bench::BenchError::Setup(sopsim::setup::SetupError::Scenario(s)) = &e {
+            return scenario_error(py, s);
+        }
+        if e.is_bad_input() {
+            pyo3::exceptions::PyValueError::new_err(chain(&e))
+        } else {
+            python_error(py, "RunError", (chain(&e),))
+        }
+    })?;
+    if cancel.is_cancelled() {
+        return Err(PyKeyboardInterrupt::new_err("the benchmark was stopped"));
+    }
+    Ok(out)
+}
+
+/// The models sopsim knows, as JSON text: name, status, folder, bytes, description.
+#[pyfunction]
+fn models_list(py: Python<'_>) -> PyResult<String> {
+    let root = sopsim::models::models_dir();
+    let mut rows = Vec::new();
+    for spec in sopsim::models::KNOWN {
+        let status = spec
+            .status(&root)
+            .map_err(|e| python_error(py, "RunError", (chain(&e),)))?;
+        rows.push(json!({
+            "name": spec.name,
+            "status": status.as_str(),
+            "folder": spec.folder(&root).display().to_string(),
+            "bytes": spec.bytes(),
+            "fetched_by_default": spec.by_default,
+            "description": spec.description,
+        }));
+    }
+    Ok(Value::Array(rows).to_string())
+}
+
+/// Fetches the models named (all the default ones when none are named).
+#[pyfunction]
+fn models_fetch(py: Python<'_>, names: Vec<String>) -> PyResult<()> {
+    let root = sopsim::models::models_dir();
+    let specs: Vec<_> = if names.is_empty() {
+        sopsim::models::KNOWN
+            .iter()
+            .filter(|m| m.by_default)
+            .collect()
+    } else {
+        names
+            .iter()
+            .map(|n| sopsim::models::find(n))
+            .collect::<Result<_, _>>()
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(chain(&e)))?
+    };
+    for spec in specs {
+        py.detach(|| spec.ensure(&root, &sopsim::models::Quiet))
+            .map_err(|e| python_error(py, "RunError", (chain(&e),)))?;
+    }
+    Ok(())
+}
+
+/// Panics, for the test that a Rust panic reaches Python as an exception.
+#[pyfunction]
+fn _panic_for_test() {
+    panic!("a panic raised on purpose by a test");
+}
+
+#[pymodule]
+fn _sopsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(run_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(models_list, m)?)?;
+    m.add_function(wrap_pyfunction!(models_fetch, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

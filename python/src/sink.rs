@@ -1,0 +1,120 @@
+//! Where a run's events and a benchmark's progress go in Python: a callable, called
+//! with the GIL held, from the run's own threads.
+
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use sopsim::bench::plan::Job;
+use sopsim::bench::{BenchObserver, JobResult};
+use sopsim::error::CancelToken;
+use sopsim::events::{EventSink, Payloads, SimEvent};
+
+/// Keeps each event's payload (as `events.jsonl` holds it) and hands it to `callback`.
+/// An exception in the callback stops the run, and is raised when the run returns.
+pub struct PythonSink {
+    callback: Option<Py<PyAny>>,
+    state: Mutex<State>,
+}
+
+struct State {
+    payloads: Payloads,
+    events: Vec<String>,
+    error: Option<PyErr>,
+    cancel: Option<CancelToken>,
+}
+
+impl PythonSink {
+    pub fn new(callback: Option<Py<PyAny>>, conversation_id: String, seed: u64) -> Self {
+        Self {
+            callback,
+            state: Mutex::new(State {
+                payloads: Payloads::new(conversation_id, seed),
+                events: Vec::new(),
+                error: None,
+                cancel: None,
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The token a callback's exception cancels.
+    pub fn cancel_with(&self, cancel: CancelToken) {
+        self.state().cancel = Some(cancel);
+    }
+
+    pub fn take_events(&self) -> Vec<String> {
+        std::mem::take(&mut self.state().events)
+    }
+
+    pub fn take_error(&self) -> Option<PyErr> {
+        self.state().error.take()
+    }
+}
+
+impl EventSink for PythonSink {
+    fn emit(&self, event: &SimEvent) {
+        let text = {
+            let mut st = self.state();
+            let Some(payload) = st.payloads.next(event) else {
+                return;
+            };
+            let text = payload.to_string();
+            st.events.push(text.clone());
+            if st.error.is_some() {
+                return;
+            }
+            text
+        };
+        let Some(callback) = &self.callback else {
+            return;
+        };
+        if let Err(e) = Python::attach(|py| callback.call1(py, (text,)).map(|_| ())) {
+            let mut st = self.state();
+            if let Some(cancel) = &st.cancel {
+                cancel.cancel();
+            }
+            st.error.get_or_insert(e);
+        }
+    }
+}
+
+/// Tells a Python callable `progress(done, total)` as a benchmark's runs end.
+pub struct Progress {
+    callback: Option<Py<PyAny>>,
+    counts: Mutex<(usize, usize)>,
+}
+
+impl Progress {
+    pub fn new(callback: Option<Py<PyAny>>) -> Self {
+        Self {
+            callback,
+            counts: Mutex::new((0, 0)),
+        }
+    }
+
+    fn tell(&self, done: usize, total: usize) {
+        if let Some(callback) = &self.callback {
+            // A progress display that fails must not fail the benchmark.
+            let _ = Python::attach(|py| callback.call1(py, (done, total)).map(|_| ()));
+        }
+    }
+}
+
+impl BenchObserver for Progress {
+    fn planned(&self, total: usize, _done: usize) {
+        *self.counts.lock().unwrap_or_else(|p| p.into_inner()) = (0, total);
+        self.tell(0, total);
+    }
+
+    fn run_done(&self, _job: &Job, _result: &JobResult) {
+        let (done, total) = {
+            let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+            c.0 += 1;
+            *c
+        };
+        self.tell(done, total);
+    }
+}
