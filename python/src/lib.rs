@@ -22,6 +22,10 @@ use sopsim::scenario::ScenarioError;
 
 use sink::PythonSink;
 
+// The allocator the command line uses, so that a run costs the same from Python.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// How often a waiting call lets Python handle a signal (Ctrl-C).
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
@@ -73,13 +77,36 @@ fn wait_for<T: Send + 'static>(
     cancel: CancelToken,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> PyResult<T> {
-    let handle = std::thread::Builder::new()
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
         .name("sopsim-run".into())
-        .spawn(work)
+        .spawn(move || {
+            // The receiver outlives the work unless the interpreter is going away.
+            let _ = tx.send(work());
+        })
         .map_err(|e| python_error(py, "RunError", (format!("cannot start a thread: {e}"),)))?;
     let mut interrupted = None;
-    while !handle.is_finished() {
-        py.detach(|| std::thread::sleep(SIGNAL_POLL));
+    let mut rx = rx;
+    loop {
+        // The receiver goes into the GIL-free wait and comes back out of it.
+        let (received, back) = py.detach(move || (rx.recv_timeout(SIGNAL_POLL), rx));
+        rx = back;
+        match received {
+            Ok(done) => {
+                return match interrupted {
+                    Some(e) => Err(e),
+                    None => Ok(done),
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(python_error(
+                    py,
+                    "RunError",
+                    ("the run panicked (a bug in sopsim)",),
+                ))
+            }
+        }
         if interrupted.is_none() {
             if let Err(e) = py.check_signals() {
                 cancel.cancel();
@@ -87,11 +114,6 @@ fn wait_for<T: Send + 'static>(
             }
         }
     }
-    let result = py.detach(|| handle.join());
-    if let Some(e) = interrupted {
-        return Err(e);
-    }
-    result.map_err(|_| python_error(py, "RunError", ("the run panicked (a bug in sopsim)",)))
 }
 
 /// Checks a scenario file (or, with `document`, a scenario as JSON text whose files are
@@ -138,7 +160,9 @@ fn run(py: Python<'_>, options: String, on_event: Option<Py<PyAny>>) -> PyResult
         ..RunIo::default()
     };
     sink.cancel_with(cancel.clone());
-    let outcome = wait_for(py, cancel.clone(), move || runner::run(&opts, io).map_err(Box::new))?;
+    let outcome = wait_for(py, cancel.clone(), move || {
+        runner::run(&opts, io).map_err(Box::new)
+    })?;
     // A callback's own exception stops the run and is raised as it was.
     if let Some(e) = sink.take_error() {
         return Err(e);
