@@ -5,8 +5,10 @@
 //! reply. Needs the models (`sopsim models fetch minilm qwen05 smollm2`). Threads follow
 //! `SOPSIM_THREADS` (default: one per core).
 //!
-//! The anchors (PyTorch + sentence-transformers; llama.cpp) are measured by
-//! `benches/anchors/*.py` on the same sentences and prompt.
+//! The anchors: PyTorch + sentence-transformers (`benches/anchors/st_embed.py`, the same
+//! sentences), and llama.cpp's own `llama-bench` (`benches/anchors/llama_bench.sh`):
+//! `anchor_shape/*` measures sopsim in its shape, a 512-token prompt (pp512) and 128
+//! generated tokens (tg128), for qwen05 and qwen15 (when fetched).
 
 use std::time::{Duration, Instant};
 
@@ -14,7 +16,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use sopsim::embed::{Embedder, MiniLm};
 use sopsim::llm::local::{LocalBackend, LocalOptions};
 use sopsim::llm::{CallContext, CallKind, ChatMessage, LlmBackend, LlmRequest};
-use sopsim::models::{models_dir, ModelSpec, Quiet, MINILM, QWEN05, SMOLLM2};
+use sopsim::models::{models_dir, ModelSpec, Quiet, MINILM, QWEN05, QWEN15, SMOLLM2};
 use sopsim::scenario::LlmSettings;
 
 /// Thirteen-word sentences, as in the anchors' measurements.
@@ -378,8 +380,63 @@ fn bench_samplers(c: &mut Criterion) {
     group.finish();
 }
 
+/// A prompt of about 512 tokens: the story told eight times over.
+fn prompt_512() -> String {
+    let s = "In Millbrook, a village of a hundred people beside a slow river, the baker opens her shop at six every morning. \
+The miller brings flour across the old stone bridge, the children run to the school by the church, and the fishermen \
+argue about the weather. ";
+    format!("Summarise this story in three sentences.\n\n{}", s.repeat(8))
+}
+
+/// sopsim in llama-bench's shape: pp512 (the prompt read with nothing cached) and tg128
+/// (128 tokens generated after a cached prompt), one sequence, for each model fetched.
+fn bench_anchor_shape(c: &mut Criterion) {
+    let mut group = c.benchmark_group("anchor_shape");
+    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    for (name, spec) in [("qwen05", &QWEN05), ("qwen15", &QWEN15)] {
+        if !spec.is_present(&models_dir()) {
+            eprintln!("anchor_shape/{name}: not fetched (sopsim models fetch {name}), skipped");
+            continue;
+        }
+        let path = spec.main_file(&models_dir());
+        let options = |cache_bytes| LocalOptions {
+            cache_bytes,
+            ignore_eos: true,
+            ..LocalOptions::default()
+        };
+        let fresh = LocalBackend::start(&path, options(0)).unwrap();
+        let reuse = LocalBackend::start(&path, options(256 << 20)).unwrap();
+        let prompt = prompt_512();
+        let tokens = block_on(fresh.complete(request(&prompt, 1), None))
+            .unwrap()
+            .usage
+            .prompt_tokens;
+        group.throughput(Throughput::Elements(tokens));
+        group.bench_function(BenchmarkId::new(format!("{name}_pp"), tokens), |b| {
+            b.iter(|| block_on(fresh.complete(request(&prompt, 1), None)).unwrap())
+        });
+        const TG: u32 = 128;
+        group.throughput(Throughput::Elements(u64::from(TG)));
+        group.bench_function(BenchmarkId::new(format!("{name}_tg"), TG), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let t0 = Instant::now();
+                    block_on(reuse.complete(request(&prompt, 1), None)).unwrap();
+                    let t1 = Instant::now();
+                    block_on(reuse.complete(request(&prompt, TG + 1), None)).unwrap();
+                    total += t1.elapsed().saturating_sub(t1 - t0);
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    bench_anchor_shape,
     bench_embed,
     bench_generate,
     bench_batched_decode,
