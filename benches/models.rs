@@ -72,12 +72,17 @@ fn bench_embed(c: &mut Criterion) {
 
 /// The 326-token summarisation prompt of the anchors' measurements: a long story.
 fn story() -> String {
+    story_told(5)
+}
+
+/// "Summarise this story" with the village story told `times` times.
+fn story_told(times: usize) -> String {
     let s = "In Millbrook, a village of a hundred people beside a slow river, the baker opens her shop at six every morning. \
 The miller brings flour across the old stone bridge, the children run to the school by the church, and the fishermen \
 argue about the weather. ";
     format!(
         "Summarise this story in three sentences.\n\n{}",
-        s.repeat(5)
+        s.repeat(times)
     )
 }
 
@@ -380,19 +385,19 @@ fn bench_samplers(c: &mut Criterion) {
     group.finish();
 }
 
-/// A prompt of about 512 tokens: the story told eight times over.
+/// A prompt of about 512 tokens: the summarisation prompt with the story told eight
+/// times over.
 fn prompt_512() -> String {
-    let s = "In Millbrook, a village of a hundred people beside a slow river, the baker opens her shop at six every morning. \
-The miller brings flour across the old stone bridge, the children run to the school by the church, and the fishermen \
-argue about the weather. ";
-    format!("Summarise this story in three sentences.\n\n{}", s.repeat(8))
+    story_told(8)
 }
 
 /// sopsim in llama-bench's shape: pp512 (the prompt read with nothing cached) and tg128
 /// (128 tokens generated after a cached prompt), one sequence, for each model fetched.
 fn bench_anchor_shape(c: &mut Criterion) {
     let mut group = c.benchmark_group("anchor_shape");
-    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
     for (name, spec) in [("qwen05", &QWEN05), ("qwen15", &QWEN15)] {
         if !spec.is_present(&models_dir()) {
             eprintln!("anchor_shape/{name}: not fetched (sopsim models fetch {name}), skipped");
