@@ -8,7 +8,8 @@
 //! The anchors: PyTorch + sentence-transformers (`benches/anchors/st_embed.py`, the same
 //! sentences), and llama.cpp's own `llama-bench` (`benches/anchors/llama_bench.sh`):
 //! `anchor_shape/*` measures sopsim in its shape, a 512-token prompt (pp512) and 128
-//! generated tokens (tg128), for qwen05 and qwen15 (when fetched).
+//! generated tokens (tg128), for qwen05 and qwen15 (when fetched); `read_bandwidth`
+//! gives the decode roofline (bandwidth over the bytes a token reads).
 
 use std::time::{Duration, Instant};
 
@@ -439,8 +440,42 @@ fn bench_anchor_shape(c: &mut Criterion) {
     group.finish();
 }
 
+/// The machine's read bandwidth on the threads the engine uses: a sum over 1 GiB, far
+/// larger than the caches, split between the threads. Single-stream decode reads every
+/// weight once per token, so this over the model's bytes is its roofline.
+fn bench_read_bandwidth(c: &mut Criterion) {
+    const BYTES: usize = 1 << 30;
+    let threads = std::env::var("SOPSIM_THREADS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let buffer: Vec<u64> = (0..BYTES / 8).map(|i| i as u64).collect();
+    let mut group = c.benchmark_group("read_bandwidth");
+    group
+        .sample_size(10)
+        .throughput(Throughput::Bytes(BYTES as u64));
+    group.bench_function(BenchmarkId::new("threads", threads), |b| {
+        b.iter(|| {
+            let part = buffer.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let sums: Vec<_> = buffer
+                    .chunks(part)
+                    .map(|chunk| {
+                        scope.spawn(move || chunk.iter().fold(0u64, |a, x| a.wrapping_add(*x)))
+                    })
+                    .collect();
+                sums.into_iter()
+                    .map(|h| h.join().unwrap_or(0))
+                    .fold(0u64, u64::wrapping_add)
+            })
+        })
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    bench_read_bandwidth,
     bench_anchor_shape,
     bench_embed,
     bench_generate,
