@@ -123,6 +123,21 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
     futures::executor::block_on(f)
 }
 
+/// The time `iters` generations of `tokens` tokens after `prompt` take, the prompt read
+/// from the prefix cache: each is timed as one call of `tokens + 1` tokens less one of a
+/// single token over the same prompt (which primes the cache, then reads it).
+fn decode_time(backend: &LocalBackend, prompt: &str, tokens: u32, iters: u64) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let t0 = Instant::now();
+        block_on(backend.complete(request(prompt, 1), None)).unwrap();
+        let t1 = Instant::now();
+        block_on(backend.complete(request(prompt, tokens + 1), None)).unwrap();
+        total += t1.elapsed().saturating_sub(t1 - t0);
+    }
+    total
+}
+
 /// Prompt and decode tokens per second, single stream, for one model file.
 fn bench_model(c: &mut Criterion, name: &str, spec: &ModelSpec) {
     let path = spec.main_file(&models_dir());
@@ -160,17 +175,7 @@ fn bench_model(c: &mut Criterion, name: &str, spec: &ModelSpec) {
     const DECODE: u32 = 128;
     group.throughput(Throughput::Elements(u64::from(DECODE)));
     group.bench_function(BenchmarkId::new("decode_tokens", DECODE), |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let t0 = Instant::now();
-                block_on(reuse.complete(request(&story, 1), None)).unwrap();
-                let t1 = Instant::now();
-                block_on(reuse.complete(request(&story, DECODE + 1), None)).unwrap();
-                total += t1.elapsed().saturating_sub(t1 - t0);
-            }
-            total
-        })
+        b.iter_custom(|iters| decode_time(&reuse, &story, DECODE, iters))
     });
     group.finish();
 }
@@ -424,17 +429,7 @@ fn bench_anchor_shape(c: &mut Criterion) {
         const TG: u32 = 128;
         group.throughput(Throughput::Elements(u64::from(TG)));
         group.bench_function(BenchmarkId::new(format!("{name}_tg"), TG), |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let t0 = Instant::now();
-                    block_on(reuse.complete(request(&prompt, 1), None)).unwrap();
-                    let t1 = Instant::now();
-                    block_on(reuse.complete(request(&prompt, TG + 1), None)).unwrap();
-                    total += t1.elapsed().saturating_sub(t1 - t0);
-                }
-                total
-            })
+            b.iter_custom(|iters| decode_time(&reuse, &prompt, TG, iters))
         });
     }
     group.finish();

@@ -94,7 +94,7 @@ class Scenario:
         return Scenario.load(path)
 
     def _run_source(self) -> Dict[str, Any]:
-        return {"scenario": str(self._path), "document": self._document}
+        return {"scenario": str(self._path), "document": self._document, "name": self.name, "file_mode": self.mode}
 
     def __repr__(self) -> str:
         members = f", {self.members} population members" if self.members else ""

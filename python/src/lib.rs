@@ -148,11 +148,10 @@ fn load_scenario(py: Python<'_>, path: String, document: Option<String>) -> PyRe
 #[pyo3(signature = (options, on_event=None))]
 fn run(py: Python<'_>, options: String, on_event: Option<Py<PyAny>>) -> PyResult<String> {
     let opts = options::run_options(&options).map_err(pyo3::exceptions::PyValueError::new_err)?;
-    let sink = Arc::new(PythonSink::new(
-        on_event,
-        format!("{}-{}", opts.scenario.display(), opts.seed),
-        opts.seed,
-    ));
+    let (name, mode) =
+        options::identity(&options).map_err(pyo3::exceptions::PyValueError::new_err)?;
+    let conversation = runner::conversation_id(&name, opts.mode.unwrap_or(mode), opts.seed);
+    let sink = Arc::new(PythonSink::new(on_event, conversation, opts.seed));
     let cancel = CancelToken::new();
     let io = RunIo {
         sinks: vec![sink.clone()],
@@ -218,40 +217,17 @@ fn run_bench(py: Python<'_>, options: String, progress: Option<Py<PyAny>>) -> Py
 /// The models sopsim knows, as JSON text: name, status, folder, bytes, description.
 #[pyfunction]
 fn models_list(py: Python<'_>) -> PyResult<String> {
-    let root = sopsim::models::models_dir();
-    let mut rows = Vec::new();
-    for spec in sopsim::models::KNOWN {
-        let status = spec
-            .status(&root)
-            .map_err(|e| python_error(py, "RunError", (chain(&e),)))?;
-        rows.push(json!({
-            "name": spec.name,
-            "status": status.as_str(),
-            "folder": spec.folder(&root).display().to_string(),
-            "bytes": spec.bytes(),
-            "fetched_by_default": spec.by_default,
-            "description": spec.description,
-        }));
-    }
-    Ok(Value::Array(rows).to_string())
+    let listed = py.detach(|| sopsim::models::listing(&sopsim::models::models_dir()));
+    let listed = listed.map_err(|e| python_error(py, "RunError", (chain(&e),)))?;
+    Ok(Value::Array(listed).to_string())
 }
 
 /// Fetches the models named (all the default ones when none are named).
 #[pyfunction]
 fn models_fetch(py: Python<'_>, names: Vec<String>) -> PyResult<()> {
     let root = sopsim::models::models_dir();
-    let specs: Vec<_> = if names.is_empty() {
-        sopsim::models::KNOWN
-            .iter()
-            .filter(|m| m.by_default)
-            .collect()
-    } else {
-        names
-            .iter()
-            .map(|n| sopsim::models::find(n))
-            .collect::<Result<_, _>>()
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(chain(&e)))?
-    };
+    let specs = sopsim::models::named(&names)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(chain(&e)))?;
     for spec in specs {
         py.detach(|| spec.ensure(&root, &sopsim::models::Quiet))
             .map_err(|e| python_error(py, "RunError", (chain(&e),)))?;

@@ -84,6 +84,14 @@ pub fn run_options(json: &str) -> Result<RunOptions, String> {
     })
 }
 
+/// The scenario's name and the mode its file sets (`name`, `file_mode`), which name a
+/// run's events as the command line names them.
+pub fn identity(json: &str) -> Result<(String, Mode), String> {
+    let v: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    let name = text(&v, "name").ok_or("name: missing")?.to_string();
+    Ok((name, mode(text(&v, "file_mode").unwrap_or("cooperative"))?))
+}
+
 /// A benchmark's options: `scenarios` (paths), `seeds`, `first_seed`, `modes`, `jobs`,
 /// `out`, `max_turns` and the model settings.
 pub fn bench_options(json: &str) -> Result<BenchOptions, String> {

@@ -12,15 +12,7 @@ use super::say;
 
 pub fn fetch(names: &[String]) -> Result<(), Failure> {
     let root = models::models_dir();
-    let specs: Vec<_> = if names.is_empty() {
-        models::KNOWN.iter().filter(|m| m.by_default).collect()
-    } else {
-        names
-            .iter()
-            .map(|n| models::find(n))
-            .collect::<Result<_, _>>()?
-    };
-    for spec in specs {
+    for spec in models::named(names)? {
         if spec.is_present(&root) {
             say(&format!(
                 "{}: already in {}",
@@ -36,27 +28,14 @@ pub fn fetch(names: &[String]) -> Result<(), Failure> {
 
 pub fn list(format: Format) -> Result<(), Failure> {
     let root = models::models_dir();
+    if format == Format::Json {
+        let doc = json!({"folder": root.display().to_string(), "models": models::listing(&root)?});
+        say(&serde_json::to_string_pretty(&doc).map_err(|e| Failure::runtime(&e))?);
+        return Ok(());
+    }
     let mut rows = Vec::new();
     for spec in models::KNOWN {
         rows.push((spec, spec.status(&root)?));
-    }
-    if format == Format::Json {
-        let listed: Vec<_> = rows
-            .iter()
-            .map(|(spec, status)| {
-                json!({
-                    "name": spec.name,
-                    "status": status.as_str(),
-                    "folder": spec.folder(&root).display().to_string(),
-                    "bytes": spec.bytes(),
-                    "fetched_by_default": spec.by_default,
-                    "description": spec.description,
-                })
-            })
-            .collect();
-        let doc = json!({"folder": root.display().to_string(), "models": listed});
-        say(&serde_json::to_string_pretty(&doc).map_err(|e| Failure::runtime(&e))?);
-        return Ok(());
     }
     say(&format!(
         "model folder: {} (set SOPSIM_MODELS to change it)",

@@ -61,7 +61,8 @@ impl RunViewer {
             .unwrap_or_default();
         let network = loaded.as_ref().and_then(|(s, _)| {
             let mode = mode.unwrap_or(s.environment.mode);
-            sopsim::network::document(s, mode, seed).ok().flatten()
+            let drawn = sopsim::network::draw_all(s.populations.values(), seed).ok()?;
+            sopsim::network::document(s, mode, seed, &drawn)
         });
         let name = scenario["name"].as_str().unwrap_or("run").to_string();
         let hub = Arc::new(Hub::new(name));

@@ -71,14 +71,14 @@ pub fn draw_all<'a>(
         .collect()
 }
 
-/// The networks of a run in `mode` with `seed`, as `network.json` keeps them: per
-/// population its kind, members in order and links (pairs of member numbers, each once;
-/// `null` for a complete network). `None` for a scenario without populations.
-pub fn document(scenario: &Scenario, mode: Mode, seed: u64) -> Result<Option<Value>, NetworkError> {
+/// The networks of a run in `mode` with `seed` (`drawn` from it by [`draw_all`]), as
+/// `network.json` keeps them: per population its kind, members in order and links
+/// (pairs of member numbers, each once; `null` for a complete network). `None` for a
+/// scenario without populations.
+pub fn document(scenario: &Scenario, mode: Mode, seed: u64, drawn: &[Neighbours]) -> Option<Value> {
     if scenario.populations.is_empty() {
-        return Ok(None);
+        return None;
     }
-    let drawn = draw_all(scenario.populations.values(), seed)?;
     let mut members: Vec<Vec<&str>> = vec![Vec::new(); scenario.populations.len()];
     for (name, agent) in &scenario.agents {
         if let Some(m) = &agent.member {
@@ -93,7 +93,7 @@ pub fn document(scenario: &Scenario, mode: Mode, seed: u64) -> Result<Option<Val
         .zip(drawn)
         .zip(members)
         .map(|(((key, p), lists), members)| {
-            let links = lists.map(|lists| {
+            let links = lists.as_ref().map(|lists| {
                 lists
                     .iter()
                     .enumerate()
@@ -107,9 +107,7 @@ pub fn document(scenario: &Scenario, mode: Mode, seed: u64) -> Result<Option<Val
             json!({"name": key, "kind": p.network.kind(), "members": members, "links": links})
         })
         .collect();
-    Ok(Some(
-        json!({ "mode": mode.as_str(), "seed": seed, "populations": populations }),
-    ))
+    Some(json!({ "mode": mode.as_str(), "seed": seed, "populations": populations }))
 }
 
 fn edge_list(g: &UnGraph<(), ()>) -> Vec<(u32, u32)> {

@@ -222,7 +222,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
                 Arc::new(JournaledInput::new(h, folder.journal.clone())) as Arc<dyn HumanInput>
             });
             let dir = folder.dir;
-            let conversation = format!("{}-{}-{}", scenario.name, mode.as_str(), opts.seed);
+            let conversation = conversation_id(&scenario.name, mode, opts.seed);
             let events = FrontendLog::create(&dir.path("events.jsonl"), conversation, opts.seed)
                 .map_err(|source| SimError::Io {
                     what: dir.path("events.jsonl").display().to_string(),
@@ -303,6 +303,11 @@ impl RunFolder {
             journal: Arc::new(journal),
         })
     }
+}
+
+/// The conversation id of a run's event payloads (`events.jsonl`).
+pub fn conversation_id(scenario: &str, mode: Mode, seed: u64) -> String {
+    format!("{scenario}-{}-{seed}", mode.as_str())
 }
 
 /// The SHA-256 of a scenario file, as `run.json` keeps it.

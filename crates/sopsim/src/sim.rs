@@ -204,7 +204,11 @@ pub async fn run(
     for text in &config.notes {
         sinks.emit(crate::events::SimEvent::Warning { text: text.clone() });
     }
-    let cast = cast(&scenario, services, &config, mode, &llm, sinks).await?;
+    // Each population's network, drawn once: who sees whom, and network.json.
+    let drawn = crate::network::draw_all(scenario.populations.values(), config.seed)
+        .map_err(SimError::Network)?;
+    let audience = crate::memory::Audience::of(&scenario, mode, &drawn);
+    let cast = cast(&scenario, services, &config, mode, &llm, sinks, audience).await?;
     let env = cast.env.clone();
     let (done_tx, done_rx) = oneshot::channel();
     let limits = Limits {
@@ -239,8 +243,7 @@ pub async fn run(
         &snapshot,
         started,
     );
-    let network =
-        crate::network::document(&scenario, mode, config.seed).map_err(SimError::Network)?;
+    let network = crate::network::document(&scenario, mode, config.seed, &drawn);
     Ok(RunOutcome {
         summary,
         transcript: snapshot.transcript,
@@ -282,9 +285,8 @@ async fn cast(
     mode: Mode,
     llm: &LlmClient,
     sinks: Sinks,
+    audience: Option<crate::memory::Audience>,
 ) -> Result<Cast, SimError> {
-    let audience =
-        crate::memory::Audience::of(scenario, mode, config.seed).map_err(SimError::Network)?;
     let env = EnvironmentActor::new(
         scenario.clone(),
         mode,

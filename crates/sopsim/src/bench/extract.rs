@@ -194,11 +194,10 @@ fn read_decision(
     own: &[&Message],
 ) -> (Option<Move>, Option<indexmap::IndexMap<String, f64>>) {
     let rule = &decision.rule;
-    let values = values.to_vec();
     let chosen: Vec<_> = own
         .iter()
         .filter_map(|m| m.decision.as_ref())
-        .filter_map(|d| Some((readable(rule, &values, &d.value)?, d.probabilities.clone())))
+        .filter_map(|d| Some((readable(rule, values, &d.value)?, d.probabilities.clone())))
         .collect();
     if let Some((d, p)) = take(rule.take, chosen) {
         return (Some(d), p);
@@ -209,7 +208,7 @@ fn read_decision(
     let texts: Vec<Move> = own
         .iter()
         .flat_map(|m| pattern.captures_iter(&m.content))
-        .filter_map(|caps| readable(rule, &values, caps.get(1).or_else(|| caps.get(0))?.as_str()))
+        .filter_map(|caps| readable(rule, values, caps.get(1).or_else(|| caps.get(0))?.as_str()))
         .collect();
     (take(rule.take, texts), None)
 }
@@ -235,11 +234,12 @@ fn decisions(
     });
     let values: Vec<String> = decision.rule.values.iter().map(|v| choice_key(v)).collect();
     let rounds = rounds(decision, transcript);
-    let neighbours = if rules.pairwise {
-        crate::network::draw_all(rules.populations.iter().map(|(_, p)| p), seed)
-            .map_err(OutcomeError::Network)?
+    let pairs = if rules.pairwise {
+        let neighbours = crate::network::draw_all(rules.populations.iter().map(|(_, p)| p), seed)
+            .map_err(OutcomeError::Network)?;
+        Some(Pairs::new(&rules.members, neighbours))
     } else {
-        Vec::new()
+        None
     };
     let mut failures = 0u64;
     let mut cooperation = Vec::new();
@@ -313,12 +313,10 @@ fn decisions(
             push_round(series, "mean_decision", r, mean);
         }
         let earned = match &rules.payoff {
-            Some(CompiledPayoff::Table(table)) if rules.pairwise => Some(pairwise_payoffs(
-                table,
-                &rules.members,
-                &neighbours,
-                &joint,
-            )?),
+            Some(CompiledPayoff::Table(table)) if pairs.is_some() => pairs
+                .as_ref()
+                .map(|p| p.payoffs(table, &joint))
+                .transpose()?,
             Some(payoff) => match joint.into_iter().collect::<Option<Vec<_>>>() {
                 Some(joint) => Some(round_payoffs(payoff, &values, &joint, r + 1)?),
                 None => None,
@@ -398,63 +396,84 @@ fn choice(m: &Option<Move>) -> Option<&str> {
     }
 }
 
-/// One round of games on the networks: each player's sum over its neighbours of the
-/// table's payoff to it. A pair where either decision is unreadable earns nothing. In
-/// a complete network every member is everyone's neighbour, counted by choice rather
-/// than pair by pair.
-fn pairwise_payoffs(
-    table: &IndexMap<String, Vec<f64>>,
-    members: &[Option<(usize, u32)>],
-    neighbours: &[crate::network::Neighbours],
-    joint: &[Option<Move>],
-) -> Result<Vec<f64>, OutcomeError> {
-    let pay = |mine: &str, theirs: &str| -> Result<f64, OutcomeError> {
-        let key = format!("{mine},{theirs}");
-        table
-            .get(&key)
-            .map(|row| row[0])
-            .ok_or(OutcomeError::NoRow(key))
-    };
-    // Player position by (population, member).
-    let at: HashMap<(usize, u32), usize> = members
-        .iter()
-        .enumerate()
-        .filter_map(|(i, m)| Some(((*m)?, i)))
-        .collect();
-    // Complete networks: how many of each population chose each value.
-    // Ordered, so that sums are added in the same order in every run.
-    let mut counts: std::collections::BTreeMap<(usize, &str), u64> = Default::default();
-    for (m, d) in members.iter().zip(joint) {
-        if let (Some((p, _)), Some(c)) = (m, choice(d)) {
-            *counts.entry((*p, c)).or_default() += 1;
+/// The players of games on the networks: each one's population and member number, who
+/// its neighbours are, and where each member sits among the players. Made once a run.
+struct Pairs<'a> {
+    members: &'a [Option<(usize, u32)>],
+    neighbours: Vec<crate::network::Neighbours>,
+    /// Player position by (population, member).
+    at: HashMap<(usize, u32), usize>,
+}
+
+impl<'a> Pairs<'a> {
+    fn new(
+        members: &'a [Option<(usize, u32)>],
+        neighbours: Vec<crate::network::Neighbours>,
+    ) -> Self {
+        let at = members
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| Some(((*m)?, i)))
+            .collect();
+        Self {
+            members,
+            neighbours,
+            at,
         }
     }
-    let mut out = vec![0.0; joint.len()];
-    for (i, (m, d)) in members.iter().zip(joint).enumerate() {
-        let (Some((population, member)), Some(mine)) = (m, choice(d)) else {
-            continue;
+
+    /// One round: each player's sum over its neighbours of the table's payoff to it. A
+    /// pair where either decision is unreadable earns nothing. In a complete network
+    /// every member is everyone's neighbour, counted by choice rather than pair by pair.
+    fn payoffs(
+        &self,
+        table: &IndexMap<String, Vec<f64>>,
+        joint: &[Option<Move>],
+    ) -> Result<Vec<f64>, OutcomeError> {
+        let pay = |mine: &str, theirs: &str| -> Result<f64, OutcomeError> {
+            let key = format!("{mine},{theirs}");
+            table
+                .get(&key)
+                .map(|row| row[0])
+                .ok_or(OutcomeError::NoRow(key))
         };
-        match neighbours.get(*population) {
-            Some(Some(lists)) => {
-                for n in &lists[*member as usize] {
-                    if let Some(theirs) =
-                        at.get(&(*population, *n)).and_then(|&j| choice(&joint[j]))
-                    {
-                        out[i] += pay(mine, theirs)?;
+        // Complete networks: how many of each population chose each value.
+        // Ordered, so that sums are added in the same order in every run.
+        let mut counts: std::collections::BTreeMap<(usize, &str), u64> = Default::default();
+        for (m, d) in self.members.iter().zip(joint) {
+            if let (Some((p, _)), Some(c)) = (m, choice(d)) {
+                *counts.entry((*p, c)).or_default() += 1;
+            }
+        }
+        let mut out = vec![0.0; joint.len()];
+        for (i, (m, d)) in self.members.iter().zip(joint).enumerate() {
+            let (Some((population, member)), Some(mine)) = (m, choice(d)) else {
+                continue;
+            };
+            match self.neighbours.get(*population) {
+                Some(Some(lists)) => {
+                    for n in &lists[*member as usize] {
+                        let theirs = self
+                            .at
+                            .get(&(*population, *n))
+                            .and_then(|&j| choice(&joint[j]));
+                        if let Some(theirs) = theirs {
+                            out[i] += pay(mine, theirs)?;
+                        }
                     }
                 }
-            }
-            _ => {
-                for ((p, theirs), n) in &counts {
-                    if p == population {
-                        let others = if *theirs == mine { n - 1 } else { *n };
-                        out[i] += others as f64 * pay(mine, theirs)?;
+                _ => {
+                    for ((p, theirs), n) in &counts {
+                        if p == population {
+                            let others = if *theirs == mine { n - 1 } else { *n };
+                            out[i] += others as f64 * pay(mine, theirs)?;
+                        }
                     }
                 }
             }
         }
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// 1 or 0 for a choice, the position in the range for a number; `None` when the rule
@@ -587,14 +606,16 @@ mod tests {
         let members: Vec<_> = (0..4).map(|i| Some((0, i))).collect();
         let ring = vec![Some(vec![vec![1, 3], vec![0, 2], vec![1, 3], vec![0, 2]])];
         let joint = moves(&["COOPERATE", "COOPERATE", "DEFECT", "COOPERATE"]);
-        let paid = pairwise_payoffs(&prisoners_table(), &members, &ring, &joint).unwrap();
+        let ring = Pairs::new(&members, ring);
+        let complete = Pairs::new(&members, vec![None]);
+        let paid = ring.payoffs(&prisoners_table(), &joint).unwrap();
         assert_eq!(paid, [6.0, 3.0, 10.0, 3.0]);
         // Complete: everyone plays the three others.
-        let paid = pairwise_payoffs(&prisoners_table(), &members, &[None], &joint).unwrap();
+        let paid = complete.payoffs(&prisoners_table(), &joint).unwrap();
         assert_eq!(paid, [6.0, 6.0, 15.0, 6.0]);
         // An unreadable decision: its pairs earn nothing, on either side.
         let joint = moves(&["COOPERATE", "", "DEFECT", "COOPERATE"]);
-        let paid = pairwise_payoffs(&prisoners_table(), &members, &ring, &joint).unwrap();
+        let paid = ring.payoffs(&prisoners_table(), &joint).unwrap();
         assert_eq!(paid, [3.0, 0.0, 5.0, 3.0]);
     }
 }

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
@@ -88,6 +89,41 @@ fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A white chart with `title` over `x` and `y`, its axes' label areas set.
+fn frame<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: &str,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<Chart<'a, DB>, BoxError>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(err)?;
+    ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x, y)
+        .map_err(err)
+}
+
+/// The legend of a chart's labelled series.
+fn legend<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>) -> Result<(), BoxError>
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)
+}
+
 /// A strip chart of `figure` per mode.
 pub fn distribution(
     stem: &Path,
@@ -118,14 +154,7 @@ where
 {
     let n = series.len();
     {
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), lo..hi)
-            .map_err(err)?;
+        let mut chart = frame(root, title, -0.5f64..(n as f64 - 0.5), lo..hi)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
@@ -196,14 +225,7 @@ where
     DB::ErrorType: 'static,
 {
     {
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(1f64..turns as f64, 0f64..hi.max(1.0))
-            .map_err(err)?;
+        let mut chart = frame(root, title, 1f64..turns as f64, 0f64..hi.max(1.0))?;
         chart
             .configure_mesh()
             .light_line_style(WHITE)
@@ -225,12 +247,7 @@ where
                     PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
                 });
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart)?;
     }
     root.present().map_err(err)
 }
@@ -271,14 +288,7 @@ where
     DB::ErrorType: 'static,
 {
     {
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0.5f64..rounds as f64 + 0.5, lo..hi)
-            .map_err(err)?;
+        let mut chart = frame(root, title, 0.5f64..rounds as f64 + 0.5, lo..hi)?;
         chart
             .configure_mesh()
             .light_line_style(WHITE)
@@ -315,12 +325,7 @@ where
                 }))
                 .map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart)?;
     }
     root.present().map_err(err)
 }

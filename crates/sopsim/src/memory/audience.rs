@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::network::{draw_all, NetworkError};
+use crate::network::Neighbours;
 use crate::scenario::{Mode, Scenario};
 
 /// Members' views of the log.
@@ -32,39 +32,45 @@ pub struct Audience {
 }
 
 impl Audience {
-    /// The members of `scenario`'s populations with their networks drawn with `seed`;
-    /// `None` without populations.
-    pub fn of(scenario: &Scenario, mode: Mode, seed: u64) -> Result<Option<Self>, NetworkError> {
+    /// The members of `scenario`'s populations with their networks (`drawn`, one per
+    /// population, from `network::draw_all`); `None` without populations.
+    pub fn of(scenario: &Scenario, mode: Mode, drawn: &[Neighbours]) -> Option<Self> {
         if scenario.populations.is_empty() {
-            return Ok(None);
+            return None;
         }
-        let mut ids = HashMap::new();
-        let mut links = Vec::new();
-        let drawn = draw_all(scenario.populations.values(), seed)?;
-        for ((key, population), lists) in scenario.populations.iter().zip(drawn) {
+        // Members are numbered across populations: each population's first number.
+        let mut bases = Vec::with_capacity(drawn.len());
+        let mut links: Vec<Option<Vec<u32>>> = Vec::new();
+        for (population, lists) in scenario.populations.values().zip(drawn) {
             let base = links.len() as u32;
+            bases.push(base);
             for i in 0..population.count {
-                let list = lists
-                    .as_ref()
-                    .map(|l| l[i].iter().map(|n| base + n).collect());
-                links.push(list);
-            }
-            for (name, agent) in &scenario.agents {
-                if let Some(m) = agent.member.as_ref().filter(|m| &m.population == key) {
-                    ids.insert(name.clone(), base + m.index);
-                }
+                links.push(
+                    lists
+                        .as_ref()
+                        .map(|l| l[i].iter().map(|n| base + n).collect()),
+                );
             }
         }
+        let ids: HashMap<String, u32> = scenario
+            .agents
+            .iter()
+            .filter_map(|(name, agent)| {
+                let m = agent.member.as_ref()?;
+                let p = scenario.populations.get_index_of(&m.population)?;
+                Some((name.clone(), bases[p] + m.index))
+            })
+            .collect();
         let outsiders = ids.len() < scenario.agents.len();
         let whole = mode == Mode::Cooperative && links.iter().any(Option::is_none);
-        Ok(Some(Self {
+        Some(Self {
             mode,
             summary_read: outsiders || whole,
             ids,
             inbox: vec![Vec::new(); links.len()],
             neighbours: links,
             public: Vec::new(),
-        }))
+        })
     }
 
     /// Whether anyone is shown the shared summary (it covers every message, so members
@@ -150,9 +156,9 @@ mod tests {
 
     /// Host speaks, then each of P1..P6 once, in order.
     fn filled(network: &str, mode: Mode) -> Audience {
-        let mut a = Audience::of(&scenario(network, mode.as_str()), mode, 0)
-            .unwrap()
-            .unwrap();
+        let s = scenario(network, mode.as_str());
+        let drawn = crate::network::draw_all(s.populations.values(), 0).unwrap();
+        let mut a = Audience::of(&s, mode, &drawn).unwrap();
         a.record(0, "Host");
         for i in 1..=6 {
             a.record(i, &format!("P{i}"));

@@ -207,6 +207,32 @@ pub fn find(name: &str) -> Result<&'static ModelSpec, ModelError> {
         })
 }
 
+/// The models `names` names, in order; the ones fetched by default when it names none.
+pub fn named(names: &[String]) -> Result<Vec<&'static ModelSpec>, ModelError> {
+    if names.is_empty() {
+        return Ok(KNOWN.iter().filter(|m| m.by_default).collect());
+    }
+    names.iter().map(|n| find(n)).collect()
+}
+
+/// Every known model as `sopsim models list --format json` lists it: name, status
+/// (every file hashed), folder, bytes, whether it is fetched by default, description.
+pub fn listing(root: &Path) -> Result<Vec<serde_json::Value>, ModelError> {
+    KNOWN
+        .iter()
+        .map(|spec| {
+            Ok(serde_json::json!({
+                "name": spec.name,
+                "status": spec.status(root)?.as_str(),
+                "folder": spec.folder(root).display().to_string(),
+                "bytes": spec.bytes(),
+                "fetched_by_default": spec.by_default,
+                "description": spec.description,
+            }))
+        })
+        .collect()
+}
+
 impl ModelSpec {
     pub fn folder(&self, root: &Path) -> PathBuf {
         root.join(self.name)
