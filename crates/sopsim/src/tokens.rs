@@ -55,39 +55,47 @@ pub trait TokenCounter: Send + Sync {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Estimator;
 
-/// The estimate for one whitespace-free word.
-fn word_tokens(word: &str) -> usize {
-    let mut tokens = 0;
-    let mut letters: usize = 0;
-    for c in word.chars() {
-        if c.is_ascii_alphabetic() {
-            letters += 1;
-            continue;
-        }
-        tokens += letters.div_ceil(4);
-        letters = 0;
-        tokens += match c.len_utf8() {
-            4 => 4,
-            _ => 1,
-        };
-    }
-    let number = word.starts_with(|c: char| c.is_ascii_digit());
-    tokens + letters.div_ceil(4) + usize::from(number)
-}
-
-/// Runs of two or more spaces or tabs within a line.
-fn indentation_runs(text: &str) -> usize {
-    text.split('\n')
-        .flat_map(|line| line.split(|c: char| c != ' ' && c != '\t'))
-        .filter(|run| run.len() >= 2)
-        .count()
-}
-
 impl TokenCounter for Estimator {
+    /// One pass over the text: each word's estimate (see [`Estimator`]), each newline,
+    /// and each run of two or more spaces or tabs within a line.
     fn count(&self, text: &str) -> usize {
-        let newlines = text.bytes().filter(|&b| b == b'\n').count();
-        let words: usize = text.split_whitespace().map(word_tokens).sum();
-        words + newlines + indentation_runs(text)
+        let mut tokens = 0;
+        let mut in_word = false;
+        let mut letters: usize = 0;
+        let mut blanks: usize = 0;
+        for c in text.chars() {
+            if c == ' ' || c == '\t' {
+                blanks += 1;
+            } else {
+                tokens += usize::from(blanks >= 2);
+                blanks = 0;
+            }
+            if c.is_whitespace() {
+                if in_word {
+                    tokens += letters.div_ceil(4);
+                    letters = 0;
+                    in_word = false;
+                }
+                tokens += usize::from(c == '\n');
+                continue;
+            }
+            if !in_word {
+                in_word = true;
+                // A number's leading space is a token of its own.
+                tokens += usize::from(c.is_ascii_digit());
+            }
+            if c.is_ascii_alphabetic() {
+                letters += 1;
+                continue;
+            }
+            tokens += letters.div_ceil(4);
+            letters = 0;
+            tokens += match c.len_utf8() {
+                4 => 4,
+                _ => 1,
+            };
+        }
+        tokens + letters.div_ceil(4) + usize::from(blanks >= 2)
     }
 
     fn exact(&self) -> bool {
@@ -187,6 +195,49 @@ mod tests {
             cached.count(&format!("{long}{i}"));
         }
         assert!(cached.counts.len() <= CACHED_COUNTS);
+    }
+
+    /// The estimate as its definition reads: words split at whitespace, each estimated
+    /// alone, plus newlines, plus runs of blanks within lines.
+    fn estimate_by_definition(text: &str) -> usize {
+        let word = |w: &str| {
+            let (mut tokens, mut letters) = (0, 0usize);
+            for c in w.chars() {
+                if c.is_ascii_alphabetic() {
+                    letters += 1;
+                } else {
+                    tokens += letters.div_ceil(4) + if c.len_utf8() == 4 { 4 } else { 1 };
+                    letters = 0;
+                }
+            }
+            tokens + letters.div_ceil(4) + usize::from(w.starts_with(|c: char| c.is_ascii_digit()))
+        };
+        let blank_runs = text
+            .split('\n')
+            .flat_map(|line| line.split(|c: char| c != ' ' && c != '\t'))
+            .filter(|run| run.len() >= 2)
+            .count();
+        text.split_whitespace().map(word).sum::<usize>() + text.matches('\n').count() + blank_runs
+    }
+
+    #[test]
+    fn the_one_pass_estimate_is_the_definition() {
+        let texts = [
+            "The motion: cities should ban cars.\n\n  Ada, 2–3 sentences. 你好 émigré 🙂\t{\"a\": [1, 22]}  \n",
+            "  \t x1 22y\r\n\u{a0}\u{a0}word\u{2003}  end \t",
+            "fn main() {\n    let x = 3141592653;\n\t\treturn;\n}\n\n",
+        ];
+        for text in texts {
+            for cut in 0..text.len() {
+                if let Some(part) = text.get(cut..) {
+                    assert_eq!(
+                        Estimator.count(part),
+                        estimate_by_definition(part),
+                        "{part:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
