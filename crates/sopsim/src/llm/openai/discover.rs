@@ -3,7 +3,6 @@
 
 use serde_json::Value;
 
-use super::config::is_openai;
 use super::redact::{server_message, shown, without_url};
 use super::retry::{retry_after, retryable_status, with_retries, AttemptError, Cause, GaveUp};
 use super::OpenAiBackend;
@@ -60,14 +59,14 @@ impl OpenAiBackend {
                     .collect()
             })
             .unwrap_or_default();
-        let first = pick_model(&ids, is_openai(&self.endpoint()))
+        let first = pick_model(&ids, self.openai)
             .cloned()
             .ok_or_else(|| fail("it lists no model".into()))?;
         if ids.len() > 1 {
             let shown_ids: Vec<&str> = ids.iter().take(8).map(String::as_str).collect();
             self.notes.push(format!(
                 "no model named; {} serves {} models ({}{}): using {first}",
-                shown(&self.endpoint()),
+                shown(self.endpoint()),
                 ids.len(),
                 shown_ids.join(", "),
                 if ids.len() > 8 { ", …" } else { "" }

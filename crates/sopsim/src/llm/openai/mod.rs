@@ -63,7 +63,12 @@ use redact::shown;
 pub struct OpenAiBackend {
     client: reqwest::Client,
     options: OpenAiOptions,
-    url: String,
+    /// The server's base URL, ending in `/v1`.
+    endpoint: String,
+    /// The server is OpenAI's own API, which refuses fields it does not know.
+    openai: bool,
+    /// Where completions are posted, parsed once (a URL is parsed per request otherwise).
+    url: reqwest::Url,
     /// Requests in flight at once: `options.concurrency`, at least one.
     permits: Semaphore,
     /// What discovering the model found worth saying.
@@ -90,12 +95,14 @@ impl OpenAiBackend {
         }
         options.base_url = base_url;
         let base = normalize_base(&options.base_url);
-        let parsed = reqwest::Url::parse(&base).map_err(|e| LlmError::Config {
-            backend: "openai".into(),
-            message: format!("base URL {}", shown(&base)),
-            source: Some(e.into()),
+        let url = reqwest::Url::parse(&format!("{base}/chat/completions")).map_err(|e| {
+            LlmError::Config {
+                backend: "openai".into(),
+                message: format!("base URL {}", shown(&base)),
+                source: Some(e.into()),
+            }
         })?;
-        if !matches!(parsed.scheme(), "http" | "https") {
+        if !matches!(url.scheme(), "http" | "https") {
             return Err(LlmError::config(
                 "openai",
                 format!(
@@ -108,11 +115,13 @@ impl OpenAiBackend {
             .connect_timeout(options.connect_timeout)
             .build()
             .map_err(|e| LlmError::caused_by("openai", "building the HTTP client", e))?;
-        let url = format!("{base}/chat/completions");
+        let openai = config::is_openai(&base);
         let permits = Semaphore::new(options.concurrency.max(1));
         Ok(Self {
             client,
             options,
+            endpoint: base,
+            openai,
             url,
             permits,
             notes,
@@ -130,9 +139,8 @@ impl OpenAiBackend {
         counter_for(&models)
     }
 
-    /// The server's base URL, ending in `/v1`.
-    fn endpoint(&self) -> String {
-        normalize_base(&self.options.base_url)
+    fn endpoint(&self) -> &str {
+        &self.endpoint
     }
 }
 
@@ -149,7 +157,7 @@ impl LlmBackend for OpenAiBackend {
         format!(
             "openai:{}@{}",
             self.options.model.as_deref().unwrap_or("default"),
-            shown(&normalize_base(&self.options.base_url))
+            shown(self.endpoint())
         )
     }
 

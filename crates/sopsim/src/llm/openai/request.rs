@@ -5,35 +5,36 @@
 
 use std::sync::atomic::Ordering;
 
-use serde_json::{json, Value};
+use serde::ser::{SerializeSeq, Serializer};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
 
 use super::choice::{ask_structured, Asking};
-use super::config::is_openai;
 use super::{sampling, tools, OpenAiBackend};
 use crate::llm::{CallKind, ChatRole, DecisionFormat, LlmRequest};
+use crate::prompt::ChatMessage;
 
 /// OpenAI's own API takes at most four stop sequences; vLLM, llama.cpp's server and
 /// SGLang take any number.
 const OPENAI_MAX_STOPS: usize = 4;
 
 impl OpenAiBackend {
-    pub(super) fn body(&self, req: &LlmRequest, asking: Asking) -> Value {
+    pub(super) fn body<'r>(&self, req: &'r LlmRequest, asking: Asking) -> Body<'r> {
         let s = &req.settings;
-        let mut messages = chat_messages(req);
-        let mut obj = serde_json::Map::new();
+        let mut exchange = Vec::new();
+        let mut obj = Map::new();
         if let Some(tools) = req
             .tools
             .as_ref()
             .filter(|t| t.format == DecisionFormat::Native)
         {
-            messages.extend(tools::exchange_messages(&tools.exchange));
+            exchange = tools::exchange_messages(&tools.exchange);
             obj.insert("tools".into(), tools::definitions(&tools.tools));
             if let Some(choice) = &tools.tool_choice {
                 obj.insert("tool_choice".into(), json!(choice));
             }
         }
         obj.insert("model".into(), json!(self.model(req)));
-        obj.insert("messages".into(), Value::Array(messages));
         obj.insert("stream".into(), json!(self.streams(req)));
         if let Some(t) = s.temperature {
             obj.insert("temperature".into(), json!(t));
@@ -48,7 +49,7 @@ impl OpenAiBackend {
             obj.insert("max_tokens".into(), json!(m));
         }
         if let Some(stop) = s.stop.as_ref().filter(|s| !s.is_empty()) {
-            let limit = is_openai(&self.endpoint()).then_some(OPENAI_MAX_STOPS);
+            let limit = self.openai.then_some(OPENAI_MAX_STOPS);
             obj.insert("stop".into(), json!(stops_to_send(stop, limit)));
         }
         if let Some(seed) = s.seed {
@@ -65,7 +66,13 @@ impl OpenAiBackend {
         if let (Some(options), Asking::Structured) = (&req.options, asking) {
             ask_structured(options, &mut obj);
         }
-        Value::Object(obj)
+        Body {
+            messages: Messages {
+                chat: &req.messages,
+                exchange,
+            },
+            fields: obj,
+        }
     }
 
     /// Whether the reply is streamed: agents' replies and decisions, when streaming is
@@ -86,7 +93,7 @@ impl OpenAiBackend {
     /// Whether the request's settings ask for extra sampling fields this server may
     /// take (never OpenAI's own API, nor a server that refused them).
     pub(super) fn sends_extras(&self, req: &LlmRequest) -> bool {
-        !is_openai(&self.endpoint())
+        !self.openai
             && !self.extras_refused.load(Ordering::Relaxed)
             && !sampling::extras(&req.settings).is_empty()
     }
@@ -97,19 +104,47 @@ impl OpenAiBackend {
     }
 }
 
-/// The request's messages under the API's role names.
-fn chat_messages(req: &LlmRequest) -> Vec<Value> {
-    req.messages
-        .iter()
-        .map(|m| {
+/// A request's body: its messages, written from the request itself (a prompt is
+/// kilobytes of text, serialised once rather than copied into JSON values first), and
+/// every other field.
+#[derive(Serialize)]
+pub(super) struct Body<'r> {
+    messages: Messages<'r>,
+    #[serde(flatten)]
+    fields: Map<String, Value>,
+}
+
+/// The chat messages under the API's role names, then the tool calls exchanged so far.
+struct Messages<'r> {
+    chat: &'r [ChatMessage],
+    exchange: Vec<Value>,
+}
+
+#[derive(Serialize)]
+struct ApiMessage<'r> {
+    role: &'static str,
+    content: &'r str,
+}
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.chat.len() + self.exchange.len()))?;
+        for m in self.chat {
             let role = match m.role {
                 ChatRole::System => "system",
                 ChatRole::User => "user",
                 ChatRole::Assistant => "assistant",
             };
-            json!({"role": role, "content": m.content})
-        })
-        .collect()
+            seq.serialize_element(&ApiMessage {
+                role,
+                content: &m.content,
+            })?;
+        }
+        for e in &self.exchange {
+            seq.serialize_element(e)?;
+        }
+        seq.end()
+    }
 }
 
 /// A stop sequence that is a participant's label on a new line (`\nBen:`), as agents

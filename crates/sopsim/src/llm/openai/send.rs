@@ -38,7 +38,10 @@ impl OpenAiBackend {
         req: &LlmRequest,
         asking: Asking,
     ) -> Result<reqwest::Response, AttemptError> {
-        let mut call = self.client.post(&self.url).json(&self.body(req, asking));
+        let mut call = self
+            .client
+            .post(self.url.clone())
+            .json(&self.body(req, asking));
         if let Some(key) = &self.options.api_key {
             call = call.bearer_auth(key.expose());
         }
@@ -72,7 +75,7 @@ impl OpenAiBackend {
         let after = retry_after(response.headers());
         let text = response.text().await.unwrap_or_default();
         let said = server_message(&text, self.options.api_key.as_ref());
-        let url = shown(&self.url);
+        let url = shown(self.url.as_str());
         if status == 400 {
             if let Some(refusal) = self.refusal(req, asking, extras_sent, &url, &said) {
                 return refusal;

@@ -2,11 +2,14 @@
 //! the sink, tool calls gathered from their deltas, until `[DONE]` or a finished
 //! choice; a stream that stalls, breaks or is cut off is worth another attempt.
 
+use std::borrow::Cow;
+
 use futures::StreamExt;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::redact::{server_message, without_url};
-use super::reply::matched_stop;
+use super::reply::first_stop;
 use super::retry::{AttemptError, Cause};
 use super::sse::{Event, SseParser};
 use super::{tools, OpenAiBackend};
@@ -55,13 +58,13 @@ impl OpenAiBackend {
                     }
                     Event::Data(d) => d,
                 };
-                let v: Value = serde_json::from_str(&data).map_err(|e| {
+                let chunk: Chunk = serde_json::from_str(&data).map_err(|e| {
                     AttemptError::retry(Cause::caused_by(
                         format!("malformed JSON in the stream: {e}"),
                         e,
                     ))
                 })?;
-                if let Some(err) = v.get("error") {
+                if let Some(err) = chunk.error {
                     return Err(AttemptError::Retry {
                         cause: format!(
                             "the server reported an error mid-stream: {}",
@@ -71,19 +74,29 @@ impl OpenAiBackend {
                         after: None,
                     });
                 }
-                if let Some(piece) = v["choices"][0]["delta"]["content"].as_str() {
-                    text.push_str(piece);
-                    if let Some(sink) = sink {
-                        sink(piece);
+                if let Some(choice) = chunk.choices.into_iter().next() {
+                    if let Some(piece) = choice.delta.content {
+                        text.push_str(&piece);
+                        if let Some(sink) = sink {
+                            sink(&piece);
+                        }
+                    }
+                    if let Some(deltas) = &choice.delta.tool_calls {
+                        calls.push(deltas);
+                    }
+                    if choice.finish_reason.is_some() {
+                        finished = true;
+                        stopped_at = stopped_at.or_else(|| {
+                            first_stop([
+                                &choice.stop_reason,
+                                &choice.matched_stop,
+                                &choice.stopping_word,
+                            ])
+                        });
                     }
                 }
-                calls.push(&v["choices"][0]["delta"]["tool_calls"]);
-                if v["choices"][0]["finish_reason"].is_string() {
-                    finished = true;
-                    stopped_at = stopped_at.or_else(|| matched_stop(&v["choices"][0]));
-                }
-                if v["usage"].is_object() {
-                    usage = v["usage"].clone();
+                if let Some(u) = chunk.usage.filter(Value::is_object) {
+                    usage = u;
                 }
             }
         }
@@ -99,4 +112,41 @@ impl OpenAiBackend {
             after: None,
         })
     }
+}
+
+/// One event of a streamed reply, as far as it is read: a reply streams dozens of them,
+/// so the text of each is borrowed from the event where it can be, and only what is
+/// rare (tool calls, usage, an error) is read into JSON values.
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<ChunkChoice<'a>>,
+    #[serde(default)]
+    usage: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice<'a> {
+    #[serde(default, borrow)]
+    delta: Delta<'a>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+    // The stop sequence that ended the reply, where a server names it (see
+    // `first_stop`).
+    #[serde(default)]
+    stop_reason: Option<Value>,
+    #[serde(default)]
+    matched_stop: Option<Value>,
+    #[serde(default)]
+    stopping_word: Option<Value>,
+}
+
+#[derive(Default, Deserialize)]
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default)]
+    tool_calls: Option<Value>,
 }
