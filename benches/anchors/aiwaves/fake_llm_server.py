@@ -104,7 +104,12 @@ def canned_reply(kind, text, n):
     h = int(hashlib.sha256(str(n).encode()).hexdigest(), 16)
     k = 3 + h % 3
     picks = [SENTENCES[(h >> (4 * i)) % len(SENTENCES)] for i in range(k)]
-    return ("(reply %d) " % n) + " ".join(picks)
+    # The reply's number after every sixth word: no run of ten words repeats an earlier
+    # reply, as a real model's replies mostly do not (sopsim draws a reply that copies
+    # an earlier one again, a call the original never makes).
+    words = " ".join(picks).split()
+    marked = [w + (" [%d]" % n if i % 6 == 5 else "") for i, w in enumerate(words)]
+    return ("(reply %d) " % n) + " ".join(marked)
 
 
 def fake_embedding(s, dim=384):
@@ -183,8 +188,7 @@ class Handler(BaseHTTPRequestHandler):
             # instant, so there is nothing to gain from dribbling it out)
             words = re.findall(r"\S+\s*", content)
             chunks = [{"role": "assistant", "content": ""}] + [{"content": w} for w in words]
-            parts = [b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                     b"Connection: close\r\n\r\n"]
+            parts = []
             for d in chunks:
                 ev = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
                       "choices": [{"index": 0, "delta": d, "finish_reason": None}]}
@@ -193,9 +197,13 @@ class Handler(BaseHTTPRequestHandler):
                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
             parts.append(b"data: " + json.dumps(ev).encode() + b"\n\n")
             parts.append(b"data: [DONE]\n\n")
-            self.wfile.write(b"".join(parts))
+            body = b"".join(parts)
+            # Kept alive, as servers keep a streamed reply's connection (its length is
+            # known here, the fake being instant).
+            head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                    b"Content-Length: %d\r\n\r\n" % len(body))
+            self.wfile.write(head + body)
             self.wfile.flush()
-            self.close_connection = True
             return
         return self._json(200, {
             "id": cid, "object": "chat.completion", "created": created, "model": model,
