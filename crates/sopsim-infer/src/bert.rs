@@ -62,9 +62,73 @@ impl Dense {
     }
 }
 
+/// The word embeddings, a row of `hidden` values per vocabulary entry: in memory, or
+/// read a row at a time from the weights file (a sentence uses dozens of MiniLM's
+/// 30,522 rows, 47 MB in all; a mapped file would keep every page a row was read
+/// from, and the pages around it, resident).
+pub enum Words {
+    Owned(Vec<f32>),
+    #[cfg(unix)]
+    InFile {
+        file: std::fs::File,
+        /// Where the rows start: little-endian f32 values, row after row.
+        offset: u64,
+        values: usize,
+    },
+}
+
+impl Words {
+    /// `values` little-endian f32 values at `offset` in `file`.
+    #[cfg(unix)]
+    pub fn in_file(file: std::fs::File, offset: u64, values: usize) -> std::io::Result<Words> {
+        let end = (values as u64)
+            .checked_mul(4)
+            .and_then(|b| b.checked_add(offset));
+        if !end.is_some_and(|end| file.metadata().is_ok_and(|m| m.len() >= end)) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the word embeddings run past the end of the file",
+            ));
+        }
+        Ok(Words::InFile {
+            file,
+            offset,
+            values,
+        })
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Words::Owned(v) => v.len(),
+            #[cfg(unix)]
+            Words::InFile { values, .. } => *values,
+        }
+    }
+
+    /// Row `id` (of `h` values) into `out`. A file that can no longer be read (it was
+    /// truncated under the running encoder) reads as zeros.
+    fn row(&self, id: usize, h: usize, out: &mut [f32]) {
+        match self {
+            Words::Owned(v) => out.copy_from_slice(&v[id * h..(id + 1) * h]),
+            #[cfg(unix)]
+            Words::InFile { file, offset, .. } => {
+                use std::os::unix::fs::FileExt;
+                let mut bytes = vec![0u8; h * 4];
+                let at = offset + (id * h * 4) as u64;
+                if file.read_exact_at(&mut bytes, at).is_err() {
+                    bytes.fill(0);
+                }
+                for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                }
+            }
+        }
+    }
+}
+
 pub struct Bert {
     shape: BertShape,
-    words: Vec<f32>,
+    words: Words,
     positions: Vec<f32>,
     /// Token type 0's embedding (sentence encoders use no other).
     type0: Vec<f32>,
@@ -85,10 +149,12 @@ const PARALLEL_MACS: usize = 1 << 22;
 
 impl Bert {
     /// Builds the encoder from `tensor(name)`, which gives a tensor's f32 values (HF
-    /// names, with or without a `bert.` prefix); every size is checked against `shape`.
+    /// names, with or without a `bert.` prefix), and `words`, the word embeddings where
+    /// they are not read from `tensor`; every size is checked against `shape`.
     pub fn new(
         shape: BertShape,
         tensor: impl Fn(&str) -> Option<Vec<f32>>,
+        words: Option<Words>,
     ) -> Result<Bert, WeightError> {
         let get = |name: &str, len: usize| -> Result<Vec<f32>, WeightError> {
             let v = tensor(name)
@@ -142,8 +208,19 @@ impl Bert {
                 norm2: norm(&format!("{p}.output"))?,
             });
         }
+        let word_values = shape.vocab * h;
+        let words = match words {
+            Some(w) if w.len() == word_values => w,
+            Some(w) => {
+                return Err(WeightError {
+                    name: "embeddings.word_embeddings.weight".into(),
+                    problem: format!("{} values, expected {word_values}", w.len()),
+                })
+            }
+            None => Words::Owned(get("embeddings.word_embeddings.weight", word_values)?),
+        };
         Ok(Bert {
-            words: get("embeddings.word_embeddings.weight", shape.vocab * h)?,
+            words,
             positions: get("embeddings.position_embeddings.weight", shape.positions * h)?,
             type0: types[..h].to_vec(),
             norm: norm("embeddings")?,
@@ -177,10 +254,11 @@ impl Bert {
                     0
                 };
                 let row = &mut x[(start + p) * h..(start + p + 1) * h];
-                let word = &self.words[id * h..(id + 1) * h];
+                self.words.row(id, h, row);
                 let pos = &self.positions[p * h..(p + 1) * h];
                 for (j, r) in row.iter_mut().enumerate() {
-                    *r = word[j] + pos[j] + self.type0[j];
+                    let word = *r;
+                    *r = word + pos[j] + self.type0[j];
                 }
             }
         }

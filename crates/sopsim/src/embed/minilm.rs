@@ -1,13 +1,14 @@
 //! The MiniLM embedder (`--embedder minilm`, the default): sentence-transformers'
 //! all-MiniLM-L6-v2 on sopsim's own BERT encoder (`sopsim_infer::bert`: no padding, one
 //! thread for a single message), mean pooling, then L2 normalisation, as
-//! sentence-transformers computes it. The weights are read with candle's safetensors.
+//! sentence-transformers computes it. The weights' f32 tensors are read one at a time
+//! (`safetensors.rs`); other types through candle.
 
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device};
 use candle_transformers::models::bert::Config;
-use sopsim_infer::bert::{Bert, BertShape};
+use sopsim_infer::bert::{Bert, BertShape, Words};
 use tokenizers::{Tokenizer, TruncationParams};
 
 use super::{EmbedError, Embedder};
@@ -132,8 +133,15 @@ impl MiniLm {
             .map_err(|e| failed(MiniLmError::ConfigJson(e)))?;
         check_config(&config).map_err(|e| failed(MiniLmError::Config(e)))?;
         let weights = dir.join("model.safetensors");
-        // SAFETY: the file is memory-mapped read-only and only read while the encoder
-        // copies its tensors out, below.
+        let weights_failed = |source: std::io::Error| {
+            failed(MiniLmError::Read {
+                path: weights.clone(),
+                source,
+            })
+        };
+        let f32s = super::safetensors::F32Tensors::open(&weights).map_err(weights_failed)?;
+        // SAFETY: the file is memory-mapped read-only; tensors of other types than f32
+        // are copied out of it, below, and the map is dropped when loading ends.
         let tensors = unsafe { candle_core::safetensors::MmapedSafetensors::new(&weights) }
             .map_err(|source| {
                 failed(MiniLmError::Weights {
@@ -142,6 +150,9 @@ impl MiniLm {
                 })
             })?;
         let read_tensor = |name: &str| -> Option<Vec<f32>> {
+            if let Some(values) = f32s.read(name) {
+                return values.ok();
+            }
             let t = tensors.load(name, &Device::Cpu).ok()?;
             t.to_dtype(DType::F32)
                 .ok()?
@@ -160,7 +171,20 @@ impl MiniLm {
             type_vocab: config.type_vocab_size,
             eps: config.layer_norm_eps as f32,
         };
-        let model = Bert::new(shape, read_tensor).map_err(|source| {
+        // The word embeddings stay in the file, read a row at a time.
+        #[cfg(unix)]
+        let words = f32s
+            .place("embeddings.word_embeddings.weight")
+            .or_else(|| f32s.place("bert.embeddings.word_embeddings.weight"))
+            .map(|(offset, values)| {
+                let file = f32s.file().try_clone()?;
+                Words::in_file(file, offset, values)
+            })
+            .transpose()
+            .map_err(weights_failed)?;
+        #[cfg(not(unix))]
+        let words = None;
+        let model = Bert::new(shape, read_tensor, words).map_err(|source| {
             failed(MiniLmError::Encoder {
                 path: weights.clone(),
                 source,

@@ -6,6 +6,8 @@ mod hash;
 mod minilm;
 #[cfg(feature = "openai")]
 mod openai;
+#[cfg(feature = "local")]
+mod safetensors;
 mod service;
 #[cfg(feature = "local")]
 mod tokenizer_file;
