@@ -104,11 +104,11 @@ def canned_reply(kind, text, n):
     h = int(hashlib.sha256(str(n).encode()).hexdigest(), 16)
     k = 3 + h % 3
     picks = [SENTENCES[(h >> (4 * i)) % len(SENTENCES)] for i in range(k)]
-    # The reply's number after every sixth word: no run of ten words repeats an earlier
+    # The reply's number after every ninth word: no run of ten words repeats an earlier
     # reply, as a real model's replies mostly do not (sopsim draws a reply that copies
     # an earlier one again, a call the original never makes).
     words = " ".join(picks).split()
-    marked = [w + (" [%d]" % n if i % 6 == 5 else "") for i, w in enumerate(words)]
+    marked = [w + (" %d" % n if i % 9 == 8 else "") for i, w in enumerate(words)]
     return ("(reply %d) " % n) + " ".join(marked)
 
 
