@@ -98,3 +98,74 @@ fn invalid(what: String) -> io::Error {
         format!("not a safetensors file: {what}"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A safetensors file holding `tensors` (name, dtype, little-endian bytes).
+    fn file_with(tensors: &[(&str, &str, Vec<u8>)]) -> tempfile::NamedTempFile {
+        let mut header = serde_json::Map::new();
+        header.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
+        let mut data = Vec::new();
+        for (name, dtype, bytes) in tensors {
+            let begin = data.len();
+            data.extend_from_slice(bytes);
+            header.insert(
+                name.to_string(),
+                serde_json::json!({"dtype": dtype, "shape": [bytes.len() / 4], "data_offsets": [begin, data.len()]}),
+            );
+        }
+        let header = serde_json::to_vec(&header).unwrap();
+        let mut out = (header.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(&header);
+        out.extend_from_slice(&data);
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), out).unwrap();
+        file
+    }
+
+    fn f32_bytes(values: &[f32]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn f32_tensors_are_read_and_placed_and_others_left_to_candle() {
+        let file = file_with(&[
+            ("a", "F32", f32_bytes(&[1.0, -2.5])),
+            ("half", "F16", vec![0; 4]),
+            ("b", "F32", f32_bytes(&[0.25, 3.0, 7.0])),
+        ]);
+        let t = F32Tensors::open(file.path()).unwrap();
+        assert_eq!(t.read("a").unwrap().unwrap(), vec![1.0, -2.5]);
+        assert_eq!(t.read("b").unwrap().unwrap(), vec![0.25, 3.0, 7.0]);
+        let data_start = std::fs::read(file.path()).unwrap().len() as u64 - 24;
+        assert_eq!(t.place("b"), Some((data_start + 12, 3)));
+        assert!(
+            t.read("half").is_none(),
+            "not f32: another reader converts it"
+        );
+        assert!(t.read("missing").is_none());
+    }
+
+    #[test]
+    fn a_broken_file_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.safetensors");
+        for bytes in [
+            Vec::new(),
+            u64::MAX.to_le_bytes().to_vec(),
+            [&10u64.to_le_bytes()[..], b"{not json}"].concat(),
+        ] {
+            std::fs::write(&path, &bytes).unwrap();
+            assert!(F32Tensors::open(&path).is_err(), "{bytes:?}");
+        }
+        // A tensor said to run past the end of the file.
+        let file = file_with(&[("a", "F32", f32_bytes(&[1.0]))]);
+        let mut bytes = std::fs::read(file.path()).unwrap();
+        bytes.truncate(bytes.len() - 2);
+        std::fs::write(&path, &bytes).unwrap();
+        let t = F32Tensors::open(&path).unwrap();
+        assert!(t.read("a").unwrap().is_err());
+    }
+}
