@@ -112,18 +112,17 @@ impl OpenAiBackend {
 /// `matched_stop`, llama.cpp's `stopping_word` (a number there is a stop token's id,
 /// not a sequence). OpenAI does not say.
 pub(super) fn matched_stop(choice: &Value) -> Option<String> {
-    let fields = ["stop_reason", "matched_stop", "stopping_word"].map(|k| choice.get(k).cloned());
-    first_stop(&fields)
+    first_stop(["stop_reason", "matched_stop", "stopping_word"].map(|k| choice.get(k)))
 }
 
 /// The first stop sequence among the fields servers name it in (in the order
 /// [`matched_stop`] reads them).
 pub(super) fn first_stop<'v>(
-    fields: impl IntoIterator<Item = &'v Option<Value>>,
+    fields: impl IntoIterator<Item = Option<&'v Value>>,
 ) -> Option<String> {
     fields
         .into_iter()
-        .find_map(|f| f.as_ref()?.as_str())
+        .find_map(|f| f?.as_str())
         .filter(|s| !s.is_empty())
         .map(String::from)
 }

@@ -88,9 +88,9 @@ impl OpenAiBackend {
                         finished = true;
                         stopped_at = stopped_at.or_else(|| {
                             first_stop([
-                                &choice.stop_reason,
-                                &choice.matched_stop,
-                                &choice.stopping_word,
+                                choice.stop_reason.as_ref(),
+                                choice.matched_stop.as_ref(),
+                                choice.stopping_word.as_ref(),
                             ])
                         });
                     }
