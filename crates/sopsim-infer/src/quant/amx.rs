@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 
 use super::acts::{Acts, TOKEN_TILE};
 use super::formats::WeightType;
-use super::packed::{Dest, Packed, TileLayout, TILE_VALUES};
+use super::packed::{Dest, Packed, TileLayout, PANEL, TILE_VALUES};
 use super::x86_512::{by_format, finish, scales, subs, widen, Format};
 
 /// Fewer tokens than this go to the AVX-512 kernel, which is faster for them: a tile's
@@ -90,6 +90,21 @@ struct Products([i32; 256]);
 #[repr(C, align(64))]
 struct Widened([u8; TILE_VALUES]);
 
+/// A tile's sixteen rows' scales and minimums as floats, made once per panel rather
+/// than once per token.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct TileFloats {
+    s: [f32; PANEL],
+    m: [f32; PANEL],
+}
+
+/// A panel's tiles made ready for the token tiles: widened integers and float scales.
+struct Panel<'a> {
+    ints: &'a [Widened],
+    floats: &'a [TileFloats],
+}
+
 /// # Safety
 /// [`supported`] must hold, and `dest` must be valid for `panels` (see [`Dest`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
@@ -116,10 +131,27 @@ unsafe fn panels_of<F: Format>(
     // as long as the product itself), one long after does not.
     let mut panel: Vec<Widened> = Vec::new();
     panel.resize_with(w.blocks(), || Widened([0; TILE_VALUES]));
+    let zero = TileFloats {
+        s: [0.0; PANEL],
+        m: [0.0; PANEL],
+    };
+    let mut floats = vec![zero; w.blocks()];
     for p in panels {
-        for (b, out) in panel.iter_mut().enumerate() {
-            widen_signed::<F>(w.tile(layout, p, b).as_ptr(), out);
+        for (b, (out, f)) in panel.iter_mut().zip(floats.iter_mut()).enumerate() {
+            let tile = w.tile(layout, p, b).as_ptr();
+            let header = w.header(layout, p, b).as_ptr();
+            widen_signed::<F>(tile, out);
+            let s = scales::<F, false>(tile.add(layout.scales_at), header);
+            _mm512_store_ps(f.s.as_mut_ptr(), s);
+            if F::MIN {
+                let m = scales::<F, true>(tile.add(layout.mins_at), header);
+                _mm512_store_ps(f.m.as_mut_ptr(), m);
+            }
         }
+        let panel = Panel {
+            ints: &panel,
+            floats: &floats,
+        };
         for tt in 0..tiles {
             token_tile::<F>(w, layout, acts, p, tt, &panel, dest);
         }
@@ -202,7 +234,7 @@ unsafe fn token_tile<F: Format>(
     acts: &Acts,
     p: usize,
     tt: usize,
-    panel: &[Widened],
+    panel: &Panel<'_>,
     dest: Dest,
 ) {
     let valid = (acts.tokens() - tt * TOKEN_TILE).min(TOKEN_TILE);
@@ -222,7 +254,7 @@ unsafe fn rows<F: Format, const R: usize>(
     acts: &Acts,
     p: usize,
     tt: usize,
-    panel: &[Widened],
+    panel: &Panel<'_>,
     dest: Dest,
 ) {
     let t0 = tt * TOKEN_TILE;
@@ -235,22 +267,20 @@ unsafe fn rows<F: Format, const R: usize>(
     let dx0 = acts.all_scales().as_ptr().add(t0 * blocks);
     // The next panel's tiles are fetched while this one is multiplied (once, with the
     // first token tile), so that memory and arithmetic overlap.
-    let next = w
-        .tile(layout, p, 0)
-        .as_ptr()
-        .wrapping_add(blocks * layout.bytes);
+    let panel_bytes = layout.panel_bytes(blocks);
+    let next = w.panel(layout, p).as_ptr().wrapping_add(panel_bytes);
+    let per_block = panel_bytes.div_ceil(blocks).next_multiple_of(64);
     for b in 0..blocks {
         if tt == 0 {
-            let tile = next.wrapping_add(b * layout.bytes);
-            for line in (0..layout.bytes).step_by(64) {
-                _mm_prefetch::<_MM_HINT_T0>(tile.wrapping_add(line) as *const i8);
+            let lines = b * per_block..((b + 1) * per_block).min(panel_bytes);
+            for line in lines.step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8);
             }
         }
-        products::<F>(b, x0, cols, panel, &mut lo, &mut hi);
-        let tile = w.tile(layout, p, b).as_ptr();
-        let s = scales(tile.add(layout.scales_at), F::SCALE_F32);
+        products::<F>(b, x0, cols, panel.ints, &mut lo, &mut hi);
+        let s = _mm512_load_ps(panel.floats[b].s.as_ptr());
         let sub = if F::HALVES {
-            subs(tile.add(layout.subs_at))
+            subs(w.tile(layout, p, b).as_ptr().add(layout.subs_at))
         } else {
             [_mm512_setzero_si512(); 2]
         };
@@ -274,10 +304,7 @@ unsafe fn rows<F: Format, const R: usize>(
         if F::MIN {
             // The minimums' chain, in its own pass so that it needs no registers above.
             for b in 0..blocks {
-                let m = scales(
-                    w.tile(layout, p, b).as_ptr().add(layout.mins_at),
-                    F::SCALE_F32,
-                );
+                let m = _mm512_load_ps(panel.floats.get_unchecked(b).m.as_ptr());
                 let dx = _mm512_set1_ps(*acts.scales(t).get_unchecked(b));
                 let sum = *acts.sums(t).get_unchecked(b) as f32;
                 accm = _mm512_fmadd_ps(_mm512_set1_ps(sum), _mm512_mul_ps(m, dx), accm);

@@ -109,9 +109,19 @@ impl WeightType {
             WeightType::Q5_0 => (Bits::Five, 16, Scale::F16, None),
             WeightType::Q5_1 => (Bits::Five, 0, Scale::F16, Some(Scale::F16)),
             WeightType::Q8_0 => (Bits::Eight, 128, Scale::F16, None),
-            WeightType::Q4K => (Bits::Four, 0, Scale::F32, Some(Scale::F32)),
-            WeightType::Q5K => (Bits::Five, 0, Scale::F32, Some(Scale::F32)),
-            WeightType::Q6K => (Bits::Six, 32, Scale::F32, None),
+            WeightType::Q4K => (
+                Bits::Four,
+                0,
+                Scale::SuperTimesU8,
+                Some(Scale::SuperTimesU8),
+            ),
+            WeightType::Q5K => (
+                Bits::Five,
+                0,
+                Scale::SuperTimesU8,
+                Some(Scale::SuperTimesU8),
+            ),
+            WeightType::Q6K => (Bits::Six, 32, Scale::Super, None),
         };
         Some(Ints {
             bits,
@@ -119,6 +129,7 @@ impl WeightType {
             scale,
             min,
             halves: self == WeightType::Q6K,
+            group_blocks: self.group() / 32,
         })
     }
 }
@@ -132,20 +143,66 @@ pub(super) enum Bits {
     Eight,
 }
 
-/// How a block's float scale (or minimum) is kept: f16 where the file keeps it so,
-/// f32 where it is a product of the file's values (exact in f32).
+/// How a block's float scale (or minimum) is kept, as the file keeps it, so that the
+/// kernels read no more bytes than the file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Scale {
+    /// An f16 per block (the 32-value formats).
     F16,
-    F32,
+    /// The super-block's f16, shared by its eight blocks (Q6_K's `d`).
+    Super,
+    /// The super-block's f16 times the block's 6-bit integer (Q4_K and Q5_K: `d·sc`,
+    /// and `−dmin·m` for the minimum), multiplied in f32 as the reference does.
+    SuperTimesU8,
 }
 
 impl Scale {
+    /// Bytes per row in each block's tile.
     pub fn bytes(self) -> usize {
         match self {
             Scale::F16 => 2,
-            Scale::F32 => 4,
+            Scale::Super => 0,
+            Scale::SuperTimesU8 => 1,
         }
+    }
+
+    /// Bytes per row in the super-block's header.
+    pub fn header_bytes(self) -> usize {
+        match self {
+            Scale::F16 => 0,
+            Scale::Super | Scale::SuperTimesU8 => 2,
+        }
+    }
+}
+
+/// A K-format block's scale (and minimum) as the file stores them: the super-block's
+/// f16 fields and the block's integers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct SuperScales {
+    pub d: [u8; 2],
+    pub dmin: [u8; 2],
+    pub sc: u8,
+    pub m: u8,
+}
+
+/// Block `b`'s [`SuperScales`] in a row of a K format.
+pub(super) fn super_scales(ty: WeightType, row: &[u8], b: usize) -> SuperScales {
+    let g = &row[b / 8 * ty.group_bytes()..][..ty.group_bytes()];
+    match ty {
+        WeightType::Q4K | WeightType::Q5K => {
+            let (sc, m) = scale_min_k4(b % 8, &g[4..16]);
+            SuperScales {
+                d: [g[0], g[1]],
+                dmin: [g[2], g[3]],
+                sc,
+                m,
+            }
+        }
+        WeightType::Q6K => SuperScales {
+            d: [g[208], g[209]],
+            ..SuperScales::default()
+        },
+        _ => SuperScales::default(),
     }
 }
 
@@ -161,6 +218,9 @@ pub(super) struct Ints {
     /// Formats with a minimum: `+ min · dx · Σ x` per block, in a chain of its own.
     pub min: Option<Scale>,
     pub halves: bool,
+    /// 32-value blocks per group of the file's format (8 for the K formats, whose
+    /// 256-value super-blocks share one f16 scale per row).
+    pub group_blocks: usize,
 }
 
 /// One 32-value block of a row: its unsigned integers and what scales them.

@@ -7,8 +7,11 @@
 //! values of all sixteen rows (for AVX-512 VNNI, one row per lane) and a tile is
 //! exactly an AMX `B` operand. The integers keep their file's width (4, 5, 6 or 8
 //! bits, see [`Bits`]) and are widened to bytes in registers. Each tile then holds the
-//! sixteen rows' scales, minimums and sub-scales of its block. Tiles are stored panel
-//! by panel, block by block, so a kernel streams the weights once, front to back.
+//! sixteen rows' scales, minimums and sub-scales of its block, kept as the file keeps
+//! them: the K formats' super-block f16 values go once per eight tiles, in a group
+//! header (see [`TileLayout`]), so that a pass reads about as many bytes as the file
+//! holds. Tiles are stored panel by panel, block by block, so a kernel streams the
+//! weights once, front to back.
 //!
 //! Float matrices are kept as their file's rows.
 
@@ -55,15 +58,26 @@ impl std::fmt::Debug for Packed {
     }
 }
 
-/// Where each part of a tile starts, for one format.
+/// Where each part of a tile starts, for one format, and how tiles are grouped.
+///
+/// The K formats share one f16 per row across a 256-value super-block, as their files
+/// do: a panel's tiles then come in groups of eight, each group led by a header with
+/// those f16 values of its sixteen rows (the scale's, then the minimum's). Other
+/// formats have groups of one tile and no header.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct TileLayout {
     pub ints: Ints,
     pub scales_at: usize,
     pub mins_at: usize,
     pub subs_at: usize,
+    /// Bytes of one tile.
     pub bytes: usize,
+    /// Bytes of a group's header; the minimums' f16 values start at `PANEL · 2`.
+    pub header: usize,
 }
+
+/// Where the minimums' f16 values start in a group's header.
+pub(super) const HEADER_MINS_AT: usize = 2 * PANEL;
 
 impl TileLayout {
     pub fn of(ints: Ints) -> Self {
@@ -71,13 +85,25 @@ impl TileLayout {
         let mins_at = scales_at + PANEL * ints.scale.bytes();
         let subs_at = mins_at + ints.min.map_or(0, |m| PANEL * m.bytes());
         let bytes = subs_at + if ints.halves { 2 * PANEL } else { 0 };
+        let header = PANEL * (ints.scale.header_bytes() + ints.min.map_or(0, |m| m.header_bytes()));
         Self {
             ints,
             scales_at,
             mins_at,
             subs_at,
             bytes,
+            header,
         }
+    }
+
+    /// Bytes of a group: its header and its tiles.
+    pub fn group_bytes(&self) -> usize {
+        self.header + self.ints.group_blocks * self.bytes
+    }
+
+    /// Bytes of a panel of `blocks` tiles.
+    pub fn panel_bytes(&self, blocks: usize) -> usize {
+        blocks / self.ints.group_blocks * self.group_bytes()
     }
 }
 
@@ -100,7 +126,7 @@ impl Packed {
         let layout = TileLayout::of(ints);
         let blocks = cols / 32;
         let panels = rows.div_ceil(PANEL);
-        let panel_bytes = blocks * layout.bytes;
+        let panel_bytes = layout.panel_bytes(blocks);
         let total = panels
             .checked_mul(panel_bytes)
             .ok_or(WeightError::NoMemory { bytes: usize::MAX })?;
@@ -123,8 +149,14 @@ impl Packed {
                             (r < rows).then(|| &data[r * row_bytes..(r + 1) * row_bytes])
                         };
                         let rows: [Option<&[u8]>; PANEL] = std::array::from_fn(native);
-                        for (b, tile) in panel.chunks_exact_mut(layout.bytes).enumerate() {
-                            pack_tile(ty, &layout, &rows, b, tile);
+                        let groups = panel.chunks_exact_mut(layout.group_bytes());
+                        for (g, group) in groups.enumerate() {
+                            let (header, tiles) = group.split_at_mut(layout.header);
+                            let first = g * layout.ints.group_blocks;
+                            pack_header(ty, &layout, &rows, first, header);
+                            for (i, tile) in tiles.chunks_exact_mut(layout.bytes).enumerate() {
+                                pack_tile(ty, &layout, &rows, first + i, tile);
+                            }
                         }
                     }
                 }
@@ -168,10 +200,30 @@ impl Packed {
         self.cols / 32
     }
 
+    /// Panel `p` (quantised formats): its groups of tiles, front to back.
+    pub(super) fn panel(&self, layout: &TileLayout, p: usize) -> &[u8] {
+        let n = layout.panel_bytes(self.blocks());
+        &self.data[p * n..(p + 1) * n]
+    }
+
+    /// Where the group holding tile `b` of panel `p` starts (quantised formats).
+    fn group_at(&self, layout: &TileLayout, p: usize, b: usize) -> usize {
+        p * layout.panel_bytes(self.blocks()) + b / layout.ints.group_blocks * layout.group_bytes()
+    }
+
     /// Tile `b` of panel `p` (quantised formats).
     pub(super) fn tile(&self, layout: &TileLayout, p: usize, b: usize) -> &[u8] {
-        let at = (p * self.blocks() + b) * layout.bytes;
+        let at = self.group_at(layout, p, b)
+            + layout.header
+            + b % layout.ints.group_blocks * layout.bytes;
         &self.data[at..at + layout.bytes]
+    }
+
+    /// The header of the group holding tile `b` of panel `p` (empty for formats
+    /// without one).
+    pub(super) fn header(&self, layout: &TileLayout, p: usize, b: usize) -> &[u8] {
+        let at = self.group_at(layout, p, b);
+        &self.data[at..at + layout.header]
     }
 
     /// Row `r` as the file stores it (float formats).
@@ -233,9 +285,16 @@ fn pack_tile(
         for (k, u) in blk.u.iter().enumerate() {
             values[position(n, k)] = *u;
         }
-        put_scale(ints.scale, &mut tile[layout.scales_at..], n, blk.scale);
+        let sup = formats::super_scales(ty, row, b);
+        put_scale(
+            ints.scale,
+            &mut tile[layout.scales_at..],
+            n,
+            blk.scale,
+            sup.sc,
+        );
         if let Some(m) = ints.min {
-            put_scale(m, &mut tile[layout.mins_at..], n, blk.min);
+            put_scale(m, &mut tile[layout.mins_at..], n, blk.min, sup.m);
         }
         if ints.halves {
             tile[layout.subs_at + n] = blk.sub[0] as u8;
@@ -269,18 +328,48 @@ fn pack_tile(
     }
 }
 
-fn put_scale(kind: Scale, at: &mut [u8], n: usize, v: f32) {
-    match kind {
-        // Exact: these values came from f16 fields.
-        Scale::F16 => at[2 * n..2 * n + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes()),
-        Scale::F32 => at[4 * n..4 * n + 4].copy_from_slice(&v.to_le_bytes()),
+/// Writes the header of the group whose first tile is `b`: each row's super-block f16
+/// values (nothing for formats without a header).
+fn pack_header(
+    ty: WeightType,
+    layout: &TileLayout,
+    rows: &[Option<&[u8]>; PANEL],
+    b: usize,
+    header: &mut [u8],
+) {
+    if layout.header == 0 {
+        return;
+    }
+    for (n, row) in rows.iter().enumerate() {
+        let Some(row) = row else { continue };
+        let sup = formats::super_scales(ty, row, b);
+        header[2 * n..2 * n + 2].copy_from_slice(&sup.d);
+        if layout.ints.min.is_some() {
+            header[HEADER_MINS_AT + 2 * n..][..2].copy_from_slice(&sup.dmin);
+        }
     }
 }
 
-fn get_scale(kind: Scale, at: &[u8], n: usize) -> f32 {
+/// Writes row `n`'s part of a tile's scale (or minimum): `v` itself for f16 scales
+/// (exact: it came from an f16 field), the block's integer `int` for scales made of a
+/// super-block's f16 and an integer, nothing for the super-block's f16 alone.
+fn put_scale(kind: Scale, at: &mut [u8], n: usize, v: f32, int: u8) {
+    match kind {
+        Scale::F16 => at[2 * n..2 * n + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes()),
+        Scale::SuperTimesU8 => at[n] = int,
+        Scale::Super => {}
+    }
+}
+
+/// Row `n`'s scale (or minimum, `min`) of a tile, from its part of the tile `at` and its
+/// group's `header`, with the reference's float steps.
+fn get_scale(kind: Scale, at: &[u8], header: &[u8], n: usize, min: bool) -> f32 {
+    let sup = || formats::f16_at(header, if min { HEADER_MINS_AT } else { 0 } + 2 * n);
     match kind {
         Scale::F16 => formats::f16_at(at, 2 * n),
-        Scale::F32 => f32::from_le_bytes([at[4 * n], at[4 * n + 1], at[4 * n + 2], at[4 * n + 3]]),
+        Scale::Super => sup(),
+        Scale::SuperTimesU8 if min => -(sup() * f32::from(at[n])),
+        Scale::SuperTimesU8 => sup() * f32::from(at[n]),
     }
 }
 
@@ -357,12 +446,13 @@ pub(super) unsafe fn matmul_portable(w: &Packed, acts: &Acts, panels: Range<usiz
         let mut accm = vec![[0f32; PANEL]; tokens];
         for b in 0..w.blocks() {
             let tile = w.tile(&layout, p, b);
+            let header = w.header(&layout, p, b);
             let v = unpack(ints.bits, tile);
             for n in 0..PANEL {
-                let scale = get_scale(ints.scale, &tile[layout.scales_at..], n);
-                let min = ints
-                    .min
-                    .map_or(0.0, |m| get_scale(m, &tile[layout.mins_at..], n));
+                let scale = get_scale(ints.scale, &tile[layout.scales_at..], header, n, false);
+                let min = ints.min.map_or(0.0, |m| {
+                    get_scale(m, &tile[layout.mins_at..], header, n, true)
+                });
                 let sub = if ints.halves {
                     [
                         tile[layout.subs_at + n] as i8,

@@ -8,8 +8,8 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 
 use super::acts::Acts;
-use super::formats::{Bits, WeightType};
-use super::packed::{Dest, Packed, TileLayout, PANEL};
+use super::formats::{Bits, Scale, WeightType};
+use super::packed::{Dest, Packed, TileLayout, HEADER_MINS_AT, PANEL};
 use super::x86_512::{by_format, Format};
 use super::Kernels;
 
@@ -183,12 +183,26 @@ unsafe fn bit_bytes(bits: u32, value: i8) -> __m256i {
     _mm256_and_si256(set, _mm256_set1_epi8(value))
 }
 
+/// Rows `8h..8h + 8` of a tile's scales (`MIN` false) or minimums, from the tile's
+/// part at `at` and its group's `header`, with the reference's float steps.
 #[inline(always)]
-unsafe fn scales(at: *const u8, f32s: bool, h: usize) -> __m256 {
-    if f32s {
-        _mm256_loadu_ps((at as *const f32).add(8 * h))
-    } else {
-        _mm256_cvtph_ps(_mm_loadu_si128(at.add(16 * h) as *const __m128i))
+unsafe fn scales<F: Format, const MIN: bool>(at: *const u8, header: *const u8, h: usize) -> __m256 {
+    let sup = || {
+        let from = header.add(if MIN { HEADER_MINS_AT } else { 0 } + 16 * h);
+        _mm256_cvtph_ps(_mm_loadu_si128(from as *const __m128i))
+    };
+    match F::SCALE {
+        Scale::F16 => _mm256_cvtph_ps(_mm_loadu_si128(at.add(16 * h) as *const __m128i)),
+        Scale::Super => sup(),
+        Scale::SuperTimesU8 => {
+            let ints = _mm256_cvtepu8_epi32(_mm_loadl_epi64(at.add(8 * h) as *const __m128i));
+            let v = _mm256_mul_ps(sup(), _mm256_cvtepi32_ps(ints));
+            if MIN {
+                _mm256_xor_ps(v, _mm256_set1_ps(-0.0))
+            } else {
+                v
+            }
+        }
     }
 }
 
@@ -210,6 +224,7 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
         let mut accm = [_mm256_setzero_ps(); N];
         for b in 0..w.blocks() {
             let tile = w.tile(layout, p, b).as_ptr();
+            let header = w.header(layout, p, b).as_ptr();
             let mut v = widen::<F>(tile, h);
             let mut magnitude = v;
             if signed {
@@ -218,9 +233,9 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
                     *m = _mm256_abs_epi8(*r);
                 }
             }
-            let s = scales(tile.add(layout.scales_at), F::SCALE_F32, h);
+            let s = scales::<F, false>(tile.add(layout.scales_at), header, h);
             let m = if F::MIN {
-                scales(tile.add(layout.mins_at), F::SCALE_F32, h)
+                scales::<F, true>(tile.add(layout.mins_at), header, h)
             } else {
                 _mm256_setzero_ps()
             };

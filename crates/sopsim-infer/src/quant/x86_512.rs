@@ -9,8 +9,8 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 
 use super::acts::Acts;
-use super::formats::{Bits, WeightType};
-use super::packed::{Dest, Packed, TileLayout, PANEL};
+use super::formats::{Bits, Scale, WeightType};
+use super::packed::{Dest, Packed, TileLayout, HEADER_MINS_AT, PANEL};
 
 /// Tokens that share one widening of a tile.
 const GROUP: usize = 8;
@@ -32,32 +32,32 @@ pub fn supported() -> bool {
 pub(super) trait Format {
     const BITS: Bits;
     const OFFSET: i32;
-    const SCALE_F32: bool;
+    const SCALE: Scale;
     const MIN: bool;
     const HALVES: bool;
 }
 
 macro_rules! format {
-    ($name:ident, $bits:expr, $offset:expr, $f32:expr, $min:expr, $halves:expr) => {
+    ($name:ident, $bits:expr, $offset:expr, $scale:expr, $min:expr, $halves:expr) => {
         pub(super) struct $name;
         impl Format for $name {
             const BITS: Bits = $bits;
             const OFFSET: i32 = $offset;
-            const SCALE_F32: bool = $f32;
+            const SCALE: Scale = $scale;
             const MIN: bool = $min;
             const HALVES: bool = $halves;
         }
     };
 }
 
-format!(Q4_0, Bits::Four, 8, false, false, false);
-format!(Q4_1, Bits::Four, 0, false, true, false);
-format!(Q5_0, Bits::Five, 16, false, false, false);
-format!(Q5_1, Bits::Five, 0, false, true, false);
-format!(Q8_0, Bits::Eight, 128, false, false, false);
-format!(Q4K, Bits::Four, 0, true, true, false);
-format!(Q5K, Bits::Five, 0, true, true, false);
-format!(Q6K, Bits::Six, 32, true, false, true);
+format!(Q4_0, Bits::Four, 8, Scale::F16, false, false);
+format!(Q4_1, Bits::Four, 0, Scale::F16, true, false);
+format!(Q5_0, Bits::Five, 16, Scale::F16, false, false);
+format!(Q5_1, Bits::Five, 0, Scale::F16, true, false);
+format!(Q8_0, Bits::Eight, 128, Scale::F16, false, false);
+format!(Q4K, Bits::Four, 0, Scale::SuperTimesU8, true, false);
+format!(Q5K, Bits::Five, 0, Scale::SuperTimesU8, true, false);
+format!(Q6K, Bits::Six, 32, Scale::Super, false, true);
 
 /// Calls `$go::<Format>($args)` for `$ty`'s format.
 macro_rules! by_format {
@@ -169,13 +169,29 @@ pub(super) unsafe fn widen<F: Format>(q: *const u8) -> [__m512i; 8] {
     v
 }
 
-/// The sixteen rows' scales (or minimums) stored at `at`.
+/// The sixteen rows' scales (`MIN` false) or minimums of a tile, from the tile's part
+/// at `at` and its group's `header`, with the reference's float steps.
 #[inline(always)]
-pub(super) unsafe fn scales(at: *const u8, f32s: bool) -> __m512 {
-    if f32s {
-        _mm512_loadu_ps(at as *const f32)
-    } else {
-        _mm512_cvtph_ps(_mm256_loadu_si256(at as *const __m256i))
+pub(super) unsafe fn scales<F: Format, const MIN: bool>(
+    at: *const u8,
+    header: *const u8,
+) -> __m512 {
+    let sup = || {
+        let from = header.add(if MIN { HEADER_MINS_AT } else { 0 });
+        _mm512_cvtph_ps(_mm256_loadu_si256(from as *const __m256i))
+    };
+    match F::SCALE {
+        Scale::F16 => _mm512_cvtph_ps(_mm256_loadu_si256(at as *const __m256i)),
+        Scale::Super => sup(),
+        Scale::SuperTimesU8 => {
+            let ints = _mm512_cvtepu8_epi32(_mm_loadu_si128(at as *const __m128i));
+            let v = _mm512_mul_ps(sup(), _mm512_cvtepi32_ps(ints));
+            if MIN {
+                _mm512_xor_ps(v, _mm512_set1_ps(-0.0))
+            } else {
+                v
+            }
+        }
     }
 }
 
@@ -261,12 +277,13 @@ unsafe fn group<F: Format, const N: usize>(
     let zero = _mm512_setzero_si512();
     for b in 0..w.blocks() {
         let tile = w.tile(layout, p, b).as_ptr();
+        let header = w.header(layout, p, b).as_ptr();
         prefetch_ahead(tile, layout.bytes);
         let v = widen::<F>(tile);
         let tile_scales = TileScales {
-            s: scales(tile.add(layout.scales_at), F::SCALE_F32),
+            s: scales::<F, false>(tile.add(layout.scales_at), header),
             m: if F::MIN {
-                scales(tile.add(layout.mins_at), F::SCALE_F32)
+                scales::<F, true>(tile.add(layout.mins_at), header)
             } else {
                 _mm512_setzero_ps()
             },
