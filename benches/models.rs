@@ -8,8 +8,9 @@
 //! The anchors: PyTorch + sentence-transformers (`benches/anchors/st_embed.py`, the same
 //! sentences), and llama.cpp's own `llama-bench` (`benches/anchors/llama_bench.sh`):
 //! `anchor_shape/*` measures sopsim in its shape, a 512-token prompt (pp512) and 128
-//! generated tokens (tg128), for qwen05 and qwen15 (when fetched); `read_bandwidth`
-//! gives the decode roofline (bandwidth over the bytes a token reads).
+//! generated tokens (tg128), for qwen05 and qwen15 (when fetched), and after each tg128
+//! prints decode's roofline: the weight bytes a token reads over the read bandwidth
+//! measured right then (`read_bandwidth` measures that bandwidth on its own).
 
 use std::time::{Duration, Instant};
 
@@ -431,39 +432,80 @@ fn bench_anchor_shape(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new(format!("{name}_tg"), TG), |b| {
             b.iter_custom(|iters| decode_time(&reuse, &prompt, TG, iters))
         });
+        print_roofline(name, &path);
     }
     group.finish();
 }
 
-/// The machine's read bandwidth on the threads the engine uses: a sum over 1 GiB, far
-/// larger than the caches, split between the threads. Single-stream decode reads every
-/// weight once per token, so this over the model's bytes is its roofline.
-fn bench_read_bandwidth(c: &mut Criterion) {
-    const BYTES: usize = 1 << 30;
-    let threads = std::env::var("SOPSIM_THREADS")
+/// What decode's roofline is right after the decode bench: the bytes a token reads
+/// over the read bandwidth measured now (the bandwidth of a shared machine drifts).
+fn print_roofline(name: &str, path: &std::path::Path) {
+    let bytes = match sopsim_infer::transformer::Model::load(path) {
+        Ok(model) => model.decode_bytes(),
+        Err(e) => return eprintln!("anchor_shape/{name}: {e}"),
+    };
+    let buffer: Vec<u64> = (0..BANDWIDTH_BYTES / 8).map(|i| i as u64).collect();
+    let bandwidth = bandwidth_now(&buffer);
+    eprintln!(
+        "anchor_shape/{name}: a decode token reads {:.1} MB of weights; read bandwidth \
+         now {:.2} GB/s on {} threads, so the roofline is {:.1} tok/s",
+        bytes as f64 / 1e6,
+        bandwidth / 1e9,
+        threads(),
+        bandwidth / bytes as f64
+    );
+}
+
+/// Threads for model work, as the engine counts them.
+fn threads() -> usize {
+    std::env::var("SOPSIM_THREADS")
         .ok()
         .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let buffer: Vec<u64> = (0..BYTES / 8).map(|i| i as u64).collect();
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Bytes summed to measure the read bandwidth: far more than the caches hold.
+const BANDWIDTH_BYTES: usize = 1 << 30;
+
+/// Sums `buffer`, split between `threads` threads.
+fn sum_in_parallel(buffer: &[u64], threads: usize) -> u64 {
+    let part = buffer.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let sums: Vec<_> = buffer
+            .chunks(part)
+            .map(|chunk| scope.spawn(move || chunk.iter().fold(0u64, |a, x| a.wrapping_add(*x))))
+            .collect();
+        sums.into_iter()
+            .map(|h| h.join().unwrap_or(0))
+            .fold(0u64, u64::wrapping_add)
+    })
+}
+
+/// The read bandwidth right now, in bytes per second: the median of five sums of
+/// `buffer`.
+fn bandwidth_now(buffer: &[u64]) -> f64 {
+    let mut rates: Vec<f64> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(sum_in_parallel(buffer, threads()));
+            std::mem::size_of_val(buffer) as f64 / t.elapsed().as_secs_f64()
+        })
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    rates[2]
+}
+
+/// The machine's read bandwidth on the threads the engine uses: a sum over 1 GiB, far
+/// larger than the caches, split between the threads. Single-stream decode reads every
+/// weight once per token, so this over the bytes a token reads is its roofline.
+fn bench_read_bandwidth(c: &mut Criterion) {
+    let buffer: Vec<u64> = (0..BANDWIDTH_BYTES / 8).map(|i| i as u64).collect();
     let mut group = c.benchmark_group("read_bandwidth");
     group
         .sample_size(10)
-        .throughput(Throughput::Bytes(BYTES as u64));
-    group.bench_function(BenchmarkId::new("threads", threads), |b| {
-        b.iter(|| {
-            let part = buffer.len().div_ceil(threads);
-            std::thread::scope(|scope| {
-                let sums: Vec<_> = buffer
-                    .chunks(part)
-                    .map(|chunk| {
-                        scope.spawn(move || chunk.iter().fold(0u64, |a, x| a.wrapping_add(*x)))
-                    })
-                    .collect();
-                sums.into_iter()
-                    .map(|h| h.join().unwrap_or(0))
-                    .fold(0u64, u64::wrapping_add)
-            })
-        })
+        .throughput(Throughput::Bytes(BANDWIDTH_BYTES as u64));
+    group.bench_function(BenchmarkId::new("threads", threads()), |b| {
+        b.iter(|| sum_in_parallel(&buffer, threads()))
     });
     group.finish();
 }

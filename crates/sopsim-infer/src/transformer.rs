@@ -182,6 +182,23 @@ impl Model {
         self.kernels
     }
 
+    /// The weight bytes one token of single-stream decode reads: every layer's matrices
+    /// and the output head as packed (the embedding gives the token one row). Over the
+    /// machine's read bandwidth, this is decode's roofline.
+    pub fn decode_bytes(&self) -> usize {
+        let layers: usize = self
+            .layers
+            .iter()
+            .map(|l| {
+                [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down]
+                    .iter()
+                    .map(|m| m.bytes())
+                    .sum::<usize>()
+            })
+            .sum();
+        layers + self.head.bytes()
+    }
+
     pub fn new_cache(&self) -> KvCache {
         KvCache::new(self.shape.layers, self.shape.kv_heads * self.shape.head_dim)
     }
