@@ -187,10 +187,10 @@ pub(super) struct SuperScales {
 
 /// Block `b`'s [`SuperScales`] in a row of a K format.
 pub(super) fn super_scales(ty: WeightType, row: &[u8], b: usize) -> SuperScales {
-    let g = &row[b / 8 * ty.group_bytes()..][..ty.group_bytes()];
+    let (g, c) = group_of(ty, row, b);
     match ty {
         WeightType::Q4K | WeightType::Q5K => {
-            let (sc, m) = scale_min_k4(b % 8, &g[4..16]);
+            let (sc, m) = scale_min_k4(c, &g[4..16]);
             SuperScales {
                 d: [g[0], g[1]],
                 dmin: [g[2], g[3]],
@@ -204,6 +204,14 @@ pub(super) fn super_scales(ty: WeightType, row: &[u8], b: usize) -> SuperScales 
         },
         _ => SuperScales::default(),
     }
+}
+
+/// The file's group (block or super-block) holding block `b` of a row, and `b`'s
+/// place in it.
+fn group_of(ty: WeightType, row: &[u8], b: usize) -> (&[u8], usize) {
+    let per_group = ty.group() / 32;
+    let g = &row[b / per_group * ty.group_bytes()..][..ty.group_bytes()];
+    (g, b % per_group)
 }
 
 /// The integer form of a quantised format, shared by every block: values are kept as
@@ -254,9 +262,7 @@ pub(super) fn block(ty: WeightType, row: &[u8], b: usize) -> Block {
     let mut u = [0u8; 32];
     let (mut min, mut sub) = (0f32, [0i8; 2]);
     let scale;
-    let per_group = ty.group() / 32;
-    let g = &row[b / per_group * ty.group_bytes()..][..ty.group_bytes()];
-    let c = b % per_group;
+    let (g, c) = group_of(ty, row, b);
     match ty {
         WeightType::Q4_0 | WeightType::Q4_1 => {
             let qs = if ty == WeightType::Q4_0 {
@@ -305,9 +311,9 @@ pub(super) fn block(ty: WeightType, row: &[u8], b: usize) -> Block {
                 let high = if five { ((g[16 + i] >> c) & 1) << 4 } else { 0 };
                 u[i] = low | high;
             }
-            let (sc, m) = scale_min_k4(c, &g[4..16]);
-            scale = f16_at(g, 0) * f32::from(sc);
-            min = -(f16_at(g, 2) * f32::from(m));
+            let sup = super_scales(ty, row, b);
+            scale = f16::from_le_bytes(sup.d).to_f32() * f32::from(sup.sc);
+            min = -(f16::from_le_bytes(sup.dmin).to_f32() * f32::from(sup.m));
         }
         WeightType::Q6K => {
             let (n, k) = (c / 4, c % 4);
