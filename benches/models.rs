@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use sopsim::embed::{Embedder, MiniLm};
-use sopsim::llm::local::{LocalBackend, LocalOptions};
+use sopsim::llm::local::{LocalBackend, LocalModel, LocalOptions};
 use sopsim::llm::{CallContext, CallKind, ChatMessage, LlmBackend, LlmRequest};
 use sopsim::models::{models_dir, ModelSpec, Quiet, MINILM, QWEN05, QWEN15, SMOLLM2};
 use sopsim::scenario::LlmSettings;
@@ -417,7 +417,9 @@ fn bench_anchor_shape(c: &mut Criterion) {
             ..LocalOptions::default()
         };
         let fresh = LocalBackend::start(&path, options(0)).unwrap();
-        let reuse = LocalBackend::start(&path, options(256 << 20)).unwrap();
+        let loaded = LocalModel::load(&path).unwrap();
+        let decode_bytes = loaded.decode_bytes();
+        let reuse = LocalBackend::serve(loaded, options(256 << 20)).unwrap();
         let prompt = prompt_512();
         let tokens = block_on(fresh.complete(request(&prompt, 1), None))
             .unwrap()
@@ -432,18 +434,14 @@ fn bench_anchor_shape(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new(format!("{name}_tg"), TG), |b| {
             b.iter_custom(|iters| decode_time(&reuse, &prompt, TG, iters))
         });
-        print_roofline(name, &path);
+        print_roofline(name, decode_bytes);
     }
     group.finish();
 }
 
-/// What decode's roofline is right after the decode bench: the bytes a token reads
+/// What decode's roofline is right after the decode bench: the `bytes` a token reads
 /// over the read bandwidth measured now (the bandwidth of a shared machine drifts).
-fn print_roofline(name: &str, path: &std::path::Path) {
-    let bytes = match sopsim_infer::transformer::Model::load(path) {
-        Ok(model) => model.decode_bytes(),
-        Err(e) => return eprintln!("anchor_shape/{name}: {e}"),
-    };
+fn print_roofline(name: &str, bytes: usize) {
     let buffer: Vec<u64> = (0..BANDWIDTH_BYTES / 8).map(|i| i as u64).collect();
     let bandwidth = bandwidth_now(&buffer);
     eprintln!(

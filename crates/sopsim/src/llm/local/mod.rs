@@ -157,6 +157,12 @@ impl LocalModel {
         Ok(out.pop().unwrap_or_default())
     }
 
+    /// The weight bytes one token of single-stream decode reads (its roofline's
+    /// denominator; see [`Model::decode_bytes`]).
+    pub fn decode_bytes(&self) -> usize {
+        self.model.decode_bytes()
+    }
+
     /// The architecture and the kernels in use, for logs and benchmarks.
     pub fn describe(&self) -> String {
         let s = &self.model.shape;
