@@ -1,5 +1,6 @@
-//! The one place that decides how many threads model work uses, and the lock that
-//! makes the model workers (the chat model, the embedder) take turns on the cores.
+//! The one place that decides how many threads model work uses, spreads that work
+//! over them (`team`), and holds the lock that makes the model workers (the chat
+//! model, the embedder) take turns on the cores.
 //!
 //! Model passes use every core. Two passes at once would make their thread pools fight
 //! over the cores and both run several times slower, so passes take turns: a chat
@@ -7,6 +8,10 @@
 //! [`compute_lock`] while it runs, and the other slips in between.
 
 use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use team::Team;
+
+mod team;
 
 /// Threads for model work: `SOPSIM_THREADS` if set to a positive number, else one per
 /// core.
@@ -21,9 +26,9 @@ pub fn threads() -> usize {
     })
 }
 
-/// The thread pool the chat model's kernels run on ([`threads`] threads; idle threads
-/// sleep rather than spin). `None` when no thread could be started (or one thread is
-/// asked for): the work then runs on the caller's thread.
+/// The rayon pool the sentence encoder's float products (`gemm`) run on ([`threads`]
+/// threads; idle threads sleep). `None` when no thread could be started (or one thread
+/// is asked for).
 pub fn pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
@@ -32,33 +37,35 @@ pub fn pool() -> Option<&'static rayon::ThreadPool> {
         }
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads())
-            .thread_name(|i| format!("sopsim-compute-{i}"))
+            .thread_name(|i| format!("sopsim-gemm-{i}"))
             .build()
             .ok()
     })
     .as_ref()
 }
 
-/// Runs `work` on one of the pool's threads (or here, without a pool), so that the
-/// tasks it spreads start without waking a thread from outside the pool each time.
-pub fn install<R: Send>(work: impl FnOnce() -> R + Send) -> R {
-    match pool() {
-        Some(pool) => pool.install(work),
-        None => work(),
+/// Runs every task, spread over the caller and the compute team's helpers.
+pub fn run_all<T: FnOnce() + Send>(tasks: Vec<T>) {
+    static TEAM: OnceLock<Team> = OnceLock::new();
+    if tasks.len() < 2 || threads() == 1 {
+        return tasks.into_iter().for_each(|t| t());
     }
+    let slots: Vec<TaskSlot<T>> = tasks
+        .into_iter()
+        .map(|t| TaskSlot(Mutex::new(Some(t))))
+        .collect();
+    let team = TEAM.get_or_init(|| Team::new(threads() - 1));
+    team.run(slots.len(), &|i| {
+        let task = slots[i].0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(task) = task {
+            task()
+        }
+    });
 }
 
-/// Runs every task, spread over the pool when there is one.
-pub fn run_all<T: FnOnce() + Send>(tasks: Vec<T>) {
-    match pool() {
-        Some(pool) if tasks.len() > 1 => pool.scope(|s| {
-            for task in tasks {
-                s.spawn(move |_| task());
-            }
-        }),
-        _ => tasks.into_iter().for_each(|t| t()),
-    }
-}
+/// One task, taken by whichever thread claims its index (each index is claimed once,
+/// so its lock is never contended).
+struct TaskSlot<T>(Mutex<Option<T>>);
 
 /// Held by a model worker for each forward pass (see the module docs).
 pub fn compute_lock() -> MutexGuard<'static, ()> {

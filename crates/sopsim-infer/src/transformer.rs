@@ -219,14 +219,6 @@ impl Model {
         scratch: &mut Scratch,
         segments: &mut [Segment<'_>],
     ) -> Result<Vec<Vec<Vec<f32>>>, InferError> {
-        crate::compute::install(|| self.forward_here(scratch, segments))
-    }
-
-    fn forward_here(
-        &self,
-        scratch: &mut Scratch,
-        segments: &mut [Segment<'_>],
-    ) -> Result<Vec<Vec<Vec<f32>>>, InferError> {
         let s = &self.shape;
         let (dim, qd, kvd, hd) = (
             s.dim,

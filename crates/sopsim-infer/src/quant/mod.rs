@@ -139,8 +139,10 @@ impl Kernels {
     }
 }
 
-/// Products smaller than this many multiply-adds run on the caller's thread.
-const SPREAD_ABOVE: usize = 1 << 17;
+/// Products smaller than this many multiply-adds run on the caller's thread. Small:
+/// the compute team starts a piece in well under a microsecond, and a decode step's
+/// key and value products (128 × 896 for qwen05) are worth splitting.
+const SPREAD_ABOVE: usize = 1 << 15;
 
 /// `out[t · rows + r] = Σ_k W[r][k] · x[t][k]` for every row `r` of `w` and token `t`
 /// of `acts` (which must be in `w.ty().act_format()`), spread over the compute
