@@ -1,6 +1,8 @@
 //! Attention over one sequence's cached keys and values, a KV head at a time: every
 //! query head that shares the KV head (grouped-query attention), for every row of the
-//! sequence in the step, reads the head's keys and values once converted from f16.
+//! sequence in the step. The AVX-512 code reads the f16 cache as it is (converting
+//! sixteen values per instruction); the other paths convert the head's keys and values
+//! once per call.
 //!
 //! A row's result depends only on its own query and its own sequence's cache, through
 //! one fixed sequence of float operations:
@@ -18,10 +20,15 @@
 use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
+use crate::kv::{key_at, KEY_BLOCK};
 use crate::math::{exp, sum16, L};
+
+const _: () = assert!(KEY_BLOCK == L, "a key block fills one register");
 
 /// Where one KV head's keys and values are in a sequence's cache.
 pub struct HeadCache<'a> {
+    /// Keys laid out by [`crate::kv::key_at`], room for every position up to the
+    /// longest query's length rounded up to 64.
     pub k: &'a [u16],
     pub v: &'a [u16],
     /// Floats per position.
@@ -41,7 +48,7 @@ pub struct Query<'a> {
 /// Buffers reused from call to call.
 #[derive(Default)]
 pub struct Scratch {
-    /// Keys as floats, transposed: `[dimension][position]`, positions padded to 16.
+    /// Keys as floats, transposed: `[dimension][position]` (portable path).
     keys: Vec<f32>,
     /// Values as floats: `[position][dimension]`.
     values: Vec<f32>,
@@ -125,22 +132,40 @@ fn attend_with(
     if n == 0 {
         return;
     }
-    // Positions are padded to whole groups of four blocks (the score loop's unit).
+    let (width, offset) = (cache.width, cache.offset);
+    // Bounds of every read below (and of the SIMD code's unchecked ones).
     let padded = n.div_ceil(4 * L) * 4 * L;
+    assert!(offset + hd <= width);
+    assert!(cache.k.len() >= padded * width && cache.v.len() >= n * width);
+    #[cfg(target_arch = "x86_64")]
+    if simd && hd.is_multiple_of(L) {
+        for query in queries.iter_mut() {
+            for (q, out) in query.q.chunks_exact(hd).zip(query.out.chunks_exact_mut(hd)) {
+                // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F, and
+                // the cache holds the positions asserted above.
+                unsafe { x86::head(q, query.len, scale, cache, &mut s.scores, out) };
+            }
+        }
+        return;
+    }
+    let _ = simd;
+    // Keys transposed (`[dimension][position]`, positions padded to whole groups of
+    // four blocks, the score loop's unit); exact conversions (F16C where the CPU has
+    // it).
     s.keys.clear();
     s.keys.resize(hd * padded, 0.0);
+    for b in 0..n.div_ceil(L) {
+        for d in 0..hd {
+            let at = key_at(b * L, width, offset + d);
+            cache.k[at..at + L]
+                .reinterpret_cast::<f16>()
+                .convert_to_f32_slice(&mut s.keys[d * padded + b * L..][..L]);
+        }
+    }
     s.values.clear();
     s.values.resize(n * hd, 0.0);
-    // Exact conversions (F16C where the CPU has it).
-    let mut key = vec![0f32; hd];
     for j in 0..n {
-        let at = j * cache.width + cache.offset;
-        cache.k[at..at + hd]
-            .reinterpret_cast::<f16>()
-            .convert_to_f32_slice(&mut key);
-        for (d, k) in key.iter().enumerate() {
-            s.keys[d * padded + j] = *k;
-        }
+        let at = j * width + offset;
         cache.v[at..at + hd]
             .reinterpret_cast::<f16>()
             .convert_to_f32_slice(&mut s.values[j * hd..(j + 1) * hd]);
@@ -148,24 +173,6 @@ fn attend_with(
     for query in queries.iter_mut() {
         let len = query.len;
         for (q, out) in query.q.chunks_exact(hd).zip(query.out.chunks_exact_mut(hd)) {
-            #[cfg(target_arch = "x86_64")]
-            if simd && hd.is_multiple_of(L) {
-                // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F.
-                unsafe {
-                    x86::head(
-                        q,
-                        len,
-                        padded,
-                        scale,
-                        &s.keys,
-                        &s.values,
-                        &mut s.scores,
-                        out,
-                    )
-                };
-                continue;
-            }
-            let _ = simd;
             scores(q, len, padded, scale, &s.keys, &mut s.scores);
             let inv = 1.0 / weights(len, &mut s.scores);
             match hd {
@@ -187,17 +194,19 @@ fn attend_with(
 mod x86 {
     use std::arch::x86_64::*;
 
+    use super::HeadCache;
+    use crate::kv::key_at;
     use crate::math::{sum16, EXP_POLY, L, LN2_HI, LN2_LO};
 
+    /// # Safety
+    /// The CPU must have AVX-512F, and `cache` must hold `len` rounded up to 64
+    /// positions of keys and `len` of values (`attend_with` asserts both).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,fma")]
-    #[allow(clippy::too_many_arguments)]
     pub unsafe fn head(
         q: &[f32],
         len: usize,
-        padded: usize,
         scale: f32,
-        keys: &[f32],
-        values: &[f32],
+        cache: &HeadCache<'_>,
         scores: &mut Vec<f32>,
         out: &mut [f32],
     ) {
@@ -206,14 +215,18 @@ mod x86 {
         scores.clear();
         scores.resize(groups * 4 * L, 0.0);
         let sc = _mm512_set1_ps(scale);
-        let kp = keys.as_ptr();
+        let (width, offset) = (cache.width, cache.offset);
+        let kp = cache.k.as_ptr();
+        let key = |block: usize, d: usize| {
+            let at = key_at(block * L, width, offset + d);
+            _mm512_cvtph_ps(_mm256_loadu_si256(kp.add(at) as *const __m256i))
+        };
         for g in 0..groups {
             let mut acc = [_mm512_setzero_ps(); 4];
             for (d, qd) in q.iter().enumerate() {
                 let qd = _mm512_set1_ps(*qd);
-                let k = kp.add(d * padded + g * 4 * L);
                 for (b, a) in acc.iter_mut().enumerate() {
-                    *a = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k.add(b * L)), *a);
+                    *a = _mm512_fmadd_ps(qd, key(4 * g + b, d), *a);
                 }
             }
             for (b, a) in acc.iter().enumerate() {
@@ -252,15 +265,16 @@ mod x86 {
         let mut t = [0f32; L];
         _mm512_storeu_ps(t.as_mut_ptr(), total);
         let inv = _mm512_set1_ps(1.0 / sum16(&t));
+        let values = cache.v.as_ptr().add(offset);
         match hd / L {
-            2 => weighted::<2>(len, scores, values, out, inv),
-            4 => weighted::<4>(len, scores, values, out, inv),
-            8 => weighted::<8>(len, scores, values, out, inv),
+            2 => weighted::<2>(len, scores, values, width, out, inv),
+            4 => weighted::<4>(len, scores, values, width, out, inv),
+            8 => weighted::<8>(len, scores, values, width, out, inv),
             c => {
                 for chunk in 0..c {
                     let mut acc = _mm512_setzero_ps();
                     for (j, e) in scores[..len].iter().enumerate() {
-                        let v = _mm512_loadu_ps(values.as_ptr().add(j * hd + chunk * L));
+                        let v = value(values.add(j * width + chunk * L));
                         acc = _mm512_fmadd_ps(_mm512_set1_ps(*e), v, acc);
                     }
                     _mm512_storeu_ps(out.as_mut_ptr().add(chunk * L), _mm512_mul_ps(acc, inv));
@@ -269,20 +283,28 @@ mod x86 {
         }
     }
 
+    /// Sixteen f16 values from `at`, as floats.
+    #[inline(always)]
+    unsafe fn value(at: *const u16) -> __m512 {
+        _mm512_cvtph_ps(_mm256_loadu_si256(at as *const __m256i))
+    }
+
+    /// `out = inv · Σ_j e_j · v_j`, position `j`'s values at `values + j · width`.
     #[inline(always)]
     unsafe fn weighted<const C: usize>(
         len: usize,
         e: &[f32],
-        values: &[f32],
+        values: *const u16,
+        width: usize,
         out: &mut [f32],
         inv: __m512,
     ) {
         let mut acc = [_mm512_setzero_ps(); C];
-        let vp = values.as_ptr();
         for (j, e) in e[..len].iter().enumerate() {
             let e = _mm512_set1_ps(*e);
+            let row = values.add(j * width);
             for (c, a) in acc.iter_mut().enumerate() {
-                *a = _mm512_fmadd_ps(e, _mm512_loadu_ps(vp.add((j * C + c) * L)), *a);
+                *a = _mm512_fmadd_ps(e, value(row.add(c * L)), *a);
             }
         }
         for (c, a) in acc.iter().enumerate() {
@@ -396,23 +418,31 @@ fn weighted_any(len: usize, hd: usize, e: &[f32], values: &[f32], out: &mut [f32
 mod tests {
     use super::*;
 
-    fn cache_data(n: usize, width: usize) -> (Vec<u16>, Vec<u16>) {
-        let k = (0..n * width)
+    /// Keys a position after another, the same keys in the cache's layout, and values;
+    /// room for `n` rounded up to 64 positions, as the cache keeps.
+    fn cache_data(n: usize, width: usize) -> (Vec<u16>, Vec<u16>, Vec<u16>) {
+        let k: Vec<u16> = (0..n * width)
             .map(|i| f16::from_f32(((i * 7) % 11) as f32 / 10.0 - 0.5).to_bits())
             .collect();
-        let v = (0..n * width)
+        let room = n.div_ceil(64) * 64 * width;
+        let mut blocked = vec![0; room];
+        for (i, x) in k.iter().enumerate() {
+            blocked[key_at(i / width, width, i % width)] = *x;
+        }
+        let mut v: Vec<u16> = (0..n * width)
             .map(|i| f16::from_f32(((i * 5) % 13) as f32 / 10.0 - 0.6).to_bits())
             .collect();
-        (k, v)
+        v.resize(room, 0);
+        (k, blocked, v)
     }
 
     #[test]
     fn attends_like_the_textbook_formula() {
         let (hd, width, n) = (16, 32, 21); // two heads per position
-        let (k, v) = cache_data(n, width);
+        let (k, blocked, v) = cache_data(n, width);
         let q: Vec<f32> = (0..hd).map(|i| (i as f32 - 8.0) / 8.0).collect();
         let cache = HeadCache {
-            k: &k,
+            k: &blocked,
             v: &v,
             width,
             offset: 16,
@@ -474,7 +504,7 @@ mod tests {
     #[test]
     fn a_row_attends_the_same_alone_and_with_longer_rows() {
         let (hd, width, n) = (32, 64, 40);
-        let (k, v) = cache_data(n, width);
+        let (_, k, v) = cache_data(n, width);
         let cache = HeadCache {
             k: &k,
             v: &v,
@@ -531,7 +561,7 @@ mod tests {
             (48, 9, 9),
         ] {
             let width = 2 * hd;
-            let (k, v) = cache_data(n, width);
+            let (_, k, v) = cache_data(n, width);
             let cache = HeadCache {
                 k: &k,
                 v: &v,

@@ -1,19 +1,34 @@
 //! One sequence's keys and values (f16, as llama.cpp keeps them), and the tokens they
 //! belong to. A cache can be cut back to any prefix and continued from there.
+//!
+//! Values are kept a position after another. Keys are kept in blocks of
+//! [`KEY_BLOCK`] positions, each block a dimension after another with the block's
+//! positions side by side ([`key_at`]): attention scores sixteen positions per
+//! register, and so reads each dimension's sixteen keys as one load.
 
 use crate::error::InferError;
 
 use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
-/// Capacity grows in steps of this many positions.
+/// Capacity grows in steps of this many positions (a multiple of the attention score
+/// loop's 64 positions, so that loop never reads past the buffers).
 const STEP: usize = 256;
+
+/// Positions side by side in the keys' layout.
+pub const KEY_BLOCK: usize = 16;
+
+/// Where position `pos`'s key value `c` (of `width` per position) is in a layer's keys.
+#[inline(always)]
+pub fn key_at(pos: usize, width: usize, c: usize) -> usize {
+    ((pos / KEY_BLOCK) * width + c) * KEY_BLOCK + pos % KEY_BLOCK
+}
 
 pub struct KvCache {
     /// Floats per position per layer: KV heads × head size.
     width: usize,
     cap: usize,
-    /// Per layer, `cap × width` f16 bit patterns.
+    /// Per layer, `cap × width` f16 bit patterns (keys laid out by [`key_at`]).
     k: Vec<Vec<u16>>,
     v: Vec<Vec<u16>>,
     tokens: Vec<u32>,
@@ -75,7 +90,8 @@ impl KvCache {
         let n = n.min(self.len());
         let mut out = KvCache::new(self.k.len(), self.width);
         out.reserve(n)?;
-        let len = n * self.width;
+        // Whole key blocks: the last one's unused positions come along.
+        let len = n.div_ceil(KEY_BLOCK) * KEY_BLOCK * self.width;
         for (dst, src) in out
             .k
             .iter_mut()
@@ -94,10 +110,17 @@ impl KvCache {
     pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let at = pos * self.width;
         let width = self.width;
-        for (buf, src) in [(&mut self.k[layer], k), (&mut self.v[layer], v)] {
-            buf[at..at + width]
-                .reinterpret_cast_mut::<f16>()
-                .convert_from_f32_slice(&src[..width]);
+        self.v[layer][at..at + width]
+            .reinterpret_cast_mut::<f16>()
+            .convert_from_f32_slice(&v[..width]);
+        let keys = &mut self.k[layer];
+        let mut part = [f16::ZERO; KEY_BLOCK];
+        for (i, chunk) in k[..width].chunks(KEY_BLOCK).enumerate() {
+            let part = &mut part[..chunk.len()];
+            part.convert_from_f32_slice(chunk);
+            for (j, x) in part.iter().enumerate() {
+                keys[key_at(pos, width, i * KEY_BLOCK + j)] = x.to_bits();
+            }
         }
     }
 
