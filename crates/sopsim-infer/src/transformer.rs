@@ -13,7 +13,9 @@ use std::path::Path;
 use crate::attention::{attend, HeadCache, Query, Scratch as AttentionScratch};
 use crate::gguf::{Arch, GgufError, GgufFile, ModelShape};
 use crate::kv::KvCache;
-use crate::quant::{matmul, matmul_panel, Acts, Kernels, Packed, QView, WeightType, PANEL};
+use crate::quant::{
+    matmul, matmul_panel, Acts, Kernels, Packed, QView, WeightMemory, WeightType, PANEL,
+};
 
 /// A weight matrix in the file: `rows` outputs of `cols` inputs.
 #[derive(Debug, Clone, Copy)]
@@ -127,11 +129,28 @@ impl Model {
                 ),
             })?;
         let embed = matrix(&file, "token_embd.weight", vocab, s.dim)?;
-        let head = if file.tensors.contains_key("output.weight") {
-            packed(&file, "output.weight", vocab, s.dim)?
+        let head_name = if file.tensors.contains_key("output.weight") {
+            "output.weight"
         } else {
-            pack(&file, "token_embd.weight", &embed)?
+            "token_embd.weight"
         };
+        let head_matrix = (head_name.to_string(), vocab, s.dim);
+        // Every packed matrix in one allocation (see `quant::WeightMemory`).
+        let mut sizes = Vec::with_capacity(1 + 7 * s.layers);
+        for (name, rows, cols) in (0..s.layers)
+            .flat_map(|i| layer_matrices(s, i))
+            .chain([head_matrix.clone()])
+        {
+            let m = matrix(&file, &name, rows, cols)?;
+            sizes.push(Packed::size(m.ty, rows, cols).map_err(|source| GgufError::Weight {
+                name: name.clone(),
+                source,
+            })?);
+        }
+        let mut memory = WeightMemory::for_parts(sizes).map_err(|source| GgufError::Weight {
+            name: "every weight".into(),
+            source,
+        })?;
         let mut layers = Vec::with_capacity(s.layers);
         for i in 0..s.layers {
             let n = |part: &str| format!("blk.{i}.{part}");
@@ -141,21 +160,32 @@ impl Model {
                     Arch::Llama => Ok(None),
                 }
             };
+            let mut next = |(name, rows, cols): (String, usize, usize)| {
+                packed(&file, &mut memory, &name, rows, cols)
+            };
+            let [q, k, v, o, gate, up, down] = layer_matrices(s, i);
             layers.push(Layer {
                 attn_norm: vector(&file, &n("attn_norm.weight"), s.dim)?,
-                q: packed(&file, &n("attn_q.weight"), qd, s.dim)?,
-                k: packed(&file, &n("attn_k.weight"), kvd, s.dim)?,
-                v: packed(&file, &n("attn_v.weight"), kvd, s.dim)?,
+                q: next(q)?,
+                k: next(k)?,
+                v: next(v)?,
                 q_bias: bias("attn_q.bias", qd)?,
                 k_bias: bias("attn_k.bias", kvd)?,
                 v_bias: bias("attn_v.bias", kvd)?,
-                o: packed(&file, &n("attn_output.weight"), s.dim, qd)?,
+                o: next(o)?,
                 ffn_norm: vector(&file, &n("ffn_norm.weight"), s.dim)?,
-                gate: packed(&file, &n("ffn_gate.weight"), s.ffn, s.dim)?,
-                up: packed(&file, &n("ffn_up.weight"), s.ffn, s.dim)?,
-                down: packed(&file, &n("ffn_down.weight"), s.dim, s.ffn)?,
+                gate: next(gate)?,
+                up: next(up)?,
+                down: next(down)?,
             });
         }
+        // The embedding stays in the file (a token reads one row), so a head tied to
+        // it is packed from the file without releasing its pages.
+        let head = if head_name == "output.weight" {
+            packed(&file, &mut memory, head_name, vocab, s.dim)?
+        } else {
+            pack(&file, &mut memory, head_name, &embed)?
+        };
         let norm = vector(&file, "output_norm.weight", s.dim)?;
         let half = s.head_dim / 2;
         let inv_freq = (0..half)
@@ -550,17 +580,44 @@ fn missing(name: &str) -> GgufError {
     }
 }
 
-/// A 2-D weight repacked for the kernels; the file's pages it was read from are
-/// released.
-fn packed(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Packed, GgufError> {
+/// Layer `i`'s matrices, each `(name, rows, cols)`: q, k, v, o, gate, up, down.
+fn layer_matrices(s: &ModelShape, i: usize) -> [(String, usize, usize); 7] {
+    let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+    let n = |part: &str| format!("blk.{i}.{part}");
+    [
+        (n("attn_q.weight"), qd, s.dim),
+        (n("attn_k.weight"), kvd, s.dim),
+        (n("attn_v.weight"), kvd, s.dim),
+        (n("attn_output.weight"), s.dim, qd),
+        (n("ffn_gate.weight"), s.ffn, s.dim),
+        (n("ffn_up.weight"), s.ffn, s.dim),
+        (n("ffn_down.weight"), s.dim, s.ffn),
+    ]
+}
+
+/// A 2-D weight repacked for the kernels into `memory`; the file's pages it was read
+/// from are released.
+fn packed(
+    file: &GgufFile,
+    memory: &mut WeightMemory,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<Packed, GgufError> {
     let m = matrix(file, name, rows, cols)?;
-    let p = pack(file, name, &m)?;
+    let p = pack(file, memory, name, &m)?;
     file.release(m.start, m.len);
     Ok(p)
 }
 
-fn pack(file: &GgufFile, name: &str, m: &Matrix) -> Result<Packed, GgufError> {
-    Packed::new(
+fn pack(
+    file: &GgufFile,
+    memory: &mut WeightMemory,
+    name: &str,
+    m: &Matrix,
+) -> Result<Packed, GgufError> {
+    Packed::new_in(
+        memory,
         m.ty,
         m.rows,
         m.cols,

@@ -11,6 +11,7 @@
 //!
 //! - `formats`: the block layouts, dequantisation, and the reference product.
 //! - `acts`: quantising activations.
+//! - `memory`: one huge-page allocation holding a model's packed weights.
 //! - `packed`: the panel layout, repacking, and the portable kernel.
 //! - `x86_512`: AVX-512 VNNI (one row per lane, a few tokens at a time).
 //! - `amx`: Intel AMX tiles (sixteen tokens × sixteen rows per instruction) for
@@ -21,6 +22,7 @@ mod acts;
 #[cfg(target_arch = "x86_64")]
 mod amx;
 mod formats;
+mod memory;
 mod packed;
 #[cfg(target_arch = "x86_64")]
 mod x86;
@@ -31,6 +33,7 @@ use std::sync::OnceLock;
 
 pub use acts::{ActFormat, Acts};
 pub use formats::{dequantize, dot_reference, WeightType};
+pub use memory::WeightMemory;
 pub use packed::{Packed, PANEL};
 
 use packed::Dest;

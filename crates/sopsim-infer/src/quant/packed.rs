@@ -18,6 +18,7 @@
 use std::ops::Range;
 
 use super::acts::Acts;
+use super::memory::{Part, WeightMemory};
 use super::formats::{self, block, Bits, Ints, Scale, WeightType};
 use crate::error::WeightError;
 
@@ -45,7 +46,7 @@ pub struct Packed {
     rows: usize,
     cols: usize,
     /// Quantised formats: the tiles. Float formats: the file's rows.
-    data: Vec<u8>,
+    data: Part,
 }
 
 impl std::fmt::Debug for Packed {
@@ -108,66 +109,88 @@ impl TileLayout {
 }
 
 impl Packed {
-    /// Repacks `rows × cols` values of type `ty` stored as the file stores them.
+    /// Repacks `rows × cols` values of type `ty` stored as the file stores them, into
+    /// memory of its own.
     pub fn new(ty: WeightType, rows: usize, cols: usize, data: &[u8]) -> Result<Self, WeightError> {
+        let mut memory = WeightMemory::for_parts([Self::size(ty, rows, cols)?])?;
+        Self::new_in(&mut memory, ty, rows, cols, data)
+    }
+
+    /// The bytes [`Packed::new`] needs for a matrix.
+    pub fn size(ty: WeightType, rows: usize, cols: usize) -> Result<usize, WeightError> {
+        let too_big = WeightError::NoMemory { bytes: usize::MAX };
+        match ty.ints() {
+            None => ty.row_bytes(cols).checked_mul(rows).ok_or(too_big),
+            Some(ints) => rows
+                .div_ceil(PANEL)
+                .checked_mul(TileLayout::of(ints).panel_bytes(cols / 32))
+                .ok_or(too_big),
+        }
+    }
+
+    /// [`Packed::new`], in the next part of `memory` (which must have room for it).
+    pub fn new_in(
+        memory: &mut WeightMemory,
+        ty: WeightType,
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+    ) -> Result<Self, WeightError> {
         check_size(ty, rows, cols, data.len())?;
+        let total = Self::size(ty, rows, cols)?;
+        let no_room = WeightError::NoMemory { bytes: total };
         let Some(ints) = ty.ints() else {
-            let mut copy = Vec::new();
-            copy.try_reserve_exact(data.len())
-                .map_err(|_| WeightError::NoMemory { bytes: data.len() })?;
-            copy.extend_from_slice(data);
+            let part = memory
+                .take(total, |bytes| bytes.copy_from_slice(data))
+                .ok_or(no_room)?;
             return Ok(Self {
                 ty,
                 rows,
                 cols,
-                data: copy,
+                data: part,
             });
         };
         let layout = TileLayout::of(ints);
-        let blocks = cols / 32;
         let panels = rows.div_ceil(PANEL);
-        let panel_bytes = layout.panel_bytes(blocks);
-        let total = panels
-            .checked_mul(panel_bytes)
-            .ok_or(WeightError::NoMemory { bytes: usize::MAX })?;
-        let mut packed = Vec::new();
-        packed
-            .try_reserve_exact(total)
-            .map_err(|_| WeightError::NoMemory { bytes: total })?;
-        packed.resize(total, 0);
+        let panel_bytes = layout.panel_bytes(cols / 32);
         let row_bytes = ty.row_bytes(cols);
         let per = panels.div_ceil(crate::compute::threads() * 4).max(1);
-        let tasks = packed
-            .chunks_mut(per * panel_bytes)
-            .enumerate()
-            .map(|(i, chunk)| {
-                move || {
-                    for (k, panel) in chunk.chunks_exact_mut(panel_bytes).enumerate() {
-                        let p = i * per + k;
-                        let native = |n: usize| {
-                            let r = p * PANEL + n;
-                            (r < rows).then(|| &data[r * row_bytes..(r + 1) * row_bytes])
-                        };
-                        let rows: [Option<&[u8]>; PANEL] = std::array::from_fn(native);
-                        let groups = panel.chunks_exact_mut(layout.group_bytes());
-                        for (g, group) in groups.enumerate() {
-                            let (header, tiles) = group.split_at_mut(layout.header);
-                            let first = g * layout.ints.group_blocks;
-                            pack_header(ty, &layout, &rows, first, header);
-                            for (i, tile) in tiles.chunks_exact_mut(layout.bytes).enumerate() {
-                                pack_tile(ty, &layout, &rows, first + i, tile);
+        let part = memory
+            .take(total, |packed| {
+                let tasks = packed
+                    .chunks_mut(per * panel_bytes)
+                    .enumerate()
+                    .map(|(i, chunk)| {
+                        move || {
+                            for (k, panel) in chunk.chunks_exact_mut(panel_bytes).enumerate() {
+                                let p = i * per + k;
+                                let native = |n: usize| {
+                                    let r = p * PANEL + n;
+                                    (r < rows).then(|| &data[r * row_bytes..(r + 1) * row_bytes])
+                                };
+                                let rows: [Option<&[u8]>; PANEL] = std::array::from_fn(native);
+                                let groups = panel.chunks_exact_mut(layout.group_bytes());
+                                for (g, group) in groups.enumerate() {
+                                    let (header, tiles) = group.split_at_mut(layout.header);
+                                    let first = g * layout.ints.group_blocks;
+                                    pack_header(ty, &layout, &rows, first, header);
+                                    for (i, tile) in tiles.chunks_exact_mut(layout.bytes).enumerate()
+                                    {
+                                        pack_tile(ty, &layout, &rows, first + i, tile);
+                                    }
+                                }
                             }
                         }
-                    }
-                }
+                    })
+                    .collect();
+                crate::compute::run_all(tasks);
             })
-            .collect();
-        crate::compute::run_all(tasks);
+            .ok_or(no_room)?;
         Ok(Self {
             ty,
             rows,
             cols,
-            data: packed,
+            data: part,
         })
     }
 
@@ -189,7 +212,7 @@ impl Packed {
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        self.data.len()
+        self.data.bytes().len()
     }
 
     pub(super) fn layout(&self) -> Option<TileLayout> {
@@ -203,7 +226,7 @@ impl Packed {
     /// Panel `p` (quantised formats): its groups of tiles, front to back.
     pub(super) fn panel(&self, layout: &TileLayout, p: usize) -> &[u8] {
         let n = layout.panel_bytes(self.blocks());
-        &self.data[p * n..(p + 1) * n]
+        &self.data.bytes()[p * n..(p + 1) * n]
     }
 
     /// Where the group holding tile `b` of panel `p` starts (quantised formats).
@@ -216,20 +239,20 @@ impl Packed {
         let at = self.group_at(layout, p, b)
             + layout.header
             + b % layout.ints.group_blocks * layout.bytes;
-        &self.data[at..at + layout.bytes]
+        &self.data.bytes()[at..at + layout.bytes]
     }
 
     /// The header of the group holding tile `b` of panel `p` (empty for formats
     /// without one).
     pub(super) fn header(&self, layout: &TileLayout, p: usize, b: usize) -> &[u8] {
         let at = self.group_at(layout, p, b);
-        &self.data[at..at + layout.header]
+        &self.data.bytes()[at..at + layout.header]
     }
 
     /// Row `r` as the file stores it (float formats).
     pub(super) fn float_row(&self, r: usize) -> &[u8] {
         let n = self.ty.row_bytes(self.cols);
-        &self.data[r * n..(r + 1) * n]
+        &self.data.bytes()[r * n..(r + 1) * n]
     }
 }
 
