@@ -142,10 +142,12 @@ impl Model {
             .chain([head_matrix.clone()])
         {
             let m = matrix(&file, &name, rows, cols)?;
-            sizes.push(Packed::size(m.ty, rows, cols).map_err(|source| GgufError::Weight {
-                name: name.clone(),
-                source,
-            })?);
+            sizes.push(
+                Packed::size(m.ty, rows, cols).map_err(|source| GgufError::Weight {
+                    name: name.clone(),
+                    source,
+                })?,
+            );
         }
         let mut memory = WeightMemory::for_parts(sizes).map_err(|source| GgufError::Weight {
             name: "every weight".into(),

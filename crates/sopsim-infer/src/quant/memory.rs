@@ -68,8 +68,8 @@ impl WeightMemory {
         } else {
             PART_ALIGN
         };
-        let layout = Layout::from_size_align(bytes.max(PART_ALIGN), align)
-            .map_err(|_| no_memory())?;
+        let layout =
+            Layout::from_size_align(bytes.max(PART_ALIGN), align).map_err(|_| no_memory())?;
         // SAFETY: the layout's size is not zero.
         let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) }).ok_or_else(no_memory)?;
         #[cfg(target_os = "linux")]

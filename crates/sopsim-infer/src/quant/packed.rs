@@ -18,8 +18,8 @@
 use std::ops::Range;
 
 use super::acts::Acts;
-use super::memory::{Part, WeightMemory};
 use super::formats::{self, block, Bits, Ints, Scale, WeightType};
+use super::memory::{Part, WeightMemory};
 use crate::error::WeightError;
 
 /// Output rows per panel.
@@ -174,7 +174,8 @@ impl Packed {
                                     let (header, tiles) = group.split_at_mut(layout.header);
                                     let first = g * layout.ints.group_blocks;
                                     pack_header(ty, &layout, &rows, first, header);
-                                    for (i, tile) in tiles.chunks_exact_mut(layout.bytes).enumerate()
+                                    for (i, tile) in
+                                        tiles.chunks_exact_mut(layout.bytes).enumerate()
                                     {
                                         pack_tile(ty, &layout, &rows, first + i, tile);
                                     }

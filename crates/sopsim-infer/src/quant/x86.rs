@@ -10,7 +10,7 @@ use std::ops::Range;
 use super::acts::Acts;
 use super::formats::{Bits, Scale, WeightType};
 use super::packed::{Dest, Packed, TileLayout, HEADER_MINS_AT, PANEL};
-use super::x86_512::{by_format, Format};
+use super::x86_512::{by_format, prefetch_ahead, Format};
 use super::Kernels;
 
 /// Tokens that share one widening of a tile.
@@ -71,12 +71,17 @@ unsafe fn panels_of_vnni<F: Format>(
     panels_of::<F, AvxVnni>(w, layout, acts, panels, dest)
 }
 
-/// Four bytes of weights times four activation bytes, summed per lane.
+/// Byte products of weights and activations, summed per lane.
 trait Dot {
-    /// `acc` + Σ over each lane's four bytes of `u·x` (`u` unsigned, at most six bits
-    /// unless the instruction set multiplies full bytes).
-    unsafe fn dot(acc: __m256i, u: __m256i, x: __m256i) -> __m256i;
-    /// Whether [`Dot::dot`] takes full unsigned bytes (Q8_0 as stored).
+    /// Σ over registers `c` in `regs` of each lane's four products `u[c]·x(c)`, `u`
+    /// unsigned and at most `bits` wide (full bytes only where [`Dot::FULL_BYTES`]).
+    unsafe fn sum(
+        bits: Bits,
+        u: &[__m256i; 8],
+        x: impl Fn(usize) -> __m256i,
+        regs: Range<usize>,
+    ) -> __m256i;
+    /// Whether [`Dot::sum`] takes full unsigned bytes (Q8_0 as stored).
     const FULL_BYTES: bool;
 }
 
@@ -85,20 +90,53 @@ struct AvxVnni;
 
 impl Dot for Avx2 {
     const FULL_BYTES: bool = false;
+    /// `maddubs` gives pairs of products in 16 bits, at most 2 · (2^bits − 1) · 128 in
+    /// size: eight registers' worth of four-bit weights, four of five-bit and two of
+    /// six-bit add up in 16 bits without overflow before one `madd` widens them, so
+    /// the sums are exact and a third of the multiplies are saved.
     #[inline(always)]
-    unsafe fn dot(acc: __m256i, u: __m256i, x: __m256i) -> __m256i {
-        _mm256_add_epi32(
-            acc,
-            _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)),
-        )
+    unsafe fn sum(
+        bits: Bits,
+        u: &[__m256i; 8],
+        x: impl Fn(usize) -> __m256i,
+        regs: Range<usize>,
+    ) -> __m256i {
+        let per = match bits {
+            Bits::Four => 8,
+            Bits::Five => 4,
+            Bits::Six => 2,
+            Bits::Eight => 1,
+        };
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = _mm256_setzero_si256();
+        let mut c = regs.start;
+        while c < regs.end {
+            let end = (c + per).min(regs.end);
+            let mut pairs = _mm256_maddubs_epi16(u[c], x(c));
+            for k in c + 1..end {
+                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(u[k], x(k)));
+            }
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+            c = end;
+        }
+        acc
     }
 }
 
 impl Dot for AvxVnni {
     const FULL_BYTES: bool = true;
     #[inline(always)]
-    unsafe fn dot(acc: __m256i, u: __m256i, x: __m256i) -> __m256i {
-        _mm256_dpbusd_avx_epi32(acc, u, x)
+    unsafe fn sum(
+        _bits: Bits,
+        u: &[__m256i; 8],
+        x: impl Fn(usize) -> __m256i,
+        regs: Range<usize>,
+    ) -> __m256i {
+        let mut acc = _mm256_setzero_si256();
+        for c in regs {
+            acc = _mm256_dpbusd_avx_epi32(acc, u[c], x(c));
+        }
+        acc
     }
 }
 
@@ -225,6 +263,9 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
         for b in 0..w.blocks() {
             let tile = w.tile(layout, p, b).as_ptr();
             let header = w.header(layout, p, b).as_ptr();
+            if h == 0 {
+                prefetch_ahead(tile, layout.bytes);
+            }
             let mut v = widen::<F>(tile, h);
             let mut magnitude = v;
             if signed {
@@ -260,17 +301,9 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
                     }
                 };
                 let u = if signed { &magnitude } else { &v };
-                let lo = D::dot(
-                    D::dot(D::dot(D::dot(zero, u[0], x(0)), u[1], x(1)), u[2], x(2)),
-                    u[3],
-                    x(3),
-                );
-                let hi = D::dot(
-                    D::dot(D::dot(D::dot(zero, u[4], x(4)), u[5], x(5)), u[6], x(6)),
-                    u[7],
-                    x(7),
-                );
                 let isum = if F::HALVES {
+                    let lo = D::sum(F::BITS, u, x, 0..4);
+                    let hi = D::sum(F::BITS, u, x, 4..8);
                     let hs = acts.half_sums(t).as_ptr().add(2 * b);
                     let lo = _mm256_sub_epi32(lo, _mm256_set1_epi32(offset * *hs));
                     let hi = _mm256_sub_epi32(hi, _mm256_set1_epi32(offset * *hs.add(1)));
@@ -280,7 +313,7 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
                     )
                 } else {
                     let sum = *acts.sums(t).get_unchecked(b);
-                    _mm256_sub_epi32(_mm256_add_epi32(lo, hi), _mm256_set1_epi32(offset * sum))
+                    _mm256_sub_epi32(D::sum(F::BITS, u, x, 0..8), _mm256_set1_epi32(offset * sum))
                 };
                 let dx = _mm256_set1_ps(*acts.scales(t).get_unchecked(b));
                 *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(s, dx), *acc);
