@@ -2,7 +2,8 @@
 //! query head that shares the KV head (grouped-query attention), for every row of the
 //! sequence in the step. The AVX-512 code reads the f16 cache as it is (converting
 //! sixteen values per instruction); the other paths convert the head's keys and values
-//! once per call.
+//! once per call, and the AVX2 path sums the weighted values with intrinsics (the
+//! compiler left that loop's accumulators in memory).
 //!
 //! A row's result depends only on its own query and its own sequence's cache, through
 //! one fixed sequence of float operations:
@@ -149,6 +150,10 @@ fn attend_with(
         return;
     }
     let _ = simd;
+    #[cfg(target_arch = "x86_64")]
+    let avx2 = crate::quant::Kernels::detect() >= crate::quant::Kernels::Avx2;
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx2 = false;
     // Keys transposed (`[dimension][position]`, positions padded to whole groups of
     // four blocks, the score loop's unit); exact conversions (F16C where the CPU has
     // it).
@@ -157,18 +162,22 @@ fn attend_with(
     for b in 0..n.div_ceil(L) {
         for d in 0..hd {
             let at = key_at(b * L, width, offset + d);
-            cache.k[at..at + L]
-                .reinterpret_cast::<f16>()
-                .convert_to_f32_slice(&mut s.keys[d * padded + b * L..][..L]);
+            widen(
+                &cache.k[at..at + L],
+                &mut s.keys[d * padded + b * L..][..L],
+                avx2,
+            );
         }
     }
     s.values.clear();
     s.values.resize(n * hd, 0.0);
     for j in 0..n {
         let at = j * width + offset;
-        cache.v[at..at + hd]
-            .reinterpret_cast::<f16>()
-            .convert_to_f32_slice(&mut s.values[j * hd..(j + 1) * hd]);
+        widen(
+            &cache.v[at..at + hd],
+            &mut s.values[j * hd..(j + 1) * hd],
+            avx2,
+        );
     }
     for query in queries.iter_mut() {
         let len = query.len;
@@ -176,6 +185,9 @@ fn attend_with(
             scores(q, len, padded, scale, &s.keys, &mut s.scores);
             let inv = 1.0 / weights(len, &mut s.scores);
             match hd {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `avx2` says the CPU has AVX2 and FMA.
+                32 | 64 | 128 if avx2 => unsafe { avx2::weighted(len, &s.scores, &s.values, out) },
                 32 => weighted::<2>(len, &s.scores, &s.values, out),
                 64 => weighted::<4>(len, &s.scores, &s.values, out),
                 128 => weighted::<8>(len, &s.scores, &s.values, out),
@@ -184,6 +196,45 @@ fn attend_with(
             for o in out.iter_mut() {
                 *o *= inv;
             }
+        }
+    }
+}
+
+/// [`weighted`] in AVX2 registers: the compiler leaves the portable loop's
+/// accumulators in memory, one scalar multiply-add at a time.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// `out = Σ_j e_j · v_j` over the first `len` positions, for a head of
+    /// `out.len()` (32, 64 or 128) dimensions: lane for lane the portable function's
+    /// fused multiply-adds.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn weighted(len: usize, e: &[f32], values: &[f32], out: &mut [f32]) {
+        match out.len() {
+            32 => head::<4>(len, e, values, out),
+            64 => head::<8>(len, e, values, out),
+            _ => head::<16>(len, e, values, out),
+        }
+    }
+
+    /// [`weighted`] over `R` registers of eight dimensions.
+    #[inline(always)]
+    unsafe fn head<const R: usize>(len: usize, e: &[f32], values: &[f32], out: &mut [f32]) {
+        assert!(e.len() >= len && values.len() >= len * R * 8 && out.len() == R * 8);
+        let mut acc = [_mm256_setzero_ps(); R];
+        for (j, e) in e[..len].iter().enumerate() {
+            let w = _mm256_set1_ps(*e);
+            let v = values.as_ptr().add(j * R * 8);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm256_fmadd_ps(w, _mm256_loadu_ps(v.add(8 * r)), *acc);
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            _mm256_storeu_ps(out.as_mut_ptr().add(8 * r), *acc);
         }
     }
 }
@@ -335,6 +386,34 @@ mod x86 {
         )));
         _mm512_mul_ps(p, two_n)
     }
+}
+
+/// `dst` = `src`'s f16 values as f32 (an exact conversion). `avx2`: the CPU has AVX2
+/// and F16C, so eight values go per instruction (inlined into the AVX2 and AVX-512 callers;
+/// `half`'s slice conversion checks the CPU on every call, which costs more than
+/// converting a key block).
+#[inline(always)]
+fn widen(src: &[u16], dst: &mut [f32], avx2: bool) {
+    assert_eq!(src.len(), dst.len());
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        use std::arch::x86_64::*;
+        let whole = src.len() / 8 * 8;
+        for i in (0..whole).step_by(8) {
+            // SAFETY: `avx2` says the CPU has F16C and AVX, and both slices hold
+            // `i + 8` values.
+            unsafe {
+                let h = _mm_loadu_si128(src.as_ptr().add(i) as *const __m128i);
+                _mm256_storeu_ps(dst.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+            }
+        }
+        src[whole..]
+            .reinterpret_cast::<f16>()
+            .convert_to_f32_slice(&mut dst[whole..]);
+        return;
+    }
+    let _ = avx2;
+    src.reinterpret_cast::<f16>().convert_to_f32_slice(dst);
 }
 
 /// Every position's score, four blocks of sixteen at a time (independent chains).
@@ -592,6 +671,30 @@ mod tests {
                 assert_eq!(run(true), run(false), "head size {hd}, {len} positions");
             }
             let _ = run;
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx2_weighted_sums_match_the_portable_ones_bit_for_bit() {
+        if crate::quant::Kernels::detect() < crate::quant::Kernels::Avx2 {
+            return;
+        }
+        let len = 41;
+        let e: Vec<f32> = (0..len).map(|j| (j as f32 * 0.37).sin().abs()).collect();
+        for hd in [32, 64, 128] {
+            let values: Vec<f32> = (0..len * hd)
+                .map(|i| ((i * 13) % 17) as f32 / 8.0 - 1.0 + i as f32 * 1e-4)
+                .collect();
+            let (mut simd, mut portable) = (vec![0f32; hd], vec![0f32; hd]);
+            // SAFETY: the CPU has AVX2 and FMA (checked above).
+            unsafe { avx2::weighted(len, &e, &values, &mut simd) };
+            weighted_any(len, hd, &e, &values, &mut portable);
+            assert_eq!(
+                simd.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                portable.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                "head size {hd}"
+            );
         }
     }
 
