@@ -221,20 +221,28 @@ unsafe fn bit_bytes(bits: u32, value: i8) -> __m256i {
     _mm256_and_si256(set, _mm256_set1_epi8(value))
 }
 
-/// Rows `8h..8h + 8` of a tile's scales (`MIN` false) or minimums, from the tile's
-/// part at `at` and its group's `header`, with the reference's float steps.
+/// Rows `8h..8h + 8` of a super-block's f16 scales (`MIN` false) or minimums, from
+/// its group's `header` (formats without one: zeros, unused).
 #[inline(always)]
-unsafe fn scales<F: Format, const MIN: bool>(at: *const u8, header: *const u8, h: usize) -> __m256 {
-    let sup = || {
-        let from = header.add(if MIN { HEADER_MINS_AT } else { 0 } + 16 * h);
-        _mm256_cvtph_ps(_mm_loadu_si128(from as *const __m128i))
-    };
+unsafe fn super_values<F: Format, const MIN: bool>(header: *const u8, h: usize) -> __m256 {
+    if F::SCALE == Scale::F16 || (MIN && !F::MIN) {
+        return _mm256_setzero_ps();
+    }
+    let from = header.add(if MIN { HEADER_MINS_AT } else { 0 } + 16 * h);
+    _mm256_cvtph_ps(_mm_loadu_si128(from as *const __m128i))
+}
+
+/// Rows `8h..8h + 8` of a tile's scales (`MIN` false) or minimums, from the tile's
+/// part at `at` and its super-block's values `sup` ([`super_values`]), with the
+/// reference's float steps.
+#[inline(always)]
+unsafe fn scales<F: Format, const MIN: bool>(at: *const u8, sup: __m256, h: usize) -> __m256 {
     match F::SCALE {
         Scale::F16 => _mm256_cvtph_ps(_mm_loadu_si128(at.add(16 * h) as *const __m128i)),
-        Scale::Super => sup(),
+        Scale::Super => sup,
         Scale::SuperTimesU8 => {
             let ints = _mm256_cvtepu8_epi32(_mm_loadl_epi64(at.add(8 * h) as *const __m128i));
-            let v = _mm256_mul_ps(sup(), _mm256_cvtepi32_ps(ints));
+            let v = _mm256_mul_ps(sup, _mm256_cvtepi32_ps(ints));
             if MIN {
                 _mm256_xor_ps(v, _mm256_set1_ps(-0.0))
             } else {
@@ -260,9 +268,15 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
     for h in 0..2 {
         let mut acc = [_mm256_setzero_ps(); N];
         let mut accm = [_mm256_setzero_ps(); N];
+        // The super-block's values change once per group of tiles.
+        let (mut sup, mut sup_min) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         for b in 0..w.blocks() {
             let tile = w.tile(layout, p, b).as_ptr();
-            let header = w.header(layout, p, b).as_ptr();
+            if b % layout.ints.group_blocks == 0 {
+                let header = w.header(layout, p, b).as_ptr();
+                sup = super_values::<F, false>(header, h);
+                sup_min = super_values::<F, true>(header, h);
+            }
             if h == 0 {
                 prefetch_ahead(tile, layout.bytes);
             }
@@ -274,9 +288,9 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
                     *m = _mm256_abs_epi8(*r);
                 }
             }
-            let s = scales::<F, false>(tile.add(layout.scales_at), header, h);
+            let s = scales::<F, false>(tile.add(layout.scales_at), sup, h);
             let m = if F::MIN {
-                scales::<F, true>(tile.add(layout.mins_at), header, h)
+                scales::<F, true>(tile.add(layout.mins_at), sup_min, h)
             } else {
                 _mm256_setzero_ps()
             };
