@@ -193,7 +193,7 @@ fn wait_for_epoch(s: &Shared, me: usize, seen: u64) -> u64 {
             return epoch;
         }
         spins = spins.wrapping_add(1);
-        if spins % 256 == 0 && since.elapsed() > SPIN_FOR {
+        if spins.is_multiple_of(256) && since.elapsed() > SPIN_FOR {
             s.parked[me].store(true, SeqCst);
             // The caller moves the epoch before it reads the flag, so either this
             // sees the new epoch or the caller sees the flag and unparks.

@@ -121,8 +121,8 @@ impl Dot for Avx2 {
         while c < regs.end {
             let end = (c + per).min(regs.end);
             let mut pairs = _mm256_maddubs_epi16(u[c], x(c));
-            for k in c + 1..end {
-                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(u[k], x(k)));
+            for (k, u) in u.iter().enumerate().take(end).skip(c + 1) {
+                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(*u, x(k)));
             }
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
             c = end;
@@ -284,7 +284,7 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
         let (mut sup, mut sup_min) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         for b in 0..w.blocks() {
             let tile = w.tile(layout, p, b).as_ptr();
-            if b % layout.ints.group_blocks == 0 {
+            if b.is_multiple_of(layout.ints.group_blocks) {
                 let header = w.header(layout, p, b).as_ptr();
                 sup = super_values::<F, false>(header, h);
                 sup_min = super_values::<F, true>(header, h);
