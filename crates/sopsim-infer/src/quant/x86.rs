@@ -234,10 +234,10 @@ unsafe fn bit_bytes(bits: u32, value: i8) -> __m256i {
 }
 
 /// Rows `8h..8h + 8` of a super-block's f16 scales (`MIN` false) or minimums, from
-/// its group's `header` (formats without one: zeros, unused).
+/// its group's `header` (zeros for minimums of a format without them, unused).
 #[inline(always)]
 unsafe fn super_values<F: Format, const MIN: bool>(header: *const u8, h: usize) -> __m256 {
-    if F::SCALE == Scale::F16 || (MIN && !F::MIN) {
+    if MIN && !F::MIN {
         return _mm256_setzero_ps();
     }
     let from = header.add(if MIN { HEADER_MINS_AT } else { 0 } + 16 * h);
@@ -280,11 +280,12 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
     for h in 0..2 {
         let mut acc = [_mm256_setzero_ps(); N];
         let mut accm = [_mm256_setzero_ps(); N];
-        // The super-block's values change once per group of tiles.
+        // The super-block's values change once per group of tiles (formats with a
+        // scale per block have none).
         let (mut sup, mut sup_min) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         for b in 0..w.blocks() {
             let tile = w.tile(layout, p, b).as_ptr();
-            if b.is_multiple_of(layout.ints.group_blocks) {
+            if F::SCALE != Scale::F16 && b.is_multiple_of(layout.ints.group_blocks) {
                 let header = w.header(layout, p, b).as_ptr();
                 sup = super_values::<F, false>(header, h);
                 sup_min = super_values::<F, true>(header, h);
