@@ -846,17 +846,36 @@ fn a_server_refusing_structured_output_is_warned_about_once_per_run() {
 }
 
 #[test]
-fn a_choice_asked_in_text_after_unusable_structured_answers_says_so() {
+fn after_unusable_structured_answers_choices_are_asked_in_text_and_say_so() {
     let bad = Reply::Choice {
         content: r#"{"choice": "MAYBE"}"#.into(),
         top: vec![],
     };
-    let server = Server::start(vec![bad.clone(), bad.clone(), bad, ok(&["DEFECT"])]);
-    let chosen = choose(&backend(&server, false, 3, 2000)).chosen.unwrap();
+    let server = Server::start(vec![
+        bad.clone(),
+        bad.clone(),
+        bad,
+        ok(&["DEFECT"]),
+        ok(&["COOPERATE"]),
+    ]);
+    let b = backend(&server, false, 3, 2000);
+    let chosen = choose(&b).chosen.unwrap();
     assert_eq!(
         (chosen.index, chosen.method),
         (1, sopsim::llm::ChoiceMethod::TextAfterUnusable)
     );
+    // The next choice is asked in plain text at once, not retried as structured again.
+    let chosen = choose(&b).chosen.unwrap();
+    assert_eq!(
+        (chosen.index, chosen.method),
+        (0, sopsim::llm::ChoiceMethod::TextAfterUnusable)
+    );
+    let structured: Vec<bool> = server
+        .requests()
+        .iter()
+        .map(|(_, body)| body.get("response_format").is_some())
+        .collect();
+    assert_eq!(structured, [true, true, true, false, false]);
 }
 
 /// The debate for two turns against a server whose first reply (Ben's) goes on as Ada,

@@ -141,8 +141,8 @@ fn text_choice_warning(method: ChoiceMethod) -> Option<&'static str> {
         ),
         ChoiceMethod::TextAfterUnusable => Some(
             "the server's structured answers to a closed choice were unusable (not JSON, or \
-             none of the options) after the retries: such a choice is asked in plain text \
-             and read from the answer, without probabilities",
+             none of the options) after the retries: closed choices are asked in plain text \
+             from then on and read from the answers, without probabilities",
         ),
         ChoiceMethod::Logits | ChoiceMethod::Structured | ChoiceMethod::Script => None,
     }

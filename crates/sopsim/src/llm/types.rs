@@ -259,8 +259,8 @@ pub enum ChoiceMethod {
     /// output (HTTP 400 to `response_format`), so choices are asked in plain text.
     Text,
     /// A free-text answer read as one of the options, asked because the server's
-    /// structured answers were unusable (not JSON, or none of the options) after the
-    /// retries.
+    /// structured answers were unusable (not JSON, or none of the options) through one
+    /// choice's retries: choices are asked in plain text from then on.
     TextAfterUnusable,
     /// From the scenario's script.
     Script,

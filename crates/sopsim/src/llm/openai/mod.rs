@@ -78,6 +78,10 @@ pub struct OpenAiBackend {
     /// The server answered structured output (`response_format`) with HTTP 400:
     /// closed choices are asked in plain text from then on.
     structured_refused: AtomicBool,
+    /// A closed choice's structured answers were unusable through all its retries: the
+    /// server does not honour `response_format`, and every later choice would pay the
+    /// same retries, so choices are asked in plain text from then on.
+    structured_unusable: AtomicBool,
 }
 
 impl OpenAiBackend {
@@ -127,6 +131,7 @@ impl OpenAiBackend {
             notes,
             extras_refused: AtomicBool::new(false),
             structured_refused: AtomicBool::new(false),
+            structured_unusable: AtomicBool::new(false),
         })
     }
 
@@ -175,7 +180,7 @@ impl LlmBackend for OpenAiBackend {
             // Asked again each attempt: a server that refused structured output on
             // the last one is asked in plain text from then on.
             let asking = || {
-                if request.options.is_some() && !self.structured_refused.load(Ordering::Relaxed) {
+                if request.options.is_some() && self.asks_structured() {
                     Asking::Structured
                 } else {
                     Asking::Text
@@ -199,29 +204,34 @@ impl LlmBackend for OpenAiBackend {
                 tokio::time::sleep,
             )
             .await;
-            match result {
+            let mut c = match result {
                 Ok(mut c) => {
                     c.settings_unsent = self.extras_unsent(&request);
-                    Ok(c)
+                    c
                 }
                 // A server whose structured answers keep failing is asked in plain
                 // text, and its answer read as one of the options.
                 Err(GaveUp::Exhausted { .. }) if last_was_bad_answer.load(Ordering::Relaxed) => {
-                    let mut c = self
-                        .attempt(&request, None, Asking::Text)
+                    self.structured_unusable.store(true, Ordering::Relaxed);
+                    self.attempt(&request, None, Asking::Text)
                         .await
                         .map_err(|e| {
                             let cause = e.into_cause();
                             LlmError::caused_by("openai", cause.to_string(), cause)
-                        })?;
-                    // Told apart from a refusal: the run's warning says which it was.
-                    if let Some(chosen) = &mut c.chosen {
-                        chosen.method = ChoiceMethod::TextAfterUnusable;
-                    }
-                    Ok(c)
+                        })?
                 }
-                Err(e) => Err(LlmError::caused_by("openai", e.to_string(), e)),
+                Err(e) => return Err(LlmError::caused_by("openai", e.to_string(), e)),
+            };
+            // Told apart from a refusal: the run's warning says which it was.
+            if let Some(chosen) = &mut c.chosen {
+                if chosen.method == ChoiceMethod::Text
+                    && !self.structured_refused.load(Ordering::Relaxed)
+                    && self.structured_unusable.load(Ordering::Relaxed)
+                {
+                    chosen.method = ChoiceMethod::TextAfterUnusable;
+                }
             }
+            Ok(c)
         })
     }
 }

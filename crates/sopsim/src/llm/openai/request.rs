@@ -98,6 +98,13 @@ impl OpenAiBackend {
             && !sampling::extras(&req.settings).is_empty()
     }
 
+    /// Whether closed choices are asked as structured output: not once the server has
+    /// refused it, nor once its structured answers proved unusable.
+    pub(super) fn asks_structured(&self) -> bool {
+        !self.structured_refused.load(Ordering::Relaxed)
+            && !self.structured_unusable.load(Ordering::Relaxed)
+    }
+
     /// Whether the request's extra sampling fields go unsent.
     pub(super) fn extras_unsent(&self, req: &LlmRequest) -> bool {
         !sampling::extras(&req.settings).is_empty() && !self.sends_extras(req)
