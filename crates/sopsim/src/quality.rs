@@ -37,14 +37,17 @@ pub const EMPTY_WORDS: usize = 3;
 /// Times a flawed reply is drawn again when the settings do not say (`redraws`).
 pub const DEFAULT_REDRAWS: u32 = 2;
 
-/// The lower-cased words of `text`.
-pub fn words(text: &str) -> Vec<String> {
+/// The hash of each lower-cased word of `text`.
+fn words(text: &str) -> Vec<u64> {
     word_spans(text).into_iter().map(|(w, _)| w).collect()
 }
 
-/// Each lower-cased word of `text` with where it stands in `text`.
-fn word_spans(text: &str) -> Vec<(String, std::ops::Range<usize>)> {
+/// The hash of each lower-cased word of `text`, with where the word stands in `text`.
+/// A reply is checked against every message its speaker was shown, so words are
+/// hashed as they are read, never copied into strings of their own.
+fn word_spans(text: &str) -> Vec<(u64, std::ops::Range<usize>)> {
     let mut out = Vec::new();
+    let mut lower = String::new();
     let mut start = None;
     for (i, c) in text
         .char_indices()
@@ -53,7 +56,18 @@ fn word_spans(text: &str) -> Vec<(String, std::ops::Range<usize>)> {
         match (c.is_alphanumeric(), start) {
             (true, None) => start = Some(i),
             (false, Some(s)) => {
-                out.push((text[s..i].to_lowercase(), s..i));
+                let word = &text[s..i];
+                let hash = if word
+                    .bytes()
+                    .any(|b| b.is_ascii_uppercase() || !b.is_ascii())
+                {
+                    lower.clear();
+                    lower.extend(word.chars().flat_map(char::to_lowercase));
+                    xxh3_64(lower.as_bytes())
+                } else {
+                    xxh3_64(word.as_bytes())
+                };
+                out.push((hash, s..i));
                 start = None;
             }
             _ => {}
@@ -62,11 +76,24 @@ fn word_spans(text: &str) -> Vec<(String, std::ops::Range<usize>)> {
     out
 }
 
-fn gram_hash(words: &[String]) -> u64 {
-    xxh3_64(words.join(" ").as_bytes())
+/// The most words in a run that is hashed.
+const LONGEST_GRAM: usize = if COPY_WORDS > ECHO_WORDS {
+    COPY_WORDS
+} else {
+    ECHO_WORDS
+};
+
+/// The hash of a run of at most [`LONGEST_GRAM`] words, from the words' hashes.
+fn gram_hash(words: &[u64]) -> u64 {
+    let mut bytes = [0u8; 8 * LONGEST_GRAM];
+    for (chunk, w) in bytes.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&w.to_le_bytes());
+    }
+    xxh3_64(&bytes[..8 * words.len()])
 }
 
-fn gram_hashes(words: &[String], n: usize) -> impl Iterator<Item = u64> + '_ {
+fn gram_hashes(words: &[u64], n: usize) -> impl Iterator<Item = u64> + '_ {
+    assert!(n <= LONGEST_GRAM, "runs of {n} words are not hashed");
     words.windows(n).map(gram_hash)
 }
 
@@ -74,7 +101,7 @@ fn gram_hashes(words: &[String], n: usize) -> impl Iterator<Item = u64> + '_ {
 /// (as `text` writes it), if any `n`-gram is.
 fn shared_span(text: &str, grams: &HashSet<u64>, n: usize) -> Option<String> {
     let spans = word_spans(text);
-    let w: Vec<String> = spans.iter().map(|(w, _)| w.clone()).collect();
+    let w: Vec<u64> = spans.iter().map(|(w, _)| *w).collect();
     let hits: Vec<bool> = w
         .windows(n)
         .map(|g| grams.contains(&gram_hash(g)))
@@ -402,10 +429,9 @@ impl Checker {
             c.narration += u64::from(f.narration);
             c.echo += u64::from(f.echo);
             c.empty += u64::from(f.empty);
-            for pair in w.windows(2) {
+            for pair in gram_hashes(&w, 2) {
                 self.bigram_total += 1;
-                self.bigrams
-                    .insert(xxh3_64(format!("{} {}", pair[0], pair[1]).as_bytes()));
+                self.bigrams.insert(pair);
             }
         }
         self.seen.extend(gram_hashes(&w, COPY_WORDS));

@@ -166,6 +166,53 @@ impl<C: TokenCounter> TokenCounter for Cached<C> {
     }
 }
 
+/// A counter whose count of a text is the sum of its lines' counts, each line counted
+/// by `inner` (a [`Cached`] one remembers them). A prompt's history is one message
+/// whose lines mostly were in the last turn's prompt too: only its new lines are
+/// counted. Right only for tokenizers that never make a token, nor a pre-tokenizer
+/// piece, across a newline that a letter or digit follows; the cut falls there.
+pub struct ByLine<C>(pub C);
+
+impl<C: TokenCounter> TokenCounter for ByLine<C> {
+    fn count(&self, text: &str) -> usize {
+        lines_apart(text).map(|line| self.0.count(line)).sum()
+    }
+
+    fn exact(&self) -> bool {
+        self.0.exact()
+    }
+}
+
+/// `text` cut after each newline that a letter or digit follows.
+pub fn lines_apart(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut from = 0;
+        let cut = loop {
+            match rest[from..].find('\n') {
+                Some(at) => {
+                    let after = from + at + 1;
+                    if rest[after..]
+                        .chars()
+                        .next()
+                        .is_some_and(char::is_alphanumeric)
+                    {
+                        break after;
+                    }
+                    from = after;
+                }
+                None => break rest.len(),
+            }
+        };
+        let (line, next) = rest.split_at(cut);
+        rest = next;
+        Some(line)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +242,19 @@ mod tests {
             cached.count(&format!("{long}{i}"));
         }
         assert!(cached.counts.len() <= CACHED_COUNTS);
+    }
+
+    #[test]
+    fn lines_are_cut_after_a_newline_a_letter_or_digit_follows() {
+        let lines: Vec<&str> = lines_apart("Ada: hi\nBen: 2\n\n3 ways\n  x\n.\nÉ\n").collect();
+        assert_eq!(
+            lines,
+            ["Ada: hi\n", "Ben: 2\n\n", "3 ways\n  x\n.\n", "É\n"]
+        );
+        assert_eq!(lines_apart("").count(), 0);
+        assert_eq!(lines_apart("\n\n").collect::<Vec<_>>(), ["\n\n"]);
+        let text = "Ada: one two\nBen: three\n\nCal: 4";
+        assert_eq!(ByLine(Estimator).count(text), Estimator.count(text));
     }
 
     /// The estimate as its definition reads: words split at whitespace, each estimated

@@ -4,24 +4,36 @@
 
 use std::sync::Arc;
 
-use crate::tokens::{Cached, Estimator, MostOf, TokenCounter};
+use crate::tokens::{ByLine, Cached, Estimator, MostOf, TokenCounter};
 
 /// Exact counts with one of OpenAI's tokenizers.
-struct Exact(&'static tiktoken::CoreBpe);
+struct Exact {
+    bpe: &'static tiktoken::CoreBpe,
+    /// Whether a text's count is the sum of its lines' (see [`ByLine`]). GPT-4's and
+    /// GPT-4o's pre-tokenizers end a run of whitespace that holds a newline at its
+    /// last newline, and no other piece reaches past a newline, so a letter or digit
+    /// after one always starts a piece. GPT-2's and GPT-3's (r50k, p50k) split "\n\nA"
+    /// into "\n", "\n" and "A" but a text ending in "\n\n" into one piece.
+    by_line: bool,
+}
 
 impl Exact {
     fn for_model(model: &str) -> Option<Self> {
-        tiktoken::encoding_for_model(model).map(Exact)
+        let name = tiktoken::model_to_encoding(model)?;
+        Some(Exact {
+            bpe: tiktoken::get_encoding(name)?,
+            by_line: matches!(name, "cl100k_base" | "o200k_base" | "o200k_harmony"),
+        })
     }
 
     fn same(&self, other: &Exact) -> bool {
-        std::ptr::eq(self.0, other.0)
+        std::ptr::eq(self.bpe, other.bpe)
     }
 }
 
 impl TokenCounter for Exact {
     fn count(&self, text: &str) -> usize {
-        self.0.count(text)
+        self.bpe.count(text)
     }
 
     fn exact(&self) -> bool {
@@ -45,7 +57,13 @@ pub fn counter_for(models: &[&str]) -> Arc<dyn TokenCounter> {
     }
     let mut counters: Vec<Arc<dyn TokenCounter>> = exact
         .into_iter()
-        .map(|e| Arc::new(Cached::new(e)) as Arc<dyn TokenCounter>)
+        .map(|e| {
+            if e.by_line {
+                Arc::new(ByLine(Cached::new(e))) as Arc<dyn TokenCounter>
+            } else {
+                Arc::new(Cached::new(e))
+            }
+        })
         .collect();
     if unknown {
         counters.push(Arc::new(Estimator));
@@ -91,13 +109,16 @@ mod tests {
 
     /// The counts are those of tiktoken-rs (OpenAI's own Rust core), on every suffix of
     /// text of every kind: prose with contractions, numbers, runs of spaces and
-    /// newlines, trailing whitespace, code, JSON, CJK, accents and emoji.
+    /// newlines, trailing whitespace, code, JSON, CJK, accents and emoji, and lines
+    /// (which GPT-4's and GPT-4o's counters count one by one).
     #[test]
     fn counts_are_tiktokens() {
         let texts = [
             "The motion: cities should ban cars.\n\n  Ada, 2–3 sentences. 你好 émigré 🙂\t{\"a\": [1, 22]}  \n",
             "I'll say it's 12345678 and they've WON'T   stop.\r\n\r\n   \n\tfn x() { y?; }   ",
             "Ünïcödé façade naïve — “quotes” … 協力と競争について話しましょう。 👨‍👩‍👧 🇩🇪 ❤️ \n \n",
+            // Lines as a prompt's history holds them: counted apart and summed.
+            "Ada: Cars go.\nBen: No!\n\nCal: 12 of them\n  Dan\n.\nÉmile\n你好\n1st\r\nX \nY\t\nZ\n\n\nW...\n\n/x\n'tis\n\u{301}e\n",
         ];
         for (model, bpe) in [
             ("gpt-4o-mini", tiktoken_rs::o200k_base_singleton()),
