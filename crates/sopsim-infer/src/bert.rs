@@ -41,12 +41,14 @@ struct Layer {
     norm2: (Vec<f32>, Vec<f32>),
 }
 
-/// A product's matrix: f32 rows for `gemm`, or split for AMX tiles where the CPU has
-/// them (see [`crate::bf16x3`]).
+/// A product's matrix: split for AMX tiles where the CPU has them (see
+/// [`crate::bf16x3`]), laid out in panels where it has AVX2 but not AVX-512 (see
+/// `crate::panels`), else f32 rows for `gemm`.
 enum Dense {
     F32(Vec<f32>),
     #[cfg(target_arch = "x86_64")]
     Tiles(crate::bf16x3::Bf16x3),
+    Panels(crate::panels::Panels),
 }
 
 impl Dense {
@@ -57,8 +59,10 @@ impl Dense {
                 return Dense::Tiles(t);
             }
         }
-        let _ = (n, k);
-        Dense::F32(w)
+        match crate::panels::Panels::new(&w, n, k) {
+            Some(p) => Dense::Panels(p),
+            None => Dense::F32(w),
+        }
     }
 }
 
@@ -315,6 +319,13 @@ impl Bert {
 fn linear(x: &[f32], rows: usize, k: usize, w: &Dense, bias: &[f32], out: &mut [f32]) {
     match w {
         Dense::F32(w) => linear_f32(x, rows, k, w, bias, out),
+        Dense::Panels(p) => {
+            let out = &mut out[..rows * bias.len()];
+            for row in out.chunks_exact_mut(bias.len()) {
+                row.copy_from_slice(bias);
+            }
+            p.product(x, rows, out)
+        }
         #[cfg(target_arch = "x86_64")]
         Dense::Tiles(t) => {
             if rows > 0 {
@@ -367,39 +378,76 @@ fn linear_f32(x: &[f32], rows: usize, k: usize, w: &[f32], bias: &[f32], out: &m
     }
 }
 
-/// Self-attention of each sentence and head: `qkv` rows hold query, key and value.
+/// Self-attention of each sentence and head: `qkv` rows hold query, key and value. A
+/// long enough sentence's heads are split over the compute team, which would otherwise
+/// wait through it between two products.
 fn attention(qkv: &[f32], spans: &[(usize, usize)], heads: usize, h: usize, ctx: &mut [f32]) {
-    let work = |start: usize, len: usize, out: &mut [f32]| {
+    let work = |start: usize, len: usize, out: HeadsOut| {
         #[cfg(target_arch = "x86_64")]
         if crate::quant::Kernels::detect() >= crate::quant::Kernels::Avx512
             && (h / heads).is_multiple_of(16)
         {
-            // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F.
+            // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F; `out`
+            // addresses the sentence's rows of `ctx`.
             return unsafe { sentence_avx512(qkv, start, len, heads, h, out) };
         }
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has the features the function is compiled for.
+            // SAFETY: the CPU has the features the function is compiled for; `out`
+            // addresses the sentence's rows of `ctx`.
             return unsafe { sentence_avx2(qkv, start, len, heads, h, out) };
         }
-        sentence(qkv, start, len, heads, h, out)
+        // SAFETY: `out` addresses the sentence's rows of `ctx`.
+        unsafe { sentence::<false>(qkv, start, len, heads, h, out) }
     };
-    // Each sentence writes its own rows of `ctx`.
-    let mut rest = &mut ctx[..];
-    let mut tasks = Vec::with_capacity(spans.len());
+    let parallel = spans.iter().map(|(_, l)| l * l).sum::<usize>() * h >= PARALLEL_ATTENTION;
+    let groups = if parallel {
+        compute::threads().min(heads)
+    } else {
+        1
+    };
+    let per = heads.div_ceil(groups);
+    assert!(ctx.len() >= spans.iter().map(|(_, l)| l * h).sum::<usize>());
+    let mut tasks = Vec::with_capacity(spans.len() * groups);
+    let mut row = 0;
     for &(start, len) in spans {
-        let (mine, tail) = rest.split_at_mut(len * h);
-        rest = tail;
-        tasks.push(move || work(start, len, mine));
+        for g in 0..groups {
+            let out = HeadsOut {
+                // SAFETY: in bounds (asserted above); each task writes its own heads'
+                // columns of its own sentence's rows.
+                rows: unsafe { ctx.as_mut_ptr().add(row * h) },
+                first: g * per,
+                last: ((g + 1) * per).min(heads),
+            };
+            tasks.push(move || work(start, len, out));
+        }
+        row += len;
     }
-    if spans.iter().map(|(_, l)| l * l).sum::<usize>() * h >= PARALLEL_MACS {
+    if parallel {
         compute::run_all(tasks);
     } else {
-        for mut t in tasks {
+        for t in tasks {
             t();
         }
     }
 }
+
+/// Attention over this many multiply-adds (rows² × hidden, summed over the sentences)
+/// is split over the compute team: a sentence of about sixty tokens.
+const PARALLEL_ATTENTION: usize = 1 << 20;
+
+/// What one task of a sentence's attention writes: heads `first..last`, each `h / heads`
+/// columns of every row of the sentence, whose first row starts at `rows` (rows of `h`
+/// values).
+#[derive(Clone, Copy)]
+struct HeadsOut {
+    rows: *mut f32,
+    first: usize,
+    last: usize,
+}
+
+// SAFETY: the tasks of one attention write disjoint columns or rows (see `attention`).
+unsafe impl Send for HeadsOut {}
 
 /// One sentence's attention with AVX-512, a head at a time: the keys transposed so
 /// that sixteen keys' scores are one register, weights by sopsim's vectorised exp,
@@ -412,7 +460,7 @@ unsafe fn sentence_avx512(
     len: usize,
     heads: usize,
     h: usize,
-    out: &mut [f32],
+    out: HeadsOut,
 ) {
     use std::arch::x86_64::*;
     let dh = h / heads;
@@ -423,7 +471,7 @@ unsafe fn sentence_avx512(
     let mut scores = vec![0f32; QUERIES * padded];
     let row =
         |j: usize, part: usize, off: usize| &qkv[(start + j) * 3 * h + part * h + off..][..dh];
-    for head in 0..heads {
+    for head in out.first..out.last {
         let off = head * dh;
         for j in 0..len {
             for (d, k) in row(j, 1, off).iter().enumerate() {
@@ -466,7 +514,7 @@ unsafe fn sentence_avx512(
                     total = _mm512_add_ps(total, e);
                 }
                 let inv = _mm512_set1_ps(1.0 / _mm512_reduce_add_ps(total));
-                let dest = out.as_mut_ptr().add((first + q) * h + off);
+                let dest = out.rows.add((first + q) * h + off);
                 // Up to four sixteen-wide chunks of the head at once, for the same reason.
                 for c0 in (0..dh / 16).step_by(4) {
                     let chunks = (dh / 16 - c0).min(4);
@@ -487,7 +535,8 @@ unsafe fn sentence_avx512(
     }
 }
 
-/// Queries of one head whose scores [`sentence_avx512`] computes together.
+/// Queries of one head whose scores [`sentence_avx512`] and [`sentence_avx2`] compute
+/// together.
 #[cfg(target_arch = "x86_64")]
 const QUERIES: usize = 4;
 
@@ -502,7 +551,9 @@ fn valid_mask(len: usize, block: usize) -> u16 {
     }
 }
 
-/// The same loops compiled for AVX2 and FMA, so the eight-lane sums run as vectors.
+/// One sentence's attention with AVX2 and FMA, as [`sentence_avx512`] computes it with
+/// eight keys to a register: four queries share each load of the transposed keys, and
+/// the weighted values of a query are the head's dimensions in four registers.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn sentence_avx2(
@@ -511,54 +562,155 @@ unsafe fn sentence_avx2(
     len: usize,
     heads: usize,
     h: usize,
-    out: &mut [f32],
+    out: HeadsOut,
 ) {
-    sentence(qkv, start, len, heads, h, out)
-}
-
-/// One sentence's attention, every head: scores as eight-lane sums over the head's
-/// dimensions, the weighted values by dimension.
-#[inline(always)]
-fn sentence(qkv: &[f32], start: usize, len: usize, heads: usize, h: usize, out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    const LANES: usize = 8;
     let dh = h / heads;
+    if !dh.is_multiple_of(LANES) || dh > 4 * LANES {
+        return sentence::<true>(qkv, start, len, heads, h, out);
+    }
+    let chunks = dh / LANES;
     let scale = 1.0 / (dh as f32).sqrt();
-    let mut scores = vec![0f32; len];
-    for head in 0..heads {
+    let padded = len.div_ceil(crate::math::L) * crate::math::L;
+    let mut keys = vec![0f32; dh * padded];
+    let mut values = vec![0f32; len * dh];
+    let mut scores = vec![0f32; QUERIES * padded];
+    let row =
+        |j: usize, part: usize, off: usize| &qkv[(start + j) * 3 * h + part * h + off..][..dh];
+    for head in out.first..out.last {
         let off = head * dh;
-        for i in 0..len {
-            let q = &qkv[(start + i) * 3 * h + off..][..dh];
-            let mut max = f32::NEG_INFINITY;
-            for (j, s) in scores.iter_mut().enumerate() {
-                let k = &qkv[(start + j) * 3 * h + h + off..][..dh];
-                let mut lanes = [0f32; 8];
-                let (qc, kc) = (q.chunks_exact(8), k.chunks_exact(8));
-                let tail: f32 = qc
-                    .remainder()
-                    .iter()
-                    .zip(kc.remainder())
-                    .map(|(a, b)| a * b)
-                    .sum();
-                for (qc, kc) in qc.zip(kc) {
-                    for l in 0..8 {
-                        lanes[l] += qc[l] * kc[l];
+        for j in 0..len {
+            for (d, k) in row(j, 1, off).iter().enumerate() {
+                keys[d * padded + j] = *k;
+            }
+            values[j * dh..(j + 1) * dh].copy_from_slice(row(j, 2, off));
+        }
+        for first in (0..len).step_by(QUERIES) {
+            let queries: [&[f32]; QUERIES] =
+                std::array::from_fn(|q| row((first + q).min(len - 1), 0, off));
+            for b in 0..padded / LANES {
+                let mut acc = [_mm256_setzero_ps(); QUERIES];
+                for d in 0..dh {
+                    let k = _mm256_loadu_ps(keys.as_ptr().add(d * padded + b * LANES));
+                    for (a, q) in acc.iter_mut().zip(&queries) {
+                        *a = _mm256_fmadd_ps(_mm256_set1_ps(q[d]), k, *a);
                     }
                 }
-                *s = (crate::quant::sum_lanes(&lanes) + tail) * scale;
-                max = max.max(*s);
-            }
-            let mut total = 0f32;
-            for s in scores.iter_mut() {
-                *s = (*s - max).exp();
-                total += *s;
-            }
-            let row = &mut out[i * h + off..][..dh];
-            row.fill(0.0);
-            for (j, s) in scores.iter().enumerate() {
-                let p = s / total;
-                let v = &qkv[(start + j) * 3 * h + 2 * h + off..][..dh];
-                for (r, vv) in row.iter_mut().zip(v) {
-                    *r += p * vv;
+                for (q, a) in acc.iter().enumerate() {
+                    _mm256_storeu_ps(scores.as_mut_ptr().add(q * padded + b * LANES), *a);
                 }
+            }
+            for q in 0..QUERIES.min(len - first) {
+                let scores = &mut scores[q * padded..(q + 1) * padded];
+                let max = scores[..len]
+                    .iter()
+                    .fold(f32::NEG_INFINITY, |m, s| m.max(*s * scale));
+                let mut total = 0f32;
+                for (b, block) in scores.chunks_exact_mut(crate::math::L).enumerate() {
+                    let mut x = [f32::NEG_INFINITY; crate::math::L];
+                    let valid = len.saturating_sub(b * crate::math::L);
+                    for (x, s) in x.iter_mut().zip(block.iter()).take(valid) {
+                        *x = *s * scale - max;
+                    }
+                    let e = crate::math::exp(x);
+                    for (l, (s, e)) in block.iter_mut().zip(e).enumerate() {
+                        *s = if l < valid { e } else { 0.0 };
+                    }
+                    total +=
+                        crate::math::sum16(<&[f32; crate::math::L]>::try_from(&*block).unwrap());
+                }
+                let mut acc = [_mm256_setzero_ps(); 4];
+                for (j, p) in scores[..len].iter().enumerate() {
+                    let p = _mm256_set1_ps(*p);
+                    for (c, a) in acc.iter_mut().enumerate().take(chunks) {
+                        let v = _mm256_loadu_ps(values.as_ptr().add(j * dh + c * LANES));
+                        *a = _mm256_fmadd_ps(p, v, *a);
+                    }
+                }
+                let inv = _mm256_set1_ps(1.0 / total);
+                let dest = out.rows.add((first + q) * h + off);
+                for (c, a) in acc.iter().enumerate().take(chunks) {
+                    _mm256_storeu_ps(dest.add(c * LANES), _mm256_mul_ps(*a, inv));
+                }
+            }
+        }
+    }
+}
+
+/// `a · b + c`, fused where the caller is compiled for FMA (unfused, `mul_add` would be
+/// a call into libm for every element).
+#[inline(always)]
+fn mul_add<const FUSED: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FUSED {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+
+/// One sentence's attention, a head at a time, in loops a compiler turns into vectors:
+/// the keys transposed so that the scores of sixteen keys are sixteen lanes, the
+/// weights by sopsim's [`crate::math::exp`] sixteen at a time, the weighted values
+/// summed along the head's dimensions.
+#[inline(always)]
+unsafe fn sentence<const FUSED: bool>(
+    qkv: &[f32],
+    start: usize,
+    len: usize,
+    heads: usize,
+    h: usize,
+    out: HeadsOut,
+) {
+    use crate::math::L;
+    let dh = h / heads;
+    let scale = 1.0 / (dh as f32).sqrt();
+    let padded = len.div_ceil(L) * L;
+    let mut keys = vec![0f32; dh * padded];
+    let mut scores = vec![0f32; padded];
+    let row =
+        |j: usize, part: usize, off: usize| &qkv[(start + j) * 3 * h + part * h + off..][..dh];
+    for head in out.first..out.last {
+        let off = head * dh;
+        for j in 0..len {
+            for (d, k) in row(j, 1, off).iter().enumerate() {
+                keys[d * padded + j] = *k;
+            }
+        }
+        for i in 0..len {
+            let q = row(i, 0, off);
+            scores.fill(0.0);
+            for (d, qd) in q.iter().enumerate() {
+                let keys = &keys[d * padded..(d + 1) * padded];
+                for (s, k) in scores.iter_mut().zip(keys) {
+                    *s = mul_add::<FUSED>(*qd, *k, *s);
+                }
+            }
+            let max = scores[..len]
+                .iter()
+                .fold(f32::NEG_INFINITY, |m, s| m.max(*s * scale));
+            let mut total = 0f32;
+            for (b, block) in scores.chunks_exact_mut(L).enumerate() {
+                let mut x = [f32::NEG_INFINITY; L];
+                for (x, s) in x.iter_mut().zip(block.iter()).take(len - b * L) {
+                    *x = *s * scale - max;
+                }
+                let e = crate::math::exp(x);
+                for (l, (s, e)) in block.iter_mut().zip(e).enumerate() {
+                    *s = if b * L + l < len { e } else { 0.0 };
+                }
+                total += crate::math::sum16(<&[f32; L]>::try_from(&*block).unwrap());
+            }
+            let inv = 1.0 / total;
+            let dest = std::slice::from_raw_parts_mut(out.rows.add(i * h + off), dh);
+            dest.fill(0.0);
+            for (j, p) in scores[..len].iter().enumerate() {
+                for (r, v) in dest.iter_mut().zip(row(j, 2, off)) {
+                    *r = mul_add::<FUSED>(*p, *v, *r);
+                }
+            }
+            for r in dest.iter_mut() {
+                *r *= inv;
             }
         }
     }
@@ -591,8 +743,9 @@ fn layer_norm(x: &mut [f32], h: usize, (w, b): &(Vec<f32>, Vec<f32>), eps: f32) 
     }
 }
 
-/// Elements per task when GELU is spread over the pool.
-const GELU_CHUNK: usize = 1 << 16;
+/// Elements per task when GELU is spread over the compute team: a message of forty
+/// tokens has four (its helpers would otherwise wait through it).
+const GELU_CHUNK: usize = 1 << 14;
 
 /// The exact GELU over every value, on the pool when there are many.
 fn gelu_all(v: &mut [f32]) {
@@ -674,6 +827,46 @@ fn exp_neg(x: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_vector_attentions_match_the_portable_one() {
+        let (heads, h) = (12, 384);
+        for len in [1, 5, 17, 65] {
+            let qkv: Vec<f32> = (0..len * 3 * h)
+                .map(|i| ((i * 7919 % 1009) as f32 - 504.0) / 300.0)
+                .collect();
+            let all = |out: &mut [f32]| HeadsOut {
+                rows: out.as_mut_ptr(),
+                first: 0,
+                last: heads,
+            };
+            let mut want = vec![0f32; len * h];
+            // SAFETY: `want` holds the sentence's rows.
+            unsafe { sentence::<false>(&qkv, 0, len, heads, h, all(&mut want)) };
+            let mut got = vec![0f32; len * h];
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                // SAFETY: the CPU has the features.
+                unsafe { sentence_avx2(&qkv, 0, len, heads, h, all(&mut got)) };
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                        "{len}: {g} against {w}"
+                    );
+                }
+            }
+            if crate::quant::Kernels::detect() >= crate::quant::Kernels::Avx512 {
+                // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F.
+                unsafe { sentence_avx512(&qkv, 0, len, heads, h, all(&mut got)) };
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                        "{len}: {g} against {w}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn erf_matches_known_values() {

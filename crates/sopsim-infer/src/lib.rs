@@ -14,6 +14,8 @@
 //!   next token's logits (repeat, frequency, presence, DRY); the draw; the prompt text.
 //! - `bf16x3`: f32 products as three bf16 products on AMX tiles (the sentence encoder's,
 //!   where the CPU has AMX-BF16).
+//! - `panels`: f32 products over a matrix laid out once for AVX2 and FMA (the sentence
+//!   encoder's, where the CPU has neither AVX-512 nor AMX).
 //! - [`compute`]: the one place that decides how many threads model work uses.
 //! - [`math`]: float functions in a fixed order (exp, sums, the MLP's activation), the
 //!   same bits on every CPU.
@@ -33,6 +35,7 @@ pub mod gguf;
 pub mod kv;
 pub mod math;
 pub mod options;
+mod panels;
 pub mod penalties;
 pub mod quant;
 pub mod sampling;
