@@ -6,7 +6,8 @@ changes (the server, no human users, the loop variants), against the same instan
 fake OpenAI-compatible server on 127.0.0.1, with all-MiniLM-L6-v2 embeddings run
 locally (sentence-transformers there, candle here), for the same number of turns.
 
-Per run it prints CPU and wall time per turn, LLM calls and embeddings per turn,
+Per run it prints CPU and wall time per turn, LLM calls (and the HTTP requests the
+server saw from sopsim, retries included) and embeddings per turn,
 prompt characters per turn (from the fake server's own count), and peak memory,
 for the original and for sopsim, and the ratios.
 
@@ -124,6 +125,8 @@ def run_sopsim(binary, label, config, mode, turns, anchors):
             "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000 / n,
             "wall_ms": wall * 1000 / n,
             "llm_calls": calls["total"] / n,
+            # What the server saw, retries included: a counted call may take several.
+            "requests": stats.get("requests", 0) / n,
             "by_kind": {k: v / n for k, v in calls.items() if k != "total" and v},
             "embeddings": summary["embeddings"] / n,
             "prompt_chars": sum(stats.get("prompt_chars_by_kind", {}).values()) / n,
@@ -188,18 +191,18 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
-    print("| run | turns | CPU ms/turn aiwaves → sopsim (×) | wall ms/turn | LLM calls/turn | embeddings/turn | "
+    print("| run | turns | CPU ms/turn aiwaves → sopsim (×) | wall ms/turn | LLM calls/turn (sopsim's HTTP requests) | embeddings/turn | "
           "prompt K chars/turn | peak MB (×) | per-turn ms, first 50 → last 50 (aiwaves CPU; sopsim wall) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for label, r in results.items():
         o, t = r["sopsim"], r["aiwaves"] or {}
         ratio = lambda a, b: "–" if not a or not b else "%.0f" % (a / b)
         fl = lambda x: "–" if not x else "%s → %s" % (fmt(x[0]), fmt(x[1]))
-        print("| %s | %d | %s → %s (%s×) | %s → %s | %s → %s | %s → %s | %s → %s | %s → %s (%s×) | %s; %s |" % (
+        print("| %s | %d | %s → %s (%s×) | %s → %s | %s → %s (%s) | %s → %s | %s → %s | %s → %s (%s×) | %s; %s |" % (
             label, o["turns"],
             fmt(t.get("cpu_ms")), fmt(o["cpu_ms"], 2), ratio(t.get("cpu_ms"), o["cpu_ms"]),
             fmt(t.get("wall_ms")), fmt(o["wall_ms"], 2),
-            fmt(t.get("llm_calls"), 2), fmt(o["llm_calls"], 2),
+            fmt(t.get("llm_calls"), 2), fmt(o["llm_calls"], 2), fmt(o["requests"], 2),
             fmt(t.get("embeddings"), 2), fmt(o["embeddings"], 2),
             fmt((t.get("prompt_chars") or 0) / 1000 or None), fmt(o["prompt_chars"] / 1000),
             fmt(t.get("rss_mb"), 0), fmt(o["rss_mb"], 0), ratio(t.get("rss_mb"), o["rss_mb"]),
