@@ -128,11 +128,13 @@ pub fn request_key(req: &LlmRequest) -> String {
 }
 
 fn key_of(canonical: &Canonical) -> String {
-    let bytes = serde_json::to_vec(canonical).unwrap_or_default();
-    Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    // The JSON is hashed as it is written: a prompt is kilobytes, asked several times
+    // a turn.
+    let mut hasher = Sha256::new();
+    if serde_json::to_writer(&mut hasher, canonical).is_err() {
+        hasher = Sha256::new();
+    }
+    format!("{:x}", hasher.finalize())
 }
 
 /// Passes requests to a backend and stores each response.
