@@ -473,12 +473,7 @@ unsafe fn sentence_avx512(
         |j: usize, part: usize, off: usize| &qkv[(start + j) * 3 * h + part * h + off..][..dh];
     for head in out.first..out.last {
         let off = head * dh;
-        for j in 0..len {
-            for (d, k) in row(j, 1, off).iter().enumerate() {
-                keys[d * padded + j] = *k;
-            }
-            values[j * dh..(j + 1) * dh].copy_from_slice(row(j, 2, off));
-        }
+        head_keys(&row, len, off, padded, &mut keys, Some(&mut values));
         // Four queries at a time share each load of the keys, and their sums are four
         // chains the core runs side by side; each query's sums keep their order.
         for first in (0..len).step_by(QUERIES) {
@@ -580,12 +575,7 @@ unsafe fn sentence_avx2(
         |j: usize, part: usize, off: usize| &qkv[(start + j) * 3 * h + part * h + off..][..dh];
     for head in out.first..out.last {
         let off = head * dh;
-        for j in 0..len {
-            for (d, k) in row(j, 1, off).iter().enumerate() {
-                keys[d * padded + j] = *k;
-            }
-            values[j * dh..(j + 1) * dh].copy_from_slice(row(j, 2, off));
-        }
+        head_keys(&row, len, off, padded, &mut keys, Some(&mut values));
         for first in (0..len).step_by(QUERIES) {
             let queries: [&[f32]; QUERIES] =
                 std::array::from_fn(|q| row((first + q).min(len - 1), 0, off));
@@ -603,23 +593,7 @@ unsafe fn sentence_avx2(
             }
             for q in 0..QUERIES.min(len - first) {
                 let scores = &mut scores[q * padded..(q + 1) * padded];
-                let max = scores[..len]
-                    .iter()
-                    .fold(f32::NEG_INFINITY, |m, s| m.max(*s * scale));
-                let mut total = 0f32;
-                for (b, block) in scores.chunks_exact_mut(crate::math::L).enumerate() {
-                    let mut x = [f32::NEG_INFINITY; crate::math::L];
-                    let valid = len.saturating_sub(b * crate::math::L);
-                    for (x, s) in x.iter_mut().zip(block.iter()).take(valid) {
-                        *x = *s * scale - max;
-                    }
-                    let e = crate::math::exp(x);
-                    for (l, (s, e)) in block.iter_mut().zip(e).enumerate() {
-                        *s = if l < valid { e } else { 0.0 };
-                    }
-                    total +=
-                        crate::math::sum16(<&[f32; crate::math::L]>::try_from(&*block).unwrap());
-                }
+                let total = softmax_weights(scores, len, scale);
                 let mut acc = [_mm256_setzero_ps(); 4];
                 for (j, p) in scores[..len].iter().enumerate() {
                     let p = _mm256_set1_ps(*p);
@@ -672,11 +646,7 @@ unsafe fn sentence<const FUSED: bool>(
         |j: usize, part: usize, off: usize| &qkv[(start + j) * 3 * h + part * h + off..][..dh];
     for head in out.first..out.last {
         let off = head * dh;
-        for j in 0..len {
-            for (d, k) in row(j, 1, off).iter().enumerate() {
-                keys[d * padded + j] = *k;
-            }
-        }
+        head_keys(&row, len, off, padded, &mut keys, None);
         for i in 0..len {
             let q = row(i, 0, off);
             scores.fill(0.0);
@@ -686,21 +656,7 @@ unsafe fn sentence<const FUSED: bool>(
                     *s = mul_add::<FUSED>(*qd, *k, *s);
                 }
             }
-            let max = scores[..len]
-                .iter()
-                .fold(f32::NEG_INFINITY, |m, s| m.max(*s * scale));
-            let mut total = 0f32;
-            for (b, block) in scores.chunks_exact_mut(L).enumerate() {
-                let mut x = [f32::NEG_INFINITY; L];
-                for (x, s) in x.iter_mut().zip(block.iter()).take(len - b * L) {
-                    *x = *s * scale - max;
-                }
-                let e = crate::math::exp(x);
-                for (l, (s, e)) in block.iter_mut().zip(e).enumerate() {
-                    *s = if b * L + l < len { e } else { 0.0 };
-                }
-                total += crate::math::sum16(<&[f32; L]>::try_from(&*block).unwrap());
-            }
+            let total = softmax_weights(&mut scores, len, scale);
             let inv = 1.0 / total;
             let dest = std::slice::from_raw_parts_mut(out.rows.add(i * h + off), dh);
             dest.fill(0.0);
@@ -714,6 +670,54 @@ unsafe fn sentence<const FUSED: bool>(
             }
         }
     }
+}
+
+/// One head's keys transposed into `keys` (dimension by dimension, `padded` keys to a
+/// dimension) and, if asked, its values copied into `values` row by row: `row(j, part,
+/// off)` is part `part` (0 query, 1 key, 2 value) of token `j` from column `off`.
+#[inline(always)]
+fn head_keys<'a>(
+    row: &impl Fn(usize, usize, usize) -> &'a [f32],
+    len: usize,
+    off: usize,
+    padded: usize,
+    keys: &mut [f32],
+    mut values: Option<&mut [f32]>,
+) {
+    for j in 0..len {
+        for (d, k) in row(j, 1, off).iter().enumerate() {
+            keys[d * padded + j] = *k;
+        }
+        if let Some(values) = values.as_deref_mut() {
+            let v = row(j, 2, off);
+            values[j * v.len()..(j + 1) * v.len()].copy_from_slice(v);
+        }
+    }
+}
+
+/// The first `len` of `scores` (raw query-key products, `scores.len()` a multiple of
+/// [`crate::math::L`]) turned into unnormalised softmax weights `e^(s·scale − max)`,
+/// the rest zero; returns their sum.
+#[inline(always)]
+fn softmax_weights(scores: &mut [f32], len: usize, scale: f32) -> f32 {
+    use crate::math::L;
+    let max = scores[..len]
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, s| m.max(*s * scale));
+    let mut total = 0f32;
+    for (b, block) in scores.chunks_exact_mut(L).enumerate() {
+        let valid = len.saturating_sub(b * L);
+        let mut x = [f32::NEG_INFINITY; L];
+        for (x, s) in x.iter_mut().zip(block.iter()).take(valid) {
+            *x = *s * scale - max;
+        }
+        let e = crate::math::exp(x);
+        for (l, (s, e)) in block.iter_mut().zip(e).enumerate() {
+            *s = if l < valid { e } else { 0.0 };
+        }
+        total += crate::math::sum16(<&[f32; L]>::try_from(&*block).unwrap());
+    }
+    total
 }
 
 /// Sum of `term(v)` over `row` in sixteen lanes: independent chains the compiler
