@@ -19,18 +19,27 @@ pub fn join_lines(parts: &[String]) -> String {
 }
 
 /// The tokens of a two-message prompt holding only `system` and `tail` (the fixed
-/// text, with no conversation).
+/// text, with no conversation), each text's tokens as `tokens` counts them
+/// ([`TokenCounter::count`] or [`TokenCounter::at_most`]).
 pub fn fixed_prompt_tokens(
     system: &[String],
     tail: &[String],
-    counter: &dyn TokenCounter,
+    tokens: impl Fn(&str) -> usize,
 ) -> usize {
-    counter.count(&join_lines(system)) + counter.count(&join_lines(tail)) + 2 * MESSAGE_OVERHEAD
+    tokens(&join_lines(system)) + tokens(&join_lines(tail)) + 2 * MESSAGE_OVERHEAD
 }
 
 /// Counts the tokens of a text.
 pub trait TokenCounter: Send + Sync {
     fn count(&self, text: &str) -> usize;
+    /// A figure never below [`count`](Self::count)'s that costs no tokenizer: whether
+    /// a prompt fits a budget is settled by it first, and counted only when it does
+    /// not settle it. OpenAI's tokenizers spend a byte at least on each token, so a
+    /// text's length bounds their count and their tables load only for prompts long
+    /// enough to need them.
+    fn at_most(&self, text: &str) -> usize {
+        self.count(text)
+    }
     /// Whether the counts are exact for the model in use.
     fn exact(&self) -> bool;
 }
@@ -112,6 +121,10 @@ impl TokenCounter for MostOf {
         self.0.iter().map(|c| c.count(text)).max().unwrap_or(0)
     }
 
+    fn at_most(&self, text: &str) -> usize {
+        self.0.iter().map(|c| c.at_most(text)).max().unwrap_or(0)
+    }
+
     /// Exact only as one exact counter: two tokenizers' maximum is no one's count.
     fn exact(&self) -> bool {
         matches!(self.0.as_slice(), [one] if one.exact())
@@ -161,6 +174,10 @@ impl<C: TokenCounter> TokenCounter for Cached<C> {
         n
     }
 
+    fn at_most(&self, text: &str) -> usize {
+        self.inner.at_most(text)
+    }
+
     fn exact(&self) -> bool {
         self.inner.exact()
     }
@@ -176,6 +193,10 @@ pub struct ByLine<C>(pub C);
 impl<C: TokenCounter> TokenCounter for ByLine<C> {
     fn count(&self, text: &str) -> usize {
         lines_apart(text).map(|line| self.0.count(line)).sum()
+    }
+
+    fn at_most(&self, text: &str) -> usize {
+        self.0.at_most(text)
     }
 
     fn exact(&self) -> bool {

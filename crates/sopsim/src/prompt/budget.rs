@@ -42,8 +42,6 @@ pub struct Draft {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Assembled {
     pub messages: Vec<ChatMessage>,
-    /// Tokens by the counter used, framing included.
-    pub tokens: usize,
     /// Context items left out to fit.
     pub dropped: usize,
     /// Whether fixed text had to be cut.
@@ -133,14 +131,18 @@ impl Draft {
 
     pub fn fit(self, budget: usize, counter: &dyn TokenCounter) -> Assembled {
         let system = join(&self.system);
-        let system_tokens = counter.count(&system);
         let mut kept: Vec<Vec<bool>> = self
             .sections
             .iter()
             .map(|s| vec![true; s.items.len()])
             .collect();
+        let mut rest = self.messages_after_system(&kept);
+        if prompt_tokens(counter.at_most(&system), &rest, |t| counter.at_most(t)) <= budget {
+            return Assembled::whole(system, rest, 0);
+        }
+        let system_tokens = counter.count(&system);
         let order = self.drop_order();
-        let total = |rest: &[ChatMessage]| prompt_tokens(system_tokens, rest, counter);
+        let total = |rest: &[ChatMessage]| prompt_tokens(system_tokens, rest, |t| counter.count(t));
         // The fewest items to drop, in rank order, for the prompt to fit. Dropping an
         // item never makes the prompt longer, so the count falls as more are dropped
         // and the fewest is found by bisection: a summary over a round of thousands of
@@ -153,7 +155,6 @@ impl Draft {
                 kept[si][ii] = false;
             }
         };
-        let mut rest = self.messages_after_system(&kept);
         let mut dropped = 0;
         if total(&rest) > budget {
             let (mut lo, mut hi) = (1, order.len());
@@ -171,15 +172,7 @@ impl Draft {
             rest = self.messages_after_system(&kept);
         }
         if total(&rest) <= budget {
-            let tokens = total(&rest);
-            let mut messages = vec![ChatMessage::system(system)];
-            messages.extend(rest);
-            return Assembled {
-                messages,
-                tokens,
-                dropped,
-                truncated: false,
-            };
+            return Assembled::whole(system, rest, dropped);
         }
         // Every line is dropped and the fixed text alone is over: one user message.
         let user = self.user_text(&kept);
@@ -196,23 +189,38 @@ impl Draft {
             user = keep_end(&user, user_room, counter);
             system = keep_start(&system, room.saturating_sub(counter.count(&user)), counter);
         }
-        let tokens = counter.count(&system) + counter.count(&user) + 2 * MESSAGE_OVERHEAD;
         Assembled {
             messages: vec![ChatMessage::system(system), ChatMessage::user(user)],
-            tokens,
             dropped,
             truncated,
         }
     }
 }
 
+impl Assembled {
+    /// The system part, then `rest` untouched.
+    fn whole(system: String, rest: Vec<ChatMessage>, dropped: usize) -> Self {
+        let mut messages = vec![ChatMessage::system(system)];
+        messages.extend(rest);
+        Assembled {
+            messages,
+            dropped,
+            truncated: false,
+        }
+    }
+}
+
 /// The tokens of a prompt: its system part's, and each message after it with its
-/// framing.
-fn prompt_tokens(system_tokens: usize, rest: &[ChatMessage], counter: &dyn TokenCounter) -> usize {
+/// framing, each message's as `tokens` counts them.
+fn prompt_tokens(
+    system_tokens: usize,
+    rest: &[ChatMessage],
+    tokens: impl Fn(&str) -> usize,
+) -> usize {
     system_tokens
         + rest
             .iter()
-            .map(|m| counter.count(&m.content) + MESSAGE_OVERHEAD)
+            .map(|m| tokens(&m.content) + MESSAGE_OVERHEAD)
             .sum::<usize>()
         + MESSAGE_OVERHEAD
 }
@@ -269,8 +277,11 @@ mod tests {
             .iter()
             .map(|s| vec![true; s.items.len()])
             .collect();
-        let total =
-            |kept: &[Vec<bool>]| prompt_tokens(system, &d.messages_after_system(kept), &Estimator);
+        let total = |kept: &[Vec<bool>]| {
+            prompt_tokens(system, &d.messages_after_system(kept), |t| {
+                Estimator.count(t)
+            })
+        };
         let mut dropped = 0;
         for (_, si, ii) in d.drop_order() {
             if total(&kept) <= budget {
@@ -328,18 +339,18 @@ mod tests {
         assert!(a.messages[1].content.contains("message number 0"));
     }
 
+    /// An assembled prompt's tokens, framing included.
+    fn tokens(a: &Assembled, counter: &dyn TokenCounter) -> usize {
+        let system = counter.count(&a.messages[0].content);
+        prompt_tokens(system, &a.messages[1..], |t| counter.count(t))
+    }
+
     #[test]
     fn drops_oldest_first_and_never_exceeds() {
         for budget in [20, 30, 45, 60, 80] {
             let a = draft(10).fit(budget, &Estimator);
-            assert!(a.tokens <= budget, "budget {budget}: {} tokens", a.tokens);
-            let counted: usize = a
-                .messages
-                .iter()
-                .map(|m| Estimator.count(&m.content))
-                .sum::<usize>()
-                + 2 * MESSAGE_OVERHEAD;
-            assert_eq!(counted, a.tokens);
+            let used = tokens(&a, &Estimator);
+            assert!(used <= budget, "budget {budget}: {used} tokens");
             if a.dropped > 0 && a.dropped < 10 {
                 let user = &a.messages[1].content;
                 assert!(!user.contains("message number 0 "), "oldest dropped first");
@@ -354,7 +365,45 @@ mod tests {
         d.system = vec!["word ".repeat(500)];
         d.tail = vec![format!("{} final question?", "tail ".repeat(100))];
         let a = d.fit(64, &Estimator);
-        assert!(a.truncated && a.tokens <= 64);
+        assert!(a.truncated && tokens(&a, &Estimator) <= 64);
         assert!(a.messages[1].content.ends_with("final question?"));
+    }
+
+    /// Counts a text's tokens as a word each, bounds them by its length, and tallies
+    /// the counts asked of it (a tokenizer whose tables are costly to load).
+    #[derive(Default)]
+    struct Tallied(std::sync::atomic::AtomicUsize);
+
+    impl TokenCounter for Tallied {
+        fn count(&self, text: &str) -> usize {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            text.split_whitespace().count()
+        }
+        fn at_most(&self, text: &str) -> usize {
+            text.len()
+        }
+        fn exact(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_prompt_whose_bound_fits_is_not_counted() {
+        let counter = Tallied::default();
+        let small = draft(10);
+        let bytes = small
+            .clone()
+            .fit(10_000, &Estimator)
+            .messages
+            .iter()
+            .map(|m| m.content.len())
+            .sum::<usize>();
+        let a = small.clone().fit(bytes + 2 * MESSAGE_OVERHEAD, &counter);
+        assert_eq!((a.dropped, a.truncated), (0, false));
+        assert_eq!(counter.0.load(std::sync::atomic::Ordering::Relaxed), 0);
+        // One byte less and the bound no longer settles it: counted, and it fits.
+        let a = small.fit(bytes + 2 * MESSAGE_OVERHEAD - 1, &counter);
+        assert_eq!((a.dropped, a.truncated), (0, false));
+        assert!(counter.0.load(std::sync::atomic::Ordering::Relaxed) > 0);
     }
 }

@@ -371,10 +371,16 @@ pub fn render_environment(
     budget: usize,
     counter: &dyn TokenCounter,
 ) -> String {
-    let mut out = String::new();
-    let mut used = 0;
+    let mut shown: Vec<String> = Vec::new();
+    // The shown blocks' tokens: bounded while the bound settles it, counted after.
+    let mut bound = 0;
+    let mut counted: Option<usize> = None;
     let mut left_out: IndexMap<String, usize> = IndexMap::new();
     for (tool, name, entry) in entries {
+        if !left_out.is_empty() {
+            *left_out.entry(format!("{tool}/{name}")).or_default() += entry.objects.len();
+            continue;
+        }
         let block = format!(
             "[{tool}/{name}] {}\n{}",
             Value::Object(visible_metadata(&entry.metadata)),
@@ -385,15 +391,23 @@ pub fn render_environment(
                 .collect::<Vec<_>>()
                 .join("\n")
         );
-        let cost = counter.count(&block);
-        if left_out.is_empty() && used + cost <= budget {
-            used += cost;
-            out.push_str(&block);
-            out.push('\n');
+        bound += counter.at_most(&block);
+        let fits = bound <= budget || {
+            let used = counted.get_or_insert_with(|| shown.iter().map(|b| counter.count(b)).sum());
+            let cost = counter.count(&block);
+            let fits = *used + cost <= budget;
+            if fits {
+                *used += cost;
+            }
+            fits
+        };
+        if fits {
+            shown.push(block);
         } else {
-            *left_out.entry(format!("{tool}/{name}")).or_default() += entry.objects.len();
+            left_out.insert(format!("{tool}/{name}"), entry.objects.len());
         }
     }
+    let mut out: String = shown.iter().flat_map(|b| [b.as_str(), "\n"]).collect();
     if !left_out.is_empty() {
         out.push_str("Not shown (over the prompt budget; read them with a store_query tool):\n");
         for (key, n) in left_out {

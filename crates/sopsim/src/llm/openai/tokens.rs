@@ -1,14 +1,27 @@
 //! Counting tokens for a server's models: OpenAI's own tokenizers for OpenAI's models
-//! (through the `tiktoken` crate, whose vocabularies take about 5 MB once loaded and
-//! are loaded only for a model that uses them), else the conservative [`Estimator`].
+//! (through the `tiktoken` crate, whose vocabularies take about 10 MB once loaded and
+//! are loaded only when a prompt is long enough to need a count), else the
+//! conservative [`Estimator`].
 
 use std::sync::Arc;
 
 use crate::tokens::{ByLine, Cached, Estimator, MostOf, TokenCounter};
 
-/// Exact counts with one of OpenAI's tokenizers.
+/// The `tiktoken` crate's encodings of OpenAI's models (the crate is built with
+/// their vocabularies only).
+const OPENAI_ENCODINGS: [&str; 6] = [
+    "cl100k_base",
+    "o200k_base",
+    "o200k_harmony",
+    "p50k_base",
+    "p50k_edit",
+    "r50k_base",
+];
+
+/// Exact counts with one of OpenAI's tokenizers, whose tables load at the first count.
 struct Exact {
-    bpe: &'static tiktoken::CoreBpe,
+    /// The encoding's name in the `tiktoken` crate.
+    encoding: &'static str,
     /// Whether a text's count is the sum of its lines' (see [`ByLine`]). GPT-4's and
     /// GPT-4o's pre-tokenizers end a run of whitespace that holds a newline at its
     /// last newline, and no other piece reaches past a newline, so a letter or digit
@@ -19,21 +32,28 @@ struct Exact {
 
 impl Exact {
     fn for_model(model: &str) -> Option<Self> {
-        let name = tiktoken::model_to_encoding(model)?;
-        Some(Exact {
-            bpe: tiktoken::get_encoding(name)?,
-            by_line: matches!(name, "cl100k_base" | "o200k_base" | "o200k_harmony"),
+        let encoding = tiktoken::model_to_encoding(model)?;
+        OPENAI_ENCODINGS.contains(&encoding).then(|| Exact {
+            encoding,
+            by_line: matches!(encoding, "cl100k_base" | "o200k_base" | "o200k_harmony"),
         })
     }
 
     fn same(&self, other: &Exact) -> bool {
-        std::ptr::eq(self.bpe, other.bpe)
+        self.encoding == other.encoding
     }
 }
 
 impl TokenCounter for Exact {
     fn count(&self, text: &str) -> usize {
-        self.bpe.count(text)
+        tiktoken::get_encoding(self.encoding)
+            .expect("the tiktoken crate is built with OpenAI's vocabularies")
+            .count(text)
+    }
+
+    /// Each token of these byte-level tokenizers is one byte or more.
+    fn at_most(&self, text: &str) -> usize {
+        text.len()
     }
 
     fn exact(&self) -> bool {
@@ -77,6 +97,13 @@ pub fn counter_for(models: &[&str]) -> Arc<dyn TokenCounter> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_encoding_counted_is_built_in() {
+        for name in OPENAI_ENCODINGS {
+            assert!(tiktoken::get_encoding(name).is_some(), "{name}");
+        }
+    }
 
     #[test]
     fn openai_models_are_counted_exactly_and_others_estimated() {
