@@ -21,6 +21,9 @@
 //! figures go to `summary.json`, the progress events and the bench report.
 
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
@@ -99,7 +102,7 @@ fn gram_hashes(words: &[u64], n: usize) -> impl Iterator<Item = u64> + '_ {
 
 /// The text of the longest run of `text`'s words whose every `n`-gram is in `grams`
 /// (as `text` writes it), if any `n`-gram is.
-fn shared_span(text: &str, grams: &HashSet<u64>, n: usize) -> Option<String> {
+fn shared_span(text: &str, grams: &FxHashSet<u64>, n: usize) -> Option<String> {
     let spans = word_spans(text);
     let w: Vec<u64> = spans.iter().map(|(w, _)| *w).collect();
     let hits: Vec<bool> = w
@@ -177,7 +180,33 @@ pub struct Instructions {
     name_set: std::sync::Arc<HashSet<String>>,
     /// The most words in a name.
     name_words: usize,
-    grams: std::sync::Arc<HashSet<u64>>,
+    grams: Arc<FxHashSet<u64>>,
+    /// Messages' runs of [`COPY_WORDS`] words, shared by every check of the run: an
+    /// agent is shown the same recent messages on reply after reply.
+    copy_grams: Arc<CopyGrams>,
+}
+
+/// The hashes of each message's runs of [`COPY_WORDS`] words, by the hash of its text.
+#[derive(Debug, Default)]
+struct CopyGrams(Mutex<FxHashMap<u64, Arc<[u64]>>>);
+
+/// How many messages' runs [`CopyGrams`] holds at most; it forgets them all past that.
+const REMEMBERED_MESSAGES: usize = 1 << 14;
+
+impl CopyGrams {
+    fn of(&self, text: &str) -> Arc<[u64]> {
+        let key = xxh3_64(text.as_bytes());
+        let mut memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(grams) = memo.get(&key) {
+            return grams.clone();
+        }
+        let grams: Arc<[u64]> = gram_hashes(&words(text), COPY_WORDS).collect();
+        if memo.len() >= REMEMBERED_MESSAGES {
+            memo.clear();
+        }
+        memo.insert(key, grams.clone());
+        grams
+    }
 }
 
 /// A reply is checked for the label of each of up to this many participants; with more
@@ -255,14 +284,14 @@ impl Instructions {
                 texts.extend(judge.last_prompt.as_deref());
             }
         }
-        let mut grams = HashSet::new();
+        let mut grams = FxHashSet::default();
         for t in texts {
             grams.extend(gram_hashes(&words(t), ECHO_WORDS));
         }
         Self::with(scenario.agents.keys().cloned().collect(), grams)
     }
 
-    fn with(names: Vec<String>, grams: HashSet<u64>) -> Self {
+    fn with(names: Vec<String>, grams: FxHashSet<u64>) -> Self {
         let name_set = if names.len() > CHECKED_NAMES {
             names.iter().cloned().collect()
         } else {
@@ -277,6 +306,7 @@ impl Instructions {
             names: names.into(),
             name_set: name_set.into(),
             grams: grams.into(),
+            copy_grams: Arc::default(),
         }
     }
 }
@@ -341,8 +371,8 @@ fn is_narration(text: &str, name: &str) -> bool {
 #[derive(Debug, Clone, Default)]
 pub struct Checker {
     instructions: Instructions,
-    seen: HashSet<u64>,
-    bigrams: HashSet<u64>,
+    seen: FxHashSet<u64>,
+    bigrams: FxHashSet<u64>,
     bigram_total: u64,
     counts: Counts,
 }
@@ -367,9 +397,13 @@ impl Checker {
 
     /// What is wrong with `text` as `speaker`'s next reply, against what was said so far.
     pub fn flaws(&self, speaker: &str, text: &str) -> Flaws {
-        let w = words(text);
-        let copy = gram_hashes(&w, COPY_WORDS).any(|h| self.seen.contains(&h));
-        let echo = gram_hashes(&w, ECHO_WORDS).any(|h| self.instructions.grams.contains(&h));
+        self.flaws_in(speaker, text, &words(text))
+    }
+
+    /// [`flaws`](Self::flaws), with the text's words hashed.
+    fn flaws_in(&self, speaker: &str, text: &str, w: &[u64]) -> Flaws {
+        let copy = gram_hashes(w, COPY_WORDS).any(|h| self.seen.contains(&h));
+        let echo = gram_hashes(w, ECHO_WORDS).any(|h| self.instructions.grams.contains(&h));
         Flaws {
             copy,
             echo,
@@ -408,8 +442,8 @@ impl Checker {
     /// (what an agent was shown).
     pub fn see(&mut self, m: &Message) {
         if !m.kind.is_tool() {
-            self.seen
-                .extend(gram_hashes(&words(&m.content), COPY_WORDS));
+            let grams = self.instructions.copy_grams.of(&m.content);
+            self.seen.extend(grams.iter().copied());
         }
     }
 
@@ -419,9 +453,9 @@ impl Checker {
         if m.kind.is_tool() {
             return;
         }
-        let w = words(&m.content);
         if m.kind == MessageKind::Reply {
-            let f = self.flaws(&m.name, &m.content);
+            let w = words(&m.content);
+            let f = self.flaws_in(&m.name, &m.content, &w);
             let c = &mut self.counts;
             c.replies += 1;
             c.copy += u64::from(f.copy);
@@ -434,7 +468,8 @@ impl Checker {
                 self.bigrams.insert(pair);
             }
         }
-        self.seen.extend(gram_hashes(&w, COPY_WORDS));
+        let grams = self.instructions.copy_grams.of(&m.content);
+        self.seen.extend(grams.iter().copied());
     }
 
     pub fn summary(&self) -> ReplyQuality {
@@ -488,7 +523,7 @@ mod tests {
     use super::*;
 
     fn instructions(names: &[&str], texts: &[&str]) -> Instructions {
-        let mut grams = HashSet::new();
+        let mut grams = FxHashSet::default();
         for t in texts {
             grams.extend(gram_hashes(&words(t), ECHO_WORDS));
         }
