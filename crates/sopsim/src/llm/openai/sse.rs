@@ -48,7 +48,7 @@ impl SseParser {
             rest = &rest[1..];
         }
         self.after_cr = false;
-        while let Some(i) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(i) = memchr::memchr2(b'\n', b'\r', rest) {
             self.take(&rest[..i])?;
             let cr = rest[i] == b'\r';
             rest = &rest[i + 1..];
@@ -78,15 +78,22 @@ impl SseParser {
         Ok(())
     }
 
+    /// Reads the line gathered so far, keeping its buffer for the next.
     fn end_line(&mut self, events: &mut Vec<Event>) -> Result<(), SseError> {
         let mut raw = std::mem::take(&mut self.line);
+        let read = self.read_line(&raw, events);
+        raw.clear();
+        self.line = raw;
+        read
+    }
+
+    fn read_line(&mut self, raw: &[u8], events: &mut Vec<Event>) -> Result<(), SseError> {
+        let mut raw = raw;
         if !self.past_first_line {
             self.past_first_line = true;
-            if raw.starts_with("\u{feff}".as_bytes()) {
-                raw.drain(..3);
-            }
+            raw = raw.strip_prefix("\u{feff}".as_bytes()).unwrap_or(raw);
         }
-        let line = std::str::from_utf8(&raw).map_err(|_| SseError::NotUtf8)?;
+        let line = std::str::from_utf8(raw).map_err(|_| SseError::NotUtf8)?;
         if line.is_empty() {
             if std::mem::take(&mut self.has_data) {
                 let mut data = std::mem::take(&mut self.data);
