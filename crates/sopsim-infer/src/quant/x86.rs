@@ -91,6 +91,30 @@ trait Dot {
     ) -> __m256i;
     /// Whether [`Dot::sum`] takes full unsigned bytes (Q8_0 as stored).
     const FULL_BYTES: bool;
+    /// A tile half's sub-scales (Q6_K's two per row), as [`Dot::scaled_halves`] takes
+    /// them, from the eight rows' bytes for the tile's first half at `at` and for its
+    /// second [`PANEL`] bytes on.
+    type Subs: Copy;
+    unsafe fn subs(at: *const u8) -> Self::Subs;
+    /// Σ over the tile's halves `k` (registers `4k..4k + 4`) of each row's sub-scale
+    /// for `k` times its sum of products less `offset` times the activations' sum over
+    /// `k` (`half_sums[k]`).
+    unsafe fn scaled_halves(
+        bits: Bits,
+        u: &[__m256i; 8],
+        x: impl Fn(usize) -> __m256i,
+        subs: Self::Subs,
+        half_sums: *const i32,
+        offset: i32,
+    ) -> __m256i;
+}
+
+/// Each row's sub-scale in both 16-bit halves of its lane, for either half of a
+/// tile; and the row's two sub-scales paired in its lane.
+#[derive(Clone, Copy)]
+struct DoubledSubs {
+    doubled: [__m256i; 2],
+    paired: __m256i,
 }
 
 struct Avx2;
@@ -129,6 +153,50 @@ impl Dot for Avx2 {
         }
         acc
     }
+
+    type Subs = DoubledSubs;
+
+    #[inline(always)]
+    unsafe fn subs(at: *const u8) -> DoubledSubs {
+        let first = _mm_loadl_epi64(at as *const __m128i);
+        let second = _mm_loadl_epi64(at.add(PANEL) as *const __m128i);
+        DoubledSubs {
+            doubled: [
+                _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(first, first)),
+                _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(second, second)),
+            ],
+            paired: _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(first, second)),
+        }
+    }
+
+    /// The sub-scales multiply the 16-bit pair sums in the `madd` that widens them,
+    /// and the offset's share is one more `madd` of the paired sub-scales with the
+    /// two half sums (at most 16 · 128 in size, so 16 bits hold them), shifted by the
+    /// offset's power of two: no 32-bit multiplies. Six-bit weights only, whose pair
+    /// sums over two registers stay within 16 bits (see [`Dot::sum`]).
+    #[inline(always)]
+    unsafe fn scaled_halves(
+        bits: Bits,
+        u: &[__m256i; 8],
+        x: impl Fn(usize) -> __m256i,
+        subs: DoubledSubs,
+        half_sums: *const i32,
+        offset: i32,
+    ) -> __m256i {
+        debug_assert!(bits == Bits::Six && offset.count_ones() == 1);
+        let mut acc = _mm256_setzero_si256();
+        for c in (0..8).step_by(2) {
+            let pairs = _mm256_add_epi16(
+                _mm256_maddubs_epi16(u[c], x(c)),
+                _mm256_maddubs_epi16(u[c + 1], x(c + 1)),
+            );
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, subs.doubled[c / 4]));
+        }
+        let sums = (*half_sums as u32 & 0xFFFF) | ((*half_sums.add(1) as u32) << 16);
+        let shares = _mm256_madd_epi16(subs.paired, _mm256_set1_epi32(sums as i32));
+        let shift = _mm_cvtsi32_si128(offset.trailing_zeros() as i32);
+        _mm256_sub_epi32(acc, _mm256_sll_epi32(shares, shift))
+    }
 }
 
 impl Dot for AvxVnni {
@@ -145,6 +213,35 @@ impl Dot for AvxVnni {
             acc = _mm256_dpbusd_avx_epi32(acc, u[c], x(c));
         }
         acc
+    }
+
+    type Subs = [__m256i; 2];
+
+    #[inline(always)]
+    unsafe fn subs(at: *const u8) -> [__m256i; 2] {
+        [
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(at as *const __m128i)),
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(at.add(PANEL) as *const __m128i)),
+        ]
+    }
+
+    #[inline(always)]
+    unsafe fn scaled_halves(
+        bits: Bits,
+        u: &[__m256i; 8],
+        x: impl Fn(usize) -> __m256i,
+        subs: [__m256i; 2],
+        half_sums: *const i32,
+        offset: i32,
+    ) -> __m256i {
+        let lo = Self::sum(bits, u, &x, 0..4);
+        let hi = Self::sum(bits, u, &x, 4..8);
+        let lo = _mm256_sub_epi32(lo, _mm256_set1_epi32(offset * *half_sums));
+        let hi = _mm256_sub_epi32(hi, _mm256_set1_epi32(offset * *half_sums.add(1)));
+        _mm256_add_epi32(
+            _mm256_mullo_epi32(subs[0], lo),
+            _mm256_mullo_epi32(subs[1], hi),
+        )
     }
 }
 
@@ -276,7 +373,6 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
     // Q8_0 without full-byte products: signed bytes, multiplied as magnitude × sign.
     let signed = F::BITS == Bits::Eight && !D::FULL_BYTES;
     let offset = if signed { 0 } else { F::OFFSET };
-    let zero = _mm256_setzero_si256();
     for h in 0..2 {
         let mut acc = [_mm256_setzero_ps(); N];
         let mut accm = [_mm256_setzero_ps(); N];
@@ -307,15 +403,7 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
             } else {
                 _mm256_setzero_ps()
             };
-            let sub = if F::HALVES {
-                let at = tile.add(layout.subs_at + 8 * h);
-                [
-                    _mm256_cvtepi8_epi32(_mm_loadl_epi64(at as *const __m128i)),
-                    _mm256_cvtepi8_epi32(_mm_loadl_epi64(at.add(PANEL) as *const __m128i)),
-                ]
-            } else {
-                [zero; 2]
-            };
+            let subs = F::HALVES.then(|| D::subs(tile.add(layout.subs_at + 8 * h)));
             for (i, (acc, accm)) in acc.iter_mut().zip(accm.iter_mut()).enumerate() {
                 let t = t0 + i;
                 let xp = acts.qs(t).as_ptr().add(b * 32) as *const i32;
@@ -328,16 +416,9 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
                     }
                 };
                 let u = if signed { &magnitude } else { &v };
-                let isum = if F::HALVES {
-                    let lo = D::sum(F::BITS, u, x, 0..4);
-                    let hi = D::sum(F::BITS, u, x, 4..8);
+                let isum = if let Some(subs) = subs {
                     let hs = acts.half_sums(t).as_ptr().add(2 * b);
-                    let lo = _mm256_sub_epi32(lo, _mm256_set1_epi32(offset * *hs));
-                    let hi = _mm256_sub_epi32(hi, _mm256_set1_epi32(offset * *hs.add(1)));
-                    _mm256_add_epi32(
-                        _mm256_mullo_epi32(sub[0], lo),
-                        _mm256_mullo_epi32(sub[1], hi),
-                    )
+                    D::scaled_halves(F::BITS, u, x, subs, hs, offset)
                 } else {
                     let sum = *acts.sums(t).get_unchecked(b);
                     _mm256_sub_epi32(D::sum(F::BITS, u, x, 0..8), _mm256_set1_epi32(offset * sum))
