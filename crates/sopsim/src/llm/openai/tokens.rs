@@ -33,7 +33,7 @@ struct Exact {
 impl Exact {
     fn for_model(model: &str) -> Option<Self> {
         let encoding = tiktoken::model_to_encoding(model)?;
-        OPENAI_ENCODINGS.contains(&encoding).then(|| Exact {
+        OPENAI_ENCODINGS.contains(&encoding).then_some(Exact {
             encoding,
             by_line: matches!(encoding, "cl100k_base" | "o200k_base" | "o200k_harmony"),
         })
