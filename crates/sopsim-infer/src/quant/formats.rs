@@ -101,6 +101,7 @@ impl WeightType {
     }
 
     /// What every 32-value block's integers look like (`None` for float formats).
+    #[inline(always)]
     pub(super) fn ints(self) -> Option<Ints> {
         let (bits, offset, scale, min) = match self {
             WeightType::F32 | WeightType::F16 | WeightType::BF16 => return None,
@@ -186,6 +187,7 @@ pub(super) struct SuperScales {
 }
 
 /// Block `b`'s [`SuperScales`] in a row of a K format.
+#[inline(always)]
 pub(super) fn super_scales(ty: WeightType, row: &[u8], b: usize) -> SuperScales {
     let (g, c) = group_of(ty, row, b);
     match ty {
@@ -208,6 +210,7 @@ pub(super) fn super_scales(ty: WeightType, row: &[u8], b: usize) -> SuperScales 
 
 /// The file's group (block or super-block) holding block `b` of a row, and `b`'s
 /// place in it.
+#[inline(always)]
 fn group_of(ty: WeightType, row: &[u8], b: usize) -> (&[u8], usize) {
     let per_group = ty.group() / 32;
     let g = &row[b / per_group * ty.group_bytes()..][..ty.group_bytes()];
@@ -241,11 +244,13 @@ pub(super) struct Block {
     pub sub: [i8; 2],
 }
 
+#[inline(always)]
 pub(super) fn f16_at(b: &[u8], at: usize) -> f32 {
     f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
 }
 
 /// The 6-bit scale and minimum of sub-block `j` of a Q4_K / Q5_K block.
+#[inline(always)]
 pub(super) fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
     if j < 4 {
         (s[j] & 63, s[j + 4] & 63)
@@ -258,6 +263,7 @@ pub(super) fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
 }
 
 /// Block `b` (32 values) of a row in a quantised format.
+#[inline(always)]
 pub(super) fn block(ty: WeightType, row: &[u8], b: usize) -> Block {
     let mut u = [0u8; 32];
     let (mut min, mut sub) = (0f32, [0i8; 2]);

@@ -81,6 +81,7 @@ pub(super) struct TileLayout {
 pub(super) const HEADER_MINS_AT: usize = 2 * PANEL;
 
 impl TileLayout {
+    #[inline(always)]
     pub fn of(ints: Ints) -> Self {
         let scales_at = ints.bits.bytes();
         let mins_at = scales_at + PANEL * ints.scale.bytes();
@@ -169,17 +170,7 @@ impl Packed {
                                     (r < rows).then(|| &data[r * row_bytes..(r + 1) * row_bytes])
                                 };
                                 let rows: [Option<&[u8]>; PANEL] = std::array::from_fn(native);
-                                let groups = panel.chunks_exact_mut(layout.group_bytes());
-                                for (g, group) in groups.enumerate() {
-                                    let (header, tiles) = group.split_at_mut(layout.header);
-                                    let first = g * layout.ints.group_blocks;
-                                    pack_header(ty, &layout, &rows, first, header);
-                                    for (i, tile) in
-                                        tiles.chunks_exact_mut(layout.bytes).enumerate()
-                                    {
-                                        pack_tile(ty, &layout, &rows, first + i, tile);
-                                    }
-                                }
+                                pack_panel_of(ty, &rows, panel);
                             }
                         }
                     })
@@ -293,7 +284,39 @@ pub(super) fn position(n: usize, k: usize) -> usize {
     (k / 4) * 64 + n * 4 + k % 4
 }
 
+/// [`pack_panel`] compiled for each format on its own, so that what depends on the
+/// format is settled once per matrix rather than once per value (packing is most of
+/// a model's loading).
+fn pack_panel_of(ty: WeightType, rows: &[Option<&[u8]>; PANEL], panel: &mut [u8]) {
+    macro_rules! each {
+        ($($t:ident),*) => {
+            match ty {
+                $(WeightType::$t => pack_panel(WeightType::$t, rows, panel),)*
+                _ => pack_panel(ty, rows, panel),
+            }
+        };
+    }
+    each!(Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4K, Q5K, Q6K)
+}
+
+/// Writes the panel whose rows are `rows` (`None` past the matrix's end): each group's
+/// header, then its tiles (nothing for a float format).
+#[inline(always)]
+fn pack_panel(ty: WeightType, rows: &[Option<&[u8]>; PANEL], panel: &mut [u8]) {
+    let Some(ints) = ty.ints() else { return };
+    let layout = &TileLayout::of(ints);
+    for (g, group) in panel.chunks_exact_mut(layout.group_bytes()).enumerate() {
+        let (header, tiles) = group.split_at_mut(layout.header);
+        let first = g * layout.ints.group_blocks;
+        pack_header(ty, layout, rows, first, header);
+        for (i, tile) in tiles.chunks_exact_mut(layout.bytes).enumerate() {
+            pack_tile(ty, layout, rows, first + i, tile);
+        }
+    }
+}
+
 /// Writes tile `b` of the panel whose rows are `rows` (`None` past the matrix's end).
+#[inline(always)]
 fn pack_tile(
     ty: WeightType,
     layout: &TileLayout,
@@ -354,6 +377,7 @@ fn pack_tile(
 
 /// Writes the header of the group whose first tile is `b`: each row's super-block f16
 /// values (nothing for formats without a header).
+#[inline(always)]
 fn pack_header(
     ty: WeightType,
     layout: &TileLayout,
@@ -377,6 +401,7 @@ fn pack_header(
 /// Writes row `n`'s part of a tile's scale (or minimum): `v` itself for f16 scales
 /// (exact: it came from an f16 field), the block's integer `int` for scales made of a
 /// super-block's f16 and an integer, nothing for the super-block's f16 alone.
+#[inline(always)]
 fn put_scale(kind: Scale, at: &mut [u8], n: usize, v: f32, int: u8) {
     match kind {
         Scale::F16 => at[2 * n..2 * n + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes()),
