@@ -361,6 +361,27 @@ unsafe fn scales<F: Format, const MIN: bool>(at: *const u8, sup: __m256, h: usiz
     }
 }
 
+/// Where one token's quantised activations start, taken once for a group of tokens
+/// rather than as bounds-checked slices for every block.
+struct TokenActs {
+    qs: *const i8,
+    scales: *const f32,
+    sums: *const i32,
+    half_sums: *const i32,
+}
+
+impl TokenActs {
+    #[inline(always)]
+    fn of(acts: &Acts, t: usize) -> Self {
+        Self {
+            qs: acts.qs(t).as_ptr(),
+            scales: acts.scales(t).as_ptr(),
+            sums: acts.sums(t).as_ptr(),
+            half_sums: acts.half_sums(t).as_ptr(),
+        }
+    }
+}
+
 #[inline(always)]
 unsafe fn group<F: Format, D: Dot, const N: usize>(
     w: &Packed,
@@ -373,6 +394,7 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
     // Q8_0 without full-byte products: signed bytes, multiplied as magnitude × sign.
     let signed = F::BITS == Bits::Eight && !D::FULL_BYTES;
     let offset = if signed { 0 } else { F::OFFSET };
+    let token: [TokenActs; N] = std::array::from_fn(|i| TokenActs::of(acts, t0 + i));
     for h in 0..2 {
         let mut acc = [_mm256_setzero_ps(); N];
         let mut accm = [_mm256_setzero_ps(); N];
@@ -405,8 +427,8 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
             };
             let subs = F::HALVES.then(|| D::subs(tile.add(layout.subs_at + 8 * h)));
             for (i, (acc, accm)) in acc.iter_mut().zip(accm.iter_mut()).enumerate() {
-                let t = t0 + i;
-                let xp = acts.qs(t).as_ptr().add(b * 32) as *const i32;
+                let ta = &token[i];
+                let xp = ta.qs.add(b * 32) as *const i32;
                 let x = |k: usize| {
                     let x = _mm256_set1_epi32(xp.add(k).read_unaligned());
                     if signed {
@@ -417,16 +439,16 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
                 };
                 let u = if signed { &magnitude } else { &v };
                 let isum = if let Some(subs) = subs {
-                    let hs = acts.half_sums(t).as_ptr().add(2 * b);
+                    let hs = ta.half_sums.add(2 * b);
                     D::scaled_halves(F::BITS, u, x, subs, hs, offset)
                 } else {
-                    let sum = *acts.sums(t).get_unchecked(b);
+                    let sum = *ta.sums.add(b);
                     _mm256_sub_epi32(D::sum(F::BITS, u, x, 0..8), _mm256_set1_epi32(offset * sum))
                 };
-                let dx = _mm256_set1_ps(*acts.scales(t).get_unchecked(b));
+                let dx = _mm256_set1_ps(*ta.scales.add(b));
                 *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(s, dx), *acc);
                 if F::MIN {
-                    let sum = *acts.sums(t).get_unchecked(b) as f32;
+                    let sum = *ta.sums.add(b) as f32;
                     *accm = _mm256_fmadd_ps(_mm256_set1_ps(sum), _mm256_mul_ps(m, dx), *accm);
                 }
             }
