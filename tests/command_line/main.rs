@@ -10,4 +10,6 @@ mod cli;
 mod populations;
 mod resume;
 mod shards;
+// chromedriver runs in a process group of its own (Unix).
+#[cfg(unix)]
 mod viewer;

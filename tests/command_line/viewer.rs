@@ -27,6 +27,19 @@ impl Drop for Killed {
     }
 }
 
+/// chromedriver, in a process group of its own with the browsers it starts: all are
+/// killed when dropped, for a browser whose session a failed test never closed would
+/// outlive chromedriver.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the group this child leads; no memory is involved.
+        unsafe { libc::kill(-(self.0.id() as libc::pid_t), libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -36,15 +49,17 @@ fn free_port() -> u16 {
 }
 
 /// Starts chromedriver and waits until it listens.
-fn chromedriver() -> (Killed, String) {
+fn chromedriver() -> (Driver, String) {
+    use std::os::unix::process::CommandExt;
     let port = free_port();
     let child = Command::new("chromedriver")
         .arg(format!("--port={port}"))
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("chromedriver is not installed: apt-get install -y chromium chromium-driver");
-    let child = Killed(child);
+    let child = Driver(child);
     let deadline = Instant::now() + Duration::from_secs(20);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < deadline, "chromedriver did not start");
@@ -284,6 +299,7 @@ async fn a_population_run_shows_choice_shares_its_network_and_one_members_view()
         "V1 sees itself and its neighbours only"
     );
     screenshot(&client, "population").await;
+    client.close().await.unwrap();
 }
 
 #[tokio::test]
