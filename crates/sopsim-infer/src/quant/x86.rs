@@ -382,6 +382,16 @@ impl TokenActs {
     }
 }
 
+/// One half of a tile's rows, for a group of tokens: its chains (`acc` for the
+/// products, `accm` for the minimums) and its super-block's current values.
+#[derive(Clone, Copy)]
+struct HalfChains<const N: usize> {
+    acc: [__m256; N],
+    accm: [__m256; N],
+    sup: __m256,
+    sup_min: __m256,
+}
+
 #[inline(always)]
 unsafe fn group<F: Format, D: Dot, const N: usize>(
     w: &Packed,
@@ -391,74 +401,106 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
     t0: usize,
     dest: Dest,
 ) {
-    // Q8_0 without full-byte products: signed bytes, multiplied as magnitude × sign.
-    let signed = F::BITS == Bits::Eight && !D::FULL_BYTES;
-    let offset = if signed { 0 } else { F::OFFSET };
     let token: [TokenActs; N] = std::array::from_fn(|i| TokenActs::of(acts, t0 + i));
-    for h in 0..2 {
-        let mut acc = [_mm256_setzero_ps(); N];
-        let mut accm = [_mm256_setzero_ps(); N];
-        // The super-block's values change once per group of tiles (formats with a
-        // scale per block have none).
-        let (mut sup, mut sup_min) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let zero = _mm256_setzero_ps();
+    let mut halves = [HalfChains {
+        acc: [zero; N],
+        accm: [zero; N],
+        sup: zero,
+        sup_min: zero,
+    }; 2];
+    // Each chain takes the blocks in order either way. One or two tokens (decode)
+    // take both halves of a tile while it is at hand; more go half by half, their
+    // accumulators filling the registers already.
+    if N <= 2 {
         for b in 0..w.blocks() {
-            let tile = w.tile(layout, p, b).as_ptr();
-            if F::SCALE != Scale::F16 && b.is_multiple_of(layout.ints.group_blocks) {
-                let header = w.header(layout, p, b).as_ptr();
-                sup = super_values::<F, false>(header, h);
-                sup_min = super_values::<F, true>(header, h);
-            }
-            if h == 0 {
-                prefetch_ahead(tile, layout.bytes);
-            }
-            let mut v = widen::<F>(tile, h);
-            let mut magnitude = v;
-            if signed {
-                for (r, m) in v.iter_mut().zip(magnitude.iter_mut()) {
-                    *r = _mm256_xor_si256(*r, _mm256_set1_epi8(-128));
-                    *m = _mm256_abs_epi8(*r);
-                }
-            }
-            let s = scales::<F, false>(tile.add(layout.scales_at), sup, h);
-            let m = if F::MIN {
-                scales::<F, true>(tile.add(layout.mins_at), sup_min, h)
-            } else {
-                _mm256_setzero_ps()
-            };
-            let subs = F::HALVES.then(|| D::subs(tile.add(layout.subs_at + 8 * h)));
-            for (i, (acc, accm)) in acc.iter_mut().zip(accm.iter_mut()).enumerate() {
-                let ta = &token[i];
-                let xp = ta.qs.add(b * 32) as *const i32;
-                let x = |k: usize| {
-                    let x = _mm256_set1_epi32(xp.add(k).read_unaligned());
-                    if signed {
-                        _mm256_sign_epi8(x, v[k])
-                    } else {
-                        x
-                    }
-                };
-                let u = if signed { &magnitude } else { &v };
-                let isum = if let Some(subs) = subs {
-                    let hs = ta.half_sums.add(2 * b);
-                    D::scaled_halves(F::BITS, u, x, subs, hs, offset)
-                } else {
-                    let sum = *ta.sums.add(b);
-                    _mm256_sub_epi32(D::sum(F::BITS, u, x, 0..8), _mm256_set1_epi32(offset * sum))
-                };
-                let dx = _mm256_set1_ps(*ta.scales.add(b));
-                *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(s, dx), *acc);
-                if F::MIN {
-                    let sum = *ta.sums.add(b) as f32;
-                    *accm = _mm256_fmadd_ps(_mm256_set1_ps(sum), _mm256_mul_ps(m, dx), *accm);
-                }
+            prefetch_ahead(w.tile(layout, p, b).as_ptr(), layout.bytes);
+            for (h, half) in halves.iter_mut().enumerate() {
+                half_block::<F, D, N>(w, layout, &token, p, b, h, half);
             }
         }
+    } else {
+        for (h, half) in halves.iter_mut().enumerate() {
+            for b in 0..w.blocks() {
+                if h == 0 {
+                    prefetch_ahead(w.tile(layout, p, b).as_ptr(), layout.bytes);
+                }
+                half_block::<F, D, N>(w, layout, &token, p, b, h, half);
+            }
+        }
+    }
+    for (h, half) in halves.iter().enumerate() {
         for i in 0..N {
             let mut lanes = [0f32; 8];
-            _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(acc[i], accm[i]));
+            _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(half.acc[i], half.accm[i]));
             for (n, x) in lanes.iter().enumerate() {
                 dest.put(t0 + i, p, 8 * h + n, *x);
             }
+        }
+    }
+}
+
+/// Block `b` of half `h` (rows `8h..8h + 8`) of panel `p`'s tiles, for each token.
+#[inline(always)]
+unsafe fn half_block<F: Format, D: Dot, const N: usize>(
+    w: &Packed,
+    layout: &TileLayout,
+    token: &[TokenActs; N],
+    p: usize,
+    b: usize,
+    h: usize,
+    half: &mut HalfChains<N>,
+) {
+    // Q8_0 without full-byte products: signed bytes, multiplied as magnitude × sign.
+    let signed = F::BITS == Bits::Eight && !D::FULL_BYTES;
+    let offset = if signed { 0 } else { F::OFFSET };
+    let tile = w.tile(layout, p, b).as_ptr();
+    // The super-block's values change once per group of tiles (formats with a scale
+    // per block have none).
+    if F::SCALE != Scale::F16 && b.is_multiple_of(layout.ints.group_blocks) {
+        let header = w.header(layout, p, b).as_ptr();
+        half.sup = super_values::<F, false>(header, h);
+        half.sup_min = super_values::<F, true>(header, h);
+    }
+    let mut v = widen::<F>(tile, h);
+    let mut magnitude = v;
+    if signed {
+        for (r, m) in v.iter_mut().zip(magnitude.iter_mut()) {
+            *r = _mm256_xor_si256(*r, _mm256_set1_epi8(-128));
+            *m = _mm256_abs_epi8(*r);
+        }
+    }
+    let s = scales::<F, false>(tile.add(layout.scales_at), half.sup, h);
+    let m = if F::MIN {
+        scales::<F, true>(tile.add(layout.mins_at), half.sup_min, h)
+    } else {
+        _mm256_setzero_ps()
+    };
+    let subs = F::HALVES.then(|| D::subs(tile.add(layout.subs_at + 8 * h)));
+    for (i, (acc, accm)) in half.acc.iter_mut().zip(half.accm.iter_mut()).enumerate() {
+        let ta = &token[i];
+        let xp = ta.qs.add(b * 32) as *const i32;
+        let x = |k: usize| {
+            let x = _mm256_set1_epi32(xp.add(k).read_unaligned());
+            if signed {
+                _mm256_sign_epi8(x, v[k])
+            } else {
+                x
+            }
+        };
+        let u = if signed { &magnitude } else { &v };
+        let isum = if let Some(subs) = subs {
+            let hs = ta.half_sums.add(2 * b);
+            D::scaled_halves(F::BITS, u, x, subs, hs, offset)
+        } else {
+            let sum = *ta.sums.add(b);
+            _mm256_sub_epi32(D::sum(F::BITS, u, x, 0..8), _mm256_set1_epi32(offset * sum))
+        };
+        let dx = _mm256_set1_ps(*ta.scales.add(b));
+        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(s, dx), *acc);
+        if F::MIN {
+            let sum = *ta.sums.add(b) as f32;
+            *accm = _mm256_fmadd_ps(_mm256_set1_ps(sum), _mm256_mul_ps(m, dx), *accm);
         }
     }
 }
