@@ -194,13 +194,17 @@ struct CopyGrams(Mutex<FxHashMap<u64, Arc<[u64]>>>);
 const REMEMBERED_MESSAGES: usize = 1 << 14;
 
 impl CopyGrams {
-    fn of(&self, text: &str) -> Arc<[u64]> {
+    /// `text`'s runs, from its word hashes `hashed` where the caller has them.
+    fn of(&self, text: &str, hashed: Option<&[u64]>) -> Arc<[u64]> {
         let key = xxh3_64(text.as_bytes());
         let mut memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(grams) = memo.get(&key) {
             return grams.clone();
         }
-        let grams: Arc<[u64]> = gram_hashes(&words(text), COPY_WORDS).collect();
+        let grams: Arc<[u64]> = match hashed {
+            Some(w) => gram_hashes(w, COPY_WORDS).collect(),
+            None => gram_hashes(&words(text), COPY_WORDS).collect(),
+        };
         if memo.len() >= REMEMBERED_MESSAGES {
             memo.clear();
         }
@@ -442,7 +446,7 @@ impl Checker {
     /// (what an agent was shown).
     pub fn see(&mut self, m: &Message) {
         if !m.kind.is_tool() {
-            let grams = self.instructions.copy_grams.of(&m.content);
+            let grams = self.instructions.copy_grams.of(&m.content, None);
             self.seen.extend(grams.iter().copied());
         }
     }
@@ -453,9 +457,9 @@ impl Checker {
         if m.kind.is_tool() {
             return;
         }
-        if m.kind == MessageKind::Reply {
-            let w = words(&m.content);
-            let f = self.flaws_in(&m.name, &m.content, &w);
+        let w = (m.kind == MessageKind::Reply).then(|| words(&m.content));
+        if let Some(w) = &w {
+            let f = self.flaws_in(&m.name, &m.content, w);
             let c = &mut self.counts;
             c.replies += 1;
             c.copy += u64::from(f.copy);
@@ -463,12 +467,12 @@ impl Checker {
             c.narration += u64::from(f.narration);
             c.echo += u64::from(f.echo);
             c.empty += u64::from(f.empty);
-            for pair in gram_hashes(&w, 2) {
+            for pair in gram_hashes(w, 2) {
                 self.bigram_total += 1;
                 self.bigrams.insert(pair);
             }
         }
-        let grams = self.instructions.copy_grams.of(&m.content);
+        let grams = self.instructions.copy_grams.of(&m.content, w.as_deref());
         self.seen.extend(grams.iter().copied());
     }
 

@@ -414,18 +414,20 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
     // accumulators filling the registers already.
     if N <= 2 {
         for b in 0..w.blocks() {
-            prefetch_ahead(w.tile(layout, p, b).as_ptr(), layout.bytes);
+            let tile = w.tile(layout, p, b).as_ptr();
+            prefetch_ahead(tile, layout.bytes);
             for (h, half) in halves.iter_mut().enumerate() {
-                half_block::<F, D, N>(w, layout, &token, p, b, h, half);
+                half_block::<F, D, N>(w, layout, &token, tile, p, b, h, half);
             }
         }
     } else {
         for (h, half) in halves.iter_mut().enumerate() {
             for b in 0..w.blocks() {
+                let tile = w.tile(layout, p, b).as_ptr();
                 if h == 0 {
-                    prefetch_ahead(w.tile(layout, p, b).as_ptr(), layout.bytes);
+                    prefetch_ahead(tile, layout.bytes);
                 }
-                half_block::<F, D, N>(w, layout, &token, p, b, h, half);
+                half_block::<F, D, N>(w, layout, &token, tile, p, b, h, half);
             }
         }
     }
@@ -440,12 +442,14 @@ unsafe fn group<F: Format, D: Dot, const N: usize>(
     }
 }
 
-/// Block `b` of half `h` (rows `8h..8h + 8`) of panel `p`'s tiles, for each token.
+/// Half `h` (rows `8h..8h + 8`) of `tile`, block `b` of panel `p`, for each token.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn half_block<F: Format, D: Dot, const N: usize>(
     w: &Packed,
     layout: &TileLayout,
     token: &[TokenActs; N],
+    tile: *const u8,
     p: usize,
     b: usize,
     h: usize,
@@ -454,7 +458,6 @@ unsafe fn half_block<F: Format, D: Dot, const N: usize>(
     // Q8_0 without full-byte products: signed bytes, multiplied as magnitude × sign.
     let signed = F::BITS == Bits::Eight && !D::FULL_BYTES;
     let offset = if signed { 0 } else { F::OFFSET };
-    let tile = w.tile(layout, p, b).as_ptr();
     // The super-block's values change once per group of tiles (formats with a scale
     // per block have none).
     if F::SCALE != Scale::F16 && b.is_multiple_of(layout.ints.group_blocks) {
