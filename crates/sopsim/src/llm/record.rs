@@ -129,11 +129,12 @@ pub fn request_key(req: &LlmRequest) -> String {
 
 fn key_of(canonical: &Canonical) -> String {
     // The JSON is hashed as it is written: a prompt is kilobytes, asked several times
-    // a turn.
-    let mut hasher = Sha256::new();
-    if serde_json::to_writer(&mut hasher, canonical).is_err() {
-        hasher = Sha256::new();
-    }
+    // a turn. The buffer hands the hash whole blocks, not serde's many small pieces.
+    let mut buffered = std::io::BufWriter::with_capacity(8192, Sha256::new());
+    let hasher = match serde_json::to_writer(&mut buffered, canonical) {
+        Ok(()) => buffered.into_inner().unwrap_or_default(),
+        Err(_) => Sha256::new(),
+    };
     format!("{:x}", hasher.finalize())
 }
 
@@ -381,5 +382,29 @@ impl ToolTape {
                 .map(Ok)
                 .or_else(|| inner.as_ref().and_then(|tape| tape.load(call))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{CallContext, CallKind};
+
+    /// Recordings and journals of earlier versions are looked up by this key, so it
+    /// stays the SHA-256 of the canonical JSON, however that JSON reaches the hash.
+    #[test]
+    fn a_request_key_is_the_sha256_of_its_canonical_json() {
+        let long = "A \"quoted\" line, a tab\tand é.\n".repeat(700);
+        let req = LlmRequest::chat(
+            vec![
+                ChatMessage::system("You are Alice."),
+                ChatMessage::user(long),
+            ],
+            Default::default(),
+            CallContext::new(CallKind::Act, "s", 3, 1),
+        );
+        let json = serde_json::to_vec(&Canonical::of(&req)).unwrap();
+        assert!(json.len() > 3 * 8192, "the JSON spans several buffers");
+        assert_eq!(request_key(&req), format!("{:x}", Sha256::digest(&json)));
     }
 }
