@@ -181,6 +181,10 @@ impl TerminalSink {
 }
 
 impl EventSink for TerminalSink {
+    fn wants_tokens(&self) -> bool {
+        self.live
+    }
+
     fn emit(&self, event: &SimEvent) {
         let mut st = self.out.lock().unwrap_or_else(|p| p.into_inner());
         let stdout = std::io::stdout();

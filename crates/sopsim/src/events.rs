@@ -97,6 +97,12 @@ pub struct Progress {
 pub trait EventSink: Send + Sync {
     fn emit(&self, event: &SimEvent);
 
+    /// Whether this sink does anything with [`SimEvent::Token`]. A run whose sinks all
+    /// say no makes no token events: a streamed reply is dozens of pieces a turn.
+    fn wants_tokens(&self) -> bool {
+        true
+    }
+
     /// The first write this sink could not make (`what`: the file), given once; the
     /// run stops at its next turn boundary with this error.
     fn take_failure(&self) -> Option<SinkFailure> {
@@ -127,7 +133,7 @@ impl Sinks {
     }
 
     pub fn wants_tokens(&self) -> bool {
-        !self.0.is_empty()
+        self.0.iter().any(|s| s.wants_tokens())
     }
 
     /// The first failure of any sink, if one failed since last asked.
@@ -352,6 +358,10 @@ pub fn to_return_in(
 }
 
 impl EventSink for FrontendLog {
+    fn wants_tokens(&self) -> bool {
+        false
+    }
+
     fn emit(&self, event: &SimEvent) {
         let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let Some(payload) = st.payloads.next(event) else {
