@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # llama.cpp's own benchmark, as the anchor for sopsim's prompt and decode rates: builds
-# `llama-bench` (and `llama-server`, for checks by hand) from the llama.cpp source
-# vendored in the llama-cpp-python 0.3.36 sdist, with native flags, into a cache folder
-# (about 15 minutes on two cores, once), then runs it on sopsim's GGUF files with the
-# same threads: pp512 (a 512-token prompt) and tg128 (128 generated tokens), 3 repeats.
+# `llama-bench` and `llama-batched-bench` (and `llama-server`, for checks by hand) from
+# the llama.cpp source vendored in the llama-cpp-python 0.3.36 sdist, with native flags,
+# into a cache folder (about 15 minutes on two cores, once), then runs them on sopsim's
+# GGUF files with the same threads: pp512 (a 512-token prompt) and tg128 (128 generated
+# tokens), 3 repeats; and, for qwen05, decode of 1, 2, 4 and 8 sequences together after
+# 32-token prompts, 64 tokens each (the shape of sopsim's `qwen05_batched_decode`).
 #
 # Usage: benches/anchors/llama_bench.sh [MODEL...]   (default: qwen05 qwen15)
-# Then, same sitting: cargo bench --bench models -- anchor_shape
+# Then, same sitting: cargo bench --bench models -- "anchor_shape|qwen05_batched_decode"
 # Environment: SOPSIM_ANCHORS (cache folder, default ~/.cache/sopsim-anchors),
 # THREADS (default 2), SOPSIM_MODELS (where sopsim keeps its models).
 set -euo pipefail
@@ -25,7 +27,7 @@ build() {
     shift
     cmake -S "$cache/llama.cpp-$version" -B "$dir" -DCMAKE_BUILD_TYPE=Release \
         -DLLAMA_CURL=OFF "$@"
-    cmake --build "$dir" --target llama-bench llama-server -j "$(nproc)"
+    cmake --build "$dir" --target llama-bench llama-batched-bench llama-server -j "$(nproc)"
 }
 
 if [[ ! -x "$bench" ]]; then
@@ -59,6 +61,9 @@ if [[ -n "$first" ]] && ! "$bench" -m "$first" -t "$threads" -p 16 -n 1 -r 1 >/d
     grep -qw avx_vnni /proc/cpuinfo && flags+=(-DGGML_AVX_VNNI=ON)
     [[ -x "$bench" ]] || build "-noamx" "${flags[@]}"
 fi
+batched="$(dirname "$bench")/llama-batched-bench"
+# Caches built before the batched anchor have the rest already: one more target.
+[[ -x "$batched" ]] || cmake --build "$(dirname "$(dirname "$bench")")" --target llama-batched-bench -j "$(nproc)"
 
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(grep -o -w -E 'avx512f|avx512_vnni|avx512_bf16|amx_int8|amx_bf16|avx_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "llama.cpp: $("$bench" --version 2>&1 | head -1); threads $threads"
@@ -68,5 +73,10 @@ for name in "${names[@]}"; do
     for gguf in "$models/$name"/*.gguf; do
         [[ -e "$gguf" ]] || { echo "$name: not fetched (sopsim models fetch $name)"; continue; }
         "$bench" -m "$gguf" -t "$threads" -p 512 -n 128 -r 3 -o md
+        if [[ "$name" == qwen05 ]]; then
+            # S_TG is the aggregate decode rate; llama.cpp's own log goes to stderr.
+            "$batched" -m "$gguf" -t "$threads" -c 2048 -b 2048 -ub 512 \
+                -npp 32 -ntg 64 -npl 1,2,4,8 2>/dev/null | grep '^|'
+        fi
     done
 done
