@@ -55,6 +55,11 @@ impl PythonSink {
 }
 
 impl EventSink for PythonSink {
+    /// The callback gets `events.jsonl`'s payloads, which streamed pieces are not.
+    fn wants_tokens(&self) -> bool {
+        false
+    }
+
     fn emit(&self, event: &SimEvent) {
         let text = {
             let mut st = self.state();
