@@ -155,3 +155,53 @@ fn async_code_awaits_run_async_inside_its_actix_system() {
     );
     assert!(dir.path().join("summary.json").exists());
 }
+
+/// Counts the streamed pieces and the messages it is given; `wants`: whether it asks
+/// for the pieces.
+struct Pieces {
+    wants: bool,
+    counts: Mutex<(usize, usize)>,
+}
+
+impl EventSink for Pieces {
+    fn wants_tokens(&self) -> bool {
+        self.wants
+    }
+
+    fn emit(&self, event: &SimEvent) {
+        let mut counts = self.counts.lock().unwrap();
+        match event {
+            SimEvent::Token { .. } => counts.0 += 1,
+            SimEvent::Message(_) => counts.1 += 1,
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn streamed_pieces_reach_only_a_run_whose_sinks_ask_for_them() {
+    let pieces_and_messages = |wants: bool| {
+        let sink = Arc::new(Pieces {
+            wants,
+            counts: Mutex::new((0, 0)),
+        });
+        let opts = RunOptions {
+            models: ModelOptions {
+                llm: LlmChoice::Scripted,
+                embedder: EmbedderChoice::Hash,
+                ..ModelOptions::default()
+            },
+            ..RunOptions::new(crate::common::root().join("scenarios/debate.json"))
+        };
+        let io = RunIo {
+            sinks: vec![sink.clone()],
+            ..RunIo::default()
+        };
+        runner::run(&opts, io).unwrap();
+        let counts = *sink.counts.lock().unwrap();
+        counts
+    };
+    let (streamed, said) = pieces_and_messages(true);
+    assert!(streamed > said, "{streamed} pieces for {said} messages");
+    assert_eq!(pieces_and_messages(false), (0, said));
+}
