@@ -11,6 +11,18 @@ use sopsim::runner::{self, RunIo, RunOptions};
 use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions};
 use sopsim::sim::EndReason;
 
+/// The debate example on the scripted backend and hash embeddings.
+fn scripted_debate() -> RunOptions {
+    RunOptions {
+        models: ModelOptions {
+            llm: LlmChoice::Scripted,
+            embedder: EmbedderChoice::Hash,
+            ..ModelOptions::default()
+        },
+        ..RunOptions::new(crate::common::root().join("scenarios/debate.json"))
+    }
+}
+
 /// Cancels the run once `after` messages have been said; keeps their text.
 struct CancelAfter {
     token: CancelToken,
@@ -42,12 +54,7 @@ fn a_cancelled_run_stops_at_a_turn_boundary_and_keeps_its_turns() {
     let opts = RunOptions {
         out: Some(dir.path().to_path_buf()),
         seed: 0,
-        models: ModelOptions {
-            llm: LlmChoice::Scripted,
-            embedder: EmbedderChoice::Hash,
-            ..ModelOptions::default()
-        },
-        ..RunOptions::new(crate::common::root().join("scenarios/debate.json"))
+        ..scripted_debate()
     };
     let io = RunIo {
         sinks: vec![sink.clone()],
@@ -84,14 +91,7 @@ impl EventSink for Count {
 fn a_paused_run_takes_one_turn_per_step_and_stops_when_told() {
     let count = Arc::new(Count::default());
     let control = RunControl::paused();
-    let opts = RunOptions {
-        models: ModelOptions {
-            llm: LlmChoice::Scripted,
-            embedder: EmbedderChoice::Hash,
-            ..ModelOptions::default()
-        },
-        ..RunOptions::new(crate::common::root().join("scenarios/debate.json"))
-    };
+    let opts = scripted_debate();
     let io = RunIo {
         sinks: vec![count.clone()],
         control: Some(control.clone()),
@@ -131,12 +131,7 @@ fn async_code_awaits_run_async_inside_its_actix_system() {
     let opts = RunOptions {
         out: Some(dir.path().to_path_buf()),
         seed: 2,
-        models: ModelOptions {
-            llm: LlmChoice::Scripted,
-            embedder: EmbedderChoice::Hash,
-            ..ModelOptions::default()
-        },
-        ..RunOptions::new(crate::common::root().join("scenarios/debate.json"))
+        ..scripted_debate()
     };
     let blocking = runner::run(&opts, RunIo::default()).unwrap();
     let transcript = std::fs::read_to_string(dir.path().join("transcript.jsonl")).unwrap();
@@ -185,14 +180,7 @@ fn streamed_pieces_reach_only_a_run_whose_sinks_ask_for_them() {
             wants,
             counts: Mutex::new((0, 0)),
         });
-        let opts = RunOptions {
-            models: ModelOptions {
-                llm: LlmChoice::Scripted,
-                embedder: EmbedderChoice::Hash,
-                ..ModelOptions::default()
-            },
-            ..RunOptions::new(crate::common::root().join("scenarios/debate.json"))
-        };
+        let opts = scripted_debate();
         let io = RunIo {
             sinks: vec![sink.clone()],
             ..RunIo::default()
