@@ -468,30 +468,60 @@ fn stop_with(signal: &str, status: i32) {
     );
 }
 
-/// Runs the debate into `out` with its `file` on a full disk (every write to
-/// `/dev/full` fails with "no space left on device"): the exit code and stderr.
-fn run_on_full_disk(out: &std::path::Path, file: &str) -> (i32, String) {
-    std::fs::create_dir(out).unwrap();
-    std::os::unix::fs::symlink("/dev/full", out.join(file)).unwrap();
-    let (code, _, stderr) = run(&[
-        "run",
-        &scenario("debate"),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
-    (code, stderr)
+/// Runs `scenario` scripted into `out` with every file it writes limited to `limit`
+/// bytes: the first write past it fails ("file too large") as a write to a full disk
+/// would. The exit code and stderr.
+#[cfg(unix)]
+fn run_with_file_limit(scenario: &str, out: &std::path::Path, limit: u64) -> (i32, String) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = sopsim();
+    cmd.args(["run", scenario, "--out", out.to_str().unwrap(), "-q"])
+        .args(SCRIPTED)
+        .stdin(Stdio::null());
+    unsafe {
+        cmd.pre_exec(move || {
+            // The write fails with EFBIG instead of the signal killing the process.
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let rlim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &rlim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let done = cmd.output().unwrap();
+    (
+        done.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&done.stderr).into(),
+    )
 }
 
+#[cfg(unix)]
 #[test]
-fn a_full_disk_names_the_first_write_that_failed_and_leaves_no_temporary_file() {
+fn a_failed_write_names_its_file_and_leaves_no_temporary_file() {
     let dir = tempfile::tempdir().unwrap();
+    // The opening line alone is larger than any file may grow: the transcript's write
+    // of it is the first to fail.
+    let mut debate: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(scenario("debate")).unwrap()).unwrap();
+    debate["sop"]["states"]["affirmative_prep"]["begin_query"] =
+        serde_json::json!("word ".repeat(20_000));
+    let path = dir.path().join("long.json");
+    std::fs::write(&path, debate.to_string()).unwrap();
     let out = dir.path().join("run");
-    let (code, stderr) = run_on_full_disk(&out, "transcript.jsonl");
+    let (code, stderr) = run_with_file_limit(path.to_str().unwrap(), &out, 50_000);
     assert_eq!(code, 1, "{stderr}");
     assert!(
-        stderr.contains("transcript.jsonl") && stderr.to_lowercase().contains("no space"),
+        stderr.contains("transcript.jsonl") && stderr.to_lowercase().contains("too large"),
         "{stderr}"
+    );
+    let transcript = std::fs::read(out.join("transcript.jsonl")).unwrap();
+    assert!(
+        transcript.is_empty(),
+        "the line written in part was taken back"
     );
     let left: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
@@ -500,22 +530,52 @@ fn a_full_disk_names_the_first_write_that_failed_and_leaves_no_temporary_file() 
     assert!(!left.iter().any(|f| f.ends_with(".tmp")), "{left:?}");
 }
 
+#[cfg(unix)]
 #[test]
-fn a_full_disk_under_the_event_log_stops_the_run_and_the_other_files_are_written() {
+fn a_failed_event_log_stops_the_run_and_the_other_files_are_written() {
     let dir = tempfile::tempdir().unwrap();
+    // The event log grows fastest: a limit above every other file's final size lets
+    // only its writes fail.
+    let whole = dir.path().join("whole");
+    let (code, _, stderr) = run(&[
+        "run",
+        &scenario("debate"),
+        "--out",
+        whole.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let size = |f: &str| std::fs::metadata(whole.join(f)).unwrap().len();
+    let others = [
+        "summary.json",
+        "environment.json",
+        "calls.jsonl",
+        "transcript.jsonl",
+    ];
+    let limit = others.iter().map(|f| size(f)).max().unwrap() + 400;
+    assert!(
+        limit < size("events.jsonl"),
+        "the event log is the largest file"
+    );
+
     let out = dir.path().join("run");
-    let (code, stderr) = run_on_full_disk(&out, "events.jsonl");
+    let (code, stderr) = run_with_file_limit(&scenario("debate"), &out, limit);
     assert_eq!(code, 1, "{stderr}");
     let named = out.join("events.jsonl").display().to_string();
     assert!(
-        stderr.contains(&named) && stderr.to_lowercase().contains("no space"),
+        stderr.contains(&named) && stderr.to_lowercase().contains("too large"),
         "{stderr}"
     );
-    // It stopped at the first turn boundary after the failure, not at the end.
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["ended_by"], "error");
-    assert!(summary["turns"].as_u64().unwrap() <= 1, "{summary}");
+    // It stopped at the turn boundary after the failure, with that turn on disk.
+    let kept = std::fs::read_to_string(out.join("transcript.jsonl")).unwrap();
+    assert_eq!(
+        kept.lines().count() as u64,
+        summary["turns"].as_u64().unwrap()
+    );
+    assert!(summary["turns"].as_u64().unwrap() < 16, "{summary}");
     assert!(out.join("environment.json").is_file());
 }
 

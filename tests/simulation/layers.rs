@@ -13,7 +13,14 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaf",
-        &["chain", "files", "user_json", "template", "tokens"],
+        &[
+            "chain",
+            "files",
+            "output_folder",
+            "user_json",
+            "template",
+            "tokens",
+        ],
     ),
     (
         "pure",

@@ -23,6 +23,9 @@ pub enum SimError {
         #[source]
         source: std::io::Error,
     },
+    /// A file of the run's folder could not be opened, read or written.
+    #[error(transparent)]
+    File(#[from] crate::output_folder::FolderFileError),
     #[error("the knowledge base {path}")]
     Knowledge {
         path: String,
@@ -49,6 +52,17 @@ pub enum SimError {
         "the resumed run ended {left} line(s) before the end of {path} (was it given fewer turns?)"
     )]
     ResumeEnded { path: String, left: u64 },
+    /// A resumed run reached its turn limit before the end of the killed run's
+    /// transcript: the limit can only be raised on a resume.
+    #[error(
+        "the resumed run reached its turn limit ({max_turns}) {left} line(s) before the end of \
+         {path}: a resumed run's turn limit can only be raised (the transcript is kept as it was)"
+    )]
+    ResumeBelowLimit {
+        path: String,
+        left: u64,
+        max_turns: u64,
+    },
     /// The actors broke one of their own rules (a bug, reported rather than a panic).
     #[error("internal error: {0}")]
     Internal(&'static str),
@@ -74,6 +88,7 @@ impl SimError {
                 | SimError::Tools(_)
                 | SimError::ResumeDiverged { .. }
                 | SimError::ResumeEnded { .. }
+                | SimError::ResumeBelowLimit { .. }
         )
     }
 }

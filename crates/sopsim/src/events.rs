@@ -201,11 +201,13 @@ enum Failed {
 impl FrontendLog {
     /// Ids come from `seed`, so seeded runs write the same ids.
     pub fn create(
-        path: &std::path::Path,
+        folder: &crate::output_folder::OutputFolder,
+        name: &str,
         conversation_id: String,
         seed: u64,
-    ) -> std::io::Result<Self> {
-        let file = std::fs::File::create(path)?;
+    ) -> Result<Self, crate::output_folder::FolderFileError> {
+        let path = folder.path(name);
+        let file = folder.create(name)?;
         Ok(Self {
             inner: Mutex::new(FrontendState {
                 file,
@@ -214,7 +216,7 @@ impl FrontendLog {
                 payloads: Payloads::new(conversation_id, seed),
                 failed: Failed::No,
             }),
-            path: path.to_path_buf(),
+            path,
         })
     }
 

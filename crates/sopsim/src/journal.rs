@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::human::HumanInput;
 use crate::llm::record::{request_key, Answer, TapedResult, ToolJournal, ToolTape};
 use crate::llm::{Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
+use crate::output_folder::{FolderFileError, OutputFolder};
 
 /// The journal's file name in a run's folder.
 pub const JOURNAL_FILE: &str = "calls.jsonl";
@@ -45,13 +46,14 @@ pub enum JournalError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}, line {line}: not a journal entry")]
+    #[error("{path}, line {line}, column {column}: not a journal entry")]
     Entry {
         path: PathBuf,
         line: usize,
-        #[source]
-        source: serde_json::Error,
+        column: usize,
     },
+    #[error(transparent)]
+    File(#[from] FolderFileError),
 }
 
 /// The answers of a run so far, and the file they are appended to.
@@ -76,46 +78,45 @@ struct State {
 }
 
 impl Journal {
-    /// A new, empty journal at `path` (an older file there is replaced).
-    pub fn create(path: &Path) -> std::io::Result<Self> {
-        Ok(Self::with(path, File::create(path)?, 0, Default::default()))
+    /// A new, empty journal, `name` in `folder` (an older file there is replaced).
+    pub fn create(folder: &OutputFolder, name: &str) -> Result<Self, FolderFileError> {
+        Ok(Self::with(
+            &folder.path(name),
+            folder.create(name)?,
+            0,
+            Default::default(),
+        ))
     }
 
-    /// The journal of a killed run, its answers ready to be given again; a torn last
-    /// line is cut off the file, and new entries are appended after the others.
-    pub fn reopen(path: &Path) -> Result<Self, JournalError> {
-        let io = |source| JournalError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let bytes = match crate::files::read_bounded(path, MAX_JOURNAL_BYTES) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(io(e)),
-        };
+    /// The journal of a killed run (`name` in `folder`), its answers ready to be given
+    /// again; a torn last line is cut off the file, and new entries are appended after
+    /// the others.
+    pub fn reopen(folder: &OutputFolder, name: &str) -> Result<Self, JournalError> {
+        let path = folder.path(name);
+        let bytes = folder
+            .read_if_there(name, MAX_JOURNAL_BYTES)?
+            .unwrap_or_default();
         let whole = crate::files::whole_lines(&bytes);
         let mut kept = Kept::default();
         for (i, line) in whole.split(|b| *b == b'\n').enumerate() {
             if line.is_empty() {
                 continue;
             }
-            let entry = serde_json::from_slice(line).map_err(|source| JournalError::Entry {
-                path: path.to_path_buf(),
+            let entry = serde_json::from_slice(line).map_err(|e| JournalError::Entry {
+                path: path.clone(),
                 line: i + 1,
-                source,
+                column: e.column(),
             })?;
             kept.add(entry);
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .map_err(io)?;
+        let mut file = folder.reopen(name)?;
+        let io = |source| JournalError::Io {
+            path: path.clone(),
+            source,
+        };
         file.set_len(whole.len() as u64).map_err(io)?;
-        let mut file = file;
         std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(io)?;
-        Ok(Self::with(path, file, whole.len() as u64, kept))
+        Ok(Self::with(&path, file, whole.len() as u64, kept))
     }
 
     fn with(path: &Path, file: File, written: u64, kept: Kept) -> Self {
@@ -323,8 +324,9 @@ mod tests {
     #[test]
     fn a_reopened_journal_gives_back_its_answers_once_and_drops_a_torn_line() {
         let dir = tempfile::tempdir().unwrap();
+        let folder = OutputFolder::new(dir.path());
         let path = dir.path().join(JOURNAL_FILE);
-        let journal = Journal::create(&path).unwrap();
+        let journal = Journal::create(&folder, JOURNAL_FILE).unwrap();
         let said = Completion::text("Hello.".into(), Usage::default(), "m".into());
         journal.keep_answer("k1".into(), &said).unwrap();
         journal.keep_line("Ann", "I typed this").unwrap();
@@ -335,7 +337,7 @@ mod tests {
         torn.extend_from_slice(b"{\"llm\":{\"key\":\"k2\",\"ans");
         std::fs::write(&path, &torn).unwrap();
 
-        let journal = Journal::reopen(&path).unwrap();
+        let journal = Journal::reopen(&folder, JOURNAL_FILE).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), whole as u64);
         assert_eq!(journal.take_answer("k1").unwrap().text, "Hello.");
         assert!(journal.take_answer("k1").is_none());
@@ -357,9 +359,10 @@ mod tests {
             "{\"person\":{\"name\":\"A\",\"line\":\"x\"}}\nnot json\n",
         )
         .unwrap();
-        let e = Journal::reopen(&path).unwrap_err();
+        let e = Journal::reopen(&OutputFolder::new(dir.path()), JOURNAL_FILE).unwrap_err();
         assert!(
-            e.to_string().ends_with("line 2: not a journal entry"),
+            e.to_string()
+                .ends_with("line 2, column 1: not a journal entry"),
             "{e}"
         );
     }

@@ -70,7 +70,9 @@
 //!   decision sees, reading it, self-healing errors).
 //! - [`quality`]: reply quality (copies, labels, narration, echoes, empty replies).
 //! - [`template`], [`tokens`]: placeholder templates and token counting.
-//! - [`files`]: bounded reads of users' files, whole-or-nothing writes.
+//! - [`files`]: bounded reads of users' files, whole-or-nothing writes;
+//!   [`output_folder`]: the only way the files of a run's or a benchmark's folder are
+//!   opened (regular files inside it, never through a link, every read bounded).
 //! - [`user_json`]: JSON users write, parsed with duplicate keys refused.
 //!
 //! Services shared by every simulation in a process:
@@ -113,6 +115,7 @@ pub mod memory;
 pub mod models;
 pub mod network;
 pub mod output;
+pub mod output_folder;
 pub mod prompt;
 pub mod quality;
 pub mod runner;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::SimError;
 use crate::memory::Message;
+use crate::output_folder::{Entry, FolderFileError, OutputFolder};
 
 /// Appends each finished turn as one JSON line, written with one call before the next
 /// turn, so an interrupted or killed run keeps every finished turn and no torn line
@@ -38,13 +39,11 @@ struct Resumed {
 const MAX_TRANSCRIPT_BYTES: u64 = 1 << 30;
 
 impl TranscriptWriter {
-    pub fn create(path: &Path) -> Result<Self, SimError> {
-        let file = File::create(path).map_err(|source| SimError::Io {
-            what: path.display().to_string(),
-            source,
-        })?;
+    /// A new transcript, `name` in `folder`.
+    pub fn create(folder: &OutputFolder, name: &str) -> Result<Self, SimError> {
+        let file = folder.create(name)?;
         Ok(Self {
-            path: path.to_path_buf(),
+            path: folder.path(name),
             file,
             written: 0,
             line: Vec::new(),
@@ -52,22 +51,22 @@ impl TranscriptWriter {
         })
     }
 
-    /// The writer of a resumed run: the transcript at `path` keeps its whole lines (a
-    /// torn last one is cut off) and the run's messages are checked against them.
-    pub fn resume(path: &Path) -> Result<Self, SimError> {
+    /// The writer of a resumed run: the transcript `name` in `folder` keeps its whole
+    /// lines (a torn last one is cut off) and the run's messages are checked against
+    /// them.
+    pub fn resume(folder: &OutputFolder, name: &str) -> Result<Self, SimError> {
+        let path = folder.path(name);
+        let bytes = folder.read(name, MAX_TRANSCRIPT_BYTES)?;
+        let lines = crate::files::whole_lines(&bytes).to_vec();
+        let mut file = folder.reopen(name)?;
         let io = |source| SimError::Io {
             what: path.display().to_string(),
             source,
         };
-        let bytes = crate::files::read_bounded(path, MAX_TRANSCRIPT_BYTES).map_err(io)?;
-        let lines = crate::files::whole_lines(&bytes).to_vec();
-        let file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(path)
-            .map_err(io)?;
         file.set_len(lines.len() as u64).map_err(io)?;
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(io)?;
         Ok(Self {
-            path: path.to_path_buf(),
+            path,
             file,
             written: lines.len() as u64,
             line: Vec::new(),
@@ -217,6 +216,8 @@ pub enum OutFolderError {
     Busy,
     #[error("it holds a run already (its {0})")]
     HoldsARun(&'static str),
+    #[error("its {0} is a link, a folder or a device, not a file sopsim wrote")]
+    NotAFile(&'static str),
     #[error("it holds no run to resume (no {RUN_FILE})")]
     NoRun,
     #[error("its run is another run: {}", .0.join("; "))]
@@ -225,6 +226,8 @@ pub enum OutFolderError {
     Identity(#[source] serde_json::Error),
     #[error(transparent)]
     Journal(#[from] crate::journal::JournalError),
+    #[error(transparent)]
+    File(#[from] FolderFileError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -253,11 +256,7 @@ impl FolderLock {
     /// [`OutFolderError::Busy`] while another process holds it.
     pub fn take(dir: &Path) -> Result<Self, OutFolderError> {
         std::fs::create_dir_all(dir)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(LOCK_FILE))?;
+        let file = OutputFolder::new(dir).reopen(LOCK_FILE)?;
         match file.try_lock() {
             Ok(()) => Ok(Self { _file: file }),
             Err(std::fs::TryLockError::WouldBlock) => Err(OutFolderError::Busy),
@@ -269,6 +268,7 @@ impl FolderLock {
 /// The output folder of one run, locked while it is written.
 pub struct RunDir {
     pub dir: PathBuf,
+    files: OutputFolder,
     _lock: FolderLock,
 }
 
@@ -277,23 +277,26 @@ impl RunDir {
     /// `existing` says.
     pub fn create(dir: &Path, existing: Existing) -> Result<Self, OutFolderError> {
         let lock = FolderLock::take(dir)?;
-        if existing == Existing::Resume && !dir.join(RUN_FILE).is_file() {
+        let files = OutputFolder::new(dir);
+        if existing == Existing::Resume && files.entry(RUN_FILE)? == Entry::Nothing {
             return Err(OutFolderError::NoRun);
         }
         for name in RUN_FILES {
-            let path = dir.join(name);
-            // Only a file with something in it is a run to lose.
-            let holds = std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() > 0);
-            match existing {
-                Existing::Refuse if holds => return Err(OutFolderError::HoldsARun(name)),
-                Existing::Replace if std::fs::symlink_metadata(&path).is_ok() => {
-                    std::fs::remove_file(&path)?
+            match (existing, files.entry(name)?) {
+                (Existing::Replace, Entry::File(_) | Entry::Other) => files.remove(name)?,
+                // Only a file with something in it is a run to lose.
+                (Existing::Refuse, Entry::File(len)) if len > 0 => {
+                    return Err(OutFolderError::HoldsARun(name))
+                }
+                (Existing::Refuse | Existing::Resume, Entry::Other) => {
+                    return Err(OutFolderError::NotAFile(name))
                 }
                 _ => {}
             }
         }
         Ok(Self {
             dir: dir.to_path_buf(),
+            files,
             _lock: lock,
         })
     }
@@ -302,19 +305,20 @@ impl RunDir {
         self.dir.join(file)
     }
 
+    /// The folder's files, opened only as regular files inside it.
+    pub fn files(&self) -> &OutputFolder {
+        &self.files
+    }
+
     /// The identity of the run in the folder (`run.json`).
     pub fn identity(&self) -> Result<RunIdentity, OutFolderError> {
-        let bytes = crate::files::read_bounded(&self.path(RUN_FILE), 64 * 1024)?;
-        serde_json::from_slice(&bytes).map_err(OutFolderError::Identity)
+        Ok(self.files.read_json(RUN_FILE, 64 * 1024)?)
     }
 
     /// Removes the files a run writes at its end, which a resumed run writes again.
-    pub fn clear_final(&self) -> std::io::Result<()> {
+    pub fn clear_final(&self) -> Result<(), FolderFileError> {
         for name in ["environment.json", "summary.json", "error.json"] {
-            match std::fs::remove_file(self.path(name)) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
+            self.files.remove(name)?;
         }
         Ok(())
     }
@@ -328,11 +332,66 @@ impl RunDir {
         summary: &impl serde::Serialize,
         network: Option<&serde_json::Value>,
     ) -> Result<(), SimError> {
-        let environment = write_json(&self.path("environment.json"), environment);
-        let network = network.map_or(Ok(()), |n| write_json(&self.path("network.json"), n));
-        let summary = write_json(&self.path("summary.json"), summary);
+        let write = |name: &str, value: &serde_json::Value| -> Result<(), SimError> {
+            Ok(self.files.replace_json(name, value)?)
+        };
+        let environment = write("environment.json", environment);
+        let network = network.map_or(Ok(()), |n| write("network.json", n));
+        let summary = self
+            .files
+            .replace_json("summary.json", summary)
+            .map_err(SimError::from);
         environment.and(network).and(summary)
     }
+}
+
+/// What a finished (or killed) run's folder holds, read back as JSON values.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunFiles {
+    /// `transcript.jsonl`: every message, in order.
+    pub transcript: Vec<serde_json::Value>,
+    /// `summary.json` (`null` for a run killed before its end).
+    pub summary: serde_json::Value,
+    /// `events.jsonl`'s payloads (empty when the folder has none).
+    pub events: Vec<serde_json::Value>,
+    /// `environment.json` (`null` when missing).
+    pub environment: serde_json::Value,
+    /// `network.json`, for runs with populations.
+    pub network: Option<serde_json::Value>,
+}
+
+/// The most a run's line files (`transcript.jsonl`, `events.jsonl`) may hold when they
+/// are read back whole.
+const MAX_LINES_FILE_BYTES: u64 = 1 << 30;
+/// The most its JSON files may hold.
+const MAX_JSON_FILE_BYTES: u64 = 256 << 20;
+
+/// Reads the run the command line wrote into `dir` (`sopsim run --out`): only regular
+/// files inside it, each within a limit. A folder without `transcript.jsonl` is not a
+/// run's ([`FolderFileError::is_missing`]).
+pub fn read_run_files(dir: &Path) -> Result<RunFiles, FolderFileError> {
+    let folder = OutputFolder::new(dir);
+    let lines = |name: &str| match folder.read_json_lines(name, MAX_LINES_FILE_BYTES) {
+        Err(e) if e.is_missing() => Ok(Vec::new()),
+        other => other,
+    };
+    let json = |name: &str| match folder.read_json(name, MAX_JSON_FILE_BYTES) {
+        Err(e) if e.is_missing() => Ok(None),
+        other => other.map(Some),
+    };
+    if folder.entry("transcript.jsonl")? == Entry::Nothing {
+        return Err(FolderFileError::Io {
+            path: folder.path("transcript.jsonl"),
+            source: std::io::ErrorKind::NotFound.into(),
+        });
+    }
+    Ok(RunFiles {
+        transcript: lines("transcript.jsonl")?,
+        summary: json("summary.json")?.unwrap_or_default(),
+        events: lines("events.jsonl")?,
+        environment: json("environment.json")?.unwrap_or_default(),
+        network: json("network.json")?,
+    })
 }
 
 /// Writes pretty JSON to a temporary file and renames it into place.
@@ -372,9 +431,31 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("transcript.jsonl");
         std::fs::write(&path, "{\"seq\":1}\n{\"se").unwrap();
-        let writer = TranscriptWriter::resume(&path).unwrap();
+        let folder = OutputFolder::new(tmp.path());
+        let writer = TranscriptWriter::resume(&folder, "transcript.jsonl").unwrap();
         assert!(writer.is_resumed() && !writer.caught_up());
         assert_eq!(writer.lines_ahead(), 1);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"seq\":1}\n");
+    }
+
+    #[test]
+    fn a_run_file_that_is_a_link_is_refused_or_replaced_never_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside.jsonl");
+        std::fs::write(&outside, "kept\n").unwrap();
+        let dir = tmp.path().join("run");
+        std::fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("transcript.jsonl")).unwrap();
+        for existing in [Existing::Refuse, Existing::Resume] {
+            std::fs::write(dir.join(RUN_FILE), "{}").unwrap();
+            let e = RunDir::create(&dir, existing).err().unwrap();
+            assert!(
+                matches!(e, OutFolderError::NotAFile("transcript.jsonl")),
+                "{e}"
+            );
+        }
+        RunDir::create(&dir, Existing::Replace).unwrap();
+        assert!(std::fs::symlink_metadata(dir.join("transcript.jsonl")).is_err());
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "kept\n");
     }
 }

@@ -13,7 +13,7 @@ use crate::events::{EventSink, FrontendLog};
 use crate::human::HumanInput;
 use crate::journal::{Journal, Journaled, JournaledInput, JOURNAL_FILE};
 pub use crate::output::Existing;
-use crate::output::{write_json, OutFolderError, RunDir, RunIdentity, TranscriptWriter, RUN_FILE};
+use crate::output::{OutFolderError, RunDir, RunIdentity, TranscriptWriter, RUN_FILE};
 use crate::scenario::Scenario;
 use crate::scenario::{CommandConsent, Mode};
 use crate::setup::{self, ModelOptions, SetupError};
@@ -96,7 +96,9 @@ impl RunError {
         match self {
             RunError::Setup(e) => e.is_bad_input(),
             RunError::Sim(e) => e.is_bad_input(),
-            RunError::Failed { .. } => false,
+            // A run stopped by its settings (a resumed run given fewer turns, a tool
+            // set up wrongly) failed by bad input, though its finished turns are kept.
+            RunError::Failed { source, .. } => source.is_bad_input(),
         }
     }
 }
@@ -177,13 +179,11 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         control,
     } = io;
     let (mut scenario, imported) = match &opts.document {
-        Some(doc) => {
-            crate::scenario::load_document_with(&opts.scenario, doc.clone(), &opts.allowed_paths)
-                .map_err(SetupError::from)?
-        }
+        Some(doc) => setup::load_document(&opts.scenario, doc.clone(), &opts.allowed_paths)?,
         None => setup::load(&opts.scenario, &opts.allowed_paths)?,
     };
     setup::check_memory(&opts.scenario, &scenario, 1)?;
+    setup::check_round_fits(&scenario, opts.max_turns)?;
     opts.allowed_commands
         .check(&scenario)
         .map_err(|refused| SetupError::NotAllowed {
@@ -223,11 +223,8 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
             });
             let dir = folder.dir;
             let conversation = conversation_id(&scenario.name, mode, opts.seed);
-            let events = FrontendLog::create(&dir.path("events.jsonl"), conversation, opts.seed)
-                .map_err(|source| SimError::Io {
-                    what: dir.path("events.jsonl").display().to_string(),
-                    source,
-                })?;
+            let events = FrontendLog::create(dir.files(), "events.jsonl", conversation, opts.seed)
+                .map_err(SimError::from)?;
             let events = Arc::new(events);
             sinks.push(events.clone());
             (Some(dir), Some(folder.transcript), Some(events))
@@ -272,14 +269,12 @@ impl RunFolder {
             source,
         };
         let dir = RunDir::create(out, existing).map_err(folder)?;
-        let journal_path = dir.path(JOURNAL_FILE);
         if existing != Existing::Resume {
-            write_json(&dir.path(RUN_FILE), identity)?;
-            let transcript = TranscriptWriter::create(&dir.path("transcript.jsonl"))?;
-            let journal = Journal::create(&journal_path).map_err(|source| SimError::Io {
-                what: journal_path.display().to_string(),
-                source,
-            })?;
+            dir.files()
+                .replace_json(RUN_FILE, identity)
+                .map_err(SimError::from)?;
+            let transcript = TranscriptWriter::create(dir.files(), "transcript.jsonl")?;
+            let journal = Journal::create(dir.files(), JOURNAL_FILE).map_err(SimError::from)?;
             return Ok(Self {
                 dir,
                 transcript,
@@ -290,13 +285,10 @@ impl RunFolder {
         if !differences.is_empty() {
             return Err(folder(OutFolderError::OtherRun(differences)).into());
         }
-        dir.clear_final().map_err(|source| SimError::Io {
-            what: out.display().to_string(),
-            source,
-        })?;
-        let transcript = TranscriptWriter::resume(&dir.path("transcript.jsonl"))?;
-        let journal =
-            Journal::reopen(&journal_path).map_err(|e| folder(OutFolderError::Journal(e)))?;
+        dir.clear_final().map_err(SimError::from)?;
+        let transcript = TranscriptWriter::resume(dir.files(), "transcript.jsonl")?;
+        let journal = Journal::reopen(dir.files(), JOURNAL_FILE)
+            .map_err(|e| folder(OutFolderError::Journal(e)))?;
         Ok(Self {
             dir,
             transcript,

@@ -1,15 +1,15 @@
 //! `sopsim serve DIR`: a finished run folder or a bench folder, read and never written.
 //! Only files the folder's own manifest or listing names are served, only runs whose
-//! ids are the plain `SCENARIO/MODE/seed-N` of their job, and only files that lie
-//! inside the folder once every link is resolved: no manifest line and no symlink
-//! reaches outside it.
+//! ids are the plain `SCENARIO/MODE/seed-N` of their job, and only regular files inside
+//! the folder, opened through `OutputFolder`: no manifest line and no link reaches
+//! outside it.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
 use sopsim::bench::job::Job;
-use sopsim::files::read_bounded;
+use sopsim::output_folder::{Entry, FolderFileError, OutputFolder};
 
 /// The largest file served from a folder (an events.jsonl of a very long run).
 const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
@@ -17,9 +17,12 @@ const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
 /// What a folder holds.
 pub enum Folder {
     /// One run: `events.jsonl`, `summary.json`.
-    Run(PathBuf),
+    Run(OutputFolder),
     /// A benchmark: `manifest.jsonl`, `report.json`, `plots/`, `runs/<id>/`.
-    Bench { dir: PathBuf, runs: Vec<String> },
+    Bench {
+        files: OutputFolder,
+        runs: Vec<String>,
+    },
 }
 
 /// Why a folder cannot be served.
@@ -29,16 +32,8 @@ pub enum FolderError {
     Missing(PathBuf),
     #[error("{0}: neither a run folder (events.jsonl) nor a bench folder (manifest.jsonl)")]
     Unknown(PathBuf),
-    #[error("{path}: {source}")]
-    Resolve {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Read(FolderFileError),
 }
 
 impl Folder {
@@ -46,59 +41,58 @@ impl Folder {
         if !dir.is_dir() {
             return Err(FolderError::Missing(dir.to_path_buf()));
         }
-        // Every file served must resolve inside this path.
-        let dir = &dir.canonicalize().map_err(|source| FolderError::Resolve {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        let manifest = dir.join("manifest.jsonl");
-        if manifest.is_file() {
-            let text = read_text(dir, &manifest)?;
+        let files = OutputFolder::new(dir);
+        if files
+            .entry("manifest.jsonl")
+            .is_ok_and(|e| e != Entry::Nothing)
+        {
+            let text = read_text(&files, "manifest.jsonl")?;
             let runs = text
                 .lines()
                 .filter_map(|l| serde_json::from_str::<Job>(l).ok())
                 .filter(|job| job.check().is_ok())
                 .map(|job| job.id)
                 .collect();
-            return Ok(Folder::Bench {
-                dir: dir.to_path_buf(),
-                runs,
-            });
+            return Ok(Folder::Bench { files, runs });
         }
-        if dir.join("events.jsonl").is_file() {
-            return Ok(Folder::Run(dir.to_path_buf()));
+        if files
+            .entry("events.jsonl")
+            .is_ok_and(|e| e != Entry::Nothing)
+        {
+            return Ok(Folder::Run(files));
         }
         Err(FolderError::Unknown(dir.to_path_buf()))
     }
 
-    fn root(&self) -> &Path {
+    fn files(&self) -> &OutputFolder {
         match self {
-            Folder::Run(dir) | Folder::Bench { dir, .. } => dir,
+            Folder::Run(files) | Folder::Bench { files, .. } => files,
         }
     }
 
     /// What `/api/state` says about the folder.
     pub fn state(&self) -> Value {
         match self {
-            Folder::Run(dir) => json!({
+            Folder::Run(files) => json!({
                 "mode": "run",
-                "summary": read_json(dir, &dir.join("summary.json")),
+                "summary": read_json(files, "summary.json"),
             }),
-            Folder::Bench { dir, runs } => json!({
+            Folder::Bench { files, runs } => json!({
                 "mode": "bench",
-                "report": read_json(dir, &dir.join("report.json")),
+                "report": read_json(files, "report.json"),
                 "runs": runs,
-                "plots": plots(dir),
+                "plots": plots(files),
             }),
         }
     }
 
-    /// The folder of run `id` (`None` for the bench's own folder), if there is one.
-    fn run_dir(&self, id: Option<&str>) -> Option<PathBuf> {
+    /// The name of `file` of run `id` (`None` for the run folder's own), if there is
+    /// such a run.
+    fn run_file(&self, id: Option<&str>, file: &str) -> Option<String> {
         match (self, id) {
-            (Folder::Run(dir), None) => Some(dir.clone()),
-            (Folder::Bench { dir, runs }, Some(id)) if runs.iter().any(|r| r == id) => {
-                Some(dir.join("runs").join(id))
+            (Folder::Run(_), None) => Some(file.to_string()),
+            (Folder::Bench { runs, .. }, Some(id)) if runs.iter().any(|r| r == id) => {
+                Some(format!("runs/{id}/{file}"))
             }
             _ => None,
         }
@@ -106,8 +100,7 @@ impl Folder {
 
     /// A run's events, as a JSON array of its payloads.
     pub fn events(&self, id: Option<&str>) -> Option<Value> {
-        let path = self.run_dir(id)?.join("events.jsonl");
-        let text = read_text(self.root(), &path).ok()?;
+        let text = read_text(self.files(), &self.run_file(id, "events.jsonl")?).ok()?;
         Some(Value::Array(
             text.lines()
                 .filter_map(|l| serde_json::from_str(l).ok())
@@ -117,20 +110,20 @@ impl Folder {
 
     /// A run's summary.
     pub fn summary(&self, id: Option<&str>) -> Option<Value> {
-        read_json(self.root(), &self.run_dir(id)?.join("summary.json"))
+        read_json(self.files(), &self.run_file(id, "summary.json")?)
     }
 
     /// A run's networks (`network.json`, written for runs with populations).
     pub fn network(&self, id: Option<&str>) -> Option<Value> {
-        read_json(self.root(), &self.run_dir(id)?.join("network.json"))
+        read_json(self.files(), &self.run_file(id, "network.json")?)
     }
 
     /// A plot's bytes and content type, if `name` is one of the bench's plots.
     pub fn plot(&self, name: &str) -> Option<(Vec<u8>, &'static str)> {
-        let Folder::Bench { dir, .. } = self else {
+        let Folder::Bench { files, .. } = self else {
             return None;
         };
-        if !plots(dir).iter().any(|p| p == name) {
+        if !plots(files).iter().any(|p| p == name) {
             return None;
         }
         let kind = if name.ends_with(".svg") {
@@ -138,40 +131,30 @@ impl Folder {
         } else {
             "image/png"
         };
-        read_inside(dir, &dir.join("plots").join(name))
+        files
+            .read(&format!("plots/{name}"), MAX_FILE_BYTES)
             .ok()
             .map(|b| (b, kind))
     }
 }
 
-/// The bytes of `path` if it resolves to a file inside `root` (a canonical path).
-fn read_inside(root: &Path, path: &Path) -> std::io::Result<Vec<u8>> {
-    let real = path.canonicalize()?;
-    if !real.starts_with(root) {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            "leads outside the folder served",
-        ));
-    }
-    read_bounded(&real, MAX_FILE_BYTES)
-}
-
-fn read_text(root: &Path, path: &Path) -> Result<String, FolderError> {
-    read_inside(root, path)
+fn read_text(files: &OutputFolder, name: &str) -> Result<String, FolderError> {
+    files
+        .read(name, MAX_FILE_BYTES)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .map_err(|source| FolderError::Read {
-            path: path.to_path_buf(),
-            source,
-        })
+        .map_err(FolderError::Read)
 }
 
-fn read_json(root: &Path, path: &Path) -> Option<Value> {
-    serde_json::from_str(&read_text(root, path).ok()?).ok()
+fn read_json(files: &OutputFolder, name: &str) -> Option<Value> {
+    serde_json::from_str(&read_text(files, name).ok()?).ok()
 }
 
 /// The plot files of a bench folder, by name.
-fn plots(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir.join("plots"))
+fn plots(files: &OutputFolder) -> Vec<String> {
+    let Ok(dir) = files.sub("plots") else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = std::fs::read_dir(dir.root())
         .into_iter()
         .flatten()
         .flatten()

@@ -15,6 +15,7 @@ use super::BenchObserver;
 use crate::error::CancelToken;
 use crate::events::{EventSink, FrontendLog};
 use crate::output::{Existing, RunDir, TranscriptWriter};
+use crate::output_folder::OutputFolder;
 use crate::scenario::Scenario;
 use crate::sim::{self, EndReason, RunConfig, Services};
 
@@ -181,19 +182,22 @@ async fn lane_loop(
 /// Runs one job into its folder, replacing whatever an unfinished attempt left there.
 async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken) -> JobResult {
     let dir_path = job.dir(out);
+    let bench = OutputFolder::new(out);
+    let rel = job.rel_dir();
     let failed = |error: String| {
-        let _ = crate::output::write_json(
-            &dir_path.join("error.json"),
+        let _ = bench.replace_json(
+            &format!("{rel}/error.json"),
             &serde_json::json!({ "id": job.id, "error": error }),
         );
         JobResult::Failed { error }
     };
-    if dir_path.exists() {
-        if let Err(e) = std::fs::remove_dir_all(&dir_path) {
-            return JobResult::Failed {
-                error: format!("cannot clear {}: {e}", dir_path.display()),
-            };
-        }
+    if let Err(e) = bench
+        .remove_tree(&rel)
+        .and_then(|()| bench.create_dirs(&rel))
+    {
+        return JobResult::Failed {
+            error: format!("cannot clear {}: {e}", dir_path.display()),
+        };
     }
     let dir = match RunDir::create(&dir_path, Existing::Replace) {
         Ok(d) => d,
@@ -203,14 +207,14 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
             }
         }
     };
-    let transcript = match TranscriptWriter::create(&dir.path("transcript.jsonl")) {
+    let transcript = match TranscriptWriter::create(dir.files(), "transcript.jsonl") {
         Ok(t) => t,
         Err(e) => return failed(crate::chain::chain(&e)),
     };
     let conversation = format!("{}-{}-{}", job.scenario, job.mode.as_str(), job.seed);
-    let events = match FrontendLog::create(&dir.path("events.jsonl"), conversation, job.seed) {
+    let events = match FrontendLog::create(dir.files(), "events.jsonl", conversation, job.seed) {
         Ok(e) => Arc::new(e),
-        Err(e) => return failed(format!("events.jsonl: {e}")),
+        Err(e) => return failed(crate::chain::chain(&e)),
     };
     let config = RunConfig {
         mode: Some(job.mode),

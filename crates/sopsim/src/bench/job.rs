@@ -88,7 +88,12 @@ impl Job {
 
     /// The run's folder inside the benchmark's output folder.
     pub fn dir(&self, out: &Path) -> PathBuf {
-        out.join("runs").join(&self.id)
+        out.join(self.rel_dir())
+    }
+
+    /// The run's folder relative to the benchmark's output folder.
+    pub fn rel_dir(&self) -> String {
+        format!("runs/{}", self.id)
     }
 }
 

@@ -11,6 +11,7 @@ use super::exec::Executed;
 use super::plan::{self, Job, Settings};
 use super::shard::{ids_digest, ShardPlan};
 use super::{load, report_folder, BenchError, BenchRun, ReportInput};
+use crate::output_folder::OutputFolder;
 
 /// What to merge, and where.
 #[derive(Debug, Clone)]
@@ -58,8 +59,6 @@ pub enum ShardFolderError {
         #[source]
         source: super::job::UnsafeName,
     },
-    #[error("{path} is not inside the output folder {out}; nothing was removed")]
-    Outside { path: PathBuf, out: PathBuf },
 }
 
 fn read_shard(dir: &Path) -> Result<ShardFolder, BenchError> {
@@ -142,8 +141,9 @@ pub fn merge(opts: &MergeOptions) -> Result<Merged, BenchError> {
         path: opts.out.clone(),
         source,
     })?;
-    for (from, job) in &sources {
-        gather(from, &job.dir(&opts.out), &opts.out)?;
+    let out = OutputFolder::new(&opts.out);
+    for (shard, job) in &sources {
+        gather(&OutputFolder::new(shard), &out, &job.rel_dir())?;
     }
     plan::write(&opts.out, &settings, &jobs)?;
     let inputs: Vec<ReportInput> = loaded.iter().map(ReportInput::of).collect();
@@ -250,7 +250,7 @@ fn gather_jobs(
         let job = owner.and_then(|s| s.jobs.iter().find(|j| &j.id == id));
         match (owner, job) {
             (Some(s), Some(job)) if plan::is_finished(&job.dir(&s.dir)) => {
-                gathered.sources.push((job.dir(&s.dir), job.clone()));
+                gathered.sources.push((s.dir.clone(), job.clone()));
                 gathered.jobs.push(job.clone());
             }
             _ => {
@@ -299,50 +299,27 @@ fn load_scenarios(
     Ok(loaded)
 }
 
-/// Puts a run folder's files at `to`, replacing what a previous merge put there. `to`
-/// must lie inside `out`'s `runs/` once links are resolved: nothing outside is ever
+/// Puts the files of run `rel` of the shard folder `shard` at `rel` in `out`,
+/// replacing what a previous merge put there. Both sides are opened through their
+/// folders: a link on the way in either is refused, so nothing outside them is read,
 /// removed or written.
-fn gather(from: &Path, to: &Path, out: &Path) -> Result<(), BenchError> {
+fn gather(shard: &OutputFolder, out: &OutputFolder, rel: &str) -> Result<(), BenchError> {
     let io = |path: &Path, source| BenchError::Io {
         path: path.to_path_buf(),
         source,
     };
-    if std::fs::symlink_metadata(to).is_ok() {
-        confined(to, out)?;
-        std::fs::remove_dir_all(to).map_err(|e| io(to, e))?;
-    }
-    std::fs::create_dir_all(to).map_err(|e| io(to, e))?;
-    confined(to, out)?;
-    for entry in std::fs::read_dir(from).map_err(|e| io(from, e))? {
-        let entry = entry.map_err(|e| io(from, e))?;
-        if !entry.file_type().map_err(|e| io(from, e))?.is_file() {
+    let from = shard.sub(rel)?;
+    out.remove_tree(rel)?;
+    let to = out.create_dirs(rel)?;
+    for entry in std::fs::read_dir(from.root()).map_err(|e| io(from.root(), e))? {
+        let entry = entry.map_err(|e| io(from.root(), e))?;
+        if !entry.file_type().map_err(|e| io(from.root(), e))?.is_file() {
             continue;
         }
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let (src, dst) = (entry.path(), to.root().join(entry.file_name()));
         if std::fs::hard_link(&src, &dst).is_err() {
             std::fs::copy(&src, &dst).map_err(|e| io(&dst, e))?;
         }
-    }
-    Ok(())
-}
-
-/// Checks that `to` is no link and lies strictly inside `out/runs` once every link on
-/// the way is resolved.
-fn confined(to: &Path, out: &Path) -> Result<(), BenchError> {
-    let runs = out.join("runs");
-    let link = std::fs::symlink_metadata(to).is_ok_and(|m| m.file_type().is_symlink());
-    let inside = match (to.canonicalize(), runs.canonicalize()) {
-        (Ok(real), Ok(runs)) => real.starts_with(&runs) && real != runs,
-        _ => false,
-    };
-    if link || !inside {
-        return Err(BenchError::ShardFolder {
-            path: out.to_path_buf(),
-            source: ShardFolderError::Outside {
-                path: to.to_path_buf(),
-                out: out.to_path_buf(),
-            },
-        });
     }
     Ok(())
 }

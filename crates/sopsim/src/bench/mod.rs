@@ -37,7 +37,7 @@ use std::path::Path as StdPath;
 use thiserror::Error;
 
 use crate::error::{CancelToken, SimError};
-use crate::output::write_json;
+use crate::output_folder::OutputFolder;
 use crate::scenario::aiwaves::Imported;
 use crate::scenario::{CommandConsent, Mode, OutcomeRules, Scenario};
 use crate::setup::{self, ModelOptions, Setting, SetupError};
@@ -119,6 +119,8 @@ pub enum BenchError {
     },
     #[error(transparent)]
     Write(#[from] SimError),
+    #[error(transparent)]
+    File(#[from] crate::output_folder::FolderFileError),
     #[cfg(feature = "plots")]
     #[error(transparent)]
     Plot(#[from] plot::PlotError),
@@ -130,6 +132,9 @@ impl BenchError {
         match self {
             BenchError::Setup(e) => e.is_bad_input(),
             BenchError::Io { .. } | BenchError::Write(_) | BenchError::MissingRuns { .. } => false,
+            // A link, a device or a file over its limit in the folder is the folder's
+            // fault; a failed write is not.
+            BenchError::File(e) => !matches!(e, crate::output_folder::FolderFileError::Io { .. }),
             #[cfg(feature = "plots")]
             BenchError::Plot(_) => false,
             _ => true,
@@ -295,6 +300,7 @@ pub fn run(
     let runs_each = seeds.len() * opts.modes.len();
     for l in &loaded {
         setup::check_memory(&l.path, &l.scenario, opts.jobs.min(runs_each).max(1))?;
+        setup::check_round_fits(&l.scenario, opts.max_turns)?;
     }
     let mut jobs: Vec<Job> = Vec::new();
     for l in &loaded {
@@ -501,7 +507,7 @@ fn report_folder(
                 .iter()
                 .filter(|j| j.scenario == l.name)
                 .map(|j| {
-                    let status = match report::read_run(&j.dir(out), l.rules) {
+                    let status = match report::read_run(&OutputFolder::new(out), j, l.rules) {
                         RunStatus::Unfinished if executed.failures.contains_key(&j.id) => {
                             RunStatus::Failed {
                                 error: executed.failures[&j.id].clone(),
@@ -526,7 +532,8 @@ fn report_folder(
 }
 
 fn write_outputs(out: &StdPath, run: &BenchRun, timing: &report::Timing) -> Result<(), BenchError> {
-    write_json(&out.join("report.json"), &report::to_json(&run.report))?;
+    let folder = OutputFolder::new(out);
+    folder.replace_json("report.json", &report::to_json(&run.report))?;
     let timing_json = serde_json::json!({
         "this_invocation": {
             "runs": run.executed.finished + run.executed.failed,
@@ -541,11 +548,10 @@ fn write_outputs(out: &StdPath, run: &BenchRun, timing: &report::Timing) -> Resu
         },
         "by_scenario": timing.scenarios,
     });
-    write_json(&out.join("timing.json"), &report::to_json(&timing_json))?;
+    folder.replace_json("timing.json", &report::to_json(&timing_json))?;
     let plots = draw_plots(out, &run.report)?;
     let md = report::markdown(&run.report, timing, run, &plots);
-    let path = out.join("report.md");
-    std::fs::write(&path, md).map_err(|source| BenchError::Io { path, source })
+    Ok(folder.replace("report.md", md.as_bytes())?)
 }
 
 /// Without the `plots` feature the report has no pictures.

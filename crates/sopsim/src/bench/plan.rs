@@ -8,27 +8,26 @@ use serde::{Deserialize, Serialize};
 
 pub use super::job::Job;
 use super::BenchError;
-use crate::output::write_json;
+use crate::output_folder::{FolderFileError, OutputFolder};
+
+/// A benchmark's settings in its folder.
+pub const SETTINGS_FILE: &str = "bench.json";
+/// Every run a benchmark planned, one JSON line each.
+pub const MANIFEST_FILE: &str = "manifest.jsonl";
 
 /// The most a benchmark folder's `bench.json`, `manifest.jsonl` or a run's
 /// `summary.json` may hold: a shard folder comes from elsewhere, and one of them as a
 /// link to `/dev/zero` must not fill memory (a FIFO is refused as not a regular file).
 pub const MAX_FOLDER_FILE_BYTES: u64 = 64 << 20;
 
-fn read_folder_file(path: &Path) -> std::io::Result<Vec<u8>> {
-    crate::files::read_bounded(path, MAX_FOLDER_FILE_BYTES)
-}
-
 /// Why a folder's `bench.json` or `manifest.jsonl` is not a benchmark's.
 #[derive(Debug, thiserror::Error)]
 pub enum Unreadable {
-    #[error(transparent)]
-    Settings(serde_json::Error),
-    #[error("line {line}: not a manifest entry ({source})")]
-    Manifest {
+    #[error("{what} at line {line}, column {column}")]
+    Json {
+        what: &'static str,
         line: usize,
-        #[source]
-        source: serde_json::Error,
+        column: usize,
     },
     #[error("line {line}: run {id:?}: {source}")]
     UnsafeRun {
@@ -59,10 +58,26 @@ pub fn is_finished(dir: &Path) -> bool {
     struct Ended {
         ended_by: String,
     }
-    read_folder_file(&dir.join("summary.json"))
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<Ended>(&bytes).ok())
-        .is_some_and(|s| s.ended_by != "error" && s.ended_by != "interrupted")
+    OutputFolder::new(dir)
+        .read_json::<Ended>("summary.json", MAX_FOLDER_FILE_BYTES)
+        .is_ok_and(|s| s.ended_by != "error" && s.ended_by != "interrupted")
+}
+
+/// A folder file's error as a benchmark's: JSON that is not the benchmark's says so,
+/// anything else is the file's own error.
+fn not_a_benchmark(e: FolderFileError) -> BenchError {
+    match e {
+        FolderFileError::Json {
+            path,
+            what,
+            line,
+            column,
+        } => BenchError::NotABenchmark {
+            path,
+            source: Unreadable::Json { what, line, column },
+        },
+        e => BenchError::File(e),
+    }
 }
 
 /// Checks the output folder against this invocation and records the plan: refuses a
@@ -70,13 +85,8 @@ pub fn is_finished(dir: &Path) -> bool {
 /// jobs earlier invocations planned, and writes `bench.json` and `manifest.jsonl`.
 pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), BenchError> {
     std::fs::create_dir_all(out).map_err(|e| io_error(out, e))?;
-    let settings_file = out.join("bench.json");
-    if let Ok(bytes) = read_folder_file(&settings_file) {
-        let earlier: Settings =
-            serde_json::from_slice(&bytes).map_err(|e| BenchError::NotABenchmark {
-                path: settings_file.clone(),
-                source: Unreadable::Settings(e),
-            })?;
+    let folder = OutputFolder::new(out);
+    if let Some(earlier) = read_settings_if_there(&folder)? {
         if &earlier != settings {
             return Err(BenchError::OtherSettings {
                 out: out.to_path_buf(),
@@ -85,8 +95,7 @@ pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), Bench
             });
         }
     }
-    let manifest = out.join("manifest.jsonl");
-    let mut all = read_manifest(&manifest)?;
+    let mut all = read_manifest(&folder)?;
     for job in jobs {
         match all.iter().find(|j| j.id == job.id) {
             Some(old) if old.sha256 != job.sha256 && is_finished(&old.dir(out)) => {
@@ -102,13 +111,7 @@ pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), Bench
         }
         all.push(job.clone());
     }
-    write_json(&settings_file, settings)?;
-    let mut text = String::new();
-    for job in &all {
-        text.push_str(&serde_json::to_string(job).map_err(|e| io_error(&manifest, e.into()))?);
-        text.push('\n');
-    }
-    crate::files::replace_file(&manifest, text.as_bytes()).map_err(|e| io_error(&manifest, e))
+    write(out, settings, &all)
 }
 
 fn describe(s: &Settings) -> String {
@@ -131,61 +134,55 @@ fn describe(s: &Settings) -> String {
 
 /// Reads a benchmark folder's `bench.json`.
 pub fn read_settings(out: &Path) -> Result<Settings, BenchError> {
-    let path = out.join("bench.json");
-    let bytes = read_folder_file(&path).map_err(|e| io_error(&path, e))?;
-    serde_json::from_slice(&bytes).map_err(|e| BenchError::NotABenchmark {
-        path,
-        source: Unreadable::Settings(e),
-    })
+    OutputFolder::new(out)
+        .read_json(SETTINGS_FILE, MAX_FOLDER_FILE_BYTES)
+        .map_err(not_a_benchmark)
+}
+
+fn read_settings_if_there(folder: &OutputFolder) -> Result<Option<Settings>, BenchError> {
+    match folder.read_json(SETTINGS_FILE, MAX_FOLDER_FILE_BYTES) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.is_missing() => Ok(None),
+        Err(e) => Err(not_a_benchmark(e)),
+    }
 }
 
 /// Reads a benchmark folder's `manifest.jsonl`.
 pub fn read_jobs(out: &Path) -> Result<Vec<Job>, BenchError> {
-    read_manifest(&out.join("manifest.jsonl"))
+    read_manifest(&OutputFolder::new(out))
 }
 
 /// Writes a benchmark folder's `bench.json` and `manifest.jsonl` as given.
 pub fn write(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), BenchError> {
-    write_json(&out.join("bench.json"), settings)?;
-    let manifest = out.join("manifest.jsonl");
+    let folder = OutputFolder::new(out);
+    folder.replace_json(SETTINGS_FILE, settings)?;
     let mut text = String::new();
     for job in jobs {
-        text.push_str(&serde_json::to_string(job).map_err(|e| io_error(&manifest, e.into()))?);
+        let line = serde_json::to_string(job)
+            .map_err(|e| io_error(&folder.path(MANIFEST_FILE), e.into()))?;
+        text.push_str(&line);
         text.push('\n');
     }
-    crate::files::replace_file(&manifest, text.as_bytes()).map_err(|e| io_error(&manifest, e))
+    Ok(folder.replace(MANIFEST_FILE, text.as_bytes())?)
 }
 
-fn read_manifest(path: &Path) -> Result<Vec<Job>, BenchError> {
-    let text = match crate::files::read_text_bounded(path, MAX_FOLDER_FILE_BYTES) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_error(path, e)),
+fn read_manifest(folder: &OutputFolder) -> Result<Vec<Job>, BenchError> {
+    let jobs: Vec<Job> = match folder.read_json_lines(MANIFEST_FILE, MAX_FOLDER_FILE_BYTES) {
+        Ok(jobs) => jobs,
+        Err(e) if e.is_missing() => return Ok(Vec::new()),
+        Err(e) => return Err(not_a_benchmark(e)),
     };
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            let unreadable = |source| BenchError::NotABenchmark {
-                path: path.to_path_buf(),
+    for (i, job) in jobs.iter().enumerate() {
+        job.check().map_err(|source| BenchError::NotABenchmark {
+            path: folder.path(MANIFEST_FILE),
+            source: Unreadable::UnsafeRun {
+                line: i + 1,
+                id: job.id.clone(),
                 source,
-            };
-            let job: Job = serde_json::from_str(l).map_err(|source| {
-                unreadable(Unreadable::Manifest {
-                    line: i + 1,
-                    source,
-                })
-            })?;
-            job.check().map_err(|source| {
-                unreadable(Unreadable::UnsafeRun {
-                    line: i + 1,
-                    id: job.id.clone(),
-                    source,
-                })
-            })?;
-            Ok(job)
-        })
-        .collect()
+            },
+        })?;
+    }
+    Ok(jobs)
 }
 
 fn io_error(path: &Path, source: std::io::Error) -> BenchError {

@@ -17,6 +17,7 @@ use super::plan::{Job, Settings};
 use super::stats::{self, Difference, Method, Summary};
 use crate::chain::chain;
 use crate::memory::Message;
+use crate::output_folder::{FolderFileError, OutputFolder};
 use crate::scenario::{is_bounded_figure, Mode, OutcomeRules};
 
 /// What the report knows of one planned run.
@@ -37,27 +38,30 @@ pub enum RunStatus {
     Unfinished,
 }
 
-/// Reads one run's folder and computes its figures.
-pub fn read_run(dir: &Path, rules: Option<&OutcomeRules>) -> RunStatus {
-    let unreadable = |name: &str, e: std::io::Error| RunStatus::Failed {
-        error: format!("cannot read {}: {e}", dir.join(name).display()),
+/// Reads one run's folder (in the benchmark's folder `bench`) and computes its figures.
+pub fn read_run(bench: &OutputFolder, job: &Job, rules: Option<&OutcomeRules>) -> RunStatus {
+    let failed = |e: FolderFileError| RunStatus::Failed {
+        error: format!("cannot read {}", chain(&e)),
     };
-    let read = |name: &str| crate::files::read_bounded(&dir.join(name), MAX_FOLDER_FILE_BYTES);
-    let summary: Option<SummaryFigures> = match read("summary.json") {
-        Ok(b) => serde_json::from_slice(&b).ok(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return unreadable("summary.json", e),
+    let dir = match bench.sub(&job.rel_dir()) {
+        Ok(dir) => dir,
+        Err(e) if e.is_missing() => return RunStatus::Unfinished,
+        Err(e) => return failed(e),
+    };
+    let summary = match dir.read_if_there("summary.json", MAX_FOLDER_FILE_BYTES) {
+        Ok(bytes) => bytes.and_then(|b| serde_json::from_slice::<SummaryFigures>(&b).ok()),
+        Err(e) => return failed(e),
     };
     let Some(summary) = summary else {
-        return match read("error.json") {
-            Ok(bytes) => RunStatus::Failed {
+        return match dir.read_if_there("error.json", MAX_FOLDER_FILE_BYTES) {
+            Ok(Some(bytes)) => RunStatus::Failed {
                 error: serde_json::from_slice::<serde_json::Value>(&bytes)
                     .ok()
                     .and_then(|v| v["error"].as_str().map(String::from))
                     .unwrap_or_else(|| "unreadable error.json".into()),
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => RunStatus::Unfinished,
-            Err(e) => unreadable("error.json", e),
+            Ok(None) => RunStatus::Unfinished,
+            Err(e) => failed(e),
         };
     };
     match summary.ended_by.as_str() {
@@ -72,10 +76,11 @@ pub fn read_run(dir: &Path, rules: Option<&OutcomeRules>) -> RunStatus {
     let mut figures = extract::generic_figures(&summary);
     let mut rounds = Box::default();
     if let Some(rules) = rules {
-        let transcript = match read_transcript(&dir.join("transcript.jsonl")) {
-            Ok(t) => t,
-            Err(e) => return RunStatus::Failed { error: chain(&e) },
-        };
+        let transcript =
+            match dir.read_json_lines::<Message>("transcript.jsonl", MAX_TRANSCRIPT_BYTES) {
+                Ok(t) => t,
+                Err(e) => return RunStatus::Failed { error: chain(&e) },
+            };
         match extract::outcomes(rules, &transcript, summary.seed) {
             Ok((outcomes, series)) => {
                 figures.extend(outcomes);
@@ -93,48 +98,83 @@ pub fn read_run(dir: &Path, rules: Option<&OutcomeRules>) -> RunStatus {
     }
 }
 
-/// A run's transcript that cannot be read back.
+/// A benchmark's folder read back: `report.json`, and how each of its runs ended.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BenchFiles {
+    pub report: serde_json::Value,
+    /// Run id (`SCENARIO/MODE/seed-N`) → its summary's `ended_by`, for every run of
+    /// the report that has a summary.
+    pub ended_by: BTreeMap<String, String>,
+}
+
+/// Why a benchmark's folder cannot be read back.
 #[derive(Debug, thiserror::Error)]
-enum TranscriptError {
-    #[error("{path}")]
-    Io {
-        path: String,
+pub enum BenchFilesError {
+    #[error(transparent)]
+    File(#[from] FolderFileError),
+    #[error("{}: scenario {name:?} {source}", .path.display())]
+    UnsafeName {
+        path: std::path::PathBuf,
+        name: String,
         #[source]
-        source: std::io::Error,
+        source: super::job::UnsafeName,
     },
-    #[error("{path} line {line}")]
-    Line {
-        path: String,
-        line: usize,
-        #[source]
-        source: serde_json::Error,
-    },
+}
+
+/// Reads the benchmark the command line wrote into `dir` (`sopsim bench --out`):
+/// `report.json` and each run's `summary.json`, only as regular files inside it, each
+/// within a limit. A folder without `report.json` is not a benchmark's
+/// ([`FolderFileError::is_missing`]).
+pub fn read_bench_files(dir: &Path) -> Result<BenchFiles, BenchFilesError> {
+    #[derive(serde::Deserialize)]
+    struct Ended {
+        ended_by: String,
+    }
+    let folder = OutputFolder::new(dir);
+    let report: serde_json::Value = folder.read_json("report.json", MAX_FOLDER_FILE_BYTES)?;
+    let strings = |key: &str| -> Vec<String> {
+        report[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| match v {
+                serde_json::Value::String(s) => Some(s.clone()),
+                serde_json::Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+            .collect()
+    };
+    let (modes, seeds) = (strings("modes"), strings("seeds"));
+    let mut ended_by = BTreeMap::new();
+    for sc in report["scenarios"].as_array().into_iter().flatten() {
+        let Some(name) = sc["scenario"].as_str() else {
+            continue;
+        };
+        super::job::check_folder_name(name).map_err(|source| BenchFilesError::UnsafeName {
+            path: folder.path("report.json"),
+            name: name.to_string(),
+            source,
+        })?;
+        for mode in modes.iter().filter(|m| m.parse::<Mode>().is_ok()) {
+            for seed in seeds.iter().filter(|s| s.parse::<u64>().is_ok()) {
+                let id = format!("{name}/{mode}/seed-{seed}");
+                let summary = format!("runs/{id}/summary.json");
+                match folder.read_json::<Ended>(&summary, MAX_FOLDER_FILE_BYTES) {
+                    Ok(e) => {
+                        ended_by.insert(id, e.ended_by);
+                    }
+                    Err(e) if e.is_missing() => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+    }
+    Ok(BenchFiles { report, ended_by })
 }
 
 /// The most a run's transcript may hold when a report reads it (tens of thousands of
 /// turns; a link to `/dev/zero` is refused, not read).
 const MAX_TRANSCRIPT_BYTES: u64 = 1 << 30;
-
-fn read_transcript(path: &Path) -> Result<Vec<Message>, TranscriptError> {
-    let shown = || path.display().to_string();
-    let text = crate::files::read_text_bounded(path, MAX_TRANSCRIPT_BYTES).map_err(|source| {
-        TranscriptError::Io {
-            path: shown(),
-            source,
-        }
-    })?;
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .enumerate()
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|source| TranscriptError::Line {
-                path: shown(),
-                line: i + 1,
-                source,
-            })
-        })
-        .collect()
-}
 
 /// One scenario's planned runs with their status.
 pub struct ScenarioRuns<'a> {
