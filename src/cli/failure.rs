@@ -59,6 +59,7 @@ pub fn flag(setting: Setting) -> Option<&'static str> {
         Setting::Out => "--out",
         Setting::Seeds => "--seeds",
         Setting::Jobs => "--jobs",
+        Setting::MaxTurns => "--max-turns",
     })
 }
 
@@ -146,7 +147,7 @@ impl From<RunError> for Failure {
         match e {
             RunError::Setup(e) => e.into(),
             RunError::Sim(e) => e.into(),
-            e @ RunError::Failed { .. } => Failure::runtime(&e),
+            e @ RunError::Failed { .. } => classify(e.is_bad_input(), None, &e),
         }
     }
 }

@@ -23,10 +23,23 @@ pub fn validate(
     format: Format,
     allowed: &[std::path::PathBuf],
 ) -> Result<(), Failure> {
-    let loaded = scenario::load_any_with(path, allowed);
+    // Populations this machine could not run are refused before their members are
+    // made, and a scenario whose styles would not fit either is not valid here.
+    let loaded = match sopsim::setup::load(path, allowed) {
+        Ok(loaded) => Ok(loaded),
+        Err(sopsim::setup::SetupError::Scenario(e)) => Err(e),
+        Err(e) => return Err(Failure::BadInput(sopsim::chain::chain(&e))),
+    };
+    let too_big = loaded
+        .as_ref()
+        .ok()
+        .and_then(|(s, _)| sopsim::setup::check_memory(path, s, 1).err());
     if format == Format::Json {
-        let verdict = match &loaded {
-            Ok((s, _)) => json!({
+        let verdict = match (&loaded, &too_big) {
+            (Ok(_), Some(e)) => {
+                json!({"file": path.display().to_string(), "valid": false, "problems": [{"path": "populations", "message": sopsim::chain::chain(e)}], "notes": [], "starts": []})
+            }
+            (Ok((s, _)), None) => json!({
                 "file": path.display().to_string(),
                 "valid": true,
                 "states": s.sop.states.len(),
@@ -35,7 +48,7 @@ pub fn validate(
                 "notes": scenario::advice(s).iter().map(|n| json!({"path": n.path.to_string(), "message": n.message})).collect::<Vec<_>>(),
                 "starts": scenario::started_programs(s).iter().map(|p| json!({"path": p.field.to_string(), "program": p.program, "args": p.args})).collect::<Vec<_>>(),
             }),
-            Err(e) => {
+            (Err(e), _) => {
                 let problems: Vec<_> = match e {
                     ScenarioError::Invalid { problems, .. } => problems
                         .iter()
@@ -47,9 +60,15 @@ pub fn validate(
             }
         };
         say(&to_json(&verdict)?);
+        if let Some(e) = too_big {
+            return Err(Failure::BadInput(sopsim::chain::chain(&e)));
+        }
         return loaded.map(|_| ()).map_err(bad);
     }
     let (s, _) = loaded.map_err(bad)?;
+    if let Some(e) = too_big {
+        return Err(Failure::BadInput(sopsim::chain::chain(&e)));
+    }
     for note in scenario::advice(&s) {
         super::note(&note.to_string());
     }

@@ -16,7 +16,7 @@ fn game(dir: &Path, population: Value) -> String {
     let doc = json!({
         "name": "crowd",
         "populations": {"crowd": population},
-        "sop": {"start": "play", "states": {"play": {
+        "sop": {"start": "play", "max_turns": 1_000_000, "states": {"play": {
             "roles": ["Player"], "turns": "simultaneous",
             "transition": {"max_rounds": 1}, "next": ["end"]
         }}},

@@ -117,6 +117,7 @@ pub enum Setting {
     Out,
     Seeds,
     Jobs,
+    MaxTurns,
 }
 
 /// What could not be set up, and which setting it is about.
@@ -186,6 +187,15 @@ pub enum SetupError {
         what: &'static str,
         max: u64,
     },
+    #[error(
+        "the turn limit ({max_turns}) is below the {turns} turns of one round of state \
+         {state:?}, so no round of it could start"
+    )]
+    RoundTooLong {
+        state: String,
+        turns: u64,
+        max_turns: u64,
+    },
     #[error("{count} seeds from {first} go past the largest seed, {}", u64::MAX)]
     SeedsOverflow { first: u64, count: u64 },
     #[error("name at least one scenario file")]
@@ -227,6 +237,7 @@ impl SetupError {
             SetupError::Prices { .. } => Some(Setting::Prices),
             SetupError::Out { .. } => Some(Setting::Out),
             SetupError::SeedsOverflow { .. } => Some(Setting::Seeds),
+            SetupError::RoundTooLong { .. } => Some(Setting::MaxTurns),
             SetupError::Fetch(_) => None,
         }
     }
@@ -247,10 +258,34 @@ pub const BYTES_PER_AGENT: u64 = 40 << 10;
 /// A run's memory apart from its agents.
 const BASE_BYTES: u64 = 64 << 20;
 
-/// About how much memory `runs` runs of `scenario` at once take at their peak.
+/// About how much memory `runs` runs of `scenario` at once take at their peak: each
+/// agent's share, and its style as many times as its prompts hold it at once.
 pub fn memory_estimate(scenario: &Scenario, runs: usize) -> u64 {
-    let per_run = BASE_BYTES + scenario.agents.len() as u64 * BYTES_PER_AGENT;
+    let styles: u64 = scenario
+        .agents
+        .values()
+        .map(|a| a.style.len() as u64 * STYLE_COPIES)
+        .sum();
+    let per_run = BASE_BYTES + scenario.agents.len() as u64 * BYTES_PER_AGENT + styles;
     per_run.saturating_mul(runs as u64)
+}
+
+/// How many copies of an agent's style a run holds at its peak: the agent's own, its
+/// system prompt, and the request in flight.
+const STYLE_COPIES: u64 = 3;
+
+/// Refuses a turn limit below the turns of one round of the scenario's largest
+/// simultaneous state: the run would end before its first round, having said nothing.
+pub fn check_round_fits(scenario: &Scenario, max_turns: Option<u64>) -> Result<(), SetupError> {
+    let max_turns = max_turns.unwrap_or(scenario.sop.max_turns);
+    match scenario.largest_round() {
+        Some((state, turns)) if turns > max_turns => Err(SetupError::RoundTooLong {
+            state: state.to_string(),
+            turns,
+            max_turns,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Refuses a scenario with populations whose runs would not fit the memory this machine
@@ -260,20 +295,34 @@ pub fn check_memory(path: &Path, scenario: &Scenario, runs: usize) -> Result<(),
     if scenario.populations.is_empty() {
         return Ok(());
     }
-    let Some(available) = available_memory() else {
-        return Ok(());
-    };
-    let estimate = memory_estimate(scenario, runs);
-    if estimate <= available {
+    fits(
+        path,
+        scenario.agents.len(),
+        runs,
+        memory_estimate(scenario, runs),
+    )
+}
+
+/// [`check_memory`] before a scenario's members are made, from their number alone.
+fn check_members_fit(path: &Path, members: usize) -> Result<(), SetupError> {
+    if members == 0 {
         return Ok(());
     }
-    Err(SetupError::TooBig {
-        path: path.to_path_buf(),
-        agents: scenario.agents.len(),
-        runs,
-        estimate_mib: estimate >> 20,
-        available_mib: available >> 20,
-    })
+    let estimate = BASE_BYTES.saturating_add((members as u64).saturating_mul(BYTES_PER_AGENT));
+    fits(path, members, 1, estimate)
+}
+
+fn fits(path: &Path, agents: usize, runs: usize, estimate: u64) -> Result<(), SetupError> {
+    match available_memory() {
+        Some(available) if estimate > available => Err(SetupError::TooBig {
+            path: path.to_path_buf(),
+            agents,
+            runs,
+            estimate_mib: estimate >> 20,
+            available_mib: available >> 20,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The memory this machine has free, from `/proc/meminfo` (Linux).
@@ -300,7 +349,21 @@ fn existing(setting: Setting, path: &Path) -> Result<(), SetupError> {
 /// what the translation could not carry over.
 /// Files the scenario names (knowledge bases) must lie in its folder or in `allowed`.
 pub fn load(path: &Path, allowed: &[PathBuf]) -> Result<(Scenario, Option<Imported>), SetupError> {
-    Ok(scenario::load_any_with(path, allowed)?)
+    let text = scenario::read_text(path)?;
+    let doc = scenario::parse_json(path, &text)?;
+    load_document(path, doc, allowed)
+}
+
+/// [`load`] for a document already parsed (made in code): `path` names it, and its
+/// folder is where the files it names are looked up. Populations too large for this
+/// machine are refused before any member is made.
+pub fn load_document(
+    path: &Path,
+    doc: serde_json::Value,
+    allowed: &[PathBuf],
+) -> Result<(Scenario, Option<Imported>), SetupError> {
+    check_members_fit(path, scenario::member_count(&doc))?;
+    Ok(scenario::load_document_with(path, doc, allowed)?)
 }
 
 /// The chat model sopsim fetches and runs when none is named.

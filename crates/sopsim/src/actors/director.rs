@@ -351,9 +351,15 @@ impl Director {
         // A resumed run that ends (rather than stops) short of its killed run's
         // transcript would leave lines it never said.
         let short = match (&self.transcript, ended_by) {
-            (Some(t), EndReason::End | EndReason::MaxTurns | EndReason::Budget) => {
-                t.check_caught_up().err()
-            }
+            (Some(t), EndReason::MaxTurns) => t.check_caught_up().err().map(|e| match e {
+                SimError::ResumeEnded { path, left } => SimError::ResumeBelowLimit {
+                    path,
+                    left,
+                    max_turns: self.limits.max_turns,
+                },
+                e => e,
+            }),
+            (Some(t), EndReason::End | EndReason::Budget) => t.check_caught_up().err(),
             _ => None,
         };
         let (ended_by, error) = match short {

@@ -824,6 +824,23 @@ impl Scenario {
         players
     }
 
+    /// The simultaneous state with the most turns in a round, and that number: a run
+    /// whose turn limit is below it could never start such a round.
+    pub fn largest_round(&self) -> Option<(&str, u64)> {
+        let mut seats: IndexMap<&str, u64> = IndexMap::new();
+        for agent in self.agents.values() {
+            for (state, role) in &agent.roles {
+                let simultaneous = self.sop.states.get(state).is_some_and(|s| {
+                    s.turns == Turns::Simultaneous && s.roles.iter().any(|r| r == role)
+                });
+                if simultaneous {
+                    *seats.entry(state.as_str()).or_default() += 1;
+                }
+            }
+        }
+        seats.into_iter().max_by_key(|(_, n)| *n)
+    }
+
     /// The role `role` opens each visit of `state` with.
     pub fn begin_role<'a>(&'a self, state: &'a State) -> &'a str {
         state

@@ -10,7 +10,12 @@ use super::aiwaves::{self, is_aiwaves, Imported};
 use super::data_file::{read_objects, DataFileError};
 use super::format::Scenario;
 use super::knowledge_file::{read_entries, KnowledgeFileError};
-use super::population::{expand, Network, PersonaSource};
+use super::population::{expand, footprint, Network, PersonaSource};
+
+/// The most memory making a scenario's population members may take, estimated before
+/// any is made: past it, `validate` and `run` refuse the file instead of filling the
+/// machine.
+const MAX_EXPANSION_BYTES: u64 = 2 << 30;
 use super::table_file::{read_edges, read_rows, TableFileError};
 use super::tools::ToolKind;
 use super::validate::{self, Problem};
@@ -253,8 +258,11 @@ fn from_document_in(path: &Path, doc: Value, folder: &Folder) -> Result<Scenario
 fn add_populations(scenario: &mut Scenario, folder: &Folder) -> Vec<Problem> {
     let mut problems = Vec::new();
     let populations = std::mem::take(&mut scenario.populations);
-    let mut kept = indexmap::IndexMap::with_capacity(populations.len());
-    for (key, mut pop) in populations {
+    // First what every population would take, before any member is made.
+    let mut ready = Vec::with_capacity(populations.len());
+    let mut total_bytes = 0u64;
+    let mut total_members = 0usize;
+    for (key, pop) in populations {
         let path = super::path::FieldPath::root().key("populations").key(&key);
         if scenario.agents.contains_key(&key) {
             problems.push(Problem {
@@ -270,21 +278,48 @@ fn add_populations(scenario: &mut Scenario, folder: &Folder) -> Vec<Problem> {
             Some(PersonaSource::Rows(rows)) => Ok(rows.clone()),
             Some(PersonaSource::File(named)) => folder.table(named, read_rows),
         };
-        let members = rows
+        let measured = rows
             .map_err(|e| Problem {
                 path: path.key("personas"),
                 message: chain(&e),
             })
-            .and_then(|rows| {
-                expand(&key, &pop, &rows).map_err(|e| Problem {
+            .and_then(|rows| match footprint(&pop, &rows) {
+                Ok(f) => Ok((rows, f)),
+                Err(e) => Err(Problem {
                     path: e.field.split('.').fold(path.clone(), |p, k| p.key(k)),
                     message: e.message,
-                })
+                }),
             });
-        let members = match members {
+        match measured {
+            Ok((rows, f)) => {
+                total_bytes += f.bytes(pop.count);
+                total_members += pop.count;
+                ready.push((key, pop, rows, path));
+            }
+            Err(p) => problems.push(p),
+        }
+    }
+    if total_bytes > MAX_EXPANSION_BYTES {
+        problems.push(Problem {
+            path: super::path::FieldPath::root().key("populations"),
+            message: format!(
+                "{total_members} members would take about {} MiB to make, more than the {} \
+                 MiB sopsim makes at once; use fewer members or shorter styles and personas",
+                total_bytes >> 20,
+                MAX_EXPANSION_BYTES >> 20
+            ),
+        });
+        return problems;
+    }
+    let mut kept = indexmap::IndexMap::with_capacity(ready.len());
+    for (key, mut pop, rows, path) in ready {
+        let members = match expand(&key, &pop, &rows) {
             Ok(m) => m,
-            Err(p) => {
-                problems.push(p);
+            Err(e) => {
+                problems.push(Problem {
+                    path: e.field.split('.').fold(path.clone(), |p, k| p.key(k)),
+                    message: e.message,
+                });
                 continue;
             }
         };

@@ -29,8 +29,9 @@ pub use outcomes::*;
 pub use path::FieldPath;
 pub use persona::{identity, role_text, Persona, RoleText, OPENING_NOTE};
 pub use population::{
-    expand as expand_population, member_name, Distribution, ExpandError, Member, Neighbourhood,
-    Network, PersonaSource, PopulationSpec, MAX_MEMBERS,
+    expand as expand_population, footprint, member_count, member_name, Distribution, ExpandError,
+    Footprint, Member, Neighbourhood, Network, PersonaSource, PopulationSpec, MAX_MEMBERS,
+    MAX_STYLE_BYTES,
 };
 pub use tools::{
     compile_arguments_schema, is_loopback, loopback_allowlist, max_tool_steps, tools_of,

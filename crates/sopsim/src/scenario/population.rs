@@ -231,13 +231,125 @@ fn as_text(v: &Value) -> Option<String> {
     }
 }
 
-/// The agents of a population, named by its pattern, in order. `rows` are the persona
-/// rows (from the file, or the inline list).
-pub fn expand(
-    key: &str,
+/// The most bytes one member's style may take once rendered: a style is part of every
+/// prompt its member sends.
+pub const MAX_STYLE_BYTES: usize = 4096;
+
+/// How many members a scenario document's populations make, read from the document
+/// before it is checked (counts that are not whole numbers count as none).
+pub fn member_count(doc: &Value) -> usize {
+    doc.get("populations")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|pops| pops.values())
+        .filter_map(|p| p.get("count").and_then(Value::as_u64))
+        .fold(0usize, |n, c| {
+            n.saturating_add(usize::try_from(c).unwrap_or(usize::MAX))
+        })
+}
+
+/// What making a population's members will take, known before any is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    /// The most bytes one member's rendered style can take.
+    pub style_bytes: usize,
+    /// About how many bytes one member takes once made: its name, style, persona and
+    /// the agent's own fields.
+    pub member_bytes: usize,
+}
+
+impl Footprint {
+    /// About how many bytes all `count` members take.
+    pub fn bytes(&self, count: usize) -> u64 {
+        self.member_bytes as u64 * count as u64
+    }
+}
+
+/// What one made member costs besides its texts: the agent, its roles and its persona's
+/// map (measured sizes of the structures, rounded up).
+const MEMBER_OVERHEAD_BYTES: usize = 512;
+
+/// Checks a population's settings and measures what its members will take, from the
+/// longest value each of its fields can have, without making any member.
+pub fn footprint(
     spec: &PopulationSpec,
     rows: &[IndexMap<String, Value>],
-) -> Result<Vec<(String, AgentSpec)>, ExpandError> {
+) -> Result<Footprint, ExpandError> {
+    check(spec, rows)?;
+    let rows = if spec.personas.is_some() {
+        &rows[..spec.count]
+    } else {
+        &[]
+    };
+    // The longest text of each persona field, over every member.
+    let mut longest: IndexMap<&str, usize> = IndexMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        for (field, v) in row {
+            let len = as_text(v).map(|t| t.len()).ok_or_else(|| {
+                error(
+                    format!("personas[{i}].{field}"),
+                    "must be a string, number or boolean",
+                )
+            })?;
+            let at = longest.entry(field.as_str()).or_default();
+            *at = (*at).max(len);
+        }
+    }
+    for (field, d) in &spec.draw {
+        let len = match d {
+            Distribution::OneOf(items) => items
+                .iter()
+                .filter_map(as_text)
+                .map(|t| t.len())
+                .max()
+                .unwrap_or(0),
+            Distribution::Uniform([lo, hi]) => {
+                format!("{lo:.2}").len().max(format!("{hi:.2}").len())
+            }
+            Distribution::Integers([lo, hi]) => lo.to_string().len().max(hi.to_string().len()),
+        };
+        longest.insert(field.as_str(), len);
+    }
+    let name_bytes = member_name(&spec.name, spec.count - 1).len();
+    let number_bytes = spec.count.to_string().len();
+    let mut style_bytes = template::render(&spec.style, |_| Some("".into()))
+        .map_err(|e| error("style", e.to_string()))?
+        .len();
+    for key in template::placeholders(&spec.style).map_err(|e| error("style", e.to_string()))? {
+        style_bytes += match key.as_str() {
+            "name" => name_bytes,
+            "i" => number_bytes,
+            k => *longest.get(k).ok_or_else(|| {
+                let known: Vec<&str> = longest.keys().copied().collect();
+                error(
+                    "style",
+                    format!(
+                        "unknown placeholder {{{k}}} (its fields: name, i{}{})",
+                        if known.is_empty() { "" } else { ", " },
+                        known.join(", ")
+                    ),
+                )
+            })?,
+        };
+    }
+    if style_bytes > MAX_STYLE_BYTES {
+        return Err(error(
+            "style",
+            format!(
+                "renders to up to {style_bytes} bytes for a member, more than the \
+                 {MAX_STYLE_BYTES} a style may take (it goes into every prompt)"
+            ),
+        ));
+    }
+    let persona_bytes: usize = longest.iter().map(|(k, v)| k.len() + v).sum();
+    Ok(Footprint {
+        style_bytes,
+        member_bytes: MEMBER_OVERHEAD_BYTES + name_bytes + style_bytes + persona_bytes,
+    })
+}
+
+/// The settings of a population that do not depend on its members.
+fn check(spec: &PopulationSpec, rows: &[IndexMap<String, Value>]) -> Result<(), ExpandError> {
     if !spec.name.contains("{i}") {
         return Err(error(
             "name",
@@ -269,7 +381,8 @@ pub fn expand(
             Distribution::OneOf(items) if items.iter().any(|v| as_text(v).is_none()) => {
                 Some("values must be strings, numbers or booleans")
             }
-            Distribution::Uniform([lo, hi]) if !(lo.is_finite() && hi.is_finite() && lo < hi) => {
+            // The width of the range must be finite too: [-1e308, 1e308] is not.
+            Distribution::Uniform([lo, hi]) if !(lo < hi && (hi - lo).is_finite()) => {
                 Some("[low, high] must be finite with low below high")
             }
             Distribution::Integers([lo, hi]) if lo > hi => Some("[low, high] needs low ≤ high"),
@@ -279,6 +392,18 @@ pub fn expand(
             return Err(error(format!("draw.{field}"), why));
         }
     }
+    Ok(())
+}
+
+/// The agents of a population, named by its pattern, in order. `rows` are the persona
+/// rows (from the file, or the inline list). Call [`footprint`] first: it checks what
+/// making them would take.
+pub fn expand(
+    key: &str,
+    spec: &PopulationSpec,
+    rows: &[IndexMap<String, Value>],
+) -> Result<Vec<(String, AgentSpec)>, ExpandError> {
+    check(spec, rows)?;
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed.unwrap_or(0));
     let mut members = Vec::with_capacity(spec.count);
     for i in 0..spec.count {

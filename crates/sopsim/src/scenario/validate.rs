@@ -392,6 +392,16 @@ impl<'a> Checker<'a> {
                 self.problem(path.key("network").key(field), message);
             }
         }
+        if let Some((state, turns)) = s.largest_round().filter(|(_, n)| *n > s.sop.max_turns) {
+            self.problem(
+                root().key("sop").key("max_turns"),
+                format!(
+                    "{}: state {state:?} has rounds of {turns} turns, so none of them could \
+                     start; raise it to at least {turns}",
+                    s.sop.max_turns
+                ),
+            );
+        }
     }
 
     /// Names are printed at the start of transcript lines: a control character in one
