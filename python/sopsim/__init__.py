@@ -9,13 +9,14 @@ competitive information sharing over many seeds, and get results as DataFrames.
 
 from . import models
 from ._bench import Bench, bench, load_bench
-from ._errors import RunError, ScenarioError
+from ._errors import FolderError, RunError, ScenarioError
 from ._run import Run, load_run, run, run_async
 from ._scenario import Scenario
 from ._sopsim import __version__
 
 __all__ = [
     "Bench",
+    "FolderError",
     "Run",
     "RunError",
     "Scenario",

@@ -22,12 +22,11 @@ class Bench:
     def __init__(self, out: Path) -> None:
         #: The benchmark's folder.
         self.out = out
-        path = out / "report.json"
-        if not path.exists():
-            raise FileNotFoundError(f"{out}: no report.json: not a benchmark's folder")
+        files = json.loads(_sopsim.load_bench(os.fspath(out)))
         #: ``report.json``: per scenario and mode, every figure's summary, per-seed
         #: values and the paired difference between the modes.
-        self.report: Dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        self.report: Dict[str, Any] = files["report"]
+        self._ended_by: Dict[str, str] = files["ended_by"]
 
     def runs_records(self) -> List[Dict[str, Any]]:
         """One dict per run: scenario, mode, seed, ended_by (``None`` for a run that did
@@ -37,10 +36,7 @@ class Bench:
         for sc in self.report.get("scenarios", []):
             for mode in self.report.get("modes", []):
                 for i, seed in enumerate(seeds):
-                    summary = self.out / "runs" / sc["scenario"] / mode / f"seed-{seed}" / "summary.json"
-                    ended_by = None
-                    if summary.exists():
-                        ended_by = json.loads(summary.read_text(encoding="utf-8")).get("ended_by")
+                    ended_by = self._ended_by.get(f"{sc['scenario']}/{mode}/seed-{seed}")
                     row: Dict[str, Any] = {"scenario": sc["scenario"], "mode": mode, "seed": seed, "ended_by": ended_by}
                     for name, figure in sc.get("figures", {}).items():
                         values = figure.get("values", {}).get(mode) or []
@@ -154,10 +150,10 @@ def bench(
                 "files (save it first: scenario.save(path))"
             )
         paths.append(os.fspath(sc.path))
-    check_count(seeds, "seeds", minimum=1)
+    check_count(seeds, "seeds", minimum=1, maximum=1_000_000)
     check_count(first_seed, "first_seed", minimum=0)
     if jobs is not None:
-        check_count(jobs, "jobs", minimum=1)
+        check_count(jobs, "jobs", minimum=1, maximum=100_000)
     if max_turns is not None:
         check_count(max_turns, "max_turns", minimum=1)
     if isinstance(modes, str):
@@ -183,7 +179,11 @@ def bench(
 
 
 def load_bench(folder: PathLike) -> Bench:
-    """The :class:`Bench` the command line wrote into ``folder`` (``sopsim bench --out``)."""
+    """The :class:`Bench` the command line wrote into ``folder`` (``sopsim bench --out``).
+    Only regular files inside the folder are read, each within a limit: a link, a
+    device, a pipe or a scenario name that would leave the folder raises
+    :class:`sopsim.FolderError`, and a folder without ``report.json`` raises
+    ``FileNotFoundError``."""
     if not isinstance(folder, (str, os.PathLike)):
         raise TypeError(f"folder: expected a str or os.PathLike, got {type(folder).__name__}")
     return Bench(Path(folder))

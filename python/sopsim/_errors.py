@@ -17,3 +17,9 @@ class ScenarioError(ValueError):
 class RunError(RuntimeError):
     """A run or benchmark that failed while running; the message carries the chain of
     causes. Finished turns are kept in the run's folder when it has one."""
+
+
+class FolderError(ValueError):
+    """A run's or benchmark's folder whose files cannot be read back: a link, a device
+    or a pipe where a file should be, a file over its limit, or JSON that is not what
+    sopsim wrote. The message names the file, never what it holds."""

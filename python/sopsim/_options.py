@@ -15,11 +15,17 @@ def check_mode(mode: Any, argument: str) -> None:
         raise ValueError(f"{argument}: {mode!r} is not one of {', '.join(MODES)}")
 
 
-def check_count(value: Any, argument: str, *, minimum: int) -> None:
+#: The largest count or seed sopsim takes (an unsigned 64-bit number).
+MAX_COUNT = 2**64 - 1
+
+
+def check_count(value: Any, argument: str, *, minimum: int, maximum: int = MAX_COUNT) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{argument}: expected an int, got {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{argument}: must be at least {minimum}, got {value}")
+    if value > maximum:
+        raise OverflowError(f"{argument}: must be at most {maximum}, got {value}")
 
 
 def optional_path(value: Any, argument: str) -> Optional[str]:

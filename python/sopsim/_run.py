@@ -86,6 +86,7 @@ def run(
     record: Optional[PathLike] = None,
     replay: Optional[PathLike] = None,
     on_event: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    _stop: Optional["_sopsim.Stop"] = None,
 ) -> Run:
     """Runs a scenario (a path or a :class:`Scenario`) as ``sopsim run`` does and
     returns the finished :class:`Run`.
@@ -121,7 +122,7 @@ def run(
     if on_event is not None:
         def callback(text: str) -> None:
             on_event(json.loads(text))
-    result = json.loads(_sopsim.run(json.dumps(options), callback))
+    result = json.loads(_sopsim.run(json.dumps(options), callback, _stop))
     return Run(
         result["transcript"],
         result["summary"],
@@ -134,35 +135,42 @@ def run(
 
 async def run_async(scenario: Any, **options: Any) -> Run:
     """:func:`run` for code inside an event loop (a Jupyter notebook): the run goes on a
-    worker thread and the loop keeps running."""
-    return await asyncio.to_thread(run, scenario, **options)
+    worker thread and the loop keeps running. Cancelling the task stops the run at its
+    next turn boundary (its finished turns are kept in ``out``) and waits for it to
+    let go of its folder before the cancellation is raised."""
+    stop = _sopsim.Stop()
+    work = asyncio.ensure_future(asyncio.to_thread(_stoppable, scenario, stop, options))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        stop.stop()
+        await asyncio.gather(work, return_exceptions=True)
+        raise
 
 
-def _jsonl(path: Path) -> List[Dict[str, Any]]:
-    if not path.exists():
-        return []
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def _json(path: Path) -> Any:
-    if not path.exists():
+def _stoppable(scenario: Any, stop: "_sopsim.Stop", options: Dict[str, Any]) -> Optional[Run]:
+    """:func:`run` on a worker thread; a run stopped by ``stop`` returns ``None``
+    rather than raise KeyboardInterrupt, which an event loop would take for Ctrl-C."""
+    try:
+        return run(scenario, _stop=stop, **options)
+    except KeyboardInterrupt:
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def load_run(folder: PathLike) -> Run:
-    """The :class:`Run` the command line wrote into ``folder`` (``sopsim run --out``)."""
+    """The :class:`Run` the command line wrote into ``folder`` (``sopsim run --out``).
+    Only regular files inside the folder are read, each within a limit: a link, a
+    device or a pipe raises :class:`sopsim.FolderError`, and a folder without
+    ``transcript.jsonl`` raises ``FileNotFoundError``."""
     if not isinstance(folder, (str, os.PathLike)):
         raise TypeError(f"folder: expected a str or os.PathLike, got {type(folder).__name__}")
     d = Path(folder)
-    if not (d / "transcript.jsonl").exists():
-        raise FileNotFoundError(f"{d}: no transcript.jsonl: not a run's folder")
+    files = json.loads(_sopsim.load_run(os.fspath(d)))
     return Run(
-        _jsonl(d / "transcript.jsonl"),
-        _json(d / "summary.json") or {},
-        _jsonl(d / "events.jsonl"),
-        _json(d / "environment.json") or {},
-        _json(d / "network.json"),
+        files["transcript"],
+        files["summary"] or {},
+        files["events"],
+        files["environment"] or {},
+        files["network"],
         d,
     )

@@ -37,8 +37,11 @@ class Scenario:
         (default: the current folder)."""
         if not isinstance(document, Mapping):
             raise TypeError(f"document: expected a dict, got {type(document).__name__}")
+        bad = _not_json_number(document, "document")
+        if bad is not None:
+            raise ValueError(f"{bad[0]}: {bad[1]!r} is not a number JSON can hold")
         try:
-            text = json.dumps(document)
+            text = json.dumps(document, allow_nan=False)
         except (TypeError, ValueError) as e:
             raise TypeError(f"document: not JSON data: {e}") from None
         name = str(document.get("name") or "scenario")
@@ -99,6 +102,20 @@ class Scenario:
     def __repr__(self) -> str:
         members = f", {self.members} population members" if self.members else ""
         return f"Scenario({self.name!r}, {self.agents} agents{members}, states={self.states})"
+
+
+def _not_json_number(value: Any, at: str) -> Optional[tuple]:
+    """The first NaN or infinity in ``value`` and where it is, as ``(path, value)``."""
+    stack = [(value, at)]
+    while stack:
+        v, path = stack.pop()
+        if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+            return path, v
+        if isinstance(v, Mapping):
+            stack.extend((item, f"{path}.{key}") for key, item in reversed(list(v.items())))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((item, f"{path}[{i}]") for i, item in reversed(list(enumerate(v))))
+    return None
 
 
 def as_scenario(value: Any, argument: str = "scenario") -> Scenario:

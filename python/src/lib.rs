@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use serde_json::{json, Value};
 use sopsim::chain::chain;
 use sopsim::error::CancelToken;
+use sopsim::output_folder::FolderFileError;
 use sopsim::runner::{self, RunError, RunIo};
 use sopsim::scenario::ScenarioError;
 
@@ -125,10 +126,18 @@ fn load_scenario(py: Python<'_>, path: String, document: Option<String>) -> PyRe
     let path = std::path::PathBuf::from(path);
     let loaded = py.detach(|| match document {
         Some(text) => sopsim::scenario::parse_json(&path, &text)
-            .and_then(|doc| sopsim::scenario::load_document_with(&path, doc, &[])),
-        None => sopsim::scenario::load_any_with(&path, &[]),
+            .map_err(sopsim::setup::SetupError::from)
+            .and_then(|doc| sopsim::setup::load_document(&path, doc, &[])),
+        None => sopsim::setup::load(&path, &[]),
     });
-    let (scenario, _) = loaded.map_err(|e| scenario_error(py, &e))?;
+    let (scenario, _) = loaded.map_err(|e| match &e {
+        sopsim::setup::SetupError::Scenario(s) => scenario_error(py, s),
+        other => python_error(
+            py,
+            "ScenarioError",
+            (chain(other), Vec::<(String, String)>::new()),
+        ),
+    })?;
     let members: usize = scenario.populations.values().map(|p| p.count).sum();
     Ok(json!({
         "name": scenario.name,
@@ -141,18 +150,40 @@ fn load_scenario(py: Python<'_>, path: String, document: Option<String>) -> PyRe
     .to_string())
 }
 
+/// A handle that stops a run started with it at its next turn boundary, from any
+/// thread (`run_async` cancels its run with one).
+#[pyclass(frozen)]
+struct Stop(CancelToken);
+
+#[pymethods]
+impl Stop {
+    #[new]
+    fn new() -> Self {
+        Stop(CancelToken::new())
+    }
+
+    fn stop(&self) {
+        self.0.cancel();
+    }
+}
+
 /// Runs a scenario (`options`: JSON text, see `sopsim/_run.py`); `on_event` gets each
-/// event's payload as JSON text. Returns the transcript, summary, environment and
-/// events as JSON text.
+/// event's payload as JSON text; `stop` stops it from elsewhere. Returns the
+/// transcript, summary, environment and events as JSON text.
 #[pyfunction]
-#[pyo3(signature = (options, on_event=None))]
-fn run(py: Python<'_>, options: String, on_event: Option<Py<PyAny>>) -> PyResult<String> {
+#[pyo3(signature = (options, on_event=None, stop=None))]
+fn run(
+    py: Python<'_>,
+    options: String,
+    on_event: Option<Py<PyAny>>,
+    stop: Option<Py<Stop>>,
+) -> PyResult<String> {
     let opts = options::run_options(&options).map_err(pyo3::exceptions::PyValueError::new_err)?;
     let (name, mode) =
         options::identity(&options).map_err(pyo3::exceptions::PyValueError::new_err)?;
     let conversation = runner::conversation_id(&name, opts.mode.unwrap_or(mode), opts.seed);
     let sink = Arc::new(PythonSink::new(on_event, conversation, opts.seed));
-    let cancel = CancelToken::new();
+    let cancel = stop.map_or_else(CancelToken::new, |s| s.get().0.clone());
     let io = RunIo {
         sinks: vec![sink.clone()],
         cancel: cancel.clone(),
@@ -193,11 +224,14 @@ fn run_bench(py: Python<'_>, options: String, progress: Option<Py<PyAny>>) -> Py
     let opts = options::bench_options(&options).map_err(pyo3::exceptions::PyValueError::new_err)?;
     let out = opts.out.display().to_string();
     let cancel = CancelToken::new();
-    let observer = sink::Progress::new(progress);
-    let token = cancel.clone();
+    let observer = Arc::new(sink::Progress::new(progress, cancel.clone()));
+    let (token, watched) = (cancel.clone(), observer.clone());
     let result = wait_for(py, cancel.clone(), move || {
-        sopsim::bench::run(&opts, &observer, token).map(|_| ())
+        sopsim::bench::run(&opts, watched.as_ref(), token).map(|_| ())
     })?;
+    if let Some(e) = observer.take_error() {
+        return Err(e);
+    }
     result.map_err(|e| {
         if let sopsim::bench::BenchError::Setup(sopsim::setup::SetupError::Scenario(s)) = &e {
             return scenario_error(py, s);
@@ -212,6 +246,42 @@ fn run_bench(py: Python<'_>, options: String, progress: Option<Py<PyAny>>) -> Py
         return Err(PyKeyboardInterrupt::new_err("the benchmark was stopped"));
     }
     Ok(out)
+}
+
+/// A folder's file that is not there: `FileNotFoundError` saying what the folder is
+/// not; any other failure: `FolderError` naming the file.
+fn folder_error(py: Python<'_>, e: &FolderFileError, not_a: &str) -> PyErr {
+    if e.is_missing() {
+        return pyo3::exceptions::PyFileNotFoundError::new_err(format!(
+            "{}: not there: {not_a}",
+            e.path().display()
+        ));
+    }
+    python_error(py, "FolderError", (chain(e),))
+}
+
+/// The run the command line wrote into `folder`, as JSON text: transcript, summary,
+/// events, environment and network.
+#[pyfunction]
+fn load_run(py: Python<'_>, folder: String) -> PyResult<String> {
+    let files = py.detach(|| sopsim::output::read_run_files(std::path::Path::new(&folder)));
+    let files = files.map_err(|e| folder_error(py, &e, "not a run's folder"))?;
+    serde_json::to_string(&files).map_err(|e| python_error(py, "FolderError", (e.to_string(),)))
+}
+
+/// The benchmark the command line wrote into `folder`, as JSON text: its report and
+/// how each run ended.
+#[pyfunction]
+fn load_bench(py: Python<'_>, folder: String) -> PyResult<String> {
+    let files =
+        py.detach(|| sopsim::bench::report::read_bench_files(std::path::Path::new(&folder)));
+    let files = files.map_err(|e| match &e {
+        sopsim::bench::report::BenchFilesError::File(f) => {
+            folder_error(py, f, "not a benchmark's folder")
+        }
+        other => python_error(py, "FolderError", (chain(other),)),
+    })?;
+    serde_json::to_string(&files).map_err(|e| python_error(py, "FolderError", (e.to_string(),)))
 }
 
 /// The models sopsim knows, as JSON text: name, status, folder, bytes, description.
@@ -243,9 +313,12 @@ fn _panic_for_test() {
 
 #[pymodule]
 fn _sopsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Stop>()?;
     m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(load_run, m)?)?;
+    m.add_function(wrap_pyfunction!(load_bench, m)?)?;
     m.add_function(wrap_pyfunction!(models_list, m)?)?;
     m.add_function(wrap_pyfunction!(models_fetch, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;

@@ -20,8 +20,16 @@ fn path(v: &Value, key: &str) -> Option<PathBuf> {
     text(v, key).map(PathBuf::from)
 }
 
-fn number(v: &Value, key: &str) -> Option<u64> {
-    v.get(key).and_then(Value::as_u64)
+/// A whole number the library takes (0 to 2⁶⁴ − 1), or `None` when not given; a value
+/// out of that range is refused rather than replaced by a default.
+fn number(v: &Value, key: &str) -> Result<Option<u64>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(n) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("{key}: {n} is not a whole number from 0 to 2**64-1")),
+    }
 }
 
 fn mode(name: &str) -> Result<Mode, String> {
@@ -53,7 +61,7 @@ fn models(v: &Value) -> Result<ModelOptions, String> {
             .get("timeout")
             .and_then(Value::as_f64)
             .map_or(defaults.timeout, Duration::from_secs_f64),
-        concurrency: number(v, "concurrency").map_or(defaults.concurrency, |c| c as usize),
+        concurrency: number(v, "concurrency")?.map_or(defaults.concurrency, |c| c as usize),
         record: path(v, "record"),
         replay: path(v, "replay"),
         embedder,
@@ -71,8 +79,8 @@ pub fn run_options(json: &str) -> Result<RunOptions, String> {
         document: v.get("document").filter(|d| !d.is_null()).cloned(),
         out: path(&v, "out"),
         mode: text(&v, "mode").map(mode).transpose()?,
-        seed: number(&v, "seed").unwrap_or(0),
-        max_turns: number(&v, "max_turns"),
+        seed: number(&v, "seed")?.unwrap_or(0),
+        max_turns: number(&v, "max_turns")?,
         models: models(&v)?,
         allowed_commands: CommandConsent::Nothing,
         existing: match (v.get("overwrite"), v.get("resume")) {
@@ -113,11 +121,12 @@ pub fn bench_options(json: &str) -> Result<BenchOptions, String> {
     Ok(BenchOptions {
         scenarios,
         modes,
-        seeds: number(&v, "seeds").unwrap_or(8),
-        first_seed: number(&v, "first_seed").unwrap_or(0),
-        jobs: number(&v, "jobs").unwrap_or(4) as usize,
+        seeds: number(&v, "seeds")?.unwrap_or(8),
+        first_seed: number(&v, "first_seed")?.unwrap_or(0),
+        jobs: usize::try_from(number(&v, "jobs")?.unwrap_or(4))
+            .map_err(|_| "jobs: too many for this machine".to_string())?,
         out: path(&v, "out").ok_or("out: missing")?,
-        max_turns: number(&v, "max_turns"),
+        max_turns: number(&v, "max_turns")?,
         models: models(&v)?,
         allowed_paths: Vec::new(),
         shard: None,

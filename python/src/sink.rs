@@ -86,24 +86,40 @@ impl EventSink for PythonSink {
     }
 }
 
-/// Tells a Python callable `progress(done, total)` as a benchmark's runs end.
+/// Tells a Python callable `progress(done, total)` as a benchmark's runs end. An
+/// exception in the callable stops the benchmark (its finished runs are kept), and is
+/// raised when the benchmark returns.
 pub struct Progress {
     callback: Option<Py<PyAny>>,
     counts: Mutex<(usize, usize)>,
+    error: Mutex<Option<PyErr>>,
+    cancel: CancelToken,
 }
 
 impl Progress {
-    pub fn new(callback: Option<Py<PyAny>>) -> Self {
+    pub fn new(callback: Option<Py<PyAny>>, cancel: CancelToken) -> Self {
         Self {
             callback,
             counts: Mutex::new((0, 0)),
+            error: Mutex::new(None),
+            cancel,
         }
     }
 
+    pub fn take_error(&self) -> Option<PyErr> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
     fn tell(&self, done: usize, total: usize) {
-        if let Some(callback) = &self.callback {
-            // A progress display that fails must not fail the benchmark.
-            let _ = Python::attach(|py| callback.call1(py, (done, total)).map(|_| ()));
+        let Some(callback) = &self.callback else {
+            return;
+        };
+        if let Err(e) = Python::attach(|py| callback.call1(py, (done, total)).map(|_| ())) {
+            self.cancel.cancel();
+            self.error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(e);
         }
     }
 }

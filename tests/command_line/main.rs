@@ -7,6 +7,8 @@ mod aiwaves;
 mod bench;
 mod choices;
 mod cli;
+#[cfg(unix)]
+mod hostile;
 mod populations;
 mod resume;
 mod shards;
