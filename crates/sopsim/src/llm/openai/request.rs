@@ -46,6 +46,12 @@ impl OpenAiBackend {
             obj.insert("top_k".into(), json!(k));
         }
         if let Some(m) = s.max_tokens {
+            // A streamed reply is closed at a sentence end near its budget: the
+            // server may go on a little past it.
+            let m = match self.budget(req) {
+                Some(b) => b.hard as u32,
+                None => m,
+            };
             obj.insert("max_tokens".into(), json!(m));
         }
         if let Some(stop) = s.stop.as_ref().filter(|s| !s.is_empty()) {
@@ -54,7 +60,11 @@ impl OpenAiBackend {
         }
         if let Some(seed) = s.seed {
             let attempt = req.redraw.as_ref().map_or(0, |r| u64::from(r.attempt));
-            obj.insert("seed".into(), json!(seed.wrapping_add(attempt)));
+            let candidate = u64::from(req.candidate) << 32;
+            obj.insert(
+                "seed".into(),
+                json!(seed.wrapping_add(attempt).wrapping_add(candidate)),
+            );
         }
         sampling::standard(s, req.redraw.as_ref(), &mut obj);
         if self.sends_extras(req) {
@@ -79,6 +89,14 @@ impl OpenAiBackend {
     /// on; every other call's answer is short and shown whole.
     pub(super) fn streams(&self, req: &LlmRequest) -> bool {
         self.options.stream && matches!(req.context.kind, CallKind::Act | CallKind::Decide)
+    }
+
+    /// A streamed reply's budget (`crate::sentence`): agents' replies only, and only
+    /// when the request sets `max_tokens`.
+    pub(super) fn budget(&self, req: &LlmRequest) -> Option<crate::sentence::ReplyBudget> {
+        let max = req.settings.max_tokens?;
+        (self.streams(req) && req.context.kind == CallKind::Act && req.tools.is_none())
+            .then(|| crate::sentence::ReplyBudget::of(max as usize))
     }
 
     /// The model the request names, else the backend's.

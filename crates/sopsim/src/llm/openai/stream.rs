@@ -31,6 +31,10 @@ impl OpenAiBackend {
         let mut finished = false;
         let mut stopped_at = None;
         let mut calls = tools::StreamedCalls::default();
+        // Pieces of text received: a server sends about a token in each.
+        let mut pieces = 0usize;
+        let budget = self.budget(req);
+        let mut look_from = 0;
         loop {
             let next = tokio::time::timeout(self.options.read_timeout, bytes.next())
                 .await
@@ -76,7 +80,25 @@ impl OpenAiBackend {
                 }
                 if let Some(choice) = chunk.choices.into_iter().next() {
                     if let Some(piece) = choice.delta.content {
+                        let before = text.len();
                         text.push_str(&piece);
+                        pieces += 1;
+                        if let Some(b) = budget.filter(|b| pieces >= b.soft) {
+                            if pieces == b.soft {
+                                look_from = before.saturating_sub(4);
+                            }
+                            if let Some(end) = crate::sentence::first_end(&text, look_from) {
+                                // The reply ends here; closing the stream stops the
+                                // server.
+                                if let (Some(sink), true) = (sink, end > before) {
+                                    sink(&text[before..end]);
+                                }
+                                text.truncate(end);
+                                let mut c = self.completion(req, text, &usage);
+                                c.tool_calls = calls.finish();
+                                return Ok(c);
+                            }
+                        }
                         if let Some(sink) = sink {
                             sink(&piece);
                         }
