@@ -33,7 +33,7 @@ fn competitive_mode_keeps_earlier_states_out_of_an_agents_prompt() {
             "the negative team saw the affirmative plan:\n{p}"
         );
         assert!(
-            p.contains("How do we argue against banning cars"),
+            p.contains("How do we argue against the car ban"),
             "it sees its own state"
         );
     }

@@ -31,6 +31,8 @@ pub struct Observation {
     pub relevant: Vec<Arc<Message>>,
     /// The latest messages, oldest first; the last is the one to answer.
     pub recent: Vec<Arc<Message>>,
+    /// The recent messages' embeddings, where they were embedded (else empty).
+    pub recent_vectors: Vec<Vec<f32>>,
     /// Values agents' `extract` steps stored, for `template` components.
     pub shared: BTreeMap<String, String>,
 }
@@ -203,16 +205,24 @@ impl SharedMemory {
             summary: None,
             relevant,
             recent: recent.iter().map(|&p| self.log[p].clone()).collect(),
+            recent_vectors: Vec::new(),
             shared: BTreeMap::new(),
         }
     }
 
-    /// What any agent sees now: the summary, the last `max_chat_history` visible
-    /// messages, and the `top_k` older visible messages most similar to the latest.
+    /// What any agent sees now: the summary, the latest visible messages, and the
+    /// `top_k` older visible messages most similar to the latest.
+    ///
+    /// The latest messages start at a whole number of `max_chat_history` blocks into
+    /// the window and move a block at a time, when a summary is due: between
+    /// `max_chat_history` and twice that many. Between moves an agent's prompt only
+    /// grows at its end, so the model reads again only what is new.
     pub fn observe(&self) -> Observation {
         let start = self.window_start();
         let end = self.log.len();
-        let recent_from = end.saturating_sub(self.max_chat_history).max(start);
+        let block = self.max_chat_history.max(1);
+        let blocks = (end - start.min(end)) / block;
+        let recent_from = start + blocks.saturating_sub(1) * block;
         let relevant = if end > start && recent_from > start {
             self.index
                 .top_k(end - 1, start..recent_from, self.top_k)
@@ -226,6 +236,14 @@ impl SharedMemory {
             summary: self.summary.as_ref().map(|s| s.text.clone()),
             relevant,
             recent: self.log[recent_from..end].to_vec(),
+            recent_vectors: (recent_from..end)
+                .map(|p| {
+                    self.index
+                        .vector(p)
+                        .map(<[f32]>::to_vec)
+                        .unwrap_or_default()
+                })
+                .collect(),
             shared: BTreeMap::new(),
         }
     }
@@ -275,8 +293,36 @@ mod tests {
                 .map(|m| m.state.as_str())
                 .collect();
             assert_eq!(seen.contains(&"a"), sees_first_state, "{mode:?}: {seen:?}");
-            assert_eq!(obs.recent.len(), 3);
+            // Cooperative: 8 messages, the window from the second block of 3 on;
+            // competitive: the visit's 4, one whole block and one more.
+            let expected = if sees_first_state { 5 } else { 4 };
+            assert_eq!(obs.recent.len(), expected, "{mode:?}");
         }
+    }
+
+    #[test]
+    fn the_latest_messages_move_a_block_at_a_time_so_a_prompt_only_grows_between() {
+        let mut mem = SharedMemory::new(Mode::Cooperative, 3, 0);
+        mem.begin_visit();
+        let mut firsts = Vec::new();
+        for i in 0..12 {
+            let seq = mem.next_seq();
+            mem.record(msg(seq, "a", &format!("m{i}")), &[]);
+            let obs = mem.observe();
+            assert!(
+                (1..=5).contains(&obs.recent.len()),
+                "{i}: {}",
+                obs.recent.len()
+            );
+            assert_eq!(obs.recent.last().unwrap().content, format!("m{i}"));
+            firsts.push(obs.recent[0].content.clone());
+        }
+        // The window's first message changes once per block of three, when a summary
+        // is due.
+        assert_eq!(
+            firsts,
+            ["m0", "m0", "m0", "m0", "m0", "m3", "m3", "m3", "m6", "m6", "m6", "m9"]
+        );
     }
 
     #[test]

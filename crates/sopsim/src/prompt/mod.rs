@@ -1,10 +1,12 @@
 //! Prompt assembly: what each kind of call sends to the model, within the token budget.
 //!
 //! Pure functions from scenario data and an [`Observation`] to chat messages. The order
-//! inside a prompt: environment prompt and components (system part), then the summary,
-//! retrieved history and recent messages, then the closing instructions. Under budget
-//! pressure the oldest recent messages go first, then the least relevant retrieved ones,
-//! then the summary; the message being answered goes last of all.
+//! inside a prompt is from what changes least to what changes most, so that each turn's
+//! prompt continues the last one and the model reads only what is new: environment
+//! prompt and components (system part), then the summary, the recent messages, then
+//! retrieved history and the closing instructions. Under budget pressure the oldest
+//! recent messages go first, then the least relevant retrieved ones, then the summary;
+//! the message being answered goes last of all.
 
 mod budget;
 mod chat;
@@ -36,7 +38,7 @@ const RANK_RELEVANT: u32 = 1_000_000;
 const RANK_SUMMARY: u32 = 2_000_000;
 const RANK_LATEST: u32 = 3_000_000;
 
-/// The summary, the relevant earlier messages and the recent ones; with `turns_of`,
+/// The summary, the recent messages and the relevant earlier ones; with `turns_of`,
 /// the recent ones are chat turns, that speaker's own as its assistant turns.
 fn context_sections(obs: &Observation, latest_rank: u32, turns_of: Option<&str>) -> Vec<Section> {
     let mut sections = Vec::new();
@@ -48,23 +50,6 @@ fn context_sections(obs: &Observation, latest_rank: u32, turns_of: Option<&str>)
                 drop_rank: RANK_SUMMARY,
                 own: false,
             }],
-            as_turns: false,
-        });
-    }
-    if !obs.relevant.is_empty() {
-        let n = obs.relevant.len() as u32;
-        sections.push(Section {
-            header: RELEVANT_HEADER.into(),
-            items: obs
-                .relevant
-                .iter()
-                .enumerate()
-                .map(|(i, m)| Item {
-                    text: m.render(),
-                    drop_rank: RANK_RELEVANT + n - i as u32,
-                    own: false,
-                })
-                .collect(),
             as_turns: false,
         });
     }
@@ -90,6 +75,23 @@ fn context_sections(obs: &Observation, latest_rank: u32, turns_of: Option<&str>)
                 })
                 .collect(),
             as_turns: turns_of.is_some(),
+        });
+    }
+    if !obs.relevant.is_empty() {
+        let n = obs.relevant.len() as u32;
+        sections.push(Section {
+            header: RELEVANT_HEADER.into(),
+            items: obs
+                .relevant
+                .iter()
+                .enumerate()
+                .map(|(i, m)| Item {
+                    text: m.render(),
+                    drop_rank: RANK_RELEVANT + n - i as u32,
+                    own: false,
+                })
+                .collect(),
+            as_turns: false,
         });
     }
     sections
@@ -334,7 +336,7 @@ pub fn summary_prompt(
         summary: req.previous.clone(),
         relevant: Vec::new(),
         recent: req.messages.clone(),
-        shared: Default::default(),
+        ..Observation::default()
     };
     let system = vec![
         state.environment_prompt.trim().to_string(),

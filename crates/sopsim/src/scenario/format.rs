@@ -198,12 +198,18 @@ pub struct LlmSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub min_p: Option<f32>,
-    /// A reply that copies an earlier message, carries a speaker label, echoes the
-    /// instructions, narrates in the third person or is empty is drawn again, up to
-    /// this many times (0: never); the last draw stands.
+    /// A reply with a flaw reply quality counts (a copy, a paraphrase, a label, a stage
+    /// direction, speaking as someone else, an echo of the instructions, third-person
+    /// narration, a foreign script, a cut or an empty reply) is drawn again, up to this
+    /// many times (0: never); the last draw stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 10))]
     pub redraws: Option<u32>,
+    /// Candidates drawn at once for each reply (the local engine decodes them in one
+    /// batch, the prompt read once); the first without a flaw, in seed order, is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 8))]
+    pub candidates: Option<u32>,
 }
 
 /// How many tokens a penalty looks back over.
@@ -253,6 +259,7 @@ impl LlmSettings {
                 .or_else(|| outer.dry_breakers.clone()),
             min_p: self.min_p.or(outer.min_p),
             redraws: self.redraws.or(outer.redraws),
+            candidates: self.candidates.or(outer.candidates),
         }
     }
 }
@@ -264,6 +271,11 @@ pub struct AgentSpec {
     /// How the agent speaks; shown to it in every state.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub style: String,
+    /// What the agent wants and why, in its own first-person words ("I run the bakery
+    /// on the corner; half my customers drive in."); told to it again with every turn,
+    /// where a small model weighs it most.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stake: String,
     /// State name → the role this agent plays there. Absent states: the agent is silent.
     pub roles: IndexMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

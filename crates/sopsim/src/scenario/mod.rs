@@ -27,7 +27,7 @@ pub use load::{
 };
 pub use outcomes::*;
 pub use path::FieldPath;
-pub use persona::{identity, role_text, Persona, RoleText, OPENING_NOTE};
+pub use persona::{identity, role_text, speak_as, Persona, RoleText, OPENING_NOTE};
 pub use population::{
     expand as expand_population, footprint, member_count, member_name, Distribution, ExpandError,
     Footprint, Member, Neighbourhood, Network, PersonaSource, PopulationSpec, MAX_MEMBERS,

@@ -42,6 +42,10 @@ pub fn identity(name: &str, role: &str) -> String {
 fn system_part(state: &State, who: Persona<'_>, comps: Option<&Components>) -> Vec<String> {
     let mut sys = vec![state.environment_prompt.trim().to_string()];
     sys.push(identity(who.name, who.role));
+    let stake = who.agent.stake.trim();
+    if !stake.is_empty() {
+        sys.push(format!("In your own words: \"{stake}\""));
+    }
     let style: Vec<&str> = [
         who.agent.style.as_str(),
         comps.and_then(|c| c.style.as_deref()).unwrap_or(""),
@@ -66,7 +70,13 @@ fn system_part(state: &State, who: Persona<'_>, comps: Option<&Components>) -> V
             sys.push(format!("Examples of how you speak:\n{}", demos.join("\n")));
         }
     }
+    sys.push(speak_as(who.name));
     sys
+}
+
+/// How an agent is told to speak: as itself, aloud, and nothing else.
+pub fn speak_as(name: &str) -> String {
+    format!("Write only what {name} says aloud, as {name}, without a name label or notes.")
 }
 
 fn tail_part(who: Persona<'_>, comps: Option<&Components>, opening: bool) -> Vec<String> {
@@ -82,22 +92,24 @@ fn tail_part(who: Persona<'_>, comps: Option<&Components>, opening: bool) -> Vec
     tail
 }
 
-/// The last line of an agent's prompt: who speaks now and what to do, as a
-/// first-person instruction. Small models follow a task stated here far better than
-/// one stated in the system part, and reply in character far more often when told to
-/// speak as themselves with something new (measured: `docs/guide/local-models.md`).
+/// The last line of an agent's prompt: whose turn it is, what to do, and what the
+/// agent wants, in brackets after the conversation. Small models follow a task and
+/// hold a side far better stated here than in the system part, and a cue in brackets
+/// is rarely copied into the reply as a heading (measured:
+/// `docs/guide/local-models.md`).
 fn your_turn(who: Persona<'_>, task: Option<&str>) -> String {
-    match task.map(str::trim).filter(|t| !t.is_empty()) {
-        Some(task) => format!(
-            "Reply as {}, in the first person, with something not yet said: {}",
-            who.name,
-            lower_first(task)
-        ),
-        None => format!(
-            "Reply as {}, in the first person, with something not yet said.",
-            who.name
-        ),
-    }
+    let task = task
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| format!(": {}", lower_first(t.trim_end_matches('.'))))
+        .unwrap_or_default();
+    let stake = who.agent.stake.trim();
+    let view = if stake.is_empty() {
+        String::new()
+    } else {
+        format!(" Your view: {stake}")
+    };
+    format!("({}, your turn{task}.{view})", who.name)
 }
 
 /// "Choose your move." → "choose your move." ("I…" and acronyms keep their capital).
@@ -136,11 +148,24 @@ mod tests {
         let text = role_text(&state, who, false);
         assert_eq!(
             text.tail,
-            [
-                "Two sentences.",
-                "Reply as Ada, in the first person, with something not yet said: give the opening."
-            ]
+            ["Two sentences.", "(Ada, your turn: give the opening.)"]
         );
+        let staked = AgentSpec {
+            stake: "I want the park.".into(),
+            ..AgentSpec::default()
+        };
+        let who = Persona {
+            agent: &staked,
+            ..who
+        };
+        let text = role_text(&state, who, false);
+        assert_eq!(
+            text.tail.last().unwrap(),
+            "(Ada, your turn: give the opening. Your view: I want the park.)"
+        );
+        assert!(text
+            .system
+            .contains(&"In your own words: \"I want the park.\"".to_string()));
         assert_eq!(lower_first("I think"), "I think");
         assert_eq!(lower_first("AI first"), "AI first");
     }

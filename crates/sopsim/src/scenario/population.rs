@@ -449,6 +449,7 @@ pub fn expand(
         })?;
         let agent = AgentSpec {
             style,
+            stake: String::new(),
             roles: spec.roles.clone(),
             llm: spec.llm.clone(),
             human: false,

@@ -200,6 +200,12 @@ pub const GENERIC_FIGURES: &[&str] = &[
     "quality.narration",
     "quality.echo",
     "quality.empty",
+    "quality.cut",
+    "quality.stage",
+    "quality.impersonation",
+    "quality.foreign",
+    "quality.paraphrase",
+    "quality.off_stake",
     "quality.distinct_2",
 ];
 
@@ -219,5 +225,11 @@ pub const QUALITY_FIGURES: &[&str] = &[
     "quality.narration",
     "quality.echo",
     "quality.empty",
+    "quality.cut",
+    "quality.stage",
+    "quality.impersonation",
+    "quality.foreign",
+    "quality.paraphrase",
+    "quality.off_stake",
     "quality.distinct_2",
 ];
