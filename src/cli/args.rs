@@ -358,6 +358,10 @@ pub struct ModelArgs {
     /// Answer every model request from a recording in DIR; never connects anywhere.
     #[arg(long, value_name = "DIR")]
     pub replay: Option<PathBuf>,
+    /// --llm local: memory for the prompt prefixes the model keeps, shared by every run
+    /// of the process (0: none).
+    #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    pub prefix_cache_mib: u32,
     /// Which embedder indexes messages for relevant-history retrieval.
     #[arg(long, value_enum, default_value_t = EmbedderArg::Minilm)]
     pub embedder: EmbedderArg,
@@ -508,6 +512,7 @@ impl ModelArgs {
             replay: self.replay.clone(),
             embedder: self.embedder.into(),
             embedder_model: self.embedder_model.clone(),
+            prefix_cache_bytes: (self.prefix_cache_mib as usize) << 20,
             fetch_observer,
         })
     }

@@ -1,5 +1,6 @@
 //! One sequence's keys and values (f16, as llama.cpp keeps them), and the tokens they
-//! belong to. A cache can be cut back to any prefix and continued from there.
+//! belong to. A cache can be cut back to any prefix and continued from there, and whole
+//! blocks of it copied out ([`KvBlocks`]) and into another.
 //!
 //! Values are kept a position after another. Keys are kept in blocks of
 //! [`KEY_BLOCK`] positions, each block a dimension after another with the block's
@@ -131,5 +132,90 @@ impl KvCache {
 
     pub fn layer(&self, layer: usize) -> (&[u16], &[u16]) {
         (&self.k[layer], &self.v[layer])
+    }
+
+    /// The keys and values of the whole blocks `blocks` (of [`KEY_BLOCK`] positions),
+    /// copied out, with their tokens.
+    pub fn blocks(&self, blocks: std::ops::Range<usize>) -> KvBlocks {
+        let per_block = KEY_BLOCK * self.width;
+        let span = blocks.start * per_block..blocks.end * per_block;
+        KvBlocks {
+            k: self.k.iter().map(|l| l[span.clone()].into()).collect(),
+            v: self.v.iter().map(|l| l[span.clone()].into()).collect(),
+            tokens: self.tokens[blocks.start * KEY_BLOCK..blocks.end * KEY_BLOCK].into(),
+        }
+    }
+
+    /// Continues a cache that holds whole blocks only with `blocks` (room must be
+    /// reserved): the keys and values are those the tokens would have been given here.
+    pub fn extend_blocks(&mut self, blocks: &KvBlocks) {
+        debug_assert_eq!(self.len() % KEY_BLOCK, 0, "a cache continued by blocks");
+        let at = self.len() * self.width;
+        for (dst, src) in self
+            .k
+            .iter_mut()
+            .zip(&blocks.k)
+            .chain(self.v.iter_mut().zip(&blocks.v))
+        {
+            dst[at..at + src.len()].copy_from_slice(src);
+        }
+        self.tokens.extend_from_slice(&blocks.tokens);
+    }
+}
+
+/// Whole blocks of a cache's keys and values, with their tokens: what a prefix cache
+/// keeps of a sequence, so that another continues from them without computing them.
+#[derive(Clone)]
+pub struct KvBlocks {
+    k: Vec<Box<[u16]>>,
+    v: Vec<Box<[u16]>>,
+    tokens: Box<[u32]>,
+}
+
+impl KvBlocks {
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// How many blocks it holds.
+    pub fn len(&self) -> usize {
+        self.tokens.len() / KEY_BLOCK
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        2 * self.k.iter().chain(&self.v).map(|l| l.len()).sum::<usize>() + 4 * self.tokens.len()
+    }
+
+    /// The first `n` blocks, and the rest.
+    pub fn split(self, n: usize) -> (KvBlocks, KvBlocks) {
+        let per_block = |l: &[u16]| l.len() / self.len().max(1);
+        let cut = |ls: &[Box<[u16]>]| -> (Vec<Box<[u16]>>, Vec<Box<[u16]>>) {
+            ls.iter()
+                .map(|l| {
+                    let at = n * per_block(l);
+                    (l[..at].into(), l[at..].into())
+                })
+                .unzip()
+        };
+        let (k0, k1) = cut(&self.k);
+        let (v0, v1) = cut(&self.v);
+        let at = n * KEY_BLOCK;
+        (
+            KvBlocks {
+                k: k0,
+                v: v0,
+                tokens: self.tokens[..at].into(),
+            },
+            KvBlocks {
+                k: k1,
+                v: v1,
+                tokens: self.tokens[at..].into(),
+            },
+        )
     }
 }

@@ -64,6 +64,9 @@ pub struct ModelOptions {
     /// A folder with config.json, model.safetensors and tokenizer.json, or a server's
     /// embedding model.
     pub embedder_model: Option<PathBuf>,
+    /// Memory for the prompt prefixes a local model keeps, shared by every run of the
+    /// process.
+    pub prefix_cache_bytes: usize,
     /// Told about fetching a missing model.
     pub fetch_observer: Arc<dyn FetchObserver>,
 }
@@ -98,10 +101,16 @@ impl Default for ModelOptions {
             replay: None,
             embedder: EmbedderChoice::MiniLm,
             embedder_model: None,
+            prefix_cache_bytes: DEFAULT_PREFIX_CACHE_BYTES,
             fetch_observer: Arc::new(models::Quiet),
         }
     }
 }
+
+/// The prompt prefixes a local model keeps when the options do not say: a qwen15
+/// conversation holds about 29 KB a token, so a gigabyte keeps some 36,000 tokens of
+/// the prompts every run of a process shares.
+pub const DEFAULT_PREFIX_CACHE_BYTES: usize = 1 << 30;
 
 /// The option a [`SetupError`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -388,8 +397,11 @@ pub fn local_backend(opts: &ModelOptions) -> Result<crate::llm::local::LocalBack
         },
         None => known(DEFAULT_CHAT_MODEL)?,
     };
-    crate::llm::local::LocalBackend::start(&path, crate::llm::local::LocalOptions::default())
-        .map_err(SetupError::LocalModel)
+    let options = crate::llm::local::LocalOptions {
+        cache_bytes: opts.prefix_cache_bytes,
+        ..crate::llm::local::LocalOptions::default()
+    };
+    crate::llm::local::LocalBackend::start(&path, options).map_err(SetupError::LocalModel)
 }
 
 /// The local chat model as a backend with its token counter (what `sopsim chat` uses).
@@ -640,7 +652,10 @@ pub fn assemble<'a>(
     let Some(first) = scenarios.first() else {
         return Err(SetupError::NoScenarios);
     };
-    let needed = scenarios.iter().any(|s| s.needs_embeddings());
+    // A model's replies are also checked for paraphrases, with the embedder.
+    let checks_replies =
+        models.llm != LlmChoice::Scripted && scenarios.iter().any(|s| s.populations.is_empty());
+    let needed = checks_replies || scenarios.iter().any(|s| s.needs_embeddings());
     let embed = embed_service(&models, needed)?;
     let prices = prices(&models)?;
     let shared = match (models.llm, &models.replay) {

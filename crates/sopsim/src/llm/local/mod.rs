@@ -9,6 +9,7 @@
 
 mod constrain;
 mod engine;
+mod prefix_tree;
 mod sampling;
 
 use std::path::{Path, PathBuf};
