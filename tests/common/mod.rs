@@ -71,6 +71,9 @@ impl LlmBackend for Recording {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+    fn draws(&self) -> bool {
+        self.inner.draws()
+    }
     fn complete<'a>(
         &'a self,
         request: LlmRequest,

@@ -56,6 +56,7 @@ fn ask(b: &OpenAiBackend) -> Result<sopsim::llm::Completion, sopsim::llm::LlmErr
         options: None,
         tools: None,
         redraw: None,
+        candidate: 0,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -67,6 +67,7 @@ fn tool_results_go_to_the_store_and_errors_to_the_tool() {
             LlmClient::new(services.llm.clone(), 0),
             services.counter.clone(),
             None,
+            false,
         ));
         let mut result = ResultObject::new(
             "sources",

@@ -17,6 +17,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "chain",
             "files",
             "output_folder",
+            "sentence",
             "user_json",
             "template",
             "tokens",

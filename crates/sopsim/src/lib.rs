@@ -69,7 +69,8 @@
 //! - [`tools`]: the built-in tool kinds, and the decision agent's logic (what a
 //!   decision sees, reading it, self-healing errors).
 //! - [`quality`]: reply quality (copies, labels, narration, echoes, empty replies).
-//! - [`template`], [`tokens`]: placeholder templates and token counting.
+//! - [`template`], [`tokens`]: placeholder templates and token counting;
+//!   [`sentence`]: where sentences end, and the reply budget built on it.
 //! - [`files`]: bounded reads of users' files, whole-or-nothing writes;
 //!   [`output_folder`]: the only way the files of a run's or a benchmark's folder are
 //!   opened (regular files inside it, never through a link, every read bounded).
@@ -120,6 +121,7 @@ pub mod prompt;
 pub mod quality;
 pub mod runner;
 pub mod scenario;
+pub mod sentence;
 pub mod setup;
 pub mod sim;
 pub mod sop;

@@ -287,6 +287,10 @@ async fn cast(
     sinks: Sinks,
     audience: Option<crate::memory::Audience>,
 ) -> Result<Cast, SimError> {
+    // Paraphrases are measured with MiniLM's embeddings, whose threshold is known;
+    // a population's members each speak once a round, which no loop check needs.
+    let paraphrases =
+        services.embed.name() == crate::embed::MINILM_NAME && scenario.populations.is_empty();
     let env = EnvironmentActor::new(
         scenario.clone(),
         mode,
@@ -294,10 +298,31 @@ async fn cast(
         llm.clone(),
         services.counter.clone(),
         audience,
+        paraphrases,
     )
     .start();
     let tools = Arc::new(crate::tools::ToolBox::start(scenario, &config.commands).await?);
     let instructions = crate::quality::Instructions::of(scenario);
+    // Replies are checked against the participants' stakes with the same embeddings.
+    let stakes = match paraphrases {
+        true => {
+            let staked: Vec<(&String, &str)> = scenario
+                .agents
+                .iter()
+                .map(|(n, a)| (n, a.stake.trim()))
+                .filter(|(_, s)| !s.is_empty())
+                .collect();
+            let vectors = futures::future::try_join_all(
+                staked
+                    .iter()
+                    .map(|(_, s)| services.embed.embed(s.to_string())),
+            )
+            .await?;
+            let names = staked.into_iter().map(|(n, _)| n.clone());
+            Some(Arc::new(crate::quality::Stakes::new(names.zip(vectors))))
+        }
+        false => None,
+    };
     let agents: HashMap<String, _> = scenario
         .agents
         .iter()
@@ -314,6 +339,8 @@ async fn cast(
                 tools: tools.clone(),
                 seed: config.seed,
                 instructions: instructions.clone(),
+                paraphrases: paraphrases.then(|| services.embed.clone()),
+                stakes: stakes.clone(),
             };
             (name.clone(), actor.start())
         })
@@ -325,6 +352,8 @@ async fn cast(
         llm: llm.clone(),
         counter: services.counter.clone(),
         sinks,
+        paraphrases,
+        stakes,
     })
 }
 

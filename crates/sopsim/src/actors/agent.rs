@@ -35,6 +35,10 @@ pub struct AgentActor {
     pub(crate) seed: u64,
     /// What a reply must not copy or echo (shared by every agent of the run).
     pub(crate) instructions: crate::quality::Instructions,
+    /// Set when replies are checked for paraphrases: the service that embeds them.
+    pub(crate) paraphrases: Option<crate::embed::EmbedService>,
+    /// The participants' stakes embedded, when replies are checked against them.
+    pub(crate) stakes: Option<Arc<crate::quality::Stakes>>,
 }
 
 impl Actor for AgentActor {
@@ -142,6 +146,8 @@ impl AgentActor {
             stream: self.token_sink().filter(|_| msg.live),
             sinks: self.sinks.clone(),
             instructions: self.instructions.clone(),
+            paraphrases: self.paraphrases.clone(),
+            stakes: self.stakes.clone(),
             msg,
             base,
             settings,

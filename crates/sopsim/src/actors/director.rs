@@ -29,7 +29,7 @@ use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest};
 use crate::memory::{Message, Observation};
 use crate::output::TranscriptWriter;
 use crate::prompt::{self, Assembled};
-use crate::quality::{Checker, Instructions, ReplyQuality};
+use crate::quality::{Checker, Instructions, Paraphrases, ReplyQuality, PARAPHRASE_COSINE};
 use crate::scenario::Scenario;
 use crate::sop::{Check, SopEngine, Speaker, Transition};
 use crate::tokens::TokenCounter;
@@ -98,6 +98,10 @@ pub struct Cast {
     pub llm: LlmClient,
     pub counter: Arc<dyn TokenCounter>,
     pub sinks: Sinks,
+    /// Whether replies are checked for paraphrases, from the messages' embeddings.
+    pub paraphrases: bool,
+    /// The participants' stakes embedded, when replies are checked against them.
+    pub stakes: Option<Arc<crate::quality::Stakes>>,
 }
 
 /// When the Director ends a run early, between turns.
@@ -147,7 +151,16 @@ impl Director {
         done: oneshot::Sender<Finish>,
     ) -> Self {
         Self {
-            quality: Checker::new(Instructions::of(&cast.scenario)),
+            quality: {
+                let mut checker = Checker::new(Instructions::of(&cast.scenario));
+                if cast.paraphrases {
+                    checker = checker.with_paraphrases(Paraphrases::new(PARAPHRASE_COSINE));
+                }
+                if let Some(stakes) = &cast.stakes {
+                    checker = checker.with_stakes(stakes.clone());
+                }
+                checker
+            },
             players: cast.scenario.players(),
             engine: SopEngine::new(cast.scenario.clone(), seed),
             cast,
@@ -534,13 +547,14 @@ impl Director {
     }
 
     /// Appends finished turns to the transcript and the events, in order.
-    fn commit(&mut self, memories: &[Arc<Message>]) -> Result<(), SimError> {
-        for memory in memories {
+    fn commit(&mut self, memories: &[Arc<Message>], vectors: &[Vec<f32>]) -> Result<(), SimError> {
+        for (i, memory) in memories.iter().enumerate() {
             if let Some(t) = &mut self.transcript {
                 t.append(memory)?;
             }
             self.messages += 1;
-            self.quality.record(memory);
+            let vector = vectors.get(i).filter(|v| !v.is_empty());
+            self.quality.record(memory, vector.map(Vec::as_slice));
             self.cast.sinks.emit(SimEvent::Message(memory.clone()));
             self.check_caught_up();
             if !memory.kind.is_tool() {
@@ -739,7 +753,7 @@ impl Handler<Play> for Director {
                         ret: Box::new(ret),
                     });
                 }
-                if let Err(e) = act.commit(&turn.messages) {
+                if let Err(e) = act.commit(&turn.messages, &turn.vectors) {
                     return act.fail(e, ctx);
                 }
                 said.extend(turn.messages.into_iter().filter(|m| !m.kind.is_tool()));

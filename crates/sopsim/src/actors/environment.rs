@@ -24,7 +24,8 @@ use crate::tools::{store_query, InEnvironment, ToolFailure};
 pub struct EnvironmentActor {
     env: Environment,
     scenario: Arc<Scenario>,
-    /// Whether anything reads embeddings (`Scenario::needs_embeddings`).
+    /// Whether anything reads embeddings (`Scenario::needs_embeddings`, or the
+    /// paraphrase checks of reply quality).
     needs_embeddings: bool,
     embed: EmbedService,
     llm: LlmClient,
@@ -39,6 +40,7 @@ impl EnvironmentActor {
         llm: LlmClient,
         counter: Arc<dyn TokenCounter>,
         audience: Option<crate::memory::Audience>,
+        paraphrases: bool,
     ) -> Self {
         let mut env = Environment::new(&scenario, mode);
         if let Some(audience) = audience {
@@ -46,7 +48,7 @@ impl EnvironmentActor {
         }
         Self {
             env,
-            needs_embeddings: scenario.needs_embeddings(),
+            needs_embeddings: scenario.needs_embeddings() || paraphrases,
             scenario,
             embed,
             llm,
@@ -161,7 +163,11 @@ impl Handler<Commit> for EnvironmentActor {
                     .collect();
                 let (kept, due) = act.env.record(pairs);
                 let request = due.map(|req| act.summary_request(&req, turn));
-                Ok((shapes, kept, request))
+                Ok((
+                    shapes,
+                    kept.into_iter().zip(embeddings).collect::<Vec<_>>(),
+                    request,
+                ))
             })
             .then(move |res: Result<_, SimError>, act, _| {
                 let llm = act.llm.clone();
@@ -179,7 +185,7 @@ impl Handler<Commit> for EnvironmentActor {
                 let (shapes, kept, summary) = res?;
                 if let Some(text) = summary {
                     tracing::debug!(
-                        through_seq = kept.last().map_or(0, |m| m.seq),
+                        through_seq = kept.last().map_or(0, |(m, _)| m.seq),
                         chars = text.len(),
                         "summary made"
                     );
@@ -188,10 +194,14 @@ impl Handler<Commit> for EnvironmentActor {
                 let mut kept = kept.into_iter();
                 Ok(shapes
                     .into_iter()
-                    .map(|(name, events, n)| CommittedTurn {
-                        name,
-                        events,
-                        messages: kept.by_ref().take(n).collect(),
+                    .map(|(name, events, n)| {
+                        let (messages, vectors) = kept.by_ref().take(n).unzip();
+                        CommittedTurn {
+                            name,
+                            events,
+                            messages,
+                            vectors,
+                        }
                     })
                     .collect())
             }),

@@ -53,6 +53,8 @@ pub struct CommittedTurn {
     pub name: String,
     pub events: Vec<Return>,
     pub messages: Vec<Arc<Message>>,
+    /// Each message's embedding (empty where none was made).
+    pub vectors: Vec<Vec<f32>>,
 }
 
 /// Director → Agent: speak now.

@@ -18,7 +18,9 @@ use crate::llm::{
 };
 use crate::memory::{Decision, MessageKind, Observation};
 use crate::prompt::{self, ChatMessage};
-use crate::quality::{Checker, Instructions, DEFAULT_REDRAWS};
+use crate::quality::{
+    Checker, Instructions, Paraphrases, DEFAULT_CANDIDATES, DEFAULT_REDRAWS, PARAPHRASE_COSINE,
+};
 use crate::scenario::{ChoiceSpec, LlmSettings, Persona, Scenario, State};
 use crate::tokens::TokenCounter;
 
@@ -40,6 +42,10 @@ pub(super) struct ModelTurn {
     pub sinks: Sinks,
     /// What a reply must not copy or echo.
     pub instructions: Instructions,
+    /// Set when replies are checked for paraphrases: the service that embeds them.
+    pub paraphrases: Option<crate::embed::EmbedService>,
+    /// The participants' stakes embedded, when replies are checked against them.
+    pub stakes: Option<Arc<crate::quality::Stakes>>,
     /// The role replies (its choice does not come instead of a reply).
     pub replies: bool,
     /// The role's closed choice and its options.
@@ -188,7 +194,10 @@ impl ModelTurn {
     }
 
     /// The reply, if the role replies, and whether it stopped where another
-    /// participant's line would begin.
+    /// participant's line would begin. Its candidates are drawn at once (the local
+    /// engine decodes them in one batch); the first without a flaw, in seed order, is
+    /// kept. When none passes, a new set is drawn away from what they got wrong, up to
+    /// `redraws` times; then the draw with the mildest flaw stands.
     async fn reply(
         &self,
         obs: &Observation,
@@ -202,45 +211,113 @@ impl ModelTurn {
             self.settings.clone(),
             self.context(CallKind::Act),
         );
-        let mut completion = self.call(request.clone(), self.stream.clone()).await?;
-        // What the agent was shown is what it could copy.
+        // What the agent was shown is what it could copy or restate.
         let mut checker = Checker::new(self.instructions.clone());
-        for m in obs.relevant.iter().chain(&obs.recent) {
-            checker.see(m);
+        if self.paraphrases.is_some() {
+            checker = checker.with_paraphrases(Paraphrases::new(PARAPHRASE_COSINE));
         }
-        let mut avoid = Vec::new();
-        let redraws = if self.llm.draws() {
-            self.settings.redraws.unwrap_or(DEFAULT_REDRAWS)
-        } else {
-            0
+        if let Some(stakes) = &self.stakes {
+            checker = checker.with_stakes(stakes.clone());
+        }
+        for m in &obs.relevant {
+            checker.see(m, None);
+        }
+        for (i, m) in obs.recent.iter().enumerate() {
+            let vector = obs.recent_vectors.get(i).filter(|v| !v.is_empty());
+            checker.see(m, vector.map(Vec::as_slice));
+        }
+        let draws = self.llm.draws();
+        let (candidates, redraws) = match draws {
+            true => (
+                self.settings
+                    .candidates
+                    .unwrap_or(DEFAULT_CANDIDATES)
+                    .max(1),
+                self.settings.redraws.unwrap_or(DEFAULT_REDRAWS),
+            ),
+            false => (1, 0),
         };
-        for attempt in 1..=redraws {
-            // Judged as it would be recorded.
-            let (text, _) = crate::action::recorded_reply(&completion.text, &self.base.others);
-            let Some((cause, span)) = checker.redraw(&self.base.name, text) else {
+        let mut avoid = Vec::new();
+        let mut last = None;
+        // Why the streamed candidate was not kept, if it was not.
+        let mut replaced = None;
+        // The draw with the mildest flaw so far, kept when every draw has one.
+        let mut mildest: Option<(u8, Completion)> = None;
+        for round in 0..=redraws {
+            let requests = (0..candidates).map(|j| {
+                let mut r = request.clone().as_candidate(j);
+                if let Some(redraw) = &last {
+                    r = r.redrawn(Redraw::clone(redraw));
+                }
+                // The first candidate of the first set streams, as a lone reply would.
+                let stream = (round == 0 && j == 0)
+                    .then(|| self.stream.clone())
+                    .flatten();
+                self.call(r, stream)
+            });
+            let drawn = futures::future::try_join_all(requests).await?;
+            let vectors = self.embed_candidates(&drawn).await?;
+            let mut first_flaw = None;
+            for (completion, vector) in drawn.into_iter().zip(vectors) {
+                // Judged as it would be recorded.
+                let (text, _) = crate::action::recorded_reply(&completion.text, &self.base.others);
+                let Some((cause, span)) = checker.redraw(&self.base.name, text, vector.as_deref())
+                else {
+                    return Ok(Some(self.kept(completion, replaced)));
+                };
+                if first_flaw.is_none() {
+                    avoid.push(span);
+                    first_flaw = Some(cause);
+                }
+                replaced.get_or_insert(cause);
+                if mildest.as_ref().is_none_or(|(s, _)| cause.severity() < *s) {
+                    mildest = Some((cause.severity(), completion));
+                }
+            }
+            let Some(cause) = first_flaw else {
                 break;
             };
-            if self.stream.is_some() {
-                self.sinks.emit(SimEvent::Redrawn {
-                    name: self.base.name.clone(),
-                    cause,
-                });
-            }
-            avoid.push(span);
-            let redraw = Redraw {
-                attempt,
+            last = Some(Redraw {
+                attempt: round + 1,
                 cause,
                 avoid: avoid.clone(),
-            };
-            completion = self
-                .call(request.clone().redrawn(redraw), self.stream.clone())
-                .await?;
+            });
+        }
+        Ok(mildest.map(|(_, completion)| self.kept(completion, replaced)))
+    }
+
+    /// A reply as kept: its text, and whether it stopped where another participant's
+    /// line would begin. A streamed reply replaced by another candidate is told.
+    fn kept(
+        &self,
+        completion: Completion,
+        replaced: Option<crate::quality::RedrawCause>,
+    ) -> (String, bool) {
+        if let (Some(cause), Some(_)) = (replaced, &self.stream) {
+            self.sinks.emit(SimEvent::Redrawn {
+                name: self.base.name.clone(),
+                cause,
+            });
         }
         let stopped = completion
             .stopped_at
             .as_ref()
             .is_some_and(|s| self.speaker_stops.contains(s));
-        Ok(Some((completion.text, stopped)))
+        (completion.text, stopped)
+    }
+
+    /// The candidates' embeddings, when replies are checked for paraphrases.
+    async fn embed_candidates(
+        &self,
+        drawn: &[Completion],
+    ) -> Result<Vec<Option<Vec<f32>>>, SimError> {
+        let Some(embed) = &self.paraphrases else {
+            return Ok(vec![None; drawn.len()]);
+        };
+        let vectors =
+            futures::future::try_join_all(drawn.iter().map(|c| embed.embed(c.text.clone())))
+                .await?;
+        Ok(vectors.into_iter().map(Some).collect())
     }
 
     /// The role's closed choice, if it has one, after what it just said.

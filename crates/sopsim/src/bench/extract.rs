@@ -86,6 +86,12 @@ pub fn generic_figures(s: &SummaryFigures) -> Figures {
     f.insert("quality.narration".into(), rate(|r| r.narration));
     f.insert("quality.echo".into(), rate(|r| r.echo));
     f.insert("quality.empty".into(), rate(|r| r.empty));
+    f.insert("quality.cut".into(), rate(|r| r.cut));
+    f.insert("quality.stage".into(), rate(|r| r.stage));
+    f.insert("quality.impersonation".into(), rate(|r| r.impersonation));
+    f.insert("quality.foreign".into(), rate(|r| r.foreign));
+    f.insert("quality.paraphrase".into(), rate(|r| r.paraphrase));
+    f.insert("quality.off_stake".into(), rate(|r| r.off_stake));
     f.insert("quality.distinct_2".into(), q.and_then(|q| q.distinct_2));
     f
 }

@@ -211,7 +211,7 @@ impl MiniLm {
 
 impl Embedder for MiniLm {
     fn name(&self) -> &str {
-        "minilm"
+        super::MINILM_NAME
     }
 
     fn dim(&self) -> usize {

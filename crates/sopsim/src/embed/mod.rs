@@ -19,6 +19,9 @@ pub use minilm::{tokenizer_from_json, MiniLm};
 pub use openai::OpenAiEmbedder;
 pub use service::EmbedService;
 
+/// The name the MiniLM embedder goes by (`summary.json`'s `embedder`).
+pub const MINILM_NAME: &str = "minilm";
+
 /// The embedder of a scenario that never reads an embedding (`top_k` 0 and no
 /// knowledge lookups): nothing is loaded and nothing is embedded.
 #[derive(Debug, Clone, Copy, Default)]

@@ -33,6 +33,14 @@ struct Canonical<'a> {
     /// A reply drawn again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     redraw: Option<std::borrow::Cow<'a, super::Redraw>>,
+    /// A reply's candidate past the first (absent for the first, so its key is the
+    /// same as before candidates existed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    candidate: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Where in a run a call happens.
@@ -118,6 +126,7 @@ impl<'a> Canonical<'a> {
             options: req.options.as_deref().map(Into::into),
             tools: req.tools.as_ref().map(std::borrow::Cow::Borrowed),
             redraw: req.redraw.as_ref().map(std::borrow::Cow::Borrowed),
+            candidate: req.candidate,
         }
     }
 }

@@ -117,6 +117,9 @@ pub struct LlmRequest {
     /// Set when a reply is drawn again ([`crate::quality`]): which draw, and what to
     /// steer away from.
     pub redraw: Option<Redraw>,
+    /// Which of a reply's candidates drawn at once this is (0: the first, drawn as a
+    /// lone reply would be): a draw of its own seed.
+    pub candidate: u32,
 }
 
 /// A reply drawn again because the last draw was flawed (see [`crate::quality`]): a
@@ -189,6 +192,7 @@ impl LlmRequest {
             options: None,
             tools: None,
             redraw: None,
+            candidate: 0,
         }
     }
 
@@ -206,6 +210,7 @@ impl LlmRequest {
             options: None,
             tools: Some(tools),
             redraw: None,
+            candidate: 0,
         }
     }
 
@@ -215,6 +220,11 @@ impl LlmRequest {
             redraw: Some(redraw),
             ..self
         }
+    }
+
+    /// The same request as candidate `candidate` of a reply drawn several at once.
+    pub fn as_candidate(self, candidate: u32) -> Self {
+        Self { candidate, ..self }
     }
 
     /// A closed choice among `options`.
@@ -231,6 +241,7 @@ impl LlmRequest {
             options: Some(options),
             tools: None,
             redraw: None,
+            candidate: 0,
         }
     }
 }

@@ -14,7 +14,18 @@
 //!   controller, summary, extract and choice prompts; not environment prompts, which
 //!   set the scene and may be restated) and sopsim's own (who an agent is told it is,
 //!   the notes and headers it puts in prompts);
-//! - **empty** with fewer than three words.
+//! - **empty** with fewer than three words;
+//! - **cut** when it does not end where a sentence ends;
+//! - a **stage** direction when it opens with a lead-in built from the instructions
+//!   ("Back up Ada and say:"), tells someone to reply as somebody, or opens with an
+//!   action in brackets (`voice.rs`);
+//! - an **impersonation** when it speaks as another participant ("As Rosa (Chair),
+//!   I…");
+//! - **foreign** when it holds letters of a script the scenario does not use;
+//! - a **paraphrase** when its embedding is within [`PARAPHRASE_COSINE`] of an earlier
+//!   message's, and **off its stake** when it is closer to another participant's stake
+//!   than to its speaker's (with the MiniLM embedder, whose thresholds these are;
+//!   `paraphrase.rs`).
 //!
 //! `distinct_2` is the share of distinct word bigrams among all bigrams of the run's
 //! replies. Pure: the Director feeds a [`Checker`] every message it commits, and its
@@ -31,6 +42,12 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::memory::{Message, MessageKind};
 use crate::scenario::{identity, Scenario, SpeakerRule};
 
+mod paraphrase;
+mod voice;
+
+pub use paraphrase::{Paraphrases, Stakes, OFF_STAKE_MARGIN, PARAPHRASE_COSINE};
+pub use voice::Script;
+
 /// Words a reply must share in a row with an earlier message to be a copy.
 pub const COPY_WORDS: usize = 10;
 /// Words a reply must share in a row with the instructions to be an echo.
@@ -39,6 +56,8 @@ pub const ECHO_WORDS: usize = 8;
 pub const EMPTY_WORDS: usize = 3;
 /// Times a flawed reply is drawn again when the settings do not say (`redraws`).
 pub const DEFAULT_REDRAWS: u32 = 2;
+/// Candidates drawn at once for a reply when the settings do not say (`candidates`).
+pub const DEFAULT_CANDIDATES: u32 = 4;
 
 /// The hash of each lower-cased word of `text`.
 fn words(text: &str) -> Vec<u64> {
@@ -137,11 +156,17 @@ pub struct Flaws {
     pub narration: bool,
     pub echo: bool,
     pub empty: bool,
+    pub cut: bool,
+    pub stage: bool,
+    pub impersonation: bool,
+    pub foreign: bool,
+    pub paraphrase: bool,
+    pub off_stake: bool,
 }
 
 impl Flaws {
     pub fn any(&self) -> bool {
-        self.copy || self.label || self.narration || self.echo || self.empty
+        self.redraw_cause().is_some()
     }
 }
 
@@ -154,6 +179,29 @@ pub enum RedrawCause {
     Echo,
     Narration,
     Empty,
+    Impersonation,
+    Stage,
+    Foreign,
+    Paraphrase,
+    OffStake,
+    Cut,
+}
+
+impl RedrawCause {
+    /// How much a reader minds the flaw, most first: when every draw of a reply has a
+    /// flaw, the one with the mildest is kept.
+    pub fn severity(self) -> u8 {
+        match self {
+            RedrawCause::Copy | RedrawCause::Label | RedrawCause::Impersonation => 4,
+            RedrawCause::Stage
+            | RedrawCause::Echo
+            | RedrawCause::Foreign
+            | RedrawCause::OffStake => 3,
+            RedrawCause::Narration | RedrawCause::Empty => 2,
+            RedrawCause::Paraphrase => 1,
+            RedrawCause::Cut => 0,
+        }
+    }
 }
 
 impl Flaws {
@@ -162,9 +210,15 @@ impl Flaws {
         [
             (self.copy, RedrawCause::Copy),
             (self.label, RedrawCause::Label),
+            (self.impersonation, RedrawCause::Impersonation),
+            (self.stage, RedrawCause::Stage),
             (self.echo, RedrawCause::Echo),
             (self.narration, RedrawCause::Narration),
+            (self.foreign, RedrawCause::Foreign),
+            (self.off_stake, RedrawCause::OffStake),
             (self.empty, RedrawCause::Empty),
+            (self.paraphrase, RedrawCause::Paraphrase),
+            (self.cut, RedrawCause::Cut),
         ]
         .into_iter()
         .find_map(|(flawed, cause)| flawed.then_some(cause))
@@ -181,6 +235,11 @@ pub struct Instructions {
     /// The most words in a name.
     name_words: usize,
     grams: Arc<FxHashSet<u64>>,
+    /// The instructions' runs of three words: a leading line repeating one is a stage
+    /// direction.
+    lead_grams: Arc<FxHashSet<u64>>,
+    /// The scripts the scenario is written in (Latin when it says nothing).
+    scripts: Arc<std::collections::BTreeSet<Script>>,
     /// Messages' runs of [`COPY_WORDS`] words, shared by every check of the run: an
     /// agent is shown the same recent messages on reply after reply.
     copy_grams: Arc<CopyGrams>,
@@ -252,8 +311,15 @@ impl Instructions {
             .collect();
         let mut texts: Vec<&str> = crate::prompt::FRAMEWORK_TEXTS.to_vec();
         texts.extend(identities.iter().map(String::as_str));
+        let speaking: Vec<String> = scenario
+            .agents
+            .keys()
+            .map(|n| crate::scenario::speak_as(n))
+            .collect();
+        texts.extend(speaking.iter().map(String::as_str));
         for agent in scenario.agents.values() {
             texts.push(&agent.style);
+            texts.push(&agent.stake);
         }
         for state in scenario.sop.states.values() {
             for c in state.components.values() {
@@ -289,10 +355,25 @@ impl Instructions {
             }
         }
         let mut grams = FxHashSet::default();
-        for t in texts {
-            grams.extend(gram_hashes(&words(t), ECHO_WORDS));
+        let mut lead_grams = FxHashSet::default();
+        for t in &texts {
+            let w = words(t);
+            grams.extend(gram_hashes(&w, ECHO_WORDS));
+            lead_grams.extend(gram_hashes(&w, 3));
         }
-        Self::with(scenario.agents.keys().cloned().collect(), grams)
+        let mut scripts: std::collections::BTreeSet<Script> =
+            texts.iter().flat_map(|t| voice::scripts_in(t)).collect();
+        for state in scenario.sop.states.values() {
+            scripts.extend(voice::scripts_in(&state.environment_prompt));
+            scripts.extend(state.begin_query.iter().flat_map(|q| voice::scripts_in(q)));
+        }
+        for name in scenario.agents.keys() {
+            scripts.extend(voice::scripts_in(name));
+        }
+        let mut made = Self::with(scenario.agents.keys().cloned().collect(), grams);
+        made.lead_grams = lead_grams.into();
+        made.scripts = scripts.into();
+        made
     }
 
     fn with(names: Vec<String>, grams: FxHashSet<u64>) -> Self {
@@ -310,6 +391,8 @@ impl Instructions {
             names: names.into(),
             name_set: name_set.into(),
             grams: grams.into(),
+            lead_grams: Arc::default(),
+            scripts: Arc::new([Script::Latin].into()),
             copy_grams: Arc::default(),
         }
     }
@@ -376,6 +459,10 @@ fn is_narration(text: &str, name: &str) -> bool {
 pub struct Checker {
     instructions: Instructions,
     seen: FxHashSet<u64>,
+    /// The earlier messages' embeddings, when paraphrases are checked.
+    paraphrases: Option<Paraphrases>,
+    /// The participants' stakes embedded, when replies are checked against them.
+    stakes: Option<Arc<Stakes>>,
     bigrams: FxHashSet<u64>,
     bigram_total: u64,
     counts: Counts,
@@ -389,6 +476,12 @@ struct Counts {
     narration: u64,
     echo: u64,
     empty: u64,
+    cut: u64,
+    stage: u64,
+    impersonation: u64,
+    foreign: u64,
+    paraphrase: u64,
+    off_stake: u64,
 }
 
 impl Checker {
@@ -399,33 +492,66 @@ impl Checker {
         }
     }
 
-    /// What is wrong with `text` as `speaker`'s next reply, against what was said so far.
-    pub fn flaws(&self, speaker: &str, text: &str) -> Flaws {
-        self.flaws_in(speaker, text, &words(text))
+    /// Also checks replies for paraphrases of earlier messages, from their embeddings
+    /// (given with each message; see [`Paraphrases`]).
+    pub fn with_paraphrases(mut self, paraphrases: Paraphrases) -> Self {
+        self.paraphrases = Some(paraphrases);
+        self
+    }
+
+    /// Also checks replies against the participants' stakes (see [`Stakes`]).
+    pub fn with_stakes(mut self, stakes: Arc<Stakes>) -> Self {
+        self.stakes = Some(stakes);
+        self
+    }
+
+    /// What is wrong with `text` as `speaker`'s next reply, against what was said so
+    /// far; `vector` is its embedding, when paraphrases are checked.
+    pub fn flaws(&self, speaker: &str, text: &str, vector: Option<&[f32]>) -> Flaws {
+        self.flaws_in(speaker, text, &words(text), vector)
     }
 
     /// [`flaws`](Self::flaws), with the text's words hashed.
-    fn flaws_in(&self, speaker: &str, text: &str, w: &[u64]) -> Flaws {
+    fn flaws_in(&self, speaker: &str, text: &str, w: &[u64], vector: Option<&[f32]>) -> Flaws {
         let copy = gram_hashes(w, COPY_WORDS).any(|h| self.seen.contains(&h));
         let echo = gram_hashes(w, ECHO_WORDS).any(|h| self.instructions.grams.contains(&h));
+        let names = self.instructions.names_in(text);
+        let lead_grams = &self.instructions.lead_grams;
         Flaws {
             copy,
             echo,
             label: has_label(text, speaker, true)
-                || self
-                    .instructions
-                    .names_in(text)
-                    .into_iter()
-                    .any(|n| n != speaker && has_label(text, n, false)),
+                || names
+                    .iter()
+                    .any(|n| *n != speaker && has_label(text, n, false)),
             narration: is_narration(text, speaker),
             empty: w.len() < EMPTY_WORDS,
+            cut: !crate::sentence::ends_sentence(text),
+            stage: voice::has_direction(text, |head| {
+                gram_hashes(&words(head), 3).any(|h| lead_grams.contains(&h))
+            }),
+            impersonation: voice::speaks_as_other(text, speaker, names.iter().copied()),
+            foreign: voice::has_foreign(text, &self.instructions.scripts),
+            paraphrase: match (&self.paraphrases, vector) {
+                (Some(p), Some(v)) => p.restates(v),
+                _ => false,
+            },
+            off_stake: match (&self.stakes, vector) {
+                (Some(s), Some(v)) => s.strays(speaker, v),
+                _ => false,
+            },
         }
     }
 
     /// The first flaw `text` would be drawn again for as `speaker`'s reply, with what
     /// to steer away from: the copied or echoed words, or the label it carries.
-    pub fn redraw(&self, speaker: &str, text: &str) -> Option<(RedrawCause, String)> {
-        let cause = self.flaws(speaker, text).redraw_cause()?;
+    pub fn redraw(
+        &self,
+        speaker: &str,
+        text: &str,
+        vector: Option<&[f32]>,
+    ) -> Option<(RedrawCause, String)> {
+        let cause = self.flaws(speaker, text, vector).redraw_cause()?;
         let avoid = match cause {
             RedrawCause::Copy => shared_span(text, &self.seen, COPY_WORDS),
             RedrawCause::Echo => shared_span(text, &self.instructions.grams, ECHO_WORDS),
@@ -437,29 +563,39 @@ impl Checker {
                 .map(|n| format!("{n}:")),
             // The name it opened with, as written.
             RedrawCause::Narration => Some(speaker.to_string()),
-            RedrawCause::Empty => None,
+            // The leading line, as written.
+            RedrawCause::Stage => text.trim_start().lines().next().map(str::to_string),
+            RedrawCause::Empty
+            | RedrawCause::Impersonation
+            | RedrawCause::Foreign
+            | RedrawCause::Paraphrase
+            | RedrawCause::OffStake
+            | RedrawCause::Cut => None,
         };
         Some((cause, avoid.unwrap_or_default()))
     }
 
     /// Takes in an earlier message the next reply must not copy, without judging it
-    /// (what an agent was shown).
-    pub fn see(&mut self, m: &Message) {
+    /// (what an agent was shown), with its embedding when paraphrases are checked.
+    pub fn see(&mut self, m: &Message, vector: Option<&[f32]>) {
         if !m.kind.is_tool() {
             let grams = self.instructions.copy_grams.of(&m.content, None);
             self.seen.extend(grams.iter().copied());
+            if let (Some(p), Some(v)) = (&mut self.paraphrases, vector) {
+                p.add(v);
+            }
         }
     }
 
     /// Takes in the next message of the run: a reply is judged, then every message but
     /// a tool line becomes something later replies may copy.
-    pub fn record(&mut self, m: &Message) {
+    pub fn record(&mut self, m: &Message, vector: Option<&[f32]>) {
         if m.kind.is_tool() {
             return;
         }
         let w = (m.kind == MessageKind::Reply).then(|| words(&m.content));
         if let Some(w) = &w {
-            let f = self.flaws_in(&m.name, &m.content, w);
+            let f = self.flaws_in(&m.name, &m.content, w, vector);
             let c = &mut self.counts;
             c.replies += 1;
             c.copy += u64::from(f.copy);
@@ -467,6 +603,12 @@ impl Checker {
             c.narration += u64::from(f.narration);
             c.echo += u64::from(f.echo);
             c.empty += u64::from(f.empty);
+            c.cut += u64::from(f.cut);
+            c.stage += u64::from(f.stage);
+            c.impersonation += u64::from(f.impersonation);
+            c.foreign += u64::from(f.foreign);
+            c.paraphrase += u64::from(f.paraphrase);
+            c.off_stake += u64::from(f.off_stake);
             for pair in gram_hashes(w, 2) {
                 self.bigram_total += 1;
                 self.bigrams.insert(pair);
@@ -474,11 +616,20 @@ impl Checker {
         }
         let grams = self.instructions.copy_grams.of(&m.content, w.as_deref());
         self.seen.extend(grams.iter().copied());
+        if let (Some(p), Some(v)) = (&mut self.paraphrases, vector) {
+            p.add(v);
+        }
     }
 
     pub fn summary(&self) -> ReplyQuality {
         let c = self.counts;
         let rate = |n: u64| (c.replies > 0).then(|| n as f64 / c.replies as f64);
+        let paraphrase = self.paraphrases.is_some().then_some(c.paraphrase);
+        let off_stake = self
+            .stakes
+            .as_ref()
+            .filter(|s| !s.is_empty())
+            .map(|_| c.off_stake);
         ReplyQuality {
             replies: c.replies,
             copy: c.copy,
@@ -486,12 +637,24 @@ impl Checker {
             narration: c.narration,
             echo: c.echo,
             empty: c.empty,
+            cut: c.cut,
+            stage: c.stage,
+            impersonation: c.impersonation,
+            foreign: c.foreign,
+            paraphrase,
+            off_stake,
             rates: QualityRates {
                 copy: rate(c.copy),
                 label: rate(c.label),
                 narration: rate(c.narration),
                 echo: rate(c.echo),
                 empty: rate(c.empty),
+                cut: rate(c.cut),
+                stage: rate(c.stage),
+                impersonation: rate(c.impersonation),
+                foreign: rate(c.foreign),
+                paraphrase: paraphrase.and_then(rate),
+                off_stake: off_stake.and_then(rate),
             },
             distinct_2: (self.bigram_total > 0)
                 .then(|| self.bigrams.len() as f64 / self.bigram_total as f64),
@@ -508,6 +671,21 @@ pub struct ReplyQuality {
     pub narration: u64,
     pub echo: u64,
     pub empty: u64,
+    #[serde(default)]
+    pub cut: u64,
+    #[serde(default)]
+    pub stage: u64,
+    #[serde(default)]
+    pub impersonation: u64,
+    #[serde(default)]
+    pub foreign: u64,
+    /// `null` when the run's embedder is not one paraphrases are measured with.
+    #[serde(default)]
+    pub paraphrase: Option<u64>,
+    /// Replies closer to another participant's stake than to their own (`null` when
+    /// not measured: another embedder, or no agent has a stake).
+    #[serde(default)]
+    pub off_stake: Option<u64>,
     /// Each count over `replies` (`null` without replies).
     pub rates: QualityRates,
     pub distinct_2: Option<f64>,
@@ -520,11 +698,34 @@ pub struct QualityRates {
     pub narration: Option<f64>,
     pub echo: Option<f64>,
     pub empty: Option<f64>,
+    #[serde(default)]
+    pub cut: Option<f64>,
+    #[serde(default)]
+    pub stage: Option<f64>,
+    #[serde(default)]
+    pub impersonation: Option<f64>,
+    #[serde(default)]
+    pub foreign: Option<f64>,
+    #[serde(default)]
+    pub paraphrase: Option<f64>,
+    #[serde(default)]
+    pub off_stake: Option<f64>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The checks without embeddings.
+    impl Checker {
+        fn record_plain(&mut self, m: &Message) {
+            self.record(m, None);
+        }
+
+        fn redraw_plain(&self, speaker: &str, text: &str) -> Option<(RedrawCause, String)> {
+            self.redraw(speaker, text, None)
+        }
+    }
 
     fn instructions(names: &[&str], texts: &[&str]) -> Instructions {
         let mut grams = FxHashSet::default();
@@ -544,10 +745,10 @@ mod tests {
             ("I agree. **P301** (Player): and so do I.", true),
             ("P57 and P301 both cooperated last round.", false),
         ] {
-            assert_eq!(checker.flaws("P3", text).label, labelled, "{text}");
+            assert_eq!(checker.flaws("P3", text, None).label, labelled, "{text}");
         }
         assert_eq!(
-            checker.redraw("P3", "P57: I will cooperate."),
+            checker.redraw_plain("P3", "P57: I will cooperate."),
             Some((RedrawCause::Label, "P57:".into()))
         );
     }
@@ -577,52 +778,56 @@ mod tests {
     #[test]
     fn ten_shared_words_are_a_copy_and_nine_are_not() {
         let mut c = checker();
-        c.record(&msg("Ada", MessageKind::Reply, SAID));
+        c.record_plain(&msg("Ada", MessageKind::Reply, SAID));
         // "centres cut pollution and make the streets safe for every": ten in a row.
         let ten = "I agree: centres CUT pollution, and make the streets safe for every family.";
-        assert!(c.flaws("Ben", ten).copy);
+        assert!(c.flaws("Ben", ten, None).copy);
         // Nine in a row, then a different word.
         let nine = "Yes, centres cut pollution and make the streets safe for some, not all.";
-        assert!(!c.flaws("Ben", nine).copy);
+        assert!(!c.flaws("Ben", nine, None).copy);
         // The speaker's own earlier words count too.
-        assert!(c.flaws("Ada", ten).copy);
+        assert!(c.flaws("Ada", ten, None).copy);
     }
 
     #[test]
     fn a_redraw_steers_away_from_the_copied_words_as_written() {
         let mut c = checker();
-        c.record(&msg("Ada", MessageKind::Reply, SAID));
+        c.record_plain(&msg("Ada", MessageKind::Reply, SAID));
         let copy = "Indeed. Car-free centres cut pollution and make the streets safe for every child here.";
-        let (cause, avoid) = c.redraw("Ben", copy).unwrap();
+        let (cause, avoid) = c.redraw_plain("Ben", copy).unwrap();
         assert_eq!(cause, RedrawCause::Copy);
         assert_eq!(
             avoid,
             "Car-free centres cut pollution and make the streets safe for every child"
         );
-        let (cause, avoid) = c.redraw("Ben", "Mia (Moderator): thanks all.").unwrap();
+        let (cause, avoid) = c
+            .redraw_plain("Ben", "Mia (Moderator): thanks all.")
+            .unwrap();
         assert_eq!((cause, avoid.as_str()), (RedrawCause::Label, "Mia:"));
         let echo =
             "So: give the affirmative opening: argue for the motion in two or three sentences.";
-        let (cause, avoid) = c.redraw("Ada", echo).unwrap();
+        let (cause, avoid) = c.redraw_plain("Ada", echo).unwrap();
         assert_eq!(cause, RedrawCause::Echo);
         assert_eq!(
             avoid,
             "give the affirmative opening: argue for the motion in two or three sentences"
         );
-        let (cause, avoid) = c.redraw("Ada", "Ada argues that cars must go.").unwrap();
+        let (cause, avoid) = c
+            .redraw_plain("Ada", "Ada argues that cars must go.")
+            .unwrap();
         assert_eq!((cause, avoid.as_str()), (RedrawCause::Narration, "Ada"));
         assert_eq!(
-            c.redraw("Ada", "Yes."),
+            c.redraw_plain("Ada", "Yes."),
             Some((RedrawCause::Empty, String::new()))
         );
-        assert_eq!(c.redraw("Ada", "Cars must go, I say."), None);
+        assert_eq!(c.redraw_plain("Ada", "Cars must go, I say."), None);
     }
 
     #[test]
     fn tool_lines_are_not_copied_from() {
         let mut c = checker();
-        c.record(&msg("Ada", MessageKind::ToolResult, SAID));
-        assert!(!c.flaws("Ben", SAID).copy);
+        c.record_plain(&msg("Ada", MessageKind::ToolResult, SAID));
+        assert!(!c.flaws("Ben", SAID, None).copy);
     }
 
     #[test]
@@ -638,7 +843,7 @@ mod tests {
             ("Ada: Cars must go.", "Ada"),
             ("Ada (Affirmative): Cars must go.", "Ada"),
         ] {
-            assert!(c.flaws(speaker, text).label, "{speaker}: {text}");
+            assert!(c.flaws(speaker, text, None).label, "{speaker}: {text}");
         }
         for (text, speaker) in [
             ("I agree with Ada: cars must go.", "Ben"),
@@ -649,16 +854,22 @@ mod tests {
             ("We meet at 10:30 with Mia.", "Ben"),
             ("Adam: not a participant.", "Ben"),
         ] {
-            assert!(!c.flaws(speaker, text).label, "{speaker}: {text}");
+            assert!(!c.flaws(speaker, text, None).label, "{speaker}: {text}");
         }
     }
 
     #[test]
     fn narration_is_ones_own_name_in_the_third_person_at_the_opening() {
         let c = checker();
-        assert!(c.flaws("Ada", "Ada argues that cars must go.").narration);
-        assert!(c.flaws("Ada", "**Ada** should win this.").narration);
-        assert!(c.flaws("Ada", "\"Ada believes cars must go.").narration);
+        assert!(
+            c.flaws("Ada", "Ada argues that cars must go.", None)
+                .narration
+        );
+        assert!(c.flaws("Ada", "**Ada** should win this.", None).narration);
+        assert!(
+            c.flaws("Ada", "\"Ada believes cars must go.", None)
+                .narration
+        );
         for text in [
             "Ada's point stands: cars must go.",
             "Ada: cars must go.",
@@ -666,7 +877,7 @@ mod tests {
             "I argue, as Ada argues, that cars must go.",
             "Ben argues that cars must go.",
         ] {
-            assert!(!c.flaws("Ada", text).narration, "{text}");
+            assert!(!c.flaws("Ada", text, None).narration, "{text}");
         }
     }
 
@@ -676,14 +887,16 @@ mod tests {
         assert!(
             c.flaws(
                 "Ada",
-                "Cleo, give the affirmative opening: argue for the motion in two sentences."
+                "Cleo, give the affirmative opening: argue for the motion in two sentences.",
+                None
             )
             .echo
         );
         assert!(
             !c.flaws(
                 "Ada",
-                "My affirmative opening: argue for the motion, in short."
+                "My affirmative opening: argue for the motion, in short.",
+                None
             )
             .echo
         );
@@ -692,26 +905,26 @@ mod tests {
     #[test]
     fn fewer_than_three_words_is_empty() {
         let c = checker();
-        assert!(c.flaws("Ada", "Yes, indeed!").empty);
-        assert!(c.flaws("Ada", "  ").empty);
-        assert!(!c.flaws("Ada", "Yes, indeed, cars.").empty);
+        assert!(c.flaws("Ada", "Yes, indeed!", None).empty);
+        assert!(c.flaws("Ada", "  ", None).empty);
+        assert!(!c.flaws("Ada", "Yes, indeed, cars.", None).empty);
     }
 
     #[test]
     fn counts_and_rates_cover_replies_only_and_distinct_bigrams_are_shared() {
         let mut c = checker();
-        c.record(&msg(
+        c.record_plain(&msg(
             "Mia",
             MessageKind::Opening,
             "Welcome. Affirmative, please open.",
         ));
-        c.record(&msg(
+        c.record_plain(&msg(
             "Ada",
             MessageKind::Reply,
             "Ada argues cars must go, cars must go.",
         ));
-        c.record(&msg("Ben", MessageKind::Reply, "Mia: yes"));
-        c.record(&msg("Ben", MessageKind::Choice, "COOPERATE"));
+        c.record_plain(&msg("Ben", MessageKind::Reply, "Mia: yes"));
+        c.record_plain(&msg("Ben", MessageKind::Choice, "COOPERATE"));
         let q = c.summary();
         assert_eq!(
             (q.replies, q.copy, q.label, q.narration, q.echo, q.empty),

@@ -510,6 +510,12 @@ function drawCounters(p) {
       ['third-person openings', share(q.narration)],
       ['instruction echoes', share(q.echo)],
       ['empty replies', share(q.empty)],
+      ['cut mid-sentence', share(q.cut || 0)],
+      ['stage directions', share(q.stage || 0)],
+      ['speaking as someone else', share(q.impersonation || 0)],
+      ['foreign script', share(q.foreign || 0)],
+      ['paraphrase loops', q.paraphrase == null ? '—' : share(q.paraphrase)],
+      ['off their stake', q.off_stake == null ? '—' : share(q.off_stake)],
       ['distinct bigrams', q.distinct_2 == null ? '—' : `${Math.round(100 * q.distinct_2)}%`],
     );
   }

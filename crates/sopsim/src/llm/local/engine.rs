@@ -4,10 +4,11 @@
 //! read, the next question of each choice — so the weights are read once per step for
 //! all of them. Sequences join and leave between steps.
 //!
-//! Reuse: a finished sequence's KV cache goes to a pool, and a new prompt continues
-//! from the cached sequence sharing the longest prefix with it. Because every row of a
-//! step is computed independently of the others (see [`super::quant`]), a reply is the
-//! same bytes alone or batched, with or without reuse.
+//! Reuse: a finished sequence's keys and values go to the process's prefix tree
+//! (`prefix_tree.rs`), and a new prompt continues from the longest prefix it holds, or
+//! waits for a sequence in flight that is reading the same prefix. Because every row of
+//! a step is computed independently of the others (see [`super::quant`]), a reply is
+//! the same bytes alone or batched, with or without reuse.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, TryRecvError};
@@ -29,7 +30,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::{LocalOptions, SpecialTokens};
 use crate::llm::{
-    ChatRole, ChoiceMethod, Chosen, Completion, LlmError, LlmRequest, TokenSink, Usage,
+    CallKind, ChatRole, ChoiceMethod, Chosen, Completion, LlmError, LlmRequest, TokenSink, Usage,
 };
 
 /// Prompt tokens one step reads at most (all sequences together).
@@ -70,7 +71,12 @@ struct Reply {
     /// The end-of-text tokens cannot come before this many tokens (a reply drawn again
     /// for being empty).
     min_tokens: usize,
+    /// The hard cap: the reply stops here wherever it is.
     max_tokens: usize,
+    /// For replies and summaries: from `soft` tokens on, the reply stops at the first
+    /// sentence end (`crate::sentence`); the text is searched from `look_from`.
+    soft: Option<usize>,
+    look_from: usize,
     stops: Vec<String>,
     stopped_at: Option<String>,
 }
@@ -84,11 +90,16 @@ struct ChoiceState {
 }
 
 struct Seq {
+    id: u64,
     job: Job,
     prompt: Vec<u32>,
     cache: KvCache,
     cached: usize,
     phase: Phase,
+    /// Set while the sequence waits for another in flight to read the prompt prefix
+    /// they share: that sequence's id and the prefix's length. The prefix is read once
+    /// for both (a reply's candidates, the same first prompt of several runs).
+    follows: Option<(u64, usize)>,
 }
 
 pub(super) struct Worker {
@@ -96,8 +107,10 @@ pub(super) struct Worker {
     pub text: Text,
     pub options: LocalOptions,
     pub name: String,
-    pool: Vec<(KvCache, u64)>,
-    clock: u64,
+    /// The prompt prefixes read so far, for every sequence of the process.
+    tree: super::prefix_tree::PrefixTree,
+    /// The id of the next sequence admitted.
+    next_id: u64,
     active: Vec<Seq>,
     scratch: Scratch,
     /// Built at the first decision: most runs never need it.
@@ -127,13 +140,14 @@ struct Load {
 
 impl Worker {
     pub fn new(model: Model, text: Text, options: LocalOptions, name: String) -> Self {
+        let tree = super::prefix_tree::PrefixTree::new(options.cache_bytes);
         Self {
+            tree,
             model,
             text,
             options,
             name,
-            pool: Vec::new(),
-            clock: 0,
+            next_id: 0,
             active: Vec::new(),
             scratch: Scratch::default(),
             constraints: None,
@@ -224,12 +238,16 @@ impl Worker {
                         .send(Err(self.failed("making room for the prompt", e)));
                     return;
                 }
+                let follows = self.leader_for(&prompt, cached);
+                self.next_id += 1;
                 self.active.push(Seq {
+                    id: self.next_id,
                     job,
                     prompt,
                     cache,
                     cached,
                     phase,
+                    follows,
                 });
             }
             Err(e) => {
@@ -271,13 +289,12 @@ impl Worker {
         Ok((rendered, prompt))
     }
 
-    /// A cache holding the longest prefix of `ids` that a pooled cache, or a sequence
+    /// A cache holding the longest prefix of `ids` that the prefix tree, or a sequence
     /// still in flight, holds (short of the last prompt token, which must run to give
-    /// the logits). A pooled cache that `ids` continues whole is taken; one it shares
-    /// only a prefix with is copied, so that it stays whole for the prompts that
-    /// continue it. Keys and values depend only on the tokens before them, so a copied
-    /// prefix gives the same bytes as computing it again.
+    /// the logits), copied. Keys and values depend only on the tokens before them, so
+    /// a copied prefix gives the same bytes as computing it again.
     fn take_cache(&mut self, ids: &[u32]) -> KvCache {
+        let keep_of = |n: usize| n.min(ids.len() - 1);
         let common = |c: &KvCache| {
             c.tokens()
                 .iter()
@@ -285,59 +302,83 @@ impl Worker {
                 .take_while(|(a, b)| a == b)
                 .count()
         };
-        let pooled = self
-            .pool
-            .iter()
-            .enumerate()
-            .map(|(i, (c, _))| (common(c), i))
-            .max();
         let active = self
             .active
             .iter()
             .enumerate()
-            .map(|(i, s)| (common(&s.cache), i))
+            .map(|(i, s)| (keep_of(common(&s.cache)), i))
             .max();
-        let keep_of = |n: usize| n.min(ids.len() - 1);
-        if let Some((n, i)) =
-            active.filter(|(n, _)| keep_of(*n) > pooled.map_or(0, |p| keep_of(p.0)))
-        {
-            if let Ok(c) = self.active[i].cache.copy_prefix(keep_of(n)) {
+        let kept = self.tree.matched(ids);
+        if let Some((n, i)) = active.filter(|(n, _)| *n > kept) {
+            if let Ok(c) = self.active[i].cache.copy_prefix(n) {
                 return c;
             }
         }
-        let Some((n, i)) = pooled.filter(|(n, _)| *n > 0) else {
-            return self.model.new_cache();
-        };
-        let keep = keep_of(n);
-        if n == self.pool[i].0.len() && keep == n {
-            let (mut c, _) = self.pool.swap_remove(i);
-            c.truncate(keep);
-            return c;
-        }
-        self.clock += 1;
-        self.pool[i].1 = self.clock;
-        self.pool[i]
-            .0
-            .copy_prefix(keep)
-            .unwrap_or_else(|_| self.model.new_cache())
+        let model = &self.model;
+        self.tree
+            .take(ids, || model.new_cache())
+            .unwrap_or_else(|| self.model.new_cache())
     }
 
-    /// Keeps a finished sequence's cache for reuse, within the pool's memory budget.
+    /// The sequence in flight, not itself waiting, whose prompt shares with `prompt` a
+    /// longer prefix than the `cached` tokens a new sequence starts with, and the
+    /// length of that prefix (short of the prompt's last token, which must run).
+    fn leader_for(&self, prompt: &[u32], cached: usize) -> Option<(u64, usize)> {
+        self.active
+            .iter()
+            .filter(|s| s.follows.is_none())
+            .map(|s| {
+                let shared = s
+                    .prompt
+                    .iter()
+                    .zip(prompt)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                (shared.min(prompt.len() - 1), s.id)
+            })
+            .filter(|(shared, _)| *shared > cached)
+            .max()
+            .map(|(shared, id)| (id, shared))
+    }
+
+    /// Starts every waiting sequence whose leader has read their shared prefix: it
+    /// continues from a copy of that prefix. One whose leader has left takes what the
+    /// pool holds.
+    fn start_followers(&mut self) {
+        for i in 0..self.active.len() {
+            let Some((leader, shared)) = self.active[i].follows else {
+                continue;
+            };
+            let copied = match self.active.iter().find(|s| s.id == leader) {
+                Some(l) if l.cache.len() >= shared => Some(l.cache.copy_prefix(shared)),
+                Some(_) => continue,
+                None => None,
+            };
+            let prompt = std::mem::take(&mut self.active[i].prompt);
+            let cache = match copied {
+                Some(Ok(c)) => c,
+                // Out of memory for a copy, or the leader gone: from the pool.
+                _ => self.take_cache(&prompt),
+            };
+            let who = format!("local:{}", self.name);
+            let seq = &mut self.active[i];
+            seq.prompt = prompt;
+            seq.cached = cache.len();
+            seq.cache = cache;
+            seq.follows = None;
+            if let Err(e) = seq.cache.reserve(seq.prompt.len()) {
+                // Answered now; the closed reply takes the sequence out next round.
+                let (tx, _) = oneshot::channel();
+                let e = LlmError::caused_by(who, "making room for the prompt", e);
+                let _ = std::mem::replace(&mut seq.job.reply, tx).send(Err(e));
+            }
+        }
+    }
+
+    /// Keeps a finished sequence's keys and values in the prefix tree, for the prompts
+    /// that continue them.
     fn recycle(&mut self, cache: KvCache) {
-        if self.options.cache_bytes == 0 || cache.is_empty() {
-            return;
-        }
-        self.clock += 1;
-        self.pool.push((cache, self.clock));
-        while self.pool.iter().map(|(c, _)| c.bytes()).sum::<usize>() > self.options.cache_bytes {
-            let oldest = self
-                .pool
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, (_, used))| *used)
-                .map_or(0, |(i, _)| i);
-            self.pool.swap_remove(oldest);
-        }
+        self.tree.insert(&cache);
     }
 
     fn log_load(&self) {
@@ -352,12 +393,14 @@ impl Worker {
             decode_secs = l.decode_secs,
             after_secs = l.after_secs,
             idle_secs = l.idle_secs,
+            prefix_tree_bytes = self.tree.bytes(),
             "local model worker stops"
         );
     }
 
     /// One forward pass over every active sequence, then each one's next move.
     fn step(&mut self) {
+        self.start_followers();
         let mut plans: Vec<Plan> = Vec::with_capacity(self.active.len());
         let mut prompt_budget = STEP_PROMPT_TOKENS;
         let (mut prompt_rows, mut decode_rows) = (0u64, 0u64);
@@ -487,6 +530,19 @@ impl Worker {
                         reply.stopped_at = Some(stop);
                         return self.finish_reply(seq);
                     }
+                    if let Some(soft) = reply.soft {
+                        let text = reply.text.full();
+                        if reply.generated.len() + 1 == soft {
+                            // A sentence may end right at the soft budget.
+                            reply.look_from = text.len().saturating_sub(4);
+                        }
+                        if reply.generated.len() >= soft {
+                            if let Some(end) = crate::sentence::first_end(text, reply.look_from) {
+                                reply.text.truncate(end);
+                                return self.finish_reply(seq);
+                            }
+                        }
+                    }
                     if let (Some(sink), false) = (&seq.job.stream, piece.is_empty()) {
                         sink(&piece);
                     }
@@ -525,6 +581,11 @@ impl Worker {
                     req.settings
                         .max_tokens
                         .unwrap_or(self.options.default_max_tokens) as usize;
+                // Replies and summaries end where a sentence ends, near their budget;
+                // decisions (JSON) and extract steps (tags) end as they are written.
+                let budget = (req.tools.is_none()
+                    && matches!(req.context.kind, CallKind::Act | CallKind::Summary))
+                .then(|| crate::sentence::ReplyBudget::of(max_tokens));
                 let params = super::sampling::params(
                     &req.settings,
                     req.redraw.as_ref(),
@@ -549,7 +610,9 @@ impl Worker {
                     generated: Vec::new(),
                     text: TextStream::default(),
                     min_tokens: req.redraw.as_ref().map_or(0, |r| r.min_tokens()),
-                    max_tokens: max_tokens.min(room),
+                    max_tokens: budget.map_or(max_tokens, |b| b.hard).min(room),
+                    soft: budget.map(|b| b.soft),
+                    look_from: 0,
                     stops: req.settings.stop.clone().unwrap_or_default(),
                     stopped_at: None,
                 })))
@@ -658,6 +721,9 @@ impl Worker {
 
 /// What a sequence runs in the next step: its tokens and the logits it wants.
 fn plan(seq: &mut Seq, prompt_budget: &mut usize) -> (Vec<u32>, Vec<(usize, Want)>) {
+    if seq.follows.is_some() {
+        return (Vec::new(), Vec::new());
+    }
     let fed = seq.cache.len();
     if fed < seq.prompt.len() {
         let take = (seq.prompt.len() - fed).min(*prompt_budget);
@@ -707,12 +773,22 @@ fn call_seed(req: &LlmRequest, prompt: &str) -> u64 {
         h.write(prompt.as_bytes());
         h.finish()
     });
-    match &req.redraw {
+    let seed = match &req.redraw {
         None => seed,
         Some(r) => {
             let mut h = Xxh3::new();
             h.write_u64(seed);
             h.write_u32(r.attempt);
+            h.finish()
+        }
+    };
+    match req.candidate {
+        0 => seed,
+        c => {
+            let mut h = Xxh3::new();
+            h.write_u64(seed);
+            h.write(b"candidate");
+            h.write_u32(c);
             h.finish()
         }
     }
