@@ -419,7 +419,7 @@ fn bench_anchor_shape(c: &mut Criterion) {
         let fresh = LocalBackend::start(&path, options(0)).unwrap();
         let loaded = LocalModel::load(&path).unwrap();
         let decode_bytes = loaded.decode_bytes();
-        let reuse = LocalBackend::serve(loaded, options(256 << 20)).unwrap();
+        let reuse = LocalBackend::serve(loaded, options(256 << 20), None).unwrap();
         let prompt = prompt_512();
         let tokens = block_on(fresh.complete(request(&prompt, 1), None))
             .unwrap()

@@ -358,6 +358,10 @@ pub struct ModelArgs {
     /// Answer every model request from a recording in DIR; never connects anywhere.
     #[arg(long, value_name = "DIR")]
     pub replay: Option<PathBuf>,
+    /// --llm local: a smaller model of the same vocabulary that drafts replies ahead for
+    /// the model to check (speculative decoding), e.g. qwen05 for qwen15.
+    #[arg(long, value_name = "PATH.gguf|NAME")]
+    pub draft_model: Option<PathBuf>,
     /// --llm local: memory for the prompt prefixes the model keeps, shared by every run
     /// of the process (0: none).
     #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
@@ -513,6 +517,7 @@ impl ModelArgs {
             embedder: self.embedder.into(),
             embedder_model: self.embedder_model.clone(),
             prefix_cache_bytes: (self.prefix_cache_mib as usize) << 20,
+            draft_model: self.draft_model.clone(),
             fetch_observer,
         })
     }

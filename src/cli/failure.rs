@@ -60,6 +60,7 @@ pub fn flag(setting: Setting) -> Option<&'static str> {
         Setting::Seeds => "--seeds",
         Setting::Jobs => "--jobs",
         Setting::MaxTurns => "--max-turns",
+        Setting::DraftModel => "--draft-model",
     })
 }
 

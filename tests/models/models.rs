@@ -284,6 +284,36 @@ fn reusing_a_cached_prefix_gives_exactly_the_same_reply() {
 }
 
 #[test]
+fn a_drafted_reply_at_temperature_zero_is_the_plain_one() {
+    // qwen05 drafting for itself: every draft is the model's own best token, so the
+    // check keeps them, and the reply must be the one plain decoding gives.
+    let drafted = LocalBackend::start(
+        &model_path(&QWEN05),
+        LocalOptions {
+            draft_model: Some(model_path(&QWEN05)),
+            ..LocalOptions::default()
+        },
+    )
+    .unwrap();
+    for (q, max) in [
+        ("Why do towns grow near rivers?", 60),
+        ("Name three bridges.", 30),
+    ] {
+        let plain = block_on(qwen().complete(request(SYSTEM, q, greedy(max), 3), None)).unwrap();
+        let spec = block_on(drafted.complete(request(SYSTEM, q, greedy(max), 3), None)).unwrap();
+        assert_eq!(spec.text, plain.text, "{q}");
+        assert_eq!(spec.usage.completion_tokens, plain.usage.completion_tokens);
+        assert!(spec.usage.draft_checks > 0, "{q}: the draft drafted");
+        assert!(
+            spec.usage.accepted_drafts * 10 >= spec.usage.drafted_tokens * 9,
+            "{q}: a model's own drafts are kept ({} of {})",
+            spec.usage.accepted_drafts,
+            spec.usage.drafted_tokens
+        );
+    }
+}
+
+#[test]
 fn stop_sequences_cut_the_reply_and_streaming_matches_it() {
     let ask = |stop: Option<Vec<String>>, sink| {
         let settings = LlmSettings { stop, ..greedy(40) };

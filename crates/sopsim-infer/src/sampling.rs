@@ -113,7 +113,117 @@ impl Sampler {
     }
 }
 
+/// What a draw chooses from after the penalties and cuts: one token for certain
+/// (temperature 0), or tokens with their probabilities (in id order, summing to 1).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dist {
+    Certain(u32),
+    Weighted(Vec<(u32, f64)>),
+}
+
+impl Dist {
+    /// The probability of `token`.
+    pub fn p(&self, token: u32) -> f64 {
+        match self {
+            Dist::Certain(t) => f64::from(u8::from(*t == token)),
+            Dist::Weighted(w) => w
+                .binary_search_by_key(&token, |(t, _)| *t)
+                .map_or(0.0, |i| w[i].1),
+        }
+    }
+}
+
 impl Sampler {
+    /// The distribution [`sample`](Self::sample) draws the next token from, after
+    /// `context`: the same penalties, min-p, temperature, top-k and top-p.
+    pub fn distribution(&self, logits: &mut [f32], context: &[u32]) -> Dist {
+        self.penalties.apply(logits, context);
+        if self.temperature.is_nan() || self.temperature <= 0.0 {
+            return Dist::Certain(argmax(logits));
+        }
+        let best = logits
+            .iter()
+            .filter(|l| l.is_finite())
+            .fold(f32::NEG_INFINITY, |a, b| a.max(*b));
+        if best == f32::NEG_INFINITY {
+            return Dist::Certain(0);
+        }
+        let floor_min_p = self.min_p_gap.map_or(f32::NEG_INFINITY, |gap| best + gap);
+        let t = f64::from(self.temperature);
+        let floor = (f64::from(best) - NEGLIGIBLE * t).max(f64::from(floor_min_p));
+        let mut cand: Vec<(f32, u32)> = logits
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.is_finite() && f64::from(**l) >= floor)
+            .map(|(i, l)| (*l, i as u32))
+            .collect();
+        let by_logit = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        cand.sort_unstable_by(by_logit);
+        if let Some(k) = self.top_k {
+            cand.truncate(k.max(1));
+        }
+        let max = f64::from(cand[0].0);
+        let mut probs: Vec<f64> = cand
+            .iter()
+            .map(|(l, _)| ((f64::from(*l) - max) / t).exp())
+            .collect();
+        let total: f64 = probs.iter().sum();
+        probs.iter_mut().for_each(|p| *p /= total);
+        if let Some(top_p) = self.top_p {
+            let mut cum = 0.0;
+            let cut = probs
+                .iter()
+                .position(|p| {
+                    cum += p;
+                    cum >= f64::from(top_p)
+                })
+                .map_or(probs.len(), |i| i + 1);
+            probs.truncate(cut);
+            let total: f64 = probs.iter().sum();
+            probs.iter_mut().for_each(|p| *p /= total);
+        }
+        let mut weighted: Vec<(u32, f64)> = cand.iter().map(|(_, t)| *t).zip(probs).collect();
+        weighted.sort_unstable_by_key(|(t, _)| *t);
+        Dist::Weighted(weighted)
+    }
+
+    /// A token drawn from `dist` with this sampler's generator.
+    pub fn draw_from(&mut self, dist: &Dist) -> u32 {
+        match dist {
+            Dist::Certain(t) => *t,
+            Dist::Weighted(w) => {
+                let probs: Vec<f64> = w.iter().map(|(_, p)| *p).collect();
+                w[draw(&probs, &mut self.rng)].0
+            }
+        }
+    }
+
+    /// Speculative decoding's rule for a `drafted` token that the draft drew from `q`,
+    /// where the model itself would draw from `p`: kept with probability
+    /// `min(1, p/q)`, else replaced by a draw from `max(0, p − q)` renormalised, so
+    /// that what is kept follows `p` exactly (Leviathan et al., Chen et al. 2023).
+    /// With `p` certain (temperature 0): kept when it is `p`'s token.
+    pub fn verify(&mut self, p: &Dist, q: &Dist, drafted: u32) -> Result<(), u32> {
+        let (pw, qw) = match (p, q) {
+            (Dist::Certain(t), _) => return if *t == drafted { Ok(()) } else { Err(*t) },
+            (Dist::Weighted(pw), q) => (pw, q),
+        };
+        let (px, qx) = (p.p(drafted), qw.p(drafted));
+        if qx > 0.0 && self.rng.random::<f64>() < (px / qx).min(1.0) {
+            return Ok(());
+        }
+        let residual: Vec<(u32, f64)> = pw
+            .iter()
+            .map(|(t, pt)| (*t, (pt - qw.p(*t)).max(0.0)))
+            .filter(|(_, r)| *r > 0.0)
+            .collect();
+        if residual.is_empty() {
+            return Err(self.draw_from(p));
+        }
+        let probs: Vec<f64> = residual.iter().map(|(_, r)| *r).collect();
+        Err(residual[draw(&probs, &mut self.rng)].0)
+    }
+
     /// A draw from the whole vocabulary (no top-k or top-p): each token weighs
     /// `e^((logit − best) / temperature)` (sopsim's own `exp`, sixteen at a time), and
     /// the draw walks the tokens in id order — no sorting.
@@ -234,6 +344,68 @@ mod tests {
             .collect();
         assert!(draws.iter().all(|t| *t == 7 || *t == 9));
         assert!(draws.contains(&7) && draws.contains(&9));
+    }
+
+    #[test]
+    fn verified_drafts_follow_the_models_distribution() {
+        // p over three tokens; the draft's q favours token 2, which p rarely takes.
+        let logits_p = [0.0f32, (2.0f32).ln(), (0.5f32).ln()];
+        let logits_q = [0.0f32, 0.0, (6.0f32).ln()];
+        let params = SamplingParams {
+            penalties: Penalties::default(),
+            ..settings(1.0)
+        };
+        let s = Sampler::new(params.clone(), 1);
+        let p = s.distribution(&mut logits_p.clone(), &[]);
+        let q = s.distribution(&mut logits_q.clone(), &[]);
+        let mut draft = Sampler::new(params.clone(), 2);
+        let mut model = Sampler::new(params, 3);
+        let mut counts = [0usize; 3];
+        let n = 40_000;
+        for _ in 0..n {
+            let d = draft.draw_from(&q);
+            let t = model.verify(&p, &q, d).map_or_else(|r| r, |()| d);
+            counts[t as usize] += 1;
+        }
+        for (i, c) in counts.iter().enumerate() {
+            let expected = p.p(i as u32);
+            let got = *c as f64 / n as f64;
+            assert!(
+                (got - expected).abs() < 0.01,
+                "token {i}: {got} against {expected}"
+            );
+        }
+        // Greedy: kept only when it is the best.
+        let greedy = Sampler::new(settings(0.0), 1);
+        let p0 = greedy.distribution(&mut logits_p.clone(), &[]);
+        let mut g = Sampler::new(settings(0.0), 1);
+        assert_eq!(g.verify(&p0, &q, 1), Ok(()));
+        assert_eq!(g.verify(&p0, &q, 2), Err(1));
+    }
+
+    #[test]
+    fn the_distribution_is_what_sample_draws_from() {
+        let params = SamplingParams {
+            top_k: Some(2),
+            top_p: Some(0.9),
+            ..settings(0.8)
+        };
+        let logits = [1.0f32, 2.0, 0.5, 1.8];
+        let d = Sampler::new(params.clone(), 0).distribution(&mut logits.clone(), &[1]);
+        let mut s = Sampler::new(params, 9);
+        let n = 20_000;
+        let mut counts = [0usize; 4];
+        for _ in 0..n {
+            counts[s.sample(&mut logits.clone(), &[1]) as usize] += 1;
+        }
+        for (i, c) in counts.iter().enumerate() {
+            let got = *c as f64 / n as f64;
+            assert!(
+                (got - d.p(i as u32)).abs() < 0.015,
+                "token {i}: {got} against {}",
+                d.p(i as u32)
+            );
+        }
     }
 
     #[test]

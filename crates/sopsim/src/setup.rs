@@ -67,6 +67,9 @@ pub struct ModelOptions {
     /// Memory for the prompt prefixes a local model keeps, shared by every run of the
     /// process.
     pub prefix_cache_bytes: usize,
+    /// For a local model: a smaller model of the same vocabulary that drafts replies
+    /// for it to check (speculative decoding), a GGUF file or a known model's name.
+    pub draft_model: Option<PathBuf>,
     /// Told about fetching a missing model.
     pub fetch_observer: Arc<dyn FetchObserver>,
 }
@@ -102,6 +105,7 @@ impl Default for ModelOptions {
             embedder: EmbedderChoice::MiniLm,
             embedder_model: None,
             prefix_cache_bytes: DEFAULT_PREFIX_CACHE_BYTES,
+            draft_model: None,
             fetch_observer: Arc::new(models::Quiet),
         }
     }
@@ -127,6 +131,7 @@ pub enum Setting {
     Seeds,
     Jobs,
     MaxTurns,
+    DraftModel,
 }
 
 /// What could not be set up, and which setting it is about.
@@ -397,8 +402,19 @@ pub fn local_backend(opts: &ModelOptions) -> Result<crate::llm::local::LocalBack
         },
         None => known(DEFAULT_CHAT_MODEL)?,
     };
+    let draft_model = match &opts.draft_model {
+        None => None,
+        Some(p) => Some(match models::find(&p.to_string_lossy()) {
+            Ok(spec) if spec.name != models::MINILM.name => known(spec)?,
+            _ => {
+                existing(Setting::DraftModel, p)?;
+                p.clone()
+            }
+        }),
+    };
     let options = crate::llm::local::LocalOptions {
         cache_bytes: opts.prefix_cache_bytes,
+        draft_model,
         ..crate::llm::local::LocalOptions::default()
     };
     crate::llm::local::LocalBackend::start(&path, options).map_err(SetupError::LocalModel)

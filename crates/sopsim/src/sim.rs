@@ -81,6 +81,35 @@ pub struct RunConfig {
     pub commands: CommandConsent,
 }
 
+/// What speculative decoding did over a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Speculation {
+    pub checks: u64,
+    pub drafted: u64,
+    pub accepted: u64,
+    /// Drafts kept over drafts drawn.
+    pub acceptance: f64,
+    /// Tokens each check by the model gave: the drafts it kept and its own.
+    pub tokens_per_check: f64,
+}
+
+impl Speculation {
+    fn of(ledger: &crate::llm::Ledger) -> Option<Self> {
+        let sum =
+            |f: fn(&crate::llm::KindUsage) -> u64| ledger.by_kind.values().map(f).sum::<u64>();
+        let checks = sum(|k| k.draft_checks);
+        let drafted = sum(|k| k.drafted_tokens);
+        let accepted = sum(|k| k.accepted_drafts);
+        (checks > 0).then(|| Speculation {
+            checks,
+            drafted,
+            accepted,
+            acceptance: accepted as f64 / drafted.max(1) as f64,
+            tokens_per_check: (accepted + checks) as f64 / checks as f64,
+        })
+    }
+}
+
 /// The figures of `summary.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunSummary {
@@ -106,6 +135,12 @@ pub struct RunSummary {
     pub completion_tokens: u64,
     /// Prompt tokens the backend reused from its prefix cache instead of processing.
     pub cached_prompt_tokens: u64,
+    /// The share of prompt tokens found in the cache (`null` without prompts).
+    pub prompt_cache_share: Option<f64>,
+    /// Speculative decoding, when a draft model drafted: checks, drafts drawn and
+    /// kept, the share kept and the tokens each check gave.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<Speculation>,
     /// True when token figures came from sopsim's estimator, not the model.
     pub tokens_estimated: bool,
     /// US dollars; `null` when a model's price is unknown.
@@ -401,6 +436,9 @@ fn summarise(
         prompt_tokens: ledger.prompt_tokens(),
         completion_tokens: ledger.completion_tokens(),
         cached_prompt_tokens: ledger.cached_prompt_tokens(),
+        prompt_cache_share: (ledger.prompt_tokens() > 0)
+            .then(|| ledger.cached_prompt_tokens() as f64 / ledger.prompt_tokens() as f64),
+        speculation: Speculation::of(&ledger),
         tokens_estimated: ledger.tokens_estimated,
         tokens_by_kind: ledger
             .by_kind

@@ -31,10 +31,25 @@ pub struct KindUsage {
     pub completion_tokens: u64,
     /// Prompt tokens the backend reused from a cache.
     pub cached_prompt_tokens: u64,
+    /// With speculative decoding: the model's checks of drafts, and the drafts drawn
+    /// and kept.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub draft_checks: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub drafted_tokens: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub accepted_drafts: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl KindUsage {
     fn count(&mut self, c: &Completion) {
+        self.draft_checks = self.draft_checks.saturating_add(c.usage.draft_checks);
+        self.drafted_tokens = self.drafted_tokens.saturating_add(c.usage.drafted_tokens);
+        self.accepted_drafts = self.accepted_drafts.saturating_add(c.usage.accepted_drafts);
         self.calls += 1;
         self.prompt_tokens = self.prompt_tokens.saturating_add(c.usage.prompt_tokens);
         self.completion_tokens = self
@@ -338,6 +353,7 @@ mod tests {
             completion_tokens: u64::MAX,
             cached_prompt_tokens: u64::MAX,
             estimated: false,
+            ..Usage::default()
         };
         let reply = Completion::text("x".into(), usage, "m".into());
         for kind in [CallKind::Act, CallKind::Act, CallKind::Summary] {

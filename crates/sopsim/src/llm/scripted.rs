@@ -233,6 +233,7 @@ impl LlmBackend for ScriptedBackend {
                     completion_tokens: Estimator.count(&text) as u64 + 8 * tool_calls.len() as u64,
                     cached_prompt_tokens: 0,
                     estimated: true,
+                    ..Usage::default()
                 };
                 return Ok(Completion {
                     tool_calls,
@@ -258,6 +259,7 @@ impl LlmBackend for ScriptedBackend {
                     completion_tokens: 1,
                     cached_prompt_tokens: 0,
                     estimated: true,
+                    ..Usage::default()
                 };
                 let text = chosen.as_ref().map_or(text, |c| options[c.index].clone());
                 return Ok(Completion {
@@ -280,6 +282,7 @@ impl LlmBackend for ScriptedBackend {
                 completion_tokens: Estimator.count(&text) as u64,
                 cached_prompt_tokens: 0,
                 estimated: true,
+                ..Usage::default()
             };
             Ok(Completion::text(text, usage, "scripted".into()))
         })

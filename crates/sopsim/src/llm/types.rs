@@ -287,6 +287,18 @@ pub struct Usage {
     pub cached_prompt_tokens: u64,
     /// Counted by sopsim's estimator rather than reported by the model.
     pub estimated: bool,
+    /// With speculative decoding: the model's checks of drafts, the tokens drafted,
+    /// and those it kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub draft_checks: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drafted_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub accepted_drafts: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq)]

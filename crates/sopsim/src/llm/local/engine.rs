@@ -28,6 +28,7 @@ use sopsim_infer::template::ChatTemplate;
 use sopsim_infer::transformer::{Model, Scratch, Segment, Want};
 use xxhash_rust::xxh3::Xxh3;
 
+use super::speculate::{Draft, DraftJob, Spec, SpecStats};
 use super::{LocalOptions, SpecialTokens};
 use crate::llm::{
     CallKind, ChatRole, ChoiceMethod, Chosen, Completion, LlmError, LlmRequest, TokenSink, Usage,
@@ -79,6 +80,9 @@ struct Reply {
     look_from: usize,
     stops: Vec<String>,
     stopped_at: Option<String>,
+    /// Set when a draft model drafts for this reply (`speculate.rs`).
+    spec: Option<Box<Spec>>,
+    spec_stats: SpecStats,
 }
 
 struct ChoiceState {
@@ -109,6 +113,8 @@ pub(super) struct Worker {
     pub name: String,
     /// The prompt prefixes read so far, for every sequence of the process.
     tree: super::prefix_tree::PrefixTree,
+    /// The draft model of speculative decoding, when there is one.
+    draft: Option<Draft>,
     /// The id of the next sequence admitted.
     next_id: u64,
     active: Vec<Seq>,
@@ -139,10 +145,17 @@ struct Load {
 }
 
 impl Worker {
-    pub fn new(model: Model, text: Text, options: LocalOptions, name: String) -> Self {
+    pub fn new(
+        model: Model,
+        text: Text,
+        options: LocalOptions,
+        name: String,
+        draft: Option<Model>,
+    ) -> Self {
         let tree = super::prefix_tree::PrefixTree::new(options.cache_bytes);
         Self {
             tree,
+            draft: draft.map(|m| Draft::new(m, options.cache_bytes / 2)),
             model,
             text,
             options,
@@ -201,7 +214,7 @@ impl Worker {
                 .partition(|s| s.job.reply.is_closed());
             self.active = kept;
             for seq in gone {
-                self.recycle(seq.cache);
+                self.recycle(seq);
             }
             if !self.active.is_empty() {
                 self.step();
@@ -375,10 +388,57 @@ impl Worker {
         }
     }
 
-    /// Keeps a finished sequence's keys and values in the prefix tree, for the prompts
+    /// Keeps a finished sequence's keys and values in the prefix trees, for the prompts
     /// that continue them.
-    fn recycle(&mut self, cache: KvCache) {
-        self.tree.insert(&cache);
+    fn recycle(&mut self, seq: Seq) {
+        self.tree.insert(&seq.cache);
+        if let (Phase::Reply(reply), Some(draft)) = (seq.phase, &mut self.draft) {
+            if let Some(spec) = reply.spec {
+                spec.finish(draft);
+            }
+        }
+    }
+
+    /// Has the draft model draft ahead for every reply being generated that it drafts
+    /// for, all in the same passes. A draft that fails leaves its replies to plain
+    /// decoding this step.
+    fn draw_drafts(&mut self) {
+        let Some(draft) = &mut self.draft else {
+            return;
+        };
+        let stops = &self.text.special.stop_ids;
+        let mut jobs: Vec<DraftJob<'_>> = Vec::new();
+        for seq in &mut self.active {
+            if seq.follows.is_some() || seq.cache.len() < seq.prompt.len() {
+                continue;
+            }
+            let Phase::Reply(reply) = &mut seq.phase else {
+                continue;
+            };
+            if reply.generated.is_empty() {
+                continue;
+            }
+            // Drafts past the hard cap would be thrown away.
+            let most = reply.max_tokens.saturating_sub(reply.generated.len() + 1);
+            if let (Some(spec), true) = (reply.spec.as_deref_mut(), most > 0) {
+                jobs.push(DraftJob {
+                    spec,
+                    context: &reply.context,
+                    most,
+                    stops,
+                });
+            }
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        if let Err(e) = draft.draw(&mut jobs) {
+            tracing::debug!(error = %e, "the draft model failed; decoding plainly this step");
+            for job in jobs {
+                job.spec.drafted.clear();
+                job.spec.q.clear();
+            }
+        }
     }
 
     fn log_load(&self) {
@@ -401,6 +461,7 @@ impl Worker {
     /// One forward pass over every active sequence, then each one's next move.
     fn step(&mut self) {
         self.start_followers();
+        self.draw_drafts();
         let mut plans: Vec<Plan> = Vec::with_capacity(self.active.len());
         let mut prompt_budget = STEP_PROMPT_TOKENS;
         let (mut prompt_rows, mut decode_rows) = (0u64, 0u64);
@@ -466,10 +527,11 @@ impl Worker {
             };
             match self.advance(&mut seq, logits) {
                 Ok(true) => still.push(seq),
-                Ok(false) => self.recycle(seq.cache),
+                Ok(false) => self.recycle(seq),
                 Err(e) => {
-                    let _ = seq.job.reply.send(Err(e));
-                    self.recycle(seq.cache);
+                    let (tx, _) = oneshot::channel();
+                    let _ = std::mem::replace(&mut seq.job.reply, tx).send(Err(e));
+                    self.recycle(seq);
                 }
             }
         }
@@ -486,6 +548,9 @@ impl Worker {
         // question.
         let mut logits = logits.into_iter();
         match &mut seq.phase {
+            Phase::Reply(reply) if reply.spec.as_ref().is_some_and(|s| !s.drafted.is_empty()) => {
+                self.verify_drafts(seq, logits.collect())
+            }
             Phase::Reply(reply) => {
                 let Some(mut l) = logits.next() else {
                     return Ok(true);
@@ -518,39 +583,10 @@ impl Worker {
                         return self.finish_reply(seq);
                     }
                 }
-                if !done {
-                    reply.generated.push(next);
-                    reply.context.push(next);
-                    let piece = reply
-                        .text
-                        .push(&self.text.tokenizer, &reply.generated)
-                        .map_err(|e| self.failed("decoding the reply", e))?;
-                    if let Some((cut, stop)) = stop_position(reply.text.full(), &reply.stops) {
-                        reply.text.truncate(cut);
-                        reply.stopped_at = Some(stop);
-                        return self.finish_reply(seq);
-                    }
-                    if let Some(soft) = reply.soft {
-                        let text = reply.text.full();
-                        if reply.generated.len() + 1 == soft {
-                            // A sentence may end right at the soft budget.
-                            reply.look_from = text.len().saturating_sub(4);
-                        }
-                        if reply.generated.len() >= soft {
-                            if let Some(end) = crate::sentence::first_end(text, reply.look_from) {
-                                reply.text.truncate(end);
-                                return self.finish_reply(seq);
-                            }
-                        }
-                    }
-                    if let (Some(sink), false) = (&seq.job.stream, piece.is_empty()) {
-                        sink(&piece);
-                    }
-                    if reply.generated.len() < reply.max_tokens {
-                        return Ok(true);
-                    }
+                if done {
+                    return self.finish_reply(seq);
                 }
-                self.finish_reply(seq)
+                self.take_token(seq, next)
             }
             Phase::Choice(choice) => {
                 if let Some(answer) = logits.next() {
@@ -562,6 +598,112 @@ impl Worker {
                 self.finish_choice(seq)
             }
         }
+    }
+
+    /// Takes the reply's next token (not an end of text): its text is streamed unless a
+    /// stop sequence, a sentence end near the budget or the hard cap ends the reply.
+    /// `Ok(false)`: the reply is finished.
+    fn take_token(&self, seq: &mut Seq, next: u32) -> Result<bool, LlmError> {
+        let Phase::Reply(reply) = &mut seq.phase else {
+            return Ok(false);
+        };
+        reply.generated.push(next);
+        reply.context.push(next);
+        let piece = reply
+            .text
+            .push(&self.text.tokenizer, &reply.generated)
+            .map_err(|e| self.failed("decoding the reply", e))?;
+        if let Some((cut, stop)) = stop_position(reply.text.full(), &reply.stops) {
+            reply.text.truncate(cut);
+            reply.stopped_at = Some(stop);
+            return self.finish_reply(seq);
+        }
+        if let Some(soft) = reply.soft {
+            let text = reply.text.full();
+            if reply.generated.len() + 1 == soft {
+                // A sentence may end right at the soft budget.
+                reply.look_from = text.len().saturating_sub(4);
+            }
+            if reply.generated.len() >= soft {
+                if let Some(end) = crate::sentence::first_end(text, reply.look_from) {
+                    reply.text.truncate(end);
+                    return self.finish_reply(seq);
+                }
+            }
+        }
+        if let (Some(sink), false) = (&seq.job.stream, piece.is_empty()) {
+            sink(&piece);
+        }
+        if reply.generated.len() < reply.max_tokens {
+            return Ok(true);
+        }
+        self.finish_reply(seq)
+    }
+
+    /// The model's check of a reply's drafts: `logits` after the last kept token and
+    /// after each draft. Drafts are kept by the rejection rule until one is not, which
+    /// the model's own draw replaces; when all are kept, the model draws one more.
+    fn verify_drafts(&mut self, seq: &mut Seq, logits: Vec<Vec<f32>>) -> Result<bool, LlmError> {
+        let Phase::Reply(reply) = &mut seq.phase else {
+            return Ok(false);
+        };
+        let Some(mut spec) = reply.spec.take() else {
+            return Ok(true);
+        };
+        let k = spec.drafted.len();
+        // The cache as it was before this pass: the pass added the last kept token and
+        // the drafts.
+        let base = seq.cache.len() - (k + 1);
+        let mut accepted = 0;
+        for (i, mut l) in logits.into_iter().enumerate().take(k + 1) {
+            let Phase::Reply(reply) = &mut seq.phase else {
+                break;
+            };
+            if reply.generated.len() < reply.min_tokens {
+                for &stop in &self.text.special.stop_ids {
+                    if let Some(logit) = l.get_mut(stop as usize) {
+                        *logit = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            let p = reply.sampler.distribution(&mut l, &reply.context);
+            let (token, kept) = match spec.drafted.get(i) {
+                Some(&d) => match reply.sampler.verify(&p, &spec.q[i], d) {
+                    Ok(()) => (d, true),
+                    Err(t) => (t, false),
+                },
+                None => (reply.sampler.draw_from(&p), false),
+            };
+            accepted += usize::from(kept);
+            // What this check did so far, told if the reply ends now.
+            reply.spec_stats = SpecStats {
+                checks: spec.stats.checks + 1,
+                drafted: spec.stats.drafted + k as u64,
+                accepted: spec.stats.accepted + accepted as u64,
+            };
+            let done = self.text.special.stop_ids.contains(&token) && !self.options.ignore_eos;
+            let going = !done && self.take_token(seq, token)?;
+            if !going {
+                spec.settle(accepted);
+                if let Phase::Reply(reply) = &mut seq.phase {
+                    reply.spec = Some(spec);
+                }
+                return if done {
+                    self.finish_reply(seq)
+                } else {
+                    Ok(false)
+                };
+            }
+            if !kept {
+                break;
+            }
+        }
+        seq.cache.truncate(base + 1 + accepted);
+        spec.settle(accepted);
+        if let Phase::Reply(reply) = &mut seq.phase {
+            reply.spec = Some(spec);
+        }
+        Ok(true)
     }
 
     /// The phase after the prompt has been read: checked at admission, so that a bad
@@ -603,8 +745,14 @@ impl Worker {
                     }
                     (Some(_), None) => return Err(self.error("decisions cannot be constrained")),
                 };
+                // A draft drafts free text; a decision's JSON is decoded under its
+                // schema a token at a time.
+                let spec = (self.draft.is_some() && matcher.is_none())
+                    .then(|| Box::new(Spec::new(params.clone(), seed)));
                 Ok(Phase::Reply(Box::new(Reply {
                     matcher,
+                    spec,
+                    spec_stats: SpecStats::default(),
                     sampler: Sampler::new(params, seed),
                     context: prompt.to_vec(),
                     generated: Vec::new(),
@@ -668,6 +816,9 @@ impl Worker {
                 completion_tokens: reply.generated.len() as u64,
                 cached_prompt_tokens: seq.cached as u64,
                 estimated: false,
+                draft_checks: reply.spec_stats.checks,
+                drafted_tokens: reply.spec_stats.drafted,
+                accepted_drafts: reply.spec_stats.accepted,
             },
             stopped_at: reply.stopped_at.take(),
             chosen: None,
@@ -703,6 +854,7 @@ impl Worker {
                 completion_tokens: choice.option_tokens,
                 cached_prompt_tokens: seq.cached as u64,
                 estimated: false,
+                ..Usage::default()
             },
             stopped_at: None,
             chosen: Some(Chosen {
@@ -746,7 +898,13 @@ fn plan(seq: &mut Seq, prompt_budget: &mut usize) -> (Vec<u32>, Vec<(usize, Want
     match &mut seq.phase {
         Phase::Reply(reply) => {
             let last = *reply.generated.last().unwrap_or(&0);
-            (vec![last], vec![(0, Want::All)])
+            let drafted = reply.spec.as_ref().map_or(&[][..], |s| &s.drafted[..]);
+            // The last kept token and the drafts, with the logits after each: one
+            // pass checks them all.
+            let mut tokens = vec![last];
+            tokens.extend_from_slice(drafted);
+            let wants = (0..tokens.len()).map(|i| (i, Want::All)).collect();
+            (tokens, wants)
         }
         Phase::Choice(choice) => {
             let Some(q) = choice.questions.get(choice.answers.len()) else {

@@ -11,6 +11,7 @@ mod constrain;
 mod engine;
 mod prefix_tree;
 mod sampling;
+mod speculate;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -46,6 +47,9 @@ pub struct LocalOptions {
     pub default_max_tokens: u32,
     /// Generate `max_tokens` even past the end-of-text token (for benchmarks).
     pub ignore_eos: bool,
+    /// A smaller model of the same vocabulary that drafts replies ahead, which this
+    /// one checks (speculative decoding).
+    pub draft_model: Option<PathBuf>,
 }
 
 impl Default for LocalOptions {
@@ -55,6 +59,7 @@ impl Default for LocalOptions {
             max_batch: 16,
             default_max_tokens: 256,
             ignore_eos: false,
+            draft_model: None,
         }
     }
 }
@@ -76,6 +81,8 @@ pub enum LoadProblem {
     Template(sopsim_infer::error::InferError),
     #[error("cannot start the model thread")]
     Thread(#[source] std::io::Error),
+    #[error("the draft model {draft}: {why}")]
+    Draft { draft: PathBuf, why: String },
 }
 
 /// Why a loaded model could not tokenize or compute.
@@ -201,21 +208,52 @@ pub struct LocalBackend {
 }
 
 impl LocalBackend {
-    /// Loads the model and starts its worker thread.
+    /// Loads the model (and its draft model, if the options name one) and starts its
+    /// worker thread.
     pub fn start(path: &Path, options: LocalOptions) -> Result<Self, LoadError> {
         let loaded = LocalModel::load(path)?;
-        Self::serve(loaded, options).map_err(|e| LoadError {
+        let draft = match &options.draft_model {
+            Some(d) => Some(Self::draft_for(&loaded, d)?),
+            None => None,
+        };
+        Self::serve(loaded, options, draft).map_err(|e| LoadError {
             path: path.to_path_buf(),
             source: LoadProblem::Thread(e),
         })
     }
 
-    /// Starts a worker thread for a loaded model.
-    pub fn serve(loaded: LocalModel, options: LocalOptions) -> std::io::Result<Self> {
+    /// The draft model at `path`, which must share `target`'s vocabulary.
+    fn draft_for(target: &LocalModel, path: &Path) -> Result<Model, LoadError> {
+        let draft = LocalModel::load(path)?;
+        let refuse = |why: String| LoadError {
+            path: path.to_path_buf(),
+            source: LoadProblem::Draft {
+                draft: path.to_path_buf(),
+                why,
+            },
+        };
+        let (a, b) = (
+            target.text.tokenizer.get_vocab_size(true),
+            draft.text.tokenizer.get_vocab_size(true),
+        );
+        if a != b || target.text.special.eos_id != draft.text.special.eos_id {
+            return Err(refuse(format!(
+                "its vocabulary ({b} tokens) is not the model's ({a} tokens)"
+            )));
+        }
+        Ok(draft.model)
+    }
+
+    /// Starts a worker thread for a loaded model, with its draft model if any.
+    pub fn serve(
+        loaded: LocalModel,
+        options: LocalOptions,
+        draft: Option<Model>,
+    ) -> std::io::Result<Self> {
         let name = loaded.name.clone();
         let tokenizer = loaded.text.tokenizer.clone();
         let (queue, jobs) = mpsc::channel::<Job>();
-        let worker = Worker::new(loaded.model, loaded.text, options, loaded.name);
+        let worker = Worker::new(loaded.model, loaded.text, options, loaded.name, draft);
         std::thread::Builder::new()
             .name("sopsim-llm".into())
             .spawn(move || worker.run(jobs))?;

@@ -92,6 +92,7 @@ impl OpenAiBackend {
                     .as_u64()
                     .unwrap_or(0),
                 estimated: false,
+                ..Usage::default()
             },
             None => Usage {
                 prompt_tokens: req
@@ -102,6 +103,7 @@ impl OpenAiBackend {
                 completion_tokens: Estimator.count(&text) as u64,
                 cached_prompt_tokens: 0,
                 estimated: true,
+                ..Usage::default()
             },
         };
         Completion::text(text, usage, self.model(req).to_string())
