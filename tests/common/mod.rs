@@ -74,6 +74,9 @@ impl LlmBackend for Recording {
     fn draws(&self) -> bool {
         self.inner.draws()
     }
+    fn candidates(&self) -> u32 {
+        self.inner.candidates()
+    }
     fn complete<'a>(
         &'a self,
         request: LlmRequest,

@@ -218,7 +218,14 @@ fn generation_is_coherent_deterministic_and_bounded() {
         "{}",
         a.text
     );
-    assert!(a.usage.completion_tokens <= 40 && a.usage.completion_tokens > 3);
+    // max_tokens is a budget: past it the reply ends at a sentence, within a hard cap.
+    let budget = sopsim::sentence::ReplyBudget::of(40);
+    assert!(a.usage.completion_tokens <= budget.hard as u64 && a.usage.completion_tokens > 3);
+    assert!(
+        a.usage.completion_tokens < budget.soft as u64 || sopsim::sentence::ends_sentence(&a.text),
+        "a reply past its budget ends a sentence: {}",
+        a.text
+    );
     assert!(!a.usage.estimated);
     let sampled = |seed| {
         block_on(backend().complete(

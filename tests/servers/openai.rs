@@ -87,7 +87,11 @@ fn a_streamed_reply_with_usage_in_the_last_chunk() {
     assert_eq!(body["model"], "test-model");
     assert_eq!(body["stream"], true);
     assert_eq!(body["messages"][1]["content"], "Say hi.");
-    assert_eq!(body["max_tokens"], 16);
+    // A streamed reply's max_tokens is a budget: the server is asked for the hard cap.
+    assert_eq!(
+        body["max_tokens"],
+        sopsim::sentence::ReplyBudget::of(16).hard
+    );
 }
 
 #[test]
@@ -334,7 +338,7 @@ fn a_failing_server_stops_the_run_with_exit_1_and_keeps_finished_turns() {
         headers: vec![],
     };
     let server = Server::start(vec![
-        ok(&["Here is my first reply."]),
+        ok(&["Clean air is worth a short walk."]),
         fail.clone(),
         fail.clone(),
         fail,

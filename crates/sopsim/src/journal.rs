@@ -251,6 +251,10 @@ impl LlmBackend for Journaled {
         self.inner.draws()
     }
 
+    fn candidates(&self) -> u32 {
+        self.inner.candidates()
+    }
+
     fn tool_tape(&self) -> Option<ToolTape> {
         Some(ToolTape::Journal(
             self.journal.clone() as Arc<dyn ToolJournal>,

@@ -668,9 +668,10 @@ pub fn assemble<'a>(
     let Some(first) = scenarios.first() else {
         return Err(SetupError::NoScenarios);
     };
-    // A model's replies are also checked for paraphrases, with the embedder.
-    let checks_replies =
-        models.llm != LlmChoice::Scripted && scenarios.iter().any(|s| s.populations.is_empty());
+    // A model's replies are also checked for paraphrases and stakes, with MiniLM.
+    let checks_replies = models.llm != LlmChoice::Scripted
+        && models.embedder == EmbedderChoice::MiniLm
+        && scenarios.iter().any(|s| s.populations.is_empty());
     let needed = checks_replies || scenarios.iter().any(|s| s.needs_embeddings());
     let embed = embed_service(&models, needed)?;
     let prices = prices(&models)?;

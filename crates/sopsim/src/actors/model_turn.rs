@@ -18,9 +18,7 @@ use crate::llm::{
 };
 use crate::memory::{Decision, MessageKind, Observation};
 use crate::prompt::{self, ChatMessage};
-use crate::quality::{
-    Checker, Instructions, Paraphrases, DEFAULT_CANDIDATES, DEFAULT_REDRAWS, PARAPHRASE_COSINE,
-};
+use crate::quality::{Checker, Instructions, Paraphrases, DEFAULT_REDRAWS, PARAPHRASE_COSINE};
 use crate::scenario::{ChoiceSpec, LlmSettings, Persona, Scenario, State};
 use crate::tokens::TokenCounter;
 
@@ -231,7 +229,7 @@ impl ModelTurn {
             true => (
                 self.settings
                     .candidates
-                    .unwrap_or(DEFAULT_CANDIDATES)
+                    .unwrap_or_else(|| self.llm.default_candidates())
                     .max(1),
                 self.settings.redraws.unwrap_or(DEFAULT_REDRAWS),
             ),

@@ -244,6 +244,12 @@ impl LlmClient {
         self.backend.draws()
     }
 
+    /// Candidates of a reply drawn at once when the scenario does not say (see
+    /// [`LlmBackend::candidates`]).
+    pub fn default_candidates(&self) -> u32 {
+        self.backend.candidates()
+    }
+
     /// How decisions are asked for when the scenario does not say.
     pub fn default_decision(&self) -> super::DecisionFormat {
         if self.backend.native_tools() {

@@ -159,7 +159,7 @@ mod tests {
                 calls: 1,
                 prompt_tokens: 1_000_000,
                 completion_tokens: 500_000,
-                cached_prompt_tokens: 0,
+                ..KindUsage::default()
             },
         );
         assert!((table.cost(&ledger).usd.unwrap() - 0.45).abs() < 1e-12);
@@ -169,7 +169,7 @@ mod tests {
                 calls: 1,
                 prompt_tokens: 10,
                 completion_tokens: 10,
-                cached_prompt_tokens: 0,
+                ..KindUsage::default()
             },
         );
         let cost = table.cost(&ledger);

@@ -105,6 +105,13 @@ pub trait LlmBackend: Send + Sync {
         true
     }
 
+    /// How many candidates of a reply to draw at once when the scenario does not say
+    /// (`candidates`): several where they cost little more than one (a local model
+    /// decodes them in one batch), one where each is a call of its own (a server).
+    fn candidates(&self) -> u32 {
+        1
+    }
+
     /// Where tools with side effects keep or find their results (recording, replay).
     fn tool_tape(&self) -> Option<record::ToolTape> {
         None

@@ -181,6 +181,10 @@ impl LlmBackend for Recorder {
         self.inner.draws()
     }
 
+    fn candidates(&self) -> u32 {
+        self.inner.candidates()
+    }
+
     fn tool_tape(&self) -> Option<ToolTape> {
         Some(ToolTape::Record(self.dir.clone()))
     }
@@ -263,6 +267,14 @@ impl LlmBackend for Replayer {
     /// As the recorded backend drew: a recorded script made no redraws to replay.
     fn draws(&self) -> bool {
         self.recorded.as_deref() != Some("scripted")
+    }
+
+    /// As many candidates as the recorded backend drew at once.
+    fn candidates(&self) -> u32 {
+        match self.recorded.as_deref() {
+            Some(b) if b.starts_with("local:") => crate::quality::DEFAULT_CANDIDATES,
+            _ => 1,
+        }
     }
 
     fn complete<'a>(

@@ -277,6 +277,11 @@ impl LlmBackend for LocalBackend {
         format!("local:{}", self.name)
     }
 
+    /// A reply's candidates are decoded in one batch, their prompt read once.
+    fn candidates(&self) -> u32 {
+        crate::quality::DEFAULT_CANDIDATES
+    }
+
     fn complete<'a>(
         &'a self,
         request: LlmRequest,
