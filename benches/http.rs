@@ -87,7 +87,7 @@ fn debate() -> Arc<Scenario> {
 }
 
 fn http_services(base: &str, concurrency: usize) -> Services {
-    let mut o = OpenAiOptions::from_env();
+    let mut o = OpenAiOptions::default();
     o.base_url = base.to_string();
     o.api_key = None;
     o.model = Some("bench".into());

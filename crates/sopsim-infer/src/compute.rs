@@ -13,17 +13,19 @@ use team::Team;
 
 mod team;
 
-/// Threads for model work: `SOPSIM_THREADS` if set to a positive number, else one per
-/// core.
+static THREADS: OnceLock<usize> = OnceLock::new();
+
+/// Threads for model work: what the program set with [`set_threads`] before any model
+/// work, else one per core.
 pub fn threads() -> usize {
-    static N: OnceLock<usize> = OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("SOPSIM_THREADS")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .filter(|n| *n > 0)
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-    })
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Sets how many threads model work uses (at least one), before any model work; once
+/// model work has started, the count stays and `false` is returned. The program's
+/// edge decides (the command line reads `SOPSIM_THREADS`).
+pub fn set_threads(n: usize) -> bool {
+    THREADS.set(n.max(1)).is_ok()
 }
 
 /// The rayon pool the sentence encoder's float products (`gemm`) run on ([`threads`]

@@ -5,7 +5,7 @@
 //! The files are read and checked with the scenario (`scenario::knowledge_file`).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use dashmap::DashMap;
 use tokio::sync::OnceCell;
@@ -74,30 +74,34 @@ impl KnowledgeBase {
     }
 }
 
-type Key = (PathBuf, KnowledgeKind, String);
+type Key = (PathBuf, KnowledgeKind);
 
-/// The knowledge base for `spec`, built once per process and embedder.
-pub async fn shared(
-    spec: &KnowledgeLookup,
-    embed: &EmbedService,
-) -> Result<Arc<KnowledgeBase>, KnowledgeError> {
-    static CACHE: OnceLock<DashMap<Key, Arc<OnceCell<Arc<KnowledgeBase>>>>> = OnceLock::new();
-    let key = (
-        PathBuf::from(&spec.path),
-        spec.kind,
-        embed.name().to_string(),
-    );
-    let cell = CACHE
-        .get_or_init(DashMap::new)
-        .entry(key)
-        .or_insert_with(|| Arc::new(OnceCell::new()))
-        .clone();
-    cell.get_or_try_init(|| async {
-        let entries = read_entries(Path::new(&spec.path))?;
-        KnowledgeBase::build(entries, spec.kind, embed)
-            .await
-            .map(Arc::new)
-    })
-    .await
-    .cloned()
+/// The knowledge bases one run has built, each read and embedded once however many
+/// lookups use it. Owned by the run's Environment: a knowledge file edited between runs
+/// is read again by the next run.
+#[derive(Default, Clone)]
+pub struct KnowledgeBases(Arc<DashMap<Key, Arc<OnceCell<Arc<KnowledgeBase>>>>>);
+
+impl KnowledgeBases {
+    /// The knowledge base for `spec`, built on first use.
+    pub async fn get(
+        &self,
+        spec: &KnowledgeLookup,
+        embed: &EmbedService,
+    ) -> Result<Arc<KnowledgeBase>, KnowledgeError> {
+        let key = (PathBuf::from(&spec.path), spec.kind);
+        let cell = self
+            .0
+            .entry(key)
+            .or_insert_with(|| Arc::new(OnceCell::new()))
+            .clone();
+        cell.get_or_try_init(|| async {
+            let entries = read_entries(Path::new(&spec.path))?;
+            KnowledgeBase::build(entries, spec.kind, embed)
+                .await
+                .map(Arc::new)
+        })
+        .await
+        .cloned()
+    }
 }

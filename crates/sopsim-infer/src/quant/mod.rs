@@ -92,22 +92,30 @@ pub enum Kernels {
     Amx,
 }
 
+static CHOSEN: OnceLock<Kernels> = OnceLock::new();
+
 impl Kernels {
-    /// The best kernels this CPU supports (`SOPSIM_KERNELS=scalar|avx2|avx-vnni|avx512`
-    /// lowers it; every choice gives the same results, only faster or slower).
+    /// The kernels model work uses: the best this CPU supports, or the ones the program
+    /// chose with [`Kernels::choose`] before any model work (every choice gives the same
+    /// results, only faster or slower).
     pub fn detect() -> Kernels {
-        static CHOSEN: OnceLock<Kernels> = OnceLock::new();
-        *CHOSEN.get_or_init(|| {
-            let supported = Self::supported();
-            let wanted = std::env::var("SOPSIM_KERNELS").ok();
-            supported
-                .iter()
-                .rev()
-                .find(|k| wanted.as_deref().is_none_or(|w| w == k.name()))
-                .or(supported.last())
-                .copied()
-                .unwrap_or(Kernels::Scalar)
-        })
+        *CHOSEN.get_or_init(|| Self::supported().last().copied().unwrap_or(Kernels::Scalar))
+    }
+
+    /// Chooses the kernels by name (`scalar`, `avx2`, `avx-vnni`, `avx512`, `amx`) before
+    /// any model work; a set this CPU lacks leaves the best it has. `false` once model
+    /// work has started. The program's edge decides (the command line reads
+    /// `SOPSIM_KERNELS`).
+    pub fn choose(name: &str) -> bool {
+        let supported = Self::supported();
+        let pick = supported
+            .iter()
+            .rev()
+            .find(|k| k.name() == name)
+            .or(supported.last())
+            .copied()
+            .unwrap_or(Kernels::Scalar);
+        CHOSEN.set(pick).is_ok()
     }
 
     /// Every kernel set this CPU can run, slowest first.

