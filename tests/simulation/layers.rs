@@ -43,8 +43,18 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "running",
         &[
-            "actors", "sim", "output", "events", "setup", "runner", "bench", "error", "control",
-            "human", "journal",
+            "actors",
+            "sim",
+            "output",
+            "events",
+            "setup",
+            "runner",
+            "run_state",
+            "bench",
+            "error",
+            "control",
+            "human",
+            "journal",
         ],
     ),
 ];

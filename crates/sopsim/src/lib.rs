@@ -83,7 +83,8 @@
 //!
 //! Running:
 //! - [`actors`]: Director, Agent and Environment actors and their messages.
-//! - [`sim`]: wiring one simulation, running it, its summary.
+//! - [`sim`]: wiring one simulation, running it, its summary; [`run_state`]: the
+//!   Director's pure state between turns (counters, limits, budgets, catch-up).
 //! - [`events`], [`output`], [`human`]: the event stream and `events.jsonl`, run
 //!   files, where people's turns come from; [`journal`]: every answer a run got, which
 //!   a resumed run answers from.
@@ -119,6 +120,7 @@ pub mod output;
 pub mod output_folder;
 pub mod prompt;
 pub mod quality;
+pub mod run_state;
 pub mod runner;
 pub mod scenario;
 pub mod sentence;

@@ -1,15 +1,21 @@
 //! The actors of one simulation: a Director, one Agent per agent, and the Environment.
 //! They are thin: each owns its state and message handling and calls into the pure
-//! modules (`sop`, `environment`, `prompt`, `memory`) for every decision.
+//! modules (`sop`, `run_state`, `environment`, `prompt`, `memory`) for every decision.
 
 mod agent;
+mod cast;
 mod director;
 mod environment;
 pub mod messages;
 mod model_turn;
 mod participants;
+mod routing;
+mod steps;
 mod tool_turn;
+mod turns;
 
+pub use crate::run_state::{EndReason, ParseFailures};
 pub use agent::AgentActor;
-pub use director::{Cast, Director, EndReason, Finish, Limits, ParseFailures};
+pub use cast::{Cast, Finish, Limits};
+pub use director::Director;
 pub use environment::EnvironmentActor;

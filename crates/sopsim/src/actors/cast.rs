@@ -1,0 +1,59 @@
+//! What the Director is given (the simulation's actors and services, and the limits
+//! it keeps) and what it gives back when the run ends.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use actix::Addr;
+
+use super::agent::AgentActor;
+use super::environment::EnvironmentActor;
+use crate::control::RunControl;
+use crate::error::{CancelToken, SimError};
+use crate::events::Sinks;
+use crate::llm::cost::PriceTable;
+use crate::llm::LlmClient;
+use crate::quality::ReplyQuality;
+use crate::run_state::{EndReason, ParseFailures};
+use crate::scenario::Scenario;
+use crate::tokens::TokenCounter;
+
+/// How a run ended, as the Director saw it.
+#[derive(Debug)]
+pub struct Finish {
+    pub ended_by: EndReason,
+    pub error: Option<SimError>,
+    pub turns: u64,
+    pub final_state: String,
+    pub visits: u32,
+    pub warnings: Vec<String>,
+    pub stop_reason: Option<String>,
+    pub failures: ParseFailures,
+    pub reply_quality: ReplyQuality,
+}
+
+/// The actors and services of the Director's simulation.
+pub struct Cast {
+    pub scenario: Arc<Scenario>,
+    pub agents: HashMap<String, Addr<AgentActor>>,
+    pub env: Addr<EnvironmentActor>,
+    pub llm: LlmClient,
+    pub counter: Arc<dyn TokenCounter>,
+    pub sinks: Sinks,
+    /// Whether replies are checked for paraphrases, from the messages' embeddings.
+    pub paraphrases: bool,
+    /// The participants' stakes embedded, when replies are checked against them.
+    pub stakes: Option<Arc<crate::quality::Stakes>>,
+}
+
+/// When the Director ends a run early, between turns.
+pub struct Limits {
+    pub max_turns: u64,
+    pub budget_usd: Option<f64>,
+    pub max_total_tokens: Option<u64>,
+    pub prices: Arc<PriceTable>,
+    /// Cancelled to stop at the next turn boundary.
+    pub cancel: CancelToken,
+    /// Pause, step and stop from outside the run.
+    pub control: Option<RunControl>,
+}

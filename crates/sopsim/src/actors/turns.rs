@@ -1,0 +1,194 @@
+//! The Director's turns: who takes them (one role's player, or every player of a
+//! simultaneous round), sending `TakeTurn` to each, and committing what they drafted,
+//! in the order of the state's roles, to the transcript and the events before the
+//! transition is checked.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+
+use super::agent::AgentActor;
+use super::director::Director;
+use super::messages::*;
+use super::steps::Play;
+use crate::error::SimError;
+use crate::events::SimEvent;
+use crate::memory::Message;
+use crate::run_state::{Begun, EndReason};
+
+impl Director {
+    /// Appends finished turns to the transcript and the events, in order.
+    pub(super) fn commit(
+        &mut self,
+        memories: &[Arc<Message>],
+        vectors: &[Vec<f32>],
+    ) -> Result<(), SimError> {
+        for (i, memory) in memories.iter().enumerate() {
+            if let Some(t) = &mut self.transcript {
+                t.append(memory)?;
+            }
+            let vector = vectors.get(i).filter(|v| !v.is_empty());
+            self.quality.record(memory, vector.map(Vec::as_slice));
+            self.cast.sinks.emit(SimEvent::Message(memory.clone()));
+            if let Some(messages) = self.state.committed(self.transcript_caught_up()) {
+                self.cast.sinks.emit(SimEvent::Resumed { messages });
+            }
+            if !memory.kind.is_tool() {
+                self.engine.record_turn(&memory.role);
+            }
+        }
+        Ok(())
+    }
+
+    /// The agents who play `role` in the current state: one, or a population's members.
+    pub(super) fn players(&self, role: &str) -> &[String] {
+        let state = self.engine.current_state();
+        self.players
+            .get(state)
+            .and_then(|p| p.get(role))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// How many turns a round of `roles` takes: one per player.
+    pub(super) fn seat_count(&self, roles: &[String]) -> u64 {
+        roles.iter().map(|r| self.players(r).len() as u64).sum()
+    }
+
+    /// Each turn of `roles`, in order: the role, its player's name and actor.
+    pub(super) fn seats(
+        &self,
+        roles: &[String],
+    ) -> Result<Vec<(String, String, Addr<AgentActor>)>, SimError> {
+        let state = self.engine.current_state();
+        let no_agent = |role: &str| SimError::NoAgent {
+            state: state.to_string(),
+            role: role.to_string(),
+        };
+        let mut seats = Vec::new();
+        for role in roles {
+            let players = self.players(role);
+            if players.is_empty() {
+                return Err(no_agent(role));
+            }
+            for name in players {
+                let agent = self
+                    .cast
+                    .agents
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| no_agent(role))?;
+                seats.push((role.clone(), name.clone(), agent));
+            }
+        }
+        Ok(seats)
+    }
+}
+
+impl Handler<Play> for Director {
+    type Result = ();
+    fn handle(&mut self, msg: Play, ctx: &mut Context<Self>) {
+        // A sequential turn is one role's, whose state validation gave one player.
+        let seats = match self.seats(&msg.roles) {
+            Ok(seats) if msg.simultaneous => seats,
+            Ok(mut seats) => {
+                seats.truncate(1);
+                seats
+            }
+            Err(e) => return self.fail(e, ctx),
+        };
+        let (state, visit) = (self.engine.current_state().to_string(), self.engine.visit());
+        let names: Vec<String> = seats.iter().map(|(_, name, _)| name.clone()).collect();
+        let n = seats.len() as u64;
+        let Begun {
+            first_turn: first,
+            round,
+        } = self.state.begin(n, msg.simultaneous);
+        if let Some(round) = round {
+            self.cast.sinks.emit(SimEvent::RoundStarted {
+                state: state.clone(),
+                visit,
+                round,
+                roles: msg.roles.clone(),
+            });
+        }
+        tracing::debug!(turn = first, %state, roles = ?msg.roles, turns = n, opening = msg.opening.is_some(), "take turns");
+        let turns: Vec<_> = seats
+            .into_iter()
+            .enumerate()
+            .map(|(i, (role, _, agent))| {
+                let turn = TakeTurn {
+                    state: state.clone(),
+                    visit,
+                    role,
+                    turn: first + i as u64,
+                    opening: msg.opening.clone(),
+                    live: !msg.simultaneous,
+                };
+                (agent, turn)
+            })
+            .collect();
+        let env = self.cast.env.clone();
+        async move {
+            env.send(BeginRound { agents: names }).await?;
+            // Every turn is in flight at once (asked in the order of the roles); each
+            // observes the memory as it stood when the round began, since nothing of
+            // the round is committed until all are in.
+            let turns = turns.into_iter().map(|(agent, turn)| agent.send(turn));
+            let mut drafted = Vec::with_capacity(n as usize);
+            for done in futures::future::join_all(turns).await {
+                match done?? {
+                    TurnDone::Drafted(d) => drafted.push(d),
+                    TurnDone::InputClosed => return Ok(None),
+                }
+            }
+            Ok::<_, SimError>(Some(env.send(Commit(drafted)).await??))
+        }
+        .into_actor(self)
+        .map(move |res, act, ctx| {
+            let committed = match res {
+                Ok(Some(c)) => c,
+                other => {
+                    act.state.abandon(n); // nothing of the turns was committed
+                    return match other {
+                        Err(e) => act.fail(e, ctx),
+                        _ => act.finish(EndReason::InputClosed, None, ctx),
+                    };
+                }
+            };
+            // Each turn shows its held tool events, then its messages.
+            let mut said = Vec::new();
+            for turn in committed {
+                for ret in turn.events {
+                    act.cast.sinks.emit(SimEvent::Tool {
+                        name: turn.name.clone(),
+                        visit,
+                        ret: Box::new(ret),
+                    });
+                }
+                if let Err(e) = act.commit(&turn.messages, &turn.vectors) {
+                    return act.fail(e, ctx);
+                }
+                said.extend(turn.messages.into_iter().filter(|m| !m.kind.is_tool()));
+            }
+            let check = match round {
+                Some(round) => {
+                    act.cast.sinks.emit(SimEvent::RoundEnded {
+                        state,
+                        visit,
+                        round,
+                        roles: msg.roles,
+                    });
+                    let texts: Vec<&str> = said.iter().map(|m| m.content.as_str()).collect();
+                    act.engine.record_round();
+                    act.engine.check_round(&texts)
+                }
+                None => match said.last() {
+                    Some(reply) => act.engine.check_transition(&reply.content),
+                    None => return act.fail(SimError::Internal("a turn said nothing"), ctx),
+                },
+            };
+            act.transit_after(check, ctx);
+        })
+        .wait(ctx);
+    }
+}
