@@ -7,11 +7,14 @@
 //! that batches every simulation's requests, reuses prompt prefixes and answers
 //! choices, and `sampling`, a request's settings as the engine draws with them.
 
+mod admit;
 mod constrain;
+mod decode;
 mod engine;
 mod prefix_tree;
 mod sampling;
 mod speculate;
+mod text_stream;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;

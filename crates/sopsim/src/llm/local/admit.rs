@@ -1,0 +1,219 @@
+//! Admitting a request: its prompt rendered with the model's chat template and
+//! tokenized, what it will do once the prompt is read (a reply with its sampler and
+//! budget, or a choice's questions), and its seed.
+
+use std::hash::Hasher;
+use std::sync::Arc;
+
+use sopsim_infer::options::OptionTrie;
+use sopsim_infer::sampling::Sampler;
+use xxhash_rust::xxh3::Xxh3;
+
+use super::engine::{ChoiceState, Job, Phase, Reply, Seq, Worker};
+use super::speculate::{Spec, SpecStats};
+use super::text_stream::TextStream;
+use crate::llm::{CallKind, ChatRole, LlmError, LlmRequest};
+
+impl Worker {
+    /// Renders and tokenizes a request; a bad request is answered at once.
+    pub(super) fn admit(&mut self, job: Job) {
+        if job.request.tools.is_some() && self.constraints.is_none() {
+            self.constraints = Some(
+                super::constrain::Constraints::new(
+                    &self.text.tokenizer,
+                    self.model.vocab,
+                    &self.text.special.stop_ids,
+                )
+                .map_err(Arc::new),
+            );
+        }
+        let prepared = self.prepare(&job.request).and_then(|(rendered, prompt)| {
+            Ok((
+                self.after_prompt(&job.request, &rendered, &prompt)?,
+                rendered,
+                prompt,
+            ))
+        });
+        match prepared {
+            Ok((phase, _, prompt)) => {
+                let mut cache = self.take_cache(&prompt);
+                let cached = cache.len();
+                if let Err(e) = cache.reserve(prompt.len()) {
+                    let _ = job
+                        .reply
+                        .send(Err(self.failed("making room for the prompt", e)));
+                    return;
+                }
+                let follows = self.leader_for(&prompt, cached);
+                self.next_id += 1;
+                self.active.push(Seq {
+                    id: self.next_id,
+                    job,
+                    prompt,
+                    cache,
+                    cached,
+                    phase,
+                    follows,
+                });
+            }
+            Err(e) => {
+                let _ = job.reply.send(Err(e));
+            }
+        }
+    }
+
+    pub(super) fn prepare(&self, request: &LlmRequest) -> Result<(String, Vec<u32>), LlmError> {
+        let messages: Vec<(&str, &str)> = request
+            .messages
+            .iter()
+            .map(|m| {
+                let role = match m.role {
+                    ChatRole::System => "system",
+                    ChatRole::User => "user",
+                    ChatRole::Assistant => "assistant",
+                };
+                (role, m.content.as_str())
+            })
+            .collect();
+        let rendered = self
+            .text
+            .template
+            .render(&messages)
+            .map_err(|e| self.failed("rendering the prompt", e))?;
+        let prompt = super::encode(&self.text.tokenizer, &rendered)
+            .map_err(|e| self.failed("tokenizing the prompt", e))?;
+        if prompt.is_empty() {
+            return Err(self.error("the prompt is empty"));
+        }
+        let room = self.model.shape.positions;
+        if prompt.len() >= room {
+            return Err(self.error(format!(
+                "the prompt is {} tokens; the model takes at most {room}",
+                prompt.len()
+            )));
+        }
+        Ok((rendered, prompt))
+    }
+
+    /// The phase after the prompt has been read: checked at admission, so that a bad
+    /// request fails before it takes a place in the batch.
+    pub(super) fn after_prompt(
+        &mut self,
+        req: &LlmRequest,
+        rendered: &str,
+        prompt: &[u32],
+    ) -> Result<Phase, LlmError> {
+        let prompt_len = prompt.len();
+        let seed = call_seed(req, rendered);
+        match &req.options {
+            None => {
+                let room = self.model.shape.positions - prompt_len;
+                let max_tokens =
+                    req.settings
+                        .max_tokens
+                        .unwrap_or(self.options.default_max_tokens) as usize;
+                // Replies and summaries end where a sentence ends, near their budget;
+                // decisions (JSON) and extract steps (tags) end as they are written.
+                let budget = (req.tools.is_none()
+                    && matches!(req.context.kind, CallKind::Act | CallKind::Summary))
+                .then(|| crate::sentence::ReplyBudget::of(max_tokens));
+                let params = super::sampling::params(
+                    &req.settings,
+                    req.redraw.as_ref(),
+                    &self.text.tokenizer,
+                    &mut self.breakers,
+                );
+                let matcher = match (&req.tools, &self.constraints) {
+                    (None, _) => None,
+                    (Some(tools), Some(Ok(c))) => Some(Box::new(
+                        c.matcher(&tools.decision_schema)
+                            .map_err(|e| self.error(format!("the decision's schema: {e}")))?,
+                    )),
+                    (Some(_), Some(Err(e))) => {
+                        return Err(self.failed("constraining decisions", e.clone()))
+                    }
+                    (Some(_), None) => return Err(self.error("decisions cannot be constrained")),
+                };
+                // A draft drafts free text; a decision's JSON is decoded under its
+                // schema a token at a time.
+                let spec = (self.draft.is_some() && matcher.is_none())
+                    .then(|| Box::new(Spec::new(params.clone(), seed)));
+                Ok(Phase::Reply(Box::new(Reply {
+                    matcher,
+                    spec,
+                    spec_stats: SpecStats::default(),
+                    sampler: Sampler::new(params, seed),
+                    context: prompt.to_vec(),
+                    generated: Vec::new(),
+                    text: TextStream::default(),
+                    min_tokens: req.redraw.as_ref().map_or(0, |r| r.min_tokens()),
+                    max_tokens: budget.map_or(max_tokens, |b| b.hard).min(room),
+                    soft: budget.map(|b| b.soft),
+                    look_from: 0,
+                    stops: req.settings.stop.clone().unwrap_or_default(),
+                    stopped_at: None,
+                })))
+            }
+            Some(options) => {
+                let end = self.text.special.eos_id;
+                let tokens: Vec<Vec<u32>> = options
+                    .iter()
+                    .map(|o| {
+                        let mut t = super::encode(&self.text.tokenizer, o)?;
+                        t.push(end);
+                        Ok(t)
+                    })
+                    .collect::<Result<_, tokenizers::Error>>()
+                    .map_err(|e| self.failed("tokenizing the options", e))?;
+                let trie = OptionTrie::new(&tokens)
+                    .map_err(|e| self.failed(&format!("options {options:?}"), e))?;
+                let questions = trie.questions();
+                if prompt_len + questions.iter().map(|q| q.path.len()).max().unwrap_or(0)
+                    >= self.model.shape.positions
+                {
+                    return Err(
+                        self.error("the prompt and the options do not fit the model's positions")
+                    );
+                }
+                Ok(Phase::Choice(ChoiceState {
+                    trie,
+                    questions,
+                    answers: Vec::new(),
+                    option_tokens: 0,
+                    seed,
+                }))
+            }
+        }
+    }
+}
+
+/// The seed of a call: the request's own `seed` if set, else the run's seed mixed with
+/// the prompt, so a seeded run draws the same way every time it sends the same prompt;
+/// a redraw mixes in its attempt, so each draw is a draw of its own.
+fn call_seed(req: &LlmRequest, prompt: &str) -> u64 {
+    let seed = req.settings.seed.unwrap_or_else(|| {
+        let mut h = Xxh3::new();
+        h.write_u64(req.context.run_seed);
+        h.write(prompt.as_bytes());
+        h.finish()
+    });
+    let seed = match &req.redraw {
+        None => seed,
+        Some(r) => {
+            let mut h = Xxh3::new();
+            h.write_u64(seed);
+            h.write_u32(r.attempt);
+            h.finish()
+        }
+    };
+    match req.candidate {
+        0 => seed,
+        c => {
+            let mut h = Xxh3::new();
+            h.write_u64(seed);
+            h.write(b"candidate");
+            h.write_u32(c);
+            h.finish()
+        }
+    }
+}

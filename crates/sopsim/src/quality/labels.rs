@@ -1,0 +1,58 @@
+//! Speaker labels ("Mia:", "Ben (Affirmative):") and third-person narration ("Ada
+//! argues…") in a reply.
+
+/// Where a speaker label may stand: the start of the text or of a line, or after the
+/// end of a sentence; optional markdown emphasis or a list marker before it.
+fn label_at(text: &str, at: usize, name: &str) -> bool {
+    let before = text[..at].trim_end_matches(['*', '_', '#', '>', '-', ' ', '\t']);
+    let at_start = before.is_empty() || before.ends_with('\n');
+    let after_sentence = before.ends_with(['.', '!', '?']) && text[..at].ends_with([' ', '*']);
+    if !(at_start || after_sentence) {
+        return false;
+    }
+    let rest = text[at + name.len()..].trim_start_matches(['*', '_']);
+    let rest = match rest.strip_prefix(' ').unwrap_or(rest).strip_prefix('(') {
+        Some(role) => match role.find(')') {
+            Some(close) if close <= 60 && !role[..close].contains('\n') => &role[close + 1..],
+            _ => return false,
+        },
+        None => rest,
+    };
+    let Some(after) = rest.trim_start_matches(['*', '_']).strip_prefix(':') else {
+        return false;
+    };
+    let after = after.trim_start_matches(['*', '_']);
+    after.is_empty() || after.starts_with(char::is_whitespace)
+}
+
+/// Whether `text` carries `name`'s speaker label; `opening_only`: at its start only.
+pub(super) fn has_label(text: &str, name: &str, opening_only: bool) -> bool {
+    if name.is_empty() {
+        return false;
+    }
+    let body = text.trim_start();
+    if opening_only {
+        let lead = body.len() - body.trim_start_matches(['*', '_', '#', '>', '"']).len();
+        return body[lead..].starts_with(name) && label_at(body, lead, name);
+    }
+    body.match_indices(name).any(|(at, _)| {
+        let boundary = body[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !c.is_alphanumeric() && !matches!(c, '"' | '\'' | '“' | '‘'));
+        boundary && label_at(body, at, name)
+    })
+}
+
+/// Whether `text` opens with `name` used in the third person: the name, a space, and a
+/// word in lower case ("Ada argues", "Ada should").
+pub(super) fn is_narration(text: &str, name: &str) -> bool {
+    let body = text.trim_start().trim_start_matches(['*', '_', '"', '“']);
+    let Some(rest) = body.strip_prefix(name) else {
+        return false;
+    };
+    let Some(next) = rest.trim_start_matches(['*', '_']).strip_prefix(' ') else {
+        return false;
+    };
+    next.chars().next().is_some_and(char::is_lowercase)
+}

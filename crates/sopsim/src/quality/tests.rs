@@ -1,0 +1,225 @@
+//! The reply-quality checks, on the texts a reader flagged.
+
+use super::*;
+
+/// The checks without embeddings.
+impl Checker {
+    fn record_plain(&mut self, m: &Message) {
+        self.record(m, None);
+    }
+
+    fn redraw_plain(&self, speaker: &str, text: &str) -> Option<(RedrawCause, String)> {
+        self.redraw(speaker, text, None)
+    }
+}
+
+fn instructions(names: &[&str], texts: &[&str]) -> Instructions {
+    let mut grams = FxHashSet::default();
+    for t in texts {
+        grams.extend(gram_hashes(&words(t), ECHO_WORDS));
+    }
+    Instructions::with(names.iter().map(|n| n.to_string()).collect(), grams)
+}
+
+#[test]
+fn in_a_population_every_name_is_still_a_label() {
+    let names: Vec<String> = (0..500).map(|i| format!("P{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let checker = Checker::new(instructions(&names, &[]));
+    for (text, labelled) in [
+        ("P57: I will cooperate this round.", true),
+        ("I agree. **P301** (Player): and so do I.", true),
+        ("P57 and P301 both cooperated last round.", false),
+    ] {
+        assert_eq!(checker.flaws("P3", text, None).label, labelled, "{text}");
+    }
+    assert_eq!(
+        checker.redraw_plain("P3", "P57: I will cooperate."),
+        Some((RedrawCause::Label, "P57:".into()))
+    );
+}
+
+fn checker() -> Checker {
+    Checker::new(instructions(
+        &["Ada", "Ben", "Mia"],
+        &["Give the affirmative opening: argue for the motion in two or three sentences."],
+    ))
+}
+
+fn msg(name: &str, kind: MessageKind, content: &str) -> Message {
+    Message {
+        seq: 0,
+        state: "s".into(),
+        visit: 1,
+        role: "R".into(),
+        name: name.into(),
+        content: content.into(),
+        kind,
+        decision: None,
+    }
+}
+
+const SAID: &str =
+    "Car-free centres cut pollution and make the streets safe for every child who walks to school.";
+
+#[test]
+fn ten_shared_words_are_a_copy_and_nine_are_not() {
+    let mut c = checker();
+    c.record_plain(&msg("Ada", MessageKind::Reply, SAID));
+    // "centres cut pollution and make the streets safe for every": ten in a row.
+    let ten = "I agree: centres CUT pollution, and make the streets safe for every family.";
+    assert!(c.flaws("Ben", ten, None).copy);
+    // Nine in a row, then a different word.
+    let nine = "Yes, centres cut pollution and make the streets safe for some, not all.";
+    assert!(!c.flaws("Ben", nine, None).copy);
+    // The speaker's own earlier words count too.
+    assert!(c.flaws("Ada", ten, None).copy);
+}
+
+#[test]
+fn a_redraw_steers_away_from_the_copied_words_as_written() {
+    let mut c = checker();
+    c.record_plain(&msg("Ada", MessageKind::Reply, SAID));
+    let copy =
+        "Indeed. Car-free centres cut pollution and make the streets safe for every child here.";
+    let (cause, avoid) = c.redraw_plain("Ben", copy).unwrap();
+    assert_eq!(cause, RedrawCause::Copy);
+    assert_eq!(
+        avoid,
+        "Car-free centres cut pollution and make the streets safe for every child"
+    );
+    let (cause, avoid) = c
+        .redraw_plain("Ben", "Mia (Moderator): thanks all.")
+        .unwrap();
+    assert_eq!((cause, avoid.as_str()), (RedrawCause::Label, "Mia:"));
+    let echo = "So: give the affirmative opening: argue for the motion in two or three sentences.";
+    let (cause, avoid) = c.redraw_plain("Ada", echo).unwrap();
+    assert_eq!(cause, RedrawCause::Echo);
+    assert_eq!(
+        avoid,
+        "give the affirmative opening: argue for the motion in two or three sentences"
+    );
+    let (cause, avoid) = c
+        .redraw_plain("Ada", "Ada argues that cars must go.")
+        .unwrap();
+    assert_eq!((cause, avoid.as_str()), (RedrawCause::Narration, "Ada"));
+    assert_eq!(
+        c.redraw_plain("Ada", "Yes."),
+        Some((RedrawCause::Empty, String::new()))
+    );
+    assert_eq!(c.redraw_plain("Ada", "Cars must go, I say."), None);
+}
+
+#[test]
+fn tool_lines_are_not_copied_from() {
+    let mut c = checker();
+    c.record_plain(&msg("Ada", MessageKind::ToolResult, SAID));
+    assert!(!c.flaws("Ben", SAID, None).copy);
+}
+
+#[test]
+fn labels_of_others_anywhere_and_ones_own_at_the_opening() {
+    let c = checker();
+    for (text, speaker) in [
+        ("Mia (Moderator): Welcome to the debate!", "Ben"),
+        ("Mia: Welcome.", "Ben"),
+        ("Good point. Ben (Affirmative_Second): cars must go.", "Ada"),
+        ("I agree.\nBen: and so do I.", "Ada"),
+        ("**Mia:** Welcome.", "Ben"),
+        ("- Mia (Moderator): thanks.", "Ben"),
+        ("Ada: Cars must go.", "Ada"),
+        ("Ada (Affirmative): Cars must go.", "Ada"),
+    ] {
+        assert!(c.flaws(speaker, text, None).label, "{speaker}: {text}");
+    }
+    for (text, speaker) in [
+        ("I agree with Ada: cars must go.", "Ben"),
+        ("As \"Mia: the sequel\" put it, cars must go.", "Ben"),
+        ("Ada's point stands: cars must go.", "Ben"),
+        ("Mia asked us to be brief, so: cars must go.", "Ben"),
+        ("Cars must go. Ada: that is my view.", "Ada"),
+        ("We meet at 10:30 with Mia.", "Ben"),
+        ("Adam: not a participant.", "Ben"),
+    ] {
+        assert!(!c.flaws(speaker, text, None).label, "{speaker}: {text}");
+    }
+}
+
+#[test]
+fn narration_is_ones_own_name_in_the_third_person_at_the_opening() {
+    let c = checker();
+    assert!(
+        c.flaws("Ada", "Ada argues that cars must go.", None)
+            .narration
+    );
+    assert!(c.flaws("Ada", "**Ada** should win this.", None).narration);
+    assert!(
+        c.flaws("Ada", "\"Ada believes cars must go.", None)
+            .narration
+    );
+    for text in [
+        "Ada's point stands: cars must go.",
+        "Ada: cars must go.",
+        "Ada, Ben and I agree.",
+        "I argue, as Ada argues, that cars must go.",
+        "Ben argues that cars must go.",
+    ] {
+        assert!(!c.flaws("Ada", text, None).narration, "{text}");
+    }
+}
+
+#[test]
+fn eight_words_of_the_instructions_are_an_echo_and_seven_are_not() {
+    let c = checker();
+    assert!(
+        c.flaws(
+            "Ada",
+            "Cleo, give the affirmative opening: argue for the motion in two sentences.",
+            None
+        )
+        .echo
+    );
+    assert!(
+        !c.flaws(
+            "Ada",
+            "My affirmative opening: argue for the motion, in short.",
+            None
+        )
+        .echo
+    );
+}
+
+#[test]
+fn fewer_than_three_words_is_empty() {
+    let c = checker();
+    assert!(c.flaws("Ada", "Yes, indeed!", None).empty);
+    assert!(c.flaws("Ada", "  ", None).empty);
+    assert!(!c.flaws("Ada", "Yes, indeed, cars.", None).empty);
+}
+
+#[test]
+fn counts_and_rates_cover_replies_only_and_distinct_bigrams_are_shared() {
+    let mut c = checker();
+    c.record_plain(&msg(
+        "Mia",
+        MessageKind::Opening,
+        "Welcome. Affirmative, please open.",
+    ));
+    c.record_plain(&msg(
+        "Ada",
+        MessageKind::Reply,
+        "Ada argues cars must go, cars must go.",
+    ));
+    c.record_plain(&msg("Ben", MessageKind::Reply, "Mia: yes"));
+    c.record_plain(&msg("Ben", MessageKind::Choice, "COOPERATE"));
+    let q = c.summary();
+    assert_eq!(
+        (q.replies, q.copy, q.label, q.narration, q.echo, q.empty),
+        (2, 0, 1, 1, 0, 1)
+    );
+    assert_eq!(q.rates.label, Some(0.5));
+    // Bigrams: ada argues, argues cars, cars must, must go, go cars, cars must,
+    // must go | mia yes: 8 in all, 6 distinct.
+    assert_eq!(q.distinct_2, Some(6.0 / 8.0));
+    assert_eq!(Checker::default().summary().rates.copy, None);
+}
