@@ -23,7 +23,6 @@ use sopsim_infer::sampling::Sampler;
 use sopsim_infer::template::ChatTemplate;
 use sopsim_infer::transformer::{Model, Scratch, Segment, Want};
 
-use super::decode::plan;
 use super::speculate::{Draft, DraftJob, Spec, SpecStats};
 use super::text_stream::TextStream;
 use super::{LocalOptions, SpecialTokens};
@@ -452,5 +451,55 @@ impl Worker {
         }
         self.active = still;
         self.load.after_secs += after.elapsed().as_secs_f64();
+    }
+}
+
+/// What a sequence runs in the next step: its tokens and the logits it wants.
+fn plan(seq: &mut Seq, prompt_budget: &mut usize) -> (Vec<u32>, Vec<(usize, Want)>) {
+    if seq.follows.is_some() {
+        return (Vec::new(), Vec::new());
+    }
+    let fed = seq.cache.len();
+    if fed < seq.prompt.len() {
+        let take = (seq.prompt.len() - fed).min(*prompt_budget);
+        if take == 0 {
+            return (Vec::new(), Vec::new());
+        }
+        *prompt_budget -= take;
+        let tokens = seq.prompt[fed..fed + take].to_vec();
+        let last = take - 1;
+        let wants = match &seq.phase {
+            _ if fed + take < seq.prompt.len() => Vec::new(),
+            Phase::Choice(c) => match c.questions.first() {
+                Some(q) if q.path.is_empty() => vec![(last, Want::Only(q.children.clone()))],
+                _ => Vec::new(),
+            },
+            Phase::Reply(_) => vec![(last, Want::All)],
+        };
+        return (tokens, wants);
+    }
+    match &mut seq.phase {
+        Phase::Reply(reply) => {
+            let last = *reply.generated.last().unwrap_or(&0);
+            let drafted = reply.spec.as_ref().map_or(&[][..], |s| &s.drafted[..]);
+            // The last kept token and the drafts, with the logits after each: one
+            // pass checks them all.
+            let mut tokens = vec![last];
+            tokens.extend_from_slice(drafted);
+            let wants = (0..tokens.len()).map(|i| (i, Want::All)).collect();
+            (tokens, wants)
+        }
+        Phase::Choice(choice) => {
+            let Some(q) = choice.questions.get(choice.answers.len()) else {
+                return (Vec::new(), Vec::new());
+            };
+            // Each question starts again from the prompt.
+            seq.cache.truncate(seq.prompt.len());
+            choice.option_tokens += q.path.len() as u64;
+            (
+                q.path.clone(),
+                vec![(q.path.len() - 1, Want::Only(q.children.clone()))],
+            )
+        }
     }
 }
