@@ -87,12 +87,14 @@ fn debate() -> Arc<Scenario> {
 }
 
 fn http_services(base: &str, concurrency: usize) -> Services {
-    let mut o = OpenAiOptions::default();
-    o.base_url = base.to_string();
-    o.api_key = None;
-    o.model = Some("bench".into());
-    o.concurrency = concurrency;
-    o.read_timeout = Duration::from_secs(30);
+    let o = OpenAiOptions {
+        base_url: base.to_string(),
+        api_key: None,
+        model: Some("bench".into()),
+        concurrency,
+        read_timeout: Duration::from_secs(30),
+        ..Default::default()
+    };
     Services {
         llm: Arc::new(OpenAiBackend::new(o).unwrap()),
         embed: EmbedService::start(Arc::new(HashEmbedder::default()), 1, 1),

@@ -18,8 +18,16 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use sopsim::embed::{Embedder, MiniLm};
 use sopsim::llm::local::{LocalBackend, LocalModel, LocalOptions};
 use sopsim::llm::{CallContext, CallKind, ChatMessage, LlmBackend, LlmRequest};
-use sopsim::models::{models_dir, ModelSpec, Quiet, MINILM, QWEN05, QWEN15, SMOLLM2};
+use sopsim::models::{ModelSpec, Quiet, MINILM, QWEN05, QWEN15, SMOLLM2};
 use sopsim::scenario::LlmSettings;
+
+/// Where the benchmarks find the models: `$SOPSIM_MODELS`, else the checkout's `models/`.
+fn models_dir() -> std::path::PathBuf {
+    match std::env::var_os("SOPSIM_MODELS").filter(|d| !d.is_empty()) {
+        Some(d) => d.into(),
+        None => sopsim::models::default_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")), None),
+    }
+}
 
 /// Thirteen-word sentences, as in the anchors' measurements.
 fn sentences(n: usize) -> Vec<String> {
@@ -56,7 +64,12 @@ fn sentences(n: usize) -> Vec<String> {
 }
 
 fn bench_embed(c: &mut Criterion) {
-    let model = MiniLm::load(&MINILM.ensure(&models_dir(), &Quiet).unwrap()).unwrap();
+    let model = MiniLm::load(
+        &MINILM
+            .ensure(&models_dir(), &Default::default(), &Quiet)
+            .unwrap(),
+    )
+    .unwrap();
     let mut group = c.benchmark_group("minilm");
     group
         .sample_size(10)
@@ -142,7 +155,8 @@ fn decode_time(backend: &LocalBackend, prompt: &str, tokens: u32, iters: u64) ->
 /// Prompt and decode tokens per second, single stream, for one model file.
 fn bench_model(c: &mut Criterion, name: &str, spec: &ModelSpec) {
     let path = spec.main_file(&models_dir());
-    spec.ensure(&models_dir(), &Quiet).unwrap();
+    spec.ensure(&models_dir(), &Default::default(), &Quiet)
+        .unwrap();
     let fresh = LocalBackend::start(
         &path,
         LocalOptions {
@@ -330,7 +344,9 @@ each market day. The council meets on Tuesday evenings in the old mill.";
 fn bench_samplers(c: &mut Criterion) {
     use sopsim::scenario::{AllTokens, TokenWindow};
     let path = QWEN05.main_file(&models_dir());
-    QWEN05.ensure(&models_dir(), &Quiet).unwrap();
+    QWEN05
+        .ensure(&models_dir(), &Default::default(), &Quiet)
+        .unwrap();
     let backend = LocalBackend::start(
         &path,
         LocalOptions {

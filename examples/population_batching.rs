@@ -13,10 +13,15 @@ use std::time::Instant;
 
 use sopsim::embed::{EmbedService, HashEmbedder};
 use sopsim::llm::local::{LocalBackend, LocalOptions};
-use sopsim::models::{models_dir, Quiet, QWEN05};
+use sopsim::models::{Quiet, QWEN05};
 use sopsim::scenario;
 use sopsim::sim::{run_blocking, RunConfig, RunOutcome, Services};
 use sopsim::tokens::Estimator;
+
+/// The checkout's `models/`, where `sopsim models fetch` puts them.
+fn models_dir() -> std::path::PathBuf {
+    sopsim::models::default_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")), None)
+}
 
 fn run(scenario: &Arc<scenario::Scenario>, max_batch: usize) -> (RunOutcome, f64) {
     let path = QWEN05.main_file(&models_dir());
@@ -59,7 +64,7 @@ fn main() {
         .nth(1)
         .map_or(3, |r| r.parse().expect("ROUNDS is a number"));
     QWEN05
-        .ensure(&models_dir(), &Quiet)
+        .ensure(&models_dir(), &Default::default(), &Quiet)
         .expect("the default model is fetched");
     let file =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/spatial_dilemma.json");

@@ -163,12 +163,15 @@ impl KvCache {
     }
 }
 
+/// One half-precision buffer per layer.
+type Layers = Vec<Box<[u16]>>;
+
 /// Whole blocks of a cache's keys and values, with their tokens: what a prefix cache
 /// keeps of a sequence, so that another continues from them without computing them.
 #[derive(Clone)]
 pub struct KvBlocks {
-    k: Vec<Box<[u16]>>,
-    v: Vec<Box<[u16]>>,
+    k: Layers,
+    v: Layers,
     tokens: Box<[u32]>,
 }
 
@@ -194,7 +197,7 @@ impl KvBlocks {
     /// The first `n` blocks, and the rest.
     pub fn split(self, n: usize) -> (KvBlocks, KvBlocks) {
         let per_block = |l: &[u16]| l.len() / self.len().max(1);
-        let cut = |ls: &[Box<[u16]>]| -> (Vec<Box<[u16]>>, Vec<Box<[u16]>>) {
+        let cut = |ls: &[Box<[u16]>]| -> (Layers, Layers) {
             ls.iter()
                 .map(|l| {
                     let at = n * per_block(l);

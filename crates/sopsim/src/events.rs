@@ -58,7 +58,7 @@ pub enum SimEvent {
     },
     /// At each turn boundary and on pause or resume: how far the run is and what it
     /// spent so far.
-    Progress(Progress),
+    Progress(Box<Progress>),
     /// What a tool returned, or the decision agent decided, in an agent's turn: an
     /// Elysia `result`, `self_healing_error`, `status` or `tree_update` payload.
     Tool {

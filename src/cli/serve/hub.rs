@@ -222,7 +222,7 @@ impl EventSink for Hub {
                 st.live.visit = *visit;
             }
             SimEvent::Progress(p) => {
-                st.live.progress = p.clone();
+                st.live.progress = (**p).clone();
                 let data = serde_json::to_string(p).unwrap_or_default();
                 return Self::publish(&mut st, "progress", data, true);
             }

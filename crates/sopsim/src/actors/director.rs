@@ -162,7 +162,7 @@ impl Director {
     /// Tells the sinks how far the run is (turns, tokens, cost, calls by kind).
     fn report_progress(&self) {
         let ledger = self.cast.llm.ledger_totals();
-        self.cast.sinks.emit(SimEvent::Progress(Progress {
+        self.cast.sinks.emit(SimEvent::Progress(Box::new(Progress {
             turns: self.state.turns(),
             paused: self.pacer.paused(),
             prompt_tokens: ledger.prompt_tokens(),
@@ -174,7 +174,7 @@ impl Director {
                 .map(|(k, u)| (k.as_str().to_string(), u.calls))
                 .collect(),
             reply_quality: self.quality.summary(),
-        }));
+        })));
     }
 
     /// Tells the sinks a warning the run state kept.

@@ -1,22 +1,29 @@
 //! Scenario files: the native format, its validation and loading.
 
+mod advice;
 pub mod aiwaves;
 mod builder;
+mod choice_spec;
 mod commands;
 mod data_file;
 mod format;
 pub mod knowledge_file;
+mod llm_settings;
 mod load;
 mod outcomes;
 mod path;
 mod persona;
 mod population;
 pub mod reference;
+mod script;
+mod structure;
 mod table_file;
 mod tools;
 mod validate;
+mod validate_graph;
 mod validate_tools;
 
+pub use advice::advice;
 pub use builder::{AgentBuilder, ScenarioBuilder, StateBuilder};
 pub use commands::{started_programs, CommandConsent, NotAllowed, StartedProgram};
 pub use data_file::{read_objects, DataFile, DataFileError};
@@ -38,4 +45,4 @@ pub use tools::{
     AllowlistError, AvailableIf, DecisionFormat, McpCommand, McpConfigError, RunIf, SchemaError,
     ToolKind, ToolSpec, ANSWER,
 };
-pub use validate::{advice, check, check_structure, schema, Problem};
+pub use validate::{check, check_structure, schema, Problem};

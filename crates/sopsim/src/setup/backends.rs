@@ -1,0 +1,281 @@
+//! The backends the options name: the local chat model (and its draft), an
+//! OpenAI-compatible server, the scripted backend, the embedder and the price table,
+//! each behind the recorder or replayer when asked.
+
+#[cfg(feature = "local")]
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{EmbedderChoice, LlmChoice, ModelOptions, Setting, SetupError};
+use crate::embed::{EmbedService, Embedder, HashEmbedder};
+use crate::llm::cost::PriceTable;
+use crate::llm::record::{Recorder, Replayer};
+use crate::llm::{LlmBackend, ScriptedBackend};
+use crate::models;
+use crate::scenario::Scenario;
+use crate::tokens::{Estimator, TokenCounter};
+
+#[cfg(feature = "local")]
+fn existing(setting: Setting, path: &Path) -> Result<(), SetupError> {
+    if path.exists() {
+        Ok(())
+    } else {
+        Err(SetupError::Missing {
+            setting,
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+/// The chat model sopsim fetches and runs when none is named.
+pub const DEFAULT_CHAT_MODEL: &models::ModelSpec = &models::QWEN05;
+
+/// Loads the chat model the options name — a GGUF file, or a known model's name —
+/// fetching a known model on first use.
+#[cfg(feature = "local")]
+pub fn local_backend(opts: &ModelOptions) -> Result<crate::llm::local::LocalBackend, SetupError> {
+    let known = |spec: &models::ModelSpec| -> Result<PathBuf, SetupError> {
+        let root = &opts.models_dir;
+        spec.ensure(root, &opts.pip, opts.fetch_observer.as_ref())?;
+        Ok(spec.main_file(root))
+    };
+    let path = match &opts.model {
+        Some(p) => match models::find(&p.to_string_lossy()) {
+            Ok(spec) if spec.name != models::MINILM.name => known(spec)?,
+            _ => {
+                existing(Setting::Model, p)?;
+                p.clone()
+            }
+        },
+        None => known(DEFAULT_CHAT_MODEL)?,
+    };
+    let draft_model = match &opts.draft_model {
+        None => None,
+        Some(p) => Some(match models::find(&p.to_string_lossy()) {
+            Ok(spec) if spec.name != models::MINILM.name => known(spec)?,
+            _ => {
+                existing(Setting::DraftModel, p)?;
+                p.clone()
+            }
+        }),
+    };
+    let options = crate::llm::local::LocalOptions {
+        cache_bytes: opts.prefix_cache_bytes,
+        draft_model,
+        ..crate::llm::local::LocalOptions::default()
+    };
+    crate::llm::local::LocalBackend::start(&path, options).map_err(SetupError::LocalModel)
+}
+
+/// The local chat model as a backend with its token counter (what `sopsim chat` uses).
+pub fn local_llm(opts: &ModelOptions) -> Result<Llm, SetupError> {
+    #[cfg(feature = "local")]
+    {
+        let backend = local_backend(opts)?;
+        let counter = backend.counter();
+        Ok((Arc::new(backend), counter))
+    }
+    #[cfg(not(feature = "local"))]
+    {
+        let _ = opts;
+        Err(SetupError::NotBuilt {
+            setting: Setting::Model,
+            what: "local models",
+            feature: "local",
+        })
+    }
+}
+
+/// The OpenAI-compatible backend for the options. When no model is named (the
+/// options, the scenario's top-level `llm.model`), the server is asked which one it
+/// serves.
+#[cfg(feature = "openai")]
+pub fn openai_backend(
+    opts: &ModelOptions,
+    scenario_model: Option<&str>,
+) -> Result<crate::llm::openai::OpenAiBackend, SetupError> {
+    use crate::llm::openai::{OpenAiBackend, OpenAiOptions, RetryPolicy};
+    let defaults = OpenAiOptions::default();
+    let o = OpenAiOptions {
+        base_url: opts.base_url.clone().unwrap_or(defaults.base_url),
+        api_key: opts.api_key.clone(),
+        model: opts.model.as_ref().map(|m| m.display().to_string()),
+        read_timeout: opts.timeout,
+        concurrency: opts.concurrency,
+        retry: RetryPolicy {
+            attempts: opts.max_attempts,
+            ..defaults.retry
+        },
+        ..defaults
+    };
+    let unnamed = o.model.is_none() && scenario_model.is_none();
+    let server = |source| SetupError::Server {
+        setting: Setting::BaseUrl,
+        source,
+    };
+    let mut backend = OpenAiBackend::new(o).map_err(server)?;
+    if unnamed {
+        backend
+            .discover_model()
+            .map_err(|source| SetupError::Server {
+                setting: Setting::Model,
+                source,
+            })?;
+    }
+    Ok(backend)
+}
+
+/// The embedder the options name, fetching the default model on first use.
+pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, SetupError> {
+    Ok(match opts.embedder {
+        EmbedderChoice::Hash => Arc::new(HashEmbedder::default()),
+        #[cfg(feature = "openai")]
+        EmbedderChoice::OpenAi => {
+            use crate::embed::OpenAiEmbedder;
+            use crate::llm::openai::{OpenAiOptions, RetryPolicy};
+            let base = opts
+                .base_url
+                .clone()
+                .unwrap_or(OpenAiOptions::default().base_url);
+            let model = opts
+                .embedder_model
+                .as_ref()
+                .map_or("text-embedding-3-small".into(), |m| m.display().to_string());
+            let retry = RetryPolicy {
+                attempts: opts.max_attempts,
+                ..RetryPolicy::default()
+            };
+            Arc::new(
+                OpenAiEmbedder::new(&base, opts.api_key.clone(), model, opts.timeout, retry)
+                    .map_err(|source| SetupError::Embedder {
+                        setting: Setting::Embedder,
+                        source,
+                    })?,
+            )
+        }
+        #[cfg(not(feature = "openai"))]
+        EmbedderChoice::OpenAi => {
+            return Err(SetupError::NotBuilt {
+                setting: Setting::Embedder,
+                what: "OpenAI-compatible servers",
+                feature: "openai",
+            })
+        }
+        #[cfg(not(feature = "local"))]
+        EmbedderChoice::MiniLm => {
+            return Err(SetupError::NotBuilt {
+                setting: Setting::Embedder,
+                what: "local models",
+                feature: "local",
+            })
+        }
+        #[cfg(feature = "local")]
+        EmbedderChoice::MiniLm => {
+            let dir = match &opts.embedder_model {
+                Some(d) => {
+                    existing(Setting::EmbedderModel, d)?;
+                    d.clone()
+                }
+                None => models::MINILM.ensure(
+                    &opts.models_dir,
+                    &opts.pip,
+                    opts.fetch_observer.as_ref(),
+                )?,
+            };
+            Arc::new(
+                crate::embed::MiniLm::load(&dir).map_err(|source| SetupError::Embedder {
+                    setting: Setting::EmbedderModel,
+                    source,
+                })?,
+            )
+        }
+    })
+}
+
+/// A model backend and its token counter.
+pub type Llm = (Arc<dyn LlmBackend>, Arc<dyn TokenCounter>);
+
+/// The model backend the options name (the scripted one answers from `scenario`'s
+/// script), behind the recorder when recording.
+pub(super) fn llm(scenario: &Scenario, opts: &ModelOptions) -> Result<Llm, SetupError> {
+    shared_llm(scenario, &[], opts)
+}
+
+/// [`llm`] for the runs of several scenarios at once (a benchmark's): a server's
+/// tokens are counted for every model `scenario` and `also` name.
+pub(super) fn shared_llm(
+    scenario: &Scenario,
+    also: &[&Scenario],
+    opts: &ModelOptions,
+) -> Result<Llm, SetupError> {
+    let (llm, counter): Llm = match (&opts.replay, opts.llm) {
+        (Some(dir), _) => (
+            Arc::new(Replayer::new(dir).map_err(|source| SetupError::Recording {
+                setting: Setting::Replay,
+                path: dir.clone(),
+                source,
+            })?),
+            Arc::new(Estimator),
+        ),
+        (None, LlmChoice::Scripted) => (
+            Arc::new(ScriptedBackend::new(scenario.script.clone())),
+            Arc::new(Estimator),
+        ),
+        (None, LlmChoice::Local) => local_llm(opts)?,
+        #[cfg(feature = "openai")]
+        (None, LlmChoice::OpenAi) => {
+            let backend = openai_backend(opts, scenario.llm.model.as_deref())?;
+            let named: Vec<&str> = also
+                .iter()
+                .chain([&scenario])
+                .flat_map(|s| s.models_named())
+                .collect();
+            let counter = backend.counter(&named);
+            (Arc::new(backend), counter)
+        }
+        #[cfg(not(feature = "openai"))]
+        (None, LlmChoice::OpenAi) => {
+            let _ = also;
+            return Err(SetupError::NotBuilt {
+                setting: Setting::Model,
+                what: "OpenAI-compatible servers",
+                feature: "openai",
+            });
+        }
+    };
+    let llm: Arc<dyn LlmBackend> = match &opts.record {
+        Some(dir) => Arc::new(
+            Recorder::new(llm, dir).map_err(|source| SetupError::Recording {
+                setting: Setting::Record,
+                path: dir.clone(),
+                source,
+            })?,
+        ),
+        None => llm,
+    };
+    Ok((llm, counter))
+}
+
+/// The price table: built in, plus the options' price file.
+pub(super) fn prices(opts: &ModelOptions) -> Result<Arc<PriceTable>, SetupError> {
+    Ok(Arc::new(match &opts.prices {
+        Some(file) => PriceTable::with_file(file).map_err(|source| SetupError::Prices {
+            path: file.clone(),
+            source,
+        })?,
+        None => PriceTable::built_in(),
+    }))
+}
+
+/// The embedding service for the options (one worker, batches of up to 64), or none
+/// loaded at all when no scenario to run reads an embedding.
+pub(super) fn embed_service(opts: &ModelOptions, needed: bool) -> Result<EmbedService, SetupError> {
+    if !needed {
+        return Ok(EmbedService::start(
+            Arc::new(crate::embed::NoEmbedder),
+            1,
+            1,
+        ));
+    }
+    Ok(EmbedService::start(embedder(opts)?, 1, 64))
+}
