@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sopsim::embed::{EmbedService, HashEmbedder};
 use sopsim::llm::openai::{OpenAiBackend, OpenAiOptions};
+use sopsim::llm::Estimator;
 use sopsim::scenario::{self, Scenario};
 use sopsim::sim::{run, RunConfig, Services};
-use sopsim::tokens::Estimator;
 
 /// An instant server: every request gets the same reply (streamed when the request
 /// asks for a stream), connections kept alive.

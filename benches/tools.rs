@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::{json, Map, Value};
-use sopsim::elysia::{ResultObject, Store};
 use sopsim::scenario::{self, Scenario};
 use sopsim::sim::{run, RunConfig, Services};
+use sopsim::tools::{ResultObject, Store};
 
 const TURNS: usize = 10;
 const STEPS: usize = 3;

@@ -13,10 +13,10 @@ use std::time::Instant;
 
 use sopsim::embed::{EmbedService, HashEmbedder};
 use sopsim::llm::local::{LocalBackend, LocalOptions};
+use sopsim::llm::Estimator;
 use sopsim::models::{Quiet, QWEN05};
 use sopsim::scenario;
 use sopsim::sim::{run_blocking, RunConfig, RunOutcome, Services};
-use sopsim::tokens::Estimator;
 
 /// The checkout's `models/`, where `sopsim models fetch` puts them.
 fn models_dir() -> std::path::PathBuf {

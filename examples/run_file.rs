@@ -66,7 +66,7 @@ fn main() -> std::process::ExitCode {
         }
         Err(e) => {
             // The error and its causes; `setting()` of a setup error names the option.
-            eprintln!("{}", sopsim::chain::chain(&e));
+            eprintln!("{}", sopsim::error::chain(&e));
             std::process::ExitCode::from(if e.is_bad_input() { 2 } else { 1 })
         }
     }

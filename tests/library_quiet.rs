@@ -113,7 +113,7 @@ fn a_noisy_mcp_server_is_heard_only_in_the_error(dir: &tempfile::TempDir, opts: 
         ..opts.clone()
     };
     let err = runner::run(&noisy, RunIo::default()).expect_err("the server dies");
-    let text = sopsim::chain::chain(&err);
+    let text = sopsim::error::chain(&err);
     assert!(text.contains("the server is noisy"), "{text}");
 }
 

@@ -12,8 +12,8 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{schemars, tool, tool_router, ServiceExt};
 use serde_json::json;
 use sopsim::llm::{CallKind, LlmBackend, LlmRequest, ScriptedBackend};
-use sopsim::memory::MessageKind;
 use sopsim::scenario::{self, CommandConsent, Scenario};
+use sopsim::sim::MessageKind;
 use sopsim::sim::{run_blocking, RunConfig, RunOutcome, Services};
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]

@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
     let chosen = [values[0].clone(), values[1].clone()];
     let choices = FormulaInputs::choices(&values[0], &chosen, &values, 1);
     let _ = evaluate_formula(formula, &choices);
-    let Ok(section) = sopsim::user_json::parse(section) else { return };
+    let Ok(section) = sopsim::fuzzing::parse(section) else { return };
     let mut doc = base().clone();
     doc["outcomes"] = section;
     let _ = from_document(Path::new("fuzz.json"), doc);

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use libfuzzer_sys::fuzz_target;
-use sopsim::template::{placeholders, render};
+use sopsim::fuzzing::{placeholders, render};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(line) = std::str::from_utf8(data) else { return };

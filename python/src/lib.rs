@@ -15,9 +15,9 @@ use std::time::Duration;
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 use serde_json::{json, Value};
-use sopsim::chain::chain;
+use sopsim::error::chain;
 use sopsim::error::CancelToken;
-use sopsim::output_folder::FolderFileError;
+use sopsim::runner::FolderFileError;
 use sopsim::runner::{self, RunError, RunIo};
 use sopsim::scenario::ScenarioError;
 
@@ -264,7 +264,7 @@ fn folder_error(py: Python<'_>, e: &FolderFileError, not_a: &str) -> PyErr {
 /// events, environment and network.
 #[pyfunction]
 fn load_run(py: Python<'_>, folder: String) -> PyResult<String> {
-    let files = py.detach(|| sopsim::output::read_run_files(std::path::Path::new(&folder)));
+    let files = py.detach(|| sopsim::runner::read_run_files(std::path::Path::new(&folder)));
     let files = files.map_err(|e| folder_error(py, &e, "not a run's folder"))?;
     serde_json::to_string(&files).map_err(|e| python_error(py, "FolderError", (e.to_string(),)))
 }

@@ -6,10 +6,10 @@ use std::process::ExitCode;
 
 use sopsim::bench::merge::ShardFolderError;
 use sopsim::bench::BenchError;
-use sopsim::chain::chain;
+use sopsim::error::chain;
 use sopsim::error::SimError;
 use sopsim::models::ModelError;
-use sopsim::output::OutFolderError;
+use sopsim::runner::OutFolderError;
 use sopsim::runner::RunError;
 use sopsim::setup::{Setting, SetupError};
 

@@ -11,7 +11,7 @@ use super::failure::Failure;
 use super::say;
 
 fn bad(e: ScenarioError) -> Failure {
-    Failure::BadInput(sopsim::chain::chain(&e))
+    Failure::BadInput(sopsim::error::chain(&e))
 }
 
 fn to_json(value: &serde_json::Value) -> Result<String, Failure> {
@@ -28,7 +28,7 @@ pub fn validate(
     let loaded = match sopsim::setup::load(path, allowed) {
         Ok(loaded) => Ok(loaded),
         Err(sopsim::setup::SetupError::Scenario(e)) => Err(e),
-        Err(e) => return Err(Failure::BadInput(sopsim::chain::chain(&e))),
+        Err(e) => return Err(Failure::BadInput(sopsim::error::chain(&e))),
     };
     let too_big = loaded
         .as_ref()
@@ -37,7 +37,7 @@ pub fn validate(
     if format == Format::Json {
         let verdict = match (&loaded, &too_big) {
             (Ok(_), Some(e)) => {
-                json!({"file": path.display().to_string(), "valid": false, "problems": [{"path": "populations", "message": sopsim::chain::chain(e)}], "notes": [], "starts": []})
+                json!({"file": path.display().to_string(), "valid": false, "problems": [{"path": "populations", "message": sopsim::error::chain(e)}], "notes": [], "starts": []})
             }
             (Ok((s, _)), None) => json!({
                 "file": path.display().to_string(),
@@ -54,20 +54,20 @@ pub fn validate(
                         .iter()
                         .map(|p| json!({"path": p.path.to_string(), "message": p.message}))
                         .collect(),
-                    other => vec![json!({"path": "", "message": sopsim::chain::chain(other)})],
+                    other => vec![json!({"path": "", "message": sopsim::error::chain(other)})],
                 };
                 json!({"file": path.display().to_string(), "valid": false, "problems": problems, "notes": [], "starts": []})
             }
         };
         say(&to_json(&verdict)?);
         if let Some(e) = too_big {
-            return Err(Failure::BadInput(sopsim::chain::chain(&e)));
+            return Err(Failure::BadInput(sopsim::error::chain(&e)));
         }
         return loaded.map(|_| ()).map_err(bad);
     }
     let (s, _) = loaded.map_err(bad)?;
     if let Some(e) = too_big {
-        return Err(Failure::BadInput(sopsim::chain::chain(&e)));
+        return Err(Failure::BadInput(sopsim::error::chain(&e)));
     }
     for note in scenario::advice(&s) {
         super::note(&note.to_string());

@@ -81,8 +81,8 @@ struct Draft {
 const CLEAR_LINE: &str = "\r\x1b[2K";
 
 /// One line for a tool event: a decision, a call starting, its result or its error.
-fn tool_line(ret: &sopsim::elysia::Return) -> Option<String> {
-    use sopsim::elysia::Return;
+fn tool_line(ret: &sopsim::tools::Return) -> Option<String> {
+    use sopsim::tools::Return;
     match ret {
         Return::TreeUpdate {
             decision,
@@ -101,7 +101,7 @@ fn tool_line(ret: &sopsim::elysia::Return) -> Option<String> {
 
 /// ` (COOPERATE 0.93, DEFECT 0.07)`: the most likely options (at most four shown),
 /// or nothing when the backend gave no probabilities.
-fn probabilities(d: &sopsim::memory::Decision) -> String {
+fn probabilities(d: &sopsim::sim::Decision) -> String {
     let Some(p) = &d.probabilities else {
         return String::new();
     };

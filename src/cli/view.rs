@@ -7,9 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sopsim::control::RunControl;
 use sopsim::error::CancelToken;
 use sopsim::human::HumanInput;
+use sopsim::runner::RunControl;
 
 use super::failure::Failure;
 use super::say;
@@ -61,8 +61,8 @@ impl RunViewer {
             .unwrap_or_default();
         let network = loaded.as_ref().and_then(|(s, _)| {
             let mode = mode.unwrap_or(s.environment.mode);
-            let drawn = sopsim::network::draw_all(s.populations.values(), seed).ok()?;
-            sopsim::network::document(s, mode, seed, &drawn)
+            let drawn = sopsim::sim::draw_networks(s.populations.values(), seed).ok()?;
+            sopsim::sim::network_document(s, mode, seed, &drawn)
         });
         let name = scenario["name"].as_str().unwrap_or("run").to_string();
         let hub = Arc::new(Hub::new(name));

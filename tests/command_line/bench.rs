@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 
 use crate::common::root;
 use sopsim::bench::extract::outcome_figures;
-use sopsim::memory::{Decision, Message, MessageKind};
 use sopsim::scenario::{self, FieldPath, OutcomeRules};
+use sopsim::sim::{Decision, Message, MessageKind};
 
 fn sopsim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sopsim"))

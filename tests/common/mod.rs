@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use sopsim::embed::{EmbedService, HashEmbedder};
 use sopsim::human::LinesInput;
+use sopsim::llm::Estimator;
 use sopsim::llm::{Completion, LlmBackend, LlmError, LlmRequest, ScriptedBackend, TokenSink};
 use sopsim::scenario::{self, Mode, Scenario};
 use sopsim::sim::{run_blocking, RunConfig, RunOutcome, Services};
-use sopsim::tokens::Estimator;
 
 /// Runs the `sopsim` binary with `input` on stdin: its exit code, stdout and stderr.
 pub fn run_with_input(args: &[&str], input: &str) -> (i32, String, String) {

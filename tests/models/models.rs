@@ -235,10 +235,10 @@ fn generation_is_coherent_deterministic_and_bounded() {
         a.text
     );
     // max_tokens is a budget: past it the reply ends at a sentence, within a hard cap.
-    let budget = sopsim::sentence::ReplyBudget::of(40);
+    let budget = sopsim::llm::ReplyBudget::of(40);
     assert!(a.usage.completion_tokens <= budget.hard as u64 && a.usage.completion_tokens > 3);
     assert!(
-        a.usage.completion_tokens < budget.soft as u64 || sopsim::sentence::ends_sentence(&a.text),
+        a.usage.completion_tokens < budget.soft as u64 || sopsim::llm::ends_sentence(&a.text),
         "a reply past its budget ends a sentence: {}",
         a.text
     );
@@ -603,8 +603,8 @@ fn replies_are_the_same_alone_and_in_batches_with_and_without_reuse() {
 /// seed.
 #[test]
 fn every_sampler_gives_the_same_reply_alone_and_in_batches() {
+    use sopsim::events::RedrawCause;
     use sopsim::llm::Redraw;
-    use sopsim::quality::RedrawCause;
     use sopsim::scenario::{AllTokens, TokenWindow};
     let sampled = |extra: LlmSettings| LlmSettings {
         temperature: Some(0.9),

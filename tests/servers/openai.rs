@@ -88,10 +88,7 @@ fn a_streamed_reply_with_usage_in_the_last_chunk() {
     assert_eq!(body["stream"], true);
     assert_eq!(body["messages"][1]["content"], "Say hi.");
     // A streamed reply's max_tokens is a budget: the server is asked for the hard cap.
-    assert_eq!(
-        body["max_tokens"],
-        sopsim::sentence::ReplyBudget::of(16).hard
-    );
+    assert_eq!(body["max_tokens"], sopsim::llm::ReplyBudget::of(16).hard);
 }
 
 #[test]

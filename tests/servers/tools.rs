@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 use sopsim::llm::openai::{OpenAiBackend, OpenAiOptions, RetryPolicy};
 use sopsim::llm::record::{Recorder, Replayer};
 use sopsim::llm::{LlmBackend, ScriptedBackend};
-use sopsim::memory::MessageKind;
 use sopsim::scenario::{self, Mode, Scenario};
+use sopsim::sim::MessageKind;
 use sopsim::sim::{run_blocking, RunConfig, RunOutcome};
 
 fn scenario_from(doc: Value) -> Scenario {

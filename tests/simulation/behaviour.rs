@@ -230,8 +230,8 @@ fn no_prompt_exceeds_the_budget() {
                 .messages
                 .iter()
                 .map(|m| {
-                    sopsim::tokens::TokenCounter::count(&sopsim::tokens::Estimator, &m.content)
-                        + sopsim::tokens::MESSAGE_OVERHEAD
+                    sopsim::llm::TokenCounter::count(&sopsim::llm::Estimator, &m.content)
+                        + sopsim::llm::MESSAGE_OVERHEAD
                 })
                 .sum();
             assert!(

@@ -4,10 +4,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use sopsim::control::{Control, RunControl};
 use sopsim::error::CancelToken;
 use sopsim::events::{EventSink, SimEvent};
 use sopsim::runner::{self, RunIo, RunOptions};
+use sopsim::runner::{Control, RunControl};
 use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions};
 use sopsim::sim::EndReason;
 

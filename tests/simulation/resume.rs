@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sopsim::output::OutFolderError;
+use sopsim::runner::OutFolderError;
 use sopsim::runner::{self, Existing, RunError, RunIo, RunOptions};
 use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions, SetupError};
 
@@ -141,7 +141,7 @@ fn a_folder_of_another_run_is_refused_naming_what_differs() {
     };
     let e = runner::run(&nothing, RunIo::default()).unwrap_err();
     assert!(e.is_bad_input());
-    let said = sopsim::chain::chain(&e);
+    let said = sopsim::error::chain(&e);
     assert!(said.contains("no run to resume"), "{said}");
     // The interrupted run, resumed with more turns, goes on to the end.
     let more = RunOptions {

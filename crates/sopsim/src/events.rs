@@ -4,6 +4,8 @@
 //! A simultaneous round's messages come between its `RoundStarted` and `RoundEnded`;
 //! [`Rounds`] follows that, so each message's payload can say which round it is in.
 
+pub use crate::quality::{RedrawCause, ReplyQuality};
+
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

@@ -51,42 +51,52 @@
 //! `run` blocks on a runtime of its own; async code running in an actix `System` awaits
 //! [`runner::run_async`] instead. `examples/run_file.rs` is a complete program.
 //!
+//! # The public API
+//!
+//! Twelve modules are the front door: [`scenario`] (the format), [`sim`] (one simulation
+//! in memory), [`runner`] (a scenario file run into a folder), [`setup`] (model
+//! options), [`bench`](mod@bench), [`events`], [`human`], [`error`], [`llm`], [`embed`],
+//! [`models`] and [`tools`]. Everything else is private to the crate; the few of its
+//! types a caller meets are re-exported where the caller meets them: the transcript's
+//! [`sim::Message`], the reply budget [`llm::ReplyBudget`], a run folder's
+//! [`runner::OutputFolder`], the quality figures [`events::ReplyQuality`].
+//!
 //! # Layout
 //!
 //! Pure logic, free of I/O and actors, unit-tested directly:
 //! - [`scenario`]: the native file format, its JSON Schema, validation with field paths,
 //!   loading, and a builder for scenarios made in code.
-//! - [`sop`]: the SOP engine: speaker rules (order, seeded random, llm) and transition
+//! - `sop`: the SOP engine: speaker rules (order, seeded random, llm) and transition
 //!   rules (max turns, keywords, judge).
-//! - [`prompt`]: what each kind of model call sends, fitted to the token budget.
-//! - [`memory`]: messages, the embedding index, shared memory and the two modes, and
+//! - `prompt`: what each kind of model call sends, fitted to the token budget.
+//! - `memory`: messages, the embedding index, shared memory and the two modes, and
 //!   what each population member may see of it.
-//! - [`network`]: who is linked to whom in a population.
-//! - [`action`]: `Action::process`, a turn's output becoming a `Message`.
-//! - [`elysia`]: the keyed result store and Elysia's return objects.
-//! - [`environment`]: a simulation's Environment as data (memory, store, tool
+//! - `network`: who is linked to whom in a population.
+//! - `action`: `Action::process`, a turn's output becoming a `Message`.
+//! - `elysia`: the keyed result store and Elysia's return objects.
+//! - `environment`: a simulation's Environment as data (memory, store, tool
 //!   records, rounds): the Environment actor's state and rules.
 //! - [`tools`]: the built-in tool kinds, and the decision agent's logic (what a
 //!   decision sees, reading it, self-healing errors).
-//! - [`quality`]: reply quality (copies, labels, narration, echoes, empty replies).
-//! - [`template`], [`tokens`]: placeholder templates and token counting;
-//!   [`sentence`]: where sentences end, and the reply budget built on it.
-//! - [`files`]: bounded reads of users' files, whole-or-nothing writes;
-//!   [`output_folder`]: the only way the files of a run's or a benchmark's folder are
+//! - `quality`: reply quality (copies, labels, narration, echoes, empty replies).
+//! - `template`, `tokens`: placeholder templates and token counting;
+//!   `sentence`: where sentences end, and the reply budget built on it.
+//! - `files`: bounded reads of users' files, whole-or-nothing writes;
+//!   `output_folder`: the only way the files of a run's or a benchmark's folder are
 //!   opened (regular files inside it, never through a link, every read bounded).
-//! - [`user_json`]: JSON users write, parsed with duplicate keys refused.
+//! - `user_json`: JSON users write, parsed with duplicate keys refused.
 //!
 //! Services shared by every simulation in a process:
 //! - [`llm`]: the `LlmBackend` trait, the scripted backend, per-simulation accounting.
 //! - [`embed`]: the `Embedder` trait, the hash embedder, the batching worker service.
-//! - [`knowledge`]: knowledge bases for the `knowledge` component, embedded once.
+//! - `knowledge`: knowledge bases for the `knowledge` component, embedded once.
 //!
 //! Running:
-//! - [`actors`]: Director, Agent and Environment actors and their messages.
-//! - [`sim`]: wiring one simulation, running it, its summary; [`run_state`]: the
+//! - `actors`: Director, Agent and Environment actors and their messages.
+//! - [`sim`]: wiring one simulation, running it, its summary; `run_state`: the
 //!   Director's pure state between turns (counters, limits, budgets, catch-up).
-//! - [`events`], [`output`], [`human`]: the event stream and `events.jsonl`, run
-//!   files, where people's turns come from; [`journal`]: every answer a run got, which
+//! - [`events`], `output`, [`human`]: the event stream and `events.jsonl`, run
+//!   files, where people's turns come from; `journal`: every answer a run got, which
 //!   a resumed run answers from.
 //! - [`setup`]: typed model options → backends, embedder, prices; errors naming the
 //!   setting at fault.
@@ -96,38 +106,44 @@
 //! - [`bench`](mod@bench): `sopsim bench`: scenario × mode × seed, run many at once, outcomes,
 //!   statistics, report and plots.
 
-pub mod action;
-#[cfg(feature = "local")]
-pub use sopsim_infer::compute;
-pub mod actors;
+pub(crate) mod action;
+pub(crate) mod actors;
 pub mod bench;
-pub mod chain;
-pub mod control;
-pub mod elysia;
+pub(crate) mod chain;
+pub(crate) mod control;
+pub(crate) mod elysia;
 pub mod embed;
-pub mod environment;
+pub(crate) mod environment;
 pub mod error;
 pub mod events;
-pub mod files;
+pub(crate) mod files;
 pub mod human;
-pub mod journal;
-pub mod knowledge;
+pub(crate) mod journal;
+pub(crate) mod knowledge;
 pub mod llm;
-pub mod memory;
+pub(crate) mod memory;
 pub mod models;
-pub mod network;
-pub mod output;
-pub mod output_folder;
-pub mod prompt;
-pub mod quality;
-pub mod run_state;
+pub(crate) mod network;
+pub(crate) mod output;
+pub(crate) mod output_folder;
+pub(crate) mod prompt;
+pub(crate) mod quality;
+pub(crate) mod run_state;
 pub mod runner;
 pub mod scenario;
-pub mod sentence;
+pub(crate) mod sentence;
 pub mod setup;
 pub mod sim;
-pub mod sop;
-pub mod template;
-pub mod tokens;
+pub(crate) mod sop;
+pub(crate) mod template;
+pub(crate) mod tokens;
 pub mod tools;
-pub mod user_json;
+pub(crate) mod user_json;
+
+/// Internals the fuzz targets drive directly (`cargo fuzz` builds with `--cfg fuzzing`).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::template::{placeholders, render};
+    pub use crate::user_json::parse;
+}

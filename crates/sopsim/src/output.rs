@@ -238,7 +238,9 @@ pub enum Existing {
     /// Refuse the folder ([`OutFolderError::HoldsARun`]).
     #[default]
     Refuse,
-    /// Remove the run's files first (only those: [`RUN_FILES`]).
+    /// Remove the run's files first, and only those: `transcript.jsonl`,
+    /// `events.jsonl`, `environment.json`, `summary.json`, `error.json`, `run.json`
+    /// and the journal.
     Replace,
     /// Continue the run in the folder (the caller checks it is the same run).
     Resume,
@@ -267,7 +269,6 @@ impl FolderLock {
 
 /// The output folder of one run, locked while it is written.
 pub struct RunDir {
-    pub dir: PathBuf,
     files: OutputFolder,
     _lock: FolderLock,
 }
@@ -294,15 +295,7 @@ impl RunDir {
                 _ => {}
             }
         }
-        Ok(Self {
-            dir: dir.to_path_buf(),
-            files,
-            _lock: lock,
-        })
-    }
-
-    pub fn path(&self, file: &str) -> PathBuf {
-        self.dir.join(file)
+        Ok(Self { files, _lock: lock })
     }
 
     /// The folder's files, opened only as regular files inside it.
@@ -394,17 +387,6 @@ pub fn read_run_files(dir: &Path) -> Result<RunFiles, FolderFileError> {
     })
 }
 
-/// Writes pretty JSON to a temporary file and renames it into place.
-pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), SimError> {
-    let io = |source| SimError::Io {
-        what: path.display().to_string(),
-        source,
-    };
-    let mut text = serde_json::to_string_pretty(value).map_err(|e| io(e.into()))?;
-    text.push('\n');
-    crate::files::replace_file(path, text.as_bytes()).map_err(io)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,7 +396,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = RunDir::create(tmp.path(), Existing::Refuse).unwrap();
         // A file cannot be renamed over a folder that holds something.
-        std::fs::create_dir_all(dir.path("environment.json").join("x")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("environment.json").join("x")).unwrap();
         let e = dir
             .write_final(
                 &serde_json::json!({}),
@@ -423,7 +405,7 @@ mod tests {
             )
             .unwrap_err();
         assert!(e.to_string().contains("environment.json"), "{e}");
-        assert!(dir.path("summary.json").is_file());
+        assert!(tmp.path().join("summary.json").is_file());
     }
 
     #[test]

@@ -135,11 +135,6 @@ impl RunState {
         self.limits.max_turns
     }
 
-    /// Messages committed so far.
-    pub fn messages(&self) -> u64 {
-        self.messages
-    }
-
     /// Whether the next turn may start: a cancelled or stopped run ends, a paused one
     /// waits, then the turn limit and the budgets (`spend` is asked only when a budget
     /// is set). A budget whose price is unknown cannot be enforced: the returned

@@ -2,18 +2,20 @@
 //! ask for, run it with the caller's event sinks and cancellation token, write the run's
 //! files. Nothing here prints, exits or installs a signal handler.
 
+pub use crate::control::{Control, RunControl};
+pub use crate::output::{read_run_files, Existing, OutFolderError, RunFiles};
+pub use crate::output_folder::{Entry, FolderFileError, OutputFolder};
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::control::RunControl;
 use crate::error::{CancelToken, SimError};
 use crate::events::{EventSink, FrontendLog};
 use crate::human::HumanInput;
 use crate::journal::{Journal, Journaled, JournaledInput, JOURNAL_FILE};
-pub use crate::output::Existing;
-use crate::output::{OutFolderError, RunDir, RunIdentity, TranscriptWriter, RUN_FILE};
+use crate::output::{RunDir, RunIdentity, TranscriptWriter, RUN_FILE};
 use crate::scenario::Scenario;
 use crate::scenario::{CommandConsent, Mode};
 use crate::setup::{self, ModelOptions, SetupError};
@@ -160,11 +162,11 @@ struct Prepared {
     scenario: Arc<Scenario>,
     services: Services,
     config: RunConfig,
-    files: RunFiles,
+    files: OutputFiles,
 }
 
 /// The output folder and its event log, when the run writes files.
-struct RunFiles {
+struct OutputFiles {
     dir: Option<RunDir>,
     events: Option<Arc<FrontendLog>>,
 }
@@ -250,7 +252,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         scenario,
         services,
         config,
-        files: RunFiles { dir, events },
+        files: OutputFiles { dir, events },
     })
 }
 
@@ -317,7 +319,11 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Writes the final files and says how the run ended (blocking).
-fn finish(opts: &RunOptions, files: RunFiles, outcome: RunOutcome) -> Result<RunOutcome, RunError> {
+fn finish(
+    opts: &RunOptions,
+    files: OutputFiles,
+    outcome: RunOutcome,
+) -> Result<RunOutcome, RunError> {
     // The final files are written even after a failure (they say how the run ended),
     // but the first failure is the one reported.
     let written = match &files.dir {

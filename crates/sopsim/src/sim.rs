@@ -4,6 +4,9 @@
 //! Any number of simulations can run at once in one actix `System`; they share the
 //! [`Services`] (the model backend and the embedding service) and nothing else.
 
+pub use crate::memory::{Decision, Message, MessageKind};
+pub use crate::network::{document as network_document, draw_all as draw_networks};
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,7 +27,6 @@ use crate::events::{EventSink, Sinks};
 use crate::human::HumanInput;
 use crate::llm::cost::PriceTable;
 use crate::llm::{CallKind, KindUsage, LlmBackend, LlmClient, ScriptedBackend};
-use crate::memory::Message;
 use crate::output::TranscriptWriter;
 use crate::scenario::{CommandConsent, Mode, Scenario};
 use crate::tokens::{Estimator, TokenCounter};
@@ -161,9 +163,9 @@ pub struct RunSummary {
     #[serde(skip_serializing_if = "crate::sim::no_tool_calls")]
     pub tools: crate::actors::messages::ToolSummary,
     /// Copies, labels, narration, echoes and empty replies among the replies
-    /// ([`crate::quality`]).
+    /// ([`ReplyQuality`](crate::events::ReplyQuality)).
     pub reply_quality: crate::quality::ReplyQuality,
-    /// Replies drawn again because a draw was flawed ([`crate::quality`]).
+    /// Replies drawn again because a draw was flawed (see [`ReplyQuality`](crate::events::ReplyQuality)).
     pub redrawn_replies: crate::llm::Redrawn,
     pub warnings: Vec<String>,
     pub wall_ms: u64,

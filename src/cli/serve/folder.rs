@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use sopsim::bench::job::Job;
-use sopsim::output_folder::{Entry, FolderFileError, OutputFolder};
+use sopsim::runner::{Entry, FolderFileError, OutputFolder};
 
 /// The largest file served from a folder (an events.jsonl of a very long run).
 const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;

@@ -23,7 +23,7 @@ use actix_web_lab::sse;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use sopsim::control::{Control, RunControl};
+use sopsim::runner::{Control, RunControl};
 use sopsim::scenario::Scenario;
 
 pub use folder::Folder;

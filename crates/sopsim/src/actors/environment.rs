@@ -298,3 +298,102 @@ impl Handler<RunInEnvironment> for EnvironmentActor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::EnvironmentActor;
+    use crate::actors::messages::{ApplyReturn, CallOutcome, Snapshot, ToolReturn};
+    use crate::elysia::{ResultObject, Return};
+    use crate::llm::LlmClient;
+    use crate::scenario::Mode;
+
+    #[test]
+    fn tool_results_go_to_the_store_and_errors_to_the_tool() {
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/debate.json");
+        let s = Arc::new(crate::scenario::load(std::path::Path::new(file)).unwrap());
+        let snapshot = actix::System::new().block_on(async {
+            let services = crate::sim::Services::scripted(&s);
+            let env = actix::Actor::start(EnvironmentActor::new(
+                s.clone(),
+                Mode::Cooperative,
+                services.embed.clone(),
+                LlmClient::new(services.llm.clone(), 0),
+                services.counter.clone(),
+                None,
+                false,
+            ));
+            let mut result = ResultObject::new(
+                "sources",
+                vec![json!({"title": "Car-free Oslo"})
+                    .as_object()
+                    .unwrap()
+                    .clone()],
+            );
+            result.metadata = json!({"query": "car-free city centres"})
+                .as_object()
+                .unwrap()
+                .clone();
+            env.send(ApplyReturn(ToolReturn {
+                tool: "search".into(),
+                agent: "Ada".into(),
+                turn: 1,
+                ret: Return::Result(result.clone()),
+                outcome: CallOutcome::Ok,
+                retry: false,
+                store: true,
+            }))
+            .await
+            .unwrap();
+            env.send(ApplyReturn(ToolReturn {
+                tool: "search".into(),
+                agent: "Ada".into(),
+                turn: 2,
+                ret: Return::Result(result),
+                outcome: CallOutcome::Ok,
+                retry: false,
+                store: true,
+            }))
+            .await
+            .unwrap();
+            let err = Return::Error {
+                feedback: "rate limited, try later".into(),
+                error_message: "429".into(),
+            };
+            env.send(ApplyReturn(ToolReturn {
+                tool: "search".into(),
+                agent: "Ada".into(),
+                turn: 3,
+                ret: err,
+                outcome: CallOutcome::Failed,
+                retry: false,
+                store: true,
+            }))
+            .await
+            .unwrap();
+            env.send(Snapshot).await.unwrap()
+        });
+        let entries = &snapshot.json["environment"]["search"]["sources"];
+        assert_eq!(entries[0]["objects"][0]["_REF_ID"], "search_sources_0_0");
+        assert_eq!(entries[0]["metadata"]["query"], "car-free city centres");
+        assert_eq!(
+            entries[1]["objects"][0]["object_info"], "[repeat]",
+            "the same source twice is a duplicate"
+        );
+        assert_eq!(
+            entries[0]["metadata"]["_agent"], "Ada",
+            "entries remember who made them"
+        );
+        assert!(
+            snapshot.json["tool_errors"]["Ada"]["search"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("Avoidable error: rate limited, try later"),
+            "{}",
+            snapshot.json["tool_errors"]
+        );
+    }
+}

@@ -10,4 +10,4 @@ mod store;
 pub use failure::ToolFailure;
 pub use objects::{ResultObject, Return, REF_ID};
 pub use refs::{listed, rename_refs, tag_refs};
-pub use store::{content_hash, Entry, Store, StoreError};
+pub use store::{Entry, Store};

@@ -225,7 +225,7 @@ impl Embedder for MiniLm {
         for chunk in order.chunks(CHUNK) {
             let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
             let vectors = {
-                let _lock = crate::compute::compute_lock();
+                let _lock = sopsim_infer::compute::compute_lock();
                 self.forward(&batch)?
             };
             for (&i, v) in chunk.iter().zip(vectors) {

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 pub use draft::{DraftMessage, DraftTurn, HeldEvent};
-pub use round::{Errors, ToolRecords, ToolReturn, ToolSummary};
+pub use round::{ToolRecords, ToolReturn, ToolSummary};
 
 use round::{store_result, Round, TurnView};
 
@@ -320,11 +320,6 @@ impl Environment {
 
     pub fn set_summary(&mut self, text: String) {
         self.memory.set_summary(text);
-    }
-
-    /// How many summaries were made (numbers the next summary call).
-    pub fn summaries_made(&self) -> usize {
-        self.memory.summaries().len()
     }
 
     /// The latest message's embedding, if it has one.

@@ -1,6 +1,9 @@
 //! Language models: the backend trait, the scripted backend, and the per-simulation
 //! client that counts every call.
 
+pub use crate::sentence::{ends_sentence, ReplyBudget};
+pub use crate::tokens::{Estimator, TokenCounter, MESSAGE_OVERHEAD};
+
 mod api_key;
 mod client;
 pub mod cost;
@@ -15,7 +18,10 @@ mod types;
 pub use api_key::ApiKey;
 pub use client::{CallError, KindUsage, Ledger, LlmClient, Redrawn};
 pub use scripted::ScriptedBackend;
-pub use types::*;
+pub use types::{
+    CallContext, CallKind, ChatMessage, ChatRole, ChoiceMethod, Chosen, Completion, DecisionFormat,
+    LlmRequest, Redraw, TokenSink, ToolCall, ToolDef, ToolExchange, ToolRequest, Usage,
+};
 
 use futures::future::BoxFuture;
 use thiserror::Error;

@@ -114,7 +114,7 @@ pub struct LlmRequest {
     pub options: Option<Vec<String>>,
     /// Set for a decision: the tools the model may call.
     pub tools: Option<ToolRequest>,
-    /// Set when a reply is drawn again ([`crate::quality`]): which draw, and what to
+    /// Set when a reply is drawn again ([`ReplyQuality`](crate::events::ReplyQuality)): which draw, and what to
     /// steer away from.
     pub redraw: Option<Redraw>,
     /// Which of a reply's candidates drawn at once this is (0: the first, drawn as a
@@ -122,7 +122,7 @@ pub struct LlmRequest {
     pub candidate: u32,
 }
 
-/// A reply drawn again because the last draw was flawed (see [`crate::quality`]): a
+/// A reply drawn again because the last draw was flawed (see [`ReplyQuality`](crate::events::ReplyQuality)): a
 /// draw of its own (another seed) that penalises the tokens of `avoid` more with each
 /// attempt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

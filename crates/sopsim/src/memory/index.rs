@@ -25,10 +25,6 @@ impl EmbeddingIndex {
         self.data.len().checked_div(self.dim).unwrap_or(0)
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Appends the next message's embedding (normalised here).
     pub fn push(&mut self, vector: &[f32]) {
         if self.dim == 0 {

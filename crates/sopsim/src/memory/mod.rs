@@ -6,6 +6,6 @@ mod message;
 mod shared;
 
 pub use audience::Audience;
-pub use index::{EmbeddingIndex, Hit};
+pub use index::EmbeddingIndex;
 pub use message::{Decision, Message, MessageKind};
-pub use shared::{Observation, SharedMemory, Summary, SummaryRequest};
+pub use shared::{Observation, SharedMemory, SummaryRequest};

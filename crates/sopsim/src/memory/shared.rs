@@ -120,6 +120,7 @@ impl SharedMemory {
     /// Appends a message with its embedding (computed once, by the caller). Returns the
     /// stored message, and the summary request when this message completes a batch of
     /// `max_chat_history`.
+    #[cfg(test)]
     pub fn record(
         &mut self,
         memory: Message,

@@ -50,7 +50,7 @@ mod words;
 use labels::{has_label, is_narration};
 use words::{gram_hashes, shared_span, words};
 
-pub use paraphrase::{Paraphrases, Stakes, OFF_STAKE_MARGIN, PARAPHRASE_COSINE};
+pub use paraphrase::{Paraphrases, Stakes, PARAPHRASE_COSINE};
 pub use voice::Script;
 
 /// Words a reply must share in a row with an earlier message to be a copy.
@@ -79,12 +79,6 @@ pub struct Flaws {
     pub foreign: bool,
     pub paraphrase: bool,
     pub off_stake: bool,
-}
-
-impl Flaws {
-    pub fn any(&self) -> bool {
-        self.redraw_cause().is_some()
-    }
 }
 
 /// What a reply is drawn again for: any of its flaws, the first of them in this order.

@@ -27,12 +27,21 @@ pub use advice::advice;
 pub use builder::{AgentBuilder, ScenarioBuilder, StateBuilder};
 pub use commands::{started_programs, CommandConsent, NotAllowed, StartedProgram};
 pub use data_file::{read_objects, DataFile, DataFileError};
-pub use format::*;
+pub use format::{
+    range_count, AgentSpec, AllTokens, ChoiceSpec, ChoiceTiming, Components, EnvironmentSettings,
+    ExtractStep, JudgePrompts, KeywordRule, KnowledgeKind, KnowledgeLookup, LlmSettings, Mode,
+    Players, RangeError, Scenario, Script, Sop, SpeakerRule, State, SummaryPrompts, TokenWindow,
+    TransitionRule, Turns, UnknownMode,
+};
 pub use load::{
     from_document, import_aiwaves, load, load_any, load_any_with, load_document_with, parse_json,
     read_text, validate_built, ScenarioError, MAX_SCENARIO_BYTES,
 };
-pub use outcomes::*;
+pub use outcomes::{
+    choice_key, evaluate_formula, is_bounded_figure, CompiledDecision, CompiledPayoff,
+    CompiledScore, DecisionRule, DecisionValue, FormulaError, FormulaInputs, OutcomeRules,
+    Outcomes, Payoff, Reduce, ScoreRule, Take, GENERIC_FIGURES, QUALITY_FIGURES,
+};
 pub use path::FieldPath;
 pub use persona::{identity, role_text, speak_as, Persona, RoleText, OPENING_NOTE};
 pub use population::{

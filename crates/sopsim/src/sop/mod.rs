@@ -50,7 +50,6 @@ pub enum Cause {
     Keyword(String),
     MaxTurns(u32),
     MaxRounds(u32),
-    Judge,
     Nothing,
 }
 
@@ -114,10 +113,12 @@ impl SopEngine {
         self.visits
     }
 
+    #[cfg(test)]
     pub fn turns_in_visit(&self) -> u32 {
         self.turns_in_visit
     }
 
+    #[cfg(test)]
     pub fn is_finished(&self) -> bool {
         self.finished
     }
@@ -237,19 +238,6 @@ impl SopEngine {
             return Check::AskJudge { choices };
         }
         Check::Decided(Transition::Stay, Cause::Nothing)
-    }
-
-    /// Interprets the judge's answer; `None` means it named no offered choice (stay).
-    pub fn judge_answer(&self, answer: &str, choices: &[String]) -> Option<Transition> {
-        let judge = self.state().transition.judge.clone().unwrap_or_default();
-        let tag = judge.extract_words.as_deref().unwrap_or("end");
-        parse_choice_in(answer, choices, tag, &judge.labels).map(|i| {
-            if i == 0 {
-                Transition::Stay
-            } else {
-                self.target(&choices[i])
-            }
-        })
     }
 
     /// The transition to the state (or end) called `name`, after the `max_visits`

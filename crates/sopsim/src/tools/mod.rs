@@ -13,6 +13,8 @@
 //! - [`http`](mod@http): loopback-only JSON calls.
 //! - [`mcp`]: tools of MCP servers run as child processes.
 
+pub use crate::elysia::{ResultObject, Return, Store};
+
 pub mod calculator;
 pub mod decision;
 pub mod dice;
@@ -31,7 +33,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
-use crate::elysia::ResultObject;
 pub use crate::elysia::ToolFailure;
 use crate::prompt::ToolDef;
 use crate::scenario::{

@@ -402,7 +402,7 @@ impl Worker {
                     wants: wants.clone(),
                 })
                 .collect();
-            let _lock = crate::compute::compute_lock();
+            let _lock = sopsim_infer::compute::compute_lock();
             self.model.forward(&mut self.scratch, &mut segments)
         };
         let secs = started.elapsed().as_secs_f64();

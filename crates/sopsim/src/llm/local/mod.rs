@@ -161,7 +161,7 @@ impl LocalModel {
                 .map(|p| (*p, transformer::Want::All))
                 .collect(),
         }];
-        let _lock = crate::compute::compute_lock();
+        let _lock = sopsim_infer::compute::compute_lock();
         let mut out = self
             .model
             .forward(&mut transformer::Scratch::default(), &mut segment)?;

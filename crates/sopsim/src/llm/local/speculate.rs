@@ -184,7 +184,7 @@ impl Draft {
                         wants: vec![(tokens.len() - 1, Want::All)],
                     })
                     .collect();
-                let _lock = crate::compute::compute_lock();
+                let _lock = sopsim_infer::compute::compute_lock();
                 self.model.forward(&mut self.scratch, &mut segments)
             };
             for (c, &i) in caches.into_iter().zip(&live) {
