@@ -11,6 +11,7 @@ mod model_turn;
 mod participants;
 mod routing;
 mod steps;
+mod tool_rules;
 mod tool_turn;
 mod turns;
 

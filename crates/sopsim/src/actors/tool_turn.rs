@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::environment::EnvironmentActor;
 use super::messages::*;
+use super::tool_rules::{calls_in, one_line, spends_a_try, Offer, Tries};
 use crate::elysia::{tag_refs, ResultObject, Return};
 use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
@@ -28,12 +29,9 @@ use crate::llm::{
 use crate::memory::MessageKind;
 use crate::prompt::ChatMessage;
 use crate::scenario::LlmSettings;
-use crate::tools::decision::{self, Decided, DecisionView, Task};
+use crate::tools::decision::{self, DecisionView, Task};
 use crate::tools::{cut, Tool, ToolCallPlace, ToolFailure};
 
-/// Bad decisions (unknown tool, invalid arguments, unreadable) tolerated in a turn
-/// after the first: the model gets the error back and two more tries.
-const MAX_RETRIES: u32 = 2;
 /// Characters of a tool's objects the reply prompt shows.
 const REPLY_OBJECTS_CHARS: usize = 4000;
 
@@ -330,7 +328,7 @@ impl Decider {
             let completion = self
                 .decide(base, format, step, &view, &offer, &steps)
                 .await?;
-            let calls = match self.calls_in(&completion, step, format) {
+            let calls = match calls_in(&completion, self.turn, step, format) {
                 Ok(calls) => calls,
                 Err(why) => {
                     let (task, _) = self
@@ -339,13 +337,13 @@ impl Decider {
                             "",
                             CallOutcome::InvalidArguments,
                             why,
-                            steps.failed_before,
+                            steps.tries.failed_before,
                             &mut steps.out,
                         )
                         .await?;
                     steps.tasks.push(task);
-                    steps.failed_before = true;
-                    if steps.out_of_tries() {
+                    steps.tries.failed_before = true;
+                    if steps.tries.out_of_tries() {
                         break;
                     }
                     continue;
@@ -359,7 +357,7 @@ impl Decider {
             for call in calls {
                 bad |= self.carry_out(call, step, &offer, &mut steps).await?;
             }
-            if bad && steps.out_of_tries() {
+            if bad && steps.tries.out_of_tries() {
                 break;
             }
         }
@@ -421,29 +419,6 @@ impl Decider {
         Ok(self.llm.call(request, None).await?)
     }
 
-    /// The tool calls a decision makes (none: it answers), or why it cannot be read.
-    fn calls_in(
-        &self,
-        completion: &Completion,
-        step: u32,
-        format: DecisionFormat,
-    ) -> Result<Vec<ToolCall>, String> {
-        if !completion.tool_calls.is_empty() {
-            return Ok(completion.tool_calls.clone());
-        }
-        match decision::read_decision(&completion.text) {
-            Decided::Call { name, arguments } => Ok(vec![ToolCall {
-                id: format!("call_{}_{step}", self.turn),
-                name,
-                arguments,
-            }]),
-            Decided::Answer => Ok(Vec::new()),
-            // A native decision in plain text is the model answering.
-            Decided::Unreadable(_) if format == DecisionFormat::Native => Ok(Vec::new()),
-            Decided::Unreadable(why) => Err(why),
-        }
-    }
-
     /// The decision as the tree shows it: the tools called, or the answer.
     fn show_decision(&self, step: u32, calls: &[ToolCall], reasoning: &str, out: &mut Outcome) {
         let decided = if calls.is_empty() {
@@ -476,20 +451,7 @@ impl Decider {
         offer: &decision::Availability<'_>,
         steps: &mut Steps,
     ) -> Result<bool, SimError> {
-        let key = (call.name.clone(), one_line(&call.arguments));
-        let repeated = steps.made.contains(&key);
-        steps.made.push(key);
-        let refused = match offer.available.iter().find(|t| t.name == call.name) {
-            Some(_) if repeated => Some((
-                CallOutcome::Repeated,
-                format!(
-                    "this exact call of `{}` was already made this turn and its result is above; change the arguments, call another tool, or answer",
-                    call.name
-                ),
-            )),
-            Some(_) => None,
-            None => Some((CallOutcome::UnknownTool, unknown_tool(&call.name, offer))),
-        };
+        let refused = steps.tries.refusal(&call, &Offer::of(offer));
         let (task, outcome) = match refused {
             Some((outcome, why)) => {
                 steps.out.turn.messages.push(self.message(
@@ -502,7 +464,7 @@ impl Decider {
                     &call.arguments,
                     outcome,
                     why,
-                    steps.failed_before,
+                    steps.tries.failed_before,
                     &mut steps.out,
                 )
                 .await?
@@ -518,22 +480,19 @@ impl Decider {
                     &tool,
                     &call.arguments,
                     step,
-                    steps.failed_before,
+                    steps.tries.failed_before,
                     &mut steps.out,
                 )
                 .await?
             }
         };
-        steps.failed_before |= task.error;
+        steps.tries.failed_before |= task.error;
         steps.exchange.push(ToolExchange {
             result: task.parsed.clone(),
             call,
         });
         steps.tasks.push(task);
-        Ok(matches!(
-            outcome,
-            CallOutcome::InvalidArguments | CallOutcome::UnknownTool | CallOutcome::Repeated
-        ))
+        Ok(spends_a_try(outcome))
     }
 }
 
@@ -545,19 +504,7 @@ struct Steps {
     tasks: Vec<Task>,
     /// The native tool-call exchange so far.
     exchange: Vec<ToolExchange>,
-    retries: u32,
-    /// Whether a call of this turn has failed (a later call is a retry).
-    failed_before: bool,
-    /// Calls made this turn, as (tool, arguments on one line).
-    made: Vec<(String, String)>,
-}
-
-impl Steps {
-    /// Counts a bad step; true when no tries are left.
-    fn out_of_tries(&mut self) -> bool {
-        self.retries += 1;
-        self.retries > MAX_RETRIES
-    }
+    tries: Tries,
 }
 
 /// How a call ended, and whether its result goes into the store.
@@ -573,26 +520,4 @@ struct Outcome {
     objects: Vec<String>,
     /// Returns applied so far this turn.
     returns: usize,
-}
-
-fn unknown_tool(name: &str, offer: &decision::Availability<'_>) -> String {
-    let names: Vec<&str> = offer.available.iter().map(|t| t.name.as_str()).collect();
-    match offer.unavailable.iter().find(|(t, _)| t.name == name) {
-        Some((_, why)) => format!(
-            "`{name}` is not available now ({why}); call one of: {}",
-            names.join(", ")
-        ),
-        None => format!(
-            "there is no tool `{name}`; call one of: {}",
-            names.join(", ")
-        ),
-    }
-}
-
-/// Arguments on one line, as a memory message shows them.
-fn one_line(arguments: &str) -> String {
-    let compact = serde_json::from_str::<Value>(arguments)
-        .map(|v| v.to_string())
-        .unwrap_or_else(|_| arguments.replace('\n', " "));
-    cut(&compact, 500)
 }
