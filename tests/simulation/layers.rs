@@ -14,7 +14,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaf",
         &[
-            "chain",
+            "error_chain",
             "files",
             "output_folder",
             "sentence",
@@ -26,7 +26,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "pure",
         &[
-            "scenario", "sop", "prompt", "memory", "network", "action", "elysia", "quality",
+            "scenario",
+            "sop",
+            "prompt",
+            "memory",
+            "network",
+            "action",
+            "tool_results",
+            "quality",
         ],
     ),
     (

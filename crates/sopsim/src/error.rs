@@ -1,13 +1,13 @@
 //! Errors of a running simulation and the cancellation token that stops one. Error
-//! chains are written by [`chain`] (a leaf module, re-exported here).
+//! chains are written by [`error_chain`] (a leaf module, re-exported here).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use thiserror::Error;
 
-pub use crate::chain::chain;
 use crate::embed::EmbedError;
+pub use crate::error_chain::chain;
 
 #[derive(Debug, Error)]
 pub enum SimError {

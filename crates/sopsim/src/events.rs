@@ -14,8 +14,8 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Map, Value};
 
-use crate::elysia::Return;
 use crate::memory::Message;
+use crate::tool_results::Return;
 
 /// Something that happened in a run.
 #[derive(Debug, Clone)]

@@ -73,7 +73,7 @@
 //!   what each population member may see of it.
 //! - `network`: who is linked to whom in a population.
 //! - `action`: `Action::process`, a turn's output becoming a `Message`.
-//! - `elysia`: the keyed result store and Elysia's return objects.
+//! - `tool_results`: the keyed result store and Elysia's return objects.
 //! - `environment`: a simulation's Environment as data (memory, store, tool
 //!   records, rounds): the Environment actor's state and rules.
 //! - [`tools`]: the built-in tool kinds, and the decision agent's logic (what a
@@ -109,12 +109,11 @@
 pub(crate) mod action;
 pub(crate) mod actors;
 pub mod bench;
-pub(crate) mod chain;
 pub(crate) mod control;
-pub(crate) mod elysia;
 pub mod embed;
 pub(crate) mod environment;
 pub mod error;
+pub(crate) mod error_chain;
 pub mod events;
 pub(crate) mod files;
 pub mod human;
@@ -137,6 +136,7 @@ pub mod sim;
 pub(crate) mod sop;
 pub(crate) mod template;
 pub(crate) mod tokens;
+pub(crate) mod tool_results;
 pub mod tools;
 pub(crate) mod user_json;
 

@@ -478,7 +478,7 @@ mod tests {
             turns: u64,
         }
         let e = f.read_json::<Summary>("summary.json", 100).unwrap_err();
-        let text = crate::chain::chain(&e);
+        let text = crate::error_chain::chain(&e);
         assert!(
             text.contains("summary.json") && text.contains("line 1"),
             "{text}"

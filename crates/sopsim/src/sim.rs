@@ -429,7 +429,7 @@ fn summarise(
         visits: finish.visits,
         final_state: finish.final_state,
         ended_by: finish.ended_by,
-        error: error.map(|e| crate::chain::chain(e)),
+        error: error.map(|e| crate::error_chain::chain(e)),
         stop_reason: finish.stop_reason,
         llm_calls,
         cost_usd: cost.usd,

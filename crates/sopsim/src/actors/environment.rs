@@ -10,7 +10,6 @@ use actix::prelude::*;
 use serde_json::{json, Map, Value};
 
 use super::messages::*;
-use crate::elysia::ResultObject;
 use crate::embed::EmbedService;
 use crate::environment::{Environment, SettledTurn};
 use crate::error::SimError;
@@ -19,6 +18,7 @@ use crate::memory::{Message, SummaryRequest};
 use crate::prompt;
 use crate::scenario::Scenario;
 use crate::tokens::TokenCounter;
+use crate::tool_results::ResultObject;
 use crate::tools::{store_query, InEnvironment, ToolFailure};
 
 pub struct EnvironmentActor {
@@ -213,7 +213,7 @@ impl Handler<Commit> for EnvironmentActor {
 }
 
 /// Each settled turn's name, events and number of messages, and every message in order.
-type Shapes = Vec<(String, Vec<crate::elysia::Return>, usize)>;
+type Shapes = Vec<(String, Vec<crate::tool_results::Return>, usize)>;
 
 fn shapes(settled: Vec<SettledTurn>) -> (Shapes, Vec<Message>) {
     let mut shapes = Vec::with_capacity(settled.len());
@@ -307,9 +307,9 @@ mod tests {
 
     use super::EnvironmentActor;
     use crate::actors::messages::{ApplyReturn, CallOutcome, Snapshot, ToolReturn};
-    use crate::elysia::{ResultObject, Return};
     use crate::llm::LlmClient;
     use crate::scenario::Mode;
+    use crate::tool_results::{ResultObject, Return};
 
     #[test]
     fn tool_results_go_to_the_store_and_errors_to_the_tool() {

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::elysia::{ResultObject, Return};
 pub use crate::environment::{
     DraftMessage, DraftTurn, EnvironmentSnapshot, HeldEvent, ToolReturn, ToolSummary, ToolView,
 };
 use crate::error::SimError;
 use crate::memory::{Message, Observation};
+use crate::tool_results::{ResultObject, Return};
 pub use crate::tools::CallOutcome;
 use crate::tools::{Tool, ToolFailure};
 

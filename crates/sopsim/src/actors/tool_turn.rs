@@ -18,7 +18,6 @@ use serde_json::Value;
 use super::environment::EnvironmentActor;
 use super::messages::*;
 use super::tool_rules::{calls_in, one_line, spends_a_try, Offer, Tries};
-use crate::elysia::{tag_refs, ResultObject, Return};
 use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
 use crate::llm::record::TapedCall;
@@ -29,6 +28,7 @@ use crate::llm::{
 use crate::memory::MessageKind;
 use crate::prompt::ChatMessage;
 use crate::scenario::LlmSettings;
+use crate::tool_results::{tag_refs, ResultObject, Return};
 use crate::tools::decision::{self, DecisionView, Task};
 use crate::tools::{cut, Tool, ToolCallPlace, ToolFailure};
 

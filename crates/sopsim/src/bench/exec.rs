@@ -209,12 +209,12 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
     };
     let transcript = match TranscriptWriter::create(dir.files(), "transcript.jsonl") {
         Ok(t) => t,
-        Err(e) => return failed(crate::chain::chain(&e)),
+        Err(e) => return failed(crate::error_chain::chain(&e)),
     };
     let conversation = format!("{}-{}-{}", job.scenario, job.mode.as_str(), job.seed);
     let events = match FrontendLog::create(dir.files(), "events.jsonl", conversation, job.seed) {
         Ok(e) => Arc::new(e),
-        Err(e) => return failed(crate::chain::chain(&e)),
+        Err(e) => return failed(crate::error_chain::chain(&e)),
     };
     let config = RunConfig {
         mode: Some(job.mode),
@@ -229,14 +229,14 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
     };
     let outcome = match sim::run(prepared.scenario.clone(), &prepared.services, config).await {
         Ok(o) => o,
-        Err(e) => return failed(crate::chain::chain(&e)),
+        Err(e) => return failed(crate::error_chain::chain(&e)),
     };
     if let Err(e) = dir.write_final(
         &outcome.environment,
         &outcome.summary,
         outcome.network.as_ref(),
     ) {
-        return failed(crate::chain::chain(&e));
+        return failed(crate::error_chain::chain(&e));
     }
     if let Some(f) = events.take_failure() {
         return failed(format!("writing {}: {}", f.what, f.source));

@@ -14,7 +14,7 @@ use super::plan::MAX_FOLDER_FILE_BYTES;
 use super::extract::{self, Figures, SummaryFigures};
 use super::plan::{Job, Settings};
 use super::stats::{self, Difference, Method, Summary};
-use crate::chain::chain;
+use crate::error_chain::chain;
 use crate::memory::Message;
 use crate::output_folder::{FolderFileError, OutputFolder};
 use crate::scenario::{is_bounded_figure, Mode, OutcomeRules};

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::elysia::Return;
 use crate::memory::{Decision, MessageKind};
+use crate::tool_results::Return;
 
 /// One message of a drafted turn: a tool call, a tool's result, or what the agent said.
 #[derive(Debug, Clone, Serialize, Deserialize)]

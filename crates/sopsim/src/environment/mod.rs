@@ -23,10 +23,10 @@ pub use round::{ToolRecords, ToolReturn, ToolSummary};
 use round::{store_result, Round, TurnView};
 
 use crate::action::{Action, LogPlace};
-use crate::elysia::{listed, rename_refs, tag_refs, Entry, Return, Store};
 use crate::memory::{Message, Observation, SharedMemory, SummaryRequest};
 use crate::scenario::{Mode, Scenario};
 use crate::tokens::TokenCounter;
+use crate::tool_results::{listed, rename_refs, tag_refs, Entry, Return, Store};
 use crate::tools::decision;
 
 /// One simulation's Environment.

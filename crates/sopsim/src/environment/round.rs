@@ -14,7 +14,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::elysia::{Return, Store};
+use crate::tool_results::{Return, Store};
 use crate::tools::{decision, CallOutcome, ToolFailure};
 
 /// Agent → tool → standing self-healing error lines.

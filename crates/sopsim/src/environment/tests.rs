@@ -3,9 +3,9 @@
 use serde_json::{json, Map};
 
 use super::*;
-use crate::elysia::{ResultObject, REF_ID};
 use crate::memory::MessageKind;
 use crate::tokens::Estimator;
+use crate::tool_results::{ResultObject, REF_ID};
 use crate::tools::CallOutcome;
 
 fn scenario(mode: &str) -> Scenario {

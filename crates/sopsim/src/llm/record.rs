@@ -339,7 +339,7 @@ pub trait ToolJournal: Send + Sync + std::fmt::Debug {
 }
 
 /// A recorded tool call's outcome.
-pub type TapedResult = Result<crate::elysia::ResultObject, crate::elysia::ToolFailure>;
+pub type TapedResult = Result<crate::tool_results::ResultObject, crate::tool_results::ToolFailure>;
 
 /// Identifies one tool call in a run.
 #[derive(Serialize)]

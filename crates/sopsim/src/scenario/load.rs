@@ -19,7 +19,7 @@ const MAX_EXPANSION_BYTES: u64 = 2 << 30;
 use super::table_file::{read_edges, read_rows, TableFileError};
 use super::tools::ToolKind;
 use super::validate::{self, Problem};
-use crate::chain::chain;
+use crate::error_chain::chain;
 use crate::tokens::Estimator;
 
 /// Scenario files larger than this are refused before they are read.

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::format::Scenario;
 use super::path::FieldPath;
 use super::tools::{ToolKind, ToolSpec};
-use crate::chain::chain;
+use crate::error_chain::chain;
 
 /// Every problem with the scenario's tools, as `(path, message)`.
 pub fn check(s: &Scenario) -> Vec<(FieldPath, String)> {

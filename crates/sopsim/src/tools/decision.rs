@@ -7,10 +7,10 @@ use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
 
 use super::{cut, Tool, ToolFailure};
-use crate::elysia::Entry;
 use crate::prompt::ChatMessage;
 use crate::scenario::DecisionFormat;
 use crate::tokens::TokenCounter;
+use crate::tool_results::Entry;
 
 pub use crate::scenario::ANSWER;
 

@@ -12,7 +12,7 @@ use url::{Host, Url};
 use crate::scenario::{is_loopback, AllowlistError};
 
 use super::ToolFailure;
-use crate::chain::chain;
+use crate::error_chain::chain;
 
 const DEFAULT_TIMEOUT_MS: u64 = 5_000;
 const DEFAULT_MAX_BYTES: u64 = 256 << 10;

@@ -13,7 +13,7 @@
 //! - [`http`](mod@http): loopback-only JSON calls.
 //! - [`mcp`]: tools of MCP servers run as child processes.
 
-pub use crate::elysia::{ResultObject, Return, Store};
+pub use crate::tool_results::{ResultObject, Return, Store};
 
 pub mod calculator;
 pub mod decision;
@@ -33,12 +33,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
-pub use crate::elysia::ToolFailure;
 use crate::prompt::ToolDef;
 use crate::scenario::{
     CommandConsent, DataFileError, FieldPath, McpConfigError, Scenario, SchemaError, ToolKind,
     ToolSpec,
 };
+pub use crate::tool_results::ToolFailure;
 
 /// How a tool call ended, as `summary.json` counts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::elysia::{Entry, Store, REF_ID};
+use crate::tool_results::{Entry, Store, REF_ID};
 
 const DEFAULT_MAX_OBJECTS: u64 = 20;
 

@@ -380,7 +380,7 @@ fn compile_payoff(
             match evaluate_formula(formula, &trial) {
                 Ok(_) => Some(CompiledPayoff::Formula(formula.clone())),
                 Err(e) => {
-                    problems.push((path.key("formula"), crate::chain::chain(&e)));
+                    problems.push((path.key("formula"), crate::error_chain::chain(&e)));
                     None
                 }
             }

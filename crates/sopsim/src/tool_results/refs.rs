@@ -54,7 +54,7 @@ pub fn listed(line: &str, refs: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elysia::ResultObject;
+    use crate::tool_results::ResultObject;
 
     fn result(ids: &[&str]) -> Return {
         let mut r = ResultObject::new("things", Vec::new());
