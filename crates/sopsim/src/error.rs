@@ -1,5 +1,5 @@
 //! Errors of a running simulation and the cancellation token that stops one. Error
-//! chains are written by [`error_chain`] (a leaf module, re-exported here).
+//! chains are written by [`chain`] (from the leaf module `error_chain`, re-exported here).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

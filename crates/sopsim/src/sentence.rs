@@ -4,6 +4,9 @@
 //! The local engine and the server backends stop the same way, and reply quality
 //! counts a reply that does not end a sentence as cut.
 
+// Where a sentence ends is read by the model backends only; a build without them keeps the rest.
+#![cfg_attr(not(any(feature = "local", feature = "openai")), allow(dead_code))]
+
 /// A reply's token budget: from `soft` tokens on it stops at the first sentence end;
 /// at `hard` tokens it stops wherever it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
