@@ -391,6 +391,7 @@ async fn cast(
         sinks,
         paraphrases,
         stakes,
+        instructions,
     })
 }
 

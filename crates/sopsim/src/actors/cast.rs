@@ -44,6 +44,8 @@ pub struct Cast {
     pub paraphrases: bool,
     /// The participants' stakes embedded, when replies are checked against them.
     pub stakes: Option<Arc<crate::quality::Stakes>>,
+    /// What replies are checked against, made once for the run's agents and Director.
+    pub instructions: crate::quality::Instructions,
 }
 
 /// When the Director ends a run early, between turns.
