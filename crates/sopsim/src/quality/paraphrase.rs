@@ -6,9 +6,10 @@
 //!   stake than to its own speaker's, it argues someone else's case ("My mother's
 //!   asthma…" from the neighbour whose story is the cafés).
 //!
-//! The thresholds were chosen on labelled replies (see
-//! `docs/guide/local-models.md#reply-quality`); they are MiniLM's, so other embedders
-//! are not checked.
+//! The thresholds were chosen by reading pairs of replies from debate and town-hall
+//! runs, a set not kept in the repository; the blind readers' NEW scores
+//! (`docs/guide/local-models.md#what-a-reader-keeps`) are the check on them. They are
+//! MiniLM's, so other embedders are not checked.
 
 /// The cosine from which a reply restates an earlier message (MiniLM embeddings).
 pub const PARAPHRASE_COSINE: f32 = 0.80;
