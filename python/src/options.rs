@@ -72,37 +72,22 @@ fn models(v: &Value) -> Result<ModelOptions, String> {
     })
 }
 
-/// Where the local models live: `$SOPSIM_MODELS`, else the `models/` of the sopsim
-/// checkout Python runs in, else the user's cache folder; and the Python that fetches
-/// them (`$SOPSIM_PYTHON`, else `python3`). The bindings are the library's edge in
-/// Python, as the command line is in a shell.
+/// A variable of the environment, when it is set to something.
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Where the local models live, and the Python that fetches them
+/// ([`sopsim::models::place`] over the environment). The bindings are the library's
+/// edge in Python, as the command line is in a shell.
 pub fn models_place() -> (PathBuf, sopsim::models::Pip) {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    let dir = match var("SOPSIM_MODELS") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            let cargo_home = var("CARGO_HOME")
-                .map(PathBuf::from)
-                .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cargo")));
-            let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-            sopsim::models::default_dir(&here, cargo_home.as_deref())
-        }
-    };
-    let mut pip = sopsim::models::Pip::default();
-    if let Some(python) = var("SOPSIM_PYTHON") {
-        pip.python = python.into();
-    }
-    (dir, pip)
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    sopsim::models::place(&var, &here)
 }
 
 /// How local model work runs, from `SOPSIM_THREADS` and `SOPSIM_KERNELS`.
 pub fn compute_settings() {
-    let threads = std::env::var("SOPSIM_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|n| *n > 0);
-    let kernels = std::env::var("SOPSIM_KERNELS").ok();
-    sopsim::setup::set_compute(threads, kernels.as_deref());
+    sopsim::setup::set_compute_from(&var);
 }
 
 /// A run's options: `scenario` (a path), `document` (the scenario as JSON, when it was

@@ -470,29 +470,15 @@ fn parse_temperature(s: &str) -> Result<f32, String> {
 }
 
 /// A variable of the environment, when it is set to something.
-fn var(name: &str) -> Option<String> {
+pub fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// Where the local models live: `$SOPSIM_MODELS`, else the `models/` of the sopsim
-/// checkout the command runs in, else the user's cache folder; and the Python that
-/// fetches them (`$SOPSIM_PYTHON`, else `python3`).
+/// Where the local models live, and the Python that fetches them
+/// ([`sopsim::models::place`] over the environment).
 pub fn models_place() -> (PathBuf, sopsim::models::Pip) {
-    let dir = match var("SOPSIM_MODELS") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            let cargo_home = var("CARGO_HOME")
-                .map(PathBuf::from)
-                .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cargo")));
-            let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-            sopsim::models::default_dir(&here, cargo_home.as_deref())
-        }
-    };
-    let mut pip = sopsim::models::Pip::default();
-    if let Some(python) = var("SOPSIM_PYTHON") {
-        pip.python = python.into();
-    }
-    (dir, pip)
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    sopsim::models::place(&var, &here)
 }
 
 /// Fills in what the command line takes from the environment where no flag gives it:

@@ -60,17 +60,10 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// How model work runs, from the environment, before any model work: `SOPSIM_THREADS`
-/// (threads; default one per core) and `SOPSIM_KERNELS` (`scalar`, `avx2`, `avx-vnni`,
-/// `avx512`, `amx`: lower kernels than the CPU's best, for comparisons; the results are
-/// the same).
+/// How model work runs, from the environment, before any model work
+/// ([`sopsim::setup::set_compute_from`]).
 fn compute_settings() {
-    let threads = std::env::var("SOPSIM_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|n| *n > 0);
-    let kernels = std::env::var("SOPSIM_KERNELS").ok();
-    sopsim::setup::set_compute(threads, kernels.as_deref());
+    sopsim::setup::set_compute_from(&args::var);
 }
 
 /// Prints to stdout, control characters escaped; a closed pipe (`sopsim schema |

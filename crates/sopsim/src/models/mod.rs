@@ -160,6 +160,27 @@ impl FetchObserver for Quiet {
     fn event(&self, _: FetchEvent) {}
 }
 
+/// Where the local models live and the Python that fetches them, from the settings an
+/// edge reads from its environment (`var` gives a setting by name, `None` when unset):
+/// `SOPSIM_MODELS`, else [`default_dir`] from `here` and `CARGO_HOME` (or `HOME`'s
+/// `.cargo`); `SOPSIM_PYTHON`, else `python3`. The library reads no variable itself.
+pub fn place(var: &dyn Fn(&str) -> Option<String>, here: &Path) -> (PathBuf, Pip) {
+    let dir = match var("SOPSIM_MODELS") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let cargo_home = var("CARGO_HOME")
+                .map(PathBuf::from)
+                .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+            default_dir(here, cargo_home.as_deref())
+        }
+    };
+    let mut pip = Pip::default();
+    if let Some(python) = var("SOPSIM_PYTHON") {
+        pip.python = python.into();
+    }
+    (dir, pip)
+}
+
 /// The model folder a program uses unless told otherwise: the `models/` of the sopsim
 /// checkout `from` (the working folder) lies in, when it is a developer's clone rather
 /// than sources cargo keeps under `cargo_home`; else the user's cache folder.

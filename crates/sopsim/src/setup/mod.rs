@@ -321,6 +321,17 @@ pub fn set_compute(threads: Option<usize>, kernels: Option<&str>) {
     let _ = (threads, kernels);
 }
 
+/// [`set_compute`] from the settings an edge reads from its environment (`var` gives a
+/// setting by name): `SOPSIM_THREADS` (threads; default one per core) and
+/// `SOPSIM_KERNELS` (`scalar`, `avx2`, `avx-vnni`, `avx512`, `amx`: lower kernels than
+/// the CPU's best, for comparisons; the results are the same).
+pub fn set_compute_from(var: &dyn Fn(&str) -> Option<String>) {
+    let threads = var("SOPSIM_THREADS")
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| *n > 0);
+    set_compute(threads, var("SOPSIM_KERNELS").as_deref());
+}
+
 /// The model settings of a run, layered the one way `run` and `bench` both use: the
 /// options over the scenario files. A model the options name is the server's model
 /// for the whole run (only agent, role and state `llm.model` are more specific), so

@@ -228,8 +228,9 @@ impl PrefixTree {
                 .filter(|(_, n)| n.children.is_empty())
                 .min_by_key(|(i, n)| (n.used, *i))
                 .map(|(i, _)| i);
-            let Some(leaf) = leaf else { return };
-            let node = self.nodes[leaf].take().expect("a live node");
+            let Some((leaf, node)) = leaf.and_then(|i| Some((i, self.nodes[i].take()?))) else {
+                return;
+            };
             self.free.push(leaf);
             self.bytes -= node.blocks.as_ref().map_or(0, KvBlocks::bytes);
             self.node_mut(node.parent).children.retain(|c| *c != leaf);
