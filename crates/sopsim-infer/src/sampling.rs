@@ -89,26 +89,7 @@ impl Sampler {
             cand.truncate(keep);
         }
         cand.sort_unstable_by(by_logit);
-        let max = f64::from(cand[0].0);
-        let mut probs: Vec<f64> = cand
-            .iter()
-            .map(|(l, _)| ((f64::from(*l) - max) / t).exp())
-            .collect();
-        let total: f64 = probs.iter().sum();
-        probs.iter_mut().for_each(|p| *p /= total);
-        if let Some(top_p) = self.top_p {
-            let mut cum = 0.0;
-            let cut = probs
-                .iter()
-                .position(|p| {
-                    cum += p;
-                    cum >= f64::from(top_p)
-                })
-                .map_or(probs.len(), |i| i + 1);
-            probs.truncate(cut);
-            let total: f64 = probs.iter().sum();
-            probs.iter_mut().for_each(|p| *p /= total);
-        }
+        let probs = probabilities(&cand, t, self.top_p);
         cand[draw(&probs, &mut self.rng)].1
     }
 }
@@ -162,26 +143,7 @@ impl Sampler {
         if let Some(k) = self.top_k {
             cand.truncate(k.max(1));
         }
-        let max = f64::from(cand[0].0);
-        let mut probs: Vec<f64> = cand
-            .iter()
-            .map(|(l, _)| ((f64::from(*l) - max) / t).exp())
-            .collect();
-        let total: f64 = probs.iter().sum();
-        probs.iter_mut().for_each(|p| *p /= total);
-        if let Some(top_p) = self.top_p {
-            let mut cum = 0.0;
-            let cut = probs
-                .iter()
-                .position(|p| {
-                    cum += p;
-                    cum >= f64::from(top_p)
-                })
-                .map_or(probs.len(), |i| i + 1);
-            probs.truncate(cut);
-            let total: f64 = probs.iter().sum();
-            probs.iter_mut().for_each(|p| *p /= total);
-        }
+        let probs = probabilities(&cand, t, self.top_p);
         let mut weighted: Vec<(u32, f64)> = cand.iter().map(|(_, t)| *t).zip(probs).collect();
         weighted.sort_unstable_by_key(|(t, _)| *t);
         Dist::Weighted(weighted)
@@ -269,6 +231,33 @@ pub fn draw(probs: &[f64], rng: &mut ChaCha8Rng) -> usize {
         }
     }
     probs.len().saturating_sub(1)
+}
+
+/// The probabilities of candidates sorted best first, at temperature `t`, cut to the
+/// fewest whose sum reaches `top_p` and summing to 1: what `sample` draws from and
+/// `distribution` reports.
+fn probabilities(cand: &[(f32, u32)], t: f64, top_p: Option<f32>) -> Vec<f64> {
+    let max = f64::from(cand[0].0);
+    let mut probs: Vec<f64> = cand
+        .iter()
+        .map(|(l, _)| ((f64::from(*l) - max) / t).exp())
+        .collect();
+    let total: f64 = probs.iter().sum();
+    probs.iter_mut().for_each(|p| *p /= total);
+    if let Some(top_p) = top_p {
+        let mut cum = 0.0;
+        let cut = probs
+            .iter()
+            .position(|p| {
+                cum += p;
+                cum >= f64::from(top_p)
+            })
+            .map_or(probs.len(), |i| i + 1);
+        probs.truncate(cut);
+        let total: f64 = probs.iter().sum();
+        probs.iter_mut().for_each(|p| *p /= total);
+    }
+    probs
 }
 
 #[cfg(test)]

@@ -312,6 +312,7 @@ pub fn build(
         }
         let mut names: Vec<String> = crate::scenario::GENERIC_FIGURES
             .iter()
+            .chain(crate::scenario::QUALITY_FIGURES)
             .map(|s| s.to_string())
             .collect();
         if let Some(rules) = sc.rules {

@@ -110,7 +110,11 @@ impl OutcomeRules {
             rules.report = known;
         } else {
             for (i, f) in outcomes.report.iter().enumerate() {
-                if !known.contains(f) && !GENERIC_FIGURES.contains(&f.as_str()) && !broken(f) {
+                if !known.contains(f)
+                    && !GENERIC_FIGURES.contains(&f.as_str())
+                    && !QUALITY_FIGURES.contains(&f.as_str())
+                    && !broken(f)
+                {
                     problems.push((
                         path.key("report").index(i),
                         format!("unknown figure {f:?} (known: {})", known.join(", ")),

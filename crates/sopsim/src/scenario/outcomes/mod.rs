@@ -180,7 +180,8 @@ pub struct CompiledScore {
     pub pattern: Regex,
 }
 
-/// The figures `sopsim bench` reports for every scenario, outcomes or not.
+/// The figures `sopsim bench` reports for every scenario, outcomes or not, followed by
+/// [`QUALITY_FIGURES`].
 pub const GENERIC_FIGURES: &[&str] = &[
     "turns",
     "reached_end",
@@ -195,18 +196,6 @@ pub const GENERIC_FIGURES: &[&str] = &[
     "prompt_tokens_per_turn",
     "controller_failures",
     "judge_failures",
-    "quality.copy",
-    "quality.label",
-    "quality.narration",
-    "quality.echo",
-    "quality.empty",
-    "quality.cut",
-    "quality.stage",
-    "quality.impersonation",
-    "quality.foreign",
-    "quality.paraphrase",
-    "quality.off_stake",
-    "quality.distinct_2",
 ];
 
 /// Whether a figure is a rate, share, probability or index within [0, 1] (its interval
