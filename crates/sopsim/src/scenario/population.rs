@@ -319,17 +319,29 @@ pub fn footprint(
         style_bytes += match key.as_str() {
             "name" => name_bytes,
             "i" => number_bytes,
-            k => *longest.get(k).ok_or_else(|| {
-                let known: Vec<&str> = longest.keys().copied().collect();
-                error(
-                    "style",
-                    format!(
-                        "unknown placeholder {{{k}}} (its fields: name, i{}{})",
-                        if known.is_empty() { "" } else { ", " },
-                        known.join(", ")
-                    ),
-                )
-            })?,
+            k => {
+                // Every member must have the field, not just some: a drawn field
+                // covers all of them, a row field only the rows that carry it.
+                if !spec.draw.contains_key(k) {
+                    if let Some(i) = rows.iter().position(|row| !row.contains_key(k)) {
+                        return Err(error(
+                            format!("personas[{i}]"),
+                            format!("has no {k}, which the style uses as {{{k}}}"),
+                        ));
+                    }
+                }
+                *longest.get(k).ok_or_else(|| {
+                    let known: Vec<&str> = longest.keys().copied().collect();
+                    error(
+                        "style",
+                        format!(
+                            "unknown placeholder {{{k}}} (its fields: name, i{}{})",
+                            if known.is_empty() { "" } else { ", " },
+                            known.join(", ")
+                        ),
+                    )
+                })?
+            }
         };
     }
     if style_bytes > MAX_STYLE_BYTES {
@@ -527,6 +539,21 @@ mod tests {
         assert_eq!(with("style", "{mood}".into()).field, "style");
         let e = with("draw", serde_json::json!({"age": {"uniform": [5, 1]}}));
         assert_eq!(e.field, "draw.age");
+    }
+
+    #[test]
+    fn a_row_without_a_field_the_style_uses_is_refused_before_any_member_is_made() {
+        let p = spec(serde_json::json!({
+            "name": "P{i}", "count": 3, "roles": {"s": "R"}, "style": "I work as a {job}.",
+            "personas": [{"job": "baker"}, {"job": "nurse"}, {"hobby": "chess"}]
+        }));
+        let rows = match &p.personas {
+            Some(PersonaSource::Rows(r)) => r.clone(),
+            _ => unreachable!(),
+        };
+        let e = footprint(&p, &rows).unwrap_err();
+        assert_eq!(e.field, "personas[2]");
+        assert!(e.message.contains("job"), "{}", e.message);
     }
 
     #[test]
