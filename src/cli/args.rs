@@ -331,7 +331,9 @@ pub struct ModelArgs {
     #[arg(long, value_name = "PATH.gguf|NAME")]
     pub model: Option<PathBuf>,
     /// --llm openai: the server, with or without /v1 (default: an aiwaves config's
-    /// API_BASE, else OpenAI's).
+    /// API_BASE, else OpenAI's). Several servers of one model, separated by commas,
+    /// share the calls: each goes to the one with the fewest in flight, and a server
+    /// that keeps failing is left out with a warning.
     #[arg(
         long,
         value_name = "URL",

@@ -274,3 +274,69 @@ fn a_population_too_large_for_memory_is_refused_before_it_starts() {
     );
     assert!(!dir.path().join("bench/runs").exists(), "nothing started");
 }
+
+#[test]
+fn replicas_share_a_round_and_a_server_that_dies_is_left_out_with_a_warning() {
+    use crate::common::server::Server;
+    let dir = tempfile::tempdir().unwrap();
+    let path = game(
+        dir.path(),
+        json!({"name": "P{i}", "count": 90, "roles": {"play": "Player"}}),
+    );
+    let run = |urls: &str, folder: &str| {
+        let out = sopsim()
+            .args([
+                "run",
+                &path,
+                "--llm",
+                "openai",
+                "--model",
+                "m",
+                "--max-attempts",
+                "2",
+            ])
+            .args(["--base-url", urls, "--concurrency", "4", "--quiet", "--out"])
+            .arg(dir.path().join(folder))
+            .env_remove("OPENAI_BASE_URL")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stderr}");
+        let summary: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(folder).join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        summary["warnings"].to_string()
+    };
+    let servers: Vec<Server> = (0..3).map(|_| Server::start(Vec::new())).collect();
+    let urls: Vec<&str> = servers.iter().map(|s| s.base.as_str()).collect();
+    // Each member's turn, and whatever else the run asks (the minutes), counted by server.
+    let turns = |s: &Server| {
+        let said = |b: &Value| b.to_string().contains("You are P");
+        s.requests().iter().filter(|(_, b)| said(b)).count()
+    };
+    let warnings = run(&urls.join(","), "three");
+    let calls: Vec<usize> = servers.iter().map(|s| s.requests().len()).collect();
+    assert_eq!(servers.iter().map(turns).sum::<usize>(), 90);
+    assert!(
+        calls.iter().all(|&n| (20..=40).contains(&n)),
+        "about a third each: {calls:?}"
+    );
+    assert!(!warnings.contains("left out"), "{warnings}");
+
+    // A server that has stopped listening refuses every connection.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let warnings = run(&format!("{},{dead},{}", urls[0], urls[1]), "two");
+    assert_eq!(
+        turns(&servers[0]) + turns(&servers[1]),
+        2 * 90 - turns(&servers[2])
+    );
+    assert!(warnings.contains("left out"), "{warnings}");
+    assert!(
+        warnings.contains(&dead.replace("http://", "")),
+        "{warnings}"
+    );
+}

@@ -268,6 +268,12 @@ pub async fn run(
     let mut finish = done_rx
         .await
         .map_err(|_| SimError::Internal("the director stopped without finishing"))?;
+    // What the backend found during the run (a server left out) is told with the rest.
+    for note in services.llm.notes() {
+        if !finish.warnings.contains(&note) {
+            finish.warnings.push(note);
+        }
+    }
     let snapshot = env.send(Snapshot).await?;
     let error = finish.error.take();
     let summary = summarise(

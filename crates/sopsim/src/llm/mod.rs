@@ -93,8 +93,8 @@ pub trait LlmBackend: Send + Sync {
     /// A short description for summaries and logs (never contains secrets).
     fn describe(&self) -> String;
 
-    /// What setting the backend up found worth telling the user (reported as
-    /// warnings when a run starts).
+    /// What the backend found worth telling the user: at set-up (reported as warnings
+    /// when a run starts) and since (with the run's summary).
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }

@@ -86,43 +86,71 @@ pub fn local_llm(opts: &ModelOptions) -> Result<Llm, SetupError> {
     }
 }
 
-/// The OpenAI-compatible backend for the options. When no model is named (the
-/// options, the scenario's top-level `llm.model`), the server is asked which one it
-/// serves.
+/// The OpenAI-compatible backend for the options: one server, or several replicas of
+/// one model when the base URL lists them separated by commas; and its token counter,
+/// which counts for the models `named` too. When no model is named (the options, the
+/// scenario's top-level `llm.model`), the first server is asked which one it serves.
 #[cfg(feature = "openai")]
-pub fn openai_backend(
+fn openai_backend(
     opts: &ModelOptions,
     scenario_model: Option<&str>,
-) -> Result<crate::llm::openai::OpenAiBackend, SetupError> {
-    use crate::llm::openai::{OpenAiBackend, OpenAiOptions, RetryPolicy};
+    named: &[&str],
+) -> Result<(Arc<dyn LlmBackend>, Arc<dyn crate::tokens::TokenCounter>), SetupError> {
+    use crate::llm::openai::{OpenAiBackend, OpenAiOptions, Replicas, RetryPolicy};
     let defaults = OpenAiOptions::default();
-    let o = OpenAiOptions {
-        base_url: opts.base_url.clone().unwrap_or(defaults.base_url),
-        api_key: opts.api_key.clone(),
-        model: opts.model.as_ref().map(|m| m.display().to_string()),
-        read_timeout: opts.timeout,
-        concurrency: opts.concurrency,
-        retry: RetryPolicy {
-            attempts: opts.max_attempts,
-            ..defaults.retry
-        },
-        ..defaults
+    let urls: Vec<String> = match &opts.base_url {
+        Some(list) => list
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(String::from)
+            .collect(),
+        None => vec![defaults.base_url.clone()],
     };
-    let unnamed = o.model.is_none() && scenario_model.is_none();
     let server = |source| SetupError::Server {
         setting: Setting::BaseUrl,
         source,
     };
-    let mut backend = OpenAiBackend::new(o).map_err(server)?;
-    if unnamed {
-        backend
-            .discover_model()
-            .map_err(|source| SetupError::Server {
-                setting: Setting::Model,
-                source,
-            })?;
+    if urls.is_empty() {
+        return Err(server(crate::llm::LlmError::config(
+            "openai",
+            "the base URL is empty",
+        )));
     }
-    Ok(backend)
+    let mut model = opts.model.as_ref().map(|m| m.display().to_string());
+    let mut backends = Vec::with_capacity(urls.len());
+    for url in urls {
+        let o = OpenAiOptions {
+            base_url: url,
+            api_key: opts.api_key.clone(),
+            model: model.clone(),
+            read_timeout: opts.timeout,
+            concurrency: opts.concurrency,
+            retry: RetryPolicy {
+                attempts: opts.max_attempts,
+                ..defaults.retry
+            },
+            ..defaults.clone()
+        };
+        let mut backend = OpenAiBackend::new(o).map_err(server)?;
+        // Replicas serve one model: the first server names it for all.
+        if model.is_none() && scenario_model.is_none() {
+            backend
+                .discover_model()
+                .map_err(|source| SetupError::Server {
+                    setting: Setting::Model,
+                    source,
+                })?;
+            model = backend.served_model().map(String::from);
+        }
+        backends.push(backend);
+    }
+    let counter = backends[0].counter(named);
+    let backend: Arc<dyn LlmBackend> = match backends.len() {
+        1 => Arc::new(backends.remove(0)),
+        _ => Arc::new(Replicas::new(backends)),
+    };
+    Ok((backend, counter))
 }
 
 /// The embedder the options name, fetching the default model on first use.
@@ -133,10 +161,12 @@ pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, SetupError> {
         EmbedderChoice::OpenAi => {
             use crate::embed::OpenAiEmbedder;
             use crate::llm::openai::{OpenAiOptions, RetryPolicy};
+            // Of replicas of a chat model, the first server embeds.
             let base = opts
                 .base_url
-                .clone()
-                .unwrap_or(OpenAiOptions::default().base_url);
+                .as_deref()
+                .and_then(|list| list.split(',').map(str::trim).find(|u| !u.is_empty()))
+                .map_or(OpenAiOptions::default().base_url, String::from);
             let model = opts
                 .embedder_model
                 .as_ref()
@@ -224,14 +254,12 @@ pub(super) fn shared_llm(
         (None, LlmChoice::Local) => local_llm(opts)?,
         #[cfg(feature = "openai")]
         (None, LlmChoice::OpenAi) => {
-            let backend = openai_backend(opts, scenario.llm.model.as_deref())?;
             let named: Vec<&str> = also
                 .iter()
                 .chain([&scenario])
                 .flat_map(|s| s.models_named())
                 .collect();
-            let counter = backend.counter(&named);
-            (Arc::new(backend), counter)
+            openai_backend(opts, scenario.llm.model.as_deref(), &named)?
         }
         #[cfg(not(feature = "openai"))]
         (None, LlmChoice::OpenAi) => {

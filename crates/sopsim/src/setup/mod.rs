@@ -21,7 +21,6 @@ mod memory;
 #[cfg(feature = "local")]
 pub use backends::local_backend;
 #[cfg(feature = "openai")]
-pub use backends::openai_backend;
 use backends::{embed_service, llm, prices, shared_llm};
 pub use backends::{embedder, local_llm, Llm, DEFAULT_CHAT_MODEL};
 use memory::check_members_fit;
@@ -56,7 +55,8 @@ pub struct ModelOptions {
     /// A GGUF file or a known model's name for the local backend; the model's name for
     /// a server.
     pub model: Option<PathBuf>,
-    /// The server (default: an aiwaves config's `API_BASE`, else OpenAI's).
+    /// The server (default: an aiwaves config's `API_BASE`, else OpenAI's), or several
+    /// servers of one model separated by commas, which share the calls.
     pub base_url: Option<String>,
     /// The server's API key, sent only in the `Authorization` header.
     pub api_key: Option<ApiKey>,

@@ -20,6 +20,7 @@
 //! - `stream.rs`: reading a streamed reply;
 //! - `choice.rs`: closed choices, asked as structured output and read with their
 //!   probabilities;
+//! - `replicas.rs`: several servers of one model as one backend ([`Replicas`]);
 //! - `redact.rs`: URLs and servers' messages without credentials or keys;
 //! - `retry.rs`: backoff and `Retry-After`; `sse.rs`: server-sent events;
 //!   `sampling.rs`: sampling settings under the servers' names; `tools.rs`: native
@@ -29,6 +30,7 @@ mod choice;
 mod config;
 mod discover;
 mod redact;
+mod replicas;
 mod reply;
 mod request;
 mod retry;
@@ -46,6 +48,7 @@ use tokio::sync::Semaphore;
 
 pub use config::{normalize_base, without_credentials, OpenAiOptions};
 pub(crate) use redact::server_message;
+pub use replicas::Replicas;
 pub use retry::{
     parse_retry_after, retryable_status, with_retries, AttemptError, Cause, GaveUp, RetryPolicy,
 };
@@ -147,6 +150,12 @@ impl OpenAiBackend {
     fn endpoint(&self) -> &str {
         &self.endpoint
     }
+
+    /// The model asked for when a request names none (found by discovery, when no
+    /// model was named).
+    pub fn served_model(&self) -> Option<&str> {
+        self.options.model.as_deref()
+    }
 }
 
 impl LlmBackend for OpenAiBackend {
@@ -172,67 +181,105 @@ impl LlmBackend for OpenAiBackend {
         stream: Option<TokenSink>,
     ) -> BoxFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
-            let _permit =
-                self.permits.acquire().await.map_err(|e| {
-                    LlmError::caused_by("openai", "waiting for a connection slot", e)
-                })?;
-            let policy = self.options.retry;
-            // Asked again each attempt: a server that refused structured output on
-            // the last one is asked in plain text from then on.
-            let asking = || {
-                if request.options.is_some() && self.asks_structured() {
-                    Asking::Structured
-                } else {
-                    Asking::Text
-                }
-            };
-            let last_was_bad_answer = AtomicBool::new(false);
-            let result = with_retries(
-                &policy,
-                "model call",
-                |_| {
-                    let last = &last_was_bad_answer;
-                    let stream = stream.as_ref();
-                    let request = &request;
-                    let asking = asking();
-                    async move {
-                        let r = self.attempt(request, stream, asking).await;
-                        last.store(matches!(r, Err(AttemptError::Again(_))), Ordering::Relaxed);
-                        r
-                    }
-                },
-                tokio::time::sleep,
-            )
-            .await;
-            let mut c = match result {
-                Ok(mut c) => {
-                    c.settings_unsent = self.extras_unsent(&request);
-                    c
-                }
-                // A server whose structured answers keep failing is asked in plain
-                // text, and its answer read as one of the options.
-                Err(GaveUp::Exhausted { .. }) if last_was_bad_answer.load(Ordering::Relaxed) => {
-                    self.structured_unusable.store(true, Ordering::Relaxed);
-                    self.attempt(&request, None, Asking::Text)
-                        .await
-                        .map_err(|e| {
-                            let cause = e.into_cause();
-                            LlmError::caused_by("openai", cause.to_string(), cause)
-                        })?
-                }
-                Err(e) => return Err(LlmError::caused_by("openai", e.to_string(), e)),
-            };
-            // Told apart from a refusal: the run's warning says which it was.
-            if let Some(chosen) = &mut c.chosen {
-                if chosen.method == ChoiceMethod::Text
-                    && !self.structured_refused.load(Ordering::Relaxed)
-                    && self.structured_unusable.load(Ordering::Relaxed)
-                {
-                    chosen.method = ChoiceMethod::TextAfterUnusable;
-                }
-            }
-            Ok(c)
+            self.call(&request, stream)
+                .await
+                .map_err(CallFailed::into_error)
         })
+    }
+}
+
+/// Why a call failed: the server kept failing through every attempt (it may be
+/// down), or the request itself was refused.
+#[derive(Debug)]
+pub(crate) enum CallFailed {
+    ServerGaveUp(LlmError),
+    Refused(LlmError),
+}
+
+impl CallFailed {
+    pub(crate) fn into_error(self) -> LlmError {
+        match self {
+            CallFailed::ServerGaveUp(e) | CallFailed::Refused(e) => e,
+        }
+    }
+}
+
+impl OpenAiBackend {
+    /// One model call with its retries.
+    pub(crate) async fn call(
+        &self,
+        request: &LlmRequest,
+        stream: Option<TokenSink>,
+    ) -> Result<Completion, CallFailed> {
+        let _permit = self.permits.acquire().await.map_err(|e| {
+            CallFailed::Refused(LlmError::caused_by(
+                "openai",
+                "waiting for a connection slot",
+                e,
+            ))
+        })?;
+        let policy = self.options.retry;
+        // Asked again each attempt: a server that refused structured output on
+        // the last one is asked in plain text from then on.
+        let asking = || {
+            if request.options.is_some() && self.asks_structured() {
+                Asking::Structured
+            } else {
+                Asking::Text
+            }
+        };
+        let last_was_bad_answer = AtomicBool::new(false);
+        let result = with_retries(
+            &policy,
+            "model call",
+            |_| {
+                let last = &last_was_bad_answer;
+                let stream = stream.as_ref();
+                let asking = asking();
+                async move {
+                    let r = self.attempt(request, stream, asking).await;
+                    last.store(matches!(r, Err(AttemptError::Again(_))), Ordering::Relaxed);
+                    r
+                }
+            },
+            tokio::time::sleep,
+        )
+        .await;
+        let mut c = match result {
+            Ok(mut c) => {
+                c.settings_unsent = self.extras_unsent(request);
+                c
+            }
+            // A server whose structured answers keep failing is asked in plain
+            // text, and its answer read as one of the options.
+            Err(GaveUp::Exhausted { .. }) if last_was_bad_answer.load(Ordering::Relaxed) => {
+                self.structured_unusable.store(true, Ordering::Relaxed);
+                self.attempt(request, None, Asking::Text)
+                    .await
+                    .map_err(|e| {
+                        let cause = e.into_cause();
+                        CallFailed::Refused(LlmError::caused_by("openai", cause.to_string(), cause))
+                    })?
+            }
+            Err(e) => {
+                let exhausted = matches!(e, GaveUp::Exhausted { .. });
+                let error = LlmError::caused_by("openai", e.to_string(), e);
+                return Err(match exhausted {
+                    true => CallFailed::ServerGaveUp(error),
+                    false => CallFailed::Refused(error),
+                });
+            }
+        };
+        // Told apart from a refusal: the run's warning says which it was.
+        if let Some(chosen) = &mut c.chosen {
+            if chosen.method == ChoiceMethod::Text
+                && !self.structured_refused.load(Ordering::Relaxed)
+                && self.structured_unusable.load(Ordering::Relaxed)
+            {
+                chosen.method = ChoiceMethod::TextAfterUnusable;
+            }
+        }
+        Ok(c)
     }
 }
 
