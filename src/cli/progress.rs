@@ -107,3 +107,45 @@ impl BenchObserver for BenchProgress {
         self.bar.inc(1);
     }
 }
+
+/// A bar of a long simultaneous round's turns on stderr (a population's round can take
+/// minutes, and its messages are shown only once all are in).
+#[derive(Default)]
+pub struct RoundBar {
+    bar: Mutex<Option<ProgressBar>>,
+}
+
+impl RoundBar {
+    /// Rounds of fewer turns than this pass too quickly to need a bar.
+    const FROM_TURNS: u64 = 1000;
+}
+
+impl sopsim::events::EventSink for RoundBar {
+    fn wants_tokens(&self) -> bool {
+        false
+    }
+
+    fn emit(&self, event: &sopsim::events::SimEvent) {
+        let sopsim::events::SimEvent::RoundProgress { done, of } = *event else {
+            return;
+        };
+        if of < Self::FROM_TURNS {
+            return;
+        }
+        let mut bar = self.bar.lock().unwrap_or_else(|p| p.into_inner());
+        let b = bar.get_or_insert_with(|| {
+            let b = ProgressBar::with_draw_target(Some(of), ProgressDrawTarget::stderr());
+            if let Ok(style) =
+                ProgressStyle::with_template("{bar:30} {pos}/{len} turns of the round · ETA {eta}")
+            {
+                b.set_style(style.progress_chars("=> "));
+            }
+            b
+        });
+        b.set_position(done);
+        if done >= of {
+            b.finish_and_clear();
+            *bar = None;
+        }
+    }
+}

@@ -54,6 +54,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         } else {
             terminal
         }));
+        sinks.push(Arc::new(super::progress::RoundBar::default()));
     }
     // Read only once a person's turn comes (the scenario may mark agents human).
     let mut human_input: Arc<dyn HumanInput> = Arc::new(StdinInput::new());

@@ -279,7 +279,7 @@ impl EventSink for TerminalSink {
                     printable(&roles.join(", "))
                 )
             }
-            SimEvent::RoundEnded { .. } => Ok(()),
+            SimEvent::RoundEnded { .. } | SimEvent::RoundProgress { .. } => Ok(()),
             SimEvent::Warning { text } => {
                 self.clear(&mut st, &mut out);
                 let w = if self.color {

@@ -55,6 +55,13 @@ pub enum SimEvent {
         round: u32,
         roles: Vec<String>,
     },
+    /// How many of a simultaneous round's turns are in (`done` of `of`), told about a
+    /// hundred times a round, for a progress bar; the turns' messages come with
+    /// [`SimEvent::RoundEnded`].
+    RoundProgress {
+        done: u64,
+        of: u64,
+    },
     Warning {
         text: String,
     },
@@ -357,6 +364,7 @@ pub fn to_return_in(
         | SimEvent::Token { .. }
         | SimEvent::Redrawn { .. }
         | SimEvent::Resumed { .. }
+        | SimEvent::RoundProgress { .. }
         | SimEvent::Progress(_) => None,
     }
 }

@@ -16,6 +16,11 @@ use crate::events::SimEvent;
 use crate::memory::Message;
 use crate::run_state::{Begun, EndReason};
 
+/// The most turns of a round in flight at once: enough to keep a server's every slot
+/// and a local model's batch full, while a turn's state (about 12 KiB) is held for
+/// only this many of a population's members, not all of them.
+const ROUND_IN_FLIGHT: usize = 4096;
+
 impl Director {
     /// Appends finished turns to the transcript and the events, in order.
     pub(super) fn commit(
@@ -112,33 +117,41 @@ impl Handler<Play> for Director {
             });
         }
         tracing::debug!(turn = first, %state, roles = ?msg.roles, turns = n, opening = msg.opening.is_some(), "take turns");
-        let turns: Vec<_> = seats
+        // Each turn's message is made when it is sent, so a population's round holds
+        // only the turns in flight.
+        let (turn_state, opening, live) = (state.clone(), msg.opening.clone(), !msg.simultaneous);
+        let turns = seats
             .into_iter()
             .enumerate()
-            .map(|(i, (role, _, agent))| {
-                let turn = TakeTurn {
-                    state: state.clone(),
+            .map(move |(i, (role, _, agent))| {
+                agent.send(TakeTurn {
+                    state: turn_state.clone(),
                     visit,
                     role,
                     turn: first + i as u64,
-                    opening: msg.opening.clone(),
-                    live: !msg.simultaneous,
-                };
-                (agent, turn)
-            })
-            .collect();
+                    opening: opening.clone(),
+                    live,
+                })
+            });
         let env = self.cast.env.clone();
+        let sinks = self.cast.sinks.clone();
         async move {
+            use futures::StreamExt;
             env.send(BeginRound { agents: names }).await?;
-            // Every turn is in flight at once (asked in the order of the roles); each
-            // observes the memory as it stood when the round began, since nothing of
-            // the round is committed until all are in.
-            let turns = turns.into_iter().map(|(agent, turn)| agent.send(turn));
+            // The turns are asked in the order of the roles, up to ROUND_IN_FLIGHT at
+            // once; each observes the memory as it stood when the round began, since
+            // nothing of the round is committed until all are in.
+            let mut in_flight = futures::stream::iter(turns).buffered(ROUND_IN_FLIGHT);
             let mut drafted = Vec::with_capacity(n as usize);
-            for done in futures::future::join_all(turns).await {
+            let told_every = (n / 100).max(1);
+            while let Some(done) = in_flight.next().await {
                 match done?? {
                     TurnDone::Drafted(d) => drafted.push(d),
                     TurnDone::InputClosed => return Ok(None),
+                }
+                let done = drafted.len() as u64;
+                if n > 1 && (done % told_every == 0 || done == n) {
+                    sinks.emit(SimEvent::RoundProgress { done, of: n });
                 }
             }
             Ok::<_, SimError>(Some(env.send(Commit(drafted)).await??))
