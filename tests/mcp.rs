@@ -165,7 +165,7 @@ fn lists_and_calls_tools() {
         "{got:?}"
     );
     assert_eq!(
-        outcome.environment["environment"]["add"]["mcp"][0]["objects"][0]["text"],
+        outcome.environment.store["add"]["mcp"][0]["objects"][0]["text"],
         "5"
     );
     println!("ok: lists and calls tools");

@@ -510,7 +510,7 @@ fn tools_of_a_round_are_invisible_to_its_other_turns_and_land_in_the_order_of_ro
 
     // Committed in the order of roles: Ada's result is the first entry, Bo's the
     // second, and every line and event names Bo's object by its id in the store.
-    let stored = &ada_last.environment["environment"]["calculator"];
+    let stored = &ada_last.environment.store["calculator"];
     let (key, entries) = stored.as_object().unwrap().iter().next().unwrap();
     let entries = entries.as_array().unwrap();
     assert_eq!(entries.len(), 2);

@@ -271,7 +271,7 @@ fn unknown_tools_get_two_more_tries_then_the_agent_replies() {
 fn shop_assistant_golden_with_ref_ids_in_the_store() {
     let (outcome, _) = run_recorded(&example("shop_assistant"), None, 0, &[]);
     assert_golden("shop_assistant.jsonl", &jsonl(&outcome));
-    let store = &outcome.environment["environment"];
+    let store = &outcome.environment.store;
     assert_eq!(
         store["catalogue"]["products"][0]["objects"][0]["_REF_ID"],
         "catalogue_products_0_0"
@@ -403,7 +403,7 @@ fn http_reaches_allowed_loopback_urls_only_and_replays_from_the_recording() {
         "refused calls open no connection"
     );
     assert_eq!(
-        recorded.environment["environment"]["weather"]["http"][0]["objects"][0]["forecast"],
+        recorded.environment.store["weather"]["http"][0]["objects"][0]["forecast"],
         "rain"
     );
     let replayed = run(scenario, Arc::new(Replayer::new(dir.path()).unwrap()));
@@ -460,11 +460,10 @@ fn run_if_tools_run_before_the_decision_and_unavailable_ones_say_why() {
             r#"calls lookup with {"query":"My eye hurts after surgery."}"#
         ]
     );
-    let roll = &outcome.environment["environment"]["roll"]["dice"][0]["objects"][0];
+    let roll = &outcome.environment.store["roll"]["dice"][0]["objects"][0];
     let value = roll["total"].as_u64().unwrap();
     assert!((1..=20).contains(&value), "{roll}");
-    let found =
-        &outcome.environment["environment"]["lookup"]["knowledge"][0]["objects"][0]["found"];
+    let found = &outcome.environment.store["lookup"]["knowledge"][0]["objects"][0]["found"];
     assert!(
         !found.as_str().unwrap().is_empty(),
         "the knowledge base answered"
@@ -500,7 +499,7 @@ fn dice_replay_by_seed_and_differ_between_seeds() {
         let s = rules_scenario();
         let services = services_with(Arc::new(ScriptedBackend::new(s.script.clone())));
         let o = run_blocking(Arc::new(s), &services, config).unwrap();
-        o.environment["environment"]["roll"]["dice"][0]["objects"][0]["rolls"].clone()
+        o.environment.store["roll"]["dice"][0]["objects"][0]["rolls"].clone()
     };
     assert_eq!(totals(7), totals(7));
     assert!(

@@ -68,6 +68,14 @@ pub fn whole_lines(bytes: &[u8]) -> &[u8] {
 /// beside it, then renamed into place. Unique names matter because parallel bench jobs
 /// may record the same model call at once; on failure the temporary file is removed.
 pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    replace_file_with(path, |file| file.write_all(bytes))
+}
+
+/// [`replace_file`] with what `write` writes.
+pub fn replace_file_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let folder = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -77,7 +85,7 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .prefix(&format!(".{name}."))
         .suffix(".tmp")
         .tempfile_in(folder)?;
-    tmp.write_all(bytes)?;
+    write(tmp.as_file_mut())?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }

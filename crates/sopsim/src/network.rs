@@ -11,7 +11,7 @@ use rustworkx_core::generators::{barabasi_albert_graph, gnp_random_graph};
 use rustworkx_core::petgraph::graph::UnGraph;
 use rustworkx_core::petgraph::visit::EdgeRef;
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::scenario::{Mode, Neighbourhood, Network, PopulationSpec, Scenario};
 
@@ -71,23 +71,44 @@ pub fn draw_all<'a>(
         .collect()
 }
 
+/// `network.json`: the networks of one run, per population its kind, members in order
+/// and links (pairs of member numbers, each once; `None` for a complete network).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NetworkRecord {
+    pub mode: &'static str,
+    pub seed: u64,
+    pub populations: Vec<PopulationNetwork>,
+}
+
+/// One population's network in [`NetworkRecord`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PopulationNetwork {
+    pub name: String,
+    pub kind: &'static str,
+    pub members: Vec<String>,
+    pub links: Option<Vec<[u32; 2]>>,
+}
+
 /// The networks of a run in `mode` with `seed` (`drawn` from it by [`draw_all`]), as
-/// `network.json` keeps them: per population its kind, members in order and links
-/// (pairs of member numbers, each once; `null` for a complete network). `None` for a
-/// scenario without populations.
-pub fn document(scenario: &Scenario, mode: Mode, seed: u64, drawn: &[Neighbours]) -> Option<Value> {
+/// `network.json` keeps them. `None` for a scenario without populations.
+pub fn document(
+    scenario: &Scenario,
+    mode: Mode,
+    seed: u64,
+    drawn: &[Neighbours],
+) -> Option<NetworkRecord> {
     if scenario.populations.is_empty() {
         return None;
     }
-    let mut members: Vec<Vec<&str>> = vec![Vec::new(); scenario.populations.len()];
+    let mut members: Vec<Vec<String>> = vec![Vec::new(); scenario.populations.len()];
     for (name, agent) in &scenario.agents {
         if let Some(m) = &agent.member {
             if let Some(i) = scenario.populations.get_index_of(&m.population) {
-                members[i].push(name);
+                members[i].push(name.clone());
             }
         }
     }
-    let populations: Vec<Value> = scenario
+    let populations = scenario
         .populations
         .iter()
         .zip(drawn)
@@ -104,10 +125,19 @@ pub fn document(scenario: &Scenario, mode: Mode, seed: u64, drawn: &[Neighbours]
                     })
                     .collect::<Vec<_>>()
             });
-            json!({"name": key, "kind": p.network.kind(), "members": members, "links": links})
+            PopulationNetwork {
+                name: key.clone(),
+                kind: p.network.kind(),
+                members,
+                links,
+            }
         })
         .collect();
-    Some(json!({ "mode": mode.as_str(), "seed": seed, "populations": populations }))
+    Some(NetworkRecord {
+        mode: mode.as_str(),
+        seed,
+        populations,
+    })
 }
 
 fn edge_list(g: &UnGraph<(), ()>) -> Vec<(u32, u32)> {

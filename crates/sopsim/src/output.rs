@@ -321,15 +321,17 @@ impl RunDir {
     /// returned.
     pub fn write_final(
         &self,
-        environment: &serde_json::Value,
+        environment: &impl serde::Serialize,
         summary: &impl serde::Serialize,
-        network: Option<&serde_json::Value>,
+        network: Option<&crate::network::NetworkRecord>,
     ) -> Result<(), SimError> {
-        let write = |name: &str, value: &serde_json::Value| -> Result<(), SimError> {
-            Ok(self.files.replace_json(name, value)?)
-        };
-        let environment = write("environment.json", environment);
-        let network = network.map_or(Ok(()), |n| write("network.json", n));
+        let environment = self
+            .files
+            .replace_json("environment.json", environment)
+            .map_err(SimError::from);
+        let network = network.map_or(Ok(()), |n| {
+            Ok(self.files.replace_json("network.json", n)?)
+        });
         let summary = self
             .files
             .replace_json("summary.json", summary)

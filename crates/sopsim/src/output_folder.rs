@@ -9,7 +9,7 @@
 //! holds: a JSON error says where, not what it found.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 
 /// Why a file of a folder was not opened or read.
@@ -290,18 +290,21 @@ impl OutputFolder {
             .map_err(|source| FolderFileError::Io { path, source })
     }
 
-    /// Pretty JSON as `name`, whole or not at all.
+    /// Pretty JSON as `name`, whole or not at all, written as it is serialized (a
+    /// population's files run to hundreds of megabytes).
     pub fn replace_json<T: serde::Serialize>(
         &self,
         name: &str,
         value: &T,
     ) -> Result<(), FolderFileError> {
-        let mut text = serde_json::to_vec_pretty(value).map_err(|e| FolderFileError::Io {
-            path: self.path(name),
-            source: e.into(),
-        })?;
-        text.push(b'\n');
-        self.replace(name, &text)
+        let path = self.checked(name)?;
+        crate::files::replace_file_with(&path, |file| {
+            let mut out = std::io::BufWriter::new(file);
+            serde_json::to_writer_pretty(&mut out, value)?;
+            out.write_all(b"\n")?;
+            out.flush()
+        })
+        .map_err(|source| FolderFileError::Io { path, source })
     }
 
     /// What is at `name`: nothing, a regular file of so many bytes, or something else

@@ -376,7 +376,7 @@ mod tests {
             .unwrap();
             env.send(Snapshot).await.unwrap()
         });
-        let entries = &snapshot.json["environment"]["search"]["sources"];
+        let entries = &snapshot.record.store["search"]["sources"];
         assert_eq!(entries[0]["objects"][0]["_REF_ID"], "search_sources_0_0");
         assert_eq!(entries[0]["metadata"]["query"], "car-free city centres");
         assert_eq!(
@@ -387,13 +387,10 @@ mod tests {
             entries[0]["metadata"]["_agent"], "Ada",
             "entries remember who made them"
         );
+        let errors = &snapshot.record.tool_errors;
         assert!(
-            snapshot.json["tool_errors"]["Ada"]["search"][0]
-                .as_str()
-                .unwrap()
-                .starts_with("Avoidable error: rate limited, try later"),
-            "{}",
-            snapshot.json["tool_errors"]
+            errors["Ada"]["search"][0].starts_with("Avoidable error: rate limited, try later"),
+            "{errors:?}"
         );
     }
 }

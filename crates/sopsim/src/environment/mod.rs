@@ -9,15 +9,17 @@
 //! appends the messages to memory. A sequential turn is a round of one.
 
 mod draft;
+mod record;
 mod round;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 pub use draft::{DraftMessage, DraftTurn, HeldEvent};
+pub use record::EnvironmentRecord;
 pub use round::{ToolRecords, ToolReturn, ToolSummary};
 
 use round::{store_result, Round, TurnView};
@@ -70,10 +72,10 @@ pub struct SettledTurn {
 }
 
 /// The Environment's state for `environment.json` and the run's transcript.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct EnvironmentSnapshot {
     pub transcript: Vec<Arc<Message>>,
-    pub json: Value,
+    pub record: EnvironmentRecord,
     /// Replies cut where they went on as another participant.
     pub cut_replies: u64,
     /// Embedding calls the simulation made (one per message recorded with one).
@@ -329,21 +331,19 @@ impl Environment {
 
     /// The Environment for `environment.json`, and the transcript.
     pub fn snapshot(&self) -> EnvironmentSnapshot {
-        let store = self.store.to_json();
-        let json = json!({
-            "environment": store["environment"],
-            "hidden_environment": store["hidden_environment"],
-            "tool_errors": self.records.errors,
-            "extracted": self.shared,
-            "shared_memory": {
-                "long_term_memory": self.memory.log(),
-                "short_term_memory": self.memory.summary(),
-                "summaries": self.memory.summaries(),
-            },
-        });
+        let mut store = self.store.to_json();
+        let record = EnvironmentRecord {
+            store: store["environment"].take(),
+            hidden_store: store["hidden_environment"].take(),
+            tool_errors: self.records.errors.clone(),
+            extracted: self.shared.clone(),
+            log: self.memory.log().to_vec(),
+            summary: self.memory.summary().cloned(),
+            summaries: self.memory.summaries().to_vec(),
+        };
         EnvironmentSnapshot {
             transcript: self.memory.log().to_vec(),
-            json,
+            record,
             cut_replies: self.cut_replies,
             embeddings: self.embedded,
             tools: self.records.summary(),

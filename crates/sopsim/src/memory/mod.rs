@@ -8,4 +8,4 @@ mod shared;
 pub use audience::Audience;
 pub use index::EmbeddingIndex;
 pub use message::{Decision, Message, MessageKind};
-pub use shared::{Observation, SharedMemory, SummaryRequest};
+pub use shared::{Observation, SharedMemory, Summary, SummaryRequest};
