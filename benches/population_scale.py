@@ -5,6 +5,7 @@ member sees its neighbours), and its wall time, peak RSS and peak RSS per agent.
 
 Usage: python3 benches/population_scale.py path/to/sopsim [ROUNDS] [SIZES...]
        (default 10 rounds; sizes 100 1000 2000 5000 10000)
+       A turn is a member's reply and its choice: two model calls.
 
 With `--llm openai --base-url URL --concurrency N` after `--`, the same runs go to a
 server instead (e.g. `benches/anchors/fake_openai.py`): the rest of the arguments after
@@ -77,8 +78,8 @@ def main() -> None:
     rounds = int(args[1]) if len(args) > 1 else 10
     sizes = [int(a) for a in args[2:]] or [100, 1000, 2000, 5000, 10000]
     llm = extra or ["--llm", "scripted"]
-    print("| agents | rounds | turns | wall (s) | peak RSS (MiB) | per agent (KiB) |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| agents | rounds | turns | wall (s) | µs per turn | peak RSS (MiB) | per agent (KiB) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for agents in sizes:
             path = Path(tmp) / f"crowd_{agents}.json"
@@ -96,7 +97,8 @@ def main() -> None:
             rss_kib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", run.stderr).group(1))
             summary = json.loads((out / "summary.json").read_text())
             print(
-                f"| {agents:,} | {rounds} | {summary['turns']:,} | {wall:.2f} | {rss_kib / 1024:.0f} "
+                f"| {agents:,} | {rounds} | {summary['turns']:,} | {wall:.2f} "
+                f"| {wall / summary['turns'] * 1e6:.0f} | {rss_kib / 1024:.0f} "
                 f"| {rss_kib / agents:.1f} |",
                 flush=True,
             )

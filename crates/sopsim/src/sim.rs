@@ -5,7 +5,9 @@
 //! [`Services`] (the model backend and the embedding service) and nothing else.
 
 pub use crate::memory::{Decision, Message, MessageKind};
-pub use crate::network::{document as network_document, draw_all as draw_networks};
+pub use crate::network::{
+    document as network_document, draw_all as draw_networks, NetworkRecord, PopulationNetwork,
+};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -18,7 +20,9 @@ use tokio::sync::oneshot;
 
 use crate::actors::messages::Snapshot;
 pub use crate::actors::EndReason;
-use crate::actors::{AgentActor, Cast, Director, EnvironmentActor, Finish, Limits, ParseFailures};
+use crate::actors::{
+    AgentActor, AgentShared, Cast, Director, EnvironmentActor, Finish, Limits, ParseFailures,
+};
 use crate::control::RunControl;
 use crate::embed::{EmbedService, HashEmbedder};
 use crate::environment::EnvironmentSnapshot;
@@ -211,10 +215,10 @@ pub struct RunOutcome {
     pub summary: RunSummary,
     pub transcript: Vec<Arc<Message>>,
     /// The Environment at the end (`environment.json`).
-    pub environment: serde_json::Value,
+    pub environment: crate::environment::EnvironmentRecord,
     /// The populations' networks drawn for the run (`network.json`); `None` without
     /// populations.
-    pub network: Option<serde_json::Value>,
+    pub network: Option<NetworkRecord>,
     /// The runtime failure, when `summary.ended_by` is `error`.
     pub error: Option<SimError>,
 }
@@ -290,7 +294,7 @@ pub async fn run(
     Ok(RunOutcome {
         summary,
         transcript: snapshot.transcript,
-        environment: snapshot.json,
+        environment: snapshot.record,
         network,
         error,
     })
@@ -366,6 +370,18 @@ async fn cast(
         }
         false => None,
     };
+    let shared = Arc::new(AgentShared {
+        scenario: scenario.clone(),
+        env: env.clone(),
+        llm: llm.clone(),
+        counter: services.counter.clone(),
+        sinks: sinks.clone(),
+        tools,
+        seed: config.seed,
+        instructions: instructions.clone(),
+        paraphrases: paraphrases.then(|| services.embed.clone()),
+        stakes: stakes.clone(),
+    });
     let agents: HashMap<String, _> = scenario
         .agents
         .iter()
@@ -373,17 +389,8 @@ async fn cast(
             let played = spec.human || config.humans.contains(name);
             let actor = AgentActor {
                 name: name.clone(),
-                scenario: scenario.clone(),
-                env: env.clone(),
-                llm: llm.clone(),
-                counter: services.counter.clone(),
-                sinks: sinks.clone(),
                 human: config.human_input.clone().filter(|_| played),
-                tools: tools.clone(),
-                seed: config.seed,
-                instructions: instructions.clone(),
-                paraphrases: paraphrases.then(|| services.embed.clone()),
-                stakes: stakes.clone(),
+                shared: shared.clone(),
             };
             (name.clone(), actor.start())
         })

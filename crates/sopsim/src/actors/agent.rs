@@ -24,16 +24,22 @@ use crate::tokens::TokenCounter;
 
 pub struct AgentActor {
     pub(crate) name: String,
+    /// Set when a person plays this agent.
+    pub(crate) human: Option<Arc<dyn HumanInput>>,
+    /// What every agent of the run shares: one copy for a population's million.
+    pub(crate) shared: Arc<AgentShared>,
+}
+
+/// The run's actors and services every agent uses.
+pub(crate) struct AgentShared {
     pub(crate) scenario: Arc<Scenario>,
     pub(crate) env: Addr<EnvironmentActor>,
     pub(crate) llm: LlmClient,
     pub(crate) counter: Arc<dyn TokenCounter>,
     pub(crate) sinks: Sinks,
-    /// Set when a person plays this agent.
-    pub(crate) human: Option<Arc<dyn HumanInput>>,
     pub(crate) tools: Arc<crate::tools::ToolBox>,
     pub(crate) seed: u64,
-    /// What a reply must not copy or echo (shared by every agent of the run).
+    /// What a reply must not copy or echo.
     pub(crate) instructions: crate::quality::Instructions,
     /// Set when replies are checked for paraphrases: the service that embeds them.
     pub(crate) paraphrases: Option<crate::embed::EmbedService>,
@@ -50,6 +56,7 @@ impl AgentActor {
     /// where a reply would go on as another participant.
     fn settings(&self, state: &str, role: &str, others: &[String]) -> (LlmSettings, Vec<String>) {
         let mut s = self
+            .shared
             .scenario
             .settings_for(state, Some(role), Some(&self.name));
         let speaker_stops = speaker_stops(others);
@@ -60,10 +67,10 @@ impl AgentActor {
     }
 
     fn token_sink(&self) -> Option<TokenSink> {
-        if !self.sinks.wants_tokens() {
+        if !self.shared.sinks.wants_tokens() {
             return None;
         }
-        let sinks = self.sinks.clone();
+        let sinks = self.shared.sinks.clone();
         let name = self.name.clone();
         Some(Arc::new(move |text: &str| {
             sinks.emit(SimEvent::Token {
@@ -139,15 +146,15 @@ impl AgentActor {
             .is_some_and(|c| c.after == ChoiceTiming::Instead);
         let decider = replies.then(|| self.decider(&msg, &settings)).flatten();
         ModelTurn {
-            env: self.env.clone(),
-            scenario: self.scenario.clone(),
-            counter: self.counter.clone(),
-            llm: self.llm.clone(),
+            env: self.shared.env.clone(),
+            scenario: self.shared.scenario.clone(),
+            counter: self.shared.counter.clone(),
+            llm: self.shared.llm.clone(),
             stream: self.token_sink().filter(|_| msg.live),
-            sinks: self.sinks.clone(),
-            instructions: self.instructions.clone(),
-            paraphrases: self.paraphrases.clone(),
-            stakes: self.stakes.clone(),
+            sinks: self.shared.sinks.clone(),
+            instructions: self.shared.instructions.clone(),
+            paraphrases: self.shared.paraphrases.clone(),
+            stakes: self.shared.stakes.clone(),
             msg,
             base,
             settings,
@@ -161,10 +168,10 @@ impl AgentActor {
 
     /// The role's tool steps in this state, if it has tools.
     fn decider(&self, msg: &TakeTurn, settings: &LlmSettings) -> Option<Decider> {
-        let state = &self.scenario.sop.states[&msg.state];
+        let state = &self.shared.scenario.sop.states[&msg.state];
         let tools: Vec<Arc<crate::tools::Tool>> = crate::scenario::tools_of(state, &msg.role)
             .into_iter()
-            .filter_map(|t| self.tools.get(t).cloned())
+            .filter_map(|t| self.shared.tools.get(t).cloned())
             .collect();
         if tools.is_empty() {
             return None;
@@ -175,18 +182,18 @@ impl AgentActor {
         settings.stop = None;
         settings.max_tokens = Some(settings.max_tokens.unwrap_or(0).max(300));
         Some(Decider {
-            env: self.env.clone(),
-            llm: self.llm.clone(),
-            sinks: self.sinks.clone(),
+            env: self.shared.env.clone(),
+            llm: self.shared.llm.clone(),
+            sinks: self.shared.sinks.clone(),
             name: self.name.clone(),
             role: msg.role.clone(),
             state: msg.state.clone(),
             visit: msg.visit,
             turn: msg.turn,
-            run_seed: self.seed,
+            run_seed: self.shared.seed,
             settings,
             max_steps: crate::scenario::max_tool_steps(state, &msg.role),
-            environment_budget: self.scenario.environment.prompt_token_budget / 4,
+            environment_budget: self.shared.scenario.environment.prompt_token_budget / 4,
             tools,
             last_message: None,
             live: msg.live,
@@ -200,13 +207,13 @@ impl Handler<TakeTurn> for AgentActor {
     fn handle(&mut self, msg: TakeTurn, _: &mut Context<Self>) -> Self::Result {
         // A round's turns are shown when the round is committed, not as they happen.
         if msg.live {
-            self.sinks.emit(SimEvent::TurnStarted {
+            self.shared.sinks.emit(SimEvent::TurnStarted {
                 name: self.name.clone(),
                 role: msg.role.clone(),
                 human: self.human.is_some(),
             });
         }
-        let others = other_labels(&self.scenario, &msg.state, &self.name, &msg.role);
+        let others = other_labels(&self.shared.scenario, &msg.state, &self.name, &msg.role);
         // What every message of the turn shares; each path fills in what it said.
         let base = DraftMessage {
             name: self.name.clone(),
@@ -227,7 +234,7 @@ impl Handler<TakeTurn> for AgentActor {
             });
             return Box::pin(fut::ready(Ok(opening)));
         }
-        let choice = self.scenario.sop.states[&msg.state]
+        let choice = self.shared.scenario.sop.states[&msg.state]
             .components
             .get(&msg.role)
             .and_then(|c| c.choice.clone());

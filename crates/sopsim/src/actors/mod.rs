@@ -17,6 +17,7 @@ mod turns;
 
 pub use crate::run_state::{EndReason, ParseFailures};
 pub use agent::AgentActor;
+pub(crate) use agent::AgentShared;
 pub use cast::{Cast, Finish, Limits};
 pub use director::Director;
 pub use environment::EnvironmentActor;

@@ -122,7 +122,7 @@ impl AgentBuilder {
     }
 
     pub fn llm(mut self, settings: LlmSettings) -> Self {
-        self.0.llm = Some(settings);
+        self.0.llm = Some(Box::new(settings));
         self
     }
 }

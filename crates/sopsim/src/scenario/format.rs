@@ -137,8 +137,9 @@ pub struct AgentSpec {
     pub stake: String,
     /// State name → the role this agent plays there. Absent states: the agent is silent.
     pub roles: IndexMap<String, String>,
+    /// Boxed: most agents set none, and a population holds a million of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub llm: Option<LlmSettings>,
+    pub llm: Option<Box<LlmSettings>>,
     /// A person types this agent's turns on standard input.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub human: bool,
@@ -486,7 +487,7 @@ impl Scenario {
         [
             agent
                 .and_then(|a| self.agents.get(a))
-                .and_then(|a| a.llm.as_ref()),
+                .and_then(|a| a.llm.as_deref()),
             role.zip(st)
                 .and_then(|(r, st)| st.components.get(r))
                 .and_then(|c| c.llm.as_ref()),
@@ -503,7 +504,7 @@ impl Scenario {
     pub fn models_named(&self) -> Vec<&str> {
         let states = self.sop.states.values();
         let layers = std::iter::once(Some(&self.llm))
-            .chain(self.agents.values().map(|a| a.llm.as_ref()))
+            .chain(self.agents.values().map(|a| a.llm.as_deref()))
             .chain(states.clone().map(|st| st.llm.as_ref()))
             .chain(
                 states

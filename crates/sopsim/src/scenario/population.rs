@@ -16,7 +16,7 @@ use super::format::{AgentSpec, LlmSettings};
 use crate::template;
 
 /// The most members one population may have.
-pub const MAX_MEMBERS: usize = 100_000;
+pub const MAX_MEMBERS: usize = 100_000_000;
 
 /// A population: `count` agents made from one template.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -25,8 +25,9 @@ pub struct PopulationSpec {
     /// Each member's name: a pattern with `{i}`, the member's number from 1 (`"P{i}"`
     /// names them P1, P2, …).
     pub name: String,
-    /// How many members (at most 100,000).
-    #[schemars(range(min = 1, max = 100_000))]
+    /// How many members (at most 100,000,000; a run is refused when they would not fit
+    /// the machine's free memory).
+    #[schemars(range(min = 1, max = 100_000_000))]
     pub count: usize,
     /// State name → the role every member plays there. A population's role is played by
     /// all of its members, so its states must be simultaneous.
@@ -463,7 +464,7 @@ pub fn expand(
             style,
             stake: String::new(),
             roles: spec.roles.clone(),
-            llm: spec.llm.clone(),
+            llm: spec.llm.clone().map(Box::new),
             human: false,
             member: Some(Member {
                 population: key.to_string(),

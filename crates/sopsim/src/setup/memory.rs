@@ -7,21 +7,37 @@ use std::path::Path;
 use super::SetupError;
 use crate::scenario::Scenario;
 
-/// Peak memory per agent of a population run, measured over ten rounds of a scripted
-/// run of 10,000 agents (`benches/population_scale.py`: 394 MiB).
-pub const BYTES_PER_AGENT: u64 = 40 << 10;
+/// Peak memory per agent of a population run of one round, its files written
+/// (`benches/population_scale.py`, scripted, one round: 5.2 KiB an agent at 1,000,000
+/// agents, 5.5 KiB at 100,000).
+pub const BYTES_PER_AGENT: u64 = 6 << 10;
+/// What each turn after the first round adds: its message, kept in memory, and its
+/// place in the views of those who see it (the same script over three rounds at 100,000
+/// agents: 0.57 KiB a turn).
+const BYTES_PER_TURN: u64 = 640;
+/// Rounds whose turns the estimate counts: a turn limit far above the turns a run will
+/// take (a common way to leave it unbounded) does not make a run look too big.
+const ROUNDS_COUNTED: u64 = 10;
 /// A run's memory apart from its agents.
 const BASE_BYTES: u64 = 64 << 20;
 
 /// About how much memory `runs` runs of `scenario` at once take at their peak: each
-/// agent's share, and its style as many times as its prompts hold it at once.
+/// agent's share, the turns after the first round up to the turn limit (at most
+/// ten rounds' worth), and each style as many times as its prompts hold it at once.
 pub fn memory_estimate(scenario: &Scenario, runs: usize) -> u64 {
+    let agents = scenario.agents.len() as u64;
     let styles: u64 = scenario
         .agents
         .values()
         .map(|a| a.style.len() as u64 * STYLE_COPIES)
         .sum();
-    let per_run = BASE_BYTES + scenario.agents.len() as u64 * BYTES_PER_AGENT + styles;
+    let later_turns = scenario
+        .sop
+        .max_turns
+        .min(agents.saturating_mul(ROUNDS_COUNTED))
+        .saturating_sub(agents);
+    let per_run =
+        BASE_BYTES + agents * BYTES_PER_AGENT + later_turns.saturating_mul(BYTES_PER_TURN) + styles;
     per_run.saturating_mul(runs as u64)
 }
 
