@@ -207,6 +207,61 @@ fn hostile_debate(dir: &Path) -> PathBuf {
     path
 }
 
+/// Pairs of the share chart's labels (ticks, axis title, legend) whose boxes overlap.
+async fn overlapping_chart_labels(client: &Client) -> Value {
+    eval(
+        client,
+        "const boxes = [...document.querySelectorAll('#shares text')].map(t => [t.textContent, t.getBBox()]);
+         const out = [];
+         for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+           const [a, p] = boxes[i], [b, q] = boxes[j];
+           if (p.x < q.x + q.width && q.x < p.x + p.width && p.y < q.y + q.height && q.y < p.y + p.height)
+             out.push([a, b]);
+         }
+         return out;",
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_hundred_citizens_choosing_among_eleven_amounts_get_a_chart_that_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let scenario = root().join("scenarios/networked_public_goods.json");
+    let status = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args(["run", scenario.to_str().unwrap()])
+        .args(["--llm", "scripted", "--quiet", "--out"])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (_driver, driver_url) = chromedriver();
+    let client = browser(&driver_url).await;
+    let (_server, url) = sopsim(&["serve", out.to_str().unwrap()]);
+    client.goto(&url).await.unwrap();
+    wait_for_messages(&client, 300).await;
+    wait_for("the population panel", || async {
+        eval(&client, "return !document.getElementById('population').hidden;").await == true
+    })
+    .await;
+    let legend = eval(
+        &client,
+        "return [...document.querySelectorAll('#shares text.legend')].map(t => t.textContent);",
+    )
+    .await;
+    let amounts: Vec<String> = serde_json::from_value(legend).unwrap();
+    assert!(amounts.len() >= 2, "a legend entry per amount chosen: {amounts:?}");
+    let ticks = eval(
+        &client,
+        "return [...document.querySelectorAll('#shares text.tick')].map(t => t.textContent);",
+    )
+    .await;
+    assert_eq!(ticks, json!(["0%", "50%", "100%", "1", "2", "3"]), "shares and rounds");
+    assert_eq!(overlapping_chart_labels(&client).await, json!([]));
+    screenshot(&client, "population-100").await;
+    client.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_population_run_shows_choice_shares_its_network_and_one_members_view() {
     let dir = tempfile::tempdir().unwrap();
@@ -271,6 +326,7 @@ async fn a_population_run_shows_choice_shares_its_network_and_one_members_view()
         json!([["COOPERATE", 5], ["DEFECT", 5]]),
         "a line per choice, a point per round"
     );
+    assert_eq!(overlapping_chart_labels(&client).await, json!([]));
     let circles = eval(
         &client,
         "return document.querySelectorAll('#network circle').length;",

@@ -123,7 +123,7 @@ function addMessage(text, meta) {
     if (meta.role) roles.add(meta.role);
     if (!view.speakers.has(meta.name) || roles.size !== known) {
       view.speakers.set(meta.name, roles);
-      drawAgents();
+      onNextFrame('agents', drawAgents);
     }
   }
   box.dataset.visit = String(meta.visit || '');
@@ -139,7 +139,20 @@ function addMessage(text, meta) {
   const target = inRound ? view.round : (meta.state ? section(meta.state, meta.visit || 1) : lastSection());
   target.append(box);
   view.messages += 1;
-  box.scrollIntoView({ block: 'nearest' });
+  view.newest = box;
+  onNextFrame('scroll', () => view.newest && view.newest.isConnected && view.newest.scrollIntoView({ block: 'nearest' }));
+}
+
+// Runs `draw` once before the next frame, however often it is asked for until then:
+// a replayed round of 100,000 messages lays the page out and lists its speakers once,
+// not once per message.
+const pendingFrames = new Map();
+function onNextFrame(key, draw) {
+  if (pendingFrames.has(key)) return;
+  pendingFrames.set(key, requestAnimationFrame(() => {
+    pendingFrames.delete(key);
+    draw();
+  }));
 }
 
 function dropStreaming() {
@@ -301,7 +314,7 @@ const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b
 function choiceColours() {
   const values = [];
   for (const counts of view.shares.values()) for (const v of Object.keys(counts)) if (!values.includes(v)) values.push(v);
-  values.sort();
+  values.sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
   return new Map(values.map((v, i) => [v, PALETTE[i % PALETTE.length]]));
 }
 
@@ -311,59 +324,119 @@ function svgEl(tag, attrs) {
   return node;
 }
 
-// Each choice's share of the round's decisions, round by round.
+// Each choice's share of the round's decisions, round by round: the share on the y
+// axis (0 to 100%), the rounds on the x axis (at most eight numbered), and a legend
+// below that wraps, so no label lands on another whatever the rounds and choices.
 function drawShares() {
   const svg = $('shares');
   svg.replaceChildren();
   const rounds = [...view.shares.keys()].sort((a, b) => a - b);
-  const w = 300, h = 120, pad = 22;
+  const colours = choiceColours();
+  const w = 300, left = 32, right = 10, top = 8, bottom = 98;
+  const charWidth = 6.5; // of the panel's 10px labels
+  const legend = [];
+  let lx = left, ly = bottom + 42;
+  for (const [value, colour] of colours) {
+    const width = 14 + charWidth * String(value).length + 10;
+    if (lx + width > w && lx > left) { lx = left; ly += 14; }
+    legend.push({ value, colour, x: lx, y: ly });
+    lx += width;
+  }
+  const h = (legend.length ? ly : bottom + 28) + 6;
   svg.setAttribute('viewBox', `0 0 ${w} ${h}`);
-  svg.append(svgEl('line', { class: 'axis', x1: pad, y1: h - pad, x2: w - 4, y2: h - pad }));
-  svg.append(svgEl('line', { class: 'axis', x1: pad, y1: 4, x2: pad, y2: h - pad }));
-  const label = (x, y, text) => { const t = svgEl('text', { x, y }); t.textContent = text; svg.append(t); };
-  label(2, 10, '1'); label(2, h - pad, '0');
+  const label = (x, y, text, anchor, cls) => {
+    const t = svgEl('text', { x, y, 'text-anchor': anchor, class: cls });
+    t.textContent = text;
+    svg.append(t);
+  };
+  const y = (share) => bottom - share * (bottom - top);
+  svg.append(svgEl('line', { class: 'axis', x1: left, y1: bottom, x2: w - right, y2: bottom }));
+  svg.append(svgEl('line', { class: 'axis', x1: left, y1: top, x2: left, y2: bottom }));
+  for (const share of [0, 0.5, 1]) {
+    label(left - 4, y(share) + 3, `${share * 100}%`, 'end', 'tick');
+    if (share) svg.append(svgEl('line', { class: 'grid', x1: left, y1: y(share), x2: w - right, y2: y(share) }));
+  }
+  label(left + (w - left - right) / 2, bottom + 26, 'round', 'middle', 'title');
   if (!rounds.length) return;
-  const x = (i) => pad + (rounds.length === 1 ? (w - pad) / 2 : (i * (w - pad - 8)) / (rounds.length - 1));
-  const y = (share) => h - pad - share * (h - pad - 6);
-  let legend = 0;
-  for (const [value, colour] of choiceColours()) {
+  const span = w - left - right - 8;
+  const x = (i) => left + 4 + (rounds.length === 1 ? span / 2 : (i * span) / (rounds.length - 1));
+  const step = Math.ceil(rounds.length / 8);
+  for (let i = 0; i < rounds.length; i += step) label(x(i), bottom + 12, String(rounds[i]), 'middle', 'tick');
+  const last = rounds.length - 1;
+  if (last % step && x(last) - x(last - (last % step)) > 20) label(x(last), bottom + 12, String(rounds[last]), 'middle', 'tick');
+  for (const { value, colour, x: ex, y: ey } of legend) {
     const points = rounds.map((r, i) => {
       const counts = view.shares.get(r);
       const total = Object.values(counts).reduce((a, b) => a + b, 0);
       return `${x(i)},${y((counts[value] || 0) / total)}`;
     });
     svg.append(svgEl('polyline', { points: points.join(' '), fill: 'none', stroke: colour, 'stroke-width': 2, class: 'share', 'data-choice': value }));
-    const t = svgEl('text', { x: pad + 6 + legend * 90, y: h - 4, style: `fill: ${colour}` });
-    t.textContent = value;
-    svg.append(t);
-    legend += 1;
+    // A single round is a point, not a line.
+    if (rounds.length === 1) {
+      const [cx, cy] = points[0].split(',');
+      svg.append(svgEl('circle', { cx, cy, r: 3, fill: colour }));
+    }
+    svg.append(svgEl('rect', { x: ex, y: ey - 8, width: 10, height: 8, fill: colour }));
+    label(ex + 14, ey, value, 'start', 'legend');
   }
-  label(w - 40, h - pad + 12, `round ${rounds[rounds.length - 1]}`);
 }
 
-// The first population's network: all of it up to 400 members, else the first 400
-// (members by number); a lattice on its grid, anything else on a circle.
+// The members of a large network to draw: those nearest `start` by links (breadth
+// first), up to `limit`, so a sample of 100,000 members shows one neighbourhood with
+// its links rather than the first members by number, who may share none.
+function nearest(p, start, limit) {
+  const n = p.members.length;
+  if (n <= limit || !p.links) return [...Array(Math.min(n, limit)).keys()];
+  const adjacent = new Map();
+  for (const [a, b] of p.links) {
+    if (!adjacent.has(a)) adjacent.set(a, []);
+    if (!adjacent.has(b)) adjacent.set(b, []);
+    adjacent.get(a).push(b);
+    adjacent.get(b).push(a);
+  }
+  const order = [start];
+  const seen = new Set(order);
+  for (let k = 0; k < order.length && order.length < limit; k++) {
+    for (const m of adjacent.get(order[k]) || []) {
+      if (seen.has(m)) continue;
+      seen.add(m);
+      order.push(m);
+      if (order.length === limit) break;
+    }
+  }
+  // A member without links (or a small component) leaves room: fill it by number.
+  for (let i = 0; order.length < limit && i < n; i++) if (!seen.has(i)) { seen.add(i); order.push(i); }
+  return order;
+}
+
+// The first population's network: all of it up to 400 members, else the 400 nearest
+// the member whose view is shown (or the first); a lattice drawn whole on its grid,
+// anything else on a circle.
 function drawNetwork() {
   const svg = $('network');
   svg.replaceChildren();
   const p = (view.network.populations || [])[0];
   if (!p) return;
-  const shown = Math.min(p.members.length, 400);
+  const viewer = p.members.indexOf(view.viewer);
+  const sample = nearest(p, viewer >= 0 ? viewer : 0, 400);
+  const shown = sample.length;
+  // On the circle by number: a ring's neighbours sit side by side.
+  const place = new Map([...sample].sort((a, b) => a - b).map((m, k) => [m, k]));
   const w = 300;
   let pos;
   const width = p.kind === 'lattice' ? Math.round(Math.sqrt(p.members.length)) : 0;
-  if (width && p.members.length % width === 0) {
+  if (width && shown === p.members.length && p.members.length % width === 0) {
     const cell = w / Math.max(width, p.members.length / width);
     pos = (i) => [cell * (i % width) + cell / 2, cell * Math.floor(i / width) + cell / 2];
   } else {
     pos = (i) => {
-      const a = (2 * Math.PI * i) / shown;
+      const a = (2 * Math.PI * place.get(i)) / shown;
       return [w / 2 + (w / 2 - 8) * Math.cos(a), w / 2 + (w / 2 - 8) * Math.sin(a)];
     };
   }
   svg.setAttribute('viewBox', `0 0 ${w} ${w}`);
   for (const [a, b] of p.links || []) {
-    if (a >= shown || b >= shown) continue;
+    if (!place.has(a) || !place.has(b)) continue;
     // Wrapping links of a torus would cross the whole grid.
     const [x1, y1] = pos(a), [x2, y2] = pos(b);
     if (width && (Math.abs(x1 - x2) > w / 2 || Math.abs(y1 - y2) > w / 2)) continue;
@@ -371,7 +444,7 @@ function drawNetwork() {
   }
   const colours = choiceColours();
   const r = Math.max(2, Math.min(8, 600 / shown));
-  for (let i = 0; i < shown; i++) {
+  for (const i of sample) {
     const name = p.members[i];
     const [cx, cy] = pos(i);
     const c = svgEl('circle', { cx, cy, r, fill: colours.get(view.lastChoice.get(name)) || '#bbb', 'data-name': name });
@@ -384,7 +457,7 @@ function drawNetwork() {
   }
   if (shown < p.members.length) {
     const t = svgEl('text', { x: 4, y: w - 4 });
-    t.textContent = `the first ${shown} of ${p.members.length} members`;
+    t.textContent = `the ${shown} of ${p.members.length} members nearest ${p.members[sample[0]]}`;
     svg.append(t);
   }
 }
