@@ -138,6 +138,9 @@ pub fn markdown(
             })
             .collect();
         let _ = writeln!(out, "Runs — {}.\n", counts.join("; "));
+        if let Some(brief) = super::brief::paragraph(sc, &report.modes) {
+            let _ = writeln!(out, "{brief}\n");
+        }
         let headline: Vec<(&String, &FigureReport)> = sc
             .headline
             .iter()

@@ -15,6 +15,7 @@
 //! OUT/plots/              SVG and PNG
 //! ```
 
+mod brief;
 pub mod exec;
 pub mod extract;
 pub mod job;

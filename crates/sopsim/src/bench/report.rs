@@ -195,7 +195,7 @@ pub struct Report {
     pub scenarios: Vec<ScenarioReport>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub struct ScenarioReport {
     pub scenario: String,
     pub file: String,
