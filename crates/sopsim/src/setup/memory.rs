@@ -12,14 +12,15 @@ use crate::scenario::Scenario;
 /// agents, 5.5 KiB at 100,000).
 pub const BYTES_PER_AGENT: u64 = 6 << 10;
 /// What each turn after the first round adds: its message, kept in memory, and its
-/// place in the views of those who see it (the same script over three rounds at 100,000
-/// agents: 0.57 KiB a turn).
-const BYTES_PER_TURN: u64 = 640;
+/// place in the views of those who see it (the same script over three and ten rounds at
+/// 100,000 agents: 0.57 and 0.54 KiB a turn).
+const BYTES_PER_TURN: u64 = 700;
 /// Rounds whose turns the estimate counts: a turn limit far above the turns a run will
 /// take (a common way to leave it unbounded) does not make a run look too big.
 const ROUNDS_COUNTED: u64 = 10;
-/// A run's memory apart from its agents.
-const BASE_BYTES: u64 = 64 << 20;
+/// A run's memory apart from its agents (ten rounds of 10,000 agents peak at 184 MiB,
+/// of which the agents and turns above count 119).
+const BASE_BYTES: u64 = 96 << 20;
 
 /// About how much memory `runs` runs of `scenario` at once take at their peak: each
 /// agent's share, the turns after the first round up to the turn limit (at most

@@ -233,7 +233,7 @@ pub enum SetupError {
     /// A population too large for this machine's free memory.
     #[error(
         "{path}: {runs} run(s) of {agents} agents need about {estimate_mib} MiB ({} KiB per \
-         agent and about 0.6 KiB per turn after the first round, as measured), more than \
+         agent and about 0.7 KiB per turn after the first round, as measured), more than \
          the {available_mib} MiB this machine has free; use fewer members{}",
         BYTES_PER_AGENT >> 10,
         if *.runs > 1 { " or fewer runs at once" } else { "" }
