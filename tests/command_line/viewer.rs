@@ -241,7 +241,12 @@ async fn a_hundred_citizens_choosing_among_eleven_amounts_get_a_chart_that_reads
     client.goto(&url).await.unwrap();
     wait_for_messages(&client, 300).await;
     wait_for("the population panel", || async {
-        eval(&client, "return !document.getElementById('population').hidden;").await == true
+        eval(
+            &client,
+            "return !document.getElementById('population').hidden;",
+        )
+        .await
+            == true
     })
     .await;
     let legend = eval(
@@ -250,13 +255,20 @@ async fn a_hundred_citizens_choosing_among_eleven_amounts_get_a_chart_that_reads
     )
     .await;
     let amounts: Vec<String> = serde_json::from_value(legend).unwrap();
-    assert!(amounts.len() >= 2, "a legend entry per amount chosen: {amounts:?}");
+    assert!(
+        amounts.len() >= 2,
+        "a legend entry per amount chosen: {amounts:?}"
+    );
     let ticks = eval(
         &client,
         "return [...document.querySelectorAll('#shares text.tick')].map(t => t.textContent);",
     )
     .await;
-    assert_eq!(ticks, json!(["0%", "50%", "100%", "1", "2", "3"]), "shares and rounds");
+    assert_eq!(
+        ticks,
+        json!(["0%", "50%", "100%", "1", "2", "3"]),
+        "shares and rounds"
+    );
     assert_eq!(overlapping_chart_labels(&client).await, json!([]));
     screenshot(&client, "population-100").await;
     client.close().await.unwrap();

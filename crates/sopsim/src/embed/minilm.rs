@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device};
-use candle_transformers::models::bert::Config;
 use sopsim_infer::bert::{Bert, BertShape, Words};
 use tokenizers::{Tokenizer, TruncationParams};
 
@@ -72,6 +71,20 @@ pub enum ConfigError {
 
 fn failed(e: MiniLmError) -> EmbedError {
     EmbedError::failed("minilm", e)
+}
+
+/// What the encoder reads of a BERT `config.json` (Hugging Face's names; the rest of
+/// the file, such as `hidden_act`, is the encoder's own and not read).
+#[derive(Debug, serde::Deserialize)]
+struct Config {
+    vocab_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    intermediate_size: usize,
+    max_position_embeddings: usize,
+    type_vocab_size: usize,
+    layer_norm_eps: f64,
 }
 
 /// A BERT config the model code can build without dividing by zero or allocating
