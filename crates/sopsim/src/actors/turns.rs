@@ -150,7 +150,7 @@ impl Handler<Play> for Director {
                     TurnDone::InputClosed => return Ok(None),
                 }
                 let done = drafted.len() as u64;
-                if n > 1 && (done % told_every == 0 || done == n) {
+                if n > 1 && (done.is_multiple_of(told_every) || done == n) {
                     sinks.emit(SimEvent::RoundProgress { done, of: n });
                 }
             }

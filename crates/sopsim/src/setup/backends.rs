@@ -95,7 +95,7 @@ fn openai_backend(
     opts: &ModelOptions,
     scenario_model: Option<&str>,
     named: &[&str],
-) -> Result<(Arc<dyn LlmBackend>, Arc<dyn crate::tokens::TokenCounter>), SetupError> {
+) -> Result<Llm, SetupError> {
     use crate::llm::openai::{OpenAiBackend, OpenAiOptions, Replicas, RetryPolicy};
     let defaults = OpenAiOptions::default();
     let urls: Vec<String> = match &opts.base_url {

@@ -20,7 +20,6 @@ mod memory;
 
 #[cfg(feature = "local")]
 pub use backends::local_backend;
-#[cfg(feature = "openai")]
 use backends::{embed_service, llm, prices, shared_llm};
 pub use backends::{embedder, local_llm, Llm, DEFAULT_CHAT_MODEL};
 use memory::check_members_fit;
