@@ -74,6 +74,9 @@ pub struct Behaviour {
     /// Answer this many `GET /v1/models` with 503 "Loading model" first, as llama.cpp's
     /// `llama-server` does until its model is loaded.
     pub loading_for: usize,
+    /// After answering this many requests the server dies: it closes every connection
+    /// without a word, as a crashed server's port does.
+    pub dies_after: Option<usize>,
 }
 
 impl Server {
@@ -144,7 +147,13 @@ fn handle(
     reader.read_exact(&mut body).unwrap();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let stream = body["stream"].as_bool().unwrap_or(false);
-    requests.lock().unwrap().push((head.clone(), body.clone()));
+    {
+        let mut answered = requests.lock().unwrap();
+        if behaviour.dies_after.is_some_and(|n| answered.len() >= n) {
+            return;
+        }
+        answered.push((head.clone(), body.clone()));
+    }
     if head.starts_with("GET /v1/models") {
         let asked = requests
             .lock()
