@@ -345,5 +345,8 @@ fn replicas_share_a_round_and_a_server_that_dies_is_left_out_with_a_warning() {
         "every member's turn answered once, by one server or another"
     );
     assert!(warnings.contains("left out"), "{warnings}");
-    assert!(warnings.contains(&dying.base.replace("http://", "")), "{warnings}");
+    assert!(
+        warnings.contains(&dying.base.replace("http://", "")),
+        "{warnings}"
+    );
 }
