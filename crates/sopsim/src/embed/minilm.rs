@@ -1,12 +1,11 @@
 //! The MiniLM embedder (`--embedder minilm`, the default): sentence-transformers'
 //! all-MiniLM-L6-v2 on sopsim's own BERT encoder (`sopsim_infer::bert`: no padding, one
 //! thread for a single message), mean pooling, then L2 normalisation, as
-//! sentence-transformers computes it. The weights' f32 tensors are read one at a time
-//! (`safetensors.rs`); other types through candle.
+//! sentence-transformers computes it. The weights are read one tensor at a time, F16 and
+//! BF16 converted to f32 (`safetensors.rs`).
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device};
 use sopsim_infer::bert::{Bert, BertShape, Words};
 use tokenizers::{Tokenizer, TruncationParams};
 
@@ -36,12 +35,6 @@ pub enum MiniLmError {
     ConfigJson(#[source] serde_json::Error),
     #[error("config.json")]
     Config(#[source] ConfigError),
-    #[error("{}", .path.display())]
-    Weights {
-        path: PathBuf,
-        #[source]
-        source: candle_core::Error,
-    },
     #[error("{}", .path.display())]
     Encoder {
         path: PathBuf,
@@ -153,27 +146,7 @@ impl MiniLm {
             })
         };
         let f32s = super::safetensors::F32Tensors::open(&weights).map_err(weights_failed)?;
-        // SAFETY: the file is memory-mapped read-only; tensors of other types than f32
-        // are copied out of it, below, and the map is dropped when loading ends.
-        let tensors = unsafe { candle_core::safetensors::MmapedSafetensors::new(&weights) }
-            .map_err(|source| {
-                failed(MiniLmError::Weights {
-                    path: weights.clone(),
-                    source,
-                })
-            })?;
-        let read_tensor = |name: &str| -> Option<Vec<f32>> {
-            if let Some(values) = f32s.read(name) {
-                return values.ok();
-            }
-            let t = tensors.load(name, &Device::Cpu).ok()?;
-            t.to_dtype(DType::F32)
-                .ok()?
-                .flatten_all()
-                .ok()?
-                .to_vec1()
-                .ok()
-        };
+        let read_tensor = |name: &str| -> Option<Vec<f32>> { f32s.read(name)?.ok() };
         let shape = BertShape {
             vocab: config.vocab_size,
             hidden: config.hidden_size,

@@ -1,4 +1,5 @@
-//! The f32 tensors of a safetensors file, read one at a time:
+//! The tensors of a safetensors file as f32 (from F32, F16 or BF16), read one at a
+//! time:
 //! building an encoder then holds one tensor besides what it builds from it, where
 //! mapping the file left every page it read resident until the end (91 MB for
 //! MiniLM). The format: an 8-byte little-endian header length, a JSON header naming
@@ -62,7 +63,7 @@ impl F32Tensors {
     }
 
     /// Where tensor `name`'s values start in the file and how many there are, if it is
-    /// an f32 tensor.
+    /// an f32 tensor (one that can be read in place, a row at a time).
     pub fn place(&self, name: &str) -> Option<(u64, usize)> {
         let e = self.tensors.get(name).filter(|e| e.dtype == "F32")?;
         let [begin, end] = e.data_offsets;
@@ -70,24 +71,50 @@ impl F32Tensors {
         Some((self.data + begin, usize::try_from(bytes / 4).ok()?))
     }
 
-    /// Tensor `name`'s values, if it is an f32 tensor (`None` for another type, left to
-    /// a reader that converts).
+    /// Tensor `name`'s values as f32, converted from F16 or BF16; `None` when there is
+    /// no such tensor, an error for another type.
     pub fn read(&self, name: &str) -> Option<io::Result<Vec<f32>>> {
-        let (offset, values) = self.place(name)?;
+        let e = self.tensors.get(name)?;
+        let width: u64 = match e.dtype.as_str() {
+            "F32" => 4,
+            "F16" | "BF16" => 2,
+            other => {
+                return Some(Err(invalid(format!(
+                    "tensor {name:?} is {other}, not F32, F16 or BF16"
+                ))))
+            }
+        };
+        let [begin, end] = e.data_offsets;
+        let Some(len) = end.checked_sub(begin).filter(|n| n % width == 0) else {
+            return Some(Err(invalid(format!("tensor {name:?}'s byte range"))));
+        };
         let mut bytes = Vec::new();
-        if bytes.try_reserve_exact(values * 4).is_err() {
+        let Ok(len) = usize::try_from(len) else {
+            return Some(Err(invalid(format!("tensor {name:?} is too large"))));
+        };
+        if bytes.try_reserve_exact(len).is_err() {
             return Some(Err(invalid(format!("tensor {name:?} is too large"))));
         }
-        bytes.resize(values * 4, 0);
+        bytes.resize(len, 0);
         let mut file = &self.file;
         let read = file
-            .seek(SeekFrom::Start(offset))
+            .seek(SeekFrom::Start(self.data + begin))
             .and_then(|_| file.read_exact(&mut bytes));
         Some(read.map(|()| {
-            bytes
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect()
+            match e.dtype.as_str() {
+                "F16" => bytes
+                    .chunks_exact(2)
+                    .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+                    .collect(),
+                "BF16" => bytes
+                    .chunks_exact(2)
+                    .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
+                    .collect(),
+                _ => bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+            }
         }))
     }
 }
@@ -130,21 +157,31 @@ mod tests {
     }
 
     #[test]
-    fn f32_tensors_are_read_and_placed_and_others_left_to_candle() {
+    fn f32_f16_and_bf16_tensors_are_read_as_f32_and_only_f32_placed() {
+        let halves: Vec<u8> = [1.5f32, -0.25]
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect();
+        let brains: Vec<u8> = [2.0f32, -3.0]
+            .iter()
+            .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+            .collect();
         let file = file_with(&[
             ("a", "F32", f32_bytes(&[1.0, -2.5])),
-            ("half", "F16", vec![0; 4]),
+            ("half", "F16", halves),
+            ("brain", "BF16", brains),
+            ("ints", "I64", vec![0; 8]),
             ("b", "F32", f32_bytes(&[0.25, 3.0, 7.0])),
         ]);
         let t = F32Tensors::open(file.path()).unwrap();
         assert_eq!(t.read("a").unwrap().unwrap(), vec![1.0, -2.5]);
         assert_eq!(t.read("b").unwrap().unwrap(), vec![0.25, 3.0, 7.0]);
+        assert_eq!(t.read("half").unwrap().unwrap(), vec![1.5, -0.25]);
+        assert_eq!(t.read("brain").unwrap().unwrap(), vec![2.0, -3.0]);
+        assert!(t.read("ints").unwrap().is_err(), "no integer weights");
         let data_start = std::fs::read(file.path()).unwrap().len() as u64 - 24;
         assert_eq!(t.place("b"), Some((data_start + 12, 3)));
-        assert!(
-            t.read("half").is_none(),
-            "not f32: another reader converts it"
-        );
+        assert_eq!(t.place("half"), None, "only f32 is read in place");
         assert!(t.read("missing").is_none());
     }
 

@@ -39,7 +39,7 @@ pub enum LlmChoice {
 /// Which embedder indexes messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EmbedderChoice {
-    /// all-MiniLM-L6-v2 through candle.
+    /// all-MiniLM-L6-v2 on sopsim's own encoder.
     MiniLm,
     /// `POST {base}/embeddings` on an OpenAI-compatible server.
     OpenAi,
