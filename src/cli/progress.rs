@@ -126,8 +126,18 @@ impl sopsim::events::EventSink for RoundBar {
     }
 
     fn emit(&self, event: &sopsim::events::SimEvent) {
-        let sopsim::events::SimEvent::RoundProgress { done, of } = *event else {
-            return;
+        use sopsim::events::SimEvent;
+        let (done, of) = match *event {
+            SimEvent::RoundProgress { done, of } => (done, of),
+            // A round that ends another way (an error, input closed) takes its bar.
+            SimEvent::RoundEnded { .. } | SimEvent::Finished { .. } => {
+                let mut bar = self.bar.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(b) = bar.take() {
+                    b.finish_and_clear();
+                }
+                return;
+            }
+            _ => return,
         };
         if of < Self::FROM_TURNS {
             return;

@@ -80,7 +80,7 @@ fn sentence(
             number(b),
             last + 1
         )),
-        (Some(a), _) => parts.push(format!("the mean decision was {}", number(a))),
+        (Some(a), _) => parts.push(format!("the mean decision was {} in round 1", number(a))),
         _ => {}
     }
     (!parts.is_empty()).then(|| format!("In {} mode, {}.", mode.as_str(), parts.join("; ")))

@@ -146,7 +146,17 @@ impl MiniLm {
             })
         };
         let f32s = super::safetensors::F32Tensors::open(&weights).map_err(weights_failed)?;
-        let read_tensor = |name: &str| -> Option<Vec<f32>> { f32s.read(name)?.ok() };
+        // A tensor that is there but cannot be read is that error, not a missing tensor.
+        let unreadable = std::cell::RefCell::new(None);
+        let read_tensor = |name: &str| -> Option<Vec<f32>> {
+            match f32s.read(name)? {
+                Ok(values) => Some(values),
+                Err(e) => {
+                    unreadable.borrow_mut().get_or_insert(e);
+                    None
+                }
+            }
+        };
         let shape = BertShape {
             vocab: config.vocab_size,
             hidden: config.hidden_size,
@@ -170,7 +180,11 @@ impl MiniLm {
             .map_err(weights_failed)?;
         #[cfg(not(unix))]
         let words = None;
-        let model = Bert::new(shape, read_tensor, words).map_err(|source| {
+        let model = Bert::new(shape, read_tensor, words);
+        if let Some(e) = unreadable.take() {
+            return Err(weights_failed(e));
+        }
+        let model = model.map_err(|source| {
             failed(MiniLmError::Encoder {
                 path: weights.clone(),
                 source,

@@ -137,7 +137,7 @@ pub struct AgentSpec {
     pub stake: String,
     /// State name → the role this agent plays there. Absent states: the agent is silent.
     pub roles: IndexMap<String, String>,
-    /// Boxed: most agents set none, and a population holds a million of them.
+    // Boxed: most agents set none, and a population holds a million of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<Box<LlmSettings>>,
     /// A person types this agent's turns on standard input.

@@ -321,6 +321,17 @@ pub fn footprint(
             "name" => name_bytes,
             "i" => number_bytes,
             k => {
+                let longest_of = *longest.get(k).ok_or_else(|| {
+                    let known: Vec<&str> = longest.keys().copied().collect();
+                    error(
+                        "style",
+                        format!(
+                            "unknown placeholder {{{k}}} (its fields: name, i{}{})",
+                            if known.is_empty() { "" } else { ", " },
+                            known.join(", ")
+                        ),
+                    )
+                })?;
                 // Every member must have the field, not just some: a drawn field
                 // covers all of them, a row field only the rows that carry it.
                 if !spec.draw.contains_key(k) {
@@ -331,17 +342,7 @@ pub fn footprint(
                         ));
                     }
                 }
-                *longest.get(k).ok_or_else(|| {
-                    let known: Vec<&str> = longest.keys().copied().collect();
-                    error(
-                        "style",
-                        format!(
-                            "unknown placeholder {{{k}}} (its fields: name, i{}{})",
-                            if known.is_empty() { "" } else { ", " },
-                            known.join(", ")
-                        ),
-                    )
-                })?
+                longest_of
             }
         };
     }

@@ -386,7 +386,9 @@ function drawShares() {
 // its links rather than the first members by number, who may share none.
 function nearest(p, start, limit) {
   const n = p.members.length;
-  if (n <= limit || !p.links) return [...Array(Math.min(n, limit)).keys()];
+  if (n <= limit) return [...Array(n).keys()];
+  // A complete network: everyone is as near; the members from `start` on, by number.
+  if (!p.links) return [...Array(limit).keys()].map((k) => (start + k) % n);
   const adjacent = new Map();
   for (const [a, b] of p.links) {
     if (!adjacent.has(a)) adjacent.set(a, []);
@@ -457,7 +459,9 @@ function drawNetwork() {
   }
   if (shown < p.members.length) {
     const t = svgEl('text', { x: 4, y: w - 4 });
-    t.textContent = `the ${shown} of ${p.members.length} members nearest ${p.members[sample[0]]}`;
+    t.textContent = p.links
+      ? `the ${shown} of ${p.members.length} members nearest ${p.members[sample[0]]}`
+      : `${shown} of ${p.members.length} members, from ${p.members[sample[0]]}`;
     svg.append(t);
   }
 }

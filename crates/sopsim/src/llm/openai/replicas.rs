@@ -1,12 +1,12 @@
-//! Several servers of one model as one backend (`--base-url A,B,C`), for a user who
-//! runs a few llama.cpp or vLLM servers without a load balancer in front.
+//! Several servers of one model as one backend, for a user who runs a few llama.cpp or
+//! vLLM servers without a load balancer in front.
 //!
 //! Each call goes to the live server with the fewest calls in flight (ties taken in
 //! turn, so an idle pool is used evenly). A server that keeps failing through every
 //! attempt of a call is left out for the rest of the run, with a warning, and the call
 //! goes to another; a request a server refuses (a 4xx) would be refused by all of
-//! them, so it fails as it would with one server. When every server is left out, the
-//! call fails with the last server's error.
+//! them, so it fails as it would with one server. The last live server is never left
+//! out: its failure is the call's, as with a single server.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -46,7 +46,12 @@ impl Drop for InFlight<'_> {
 impl Replicas {
     /// The pool of `backends`, in the order the user gave them (at least one).
     pub fn new(backends: Vec<OpenAiBackend>) -> Self {
-        let notes = backends.iter().flat_map(|b| b.notes.clone()).collect();
+        let mut notes: Vec<String> = Vec::new();
+        for note in backends.iter().flat_map(|b| b.notes.iter()) {
+            if !notes.contains(note) {
+                notes.push(note.clone());
+            }
+        }
         Self {
             replicas: backends
                 .into_iter()
@@ -74,16 +79,21 @@ impl Replicas {
         Some((chosen, InFlight(&chosen.in_flight)))
     }
 
-    /// Leaves `replica` out, once, with a warning that names it and why.
-    fn leave_out(&self, replica: &Replica, why: &LlmError) {
-        if replica.down.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        let live = self
+    /// Leaves `replica` out, once, with a warning that names it and why; `false` when
+    /// it is the last live server, which stays.
+    fn leave_out(&self, replica: &Replica, why: &LlmError) -> bool {
+        let others = self
             .replicas
             .iter()
-            .filter(|r| !r.down.load(Ordering::Relaxed))
+            .filter(|r| !std::ptr::eq(*r, replica) && !r.down.load(Ordering::Relaxed))
             .count();
+        if others == 0 {
+            return false;
+        }
+        if replica.down.swap(true, Ordering::Relaxed) {
+            return true;
+        }
+        let live = others;
         let text = format!(
             "the server at {} kept failing and was left out for the rest of the run \
              ({live} of {} still serving): {why}",
@@ -94,6 +104,7 @@ impl Replicas {
         if let Ok(mut notes) = self.notes.lock() {
             notes.push(text);
         }
+        true
     }
 
     /// Calls in flight on each server, in the order given.
@@ -135,20 +146,21 @@ impl LlmBackend for Replicas {
         stream: Option<TokenSink>,
     ) -> BoxFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
-            let mut last = None;
-            while let Some((replica, _counted)) = self.pick() {
+            loop {
+                // The last live server is never left out, so there is always one.
+                let Some((replica, _counted)) = self.pick() else {
+                    return Err(LlmError::failed("openai", "no server to call"));
+                };
                 match replica.backend.call(&request, stream.clone()).await {
                     Ok(c) => return Ok(c),
                     Err(CallFailed::Refused(e)) => return Err(e),
                     Err(CallFailed::ServerGaveUp(e)) => {
-                        self.leave_out(replica, &e);
-                        last = Some(e);
+                        if !self.leave_out(replica, &e) {
+                            return Err(e);
+                        }
                     }
                 }
             }
-            Err(last.unwrap_or_else(|| {
-                LlmError::failed("openai", "every server was left out after failing")
-            }))
         })
     }
 }
@@ -192,12 +204,13 @@ mod tests {
     }
 
     #[test]
-    fn with_every_server_left_out_nothing_is_picked() {
+    fn the_last_live_server_is_never_left_out() {
         let p = pool(2);
-        for r in &p.replicas {
-            p.leave_out(r, &LlmError::failed("openai", "refused"));
-        }
-        assert!(p.pick().is_none());
-        assert_eq!(p.notes().len(), 2);
+        let why = LlmError::failed("openai", "refused");
+        assert!(p.leave_out(&p.replicas[0], &why));
+        assert!(!p.leave_out(&p.replicas[1], &why), "the last one stays");
+        let (r, _) = p.pick().unwrap();
+        assert_eq!(r.backend.endpoint(), "http://127.0.0.1:10/v1");
+        assert_eq!(p.notes().len(), 1);
     }
 }
