@@ -207,6 +207,18 @@ fn hostile_debate(dir: &Path) -> PathBuf {
     path
 }
 
+async fn wait_for_population_panel(client: &Client) {
+    wait_for("the population panel", || async {
+        eval(
+            client,
+            "return !document.getElementById('population').hidden;",
+        )
+        .await
+            == true
+    })
+    .await;
+}
+
 /// Pairs of the share chart's labels (ticks, axis title, legend) whose boxes overlap.
 async fn overlapping_chart_labels(client: &Client) -> Value {
     eval(
@@ -240,15 +252,7 @@ async fn a_hundred_citizens_choosing_among_eleven_amounts_get_a_chart_that_reads
     let (_server, url) = sopsim(&["serve", out.to_str().unwrap()]);
     client.goto(&url).await.unwrap();
     wait_for_messages(&client, 300).await;
-    wait_for("the population panel", || async {
-        eval(
-            &client,
-            "return !document.getElementById('population').hidden;",
-        )
-        .await
-            == true
-    })
-    .await;
+    wait_for_population_panel(&client).await;
     let legend = eval(
         &client,
         "return [...document.querySelectorAll('#shares text.legend')].map(t => t.textContent);",
@@ -318,15 +322,7 @@ async fn a_population_run_shows_choice_shares_its_network_and_one_members_view()
     let (_server, url) = sopsim(&["serve", out.to_str().unwrap()]);
     client.goto(&url).await.unwrap();
     wait_for_messages(&client, 64 * 5).await;
-    wait_for("the population panel", || async {
-        eval(
-            &client,
-            "return !document.getElementById('population').hidden;",
-        )
-        .await
-            == true
-    })
-    .await;
+    wait_for_population_panel(&client).await;
     let shares = eval(
         &client,
         "return [...document.querySelectorAll('#shares polyline.share')]

@@ -86,6 +86,12 @@ pub fn local_llm(opts: &ModelOptions) -> Result<Llm, SetupError> {
     }
 }
 
+/// The servers a base URL names: one, or several separated by commas.
+#[cfg(feature = "openai")]
+fn server_urls(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|u| !u.is_empty())
+}
+
 /// The OpenAI-compatible backend for the options: one server, or several replicas of
 /// one model when the base URL lists them separated by commas; and its token counter,
 /// which counts for the models `named` too. When no model is named (the options, the
@@ -99,12 +105,7 @@ fn openai_backend(
     use crate::llm::openai::{OpenAiBackend, OpenAiOptions, Replicas, RetryPolicy};
     let defaults = OpenAiOptions::default();
     let urls: Vec<String> = match &opts.base_url {
-        Some(list) => list
-            .split(',')
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-            .map(String::from)
-            .collect(),
+        Some(list) => server_urls(list).map(String::from).collect(),
         None => vec![defaults.base_url.clone()],
     };
     let server = |source| SetupError::Server {
@@ -165,7 +166,7 @@ pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, SetupError> {
             let base = opts
                 .base_url
                 .as_deref()
-                .and_then(|list| list.split(',').map(str::trim).find(|u| !u.is_empty()))
+                .and_then(|list| server_urls(list).next())
                 .map_or(OpenAiOptions::default().base_url, String::from);
             let model = opts
                 .embedder_model
