@@ -400,7 +400,11 @@ fn a_merge_refuses_run_ids_that_leave_its_folder_and_removes_nothing_outside() {
         let mut bench: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
         bench["shard"]["scenarios"] = serde_json::json!([scenario]);
-        bench["shard"]["ids_sha256"] = format!("{:x}", Sha256::digest(format!("{id}\n"))).into();
+        let digest: String = Sha256::digest(format!("{id}\n"))
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        bench["shard"]["ids_sha256"] = digest.into();
         std::fs::write(&settings, bench.to_string()).unwrap();
     };
     let absolute = victim.display().to_string();

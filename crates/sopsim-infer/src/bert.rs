@@ -11,6 +11,8 @@
 //! ([`crate::bf16x3`]), else through `gemm` on one thread when small (one message: no
 //! threads to wake) and on the [`crate::compute`] pool when large.
 
+use gemm_common::Parallelism;
+
 use crate::compute;
 
 /// The shape of a BERT encoder.
@@ -346,21 +348,23 @@ fn linear_f32(x: &[f32], rows: usize, k: usize, w: &[f32], bias: &[f32], out: &m
     }
     let parallel = rows * n * k >= PARALLEL_MACS && compute::threads() > 1;
     let mut run = |parallelism| {
+        // gemm's kernels take the destination column-major, so this asks for the
+        // transpose: outᵀ (n × rows, column stride n) = w (n × k) · xᵀ (k × rows).
         // SAFETY: every pointer addresses a buffer of the stated rows and strides:
-        // `out` is rows × n, `x` rows × k, `w` n × k (read as its transpose).
+        // `out` is rows × n, `x` rows × k, `w` n × k.
         unsafe {
-            gemm::gemm(
-                rows,
+            gemm_f32::gemm::f32::get_gemm_fn()(
                 n,
+                rows,
                 k,
                 out.as_mut_ptr(),
-                1,
                 n as isize,
+                1,
                 true,
-                x.as_ptr(),
+                w.as_ptr(),
                 1,
                 k as isize,
-                w.as_ptr(),
+                x.as_ptr(),
                 k as isize,
                 1,
                 1.0f32,
@@ -373,8 +377,8 @@ fn linear_f32(x: &[f32], rows: usize, k: usize, w: &[f32], bias: &[f32], out: &m
         }
     };
     match compute::pool().filter(|_| parallel) {
-        Some(pool) => pool.install(|| run(gemm::Parallelism::Rayon(compute::threads()))),
-        None => run(gemm::Parallelism::None),
+        Some(pool) => pool.install(|| run(Parallelism::Rayon(compute::threads()))),
+        None => run(Parallelism::None),
     }
 }
 

@@ -81,6 +81,7 @@
 //! - `quality`: reply quality (copies, labels, narration, echoes, empty replies).
 //! - `template`, `tokens`: placeholder templates and token counting;
 //!   `sentence`: where sentences end, and the reply budget built on it.
+//! - `digest`: SHA-256 digests as hex.
 //! - `files`: bounded reads of users' files, whole-or-nothing writes;
 //!   `output_folder`: the only way the files of a run's or a benchmark's folder are
 //!   opened (regular files inside it, never through a link, every read bounded).
@@ -110,6 +111,7 @@ pub(crate) mod action;
 pub(crate) mod actors;
 pub mod bench;
 pub(crate) mod control;
+pub(crate) mod digest;
 pub mod embed;
 pub(crate) mod environment;
 pub mod error;

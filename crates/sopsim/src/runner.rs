@@ -207,7 +207,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
             let identity = RunIdentity {
                 sopsim: env!("CARGO_PKG_VERSION").to_string(),
                 scenario_sha256: match &opts.document {
-                    Some(doc) => sha256_hex(doc.to_string().as_bytes()),
+                    Some(doc) => crate::digest::sha256_hex(doc.to_string().as_bytes()),
                     None => file_sha256(&opts.scenario).map_err(|source| SimError::Io {
                         what: opts.scenario.display().to_string(),
                         source,
@@ -307,15 +307,7 @@ pub fn conversation_id(scenario: &str, mode: Mode, seed: u64) -> String {
 /// The SHA-256 of a scenario file, as `run.json` keeps it.
 fn file_sha256(path: &Path) -> std::io::Result<String> {
     let bytes = crate::files::read_bounded(path, crate::scenario::MAX_SCENARIO_BYTES)?;
-    Ok(sha256_hex(&bytes))
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    Ok(crate::digest::sha256_hex(&bytes))
 }
 
 /// Writes the final files and says how the run ended (blocking).

@@ -33,8 +33,6 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
-
 use std::path::Path as StdPath;
 
 use thiserror::Error;
@@ -267,7 +265,7 @@ fn load(path: &StdPath, allowed: &[PathBuf]) -> Result<Loaded, BenchError> {
     });
     Ok(Loaded {
         path: path.to_path_buf(),
-        sha256: format!("{:x}", Sha256::digest(&bytes)),
+        sha256: crate::digest::sha256_hex(&bytes),
         scenario: Arc::new(scenario),
         rules,
         imported: imported.unwrap_or_default(),

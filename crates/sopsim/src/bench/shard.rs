@@ -148,7 +148,7 @@ pub fn ids_digest<'a>(ids: impl Iterator<Item = &'a str>) -> String {
         h.update(id.as_bytes());
         h.update(b"\n");
     }
-    format!("{:x}", h.finalize())
+    crate::digest::hex(h.finalize())
 }
 
 #[cfg(test)]

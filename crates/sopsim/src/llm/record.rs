@@ -139,12 +139,26 @@ pub fn request_key(req: &LlmRequest) -> String {
 fn key_of(canonical: &Canonical) -> String {
     // The JSON is hashed as it is written: a prompt is kilobytes, asked several times
     // a turn. The buffer hands the hash whole blocks, not serde's many small pieces.
-    let mut buffered = std::io::BufWriter::with_capacity(8192, Sha256::new());
+    let mut buffered = std::io::BufWriter::with_capacity(8192, HashWriter(Sha256::new()));
     let hasher = match serde_json::to_writer(&mut buffered, canonical) {
-        Ok(()) => buffered.into_inner().unwrap_or_default(),
+        Ok(()) => buffered.into_inner().map(|w| w.0).unwrap_or_default(),
         Err(_) => Sha256::new(),
     };
-    format!("{:x}", hasher.finalize())
+    crate::digest::hex(hasher.finalize())
+}
+
+/// A hash that bytes can be written into.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Passes requests to a backend and stores each response.
@@ -356,10 +370,7 @@ impl TapedCall<'_> {
     /// The SHA-256 of the call's place and the call itself.
     pub fn key(&self) -> String {
         let bytes = serde_json::to_vec(self).unwrap_or_default();
-        Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::digest::sha256_hex(&bytes)
     }
 }
 
@@ -426,6 +437,6 @@ mod tests {
         );
         let json = serde_json::to_vec(&Canonical::of(&req)).unwrap();
         assert!(json.len() > 3 * 8192, "the JSON spans several buffers");
-        assert_eq!(request_key(&req), format!("{:x}", Sha256::digest(&json)));
+        assert_eq!(request_key(&req), crate::digest::sha256_hex(&json));
     }
 }
