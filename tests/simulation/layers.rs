@@ -1,5 +1,6 @@
-//! The layering ARCHITECTURE.md states, checked on the library's source
-//! (`crates/sopsim/src`): every top-level module is in one layer and imports
+//! The layering ARCHITECTURE.md states, checked on the libraries' sources
+//! (`crates/sopsim-core/src`, `crates/sopsim/src`; Cargo already keeps the core from
+//! importing the runtime): every top-level module is in one layer and imports
 //! (`crate::…` paths outside tests) only go to lower layers or, within a layer, without
 //! a cycle; and, file by file, no file reaches itself through the files it imports
 //! (`crate::`, `super::` and `self::` paths, `use` trees included). A module's own file
@@ -8,15 +9,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Each top-level module's layer: a module may import lower layers, and its own layer
-/// where that makes no cycle.
-const LAYERS: &[(&str, &[&str])] = &[
+/// A crate's top-level modules by layer: a module may import lower layers, and its own
+/// layer where that makes no cycle.
+type Layers = &'static [(&'static str, &'static [&'static str])];
+
+/// sopsim-core: pure logic. Cargo keeps it from importing the runtime.
+static CORE: Layers = &[
     (
         "leaf",
         &[
             "error_chain",
             "files",
-            "output_folder",
             "sentence",
             "user_json",
             "template",
@@ -36,38 +39,39 @@ const LAYERS: &[(&str, &[&str])] = &[
             "quality",
         ],
     ),
-    (
-        "service",
-        &[
-            "llm",
-            "embed",
-            "knowledge",
-            "models",
-            "tools",
-            "environment",
-        ],
-    ),
+    ("state", &["environment", "run_state"]),
+];
+
+/// sopsim: the runtime, on top of the core (whose modules it uses under their names).
+static RUNTIME: Layers = &[
+    ("leaf", &["output_folder", "digest"]),
+    ("service", &["llm", "embed", "knowledge", "models", "tools"]),
     (
         "running",
         &[
-            "actors",
-            "sim",
-            "output",
-            "events",
-            "setup",
-            "runner",
-            "run_state",
-            "bench",
-            "error",
-            "control",
-            "human",
-            "journal",
+            "actors", "sim", "output", "events", "setup", "runner", "bench", "error", "control",
+            "human", "journal",
         ],
     ),
 ];
 
-fn layer_of(module: &str) -> Option<usize> {
-    LAYERS.iter().position(|(_, mods)| mods.contains(&module))
+/// A module's layer; the core's modules are below every runtime layer.
+fn layer_of(layers: Layers, module: &str) -> Option<usize> {
+    if std::ptr::eq(layers, RUNTIME) && CORE.iter().any(|(_, mods)| mods.contains(&module)) {
+        return Some(0);
+    }
+    let below = if std::ptr::eq(layers, RUNTIME) { 1 } else { 0 };
+    layers
+        .iter()
+        .position(|(_, mods)| mods.contains(&module))
+        .map(|i| i + below)
+}
+
+fn crate_src(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates")
+        .join(name)
+        .join("src")
 }
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -109,7 +113,7 @@ fn imports(src: &Path) -> BTreeMap<String, BTreeMap<String, String>> {
             }
             for m in path.captures_iter(line) {
                 let to = m[1].to_string();
-                if to != module && layer_of(&to).is_some() {
+                if to != module && layer_of(RUNTIME, &to).is_some() {
                     edges
                         .entry(to)
                         .or_insert_with(|| format!("{}:{}", rel.display(), n + 1));
@@ -122,18 +126,27 @@ fn imports(src: &Path) -> BTreeMap<String, BTreeMap<String, String>> {
 
 #[test]
 fn every_module_is_in_a_layer_and_imports_only_downwards_without_cycles() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/sopsim/src");
-    let graph = imports(&src);
+    let core = imports(&crate_src("sopsim-core"));
+    let runtime = imports(&crate_src("sopsim"));
     assert!(
-        graph["actors"].contains_key("sop") && graph["sop"].contains_key("scenario"),
-        "the scan finds imports: {graph:?}"
+        runtime["actors"].contains_key("sop") && core["sop"].contains_key("scenario"),
+        "the scan finds imports: {runtime:?}"
     );
-    let unplaced: Vec<&String> = graph.keys().filter(|m| layer_of(m).is_none()).collect();
+    for (layers, graph) in [(CORE, &core), (RUNTIME, &runtime)] {
+        modules_import_downwards(layers, graph);
+    }
+}
+
+fn modules_import_downwards(layers: Layers, graph: &BTreeMap<String, BTreeMap<String, String>>) {
+    let unplaced: Vec<&String> = graph
+        .keys()
+        .filter(|m| layer_of(layers, m).is_none())
+        .collect();
     assert!(unplaced.is_empty(), "modules in no layer: {unplaced:?}");
     let mut upward = Vec::new();
-    for (from, edges) in &graph {
+    for (from, edges) in graph {
         for (to, at) in edges {
-            if layer_of(to) > layer_of(from) {
+            if layer_of(layers, to) > layer_of(layers, from) {
                 upward.push(format!("{from} → {to} ({at})"));
             }
         }
@@ -299,7 +312,7 @@ fn file_imports(src: &Path) -> BTreeMap<PathBuf, BTreeMap<PathBuf, String>> {
 
 #[test]
 fn no_file_reaches_itself_through_its_imports() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/sopsim/src");
+    let src = crate_src("sopsim");
     let graph = file_imports(&src);
     let agent = src.join("actors/agent.rs");
     assert!(
@@ -307,7 +320,13 @@ fn no_file_reaches_itself_through_its_imports() {
         "the scan resolves imports to files: {:?}",
         graph[&agent].keys().collect::<Vec<_>>()
     );
-    let show = |p: &PathBuf| p.strip_prefix(&src).unwrap().display().to_string();
+    no_file_cycles(&src, &graph);
+    let core = crate_src("sopsim-core");
+    no_file_cycles(&core, &file_imports(&core));
+}
+
+fn no_file_cycles(src: &Path, graph: &BTreeMap<PathBuf, BTreeMap<PathBuf, String>>) {
+    let show = |p: &PathBuf| p.strip_prefix(src).unwrap().display().to_string();
     for start in graph.keys() {
         let mut seen = BTreeSet::new();
         let mut stack: Vec<(&PathBuf, Vec<String>)> = vec![(start, vec![show(start)])];

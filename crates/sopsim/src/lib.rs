@@ -63,29 +63,17 @@
 //!
 //! # Layout
 //!
-//! Pure logic, free of I/O and actors, unit-tested directly:
-//! - [`scenario`]: the native file format, its JSON Schema, validation with field paths,
-//!   loading, and a builder for scenarios made in code.
-//! - `sop`: the SOP engine: speaker rules (order, seeded random, llm) and transition
-//!   rules (max turns, keywords, judge).
-//! - `prompt`: what each kind of model call sends, fitted to the token budget.
-//! - `memory`: messages, the embedding index, shared memory and the two modes, and
-//!   what each population member may see of it.
-//! - `network`: who is linked to whom in a population.
-//! - `action`: `Action::process`, a turn's output becoming a `Message`.
-//! - `tool_results`: the keyed result store and Elysia's return objects.
-//! - `environment`: a simulation's Environment as data (memory, store, tool
-//!   records, rounds): the Environment actor's state and rules.
+//! The pure logic (the scenario format, SOP routing, memory, prompts, the
+//! Environment's rules, reply quality, the Director's state between turns) is the
+//! `sopsim-core` crate, free of actors and model calls; its modules are used here
+//! under their own names (`crate::memory`, `crate::prompt`…) and [`scenario`] is
+//! re-exported whole. This crate runs simulations on it.
+//!
 //! - [`tools`]: the built-in tool kinds, and the decision agent's logic (what a
-//!   decision sees, reading it, self-healing errors).
-//! - `quality`: reply quality (copies, labels, narration, echoes, empty replies).
-//! - `template`, `tokens`: placeholder templates and token counting;
-//!   `sentence`: where sentences end, and the reply budget built on it.
-//! - `digest`: SHA-256 digests as hex.
-//! - `files`: bounded reads of users' files, whole-or-nothing writes;
-//!   `output_folder`: the only way the files of a run's or a benchmark's folder are
-//!   opened (regular files inside it, never through a link, every read bounded).
-//! - `user_json`: JSON users write, parsed with duplicate keys refused.
+//!   decision sees, reading it).
+//! - `digest`: SHA-256 digests as hex; `output_folder`: the only way the files of a
+//!   run's or a benchmark's folder are opened (regular files inside it, never through
+//!   a link, every read bounded).
 //!
 //! Services shared by every simulation in a process:
 //! - [`llm`]: the `LlmBackend` trait, the scripted backend, per-simulation accounting.
@@ -94,8 +82,7 @@
 //!
 //! Running:
 //! - `actors`: Director, Agent and Environment actors and their messages.
-//! - [`sim`]: wiring one simulation, running it, its summary; `run_state`: the
-//!   Director's pure state between turns (counters, limits, budgets, catch-up).
+//! - [`sim`]: wiring one simulation, running it, its summary.
 //! - [`events`], `output`, [`human`]: the event stream and `events.jsonl`, run
 //!   files, where people's turns come from; `journal`: every answer a run got, which
 //!   a resumed run answers from.
@@ -107,40 +94,31 @@
 //! - [`bench`](mod@bench): `sopsim bench`: scenario × mode × seed, run many at once, outcomes,
 //!   statistics, report and plots.
 
-pub(crate) mod action;
+pub use sopsim_core::scenario;
+// The core's modules, under the names the rest of this crate uses.
+pub(crate) use sopsim_core::{
+    action, environment, error_chain, files, memory, network, prompt, quality, run_state, sentence,
+    sop, template, tokens, tool_results, user_json,
+};
+
 pub(crate) mod actors;
 pub mod bench;
 pub(crate) mod control;
 pub(crate) mod digest;
 pub mod embed;
-pub(crate) mod environment;
 pub mod error;
-pub(crate) mod error_chain;
 pub mod events;
-pub(crate) mod files;
 pub mod human;
 pub(crate) mod journal;
 pub(crate) mod knowledge;
 pub mod llm;
-pub(crate) mod memory;
 pub mod models;
-pub(crate) mod network;
 pub(crate) mod output;
 pub(crate) mod output_folder;
-pub(crate) mod prompt;
-pub(crate) mod quality;
-pub(crate) mod run_state;
 pub mod runner;
-pub mod scenario;
-pub(crate) mod sentence;
 pub mod setup;
 pub mod sim;
-pub(crate) mod sop;
-pub(crate) mod template;
-pub(crate) mod tokens;
-pub(crate) mod tool_results;
 pub mod tools;
-pub(crate) mod user_json;
 
 /// Internals the fuzz targets drive directly (`cargo fuzz` builds with `--cfg fuzzing`).
 #[cfg(fuzzing)]

@@ -29,7 +29,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
@@ -38,34 +37,7 @@ use crate::scenario::{
     CommandConsent, DataFileError, FieldPath, McpConfigError, Scenario, SchemaError, ToolKind,
     ToolSpec,
 };
-pub use crate::tool_results::ToolFailure;
-
-/// How a tool call ended, as `summary.json` counts them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallOutcome {
-    Ok,
-    /// The tool ran and failed.
-    Failed,
-    /// The arguments were not JSON or did not match the schema; the tool did not run.
-    InvalidArguments,
-    /// The model named no tool it may call.
-    UnknownTool,
-    /// The same call again in one turn; its result is already in the prompt.
-    Repeated,
-}
-
-impl CallOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallOutcome::Ok => "ok",
-            CallOutcome::Failed => "failed",
-            CallOutcome::InvalidArguments => "invalid_arguments",
-            CallOutcome::UnknownTool => "unknown_tool",
-            CallOutcome::Repeated => "repeated",
-        }
-    }
-}
+pub use crate::tool_results::{CallOutcome, ToolFailure};
 
 /// Where a call is made: what seeded tools draw from.
 #[derive(Debug, Clone)]

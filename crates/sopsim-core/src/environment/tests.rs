@@ -5,8 +5,8 @@ use serde_json::{json, Map};
 use super::*;
 use crate::memory::MessageKind;
 use crate::tokens::Estimator;
+use crate::tool_results::CallOutcome;
 use crate::tool_results::{ResultObject, REF_ID};
-use crate::tools::CallOutcome;
 
 fn scenario(mode: &str) -> Scenario {
     crate::scenario::from_document(

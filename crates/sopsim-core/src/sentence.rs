@@ -5,7 +5,6 @@
 //! counts a reply that does not end a sentence as cut.
 
 // Where a sentence ends is read by the model backends only; a build without them keeps the rest.
-#![cfg_attr(not(any(feature = "local", feature = "openai")), allow(dead_code))]
 
 /// A reply's token budget: from `soft` tokens on it stops at the first sentence end;
 /// at `hard` tokens it stops wherever it is.

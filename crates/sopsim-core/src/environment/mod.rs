@@ -28,8 +28,9 @@ use crate::action::{Action, LogPlace};
 use crate::memory::{Message, Observation, SharedMemory, SummaryRequest};
 use crate::scenario::{Mode, Scenario};
 use crate::tokens::TokenCounter;
-use crate::tool_results::{listed, rename_refs, tag_refs, Entry, Return, Store};
-use crate::tools::decision;
+use crate::tool_results::{
+    listed, rename_refs, render_environment, tag_refs, Entry, Return, Store,
+};
 
 /// One simulation's Environment.
 #[derive(Debug)]
@@ -215,7 +216,7 @@ impl Environment {
         stored.dedup();
         ToolView {
             errors: errors.get(agent).cloned().unwrap_or_default(),
-            environment: decision::render_environment(&entries, budget, counter),
+            environment: render_environment(&entries, budget, counter),
             ran: ran.iter().cloned().collect(),
             stored,
         }

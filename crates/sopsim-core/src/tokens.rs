@@ -4,7 +4,6 @@
 //! whose figures are marked as estimated wherever they are reported.
 
 // The cached and per-line counters serve the model backends only; a build without them keeps the rest.
-#![cfg_attr(not(any(feature = "local", feature = "openai")), allow(dead_code))]
 
 /// Tokens of chat framing counted per message (role markers, separators, and a share of
 /// the reply's opening). ChatML costs 5 per message plus 3 to open the reply, so 8 per

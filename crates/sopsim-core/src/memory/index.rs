@@ -21,8 +21,13 @@ pub struct Hit {
 }
 
 impl EmbeddingIndex {
+    /// How many messages are indexed.
     pub fn len(&self) -> usize {
         self.data.len().checked_div(self.dim).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
     }
 
     /// Appends the next message's embedding (normalised here).

@@ -14,8 +14,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::tool_results::{Return, Store};
-use crate::tools::{decision, CallOutcome, ToolFailure};
+use crate::tool_results::{error_line, CallOutcome, Return, Store, ToolFailure};
 
 /// Agent → tool → standing self-healing error lines.
 pub type Errors = IndexMap<String, IndexMap<String, Vec<String>>>;
@@ -125,7 +124,7 @@ fn note_return(ran: &mut BTreeSet<String>, errors: &mut Errors, ret: &ToolReturn
                 .or_default()
                 .entry(ret.tool.clone())
                 .or_default()
-                .push(decision::error_line(&failure));
+                .push(error_line(&failure));
         }
         _ => {}
     }

@@ -15,7 +15,7 @@
 pub const PARAPHRASE_COSINE: f32 = 0.80;
 
 /// The embeddings of the messages a reply is checked against, most recent last. Only
-/// the latest [`REMEMBERED`] are kept: a loop restates what was said lately, and a
+/// the latest 64 are kept: a loop restates what was said lately, and a
 /// check stays cheap however long the run.
 #[derive(Debug, Clone)]
 pub struct Paraphrases {

@@ -207,7 +207,7 @@ pub fn is_bounded_figure(name: &str) -> bool {
             .any(|prefix| name.starts_with(prefix))
 }
 
-/// The reply-quality figures ([`ReplyQuality`](crate::events::ReplyQuality)), shown as a table of their own.
+/// The reply-quality figures ([`ReplyQuality`](crate::quality::ReplyQuality)), shown as a table of their own.
 pub const QUALITY_FIGURES: &[&str] = &[
     "quality.copy",
     "quality.label",
