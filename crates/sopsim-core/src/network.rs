@@ -1,15 +1,13 @@
 //! Who is linked to whom in a population: each member's neighbours, built once per run
-//! from the population's `network` and the run's seed. Pure; the random graphs
-//! (Erdős–Rényi, Barabási–Albert) come from rustworkx-core, the regular ones (ring,
-//! torus, groups) and Watts–Strogatz's rewiring are built here.
+//! from the population's `network` and the run's seed. Pure. Every random kind
+//! (Erdős–Rényi, Barabási–Albert, Watts–Strogatz) draws from one seeded ChaCha
+//! stream, so a network is the same on every platform and in every version that keeps
+//! these algorithms.
 
 use std::collections::BTreeSet;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rustworkx_core::generators::{barabasi_albert_graph, gnp_random_graph};
-use rustworkx_core::petgraph::graph::UnGraph;
-use rustworkx_core::petgraph::visit::EdgeRef;
 
 use serde::Serialize;
 
@@ -19,7 +17,8 @@ use crate::scenario::{Mode, Neighbourhood, Network, PopulationSpec, Scenario};
 /// network, where everyone sees everyone and no list is kept.
 pub type Neighbours = Option<Vec<Vec<u32>>>;
 
-/// A network that could not be built (parameters validation let through).
+/// A network that cannot be built: its parameters fail validation's check for this
+/// many members.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("the {kind} network cannot link {count} members with these parameters")]
 pub struct NetworkError {
@@ -30,10 +29,12 @@ pub struct NetworkError {
 /// The neighbours of every member of `population`, drawn with `seed`.
 pub fn neighbours(population: &PopulationSpec, seed: u64) -> Result<Neighbours, NetworkError> {
     let n = population.count;
-    let fail = || NetworkError {
-        kind: population.network.kind(),
-        count: n,
-    };
+    if population.network.check(n).is_some() {
+        return Err(NetworkError {
+            kind: population.network.kind(),
+            count: n,
+        });
+    }
     let edges: Vec<(u32, u32)> = match population.network {
         Network::Complete => return Ok(None),
         Network::Groups { size } => groups(n, size),
@@ -43,16 +44,8 @@ pub fn neighbours(population: &PopulationSpec, seed: u64) -> Result<Neighbours, 
             neighbourhood,
         } => torus(n, width, neighbourhood),
         Network::SmallWorld { k, p } => rewired(ring(n, k), n, p, seed),
-        Network::Random { p } => {
-            let g: UnGraph<(), ()> =
-                gnp_random_graph(n, p, Some(seed), || (), || ()).map_err(|_| fail())?;
-            edge_list(&g)
-        }
-        Network::ScaleFree { m } => {
-            let g: UnGraph<(), ()> =
-                barabasi_albert_graph(n, m, Some(seed), None, || (), || ()).map_err(|_| fail())?;
-            edge_list(&g)
-        }
+        Network::Random { p } => random(n, p, seed),
+        Network::ScaleFree { m } => scale_free(n, m, seed),
         Network::File { .. } => population.edges.clone(),
     };
     Ok(Some(lists(n, &edges)))
@@ -138,12 +131,6 @@ pub fn document(
         seed,
         populations,
     })
-}
-
-fn edge_list(g: &UnGraph<(), ()>) -> Vec<(u32, u32)> {
-    g.edge_references()
-        .map(|e| (e.source().index() as u32, e.target().index() as u32))
-        .collect()
 }
 
 /// Sorted neighbour lists from undirected edges, without self-links or repeats.
@@ -238,6 +225,65 @@ fn rewired(ring: Vec<(u32, u32)>, n: usize, p: f64, seed: u64) -> Vec<(u32, u32)
         .collect()
 }
 
+/// Erdős–Rényi G(n, p): each pair linked with probability `p`. The gaps between
+/// linked pairs, in the order (1, 0), (2, 0), (2, 1), (3, 0)…, are drawn from their
+/// geometric distribution (Batagelj and Brandes, 2005), so the cost follows the links
+/// drawn rather than the n² pairs.
+fn random(n: usize, p: f64, seed: u64) -> Vec<(u32, u32)> {
+    if n < 2 || p <= 0.0 {
+        return Vec::new();
+    }
+    if p >= 1.0 {
+        return (0..n)
+            .flat_map(|b| (0..b).map(move |a| (a as u32, b as u32)))
+            .collect();
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let log_miss = (1.0 - p).ln();
+    let mut edges = Vec::new();
+    let (mut v, mut w) = (1usize, -1i64);
+    while v < n {
+        let r: f64 = rng.random();
+        // 1 - r lies in (0, 1]: its logarithm is finite, and so is the gap.
+        let gap = ((1.0 - r).ln() / log_miss)
+            .floor()
+            .min(i64::MAX as f64 / 2.0) as i64;
+        w = w.saturating_add(1).saturating_add(gap);
+        while v < n && w >= v as i64 {
+            w -= v as i64;
+            v += 1;
+        }
+        if v < n {
+            edges.push((w as u32, v as u32));
+        }
+    }
+    edges
+}
+
+/// Barabási–Albert: a star of `m + 1` members to start, then each new member links to
+/// `m` distinct earlier ones, each drawn with probability in proportion to its degree.
+fn scale_free(n: usize, m: usize, seed: u64) -> Vec<(u32, u32)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut edges: Vec<(u32, u32)> = (1..=m.min(n.saturating_sub(1)))
+        .map(|b| (0, b as u32))
+        .collect();
+    // Every member once per link it has: a uniform draw from this list is a draw by
+    // degree.
+    let mut ends: Vec<u32> = edges.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let mut targets = BTreeSet::new();
+    for v in m + 1..n {
+        targets.clear();
+        while targets.len() < m {
+            targets.insert(ends[rng.random_range(0..ends.len())]);
+        }
+        for &t in &targets {
+            edges.push((t, v as u32));
+            ends.extend([t, v as u32]);
+        }
+    }
+    edges
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,5 +366,37 @@ mod tests {
             neighbours(&population(Network::Complete, 5), 0).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn erdos_renyi_links_each_pair_with_its_probability() {
+        let links = |p, seed| -> usize {
+            build(Network::Random { p }, 2_000, seed)
+                .iter()
+                .map(Vec::len)
+                .sum::<usize>()
+                / 2
+        };
+        // 1,999,000 pairs at 1%: 19,990 links expected, with a standard deviation of 141.
+        let drawn = links(0.01, 5);
+        assert!(drawn.abs_diff(19_990) < 700, "{drawn} links");
+        assert_ne!(links(0.01, 5), links(0.01, 6));
+        assert_eq!(links(0.0, 5), 0);
+        assert_eq!(links(1.0, 5), 2_000 * 1_999 / 2);
+    }
+
+    #[test]
+    fn barabasi_albert_adds_m_distinct_links_per_member() {
+        let (n, m) = (500, 3);
+        let ba = build(Network::ScaleFree { m }, n, 9);
+        let links: usize = ba.iter().map(Vec::len).sum::<usize>() / 2;
+        assert_eq!(
+            links,
+            m + (n - m - 1) * m,
+            "a star of m links, then m per member"
+        );
+        assert!(ba[m + 1..].iter().all(|l| l.len() >= m));
+        let star = build(Network::ScaleFree { m: 4 }, 5, 0);
+        assert_eq!(star[0], [1, 2, 3, 4]);
     }
 }
