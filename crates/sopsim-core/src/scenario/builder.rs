@@ -1,7 +1,7 @@
 //! Building scenarios in code, for scripting multi-role conversations from Rust.
 //!
 //! ```
-//! use sopsim::scenario::{ScenarioBuilder, StateBuilder};
+//! use sopsim_core::scenario::{ScenarioBuilder, StateBuilder};
 //! let scenario = ScenarioBuilder::new("interview")
 //!     .agent("Ada", |a| a.style("curious").plays("talk", "Interviewer"))
 //!     .agent("Bob", |a| a.plays("talk", "Candidate"))
