@@ -11,7 +11,6 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use actix_web_lab::sse;
 use futures::{Stream, StreamExt};
 use serde::Serialize;
 use serde_json::json;
@@ -28,6 +27,15 @@ pub const MAX_CLIENTS: usize = 64;
 /// Events kept for browsers that connect later.
 pub const MAX_KEPT: usize = 20_000;
 
+/// One event as a browser is sent it: its server-sent event name, its sequence number
+/// when it is kept, and its JSON.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub name: &'static str,
+    pub id: Option<u64>,
+    pub data: Arc<str>,
+}
+
 /// One kept event: its sequence number, its SSE event name and its JSON.
 struct Kept {
     id: u64,
@@ -36,7 +44,7 @@ struct Kept {
 }
 
 struct Client {
-    tx: mpsc::Sender<sse::Event>,
+    tx: mpsc::Sender<Frame>,
     dropped: Arc<AtomicBool>,
 }
 
@@ -128,22 +136,22 @@ impl Hub {
 
     /// Sends an event to every browser; `keep` events are also given to later ones.
     fn publish(st: &mut HubState, name: &'static str, data: String, keep: bool) {
-        let mut event = sse::Data::new(data.clone()).event(name);
+        let data: Arc<str> = data.into();
+        let mut frame = Frame {
+            name,
+            id: None,
+            data: data.clone(),
+        };
         if keep {
             st.last_id += 1;
             let id = st.last_id;
-            event = event.id(id.to_string());
+            frame.id = Some(id);
             if st.kept.len() == MAX_KEPT {
                 st.kept.pop_front();
             }
-            st.kept.push_back(Kept {
-                id,
-                name,
-                data: data.into(),
-            });
+            st.kept.push_back(Kept { id, name, data });
         }
-        let event = sse::Event::Data(event);
-        st.clients.retain(|c| match c.tx.try_send(event.clone()) {
+        st.clients.retain(|c| match c.tx.try_send(frame.clone()) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 c.dropped.store(true, Ordering::Relaxed);
@@ -159,7 +167,7 @@ impl Hub {
     pub fn subscribe(
         self: &Arc<Self>,
         last_id: u64,
-    ) -> Option<impl Stream<Item = sse::Event> + use<>> {
+    ) -> Option<impl Stream<Item = Frame> + Send + use<>> {
         let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
         let dropped = Arc::new(AtomicBool::new(false));
         let upto = {
@@ -180,35 +188,43 @@ impl Hub {
             futures::future::ready(next)
         });
         let reload = futures::stream::once(async move {
-            dropped
-                .load(Ordering::Relaxed)
-                .then(|| sse::Event::Data(sse::Data::new("{}").event("reload")))
+            dropped.load(Ordering::Relaxed).then(|| Frame {
+                name: "reload",
+                id: None,
+                data: "{}".into(),
+            })
         })
         .filter_map(futures::future::ready);
         Some(
             backlog
-                .chain(tokio_stream::wrappers::ReceiverStream::new(rx))
+                .chain(futures::stream::unfold(rx, |mut rx| async move {
+                    rx.recv().await.map(|frame| (frame, rx))
+                }))
                 .chain(reload),
         )
     }
 
     /// The kept event after id `shown`, and its id; if the events after `shown` are no
     /// longer kept, a `forgotten` event saying how many, standing for them.
-    fn kept_after(&self, shown: u64) -> (sse::Event, u64) {
+    fn kept_after(&self, shown: u64) -> (Frame, u64) {
         let st = self.lock();
         let first = st.kept.front().map_or(st.last_id + 1, |k| k.id);
         if shown + 1 < first {
             let data = json!({ "events": first - 1 - shown, "kept": MAX_KEPT }).to_string();
-            return (
-                sse::Event::Data(sse::Data::new(data).event("forgotten")),
-                first - 1,
-            );
+            let forgotten = Frame {
+                name: "forgotten",
+                id: None,
+                data: data.into(),
+            };
+            return (forgotten, first - 1);
         }
         let k = &st.kept[(shown + 1 - first) as usize];
-        let event = sse::Data::new(k.data.to_string())
-            .event(k.name)
-            .id(k.id.to_string());
-        (sse::Event::Data(event), k.id)
+        let frame = Frame {
+            name: k.name,
+            id: Some(k.id),
+            data: k.data.clone(),
+        };
+        (frame, k.id)
     }
 }
 
@@ -287,7 +303,7 @@ mod tests {
         Arc::new(Hub::new("c".into()))
     }
 
-    #[actix_web::test]
+    #[tokio::test]
     async fn a_late_browser_gets_the_run_so_far_then_new_events() {
         let hub = hub();
         hub.emit(&warning("one"));
@@ -295,11 +311,11 @@ mod tests {
         let stream = hub.subscribe(1).unwrap();
         hub.emit(&warning("three"));
         hub.lock().clients.clear();
-        let events: Vec<sse::Event> = stream.collect().await;
+        let events: Vec<Frame> = stream.collect().await;
         assert_eq!(events.len(), 2, "from id 2 on: {events:?}");
     }
 
-    #[actix_web::test]
+    #[tokio::test]
     async fn a_browser_that_falls_behind_is_dropped_with_a_reload_marker() {
         let hub = hub();
         let stream = hub.subscribe(0).unwrap();
@@ -308,13 +324,12 @@ mod tests {
         }
         assert_eq!(hub.live().clients, 0, "dropped, and the run did not wait");
         assert_eq!(kept_payloads(&hub).len(), CLIENT_BUFFER + 10);
-        let events: Vec<sse::Event> = stream.collect().await;
+        let events: Vec<Frame> = stream.collect().await;
         assert_eq!(events.len(), CLIENT_BUFFER + 1);
-        let last = format!("{:?}", events.last().unwrap());
-        assert!(last.contains("reload"), "{last}");
+        assert_eq!(events.last().unwrap().name, "reload");
     }
 
-    #[actix_web::test]
+    #[tokio::test]
     async fn a_long_run_keeps_its_newest_events_and_says_how_many_it_forgot() {
         let hub = hub();
         for i in 0..MAX_KEPT + 5 {
@@ -323,21 +338,18 @@ mod tests {
         assert_eq!(kept_payloads(&hub).len(), MAX_KEPT);
         let stream = hub.subscribe(0).unwrap();
         hub.lock().clients.clear();
-        let events: Vec<sse::Event> = stream.collect().await;
+        let events: Vec<Frame> = stream.collect().await;
         assert_eq!(events.len(), MAX_KEPT + 1);
-        let first = format!("{:?}", events[0]);
+        assert_eq!(events[0].name, "forgotten");
+        assert!(events[0].data.contains("\"events\":5"), "{:?}", events[0]);
         assert!(
-            first.contains("forgotten") && first.contains("\\\"events\\\":5"),
-            "{first}"
-        );
-        let second = format!("{:?}", events[1]);
-        assert!(
-            second.contains("\\\"5\\\""),
-            "the oldest kept is the sixth: {second}"
+            events[1].data.contains("\"5\""),
+            "the oldest kept is the sixth: {:?}",
+            events[1]
         );
     }
 
-    #[actix_web::test]
+    #[tokio::test]
     async fn browsers_beyond_the_limit_are_refused() {
         let hub = hub();
         let streams: Vec<_> = (0..MAX_CLIENTS)

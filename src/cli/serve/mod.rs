@@ -13,13 +13,22 @@ mod folder;
 mod hub;
 mod web_input;
 
+use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::http::header;
-use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
-use actix_web_lab::sse;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -43,6 +52,9 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The name of the cookie that carries the token after the first visit.
 const TOKEN_COOKIE: &str = "sopsim_token";
+
+/// The largest request body: a control's `{}` or a person's line of at most 64 KiB.
+const BODY_LIMIT: usize = 256 * 1024;
 
 /// What the server shows.
 pub enum Source {
@@ -77,14 +89,17 @@ pub enum ServeError {
 /// A server running on a thread of its own.
 pub struct Server {
     pub url: String,
-    handle: actix_web::dev::ServerHandle,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
-    /// Stops accepting requests and waits for the server's thread.
+    /// Stops accepting requests, closes the open event streams, and waits for the
+    /// server's thread.
     pub fn stop(mut self) {
-        futures::executor::block_on(self.handle.stop(false));
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -119,77 +134,70 @@ pub fn start(
         Some(t) => format!("http://{local}/?token={t}"),
         None => format!("http://{local}/"),
     };
-    let state = web::Data::new(AppState {
+    let state = Arc::new(AppState {
         source,
         token,
         port: local.port(),
     });
+    listener.set_nonblocking(true).map_err(ServeError::Start)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ServeError::Start)?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (tx, rx) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("sopsim-web".into())
         .spawn(move || {
-            let system = actix_web::rt::System::new();
-            system.block_on(async move {
-                let server = HttpServer::new(move || {
-                    App::new()
-                        .app_data(state.clone())
-                        .app_data(web::JsonConfig::default().limit(256 * 1024).error_handler(
-                            |e, _| {
-                                let message = e.to_string();
-                                actix_web::error::InternalError::from_response(
-                                    e,
-                                    HttpResponse::BadRequest().json(json!({ "error": message })),
-                                )
-                                .into()
-                            },
-                        ))
-                        .wrap(
-                            actix_web::middleware::DefaultHeaders::new()
-                                .add((header::CONTENT_SECURITY_POLICY, CSP))
-                                .add((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
-                                .add((header::REFERRER_POLICY, "no-referrer")),
-                        )
-                        .wrap(actix_web::middleware::from_fn(check_token))
-                        .wrap(actix_web::middleware::from_fn(check_origin))
-                        .route("/", web::get().to(index))
-                        .route("/app.js", web::get().to(script))
-                        .route("/style.css", web::get().to(style))
-                        .route("/events", web::get().to(events))
-                        .route("/api/state", web::get().to(state_json))
-                        .route("/api/input", web::post().to(input))
-                        .route("/api/{control}", web::post().to(control))
-                        .route("/api/runs/{id:.*}/events", web::get().to(run_events))
-                        .route("/api/runs/{id:.*}/summary", web::get().to(run_summary))
-                        .route("/api/events", web::get().to(folder_events))
-                        .route("/api/network", web::get().to(network))
-                        .route("/api/runs/{id:.*}/network", web::get().to(run_network))
-                        .route("/plots/{name}", web::get().to(plot))
-                        .default_service(web::to(not_found))
-                })
-                .workers(1)
-                .disable_signals()
-                .listen(listener);
-                let server = match server {
-                    Ok(s) => s.run(),
+            runtime.block_on(async move {
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
                     Err(e) => {
                         let _ = tx.send(Err(e));
                         return;
                     }
                 };
-                let _ = tx.send(Ok(server.handle()));
-                let _ = server.await;
+                let _ = tx.send(Ok(()));
+                // Dropping the runtime when this returns ends the open event streams,
+                // which a graceful shutdown would wait for forever.
+                tokio::select! {
+                    _ = axum::serve(listener, router(state)) => {}
+                    _ = stopped => {}
+                }
             });
         })
         .map_err(ServeError::Start)?;
-    let handle = rx
-        .recv()
+    rx.recv()
         .map_err(|_| ServeError::Start(std::io::Error::other("the server thread ended")))?
         .map_err(ServeError::Start)?;
     Ok(Server {
         url,
-        handle,
+        stop: Some(stop),
         thread: Some(thread),
     })
+}
+
+/// The pages, the event stream and the API, behind the origin and token checks.
+fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/app.js", get(script))
+        .route("/style.css", get(style))
+        .route("/events", get(events))
+        .route("/api/state", get(state_json))
+        .route("/api/input", post(input))
+        .route("/api/{control}", post(control))
+        .route("/api/events", get(folder_events))
+        .route("/api/network", get(network))
+        .route("/api/runs/{*rest}", get(run_part))
+        .route("/plots/{name}", get(plot))
+        .fallback(not_found)
+        .method_not_allowed_fallback(not_found)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn_with_state(state.clone(), check_token))
+        .layer(middleware::from_fn_with_state(state.clone(), check_origin))
+        .layer(middleware::map_response(security_headers))
+        .with_state(state)
 }
 
 struct AppState {
@@ -217,80 +225,106 @@ fn is_loopback_host(host: &str, port: u16) -> bool {
 /// rebinding, sends its own name and is refused); with a token any Host may reach the
 /// token check. Either way a request whose `Origin` is not the viewer's own is refused,
 /// so a cross-site page cannot step, stop or type into a run.
-async fn check_origin(
-    req: actix_web::dev::ServiceRequest,
-    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
-) -> Result<actix_web::dev::ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
-    let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
-        return next.call(req).await.map(|r| r.map_into_boxed_body());
-    };
-    let header = |name| {
-        req.headers()
-            .get(name)
-            .map(|v| v.to_str().unwrap_or_default().to_string())
-    };
-    let host = header(header::HOST).unwrap_or_default();
+async fn check_origin(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let host = header_text(req.headers(), header::HOST).unwrap_or_default();
+    let origin = header_text(req.headers(), header::ORIGIN);
     if state.token.is_none() && !is_loopback_host(&host, state.port) {
-        let response = HttpResponse::Forbidden().json(json!({
-            "error": format!("this viewer answers only at 127.0.0.1:{0}, localhost:{0} or [::1]:{0}", state.port)
-        }));
-        return Ok(req.into_response(response));
+        let error = format!(
+            "this viewer answers only at 127.0.0.1:{0}, localhost:{0} or [::1]:{0}",
+            state.port
+        );
+        return error_response(StatusCode::FORBIDDEN, error);
     }
-    if let Some(origin) = header(header::ORIGIN) {
-        if origin != format!("http://{host}") {
-            let response = HttpResponse::Forbidden()
-                .json(json!({ "error": "requests from other sites are refused" }));
-            return Ok(req.into_response(response));
-        }
+    if origin.is_some_and(|origin| origin != format!("http://{host}")) {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            "requests from other sites are refused",
+        );
     }
-    next.call(req).await.map(|r| r.map_into_boxed_body())
+    next.run(req).await
+}
+
+fn header_text(headers: &HeaderMap, name: header::HeaderName) -> Option<String> {
+    let value = headers.get(name)?;
+    Some(value.to_str().unwrap_or_default().to_string())
 }
 
 /// With a token set, every request carries it: as `?token=`, as a bearer token, or in
 /// the cookie the page gets on its first visit.
-async fn check_token(
-    req: actix_web::dev::ServiceRequest,
-    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
-) -> Result<actix_web::dev::ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
-    let expected = req
-        .app_data::<web::Data<AppState>>()
-        .and_then(|s| s.token.clone());
-    let Some(expected) = expected else {
-        return next.call(req).await.map(|r| r.map_into_boxed_body());
+async fn check_token(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let Some(expected) = state.token.as_deref() else {
+        return next.run(req).await;
     };
-    let query = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
-        .map(|q| q.into_inner())
-        .unwrap_or_default();
-    let from_query = query.iter().any(|(k, v)| k == "token" && *v == expected);
+    let from_query = Query::<Vec<(String, String)>>::try_from_uri(req.uri())
+        .is_ok_and(|q| q.iter().any(|(k, v)| k == "token" && v == expected));
     let from_header = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .is_some_and(|t| t == expected);
-    let from_cookie = req
-        .cookie(TOKEN_COOKIE)
-        .is_some_and(|c| c.value() == expected);
+    let from_cookie = cookie(req.headers(), TOKEN_COOKIE) == Some(expected);
     if !(from_query || from_header || from_cookie) {
-        let response = HttpResponse::Unauthorized()
-            .json(json!({ "error": "this server needs its token (the URL it printed has it)" }));
-        return Ok(req.into_response(response));
+        return error_response(
+            StatusCode::UNAUTHORIZED,
+            "this server needs its token (the URL it printed has it)",
+        );
     }
-    let mut response = next.call(req).await?.map_into_boxed_body();
+    let mut response = next.run(req).await;
     if from_query {
-        let cookie = actix_web::cookie::Cookie::build(TOKEN_COOKIE, expected)
-            .path("/")
-            .http_only(true)
-            .same_site(actix_web::cookie::SameSite::Strict)
-            .finish();
-        let _ = response.response_mut().add_cookie(&cookie);
+        // Tokens are letters, digits, '-' and '_' (the command line checks), which a
+        // cookie carries as they are.
+        let cookie = format!("{TOKEN_COOKIE}={expected}; Path=/; HttpOnly; SameSite=Strict");
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
     }
-    Ok(response)
+    response
+}
+
+/// The value of the cookie `name` in the request's `Cookie` headers.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+}
+
+/// The page's sources only from its own origin, no MIME sniffing, no referrer.
+async fn security_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
 }
 
 #[cfg(test)]
 mod tests {
-    use super::is_loopback_host;
+    use super::{cookie, is_loopback_host, HeaderMap, HeaderValue};
+
+    #[test]
+    fn the_token_cookie_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.append("cookie", HeaderValue::from_static("a=1; sopsim_token=abc"));
+        headers.append("cookie", HeaderValue::from_static("b=2"));
+        assert_eq!(cookie(&headers, "sopsim_token"), Some("abc"));
+        assert_eq!(cookie(&headers, "b"), Some("2"));
+        assert_eq!(cookie(&headers, "sopsim"), None);
+    }
 
     #[test]
     fn only_this_machines_names_on_the_port_are_loopback_hosts() {
@@ -318,83 +352,122 @@ mod tests {
     }
 }
 
-async fn index() -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/html; charset=utf-8")
-        .body(INDEX)
+async fn index() -> Response {
+    page("text/html; charset=utf-8", INDEX)
 }
 
-async fn script() -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/javascript; charset=utf-8")
-        .body(SCRIPT)
+async fn script() -> Response {
+    page("text/javascript; charset=utf-8", SCRIPT)
 }
 
-async fn style() -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/css; charset=utf-8")
-        .body(STYLE)
+async fn style() -> Response {
+    page("text/css; charset=utf-8", STYLE)
 }
 
-async fn not_found() -> HttpResponse {
-    HttpResponse::NotFound().json(json!({ "error": "no such page" }))
+fn page(kind: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, kind)], body).into_response()
 }
 
-fn bad_request(message: impl Into<String>) -> HttpResponse {
-    HttpResponse::BadRequest().json(json!({ "error": message.into() }))
+fn error_response(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": message.into() }))).into_response()
 }
 
-async fn events(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+async fn not_found() -> Response {
+    error_response(StatusCode::NOT_FOUND, "no such page")
+}
+
+fn bad_request(message: impl Into<String>) -> Response {
+    error_response(StatusCode::BAD_REQUEST, message)
+}
+
+/// The request's body as JSON of type `T`, or the status and the error that say why it
+/// is not.
+fn json_body<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, (StatusCode, String)> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !json {
+        let error = "the body must be JSON, sent as application/json".to_string();
+        return Err((StatusCode::BAD_REQUEST, error));
+    }
+    let body = body.map_err(|e| (e.status(), e.body_text()))?;
+    serde_json::from_slice(&body).map_err(|e| (StatusCode::BAD_REQUEST, format!("the body: {e}")))
+}
+
+/// Each kept event carries its sequence number as its id, so a reconnecting browser
+/// resumes after the last one it saw.
+fn sse_event(frame: hub::Frame) -> Event {
+    let event = Event::default().event(frame.name).data(&*frame.data);
+    match frame.id {
+        Some(id) => event.id(id.to_string()),
+        None => event,
+    }
+}
+
+async fn events(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let Source::Live(live) = &state.source else {
         return not_found().await;
     };
-    let last_id = req
-        .headers()
+    let last_id = headers
         .get("Last-Event-ID")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(0);
-    let Some(events) = live.hub.subscribe(last_id) else {
-        return HttpResponse::ServiceUnavailable()
-            .insert_header(("Retry-After", "5"))
-            .body(format!(
-                "{} browsers are watching this run, the most it serves at once",
-                hub::MAX_CLIENTS
-            ));
+    let Some(frames) = live.hub.subscribe(last_id) else {
+        let message = format!(
+            "{} browsers are watching this run, the most it serves at once",
+            hub::MAX_CLIENTS
+        );
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "5")],
+            message,
+        )
+            .into_response();
     };
-    let stream = futures::StreamExt::map(events, Ok::<_, std::convert::Infallible>);
-    use actix_web::Responder;
-    sse::Sse::from_stream(stream)
-        .with_keep_alive(KEEP_ALIVE)
-        .with_retry_duration(Duration::from_secs(1))
-        .respond_to(&req)
-        .map_into_boxed_body()
+    let retry = Event::default().retry(Duration::from_secs(1));
+    let stream = futures::stream::once(futures::future::ready(retry))
+        .chain(frames.map(sse_event))
+        .map(Ok::<_, Infallible>);
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
 }
 
-async fn state_json(state: web::Data<AppState>) -> HttpResponse {
+async fn state_json(State(state): State<Arc<AppState>>) -> Response {
     match &state.source {
-        Source::Live(live) => HttpResponse::Ok().json(json!({
+        Source::Live(live) => Json(json!({
             "mode": "live",
             "scenario": live.scenario,
             "live": live.hub.live(),
             "paused": live.control.is_paused(),
-        })),
-        Source::Folder(folder) => HttpResponse::Ok().json(folder.state()),
+        }))
+        .into_response(),
+        Source::Folder(folder) => Json(folder.state()).into_response(),
     }
 }
 
 async fn control(
-    path: web::Path<String>,
-    body: web::Json<Value>,
-    state: web::Data<AppState>,
-) -> HttpResponse {
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let Source::Live(live) = &state.source else {
         return bad_request("this server shows a finished run; there is nothing to control");
+    };
+    let body: Value = match json_body(&headers, body) {
+        Ok(body) => body,
+        Err((status, error)) => return error_response(status, error),
     };
     if !body.is_object() {
         return bad_request("the body must be a JSON object, such as {}");
     }
-    let control = match path.as_str() {
+    let control = match name.as_str() {
         "pause" => Control::Pause,
         "resume" => Control::Resume,
         "step" => Control::Step,
@@ -402,7 +475,7 @@ async fn control(
         _ => return not_found().await,
     };
     live.control.send(control);
-    HttpResponse::Ok().json(json!({ "sent": path.as_str() }))
+    Json(json!({ "sent": name })).into_response()
 }
 
 #[derive(Deserialize)]
@@ -412,11 +485,18 @@ struct Input {
     text: String,
 }
 
-async fn input(body: web::Json<Input>, state: web::Data<AppState>) -> HttpResponse {
+async fn input(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let Source::Live(live) = &state.source else {
         return bad_request("this server shows a finished run; nobody is typing");
     };
-    let Input { name, text } = body.into_inner();
+    let Input { name, text } = match json_body(&headers, body) {
+        Ok(input) => input,
+        Err((status, error)) => return error_response(status, error),
+    };
     if text.trim().is_empty() {
         return bad_request("text: empty");
     }
@@ -424,11 +504,15 @@ async fn input(body: web::Json<Input>, state: web::Data<AppState>) -> HttpRespon
         return bad_request("text: over 64 KiB");
     }
     match live.inbox.deliver(&name, text) {
-        Ok(()) => HttpResponse::Ok().json(json!({ "sent": true })),
-        Err(Refused::NotWaiting) => HttpResponse::Conflict()
-            .json(json!({ "error": format!("it is not {name}'s turn to type") })),
-        Err(Refused::Gone) => HttpResponse::Conflict()
-            .json(json!({ "error": format!("{name}'s turn was already answered") })),
+        Ok(()) => Json(json!({ "sent": true })).into_response(),
+        Err(Refused::NotWaiting) => error_response(
+            StatusCode::CONFLICT,
+            format!("it is not {name}'s turn to type"),
+        ),
+        Err(Refused::Gone) => error_response(
+            StatusCode::CONFLICT,
+            format!("{name}'s turn was already answered"),
+        ),
     }
 }
 
@@ -439,40 +523,45 @@ fn folder(state: &AppState) -> Option<&Folder> {
     }
 }
 
-fn json_or_404(value: Option<Value>) -> HttpResponse {
+fn json_or_404(value: Option<Value>) -> Response {
     match value {
-        Some(v) => HttpResponse::Ok().json(v),
-        None => HttpResponse::NotFound().json(json!({ "error": "no such run" })),
+        Some(v) => Json(v).into_response(),
+        None => error_response(StatusCode::NOT_FOUND, "no such run"),
     }
 }
 
-async fn folder_events(state: web::Data<AppState>) -> HttpResponse {
+async fn folder_events(State(state): State<Arc<AppState>>) -> Response {
     json_or_404(folder(&state).and_then(|f| f.events(None)))
 }
 
-async fn run_events(path: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
-    json_or_404(folder(&state).and_then(|f| f.events(Some(&path))))
-}
-
 /// The run's networks; 404 for a run without populations.
-async fn network(state: web::Data<AppState>) -> HttpResponse {
+async fn network(State(state): State<Arc<AppState>>) -> Response {
     match &state.source {
         Source::Live(live) => json_or_404(live.network.clone()),
         Source::Folder(f) => json_or_404(f.network(None)),
     }
 }
 
-async fn run_network(path: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
-    json_or_404(folder(&state).and_then(|f| f.network(Some(&path))))
+/// `/api/runs/{id}/events`, `/summary` or `/network` of a benchmark's run, whose id may
+/// hold slashes.
+async fn run_part(State(state): State<Arc<AppState>>, Path(rest): Path<String>) -> Response {
+    let Some(folder) = folder(&state) else {
+        return json_or_404(None);
+    };
+    let Some((id, part)) = rest.rsplit_once('/') else {
+        return not_found().await;
+    };
+    match part {
+        "events" => json_or_404(folder.events(Some(id))),
+        "summary" => json_or_404(folder.summary(Some(id))),
+        "network" => json_or_404(folder.network(Some(id))),
+        _ => not_found().await,
+    }
 }
 
-async fn run_summary(path: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
-    json_or_404(folder(&state).and_then(|f| f.summary(Some(&path))))
-}
-
-async fn plot(path: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
-    match folder(&state).and_then(|f| f.plot(&path)) {
-        Some((bytes, kind)) => HttpResponse::Ok().content_type(kind).body(bytes),
+async fn plot(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> Response {
+    match folder(&state).and_then(|f| f.plot(&name)) {
+        Some((bytes, kind)) => ([(header::CONTENT_TYPE, kind)], bytes).into_response(),
         None => not_found().await,
     }
 }

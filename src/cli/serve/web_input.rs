@@ -117,7 +117,7 @@ mod tests {
     use super::*;
     use sopsim::human::LinesInput;
 
-    #[actix_web::test]
+    #[tokio::test]
     async fn two_people_of_a_round_wait_at_once_and_each_gets_their_own_line() {
         let hub = Arc::new(Hub::new("c".into()));
         // The terminal's input is closed: only the page answers.
