@@ -63,11 +63,25 @@ macro_rules! svg_and_png {
             let area = SVGBackend::new(&svg, SIZE).into_drawing_area();
             $draw(&area, $($arg),*).map_err(|source| PlotError { path: svg.clone(), source })?;
         }
-        let area = BitMapBackend::new(&png, SIZE).into_drawing_area();
-        let drawn = $draw(&area, $($arg),*).map_err(|source| PlotError { path: png.clone(), source });
-        drop(area);
-        drawn
+        let mut rgb = vec![0; SIZE.0 as usize * SIZE.1 as usize * 3];
+        {
+            let area = BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area();
+            $draw(&area, $($arg),*).map_err(|source| PlotError { path: png.clone(), source })?;
+        }
+        write_png(&png, &rgb).map_err(|source| PlotError { path: png.clone(), source })
     }};
+}
+
+/// Writes a picture of [`SIZE`], 8-bit RGB rows from the top, as a PNG file.
+fn write_png(path: &Path, rgb: &[u8]) -> Result<(), BoxError> {
+    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut encoder = png::Encoder::new(file, SIZE.0, SIZE.1);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header()?;
+    writer.write_image_data(rgb)?;
+    writer.finish()?;
+    Ok(())
 }
 
 fn err<E: std::error::Error + Send + Sync + 'static>(e: E) -> BoxError {
