@@ -17,6 +17,8 @@ use sopsim::llm::Estimator;
 use sopsim::models::{Quiet, QWEN05};
 use sopsim::scenario;
 use sopsim::sim::{run_blocking, RunConfig, RunOutcome, Services};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// The checkout's `models/`, where `sopsim models fetch` puts them.
 fn models_dir() -> std::path::PathBuf {
@@ -56,9 +58,11 @@ fn transcript(outcome: &RunOutcome) -> String {
 fn main() {
     // The local engine reports its load (prompt and decode rows and seconds) at debug
     // level when its worker stops, at the end of each run.
-    tracing_subscriber::fmt()
-        .with_env_filter("sopsim::llm::local::engine=debug")
-        .with_writer(std::io::stderr)
+    let engine = tracing_subscriber::filter::Targets::new()
+        .with_target("sopsim::llm::local::engine", tracing::Level::DEBUG);
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(engine)
         .init();
     let rounds: u32 = std::env::args()
         .nth(1)

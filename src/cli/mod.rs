@@ -21,6 +21,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
 
 use args::{Cli, Command, ImportFormat, ModelsAction};
 use failure::Failure;
@@ -37,16 +40,20 @@ pub fn main() -> ExitCode {
     // Unless asked for, only sopsim's own errors reach the terminal: a library's log
     // line (rmcp's, say) would interleave with the transcript and say less than the
     // error sopsim reports for it.
-    let filter = match std::env::var("SOPSIM_LOG") {
-        Ok(directives) if !directives.is_empty() => tracing_subscriber::EnvFilter::new(directives),
-        _ => tracing_subscriber::EnvFilter::new("off,sopsim=error,sopsim_cli=error"),
+    let filter = match log_filter(std::env::var("SOPSIM_LOG").ok().as_deref()) {
+        Ok(filter) => filter,
+        Err(message) => {
+            eprintln!("error: {}", terminal::printable(&message));
+            return ExitCode::from(2);
+        }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let log = tracing_subscriber::fmt::layer()
         .with_ansi(terminal::use_color(std::io::IsTerminal::is_terminal(
             &std::io::stderr(),
         )))
-        .with_writer(std::io::stderr)
+        .with_writer(std::io::stderr);
+    tracing_subscriber::registry()
+        .with(log.with_filter(filter))
         .init();
     compute_settings();
     // Benchmarks open two files per run; the soft limit is often far below the hard one.
@@ -57,6 +64,19 @@ pub fn main() -> ExitCode {
             eprintln!("error: {}", terminal::printable(failure.message()));
             failure.exit_code()
         }
+    }
+}
+
+/// The log filter: `SOPSIM_LOG`'s directives (`target=level` or a bare level, separated
+/// by commas), or by default sopsim's own errors only.
+fn log_filter(directives: Option<&str>) -> Result<tracing_subscriber::filter::Targets, String> {
+    match directives {
+        Some(d) if !d.trim().is_empty() => d.parse().map_err(|e| {
+            format!("SOPSIM_LOG={d:?}: {e}; give target=level pairs, such as sopsim=debug")
+        }),
+        _ => Ok(tracing_subscriber::filter::Targets::new()
+            .with_target("sopsim", tracing::Level::ERROR)
+            .with_target("sopsim_cli", tracing::Level::ERROR)),
     }
 }
 
@@ -119,5 +139,23 @@ fn execute(command: Command) -> Result<(), Failure> {
                 .render(&mut out)
                 .map_err(|e| Failure::runtime(&e))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+
+    #[test]
+    fn log_directives_are_read_and_bad_ones_named() {
+        let filter = log_filter(Some("sopsim=debug,rmcp=warn")).unwrap();
+        assert!(filter.would_enable("sopsim::llm", &tracing::Level::DEBUG));
+        assert!(!filter.would_enable("reqwest", &tracing::Level::ERROR));
+        let quiet = log_filter(None).unwrap();
+        assert!(quiet.would_enable("sopsim::sim", &tracing::Level::ERROR));
+        assert!(!quiet.would_enable("sopsim::sim", &tracing::Level::WARN));
+        assert!(!quiet.would_enable("rmcp", &tracing::Level::ERROR));
+        let error = log_filter(Some("sopsim=loud")).unwrap_err();
+        assert!(error.starts_with("SOPSIM_LOG="), "{error}");
     }
 }
