@@ -135,7 +135,7 @@ fn async_code_awaits_run_async_inside_its_actix_system() {
     };
     let blocking = runner::run(&opts, RunIo::default()).unwrap();
     let transcript = std::fs::read_to_string(dir.path().join("transcript.jsonl")).unwrap();
-    // As an actix-web handler or `#[actix::main]` would: the system is already running.
+    // As a web handler or `#[actix::main]` would: the system is already running.
     let again = RunOptions {
         existing: runner::Existing::Replace,
         ..opts

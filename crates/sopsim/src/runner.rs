@@ -134,7 +134,7 @@ pub fn run(opts: &RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
 }
 
 /// [`run`] for async code running inside an actix `System` (`#[actix::main]`,
-/// `actix::System::new().block_on`, actix-web's handlers): the blocking parts (loading
+/// `actix::System::new().block_on`, a web server's handlers): the blocking parts (loading
 /// models, asking a server which model it serves, creating files) go to the runtime's
 /// blocking threads, the simulation runs on the caller's system.
 pub async fn run_async(opts: RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
