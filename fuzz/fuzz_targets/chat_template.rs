@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sopsim_infer::template::ChatTemplate;
+use sopsim_infer::chat_template::ChatTemplate;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(source) = std::str::from_utf8(data) else { return };

@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use sopsim_infer::gguf::{chat_template, tokenizer, GgufFile, ModelShape};
-use sopsim_infer::template::ChatTemplate;
+use sopsim_infer::chat_template::ChatTemplate;
 use sopsim_infer::transformer::Model;
 
 fuzz_target!(|data: &[u8]| {

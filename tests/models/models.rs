@@ -722,7 +722,8 @@ fn tojson_in_templates_renders_as_transformers_does() {
     for (name, spec) in templates {
         let source = spec["source"].as_str().unwrap().to_string();
         let template =
-            sopsim_infer::template::ChatTemplate::new(Some(source), None, "</s>".into()).unwrap();
+            sopsim_infer::chat_template::ChatTemplate::new(Some(source), None, "</s>".into())
+                .unwrap();
         for case in spec["cases"].as_array().unwrap() {
             let messages: Vec<(&str, &str)> = case["messages"]
                 .as_array()

@@ -9,8 +9,8 @@
 //!   (AVX-512 VNNI, AVX2 and AVX-VNNI kernels matching a scalar reference bit for bit).
 //! - [`transformer`]: the llama and qwen2 forward pass over rows of many sequences, each with
 //!   its own [`kv::KvCache`]; attention per row and head.
-//! - [`options`]: choosing among options by their probability (a trie of tokens).
-//! - [`penalties`], [`sampling`], [`template`]: what a sequence's context does to its
+//! - [`choice`]: choosing among options by their probability (a trie of tokens).
+//! - [`penalties`], [`sampling`], [`chat_template`]: what a sequence's context does to its
 //!   next token's logits (repeat, frequency, presence, DRY); the draw; the prompt text.
 //! - `bf16x3`: f32 products as three bf16 products on AMX tiles (the sentence encoder's,
 //!   where the CPU has AMX-BF16).
@@ -29,15 +29,15 @@ mod attention;
 pub mod bert;
 #[cfg(target_arch = "x86_64")]
 pub mod bf16x3;
+pub mod chat_template;
+pub mod choice;
 pub mod compute;
 pub mod error;
 pub mod gguf;
 pub mod kv;
 pub mod math;
-pub mod options;
 mod panels;
 pub mod penalties;
 pub mod quant;
 pub mod sampling;
-pub mod template;
 pub mod transformer;

@@ -5,7 +5,7 @@
 use std::hash::Hasher;
 use std::sync::Arc;
 
-use sopsim_infer::options::OptionTrie;
+use sopsim_infer::choice::OptionTrie;
 use sopsim_infer::sampling::Sampler;
 use xxhash_rust::xxh3::Xxh3;
 
@@ -117,7 +117,7 @@ impl Worker {
                 let budget = (req.tools.is_none()
                     && matches!(req.context.kind, CallKind::Act | CallKind::Summary))
                 .then(|| crate::sentence::ReplyBudget::of(max_tokens));
-                let params = super::sampling::params(
+                let params = super::draw_settings::params(
                     &req.settings,
                     req.redraw.as_ref(),
                     &self.text.tokenizer,

@@ -17,10 +17,10 @@ use std::sync::Arc;
 use tokenizers::Tokenizer;
 use tokio::sync::oneshot;
 
+use sopsim_infer::chat_template::ChatTemplate;
+use sopsim_infer::choice::{Branching, OptionTrie};
 use sopsim_infer::kv::KvCache;
-use sopsim_infer::options::{Branching, OptionTrie};
 use sopsim_infer::sampling::Sampler;
-use sopsim_infer::template::ChatTemplate;
 use sopsim_infer::transformer::{Model, Scratch, Segment, Want};
 
 use super::speculate::{Draft, DraftJob, Spec, SpecStats};
@@ -117,7 +117,7 @@ pub(super) struct Worker {
     pub(super) constraints:
         Option<Result<super::constrain::Constraints, Arc<super::constrain::ConstrainError>>>,
     /// The tokens that hold DRY's breaker strings.
-    pub(super) breakers: super::sampling::Breakers,
+    pub(super) breakers: super::draw_settings::Breakers,
     load: Load,
 }
 
@@ -158,7 +158,7 @@ impl Worker {
             active: Vec::new(),
             scratch: Scratch::default(),
             constraints: None,
-            breakers: super::sampling::Breakers::default(),
+            breakers: super::draw_settings::Breakers::default(),
             load: Load::default(),
         }
     }

@@ -5,14 +5,14 @@
 //! The model itself — the GGUF file, kernels, forward pass, tokenizer, template — is
 //! the `sopsim-infer` crate; here are the backend handle, `engine`, the worker
 //! that batches every simulation's requests, reuses prompt prefixes and answers
-//! choices, and `sampling`, a request's settings as the engine draws with them.
+//! choices, and `draw_settings`, a request's settings as the engine draws with them.
 
 mod admit;
 mod constrain;
 mod decode;
+mod draw_settings;
 mod engine;
 mod prefix_tree;
-mod sampling;
 mod speculate;
 mod text_stream;
 
@@ -27,8 +27,8 @@ use tokio::sync::oneshot;
 use super::{Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
 use crate::tokens::TokenCounter;
 use engine::{Job, Text, Worker};
+use sopsim_infer::chat_template::ChatTemplate;
 use sopsim_infer::gguf;
-use sopsim_infer::template::ChatTemplate;
 use sopsim_infer::transformer::{self, Model};
 
 pub use sopsim_infer::gguf::{GgufError, SpecialTokens};

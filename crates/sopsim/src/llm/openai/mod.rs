@@ -23,8 +23,8 @@
 //! - `replicas.rs`: several servers of one model as one backend ([`Replicas`]);
 //! - `redact.rs`: URLs and servers' messages without credentials or keys;
 //! - `retry.rs`: backoff and `Retry-After`; `sse.rs`: server-sent events;
-//!   `sampling.rs`: sampling settings under the servers' names; `tools.rs`: native
-//!   tool calling; `tokens.rs`: counting tokens for a server's models.
+//!   `sampling_fields.rs`: sampling settings under the servers' names; `tools.rs`: native
+//!   tool calling; `token_count.rs`: counting tokens for a server's models.
 
 mod choice;
 mod config;
@@ -34,11 +34,11 @@ mod replicas;
 mod reply;
 mod request;
 mod retry;
-mod sampling;
+mod sampling_fields;
 mod send;
 mod sse;
 mod stream;
-mod tokens;
+mod token_count;
 mod tools;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,7 +53,7 @@ pub use retry::{
     parse_retry_after, retryable_status, with_retries, AttemptError, Cause, GaveUp, RetryPolicy,
 };
 pub use sse::{Event, SseParser};
-pub use tokens::counter_for;
+pub use token_count::counter_for;
 
 use super::{ChoiceMethod, Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
 pub use crate::llm::ApiKey;

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::choice::{ask_structured, Asking};
-use super::{sampling, tools, OpenAiBackend};
+use super::{sampling_fields, tools, OpenAiBackend};
 use crate::llm::{CallKind, ChatRole, DecisionFormat, LlmRequest};
 use crate::prompt::ChatMessage;
 
@@ -66,9 +66,9 @@ impl OpenAiBackend {
                 json!(seed.wrapping_add(attempt).wrapping_add(candidate)),
             );
         }
-        sampling::standard(s, req.redraw.as_ref(), &mut obj);
+        sampling_fields::standard(s, req.redraw.as_ref(), &mut obj);
         if self.sends_extras(req) {
-            obj.extend(sampling::extras(s));
+            obj.extend(sampling_fields::extras(s));
         }
         if self.streams(req) {
             obj.insert("stream_options".into(), json!({"include_usage": true}));
@@ -113,7 +113,7 @@ impl OpenAiBackend {
     pub(super) fn sends_extras(&self, req: &LlmRequest) -> bool {
         !self.openai
             && !self.extras_refused.load(Ordering::Relaxed)
-            && !sampling::extras(&req.settings).is_empty()
+            && !sampling_fields::extras(&req.settings).is_empty()
     }
 
     /// Whether closed choices are asked as structured output: not once the server has
@@ -125,7 +125,7 @@ impl OpenAiBackend {
 
     /// Whether the request's extra sampling fields go unsent.
     pub(super) fn extras_unsent(&self, req: &LlmRequest) -> bool {
-        !sampling::extras(&req.settings).is_empty() && !self.sends_extras(req)
+        !sampling_fields::extras(&req.settings).is_empty() && !self.sends_extras(req)
     }
 }
 
