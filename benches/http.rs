@@ -13,7 +13,7 @@ use sopsim::embed::{EmbedService, HashEmbedder};
 use sopsim::llm::openai::{OpenAiBackend, OpenAiOptions};
 use sopsim::llm::Estimator;
 use sopsim::scenario::{self, Scenario};
-use sopsim::sim::{run, RunConfig, Services};
+use sopsim::simulation::{run, RunConfig, Services};
 
 /// An instant server: every request gets the same reply (streamed when the request
 /// asks for a stream), connections kept alive.

@@ -18,7 +18,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use sopsim::bench::exec::{execute, Prepared};
 use sopsim::bench::plan::Job;
 use sopsim::scenario::{self, Mode};
-use sopsim::sim::Services;
+use sopsim::simulation::Services;
 
 const SEEDS: u64 = 32;
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::{json, Map, Value};
 use sopsim::scenario::{self, Scenario};
-use sopsim::sim::{run, RunConfig, Services};
+use sopsim::simulation::{run, RunConfig, Services};
 use sopsim::tools::{ResultObject, Store};
 
 const TURNS: usize = 10;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sopsim::events::{EventSink, SimEvent};
 use sopsim::scenario::{self, Mode, Scenario, ScenarioBuilder, Script, StateBuilder};
-use sopsim::sim::{run, RunConfig, Services};
+use sopsim::simulation::{run, RunConfig, Services};
 
 fn debate() -> Scenario {
     scenario::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/debate.json"))

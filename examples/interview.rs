@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use sopsim::scenario::{Components, Mode, ScenarioBuilder, Script, SpeakerRule, StateBuilder};
-use sopsim::sim::{run_blocking, RunConfig, Services};
+use sopsim::simulation::{run_blocking, RunConfig, Services};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let asks = Components {

@@ -16,7 +16,7 @@ use sopsim::llm::local::{LocalBackend, LocalOptions};
 use sopsim::llm::Estimator;
 use sopsim::models::{Quiet, QWEN05};
 use sopsim::scenario;
-use sopsim::sim::{run_blocking, RunConfig, RunOutcome, Services};
+use sopsim::simulation::{run_blocking, RunConfig, RunOutcome, Services};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 

@@ -13,8 +13,8 @@ use rmcp::{schemars, tool, tool_router, ServiceExt};
 use serde_json::json;
 use sopsim::llm::{CallKind, LlmBackend, LlmRequest, ScriptedBackend};
 use sopsim::scenario::{self, CommandConsent, Scenario};
-use sopsim::sim::MessageKind;
-use sopsim::sim::{run_blocking, RunConfig, RunOutcome, Services};
+use sopsim::simulation::MessageKind;
+use sopsim::simulation::{run_blocking, RunConfig, RunOutcome, Services};
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 struct AddArgs {

@@ -9,7 +9,7 @@ use sopsim::events::EventSink;
 use sopsim::human::HumanInput;
 use sopsim::runner::{self, Existing, RunIo, RunOptions};
 use sopsim::scenario::Mode;
-use sopsim::sim::EndReason;
+use sopsim::simulation::EndReason;
 
 use super::args::{BenchAction, BenchArgs, BenchCommand, RunArgs};
 use super::cluster;

@@ -101,7 +101,7 @@ fn tool_line(ret: &sopsim::tools::Return) -> Option<String> {
 
 /// ` (COOPERATE 0.93, DEFECT 0.07)`: the most likely options (at most four shown),
 /// or nothing when the backend gave no probabilities.
-fn probabilities(d: &sopsim::sim::Decision) -> String {
+fn probabilities(d: &sopsim::simulation::Decision) -> String {
     let Some(p) = &d.probabilities else {
         return String::new();
     };

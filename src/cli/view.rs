@@ -61,8 +61,8 @@ impl RunViewer {
             .unwrap_or_default();
         let network = loaded.as_ref().and_then(|(s, _)| {
             let mode = mode.unwrap_or(s.environment.mode);
-            let drawn = sopsim::sim::draw_networks(s.populations.values(), seed).ok()?;
-            let document = sopsim::sim::network_document(s, mode, seed, &drawn)?;
+            let drawn = sopsim::simulation::draw_networks(s.populations.values(), seed).ok()?;
+            let document = sopsim::simulation::network_document(s, mode, seed, &drawn)?;
             serde_json::to_value(document).ok()
         });
         let name = scenario["name"].as_str().unwrap_or("run").to_string();

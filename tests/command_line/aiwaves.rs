@@ -11,7 +11,7 @@ use crate::common::{root, run_with_input};
 use serde_json::Value;
 use sopsim::human::LinesInput;
 use sopsim::scenario::{self, Mode, Script};
-use sopsim::sim::{run_blocking, RunConfig, Services};
+use sopsim::simulation::{run_blocking, RunConfig, Services};
 
 const CONFIGS: [&str; 5] = [
     "debate/config.json",

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use crate::common::root;
 use sopsim::bench::extract::outcome_figures;
 use sopsim::scenario::{self, FieldPath, OutcomeRules};
-use sopsim::sim::{Decision, Message, MessageKind};
+use sopsim::simulation::{Decision, Message, MessageKind};
 
 fn sopsim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sopsim"))

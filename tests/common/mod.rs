@@ -14,7 +14,7 @@ use sopsim::human::LinesInput;
 use sopsim::llm::Estimator;
 use sopsim::llm::{Completion, LlmBackend, LlmError, LlmRequest, ScriptedBackend, TokenSink};
 use sopsim::scenario::{self, Mode, Scenario};
-use sopsim::sim::{run_blocking, RunConfig, RunOutcome, Services};
+use sopsim::simulation::{run_blocking, RunConfig, RunOutcome, Services};
 
 /// Runs the `sopsim` binary with `input` on stdin: its exit code, stdout and stderr.
 pub fn run_with_input(args: &[&str], input: &str) -> (i32, String, String) {

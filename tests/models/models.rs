@@ -374,7 +374,7 @@ fn stop_sequences_cut_the_reply_and_streaming_matches_it() {
 #[test]
 fn a_scenario_runs_on_the_local_models() {
     let scenario = example("debate");
-    let services = sopsim::sim::Services {
+    let services = sopsim::simulation::Services {
         llm: Arc::new(LocalBackend::start(&gguf_path(), LocalOptions::default()).unwrap()),
         embed: sopsim::embed::EmbedService::start(
             Arc::new(
@@ -391,12 +391,12 @@ fn a_scenario_runs_on_the_local_models() {
         counter: backend().counter(),
         prices: Default::default(),
     };
-    let config = sopsim::sim::RunConfig {
+    let config = sopsim::simulation::RunConfig {
         max_turns: Some(4),
         seed: 3,
         ..Default::default()
     };
-    let outcome = sopsim::sim::run_blocking(Arc::new(scenario), &services, config).unwrap();
+    let outcome = sopsim::simulation::run_blocking(Arc::new(scenario), &services, config).unwrap();
     assert_eq!(
         (outcome.summary.turns, outcome.summary.ended_by.as_str()),
         (4, "max_turns")
@@ -743,16 +743,16 @@ fn tojson_in_templates_renders_as_transformers_does() {
 #[test]
 fn the_default_model_calls_json_lookup_with_schema_valid_arguments() {
     let scenario = example("shop_assistant");
-    let services = sopsim::sim::Services {
+    let services = sopsim::simulation::Services {
         llm: Arc::new(LocalBackend::start(&model_path(&QWEN05), LocalOptions::default()).unwrap()),
-        ..sopsim::sim::Services::scripted(&scenario)
+        ..sopsim::simulation::Services::scripted(&scenario)
     };
-    let config = sopsim::sim::RunConfig {
+    let config = sopsim::simulation::RunConfig {
         max_turns: Some(2),
         seed: 1,
         ..Default::default()
     };
-    let outcome = sopsim::sim::run_blocking(Arc::new(scenario), &services, config).unwrap();
+    let outcome = sopsim::simulation::run_blocking(Arc::new(scenario), &services, config).unwrap();
     let calls = &outcome.summary.tools.calls["catalogue"];
     // Decoded under the schema, every call parses and validates: none is refused.
     assert!(calls.get("ok").copied().unwrap_or(0) >= 1, "{calls:?}");

@@ -885,7 +885,7 @@ fn after_unusable_structured_answers_choices_are_asked_in_text_and_say_so() {
 fn debate_where_ben_goes_on_as_ada(
     stream: bool,
     honour_stops: bool,
-) -> (sopsim::sim::RunOutcome, Vec<(String, Value)>) {
+) -> (sopsim::simulation::RunOutcome, Vec<(String, Value)>) {
     let server = Server::start_with(
         vec![ok(&[
             "Streets without cars are safer.\nAda: ",
@@ -897,12 +897,12 @@ fn debate_where_ben_goes_on_as_ada(
         },
     );
     let services = services_with(std::sync::Arc::new(backend(&server, stream, 2, 5000)));
-    let outcome = sopsim::sim::run_blocking(
+    let outcome = sopsim::simulation::run_blocking(
         std::sync::Arc::new(example("debate")),
         &services,
-        sopsim::sim::RunConfig {
+        sopsim::simulation::RunConfig {
             max_turns: Some(2),
-            ..sopsim::sim::RunConfig::default()
+            ..sopsim::simulation::RunConfig::default()
         },
     )
     .unwrap();

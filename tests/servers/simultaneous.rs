@@ -20,7 +20,7 @@ use sopsim::llm::{
 use sopsim::scenario::{
     self, FieldPath, OutcomeRules, Scenario, ScenarioBuilder, StateBuilder, Turns,
 };
-use sopsim::sim::{run_blocking, RunConfig, RunOutcome};
+use sopsim::simulation::{run_blocking, RunConfig, RunOutcome};
 
 fn game() -> Scenario {
     let mut s = ScenarioBuilder::new("rounds")

@@ -17,8 +17,8 @@ use sopsim::llm::openai::{OpenAiBackend, OpenAiOptions, RetryPolicy};
 use sopsim::llm::record::{Recorder, Replayer};
 use sopsim::llm::{LlmBackend, ScriptedBackend};
 use sopsim::scenario::{self, Mode, Scenario};
-use sopsim::sim::MessageKind;
-use sopsim::sim::{run_blocking, RunConfig, RunOutcome};
+use sopsim::simulation::MessageKind;
+use sopsim::simulation::{run_blocking, RunConfig, RunOutcome};
 
 fn scenario_from(doc: Value) -> Scenario {
     scenario_with(doc, &[])

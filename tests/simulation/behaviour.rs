@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::common::*;
 use sopsim::llm::{CallKind, ScriptedBackend};
 use sopsim::scenario::{JudgePrompts, Mode, ScenarioBuilder, Script, SpeakerRule, StateBuilder};
-use sopsim::sim::{run_blocking, RunConfig};
+use sopsim::simulation::{run_blocking, RunConfig};
 
 /// Prompts of `agent`'s own turns in `state`.
 fn act_prompts(reqs: &[sopsim::llm::LlmRequest], agent: &str, state: &str) -> Vec<String> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::common::*;
 use sopsim::llm::{CallKind, ScriptedBackend};
 use sopsim::scenario::{Mode, ScenarioBuilder, Script, StateBuilder};
-use sopsim::sim::{run, RunConfig};
+use sopsim::simulation::{run, RunConfig};
 
 const SIMS: usize = 200;
 

@@ -8,7 +8,7 @@ use crate::common::*;
 use sopsim::embed::{EmbedError, EmbedService, Embedder, HashEmbedder};
 use sopsim::llm::Estimator;
 use sopsim::llm::ScriptedBackend;
-use sopsim::sim::{run_blocking, RunConfig, Services};
+use sopsim::simulation::{run_blocking, RunConfig, Services};
 
 /// A model-like embedder (runs on the worker pool) that counts the texts it embeds.
 struct Counting {

@@ -49,8 +49,17 @@ static RUNTIME: Layers = &[
     (
         "running",
         &[
-            "actors", "sim", "output", "events", "setup", "runner", "bench", "error", "control",
-            "human", "journal",
+            "actors",
+            "simulation",
+            "output",
+            "events",
+            "setup",
+            "runner",
+            "bench",
+            "error",
+            "control",
+            "human",
+            "journal",
         ],
     ),
 ];

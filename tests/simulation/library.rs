@@ -9,7 +9,7 @@ use sopsim::events::{EventSink, SimEvent};
 use sopsim::runner::{self, RunIo, RunOptions};
 use sopsim::runner::{Control, RunControl};
 use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions};
-use sopsim::sim::EndReason;
+use sopsim::simulation::EndReason;
 
 /// The debate example on the scripted backend and hash embeddings.
 fn scripted_debate() -> RunOptions {

@@ -8,7 +8,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use sopsim::scenario::{ScenarioBuilder, StateBuilder};
-//! use sopsim::sim::{run_blocking, RunConfig, Services};
+//! use sopsim::simulation::{run_blocking, RunConfig, Services};
 //!
 //! let scenario = ScenarioBuilder::new("interview")
 //!     .agent("Ada", |a| a.plays("talk", "Interviewer"))
@@ -53,12 +53,12 @@
 //!
 //! # The public API
 //!
-//! Twelve modules are the front door: [`scenario`] (the format), [`sim`] (one simulation
-//! in memory), [`runner`] (a scenario file run into a folder), [`setup`] (model
-//! options), [`bench`](mod@bench), [`events`], [`human`], [`error`], [`llm`], [`embed`],
+//! Twelve modules are the front door: [`scenario`] (the format), [`simulation`] (one
+//! simulation in memory), [`runner`] (a scenario file run into a folder), [`setup`]
+//! (model options), [`bench`](mod@bench), [`events`], [`human`], [`error`], [`llm`], [`embed`],
 //! [`models`] and [`tools`]. Everything else is private to the crate; the few of its
 //! types a caller meets are re-exported where the caller meets them: the transcript's
-//! [`sim::Message`], the reply budget [`llm::ReplyBudget`], a run folder's
+//! [`simulation::Message`], the reply budget [`llm::ReplyBudget`], a run folder's
 //! [`runner::OutputFolder`], the quality figures [`events::ReplyQuality`].
 //!
 //! # Layout
@@ -82,7 +82,7 @@
 //!
 //! Running:
 //! - `actors`: Director, Agent and Environment actors and their messages.
-//! - [`sim`]: wiring one simulation, running it, its summary.
+//! - [`simulation`]: wiring one simulation, running it, its summary.
 //! - [`events`], `output`, [`human`]: the event stream and `events.jsonl`, run
 //!   files, where people's turns come from; `journal`: every answer a run got, which
 //!   a resumed run answers from.
@@ -117,7 +117,7 @@ pub(crate) mod output;
 pub(crate) mod output_folder;
 pub mod runner;
 pub mod setup;
-pub mod sim;
+pub mod simulation;
 pub mod tools;
 
 /// Internals the fuzz targets drive directly (`cargo fuzz` builds with `--cfg fuzzing`).

@@ -19,7 +19,7 @@ use crate::output::{RunDir, RunIdentity, TranscriptWriter, RUN_FILE};
 use crate::scenario::Scenario;
 use crate::scenario::{CommandConsent, Mode};
 use crate::setup::{self, ModelOptions, SetupError};
-use crate::sim::{self, EndReason, RunConfig, RunOutcome, Services};
+use crate::simulation::{self, EndReason, RunConfig, RunOutcome, Services};
 
 /// What to run and where its files go.
 #[derive(Debug, Clone)]
@@ -125,7 +125,7 @@ pub struct RunIo {
 /// not `spawn_blocking`, whose threads belong to the runtime).
 pub fn run(opts: &RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
     let prepared = prepare(opts, io)?;
-    let outcome = actix::System::new().block_on(sim::run(
+    let outcome = actix::System::new().block_on(simulation::run(
         prepared.scenario.clone(),
         &prepared.services,
         prepared.config,
@@ -145,7 +145,7 @@ pub async fn run_async(opts: RunOptions, io: RunIo) -> Result<RunOutcome, RunErr
     .await
     .map_err(|_| SimError::Internal("setting the run up panicked"))?;
     let prepared = prepared?;
-    let outcome = sim::run(
+    let outcome = simulation::run(
         prepared.scenario.clone(),
         &prepared.services,
         prepared.config,

@@ -316,7 +316,7 @@ mod tests {
         let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/debate.json");
         let s = Arc::new(crate::scenario::load(std::path::Path::new(file)).unwrap());
         let snapshot = actix::System::new().block_on(async {
-            let services = crate::sim::Services::scripted(&s);
+            let services = crate::simulation::Services::scripted(&s);
             let env = actix::Actor::start(EnvironmentActor::new(
                 s.clone(),
                 Mode::Cooperative,

@@ -17,7 +17,7 @@ use crate::events::{EventSink, FrontendLog};
 use crate::output::{Existing, RunDir, TranscriptWriter};
 use crate::output_folder::OutputFolder;
 use crate::scenario::Scenario;
-use crate::sim::{self, EndReason, RunConfig, Services};
+use crate::simulation::{self, EndReason, RunConfig, Services};
 
 /// A scenario ready to run: the parsed file and the services its runs use.
 #[derive(Clone)]
@@ -227,7 +227,8 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
         cancel: Some(cancel),
         ..RunConfig::default()
     };
-    let outcome = match sim::run(prepared.scenario.clone(), &prepared.services, config).await {
+    let outcome = match simulation::run(prepared.scenario.clone(), &prepared.services, config).await
+    {
         Ok(o) => o,
         Err(e) => return failed(crate::error_chain::chain(&e)),
     };

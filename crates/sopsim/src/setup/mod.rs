@@ -13,7 +13,7 @@ use crate::llm::{ApiKey, LlmError};
 use crate::models::{self, FetchObserver, ModelError};
 use crate::scenario::aiwaves::Imported;
 use crate::scenario::{self, Scenario, ScenarioError};
-use crate::sim::Services;
+use crate::simulation::Services;
 
 mod backends;
 mod memory;

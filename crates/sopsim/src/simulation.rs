@@ -164,7 +164,7 @@ pub struct RunSummary {
     /// Agent replies cut where they went on as another participant (`Bob: …`).
     pub cut_replies: u64,
     /// Tool calls by tool and outcome, failed calls, and retries.
-    #[serde(skip_serializing_if = "crate::sim::no_tool_calls")]
+    #[serde(skip_serializing_if = "crate::simulation::no_tool_calls")]
     pub tools: crate::actors::messages::ToolSummary,
     /// Copies, labels, narration, echoes and empty replies among the replies
     /// ([`ReplyQuality`](crate::events::ReplyQuality)).
