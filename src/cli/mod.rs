@@ -152,8 +152,8 @@ mod tests {
         assert!(filter.would_enable("sopsim::llm", &tracing::Level::DEBUG));
         assert!(!filter.would_enable("reqwest", &tracing::Level::ERROR));
         let quiet = log_filter(None).unwrap();
-        assert!(quiet.would_enable("sopsim::sim", &tracing::Level::ERROR));
-        assert!(!quiet.would_enable("sopsim::sim", &tracing::Level::WARN));
+        assert!(quiet.would_enable("sopsim::simulation", &tracing::Level::ERROR));
+        assert!(!quiet.would_enable("sopsim::simulation", &tracing::Level::WARN));
         assert!(!quiet.would_enable("rmcp", &tracing::Level::ERROR));
         let error = log_filter(Some("sopsim=loud")).unwrap_err();
         assert!(error.starts_with("SOPSIM_LOG="), "{error}");
