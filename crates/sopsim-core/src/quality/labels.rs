@@ -44,6 +44,23 @@ pub(super) fn has_label(text: &str, name: &str, opening_only: bool) -> bool {
     })
 }
 
+/// Whether `text`, said by `name`, addresses or describes its speaker by that name
+/// past its opening: "Well, Dan, first of all …", "Yes, Ben agreed!" (the name after
+/// a comma, followed by a comma, an end of sentence or a word in lower case).
+pub(super) fn names_itself(text: &str, name: &str) -> bool {
+    !name.is_empty()
+        && text.match_indices(name).any(|(at, _)| {
+            let before = text[..at].trim_end_matches(' ');
+            let after = &text[at + name.len()..];
+            let vocative = after.starts_with([',', '!', '?', '.'])
+                || after
+                    .strip_prefix(' ')
+                    .and_then(|rest| rest.chars().next())
+                    .is_some_and(char::is_lowercase);
+            before.ends_with(',') && text[..at].ends_with(' ') && vocative
+        })
+}
+
 /// Whether `text` opens with `name` used in the third person: the name, a space, and a
 /// word in lower case ("Ada argues", "Ada should").
 pub(super) fn is_narration(text: &str, name: &str) -> bool {
@@ -55,4 +72,21 @@ pub(super) fn is_narration(text: &str, name: &str) -> bool {
         return false;
     };
     next.chars().next().is_some_and(char::is_lowercase)
+}
+
+/// Words of the first and second person: a reply holding none of them speaks to no one
+/// and for no one.
+const PERSONAL: &[&str] = &[
+    "i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "we", "we're", "we've", "we'd", "we'll",
+    "us", "our", "ours", "you", "you're", "you've", "you'd", "you'll", "your", "yours", "let's",
+];
+
+/// Whether `text` reports on the conversation instead of taking part in it: it opens
+/// with another participant's name in the third person ("Cleo argues that …") and
+/// has no word of the first or second person anywhere.
+pub(super) fn is_report<'a>(text: &str, others: impl IntoIterator<Item = &'a str>) -> bool {
+    let personal = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
+        .any(|w| PERSONAL.contains(&w.to_lowercase().replace('’', "'").as_str()));
+    !personal && others.into_iter().any(|n| is_narration(text, n))
 }

@@ -8,7 +8,11 @@
 //! - **labelled** when it carries another participant's speaker label (`Name:` or
 //!   `Name (Role):` at the start of a line or of a sentence), or opens with its own;
 //! - **narration** when it opens with the speaker's own name used in the third person
-//!   ("Ada argues …"; "Ada's point" and "Ada:" are not);
+//!   ("Ada argues …"; "Ada's point" and "Ada:" are not), names its speaker after a
+//!   comma ("Well, Dan, first of all …", "Yes, Ben agreed!"), or reports on the
+//!   conversation instead of taking part: it opens with another's name in the third
+//!   person and has no word of the first or second person ("Cleo argues that the ban
+//!   is unjustified. She believes …");
 //! - an **echo** when it shares a run of [`ECHO_WORDS`] words with the instructions:
 //!   the scenario's (tasks, rules, outputs, last instructions, styles, judge,
 //!   controller, summary, extract and choice prompts; not environment prompts, which
@@ -17,15 +21,19 @@
 //! - **empty** with fewer than three words;
 //! - **cut** when it does not end where a sentence ends;
 //! - a **stage** direction when it opens with a lead-in built from the instructions
-//!   ("Back up Ada and say:"), tells someone to reply as somebody, or opens with an
-//!   action in brackets (`voice.rs`);
+//!   ("Back up Ada and say:"), tells someone to reply as somebody, opens with an
+//!   action in brackets, or carries a piece of its cue anywhere ("(Mia, your turn)",
+//!   "Your view: …", "Two or three sentences.", a bracket repeating the task;
+//!   `voice.rs`);
 //! - an **impersonation** when it speaks as another participant ("As Rosa (Chair),
 //!   I…");
 //! - **foreign** when it holds letters of a script the scenario does not use;
 //! - a **paraphrase** when its embedding is within [`PARAPHRASE_COSINE`] of an earlier
-//!   message's, and **off its stake** when it is closer to another participant's stake
-//!   than to its speaker's (with the MiniLM embedder, whose thresholds these are;
-//!   `paraphrase.rs`).
+//!   message's (with the MiniLM embedder, whose threshold this is; `paraphrase.rs`);
+//! - **off its stake** when it declares the side opposite to its speaker's stake ("I am
+//!   not for the ban" from someone whose stake opens "I am for the ban"; `side.rs`), or,
+//!   with MiniLM, when it is closer to another participant's stake than to its
+//!   speaker's.
 //!
 //! `distinct_2` is the share of distinct word bigrams among all bigrams of the run's
 //! replies. Pure: the Director feeds a [`Checker`] every message it commits, and its
@@ -44,10 +52,11 @@ use crate::scenario::{identity, Scenario, SpeakerRule};
 
 mod labels;
 mod paraphrase;
+mod side;
 mod voice;
 mod words;
 
-use labels::{has_label, is_narration};
+use labels::{has_label, is_narration, is_report, names_itself};
 use words::{gram_hashes, shared_span, words};
 
 pub use paraphrase::{Paraphrases, Stakes, PARAPHRASE_COSINE};
@@ -151,6 +160,9 @@ pub struct Instructions {
     lead_grams: Arc<FxHashSet<u64>>,
     /// The scripts the scenario is written in (Latin when it says nothing).
     scripts: Arc<std::collections::BTreeSet<Script>>,
+    /// The side each participant's stake declares, for those whose stake opens by
+    /// declaring one.
+    sides: Arc<FxHashMap<String, side::Side>>,
     /// Messages' runs of [`COPY_WORDS`] words, shared by every check of the run: an
     /// agent is shown the same recent messages on reply after reply.
     copy_grams: Arc<CopyGrams>,
@@ -284,6 +296,13 @@ impl Instructions {
         let mut made = Self::with(scenario.agents.keys().cloned().collect(), grams);
         made.lead_grams = lead_grams.into();
         made.scripts = scripts.into();
+        made.sides = Arc::new(
+            scenario
+                .agents
+                .iter()
+                .filter_map(|(name, a)| side::of_stake(&a.stake).map(|s| (name.clone(), s)))
+                .collect(),
+        );
         made
     }
 
@@ -304,6 +323,7 @@ impl Instructions {
             grams: grams.into(),
             lead_grams: Arc::default(),
             scripts: Arc::new([Script::Latin].into()),
+            sides: Arc::default(),
             copy_grams: Arc::default(),
         }
     }
@@ -379,7 +399,9 @@ impl Checker {
                 || names
                     .iter()
                     .any(|n| *n != speaker && has_label(text, n, false)),
-            narration: is_narration(text, speaker),
+            narration: is_narration(text, speaker)
+                || names_itself(text, speaker)
+                || is_report(text, names.iter().copied().filter(|n| *n != speaker)),
             empty: w.len() < EMPTY_WORDS,
             cut: !crate::sentence::ends_sentence(text),
             stage: voice::has_direction(text, |head| {
@@ -391,10 +413,15 @@ impl Checker {
                 (Some(p), Some(v)) => p.restates(v),
                 _ => false,
             },
-            off_stake: match (&self.stakes, vector) {
-                (Some(s), Some(v)) => s.strays(speaker, v),
-                _ => false,
-            },
+            off_stake: self
+                .instructions
+                .sides
+                .get(speaker)
+                .is_some_and(|side| side::contradicts(text, side))
+                || match (&self.stakes, vector) {
+                    (Some(s), Some(v)) => s.strays(speaker, v),
+                    _ => false,
+                },
         }
     }
 
@@ -480,11 +507,9 @@ impl Checker {
         let c = self.counts;
         let rate = |n: u64| (c.replies > 0).then(|| n as f64 / c.replies as f64);
         let paraphrase = self.paraphrases.is_some().then_some(c.paraphrase);
-        let off_stake = self
-            .stakes
-            .as_ref()
-            .filter(|s| !s.is_empty())
-            .map(|_| c.off_stake);
+        let measured = self.stakes.as_ref().is_some_and(|s| !s.is_empty())
+            || !self.instructions.sides.is_empty();
+        let off_stake = measured.then_some(c.off_stake);
         ReplyQuality {
             replies: c.replies,
             copy: c.copy,
@@ -537,8 +562,9 @@ pub struct ReplyQuality {
     /// `null` when the run's embedder is not one paraphrases are measured with.
     #[serde(default)]
     pub paraphrase: Option<u64>,
-    /// Replies closer to another participant's stake than to their own (`null` when
-    /// not measured: another embedder, or no agent has a stake).
+    /// Replies that declare the side opposite to their speaker's stake, or are closer
+    /// to another participant's stake than to their own (`null` when not measured: no
+    /// stake declares a side, and the embedder is not MiniLM or no agent has a stake).
     #[serde(default)]
     pub off_stake: Option<u64>,
     /// Each count over `replies` (`null` without replies).

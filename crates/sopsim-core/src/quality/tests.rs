@@ -162,7 +162,44 @@ fn narration_is_ones_own_name_in_the_third_person_at_the_opening() {
         "Ada: cars must go.",
         "Ada, Ben and I agree.",
         "I argue, as Ada argues, that cars must go.",
-        "Ben argues that cars must go.",
+        "Ben argues that cars must go, and I agree.",
+    ] {
+        assert!(!c.flaws("Ada", text, None).narration, "{text}");
+    }
+}
+
+#[test]
+fn a_speaker_naming_itself_after_a_comma_is_narration() {
+    let c = checker();
+    for text in [
+        "Oh, hello! Well, Ada, first of all, cars must go.",
+        "Yes, Ada agreed! Cars must go.",
+        "Cars must go, Ada.",
+    ] {
+        assert!(c.flaws("Ada", text, None).narration, "{text}");
+    }
+    for text in [
+        "Thank you, Ben, for that point.",
+        "My name, Ada Lovelace, is on the petition.",
+        "Cars must go, Adams Street first.",
+    ] {
+        assert!(!c.flaws("Ada", text, None).narration, "{text}");
+    }
+}
+
+#[test]
+fn reporting_on_others_without_taking_part_is_narration() {
+    let c = checker();
+    for text in [
+        "Ben argues that cars must go. He believes the air is cleaner.",
+        "Mia supports the ban as she sees it happening.",
+    ] {
+        assert!(c.flaws("Ada", text, None).narration, "{text}");
+    }
+    for text in [
+        "Ben argues that cars must go. You should hear the doctors.",
+        "Ben's street was full of cafés; ours can be too.",
+        "Buses come twice an hour. Ben argues otherwise.",
     ] {
         assert!(!c.flaws("Ada", text, None).narration, "{text}");
     }
@@ -222,4 +259,39 @@ fn counts_and_rates_cover_replies_only_and_distinct_bigrams_are_shared() {
     // must go | mia yes: 8 in all, 6 distinct.
     assert_eq!(q.distinct_2, Some(6.0 / 8.0));
     assert_eq!(Checker::default().summary().rates.copy, None);
+}
+
+#[test]
+fn declaring_the_other_side_of_ones_stake_is_off_it() {
+    let mut made = instructions(&["Ada", "Ben", "Mia"], &[]);
+    made.sides = Arc::new(
+        [("Ben", "I am for the ban. I live on Market Street.")]
+            .into_iter()
+            .filter_map(|(n, stake)| side::of_stake(stake).map(|s| (n.to_string(), s)))
+            .collect(),
+    );
+    let mut checker = Checker::new(made);
+    let turncoat = "I am not for the ban. My street was quiet.";
+    assert_eq!(
+        checker.redraw_plain("Ben", turncoat).map(|(c, _)| c),
+        Some(RedrawCause::OffStake)
+    );
+    assert!(
+        !checker
+            .flaws("Ben", "I am for the ban: cafés were full.", None)
+            .off_stake
+    );
+    assert!(
+        !checker.flaws("Ada", turncoat, None).off_stake,
+        "no side of her own"
+    );
+    checker.record_plain(&msg("Ben", MessageKind::Reply, turncoat));
+    assert_eq!(checker.summary().off_stake, Some(1));
+    assert_eq!(
+        Checker::new(instructions(&["Ada"], &[]))
+            .summary()
+            .off_stake,
+        None,
+        "nobody's side declared, no embeddings: not measured"
+    );
 }

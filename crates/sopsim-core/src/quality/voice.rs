@@ -75,8 +75,10 @@ const AS_VERBS: &[&str] = &[
 
 /// Whether `text` carries a stage direction: its first line is a short lead-in ending
 /// in a colon that names a direction or repeats `instructions` (three words in a row
-/// of them, as `repeats` says), it tells someone to reply as somebody, or it opens with
-/// an action in brackets or asterisks.
+/// of them, as `repeats` says), it tells someone to reply as somebody, it opens with
+/// an action in brackets or asterisks, or it carries a piece of its cue anywhere: a
+/// cue phrase, a note on length as a sentence of its own, or brackets that repeat the
+/// instructions.
 pub fn has_direction(text: &str, repeats: impl Fn(&str) -> bool) -> bool {
     let body = text.trim_start();
     let first = body.lines().next().unwrap_or("").trim();
@@ -113,8 +115,46 @@ pub fn has_direction(text: &str, repeats: impl Fn(&str) -> bool) -> bool {
                     | "follows"
             )
     });
-    let cue = body.to_lowercase().contains("your turn");
-    directs || cue || opens_with_action(body) || talks_as_assistant(body)
+    let lower = body.to_lowercase();
+    let cue = CUE_PHRASES.iter().any(|p| lower.contains(p));
+    directs
+        || cue
+        || opens_with_action(body)
+        || talks_as_assistant(body)
+        || has_length_note(body)
+        || brackets(body).any(|inner| repeats(inner))
+}
+
+/// Pieces of the cue an agent's prompt ends with ("(Ada, your turn: … Your view: …)"),
+/// never said aloud.
+const CUE_PHRASES: &[&str] = &["your turn", "your view:"];
+
+/// Whether a sentence of `body` is only a note on length ("Two or three sentences.",
+/// "In one sentence."), copied from the task.
+fn has_length_note(body: &str) -> bool {
+    const COUNTS: &[&str] = &["one", "two", "three", "four", "five", "a", "few", "or"];
+    body.split(['.', '!', '?', '\n', '(', ')', ':'])
+        .map(lower_words)
+        .any(|w| {
+            let (last, rest) = match w.split_last() {
+                Some(split) => split,
+                None => return false,
+            };
+            let rest = rest.strip_prefix(&["in".to_string()]).unwrap_or(rest);
+            matches!(last.as_str(), "sentence" | "sentences")
+                && !rest.is_empty()
+                && rest.iter().all(|x| COUNTS.contains(&x.as_str()))
+        })
+}
+
+/// The text inside each pair of round or square brackets in `text`.
+fn brackets(text: &str) -> impl Iterator<Item = &str> {
+    text.match_indices(['(', '['])
+        .filter_map(move |(at, open)| {
+            let close = if open == "(" { ')' } else { ']' };
+            let inner = &text[at + 1..];
+            inner.find(close).map(|end| &inner[..end])
+        })
 }
 
 /// Whether `body` opens as an assistant answering a request rather than as a
@@ -278,6 +318,9 @@ mod tests {
             "I'm sorry, but I can't assist with that request.",
             "Ada (Affirmative) continues:\nCars must go.",
             "Cars must go.\n(Cleo, your turn to continue the negative argument.)",
+            "Neighbours ate outside. Your view:\nI take no side.",
+            "Cars choke the centre. Two or three sentences.",
+            "Cars choke the centre.\nIn one sentence: they must go.",
         ] {
             assert!(has_direction(text, no_repeat), "{text}");
         }
@@ -290,6 +333,9 @@ mod tests {
             "Speaking as well as listening matters.",
             "Surely you see the problem.",
             "Here in Millbrook we walk.",
+            "I have two sentences for you. First, health.",
+            "The bus (the number 14) takes 25 minutes.",
+            "In a few words: no.",
         ] {
             assert!(!has_direction(text, no_repeat), "{text}");
         }
@@ -297,6 +343,12 @@ mod tests {
             "Name the team's two strongest arguments:\nHealth.",
             |h| h.contains("strongest arguments")
         ));
+        let task = |h: &str| h.contains("the last speaker's point");
+        assert!(has_direction(
+            "Thank you, Ben. (Name the last speaker's point and ask the other side.)",
+            task
+        ));
+        assert!(!has_direction("Thank you, Ben (who spoke last).", task));
     }
 
     #[test]
