@@ -16,6 +16,9 @@ use crate::scenario::{LlmSettings, TokenWindow};
 /// The engine's defaults, for settings a scenario leaves unset.
 pub mod defaults {
     pub const TEMPERATURE: f32 = 0.7;
+    /// llama.cpp's default: the long tail of a 150,000-token vocabulary is where a
+    /// small model's garbled and foreign words come from.
+    pub const MIN_P: f32 = 0.05;
     pub const REPEAT_PENALTY: f32 = 1.1;
     pub const REPEAT_WINDOW: usize = 64;
     pub const DRY_MULTIPLIER: f32 = 0.8;
@@ -108,7 +111,7 @@ pub fn params(
         temperature: settings.temperature.unwrap_or(defaults::TEMPERATURE),
         top_k: settings.top_k,
         top_p: settings.top_p,
-        min_p: settings.min_p,
+        min_p: Some(settings.min_p.unwrap_or(defaults::MIN_P)),
         penalties: Penalties {
             repeat: settings.repeat_penalty.unwrap_or(defaults::REPEAT_PENALTY),
             frequency: settings.frequency_penalty.unwrap_or(0.0),
