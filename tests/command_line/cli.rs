@@ -428,10 +428,20 @@ fn slow_debate(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Until the slow second reply is in flight: the first is written and the server
+    // holds the second request (on a loaded machine the run may not have asked yet).
     let transcript = out.join("transcript.jsonl");
+    let chat_requests = || {
+        server
+            .requests()
+            .iter()
+            .filter(|(head, _)| head.starts_with("POST") && head.contains("chat/completions"))
+            .count()
+    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while std::time::Instant::now() < deadline
-        && std::fs::read_to_string(&transcript).map_or(0, |t| t.lines().count()) < 2
+        && (std::fs::read_to_string(&transcript).map_or(0, |t| t.lines().count()) < 2
+            || chat_requests() < 2)
     {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

@@ -157,6 +157,13 @@ fn a_killed_shard_resumes_and_the_merge_is_unchanged() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // Killed once it has made its folder (a loaded machine may take longer than the
+    // wait below to get there), at whatever run it is on.
+    let plan = dir.path().join("s1").join("manifest.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !plan.is_file() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     std::thread::sleep(std::time::Duration::from_millis(150));
     killed.kill().unwrap();
     killed.wait().unwrap();
