@@ -294,3 +294,86 @@ fn an_unknown_human_is_bad_input() {
     );
     assert!(err.is_bad_input());
 }
+
+/// A model that draws four candidates a reply: the first candidate of Ben's first
+/// reply carries Mia's label, every other candidate is clean and says which it is.
+struct FourCandidates {
+    asked: std::sync::Mutex<Vec<(String, u32)>>,
+}
+
+impl sopsim::llm::LlmBackend for FourCandidates {
+    fn describe(&self) -> String {
+        "four candidates".into()
+    }
+    fn candidates(&self) -> u32 {
+        4
+    }
+    fn complete<'a>(
+        &'a self,
+        request: sopsim::llm::LlmRequest,
+        _stream: Option<sopsim::llm::TokenSink>,
+    ) -> futures::future::BoxFuture<'a, Result<sopsim::llm::Completion, sopsim::llm::LlmError>>
+    {
+        let agent = request.context.agent.clone().unwrap_or_default();
+        let mut asked = self.asked.lock().unwrap();
+        let first_of_ben = agent == "Ben" && !asked.iter().any(|(a, _)| a == "Ben");
+        let text = if first_of_ben && request.candidate == 0 {
+            "Mia: cars must go from the old town.".to_string()
+        } else if request.context.kind == CallKind::Act {
+            format!(
+                "Candidate {} of {agent} says the streets are full.",
+                request.candidate
+            )
+        } else {
+            "Ada".to_string()
+        };
+        if request.context.kind == CallKind::Act {
+            asked.push((agent, request.candidate));
+        }
+        Box::pin(async move {
+            Ok(sopsim::llm::Completion::text(
+                text,
+                Default::default(),
+                "m".into(),
+            ))
+        })
+    }
+}
+
+/// A reply's first candidate is drawn alone and kept when it has no flaw; when it has
+/// one, the other three are drawn and the first of them without a flaw is kept.
+#[test]
+fn the_other_candidates_are_drawn_only_when_the_first_is_flawed() {
+    let backend = Arc::new(FourCandidates {
+        asked: Default::default(),
+    });
+    let services = services_with(backend.clone());
+    let config = RunConfig {
+        max_turns: Some(3),
+        ..RunConfig::default()
+    };
+    let outcome = run_blocking(Arc::new(example("debate")), &services, config).unwrap();
+    let replies: Vec<&str> = outcome
+        .transcript
+        .iter()
+        .skip(1) // The debate's opening line.
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(
+        replies,
+        [
+            "Candidate 1 of Ben says the streets are full.",
+            "Candidate 0 of Ada says the streets are full."
+        ]
+    );
+    let asked = backend.asked.lock().unwrap().clone();
+    let of = |agent: &str| -> Vec<u32> {
+        asked
+            .iter()
+            .filter(|(a, _)| a == agent)
+            .map(|(_, c)| *c)
+            .collect()
+    };
+    assert_eq!(of("Ben"), [0, 1, 2, 3]);
+    assert_eq!(of("Ada"), [0]);
+}

@@ -192,9 +192,12 @@ impl ModelTurn {
     }
 
     /// The reply, if the role replies, and whether it stopped where another
-    /// participant's line would begin. Its candidates are drawn at once (the local
-    /// engine decodes them in one batch); the first without a flaw, in seed order, is
-    /// kept. When none passes, a new set is drawn away from what they got wrong, up to
+    /// participant's line would begin. The first candidate is drawn alone and kept
+    /// when it has no flaw; otherwise the others are drawn at once (the local engine
+    /// decodes them in one batch) and the first without a flaw, in seed order, is
+    /// kept. Each candidate's draw does not depend on what else is in the batch, so
+    /// this keeps what drawing them all at once would, at a fraction of the tokens.
+    /// When none passes, a new set is drawn away from what they got wrong, up to
     /// `redraws` times; then the draw with the mildest flaw stands.
     async fn reply(
         &self,
@@ -242,34 +245,43 @@ impl ModelTurn {
         // The draw with the mildest flaw so far, kept when every draw has one.
         let mut mildest: Option<(u8, Completion)> = None;
         for round in 0..=redraws {
-            let requests = (0..candidates).map(|j| {
-                let mut r = request.clone().as_candidate(j);
-                if let Some(redraw) = &last {
-                    r = r.redrawn(Redraw::clone(redraw));
-                }
-                // The first candidate of the first set streams, as a lone reply would.
-                let stream = (round == 0 && j == 0)
-                    .then(|| self.stream.clone())
-                    .flatten();
-                self.call(r, stream)
-            });
-            let drawn = futures::future::try_join_all(requests).await?;
-            let vectors = self.embed_candidates(&drawn).await?;
             let mut first_flaw = None;
-            for (completion, vector) in drawn.into_iter().zip(vectors) {
-                // Judged as it would be recorded.
-                let (text, _) = crate::action::recorded_reply(&completion.text, &self.base.others);
-                let Some((cause, span)) = checker.redraw(&self.base.name, text, vector.as_deref())
-                else {
-                    return Ok(Some(self.kept(completion, replaced)));
-                };
-                if first_flaw.is_none() {
-                    avoid.push(span);
-                    first_flaw = Some(cause);
-                }
-                replaced.get_or_insert(cause);
-                if mildest.as_ref().is_none_or(|(s, _)| cause.severity() < *s) {
-                    mildest = Some((cause.severity(), completion));
+            let batches = match round {
+                0 => [0..1, 1..candidates],
+                _ => [0..candidates, 0..0],
+            };
+            for batch in batches.into_iter().filter(|b| !b.is_empty()) {
+                let requests = batch.map(|j| {
+                    let mut r = request.clone().as_candidate(j);
+                    if let Some(redraw) = &last {
+                        r = r.redrawn(Redraw::clone(redraw));
+                    }
+                    // The first candidate of the first set streams, as a lone reply
+                    // would.
+                    let stream = (round == 0 && j == 0)
+                        .then(|| self.stream.clone())
+                        .flatten();
+                    self.call(r, stream)
+                });
+                let drawn = futures::future::try_join_all(requests).await?;
+                let vectors = self.embed_candidates(&drawn).await?;
+                for (completion, vector) in drawn.into_iter().zip(vectors) {
+                    // Judged as it would be recorded.
+                    let (text, _) =
+                        crate::action::recorded_reply(&completion.text, &self.base.others);
+                    let Some((cause, span)) =
+                        checker.redraw(&self.base.name, text, vector.as_deref())
+                    else {
+                        return Ok(Some(self.kept(completion, replaced)));
+                    };
+                    if first_flaw.is_none() {
+                        avoid.push(span);
+                        first_flaw = Some(cause);
+                    }
+                    replaced.get_or_insert(cause);
+                    if mildest.as_ref().is_none_or(|(s, _)| cause.severity() < *s) {
+                        mildest = Some((cause.severity(), completion));
+                    }
                 }
             }
             let Some(cause) = first_flaw else {
