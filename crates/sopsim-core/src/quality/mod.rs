@@ -70,8 +70,8 @@ pub const ECHO_WORDS: usize = 8;
 pub const EMPTY_WORDS: usize = 3;
 /// Times a flawed reply is drawn again when the settings do not say (`redraws`).
 pub const DEFAULT_REDRAWS: u32 = 2;
-/// Candidates drawn at once for a reply on a local model when the settings do not say
-/// (`candidates`; a server draws one, each candidate being a call of its own).
+/// Candidates for a reply on a local model when the settings do not say (`candidates`;
+/// a server draws one, each candidate being a call of its own).
 pub const DEFAULT_CANDIDATES: u32 = 4;
 
 /// What is wrong with one reply (each a count of 0 or 1 when summed).

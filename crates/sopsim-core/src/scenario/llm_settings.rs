@@ -90,9 +90,10 @@ pub struct LlmSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 10))]
     pub redraws: Option<u32>,
-    /// Candidates drawn at once for each reply (default 4 on a local model, which
-    /// decodes them in one batch with the prompt read once; 1 on a server, where each is
-    /// a call); the first without a flaw, in seed order, is kept.
+    /// Candidates for each reply (default 4 on a local model; 1 on a server, where each
+    /// is a call). The first is drawn alone and kept when it has no flaw; otherwise the
+    /// others are drawn at once (a local model decodes them in one batch with the prompt
+    /// read once) and the first without a flaw, in seed order, is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 8))]
     pub candidates: Option<u32>,
