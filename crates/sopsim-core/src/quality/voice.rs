@@ -122,7 +122,7 @@ pub fn has_direction(text: &str, repeats: impl Fn(&str) -> bool) -> bool {
         || opens_with_action(body)
         || talks_as_assistant(body)
         || has_length_note(body)
-        || brackets(body).any(|inner| repeats(inner))
+        || brackets(body).any(repeats)
 }
 
 /// Pieces of the cue an agent's prompt ends with ("(Ada, your turn: … Your view: …)"),
