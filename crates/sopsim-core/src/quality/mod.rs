@@ -18,7 +18,8 @@
 //!   controller, summary, extract and choice prompts; not environment prompts, which
 //!   set the scene and may be restated) and sopsim's own (who an agent is told it is,
 //!   the notes and headers it puts in prompts);
-//! - **empty** with fewer than three words;
+//! - **empty** with fewer than three words, or with nothing but participants' names
+//!   and roles ("Joan. Ruth. Amira.");
 //! - **cut** when it does not end where a sentence ends;
 //! - a **stage** direction when it opens with a lead-in built from the instructions
 //!   ("Back up Ada and say:"), tells someone to reply as somebody, opens with an
@@ -27,7 +28,8 @@
 //!   `voice.rs`);
 //! - an **impersonation** when it speaks as another participant ("As Rosa (Chair),
 //!   I…");
-//! - **foreign** when it holds letters of a script the scenario does not use;
+//! - **foreign** when it holds letters of a script the scenario does not use, or words
+//!   run together into one ("aretheonlywayicanreach…");
 //! - a **paraphrase** when its embedding is within [`PARAPHRASE_COSINE`] of an earlier
 //!   message's (with the MiniLM embedder, whose threshold this is; `paraphrase.rs`);
 //! - **off its stake** when it declares the side opposite to its speaker's stake ("I am
@@ -158,6 +160,8 @@ pub struct Instructions {
     /// The instructions' runs of three words: a leading line repeating one is a stage
     /// direction.
     lead_grams: Arc<FxHashSet<u64>>,
+    /// The words of the participants' names and roles, as hashed by `words`.
+    roster: Arc<FxHashSet<u64>>,
     /// The scripts the scenario is written in (Latin when it says nothing).
     scripts: Arc<std::collections::BTreeSet<Script>>,
     /// The side each participant's stake declares, for those whose stake opens by
@@ -296,6 +300,19 @@ impl Instructions {
         let mut made = Self::with(scenario.agents.keys().cloned().collect(), grams);
         made.lead_grams = lead_grams.into();
         made.scripts = scripts.into();
+        let roles = scenario
+            .agents
+            .values()
+            .flat_map(|a| a.roles.values().map(String::as_str));
+        made.roster = Arc::new(
+            scenario
+                .agents
+                .keys()
+                .map(String::as_str)
+                .chain(roles)
+                .flat_map(words)
+                .collect(),
+        );
         made.sides = Arc::new(
             scenario
                 .agents
@@ -324,6 +341,7 @@ impl Instructions {
             lead_grams: Arc::default(),
             scripts: Arc::new([Script::Latin].into()),
             sides: Arc::default(),
+            roster: Arc::default(),
             copy_grams: Arc::default(),
         }
     }
@@ -402,7 +420,9 @@ impl Checker {
             narration: is_narration(text, speaker)
                 || names_itself(text, speaker)
                 || is_report(text, names.iter().copied().filter(|n| *n != speaker)),
-            empty: w.len() < EMPTY_WORDS,
+            empty: w.len() < EMPTY_WORDS
+                || (!self.instructions.roster.is_empty()
+                    && w.iter().all(|h| self.instructions.roster.contains(h))),
             cut: !crate::sentence::ends_sentence(text),
             stage: voice::has_direction(text, |head| {
                 gram_hashes(&words(head), 3).any(|h| lead_grams.contains(&h))

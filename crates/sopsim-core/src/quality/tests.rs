@@ -235,6 +235,27 @@ fn fewer_than_three_words_is_empty() {
 }
 
 #[test]
+fn nothing_but_names_and_roles_is_empty() {
+    let mut made = instructions(&["Ada", "Ben", "Mia"], &[]);
+    made.roster = Arc::new(
+        ["Ada", "Ben", "Mia", "Moderator", "Affirmative_Second"]
+            .into_iter()
+            .flat_map(words)
+            .collect(),
+    );
+    let c = Checker::new(made);
+    assert!(
+        c.flaws(
+            "Ada",
+            "Ben.\nMia (Moderator).\nBen (Affirmative_Second).",
+            None
+        )
+        .empty
+    );
+    assert!(!c.flaws("Ada", "Ben. Mia. Cars must go.", None).empty);
+}
+
+#[test]
 fn counts_and_rates_cover_replies_only_and_distinct_bigrams_are_shared() {
     let mut c = checker();
     c.record_plain(&msg(

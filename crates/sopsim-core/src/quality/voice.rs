@@ -48,6 +48,9 @@ const ASSISTANT_OPENINGS: &[&str] = &[
     "i'm sorry, but",
     "i’m sorry, but",
     "i am sorry, but",
+    "sorry, but i can",
+    "i can't assist",
+    "i cannot assist",
     "as an ai",
     "i'd be happy to help",
     "i’d be happy to help",
@@ -289,12 +292,23 @@ pub fn scripts_in(text: &str) -> std::collections::BTreeSet<Script> {
     text.chars().filter_map(script_of).collect()
 }
 
-/// Whether `text` holds a letter of a script outside `allowed`.
+/// Whether `text` holds a letter of a script outside `allowed`, or words run together
+/// into one ("theonlywayicanreachthepharmacy"): a run of [`GLUED_LETTERS`] lower-case
+/// letters or more, longer than any word a speaker would say.
 pub fn has_foreign(text: &str, allowed: &std::collections::BTreeSet<Script>) -> bool {
-    text.chars()
-        .filter_map(script_of)
-        .any(|s| !allowed.contains(&s))
+    let glued = text
+        .split(|c: char| !c.is_lowercase())
+        .any(|run| run.chars().count() >= GLUED_LETTERS);
+    glued
+        || text
+            .chars()
+            .filter_map(script_of)
+            .any(|s| !allowed.contains(&s))
 }
+
+/// Lower-case letters in a row from which words have run together
+/// ("counterrevolutionaries" has 22).
+const GLUED_LETTERS: usize = 23;
 
 #[cfg(test)]
 mod tests {
@@ -316,6 +330,7 @@ mod tests {
             "*nods* Good point.",
             "Certainly! To support the motion, consider health.",
             "I'm sorry, but I can't assist with that request.",
+            "Sorry, but I can't assist with that request.",
             "Ada (Affirmative) continues:\nCars must go.",
             "Cars must go.\n(Cleo, your turn to continue the negative argument.)",
             "Neighbours ate outside. Your view:\nI take no side.",
@@ -333,6 +348,7 @@ mod tests {
             "Speaking as well as listening matters.",
             "Surely you see the problem.",
             "Here in Millbrook we walk.",
+            "Sorry, but I disagree with Tom.",
             "I have two sentences for you. First, health.",
             "The bus (the number 14) takes 25 minutes.",
             "In a few words: no.",
@@ -379,6 +395,14 @@ mod tests {
         assert!(has_foreign("vesicles,以及其他 hazards", &latin));
         assert!(has_foreign("хорошо", &latin));
         assert!(!has_foreign("Naïve café — 3.5% ✓ 😀", &latin));
+        assert!(has_foreign(
+            "the bays aretheonlywayicanreachthepharmacy",
+            &latin
+        ));
+        assert!(!has_foreign(
+            "counterrevolutionaries and internationalization",
+            &latin
+        ));
         let both = scripts_in("Hello 你好");
         assert!(!has_foreign("好的 okay", &both));
     }
