@@ -61,14 +61,21 @@ pub(super) fn names_itself(text: &str, name: &str) -> bool {
         })
 }
 
-/// Whether `text` opens with `name` used in the third person: the name, a space, and a
-/// word in lower case ("Ada argues", "Ada should").
+/// Whether `text` opens with `name` used in the third person: the name, perhaps its
+/// role in brackets, a space, and a word in lower case ("Ada argues", "Ada should",
+/// "Mark (Management) asks").
 pub(super) fn is_narration(text: &str, name: &str) -> bool {
     let body = text.trim_start().trim_start_matches(['*', '_', '"', '“']);
     let Some(rest) = body.strip_prefix(name) else {
         return false;
     };
-    let Some(next) = rest.trim_start_matches(['*', '_']).strip_prefix(' ') else {
+    let rest = rest.trim_start_matches(['*', '_']);
+    // "Mark (Management) asks …"
+    let rest = match rest.strip_prefix(" (").and_then(|r| r.split_once(')')) {
+        Some((role, after)) if role.len() <= 60 => after,
+        _ => rest,
+    };
+    let Some(next) = rest.strip_prefix(' ') else {
         return false;
     };
     next.chars().next().is_some_and(char::is_lowercase)

@@ -6,7 +6,8 @@
 //!   the run (anyone's, the speaker's own included; tool calls and results are data a
 //!   reply may quote, not messages, and do not count);
 //! - **labelled** when it carries another participant's speaker label (`Name:` or
-//!   `Name (Role):` at the start of a line or of a sentence), or opens with its own;
+//!   `Name (Role):` at the start of a line or of a sentence), or opens with its own, or
+//!   carries a role's name as a label (`Union_Rep:`);
 //! - **narration** when it opens with the speaker's own name used in the third person
 //!   ("Ada argues …"; "Ada's point" and "Ada:" are not), names its speaker after a
 //!   comma ("Well, Dan, first of all …", "Yes, Ben agreed!"), or reports on the
@@ -162,6 +163,8 @@ pub struct Instructions {
     lead_grams: Arc<FxHashSet<u64>>,
     /// The words of the participants' names and roles, as hashed by `words`.
     roster: Arc<FxHashSet<u64>>,
+    /// The roles, whose names are labels too ("Union_Rep:").
+    roles: Arc<[String]>,
     /// The scripts the scenario is written in (Latin when it says nothing).
     scripts: Arc<std::collections::BTreeSet<Script>>,
     /// The side each participant's stake declares, for those whose stake opens by
@@ -300,19 +303,22 @@ impl Instructions {
         let mut made = Self::with(scenario.agents.keys().cloned().collect(), grams);
         made.lead_grams = lead_grams.into();
         made.scripts = scripts.into();
-        let roles = scenario
+        let mut roles: Vec<String> = scenario
             .agents
             .values()
-            .flat_map(|a| a.roles.values().map(String::as_str));
+            .flat_map(|a| a.roles.values().cloned())
+            .collect();
+        roles.sort_unstable();
+        roles.dedup();
         made.roster = Arc::new(
             scenario
                 .agents
                 .keys()
-                .map(String::as_str)
-                .chain(roles)
-                .flat_map(words)
+                .chain(&roles)
+                .flat_map(|n| words(n))
                 .collect(),
         );
+        made.roles = roles.into();
         made.sides = Arc::new(
             scenario
                 .agents
@@ -342,6 +348,7 @@ impl Instructions {
             scripts: Arc::new([Script::Latin].into()),
             sides: Arc::default(),
             roster: Arc::default(),
+            roles: Arc::default(),
             copy_grams: Arc::default(),
         }
     }
@@ -416,7 +423,12 @@ impl Checker {
             label: has_label(text, speaker, true)
                 || names
                     .iter()
-                    .any(|n| *n != speaker && has_label(text, n, false)),
+                    .any(|n| *n != speaker && has_label(text, n, false))
+                || self
+                    .instructions
+                    .roles
+                    .iter()
+                    .any(|r| has_label(text, r, false)),
             narration: is_narration(text, speaker)
                 || names_itself(text, speaker)
                 || is_report(text, names.iter().copied().filter(|n| *n != speaker)),
@@ -462,6 +474,10 @@ impl Checker {
                 .names_in(text)
                 .into_iter()
                 .find(|n| has_label(text, n, *n == speaker))
+                .or_else(|| {
+                    let mut roles = self.instructions.roles.iter().map(String::as_str);
+                    roles.find(|r| has_label(text, r, false))
+                })
                 .map(|n| format!("{n}:")),
             // The name it opened with, as written.
             RedrawCause::Narration => Some(speaker.to_string()),

@@ -154,6 +154,10 @@ fn narration_is_ones_own_name_in_the_third_person_at_the_opening() {
     );
     assert!(c.flaws("Ada", "**Ada** should win this.", None).narration);
     assert!(
+        c.flaws("Ada", "Ada (Affirmative) asks Ben to answer.", None)
+            .narration
+    );
+    assert!(
         c.flaws("Ada", "\"Ada believes cars must go.", None)
             .narration
     );
@@ -232,6 +236,21 @@ fn fewer_than_three_words_is_empty() {
     assert!(c.flaws("Ada", "Yes, indeed!", None).empty);
     assert!(c.flaws("Ada", "  ", None).empty);
     assert!(!c.flaws("Ada", "Yes, indeed, cars.", None).empty);
+}
+
+#[test]
+fn a_role_as_a_label_is_a_label() {
+    let mut made = instructions(&["Dave", "Mark"], &[]);
+    made.roles = ["Union_Rep".to_string(), "Management".to_string()].into();
+    let c = Checker::new(made);
+    assert_eq!(
+        c.redraw_plain("Dave", "Union_Rep:\nWe ask for 7%."),
+        Some((RedrawCause::Label, "Union_Rep:".into()))
+    );
+    assert!(
+        !c.flaws("Dave", "Management offered 3%: too little.", None)
+            .label
+    );
 }
 
 #[test]
