@@ -143,7 +143,10 @@ fn has_length_note(body: &str) -> bool {
                 Some(split) => split,
                 None => return false,
             };
-            let rest = rest.strip_prefix(&["in".to_string()]).unwrap_or(rest);
+            let rest = match rest.split_first() {
+                Some((first, after)) if first == "in" => after,
+                _ => rest,
+            };
             matches!(last.as_str(), "sentence" | "sentences")
                 && !rest.is_empty()
                 && rest.iter().all(|x| COUNTS.contains(&x.as_str()))
