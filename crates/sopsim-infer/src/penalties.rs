@@ -5,6 +5,7 @@
 //! other sequences of a batch.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Which part of the context a penalty looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +38,11 @@ pub struct Dry {
     /// Tokens no repeat may run across (those holding a breaker string: a newline, a
     /// colon, a quote…). Sorted.
     pub breakers: Vec<u32>,
+    /// Tokens that hold the same word, one with a leading space and one without, in
+    /// both orders, sorted. The token that would extend a repeat is penalised in both
+    /// forms: otherwise a model quoting a long phrase escapes the penalty by gluing
+    /// each next word to the one before ("aretheonlyway").
+    pub twins: Arc<[(u32, u32)]>,
 }
 
 /// Every penalty of one request. The default changes nothing.
@@ -148,7 +154,14 @@ impl Dry {
             *best = (*best).max(length);
         }
         let mut longest: Vec<(u32, usize)> = longest.into_iter().collect();
-        longest.sort_unstable();
+        let twins: Vec<(u32, usize)> = longest
+            .iter()
+            .filter_map(|&(t, length)| self.twin(t).map(|u| (u, length)))
+            .collect();
+        longest.extend(twins);
+        // By token, the longest repeat first; then one entry a token.
+        longest.sort_unstable_by_key(|&(t, length)| (t, std::cmp::Reverse(length)));
+        longest.dedup_by_key(|&mut (t, _)| t);
         for (t, length) in longest {
             let exponent = ((length - self.allowed_length) as f32).min(MAX_DRY_EXPONENT);
             let penalty = self.multiplier * self.base.powf(exponent);
@@ -156,6 +169,13 @@ impl Dry {
                 *l -= penalty;
             }
         }
+    }
+
+    fn twin(&self, token: u32) -> Option<u32> {
+        self.twins
+            .binary_search_by_key(&token, |&(t, _)| t)
+            .ok()
+            .map(|i| self.twins[i].1)
     }
 }
 
@@ -186,6 +206,10 @@ mod tests {
     use super::*;
 
     fn dry(breakers: Vec<u32>) -> Penalties {
+        dry_with_twins(breakers, &[])
+    }
+
+    fn dry_with_twins(breakers: Vec<u32>, twins: &[(u32, u32)]) -> Penalties {
         Penalties {
             dry: Some(Dry {
                 multiplier: 0.8,
@@ -193,6 +217,7 @@ mod tests {
                 allowed_length: 2,
                 window: Window::All,
                 breakers,
+                twins: twins.into(),
             }),
             ..Penalties::default()
         }
@@ -220,6 +245,20 @@ mod tests {
         let expected = 0.8 * 1.75f32.powf(1.0);
         assert!((logits[8] + expected).abs() < 1e-6, "{logits:?}");
         for t in [0, 1, 2, 3, 4, 5, 6, 7, 9] {
+            assert_eq!(logits[t], 0.0, "token {t}");
+        }
+    }
+
+    #[test]
+    fn dry_penalises_the_word_of_a_repeat_with_or_without_its_space() {
+        // 8 and 3 hold one word, with and without a space: after "5 6 7" the model
+        // may not glue the word on (3) any more than it may repeat it (8).
+        let ctx = [5, 6, 7, 8, 9, 0, 5, 6, 7];
+        let mut logits = vec![0.0f32; 10];
+        dry_with_twins(vec![], &[(3, 8), (8, 3)]).apply(&mut logits, &ctx);
+        assert_eq!(logits[3], logits[8]);
+        assert!(logits[3] < 0.0, "{logits:?}");
+        for t in [0, 1, 2, 4, 5, 6, 7, 9] {
             assert_eq!(logits[t], 0.0, "token {t}");
         }
     }

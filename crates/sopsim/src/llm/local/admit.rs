@@ -121,7 +121,7 @@ impl Worker {
                     &req.settings,
                     req.redraw.as_ref(),
                     &self.text.tokenizer,
-                    &mut self.breakers,
+                    &mut self.dry_tokens,
                 );
                 let matcher = match (&req.tools, &self.constraints) {
                     (None, _) => None,

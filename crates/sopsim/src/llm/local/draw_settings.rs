@@ -1,9 +1,10 @@
 //! A request's sampling settings as the local engine draws with them: the scenario's
 //! `llm` settings, the engine's defaults for what they leave unset, DRY's breaker
-//! strings as the tokens that hold them, and a redraw's penalty on what the last draw
-//! copied.
+//! strings as the tokens that hold them and its twin tokens, and a redraw's penalty on
+//! what the last draw copied.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use tokenizers::Tokenizer;
 
@@ -37,26 +38,61 @@ fn window(w: Option<TokenWindow>, default: Window) -> Window {
     }
 }
 
-/// The text of every token of the vocabulary, decoded once, for finding the tokens that
-/// hold a breaker string; and the breaker lists already looked up.
+/// What DRY needs of the vocabulary, found once: the text of every token, the breaker
+/// lists already looked up, and the word tokens' twins.
 #[derive(Default)]
-pub struct Breakers {
+pub struct DryTokens {
     texts: Option<Vec<String>>,
     found: HashMap<Vec<String>, Vec<u32>>,
+    twins: Option<Arc<[(u32, u32)]>>,
 }
 
-impl Breakers {
-    /// The tokens (sorted) whose text holds any of `strings`.
-    fn tokens(&mut self, tokenizer: &Tokenizer, strings: &[String]) -> Vec<u32> {
-        if let Some(found) = self.found.get(strings) {
-            return found.clone();
-        }
-        let texts = self.texts.get_or_insert_with(|| {
+impl DryTokens {
+    fn texts(&mut self, tokenizer: &Tokenizer) -> &[String] {
+        self.texts.get_or_insert_with(|| {
             (0..tokenizer.get_vocab_size(true) as u32)
                 .map(|id| tokenizer.decode(&[id], false).unwrap_or_default())
                 .collect()
-        });
-        let tokens: Vec<u32> = texts
+        })
+    }
+
+    /// Pairs of tokens (both orders, sorted) that hold the same word of letters, one
+    /// with a leading space and one without.
+    fn twins(&mut self, tokenizer: &Tokenizer) -> Arc<[(u32, u32)]> {
+        if let Some(twins) = &self.twins {
+            return twins.clone();
+        }
+        let texts = self.texts(tokenizer);
+        let bare: HashMap<&str, u32> = texts
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.is_empty() && t.chars().all(char::is_alphabetic))
+            .map(|(id, t)| (t.as_str(), id as u32))
+            .collect();
+        let mut twins: Vec<(u32, u32)> = texts
+            .iter()
+            .enumerate()
+            .filter_map(|(id, t)| {
+                let word = t.strip_prefix(' ')?;
+                let other = *bare.get(word)?;
+                Some([(id as u32, other), (other, id as u32)])
+            })
+            .flatten()
+            .collect();
+        twins.sort_unstable();
+        twins.dedup_by_key(|&mut (t, _)| t);
+        let twins: Arc<[(u32, u32)]> = twins.into();
+        self.twins = Some(twins.clone());
+        twins
+    }
+
+    /// The tokens (sorted) whose text holds any of `strings`.
+    fn breakers(&mut self, tokenizer: &Tokenizer, strings: &[String]) -> Vec<u32> {
+        if let Some(found) = self.found.get(strings) {
+            return found.clone();
+        }
+        let tokens: Vec<u32> = self
+            .texts(tokenizer)
             .iter()
             .enumerate()
             .filter(|(_, t)| strings.iter().any(|s| t.contains(s.as_str())))
@@ -73,7 +109,7 @@ pub fn params(
     settings: &LlmSettings,
     redraw: Option<&Redraw>,
     tokenizer: &Tokenizer,
-    breakers: &mut Breakers,
+    dry_tokens: &mut DryTokens,
 ) -> SamplingParams {
     let multiplier = settings.dry_multiplier.unwrap_or(defaults::DRY_MULTIPLIER);
     let dry = (multiplier > 0.0).then(|| {
@@ -90,7 +126,8 @@ pub fn params(
                 .dry_allowed_length
                 .map_or(defaults::DRY_ALLOWED_LENGTH, |n| n as usize),
             window: window(settings.dry_window, Window::All),
-            breakers: breakers.tokens(tokenizer, &strings),
+            breakers: dry_tokens.breakers(tokenizer, &strings),
+            twins: dry_tokens.twins(tokenizer),
         }
     });
     let (avoid, avoid_penalty) = match redraw {

@@ -116,8 +116,8 @@ pub(super) struct Worker {
     /// Built at the first decision: most runs never need it.
     pub(super) constraints:
         Option<Result<super::constrain::Constraints, Arc<super::constrain::ConstrainError>>>,
-    /// The tokens that hold DRY's breaker strings.
-    pub(super) breakers: super::draw_settings::Breakers,
+    /// DRY's breaker and twin tokens, found at the first reply that uses them.
+    pub(super) dry_tokens: super::draw_settings::DryTokens,
     load: Load,
 }
 
@@ -158,7 +158,7 @@ impl Worker {
             active: Vec::new(),
             scratch: Scratch::default(),
             constraints: None,
-            breakers: super::draw_settings::Breakers::default(),
+            dry_tokens: super::draw_settings::DryTokens::default(),
             load: Load::default(),
         }
     }
