@@ -136,8 +136,12 @@ impl Worker {
                 };
                 // A draft drafts free text; a decision's JSON is decoded under its
                 // schema a token at a time.
-                let spec = (self.draft.is_some() && matcher.is_none())
-                    .then(|| Box::new(Spec::new(params.clone(), seed)));
+                let spec = match (&self.draft, &matcher) {
+                    (Some(draft), None) => {
+                        Some(Box::new(Spec::new(params.clone(), seed, draft.draft_cost)))
+                    }
+                    _ => None,
+                };
                 Ok(Phase::Reply(Box::new(Reply {
                     matcher,
                     spec,

@@ -149,7 +149,7 @@ impl Worker {
         let tree = super::prefix_tree::PrefixTree::new(options.cache_bytes);
         Self {
             tree,
-            draft: draft.map(|m| Draft::new(m, options.cache_bytes / 2)),
+            draft: draft.map(|m| Draft::new(m, &model, options.cache_bytes / 2)),
             model,
             text,
             options,
@@ -332,9 +332,13 @@ impl Worker {
             if reply.generated.is_empty() {
                 continue;
             }
+            let Some(spec) = reply.spec.as_deref_mut() else {
+                continue;
+            };
             // Drafts past the hard cap would be thrown away.
-            let most = reply.max_tokens.saturating_sub(reply.generated.len() + 1);
-            if let (Some(spec), true) = (reply.spec.as_deref_mut(), most > 0) {
+            let room = reply.max_tokens.saturating_sub(reply.generated.len() + 1);
+            let most = spec.wanted().min(room);
+            if most > 0 {
                 jobs.push(DraftJob {
                     spec,
                     context: &reply.context,

@@ -5,8 +5,16 @@
 //! rejection rule (`Sampler::verify`), so what is kept follows the model's own
 //! distribution, and at temperature 0 the reply is the very one plain decoding gives.
 //!
+//! Drafting pays only when the tokens it saves outweigh what the drafts cost. A draft
+//! token costs about the draft's weights over the model's (each decode step reads its
+//! model's weights once), and each draft adds a row to the model's check. The draft
+//! length is the one that gives the most tokens per unit of that cost at the reply's
+//! acceptance so far, which is none at all when acceptance is low; then a single draft
+//! every few steps keeps the estimate current.
+//!
 //! Every draw comes from the sequence's own seeded generators, and the draft length
-//! adapts to the sequence's own acceptance, so a reply does not depend on the batch.
+//! depends only on the sequence's own acceptance and the two models' sizes, so a reply
+//! does not depend on the batch or the machine.
 
 use sopsim_infer::kv::KvCache;
 use sopsim_infer::sampling::{Dist, Sampler, SamplingParams};
@@ -14,15 +22,28 @@ use sopsim_infer::transformer::{Model, Scratch, Segment, Want};
 
 use super::prefix_tree::PrefixTree;
 
-/// Drafts per check at most, and at first.
+/// Drafts per check at most.
 const MAX_DRAFTS: usize = 8;
-const FIRST_DRAFTS: usize = 4;
+/// The acceptance a reply is assumed to have before its first check.
+const FIRST_ACCEPTANCE: f64 = 0.7;
+/// How much each check's acceptance moves the reply's estimate.
+const ACCEPTANCE_WEIGHT: f64 = 0.3;
+/// What a further row adds to the model's check, against a pass over one row. It
+/// ranges from 0.07 (Intel with AMX, batched decode) to about 0.5 (AMD Zen 3, whose
+/// AVX2 has no 8-bit dot product: qwen15's steps in a debate took 117 ms at two rows
+/// and 156 ms at three). The length must not depend on the machine, or a sampled
+/// reply would, so it is priced as on the dearest CPU measured.
+const CHECK_ROW_COST: f64 = 0.5;
+/// While drafting does not pay, one draft is tried after this many plain steps.
+const PROBE_EVERY: usize = 16;
 
 /// The draft model, with the prompt prefixes it has read.
 pub(super) struct Draft {
     pub model: Model,
     scratch: Scratch,
     tree: PrefixTree,
+    /// What one draft costs, in passes of the model over one row.
+    pub draft_cost: f64,
 }
 
 /// One sequence's speculation: the draft model's cache of it, the generator its drafts
@@ -30,8 +51,14 @@ pub(super) struct Draft {
 pub(super) struct Spec {
     cache: Option<KvCache>,
     sampler: Sampler,
+    /// What one draft costs (see [`Draft::draft_cost`]).
+    draft_cost: f64,
+    /// The estimated chance that the model keeps a draft.
+    acceptance: f64,
     /// Drafts to draw next cycle.
     next: usize,
+    /// Plain steps since the last check, while drafting does not pay.
+    plain_steps: usize,
     /// This cycle's drafts and the distributions they were drawn from.
     pub drafted: Vec<u32>,
     pub q: Vec<Dist>,
@@ -52,12 +79,15 @@ pub struct SpecStats {
 
 impl Spec {
     /// Speculation for a reply drawn with `params` and `seed` (its drafts from a
-    /// generator of their own).
-    pub fn new(params: SamplingParams, seed: u64) -> Self {
+    /// generator of their own), with drafts that cost `draft_cost`.
+    pub fn new(params: SamplingParams, seed: u64, draft_cost: f64) -> Self {
         Self {
             cache: None,
             sampler: Sampler::new(params, seed ^ 0x5eed_d4af_7000_0001),
-            next: FIRST_DRAFTS,
+            draft_cost,
+            acceptance: FIRST_ACCEPTANCE,
+            next: best_length(FIRST_ACCEPTANCE, draft_cost),
+            plain_steps: 0,
             drafted: Vec::new(),
             q: Vec::new(),
             base: 0,
@@ -65,19 +95,35 @@ impl Spec {
         }
     }
 
-    /// After the model kept `accepted` of this cycle's drafts: the next cycle's length
-    /// follows how many were kept, and the draft cache is cut back to what the model
-    /// kept.
+    /// The drafts to draw this step: the length that pays best, or, while none does,
+    /// one draft every [`PROBE_EVERY`] steps to see whether acceptance has risen.
+    pub fn wanted(&mut self) -> usize {
+        if self.next > 0 {
+            return self.next;
+        }
+        self.plain_steps += 1;
+        if self.plain_steps < PROBE_EVERY {
+            return 0;
+        }
+        self.plain_steps = 0;
+        1
+    }
+
+    /// After the model kept `accepted` of this cycle's drafts: the estimate of
+    /// acceptance takes in this check, the next length follows from it, and the draft
+    /// cache is cut back to what the model kept.
     pub fn settle(&mut self, accepted: usize) {
         let k = self.drafted.len();
         self.stats.checks += 1;
         self.stats.drafted += k as u64;
         self.stats.accepted += accepted as u64;
-        self.next = if accepted == k {
-            (k + 1).min(MAX_DRAFTS)
-        } else {
-            (accepted + 1).clamp(1, MAX_DRAFTS)
-        };
+        if k > 0 {
+            // Drafts are tried in order until one is refused.
+            let tried = (accepted + 1).min(k);
+            let rate = accepted as f64 / tried as f64;
+            self.acceptance += ACCEPTANCE_WEIGHT * (rate - self.acceptance);
+            self.next = best_length(self.acceptance, self.draft_cost);
+        }
         if let Some(c) = &mut self.cache {
             c.truncate(c.len().min(self.base + accepted));
         }
@@ -93,8 +139,27 @@ impl Spec {
     }
 }
 
+/// The number of drafts that gives the most tokens per unit of cost, when each draft
+/// is kept with chance `acceptance` and costs `draft_cost` (a check alone costs 1):
+/// `k` drafts give `1 + a + … + a^k` tokens on average for `1 + k · (draft_cost +
+/// CHECK_ROW_COST)`.
+fn best_length(acceptance: f64, draft_cost: f64) -> usize {
+    let per_draft = draft_cost + CHECK_ROW_COST;
+    let mut best = (0, 1.0);
+    let (mut tokens, mut kept) = (1.0, 1.0);
+    for k in 1..=MAX_DRAFTS {
+        kept *= acceptance;
+        tokens += kept;
+        let rate = tokens / (1.0 + k as f64 * per_draft);
+        if rate > best.1 {
+            best = (k, rate);
+        }
+    }
+    best.0
+}
+
 /// What a sequence asks the draft for: its context (the prompt and every token kept,
-/// the last one included) and at most how many drafts.
+/// the last one included) and how many drafts (fewer if one ends the reply).
 pub(super) struct DraftJob<'a> {
     pub spec: &'a mut Spec,
     pub context: &'a [u32],
@@ -104,11 +169,14 @@ pub(super) struct DraftJob<'a> {
 }
 
 impl Draft {
-    pub fn new(model: Model, cache_bytes: usize) -> Self {
+    /// The draft model for `target`, keeping `cache_bytes` of prompt prefixes.
+    pub fn new(model: Model, target: &Model, cache_bytes: usize) -> Self {
+        let draft_cost = model.decode_bytes() as f64 / target.decode_bytes().max(1) as f64;
         Self {
             model,
             scratch: Scratch::default(),
             tree: PrefixTree::new(cache_bytes),
+            draft_cost,
         }
     }
 
@@ -132,7 +200,7 @@ impl Draft {
             spec.drafted.clear();
             spec.q.clear();
         }
-        let wanted: Vec<usize> = jobs.iter().map(|j| j.spec.next.min(j.most)).collect();
+        let wanted: Vec<usize> = jobs.iter().map(|j| j.most).collect();
         let rounds = wanted.iter().copied().max().unwrap_or(0);
         for round in 0..rounds {
             let live: Vec<usize> = (0..jobs.len())
@@ -205,5 +273,32 @@ impl Draft {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::best_length;
+
+    #[test]
+    fn drafting_stops_where_it_would_cost_more_than_it_saves() {
+        // qwen05 drafting for qwen15: a draft costs 0.44 of a check.
+        assert_eq!(best_length(0.6, 0.44), 0);
+        assert_eq!(best_length(0.9, 0.44), 0);
+        assert!(best_length(0.99, 0.44) >= 3);
+        // A model drafting for itself never pays.
+        assert_eq!(best_length(1.0, 1.0), 0);
+    }
+
+    #[test]
+    fn cheaper_drafts_and_higher_acceptance_draft_further() {
+        let mut last = 0;
+        for acceptance in [0.5, 0.7, 0.8, 0.9, 0.95] {
+            let k = best_length(acceptance, 0.1);
+            assert!(k >= last, "{acceptance}: {k} < {last}");
+            last = k;
+            assert!(best_length(acceptance, 0.1) >= best_length(acceptance, 0.44));
+        }
+        assert!(last > 1);
     }
 }
