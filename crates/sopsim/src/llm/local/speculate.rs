@@ -172,6 +172,11 @@ impl Draft {
     /// The draft model for `target`, keeping `cache_bytes` of prompt prefixes.
     pub fn new(model: Model, target: &Model, cache_bytes: usize) -> Self {
         let draft_cost = model.decode_bytes() as f64 / target.decode_bytes().max(1) as f64;
+        tracing::debug!(
+            draft_cost,
+            check_row_cost = CHECK_ROW_COST,
+            "a draft is priced against a step of the model"
+        );
         Self {
             model,
             scratch: Scratch::default(),
