@@ -55,8 +55,6 @@ pub(super) struct Spec {
     draft_cost: f64,
     /// The estimated chance that the model keeps a draft.
     acceptance: f64,
-    /// Drafts to draw next cycle.
-    next: usize,
     /// Plain steps since the last check, while drafting does not pay.
     plain_steps: usize,
     /// This cycle's drafts and the distributions they were drawn from.
@@ -86,7 +84,6 @@ impl Spec {
             sampler: Sampler::new(params, seed ^ 0x5eed_d4af_7000_0001),
             draft_cost,
             acceptance: FIRST_ACCEPTANCE,
-            next: best_length(FIRST_ACCEPTANCE, draft_cost),
             plain_steps: 0,
             drafted: Vec::new(),
             q: Vec::new(),
@@ -98,8 +95,9 @@ impl Spec {
     /// The drafts to draw this step: the length that pays best, or, while none does,
     /// one draft every [`PROBE_EVERY`] steps to see whether acceptance has risen.
     pub fn wanted(&mut self) -> usize {
-        if self.next > 0 {
-            return self.next;
+        let best = best_length(self.acceptance, self.draft_cost);
+        if best > 0 {
+            return best;
         }
         self.plain_steps += 1;
         if self.plain_steps < PROBE_EVERY {
@@ -110,8 +108,8 @@ impl Spec {
     }
 
     /// After the model kept `accepted` of this cycle's drafts: the estimate of
-    /// acceptance takes in this check, the next length follows from it, and the draft
-    /// cache is cut back to what the model kept.
+    /// acceptance takes in this check, and the draft cache is cut back to what the
+    /// model kept.
     pub fn settle(&mut self, accepted: usize) {
         let k = self.drafted.len();
         self.stats.checks += 1;
@@ -122,7 +120,6 @@ impl Spec {
             let tried = (accepted + 1).min(k);
             let rate = accepted as f64 / tried as f64;
             self.acceptance += ACCEPTANCE_WEIGHT * (rate - self.acceptance);
-            self.next = best_length(self.acceptance, self.draft_cost);
         }
         if let Some(c) = &mut self.cache {
             c.truncate(c.len().min(self.base + accepted));
