@@ -97,7 +97,7 @@ fn http_services(base: &str, concurrency: usize) -> Services {
     };
     Services {
         llm: Arc::new(OpenAiBackend::new(o).unwrap()),
-        embed: EmbedService::start(Arc::new(HashEmbedder::default()), 1, 1),
+        embed: EmbedService::inline(Arc::new(HashEmbedder::default())),
         counter: Arc::new(Estimator),
         prices: Default::default(),
     }

@@ -37,7 +37,7 @@ fn run(scenario: &Arc<scenario::Scenario>, max_batch: usize) -> (RunOutcome, f64
     .expect("the default model loads");
     let services = Services {
         llm: Arc::new(llm),
-        embed: EmbedService::start(Arc::new(HashEmbedder::default()), 1, 1),
+        embed: EmbedService::inline(Arc::new(HashEmbedder::default())),
         counter: Arc::new(Estimator),
         prices: Default::default(),
     };

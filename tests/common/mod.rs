@@ -90,7 +90,7 @@ impl LlmBackend for Recording {
 pub fn services_with(llm: Arc<dyn LlmBackend>) -> Services {
     Services {
         llm,
-        embed: EmbedService::start(Arc::new(HashEmbedder::default()), 1, 1),
+        embed: EmbedService::inline(Arc::new(HashEmbedder::default())),
         counter: Arc::new(Estimator),
         prices: Default::default(),
     }

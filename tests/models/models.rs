@@ -387,7 +387,8 @@ fn a_scenario_runs_on_the_local_models() {
             ),
             1,
             64,
-        ),
+        )
+        .unwrap(),
         counter: backend().counter(),
         prices: Default::default(),
     };

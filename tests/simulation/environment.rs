@@ -38,7 +38,7 @@ fn each_message_is_embedded_exactly_once() {
     });
     let services = Services {
         llm: Arc::new(ScriptedBackend::new(s.script.clone())),
-        embed: EmbedService::start(counting.clone(), 1, 32),
+        embed: EmbedService::start(counting.clone(), 1, 32).unwrap(),
         counter: Arc::new(Estimator),
         prices: Default::default(),
     };

@@ -50,7 +50,7 @@ impl Services {
     pub fn scripted(scenario: &Scenario) -> Self {
         Self {
             llm: Arc::new(ScriptedBackend::new(scenario.script.clone())),
-            embed: EmbedService::start(Arc::new(HashEmbedder::default()), 1, 1),
+            embed: EmbedService::inline(Arc::new(HashEmbedder::default())),
             counter: Arc::new(Estimator),
             prices: Arc::new(PriceTable::built_in()),
         }

@@ -28,29 +28,41 @@ pub struct EmbedService {
 }
 
 impl EmbedService {
-    /// Starts `workers` threads (for model embedders) that batch up to `max_batch` texts.
-    pub fn start(embedder: Arc<dyn Embedder>, workers: usize, max_batch: usize) -> Self {
+    /// An embedder that runs on the caller's thread, which suits the cheap ones: the
+    /// thread hop would cost more than the work.
+    pub fn inline(embedder: Arc<dyn Embedder>) -> Self {
+        Self {
+            embedder,
+            queue: None,
+        }
+    }
+
+    /// Starts `workers` threads (for model embedders) that batch up to `max_batch` texts;
+    /// a cheap embedder runs [`inline`](Self::inline). Fails when the system refuses a
+    /// thread (the threads already started then stop).
+    pub fn start(
+        embedder: Arc<dyn Embedder>,
+        workers: usize,
+        max_batch: usize,
+    ) -> Result<Self, EmbedError> {
         if embedder.is_cheap() {
-            return Self {
-                embedder,
-                queue: None,
-            };
+            return Ok(Self::inline(embedder));
         }
         let (tx, rx) = mpsc::channel::<Job>();
         let rx = Arc::new(std::sync::Mutex::new(rx));
         for i in 0..workers.max(1) {
             let rx = rx.clone();
-            let embedder = embedder.clone();
+            let worker_embedder = embedder.clone();
             let max_batch = max_batch.max(1);
             thread::Builder::new()
                 .name(format!("sopsim-embed-{i}"))
-                .spawn(move || worker(embedder, rx, max_batch))
-                .expect("spawning an embedding worker thread");
+                .spawn(move || worker(worker_embedder, rx, max_batch))
+                .map_err(|e| EmbedError::failed(embedder.name(), e))?;
         }
-        Self {
+        Ok(Self {
             embedder,
             queue: Some(tx),
-        }
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -141,7 +153,7 @@ mod tests {
             batches: Mutex::new(Vec::new()),
             calls: AtomicUsize::new(0),
         });
-        let svc = EmbedService::start(e.clone(), 1, 64);
+        let svc = EmbedService::start(e.clone(), 1, 64).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();

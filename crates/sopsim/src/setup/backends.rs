@@ -300,11 +300,10 @@ pub(super) fn prices(opts: &ModelOptions) -> Result<Arc<PriceTable>, SetupError>
 /// loaded at all when no scenario to run reads an embedding.
 pub(super) fn embed_service(opts: &ModelOptions, needed: bool) -> Result<EmbedService, SetupError> {
     if !needed {
-        return Ok(EmbedService::start(
-            Arc::new(crate::embed::NoEmbedder),
-            1,
-            1,
-        ));
+        return Ok(EmbedService::inline(Arc::new(crate::embed::NoEmbedder)));
     }
-    Ok(EmbedService::start(embedder(opts)?, 1, 64))
+    EmbedService::start(embedder(opts)?, 1, 64).map_err(|source| SetupError::Embedder {
+        setting: Setting::Embedder,
+        source,
+    })
 }
