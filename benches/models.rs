@@ -11,7 +11,10 @@
 //! generated tokens (tg128), for qwen05 and qwen15 (when fetched), and after each tg128
 //! prints decode's roofline: the weight bytes a token reads over the read bandwidth
 //! measured right then (`read_bandwidth` measures that bandwidth on its own).
+//! `anchor_speculative/*` is qwen15's tg128 alone and with qwen05 drafting, against
+//! `llama-speculative` on the same prompt.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -122,13 +125,20 @@ fn context(index: u64) -> CallContext {
     }
 }
 
+const SYSTEM: &str = "You are a helpful assistant.";
+
 fn request(user: &str, max_tokens: u32) -> LlmRequest {
+    request_at(user, max_tokens, 0.0)
+}
+
+/// A request sampled at `temperature` (seeded, so every iteration draws the same reply).
+fn request_at(user: &str, max_tokens: u32, temperature: f32) -> LlmRequest {
     LlmRequest::chat(
-        vec![
-            ChatMessage::system("You are a helpful assistant."),
-            ChatMessage::user(user),
-        ],
-        settings(max_tokens),
+        vec![ChatMessage::system(SYSTEM), ChatMessage::user(user)],
+        LlmSettings {
+            temperature: Some(temperature),
+            ..settings(max_tokens)
+        },
         context(0),
     )
 }
@@ -141,12 +151,22 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// from the prefix cache: each is timed as one call of `tokens + 1` tokens less one of a
 /// single token over the same prompt (which primes the cache, then reads it).
 fn decode_time(backend: &LocalBackend, prompt: &str, tokens: u32, iters: u64) -> Duration {
+    decode_time_at(backend, prompt, tokens, 0.0, iters)
+}
+
+fn decode_time_at(
+    backend: &LocalBackend,
+    prompt: &str,
+    tokens: u32,
+    temperature: f32,
+    iters: u64,
+) -> Duration {
     let mut total = Duration::ZERO;
     for _ in 0..iters {
         let t0 = Instant::now();
-        block_on(backend.complete(request(prompt, 1), None)).unwrap();
+        block_on(backend.complete(request_at(prompt, 1, temperature), None)).unwrap();
         let t1 = Instant::now();
-        block_on(backend.complete(request(prompt, tokens + 1), None)).unwrap();
+        block_on(backend.complete(request_at(prompt, tokens + 1, temperature), None)).unwrap();
         total += t1.elapsed().saturating_sub(t1 - t0);
     }
     total
@@ -455,6 +475,56 @@ fn bench_anchor_shape(c: &mut Criterion) {
     group.finish();
 }
 
+/// Speculative decoding in the shape of llama.cpp's `llama-speculative` (see
+/// `benches/anchors/llama_bench.sh`): qwen15 generates 128 tokens after the anchor's
+/// cached prompt, alone and with qwen05 drafting, greedy and at temperature 0.7. The
+/// prompt as the chat template renders it goes to `target/anchor_prompt.txt` for
+/// llama.cpp to read.
+fn bench_anchor_speculative(c: &mut Criterion) {
+    if !QWEN15.is_present(&models_dir()) || !QWEN05.is_present(&models_dir()) {
+        eprintln!("anchor_speculative: needs qwen05 and qwen15 fetched, skipped");
+        return;
+    }
+    let target = QWEN15.main_file(&models_dir());
+    let prompt = prompt_512();
+    let rendered = LocalModel::load(&target)
+        .unwrap()
+        .render(&[("system", SYSTEM), ("user", &prompt)])
+        .unwrap();
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/anchor_prompt.txt");
+    if let Err(e) = std::fs::write(&out, rendered) {
+        eprintln!("anchor_speculative: could not write {}: {e}", out.display());
+    }
+    let backend = |draft_model| {
+        LocalBackend::start(
+            &target,
+            LocalOptions {
+                ignore_eos: true,
+                draft_model,
+                ..LocalOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    let plain = backend(None);
+    let drafted = backend(Some(QWEN05.main_file(&models_dir())));
+    let mut group = c.benchmark_group("anchor_speculative");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
+    const TG: u32 = 128;
+    group.throughput(Throughput::Elements(u64::from(TG)));
+    for temperature in [0.0f32, 0.7] {
+        for (name, backend) in [("plain", &plain), ("drafted", &drafted)] {
+            let id = BenchmarkId::new(format!("qwen15_{name}"), format!("t{temperature}"));
+            group.bench_function(id, |b| {
+                b.iter_custom(|iters| decode_time_at(backend, &prompt, TG, temperature, iters))
+            });
+        }
+    }
+    group.finish();
+}
+
 /// What decode's roofline is right after the decode bench: the `bytes` a token reads
 /// over the read bandwidth measured now (the bandwidth of a shared machine drifts).
 fn print_roofline(name: &str, bytes: usize) {
@@ -548,6 +618,7 @@ criterion_group!(
     benches,
     bench_read_bandwidth,
     bench_anchor_shape,
+    bench_anchor_speculative,
     bench_embed,
     bench_generate,
     bench_batched_decode,

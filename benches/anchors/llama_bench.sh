@@ -4,11 +4,14 @@
 # the llama.cpp source vendored in the llama-cpp-python 0.3.36 sdist, with native flags,
 # into a cache folder (about 15 minutes on two cores, once), then runs them on sopsim's
 # GGUF files with the same threads: pp512 (a 512-token prompt) and tg128 (128 generated
-# tokens), 3 repeats; and, for qwen05, decode of 1, 2, 4 and 8 sequences together after
-# 32-token prompts, 64 tokens each (the shape of sopsim's `qwen05_batched_decode`).
+# tokens), 3 repeats; for qwen05, decode of 1, 2, 4 and 8 sequences together after
+# 32-token prompts, 64 tokens each (the shape of sopsim's `qwen05_batched_decode`); and
+# with both models, `llama-speculative`: qwen05 drafts for qwen15, 128 tokens after the
+# prompt of sopsim's `anchor_speculative`, greedy and at temperature 0.7.
 #
 # Usage: benches/anchors/llama_bench.sh [MODEL...]   (default: qwen05 qwen15)
-# Then, same sitting: cargo bench --bench models -- "anchor_shape|qwen05_batched_decode"
+# Then, same sitting:
+#   cargo bench --bench models -- "anchor_shape|qwen05_batched_decode|anchor_speculative"
 # Environment: SOPSIM_ANCHORS (cache folder, default ~/.cache/sopsim-anchors),
 # THREADS (default 2), SOPSIM_MODELS (where sopsim keeps its models).
 set -euo pipefail
@@ -27,7 +30,8 @@ build() {
     shift
     cmake -S "$cache/llama.cpp-$version" -B "$dir" -DCMAKE_BUILD_TYPE=Release \
         -DLLAMA_CURL=OFF "$@"
-    cmake --build "$dir" --target llama-bench llama-batched-bench llama-server -j "$(nproc)"
+    cmake --build "$dir" --target llama-bench llama-batched-bench llama-speculative llama-server \
+        -j "$(nproc)"
 }
 
 if [[ ! -x "$bench" ]]; then
@@ -62,8 +66,12 @@ if [[ -n "$first" ]] && ! "$bench" -m "$first" -t "$threads" -p 16 -n 1 -r 1 >/d
     [[ -x "$bench" ]] || build "-noamx" "${flags[@]}"
 fi
 batched="$(dirname "$bench")/llama-batched-bench"
-# Caches built before the batched anchor have the rest already: one more target.
-[[ -x "$batched" ]] || cmake --build "$(dirname "$(dirname "$bench")")" --target llama-batched-bench -j "$(nproc)"
+speculative="$(dirname "$bench")/llama-speculative"
+# Caches built before the batched or speculative anchor have the rest already.
+for tool in "$batched" "$speculative"; do
+    [[ -x "$tool" ]] || cmake --build "$(dirname "$(dirname "$bench")")" \
+        --target "$(basename "$tool")" -j "$(nproc)"
+done
 
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(grep -o -w -E 'avx512f|avx512_vnni|avx512_bf16|amx_int8|amx_bf16|avx_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "llama.cpp: $("$bench" --version 2>&1 | head -1); threads $threads"
@@ -80,3 +88,21 @@ for name in "${names[@]}"; do
         fi
     done
 done
+
+# Speculative decoding: the prompt is the one `anchor_speculative` sends (the story told
+# eight times, in the chat template), written by the bench to target/anchor_prompt.txt.
+target=("$models"/qwen15/*.gguf) draft=("$models"/qwen05/*.gguf)
+prompt_file="$root/target/anchor_prompt.txt"
+if [[ " ${names[*]} " == *" qwen15 "* && -e "${target[0]}" && -e "${draft[0]}" ]]; then
+    if [[ ! -e "$prompt_file" ]]; then
+        echo "speculative: run the anchor_speculative bench once first (it writes $prompt_file)"
+    else
+        for temp in 0 0.7; do
+            echo "llama-speculative, qwen05 drafting for qwen15, temperature $temp:"
+            "$speculative" -m "${target[0]}" -md "${draft[0]}" -t "$threads" -td "$threads" \
+                -f "$prompt_file" -n 128 --temp "$temp" --seed 1 -c 2048 2>&1 \
+                | grep -E ' (encoded|decoded) +[0-9]+ tokens| (n_draft|n_drafted|n_accept|accept) +=' \
+                || true
+        done
+    fi
+fi
