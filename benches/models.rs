@@ -17,7 +17,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{
+    criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
+};
 use sopsim::embed::{Embedder, MiniLm};
 use sopsim::llm::local::{LocalBackend, LocalModel, LocalOptions};
 use sopsim::llm::{CallContext, CallKind, ChatMessage, LlmBackend, LlmRequest};
@@ -509,8 +511,10 @@ fn bench_anchor_speculative(c: &mut Criterion) {
     let plain = backend(None);
     let drafted = backend(Some(QWEN05.main_file(&models_dir())));
     let mut group = c.benchmark_group("anchor_speculative");
+    // One generation takes seconds: ten of them a case, not criterion's 55.
     group
         .sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
         .measurement_time(Duration::from_secs(10));
     const TG: u32 = 128;
     group.throughput(Throughput::Elements(u64::from(TG)));
