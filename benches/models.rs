@@ -234,7 +234,7 @@ fn bench_batched_decode(c: &mut Criterion) {
         let reqs = (0..k).map(|i| {
             LlmRequest::chat(
                 vec![
-                    ChatMessage::system("You are a helpful assistant."),
+                    ChatMessage::system(SYSTEM),
                     ChatMessage::user(format!("Tell story number {i} about a bridge.")),
                 ],
                 settings(max_tokens),
@@ -489,27 +489,22 @@ fn bench_anchor_speculative(c: &mut Criterion) {
     }
     let target = QWEN15.main_file(&models_dir());
     let prompt = prompt_512();
-    let rendered = LocalModel::load(&target)
-        .unwrap()
+    let loaded = LocalModel::load(&target).unwrap();
+    let rendered = loaded
         .render(&[("system", SYSTEM), ("user", &prompt)])
         .unwrap();
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/anchor_prompt.txt");
     if let Err(e) = std::fs::write(&out, rendered) {
         eprintln!("anchor_speculative: could not write {}: {e}", out.display());
     }
-    let backend = |draft_model| {
-        LocalBackend::start(
-            &target,
-            LocalOptions {
-                ignore_eos: true,
-                draft_model,
-                ..LocalOptions::default()
-            },
-        )
-        .unwrap()
+    let options = |draft_model| LocalOptions {
+        ignore_eos: true,
+        draft_model,
+        ..LocalOptions::default()
     };
-    let plain = backend(None);
-    let drafted = backend(Some(QWEN05.main_file(&models_dir())));
+    let plain = LocalBackend::serve(loaded, options(None), None).unwrap();
+    let drafted =
+        LocalBackend::start(&target, options(Some(QWEN05.main_file(&models_dir())))).unwrap();
     let mut group = c.benchmark_group("anchor_speculative");
     // One generation takes seconds: ten of them a case, not criterion's 55.
     group
