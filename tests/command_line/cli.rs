@@ -958,6 +958,12 @@ fn sampling_settings_out_of_range_are_refused_naming_the_field() {
             serde_json::json!(0),
         ),
         ("/llm", "min_p", serde_json::json!(1.5)),
+        ("/llm", "forbid", serde_json::json!([""])),
+        (
+            "/agents/Cleo/llm",
+            "forbid",
+            serde_json::json!(vec!["("; 65]),
+        ),
         (
             "/sop/states/debate/components/Affirmative/llm",
             "redraws",

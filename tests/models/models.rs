@@ -372,6 +372,43 @@ fn stop_sequences_cut_the_reply_and_streaming_matches_it() {
 }
 
 #[test]
+fn a_reply_never_holds_a_forbidden_string() {
+    let ask_of = |model: &LocalBackend, system: &str, user: &str, forbid: Option<Vec<String>>| {
+        let settings = LlmSettings {
+            forbid,
+            ..greedy(40)
+        };
+        block_on(model.complete(request(system, user, settings, 0), None)).unwrap()
+    };
+    let ask = |system: &str, user: &str, forbid| ask_of(backend(), system, user, forbid);
+    let lists = "You answer with numbered lists.";
+    let free = ask(lists, "List five fruits.", None).text;
+    assert!(free.contains('.') && free.contains('e'), "{free}");
+    let held = ask(
+        lists,
+        "List five fruits.",
+        Some(vec![".".into(), "e".into()]),
+    )
+    .text;
+    assert!(held.split_whitespace().count() > 3, "{held}");
+    assert!(!held.contains('.') && !held.contains('e'), "{held}");
+    // The end of a turn is a special token: forbidding "<" and "|" leaves it be, so a
+    // short answer still ends where it did.
+    let one_word = "You answer with one word.";
+    let sky = "What colour is the sky on a clear day?";
+    let short = ask_of(qwen(), one_word, sky, None);
+    let budget = sopsim::llm::ReplyBudget::of(40);
+    assert!(
+        short.usage.completion_tokens < budget.soft as u64,
+        "{}",
+        short.text
+    );
+    let ended = ask_of(qwen(), one_word, sky, Some(vec!["<".into(), "|".into()]));
+    assert_eq!(ended.text, short.text);
+    assert_eq!(ended.usage.completion_tokens, short.usage.completion_tokens);
+}
+
+#[test]
 fn a_scenario_runs_on_the_local_models() {
     let scenario = example("debate");
     let services = sopsim::simulation::Services {

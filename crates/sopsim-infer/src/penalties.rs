@@ -1,8 +1,8 @@
 //! What a sequence's own context does to its next token's logits, before the draw:
 //! llama.cpp's repeat, frequency and presence penalties, its DRY ("don't repeat
-//! yourself") penalty, and a flat penalty on chosen tokens (a redrawn reply's copied
-//! span). Each depends only on the sequence's context and its logits, never on the
-//! other sequences of a batch.
+//! yourself") penalty, a flat penalty on chosen tokens (a redrawn reply's copied
+//! span), and tokens never drawn at all. Each depends only on the sequence's context
+//! and its logits, never on the other sequences of a batch.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -60,6 +60,8 @@ pub struct Penalties {
     /// Tokens that lose `avoid_penalty` whatever the context (sorted).
     pub avoid: Vec<u32>,
     pub avoid_penalty: f32,
+    /// Tokens never drawn, whatever the context (sorted).
+    pub forbidden: Vec<u32>,
 }
 
 impl Default for Penalties {
@@ -72,6 +74,7 @@ impl Default for Penalties {
             dry: None,
             avoid: Vec::new(),
             avoid_penalty: 0.0,
+            forbidden: Vec::new(),
         }
     }
 }
@@ -88,6 +91,11 @@ impl Penalties {
                 if let Some(l) = logits.get_mut(t as usize) {
                     *l -= self.avoid_penalty;
                 }
+            }
+        }
+        for &t in &self.forbidden {
+            if let Some(l) = logits.get_mut(t as usize) {
+                *l = f32::NEG_INFINITY;
             }
         }
     }
@@ -302,5 +310,16 @@ mod tests {
         let mut logits = vec![1.0f32; 4];
         p.apply(&mut logits, &[]);
         assert_eq!(logits, vec![1.0, -0.5, 1.0, -0.5]);
+    }
+
+    #[test]
+    fn forbidden_tokens_are_never_drawn() {
+        let p = Penalties {
+            forbidden: vec![0, 2],
+            ..Penalties::default()
+        };
+        let mut logits = vec![9.0f32, 1.0, 9.0, 0.5];
+        p.apply(&mut logits, &[]);
+        assert_eq!(logits, vec![f32::NEG_INFINITY, 1.0, f32::NEG_INFINITY, 0.5]);
     }
 }

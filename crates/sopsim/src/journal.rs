@@ -255,6 +255,10 @@ impl LlmBackend for Journaled {
         self.inner.candidates()
     }
 
+    fn forbids(&self) -> bool {
+        self.inner.forbids()
+    }
+
     fn tool_tape(&self) -> Option<ToolTape> {
         Some(ToolTape::Journal(
             self.journal.clone() as Arc<dyn ToolJournal>,

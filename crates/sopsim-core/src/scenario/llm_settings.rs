@@ -83,6 +83,12 @@ pub struct LlmSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub min_p: Option<f32>,
+    /// Strings a reply or summary never holds: a local model never draws a token whose
+    /// text contains one of them (servers are not told). `["(", ")", "*"]` keeps out
+    /// stage directions in brackets and markdown; `[]` lifts an outer level's list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 32)))]
+    pub forbid: Option<Vec<String>>,
     /// A reply with a flaw reply quality counts (a copy, a paraphrase, a label, a stage
     /// direction, speaking as someone else, an echo of the instructions, third-person
     /// narration, a foreign script, a cut or an empty reply) is drawn again, up to this
@@ -145,6 +151,7 @@ impl LlmSettings {
                 .clone()
                 .or_else(|| outer.dry_breakers.clone()),
             min_p: self.min_p.or(outer.min_p),
+            forbid: self.forbid.clone().or_else(|| outer.forbid.clone()),
             redraws: self.redraws.or(outer.redraws),
             candidates: self.candidates.or(outer.candidates),
         }

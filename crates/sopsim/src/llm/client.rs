@@ -169,6 +169,7 @@ fn text_choice_warning(method: ChoiceMethod) -> Option<&'static str> {
 struct Notices {
     said: Vec<ChoiceMethod>,
     said_unsent: bool,
+    said_unforbidden: bool,
     pending: Vec<String>,
 }
 
@@ -176,6 +177,9 @@ const SETTINGS_UNSENT: &str = "the server does not take the sampling settings re
      repeat_window, min_p and dry_* (OpenAI's own API refuses fields it does not know; \
      another server answered them with HTTP 400): they were left out of the requests, and \
      only temperature, top_p, top_k, frequency_penalty and presence_penalty reach it";
+
+const FORBID_UNKEPT: &str = "the scenario's `forbid` is kept by the local engine alone: \
+     this backend was not told, so its replies may hold the forbidden strings";
 
 /// How many calls of each kind each agent (or the run itself: `None`) has made.
 type CallNumbers = HashMap<(CallKind, Option<String>), u64>;
@@ -278,6 +282,13 @@ impl LlmClient {
     ) -> Result<Completion, LlmError> {
         let context = request.context.clone();
         let redraw = request.redraw.clone();
+        let unforbidden = self.backend.draws()
+            && !self.backend.forbids()
+            && request
+                .settings
+                .forbid
+                .as_ref()
+                .is_some_and(|f| !f.is_empty());
         let started = Instant::now();
         let completion = self.backend.complete(request, stream).await?;
         let micros = started.elapsed().as_micros() as u64;
@@ -299,11 +310,15 @@ impl LlmClient {
                 }
             }
         }
-        if completion.settings_unsent {
+        if completion.settings_unsent || unforbidden {
             let mut n = self.notices.lock().unwrap_or_else(|p| p.into_inner());
-            if !n.said_unsent {
+            if completion.settings_unsent && !n.said_unsent {
                 n.said_unsent = true;
                 n.pending.push(SETTINGS_UNSENT.to_string());
+            }
+            if unforbidden && !n.said_unforbidden {
+                n.said_unforbidden = true;
+                n.pending.push(FORBID_UNKEPT.to_string());
             }
         }
         Ok(completion)
@@ -432,6 +447,30 @@ mod tests {
         let structured = LlmClient::new(Arc::new(Answers(ChoiceMethod::Structured)), 0);
         choose(&structured);
         assert!(structured.take_warnings().is_empty());
+    }
+
+    #[test]
+    fn a_forbid_that_the_backend_cannot_keep_is_warned_about_once() {
+        let client = LlmClient::new(Arc::new(Answers(ChoiceMethod::Structured)), 0);
+        let reply = |forbid: Option<Vec<String>>| {
+            let settings = crate::scenario::LlmSettings {
+                forbid,
+                ..Default::default()
+            };
+            let context = CallContext::new(CallKind::Act, "s", 1, 0);
+            let request = LlmRequest::chat(Vec::new(), settings, context);
+            futures::executor::block_on(client.complete(request, None)).unwrap();
+        };
+        reply(Some(Vec::new()));
+        reply(None);
+        assert!(client.take_warnings().is_empty(), "nothing was forbidden");
+        reply(Some(vec!["(".into()]));
+        reply(Some(vec!["*".into()]));
+        let warnings = client.take_warnings();
+        assert!(
+            warnings.len() == 1 && warnings[0].contains("`forbid`"),
+            "{warnings:?}"
+        );
     }
 }
 

@@ -118,6 +118,12 @@ pub trait LlmBackend: Send + Sync {
         1
     }
 
+    /// Whether replies are drawn without the tokens that hold a `forbid` string (a
+    /// local model masks them; a server is not told).
+    fn forbids(&self) -> bool {
+        false
+    }
+
     /// Where tools with side effects keep or find their results (recording, replay).
     fn tool_tape(&self) -> Option<record::ToolTape> {
         None

@@ -199,6 +199,10 @@ impl LlmBackend for Recorder {
         self.inner.candidates()
     }
 
+    fn forbids(&self) -> bool {
+        self.inner.forbids()
+    }
+
     fn tool_tape(&self) -> Option<ToolTape> {
         Some(ToolTape::Record(self.dir.clone()))
     }
@@ -289,6 +293,13 @@ impl LlmBackend for Replayer {
             Some(b) if b.starts_with("local:") => crate::quality::DEFAULT_CANDIDATES,
             _ => 1,
         }
+    }
+
+    /// As the recorded backend drew, so a replay warns as the recording did.
+    fn forbids(&self) -> bool {
+        self.recorded
+            .as_deref()
+            .is_some_and(|b| b.starts_with("local:"))
     }
 
     fn complete<'a>(

@@ -120,8 +120,9 @@ impl Worker {
                 let params = super::draw_settings::params(
                     &req.settings,
                     req.redraw.as_ref(),
+                    budget.is_some(),
                     &self.text.tokenizer,
-                    &mut self.dry_tokens,
+                    &mut self.token_texts,
                 );
                 let matcher = match (&req.tools, &self.constraints) {
                     (None, _) => None,

@@ -1,7 +1,7 @@
 //! A request's sampling settings as the local engine draws with them: the scenario's
 //! `llm` settings, the engine's defaults for what they leave unset, DRY's breaker
-//! strings as the tokens that hold them and its twin tokens, and a redraw's penalty on
-//! what the last draw copied.
+//! strings as the tokens that hold them and its twin tokens, the tokens holding a
+//! forbidden string, and a redraw's penalty on what the last draw copied.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,16 +38,17 @@ fn window(w: Option<TokenWindow>, default: Window) -> Window {
     }
 }
 
-/// What DRY needs of the vocabulary, found once: the text of every token, the breaker
-/// lists already looked up, and the word tokens' twins.
+/// What the settings need of the vocabulary, found once: the text of every token, the
+/// string lists already looked up (DRY's breakers, forbidden strings), and the word
+/// tokens' twins.
 #[derive(Default)]
-pub struct DryTokens {
+pub struct TokenTexts {
     texts: Option<Vec<String>>,
     found: HashMap<Vec<String>, Vec<u32>>,
     twins: Option<Arc<[(u32, u32)]>>,
 }
 
-impl DryTokens {
+impl TokenTexts {
     fn texts(&mut self, tokenizer: &Tokenizer) -> &[String] {
         self.texts.get_or_insert_with(|| {
             (0..tokenizer.get_vocab_size(true) as u32)
@@ -86,15 +87,18 @@ impl DryTokens {
         twins
     }
 
-    /// The tokens (sorted) whose text holds any of `strings`.
-    fn breakers(&mut self, tokenizer: &Tokenizer, strings: &[String]) -> Vec<u32> {
+    /// The tokens (sorted) whose text holds any of `strings`, special tokens (the end
+    /// of a turn) aside.
+    fn holding(&mut self, tokenizer: &Tokenizer, strings: &[String]) -> Vec<u32> {
         if let Some(found) = self.found.get(strings) {
             return found.clone();
         }
+        let special = tokenizer.get_added_tokens_decoder();
         let tokens: Vec<u32> = self
             .texts(tokenizer)
             .iter()
             .enumerate()
+            .filter(|(id, _)| !special.get(&(*id as u32)).is_some_and(|t| t.special))
             .filter(|(_, t)| strings.iter().any(|s| t.contains(s.as_str())))
             .map(|(id, _)| id as u32)
             .collect();
@@ -104,12 +108,14 @@ impl DryTokens {
 }
 
 /// What the sampler draws with for a request's `settings` (and its redraw, if it is
-/// one).
+/// one). `free_text` is a reply or a summary, which `forbid` applies to; a decision's
+/// JSON and an extract step's tags are written under their own rules.
 pub fn params(
     settings: &LlmSettings,
     redraw: Option<&Redraw>,
+    free_text: bool,
     tokenizer: &Tokenizer,
-    dry_tokens: &mut DryTokens,
+    token_texts: &mut TokenTexts,
 ) -> SamplingParams {
     let multiplier = settings.dry_multiplier.unwrap_or(defaults::DRY_MULTIPLIER);
     let dry = (multiplier > 0.0).then(|| {
@@ -126,8 +132,8 @@ pub fn params(
                 .dry_allowed_length
                 .map_or(defaults::DRY_ALLOWED_LENGTH, |n| n as usize),
             window: window(settings.dry_window, Window::All),
-            breakers: dry_tokens.breakers(tokenizer, &strings),
-            twins: dry_tokens.twins(tokenizer),
+            breakers: token_texts.holding(tokenizer, &strings),
+            twins: token_texts.twins(tokenizer),
         }
     });
     let (avoid, avoid_penalty) = match redraw {
@@ -143,6 +149,12 @@ pub fn params(
             (tokens, defaults::REDRAW_PENALTY * r.attempt as f32)
         }
         None => (Vec::new(), 0.0),
+    };
+    let forbidden = match &settings.forbid {
+        Some(strings) if free_text && !strings.is_empty() => {
+            token_texts.holding(tokenizer, strings)
+        }
+        _ => Vec::new(),
     };
     SamplingParams {
         temperature: settings.temperature.unwrap_or(defaults::TEMPERATURE),
@@ -160,6 +172,7 @@ pub fn params(
             dry,
             avoid,
             avoid_penalty,
+            forbidden,
         },
     }
 }

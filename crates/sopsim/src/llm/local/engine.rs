@@ -116,8 +116,8 @@ pub(super) struct Worker {
     /// Built at the first decision: most runs never need it.
     pub(super) constraints:
         Option<Result<super::constrain::Constraints, Arc<super::constrain::ConstrainError>>>,
-    /// DRY's breaker and twin tokens, found at the first reply that uses them.
-    pub(super) dry_tokens: super::draw_settings::DryTokens,
+    /// The tokens DRY and `forbid` name, found at the first reply that uses them.
+    pub(super) token_texts: super::draw_settings::TokenTexts,
     load: Load,
 }
 
@@ -158,7 +158,7 @@ impl Worker {
             active: Vec::new(),
             scratch: Scratch::default(),
             constraints: None,
-            dry_tokens: super::draw_settings::DryTokens::default(),
+            token_texts: super::draw_settings::TokenTexts::default(),
             load: Load::default(),
         }
     }

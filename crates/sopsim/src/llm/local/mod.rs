@@ -285,6 +285,10 @@ impl LlmBackend for LocalBackend {
         crate::quality::DEFAULT_CANDIDATES
     }
 
+    fn forbids(&self) -> bool {
+        true
+    }
+
     fn complete<'a>(
         &'a self,
         request: LlmRequest,
