@@ -87,22 +87,28 @@ impl TokenTexts {
         twins
     }
 
-    /// The tokens (sorted) whose text holds any of `strings`, special tokens (the end
-    /// of a turn) aside.
+    /// The tokens (sorted) whose text holds any of `strings`.
     fn holding(&mut self, tokenizer: &Tokenizer, strings: &[String]) -> Vec<u32> {
         if let Some(found) = self.found.get(strings) {
             return found.clone();
         }
-        let special = tokenizer.get_added_tokens_decoder();
         let tokens: Vec<u32> = self
             .texts(tokenizer)
             .iter()
             .enumerate()
-            .filter(|(id, _)| !special.get(&(*id as u32)).is_some_and(|t| t.special))
             .filter(|(_, t)| strings.iter().any(|s| t.contains(s.as_str())))
             .map(|(id, _)| id as u32)
             .collect();
         self.found.insert(strings.to_vec(), tokens.clone());
+        tokens
+    }
+
+    /// The tokens that `forbid`'s `strings` leave out: those holding one, special
+    /// tokens (the end of a turn) aside.
+    fn forbidden(&mut self, tokenizer: &Tokenizer, strings: &[String]) -> Vec<u32> {
+        let special = tokenizer.get_added_tokens_decoder();
+        let mut tokens = self.holding(tokenizer, strings);
+        tokens.retain(|id| !special.get(id).is_some_and(|t| t.special));
         tokens
     }
 }
@@ -152,7 +158,7 @@ pub fn params(
     };
     let forbidden = match &settings.forbid {
         Some(strings) if free_text && !strings.is_empty() => {
-            token_texts.holding(tokenizer, strings)
+            token_texts.forbidden(tokenizer, strings)
         }
         _ => Vec::new(),
     };
