@@ -347,6 +347,53 @@ fn finished_turns_are_on_disk_while_the_run_waits_and_after_it_is_killed() {
     );
 }
 
+/// A person who has not typed yet holds the run at their turn; a Ctrl-C then ends it
+/// as interrupted (exit 130), not as a success, and keeps the finished turns.
+#[test]
+fn ctrl_c_while_a_person_is_typing_ends_the_run_as_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cs");
+    let mut child = sopsim()
+        .args(["run", &scenario("customer_service"), "-q", "--out"])
+        .arg(&out)
+        .args(SCRIPTED)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "My internet keeps dropping").unwrap();
+    stdin.flush().unwrap();
+    let transcript = out.join("transcript.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline
+        && std::fs::read_to_string(&transcript).map_or(0, |t| t.lines().count()) < 3
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let interrupted = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let done = child.wait_with_output().unwrap();
+    drop(stdin);
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(130), "{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["ended_by"], "interrupted");
+    assert_eq!(summary["turns"], 3);
+    assert_eq!(
+        std::fs::read_to_string(&transcript)
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+}
+
 #[test]
 fn closing_input_ends_the_run_with_exit_0() {
     let dir = tempfile::tempdir().unwrap();

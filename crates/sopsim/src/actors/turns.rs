@@ -164,6 +164,10 @@ impl Handler<Play> for Director {
                     act.state.abandon(n); // nothing of the turns was committed
                     return match other {
                         Err(e) => act.fail(e, ctx),
+                        // A read a Ctrl-C cut short ends the run as interrupted.
+                        _ if act.limits.cancel.is_cancelled() => {
+                            act.finish(EndReason::Interrupted, None, ctx)
+                        }
                         _ => act.finish(EndReason::InputClosed, None, ctx),
                     };
                 }
