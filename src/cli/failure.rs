@@ -148,7 +148,9 @@ impl From<RunError> for Failure {
         match e {
             RunError::Setup(e) => e.into(),
             RunError::Sim(e) => e.into(),
-            e @ RunError::Failed { .. } => classify(e.is_bad_input(), None, &e),
+            e @ (RunError::Failed { .. } | RunError::ResumeRefused { .. }) => {
+                classify(e.is_bad_input(), None, &e)
+            }
         }
     }
 }

@@ -200,15 +200,56 @@ fn a_turn_limit_below_one_round_is_refused() {
     assert!(text.contains("--max-turns"), "{text}");
 }
 
+/// Every file of a run folder, by name.
+fn folder_files(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect()
+}
+
 #[test]
-fn a_resume_given_fewer_turns_is_refused_and_keeps_the_transcript() {
+fn a_resume_given_fewer_turns_is_refused_and_keeps_every_file() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let (code, text) = debate(&out, &["--max-turns", "6"]);
     assert_eq!(code, 0, "{text}");
-    let before = std::fs::read(out.join("transcript.jsonl")).unwrap();
+    let before = folder_files(&out);
+    assert!(before.contains_key("summary.json") && before.contains_key("events.jsonl"));
     let (code, text) = debate(&out, &["--max-turns", "3", "--resume"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("can only be raised"), "{text}");
-    assert_eq!(std::fs::read(out.join("transcript.jsonl")).unwrap(), before);
+    assert!(text.contains("is as it was"), "{text}");
+    assert!(
+        before == folder_files(&out),
+        "the refused resume changed the folder"
+    );
+}
+
+#[test]
+fn a_resume_of_an_edited_transcript_is_refused_and_keeps_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let (code, text) = debate(&out, &["--max-turns", "6"]);
+    assert_eq!(code, 0, "{text}");
+    let path = out.join("transcript.jsonl");
+    let edited = std::fs::read_to_string(&path)
+        .unwrap()
+        .replacen("health", "wealth", 1);
+    std::fs::write(&path, edited).unwrap();
+    let before = folder_files(&out);
+    let (code, text) = debate(&out, &["--max-turns", "8", "--resume"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("does not say what this line says"), "{text}");
+    assert!(
+        before == folder_files(&out),
+        "the refused resume changed the folder"
+    );
 }

@@ -56,7 +56,7 @@ pub enum SimError {
     /// transcript: the limit can only be raised on a resume.
     #[error(
         "the resumed run reached its turn limit ({max_turns}) {left} line(s) before the end of \
-         {path}: a resumed run's turn limit can only be raised (the transcript is kept as it was)"
+         {path}: a resumed run's turn limit can only be raised"
     )]
     ResumeBelowLimit {
         path: String,

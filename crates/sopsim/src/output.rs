@@ -17,7 +17,6 @@ use crate::output_folder::{Entry, FolderFileError, OutputFolder};
 /// A resumed run's writer holds the killed run's lines: the run's first messages must
 /// be those lines byte for byte (they are checked, not written again), the next ones
 /// are appended after them.
-#[derive(Debug)]
 pub struct TranscriptWriter {
     path: PathBuf,
     file: File,
@@ -27,12 +26,16 @@ pub struct TranscriptWriter {
     resumed: Option<Resumed>,
 }
 
+/// What a resumed run does once it has said all of the killed run's lines again: until
+/// then, a resume that is refused leaves the folder's other files as they were.
+pub type CaughtUp = Box<dyn FnOnce() -> Result<(), SimError> + Send>;
+
 /// The killed run's lines, and how far the resumed run has come through them.
-#[derive(Debug)]
 struct Resumed {
     lines: Vec<u8>,
     at: usize,
     line: u64,
+    caught_up: Option<CaughtUp>,
 }
 
 /// The largest transcript a resume reads back.
@@ -53,8 +56,12 @@ impl TranscriptWriter {
 
     /// The writer of a resumed run: the transcript `name` in `folder` keeps its whole
     /// lines (a torn last one is cut off) and the run's messages are checked against
-    /// them.
-    pub fn resume(folder: &OutputFolder, name: &str) -> Result<Self, SimError> {
+    /// them. `caught_up` runs once the run has said them all.
+    pub fn resume(
+        folder: &OutputFolder,
+        name: &str,
+        caught_up: CaughtUp,
+    ) -> Result<Self, SimError> {
         let path = folder.path(name);
         let bytes = folder.read(name, MAX_TRANSCRIPT_BYTES)?;
         let lines = crate::files::whole_lines(&bytes).to_vec();
@@ -65,6 +72,12 @@ impl TranscriptWriter {
         };
         file.set_len(lines.len() as u64).map_err(io)?;
         std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(io)?;
+        let caught_up = if lines.is_empty() {
+            caught_up()?;
+            None
+        } else {
+            Some(caught_up)
+        };
         Ok(Self {
             path,
             file,
@@ -74,6 +87,7 @@ impl TranscriptWriter {
                 lines,
                 at: 0,
                 line: 0,
+                caught_up,
             }),
         })
     }
@@ -116,6 +130,9 @@ impl TranscriptWriter {
             if r.at == r.lines.len() {
                 r.lines = Vec::new();
                 r.at = 0;
+                if let Some(caught_up) = r.caught_up.take() {
+                    caught_up()?;
+                }
             }
             return Ok(());
         }
@@ -148,13 +165,27 @@ impl TranscriptWriter {
     }
 }
 
-/// The files a run writes into its folder.
-pub const RUN_FILES: [&str; 7] = [
-    "transcript.jsonl",
-    "events.jsonl",
+/// The event log a resumed run writes until it has caught up; it then replaces
+/// `events.jsonl`.
+pub const EVENTS_RESUMING: &str = "events.resuming.jsonl";
+
+/// The files a run writes at its end, which a resumed run writes again.
+const FINAL_FILES: [&str; 4] = [
     "environment.json",
     "summary.json",
     "error.json",
+    "network.json",
+];
+
+/// The files a run writes into its folder.
+pub const RUN_FILES: [&str; 9] = [
+    "transcript.jsonl",
+    "events.jsonl",
+    EVENTS_RESUMING,
+    "environment.json",
+    "summary.json",
+    "error.json",
+    "network.json",
     RUN_FILE,
     crate::journal::JOURNAL_FILE,
 ];
@@ -308,12 +339,25 @@ impl RunDir {
         Ok(self.files.read_json(RUN_FILE, 64 * 1024)?)
     }
 
-    /// Removes the files a run writes at its end, which a resumed run writes again.
-    pub fn clear_final(&self) -> Result<(), FolderFileError> {
-        for name in ["environment.json", "summary.json", "error.json"] {
-            self.files.remove(name)?;
-        }
-        Ok(())
+    /// What a resumed run does once it has caught up: it removes the files the run
+    /// wrote at its end, and its event log replaces the killed run's.
+    pub fn on_caught_up(&self) -> CaughtUp {
+        let files = self.files.clone();
+        Box::new(move || {
+            for name in FINAL_FILES {
+                files.remove(name)?;
+            }
+            // A transcript with no line yet catches up before the log is created.
+            if files.entry(EVENTS_RESUMING)? != Entry::Nothing {
+                files.rename(EVENTS_RESUMING, "events.jsonl")?;
+            }
+            Ok(())
+        })
+    }
+
+    /// After a refused resume: the folder is left as the killed run left it.
+    pub fn drop_resume(&self) -> Result<(), FolderFileError> {
+        self.files.remove(EVENTS_RESUMING)
     }
 
     /// Writes `environment.json`, `summary.json` and, for a run with populations,

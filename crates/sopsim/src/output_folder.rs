@@ -330,6 +330,13 @@ impl OutputFolder {
         }
     }
 
+    /// Renames `from` to `to`, both inside the folder; a file at `to` is replaced (a
+    /// link there is replaced itself, not what it points at).
+    pub fn rename(&self, from: &str, to: &str) -> Result<(), FolderFileError> {
+        let (from, to) = (self.checked(from)?, self.checked(to)?);
+        std::fs::rename(&from, &to).map_err(|source| FolderFileError::Io { path: to, source })
+    }
+
     /// Removes the folder `name` and all it holds (a link there is removed itself, not
     /// what it points at); nothing there is fine.
     pub fn remove_tree(&self, name: &str) -> Result<(), FolderFileError> {

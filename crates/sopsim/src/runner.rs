@@ -13,9 +13,9 @@ use thiserror::Error;
 
 use crate::error::{CancelToken, SimError};
 use crate::events::{EventSink, FrontendLog};
-use crate::human::HumanInput;
+use crate::human::{HumanInput, UntilCancelled};
 use crate::journal::{Journal, Journaled, JournaledInput, JOURNAL_FILE};
-use crate::output::{RunDir, RunIdentity, TranscriptWriter, RUN_FILE};
+use crate::output::{RunDir, RunIdentity, TranscriptWriter, EVENTS_RESUMING, RUN_FILE};
 use crate::scenario::Scenario;
 use crate::scenario::{CommandConsent, Mode};
 use crate::setup::{self, ModelOptions, SetupError};
@@ -90,6 +90,14 @@ pub enum RunError {
         #[source]
         source: SimError,
     },
+    /// A resumed run did not retrace the killed run's transcript, so it stopped before
+    /// changing any of the folder's files.
+    #[error("the resume was refused, and {} is as it was", .out.display())]
+    ResumeRefused {
+        out: PathBuf,
+        #[source]
+        source: SimError,
+    },
 }
 
 impl RunError {
@@ -100,7 +108,9 @@ impl RunError {
             RunError::Sim(e) => e.is_bad_input(),
             // A run stopped by its settings (a resumed run given fewer turns, a tool
             // set up wrongly) failed by bad input, though its finished turns are kept.
-            RunError::Failed { source, .. } => source.is_bad_input(),
+            RunError::Failed { source, .. } | RunError::ResumeRefused { source, .. } => {
+                source.is_bad_input()
+            }
         }
     }
 }
@@ -201,7 +211,8 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
     let scenario = Arc::new(scenario);
     let mode = opts.mode.unwrap_or(scenario.environment.mode);
     let mut services = services;
-    let mut human_input = human_input;
+    let mut human_input = human_input
+        .map(|h| Arc::new(UntilCancelled::new(h, cancel.clone())) as Arc<dyn HumanInput>);
     let (dir, transcript, events) = match &opts.out {
         Some(out) => {
             let identity = RunIdentity {
@@ -225,7 +236,13 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
             });
             let dir = folder.dir;
             let conversation = conversation_id(&scenario.name, mode, opts.seed);
-            let events = FrontendLog::create(dir.files(), "events.jsonl", conversation, opts.seed)
+            // A resumed run keeps the killed run's event log until it has caught up.
+            let events_file = if folder.transcript.caught_up() {
+                "events.jsonl"
+            } else {
+                EVENTS_RESUMING
+            };
+            let events = FrontendLog::create(dir.files(), events_file, conversation, opts.seed)
                 .map_err(SimError::from)?;
             let events = Arc::new(events);
             sinks.push(events.clone());
@@ -287,8 +304,8 @@ impl RunFolder {
         if !differences.is_empty() {
             return Err(folder(OutFolderError::OtherRun(differences)).into());
         }
-        dir.clear_final().map_err(SimError::from)?;
-        let transcript = TranscriptWriter::resume(dir.files(), "transcript.jsonl")?;
+        let transcript =
+            TranscriptWriter::resume(dir.files(), "transcript.jsonl", dir.on_caught_up())?;
         let journal = Journal::reopen(dir.files(), JOURNAL_FILE)
             .map_err(|e| folder(OutFolderError::Journal(e)))?;
         Ok(Self {
@@ -316,6 +333,23 @@ fn finish(
     files: OutputFiles,
     outcome: RunOutcome,
 ) -> Result<RunOutcome, RunError> {
+    let refused = matches!(
+        outcome.error,
+        Some(
+            SimError::ResumeDiverged { .. }
+                | SimError::ResumeEnded { .. }
+                | SimError::ResumeBelowLimit { .. }
+        )
+    );
+    if let (true, Some(dir), Some(out)) = (refused, &files.dir, &opts.out) {
+        if let Some(source) = outcome.error {
+            dir.drop_resume().map_err(SimError::from)?;
+            return Err(RunError::ResumeRefused {
+                out: out.clone(),
+                source,
+            });
+        }
+    }
     // The final files are written even after a failure (they say how the run ended),
     // but the first failure is the one reported.
     let written = match &files.dir {
