@@ -67,6 +67,8 @@ pub fn whole_lines(bytes: &[u8]) -> &[u8] {
 /// Writes `bytes` to `path` whole or not at all: into a uniquely named temporary file
 /// beside it, then renamed into place. Unique names matter because parallel bench jobs
 /// may record the same model call at once; on failure the temporary file is removed.
+/// The file gets the mode a newly created one would (0666 less the umask), not the
+/// temporary file's private 0600, so a shared folder's readers can read it.
 pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     replace_file_with(path, |file| file.write_all(bytes))
 }
@@ -81,10 +83,12 @@ pub fn replace_file_with(
         _ => Path::new("."),
     };
     let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempfile_in(folder)?;
+    let prefix = format!(".{name}.");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp");
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let mut tmp = builder.tempfile_in(folder)?;
     write(tmp.as_file_mut())?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
@@ -111,6 +115,19 @@ mod tests {
         let link = dir.path().join("link");
         std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
         assert!(read_bounded(&link, 10).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_replaced_file_is_as_readable_as_a_created_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let created = dir.path().join("created");
+        std::fs::write(&created, b"{}").unwrap();
+        let replaced = dir.path().join("replaced");
+        replace_file(&replaced, b"{}").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&replaced), mode(&created));
     }
 
     #[test]
