@@ -460,7 +460,8 @@ mod tests {
         let path = tmp.path().join("transcript.jsonl");
         std::fs::write(&path, "{\"seq\":1}\n{\"se").unwrap();
         let folder = OutputFolder::new(tmp.path());
-        let writer = TranscriptWriter::resume(&folder, "transcript.jsonl").unwrap();
+        let writer =
+            TranscriptWriter::resume(&folder, "transcript.jsonl", Box::new(|| Ok(()))).unwrap();
         assert!(writer.is_resumed() && !writer.caught_up());
         assert_eq!(writer.lines_ahead(), 1);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"seq\":1}\n");

@@ -25,15 +25,32 @@ fn number(s: &Summary) -> String {
     }
 }
 
-/// The choice most chosen in round `r` (from 0), and its share.
+/// The choices most chosen in round `r` (from 0), several when tied, and their share.
 fn most_chosen<'a>(
     shares: &'a [(&'a str, &'a Vec<Option<Summary>>)],
     r: usize,
-) -> Option<(&'a str, &'a Summary)> {
-    shares
+) -> Option<(Vec<&'a str>, &'a Summary)> {
+    let at: Vec<(&str, &Summary)> = shares
         .iter()
         .filter_map(|(value, rounds)| Some((*value, rounds.get(r)?.as_ref()?)))
-        .max_by(|a, b| a.1.mean.total_cmp(&b.1.mean))
+        .collect();
+    let (_, top) = at.iter().max_by(|a, b| a.1.mean.total_cmp(&b.1.mean))?;
+    // Shares summed in another order may differ in their last bits.
+    let tied = at
+        .iter()
+        .filter(|(_, s)| (s.mean - top.mean).abs() < 1e-9)
+        .map(|(value, _)| *value)
+        .collect();
+    Some((tied, top))
+}
+
+/// `A`, `A and B`, `A, B and C`.
+fn listed(values: &[&str]) -> String {
+    match values {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 /// One sentence for `mode`: the most chosen value in the first and the last round (for
@@ -54,22 +71,35 @@ fn sentence(
         .max()?;
     let last = count.checked_sub(1)?;
     let mut parts = Vec::new();
-    if let Some((first_value, first_share)) = most_chosen(&shares, 0) {
-        parts.push(format!(
-            "{first_value} was chosen most in round 1 ({} of decisions)",
-            percent(first_share)
-        ));
-        if let Some((value, share)) = most_chosen(&shares, last).filter(|_| last > 0) {
-            let now = if value == first_value {
-                "still"
-            } else {
-                "instead"
-            };
-            parts.push(format!(
-                "by round {}, {value} {now}, at {}",
-                last + 1,
-                percent(share)
-            ));
+    if let Some((first, first_share)) = most_chosen(&shares, 0) {
+        parts.push(match first.as_slice() {
+            [value] => format!(
+                "{value} was chosen most in round 1 ({} of decisions)",
+                percent(first_share)
+            ),
+            tied => format!(
+                "{} were chosen equally often in round 1 ({} of decisions each)",
+                listed(tied),
+                percent(first_share)
+            ),
+        });
+        if let Some((then, share)) = most_chosen(&shares, last).filter(|_| last > 0) {
+            parts.push(match then.as_slice() {
+                [value] => {
+                    let now = if first == then { "still" } else { "instead" };
+                    format!(
+                        "by round {}, {value} {now}, at {}",
+                        last + 1,
+                        percent(share)
+                    )
+                }
+                tied => format!(
+                    "by round {}, {} tied, at {} each",
+                    last + 1,
+                    listed(tied),
+                    percent(share)
+                ),
+            });
         }
     }
     let at = |r: usize| mean.and_then(|m| m.get(r)?.as_ref());
@@ -114,6 +144,27 @@ mod tests {
 
     fn at(values: &[f64]) -> Option<Summary> {
         summarize(values, Method::for_figure(true))
+    }
+
+    #[test]
+    fn a_tie_names_every_choice_and_no_winner() {
+        let mut sc = ScenarioReport::default();
+        sc.runs.insert(Mode::Competitive, Default::default());
+        sc.runs[&Mode::Competitive].finished = 1;
+        for value in ["COOPERATE", "DEFECT"] {
+            sc.rounds.insert(
+                format!("share.{value}"),
+                IndexMap::from([(Mode::Competitive, vec![at(&[0.5])])]),
+            );
+        }
+        let text = paragraph(&sc, &[Mode::Competitive]).unwrap();
+        assert!(
+            text.contains(
+                "COOPERATE and DEFECT were chosen equally often in round 1 (50% of decisions each)"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("chosen most"), "{text}");
     }
 
     #[test]
