@@ -165,3 +165,62 @@ fn a_max_turns_inside_a_round_gets_a_note_with_the_turns_it_means() {
     assert_eq!(code, Some(0), "{err}");
     assert!(!err.contains("transition.max_turns"), "{err}");
 }
+
+/// The prisoner's dilemma with `script` in place of its own, run scripted into a folder
+/// of its own: the exit code, stderr and the transcript's decisions.
+fn scripted_game(script: serde_json::Value) -> (Option<i32>, String, Vec<serde_json::Value>) {
+    let mut s: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("scenarios/prisoners_dilemma.json")).unwrap(),
+    )
+    .unwrap();
+    s["script"] = script;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("game.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&s).unwrap()).unwrap();
+    let out = dir.path().join("run");
+    let done = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args(["run", path.to_str().unwrap(), "-q", "--llm", "scripted"])
+        .args(["--embedder", "hash", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let decisions = std::fs::read_to_string(out.join("transcript.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|m| m["kind"] == "reply")
+        .map(|m| m["decision"].clone())
+        .collect();
+    (
+        done.status.code(),
+        String::from_utf8_lossy(&done.stderr).into_owned(),
+        decisions,
+    )
+}
+
+#[test]
+fn a_scripted_reply_that_names_no_option_leaves_the_choice_to_a_seeded_draw() {
+    let (code, err, decisions) = scripted_game(serde_json::json!({
+        "agents": { "Alice": ["All good."], "Bob": ["Let us see."] }
+    }));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(decisions.len(), 10);
+    for d in &decisions {
+        assert!(
+            d["value"] == "COOPERATE" || d["value"] == "DEFECT",
+            "every reply carries its move: {decisions:?}"
+        );
+        assert_eq!(d["probabilities"]["COOPERATE"], 0.5, "{d}");
+    }
+}
+
+#[test]
+fn a_scripted_choices_answer_that_names_no_option_stops_the_run_naming_it() {
+    let (code, err, _) = scripted_game(serde_json::json!({
+        "choices": { "Bob": ["COOPERATE", "maybe"] }
+    }));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("script.choices.Bob") && err.contains("\"maybe\""),
+        "{err}"
+    );
+}

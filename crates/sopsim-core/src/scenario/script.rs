@@ -26,8 +26,9 @@ pub struct Script {
     /// Answers of the transition judge, in order (default: "stay").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub transit: Vec<String>,
-    /// Agent or role name → answers to its `choice` component, in order (default: its
-    /// reply lines, where they name an option, else a seeded draw among the options).
+    /// Agent or role name → answers to its `choice` component, in order, each naming an
+    /// option (a run stops at one that names none; default: its reply lines, where they
+    /// name an option, else a seeded draw among the options).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub choices: IndexMap<String, Vec<String>>,
     /// Agent or role name → its decisions, in order over the run: `{"tool": NAME,

@@ -37,6 +37,11 @@ impl ScriptedBackend {
 
     /// The rendered answer, and the seeded choices drawn in it.
     fn answer(&self, req: &LlmRequest) -> Result<(String, Vec<Drawn>), LlmError> {
+        self.render(&self.line(req)?, req)
+    }
+
+    /// The line that answers `req`, before its fields are filled.
+    fn line(&self, req: &LlmRequest) -> Result<String, LlmError> {
         let ctx = &req.context;
         let s = &self.script;
         let pick = |lines: &[String]| -> Option<String> {
@@ -67,19 +72,15 @@ impl ScriptedBackend {
                     .unwrap_or_else(|| DEFAULT_LINE.to_string())
             }
             // A role's choice: its `choices` lines, else its reply lines (a line naming
-            // an option chooses it), else a seeded draw among the options.
+            // an option chooses it; see `complete` for one that names none), else a
+            // seeded draw among the options.
             CallKind::Choice => own_lines(&s.choices)
                 .or_else(|| {
                     let own = ctx.agent.as_ref().and_then(|a| s.agents.get(a));
                     let by_role = ctx.role.as_ref().and_then(|r| s.roles.get(r));
                     own.or(by_role).and_then(|l| pick(l))
                 })
-                .unwrap_or_else(|| {
-                    format!(
-                        "{{{ONE_OF}{}}}",
-                        req.options.clone().unwrap_or_default().join("|")
-                    )
-                }),
+                .unwrap_or_else(|| draw_line(req)),
             CallKind::Route => pick(&s.route)
                 .or_else(|| pick(&ctx.choices))
                 .ok_or_else(|| LlmError::Script {
@@ -95,10 +96,16 @@ impl ScriptedBackend {
                 .unwrap_or_else(|| DEFAULT_SUMMARY.to_string()),
             CallKind::Decide => ANSWER_DECISION.to_string(),
         };
+        Ok(line)
+    }
+
+    /// `line` with its fields filled, and the seeded choices drawn in it.
+    fn render(&self, line: &str, req: &LlmRequest) -> Result<(String, Vec<Drawn>), LlmError> {
+        let ctx = &req.context;
         let n = (ctx.index + 1).to_string();
         let turn = ctx.turn.to_string();
         let drawn = std::cell::RefCell::new(Vec::new());
-        let text = template::render(&line, |key| -> Option<Cow<'_, str>> {
+        let text = template::render(line, |key| -> Option<Cow<'_, str>> {
             Some(match key {
                 "name" => Cow::Borrowed(ctx.agent.as_deref().unwrap_or("")),
                 "role" => Cow::Borrowed(ctx.role.as_deref().unwrap_or("")),
@@ -118,6 +125,22 @@ impl ScriptedBackend {
         .map_err(LlmError::ScriptLine)?;
         Ok((text, drawn.into_inner()))
     }
+}
+
+/// A seeded draw among a choice's options.
+fn draw_line(req: &LlmRequest) -> String {
+    format!(
+        "{{{ONE_OF}{}}}",
+        req.options.clone().unwrap_or_default().join("|")
+    )
+}
+
+/// The name under `script.choices` that answers this agent's choices, if any.
+fn choices_key<'s>(script: &'s Script, ctx: &CallContext) -> Option<&'s str> {
+    [ctx.agent.as_ref(), ctx.role.as_ref()]
+        .into_iter()
+        .flatten()
+        .find_map(|name| script.choices.get_key_value(name).map(|(k, _)| k.as_str()))
 }
 
 /// A `{one_of:…}` drawn in a line: its alternatives.
@@ -249,7 +272,23 @@ impl LlmBackend for ScriptedBackend {
                 } else {
                     Vec::new()
                 };
-                let chosen = scripted_choice(&text, &drawn, options, &labels);
+                let mut chosen = scripted_choice(&text, &drawn, options, &labels);
+                let mut text = text;
+                if chosen.is_none() && request.context.kind == CallKind::Choice {
+                    // A `choices` answer must name an option; a reply line that names
+                    // none leaves the choice to a seeded draw.
+                    if let Some(key) = choices_key(&self.script, &request.context) {
+                        return Err(LlmError::Script {
+                            what: format!(
+                                "answers in script.choices.{key} that name one of {} (one says {text:?})",
+                                options.join(", ")
+                            ),
+                        });
+                    }
+                    let (drawn_text, drawn) = self.render(&draw_line(&request), &request)?;
+                    chosen = scripted_choice(&drawn_text, &drawn, options, &labels);
+                    text = drawn_text;
+                }
                 let usage = Usage {
                     prompt_tokens: request
                         .messages
