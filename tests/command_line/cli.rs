@@ -495,6 +495,50 @@ fn slow_debate(
     (server, child)
 }
 
+/// `redrawn_replies` counts replies, once each by their first draw's flaw, and the
+/// draws made after it.
+#[test]
+fn a_redrawn_reply_is_counted_once_by_its_first_flaw() {
+    use crate::common::server::{ok, Server};
+    // Two candidates a draw: the first set both empty, then one of the next kept.
+    let server = Server::start(vec![
+        ok(&[""]),
+        ok(&[""]),
+        ok(&[""]),
+        ok(&["Our first point is about health."]),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut debate: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(scenario("debate")).unwrap()).unwrap();
+    debate["llm"]["candidates"] = 2.into();
+    let path = dir.path().join("debate.json");
+    std::fs::write(&path, debate.to_string()).unwrap();
+    let out = dir.path().join("debate");
+    let done = sopsim()
+        .args([
+            "run",
+            path.to_str().unwrap(),
+            "-q",
+            "--max-turns",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .args(["--llm", "openai", "--model", "m", "--embedder", "hash"])
+        .args(["--base-url", &server.base])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(0), "{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        summary["redrawn_replies"],
+        serde_json::json!({ "by_cause": { "empty": 1 }, "draws": 3 }),
+        "one reply, drawn four times"
+    );
+}
+
 /// Sends `signal` during a run's slow second reply: the turn in flight finishes, every
 /// file is written, and the exit status is `status`.
 fn stop_with(signal: &str, status: i32) {

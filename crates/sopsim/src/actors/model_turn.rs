@@ -18,7 +18,9 @@ use crate::llm::{
 };
 use crate::memory::{Decision, MessageKind, Observation};
 use crate::prompt::{self, ChatMessage};
-use crate::quality::{Checker, Instructions, Paraphrases, DEFAULT_REDRAWS, PARAPHRASE_COSINE};
+use crate::quality::{
+    Checker, Instructions, Paraphrases, RedrawCause, DEFAULT_REDRAWS, PARAPHRASE_COSINE,
+};
 use crate::scenario::{ChoiceSpec, LlmSettings, Persona, Scenario, State};
 use crate::tokens::TokenCounter;
 
@@ -244,6 +246,7 @@ impl ModelTurn {
         let mut replaced = None;
         // The draw with the mildest flaw so far, kept when every draw has one.
         let mut mildest: Option<(u8, Completion)> = None;
+        let mut drawn_in_all = 0u64;
         for round in 0..=redraws {
             let mut first_flaw = None;
             let batches = match round {
@@ -266,12 +269,14 @@ impl ModelTurn {
                 let drawn = futures::future::try_join_all(requests).await?;
                 let vectors = self.embed_candidates(&drawn).await?;
                 for (completion, vector) in drawn.into_iter().zip(vectors) {
+                    drawn_in_all += 1;
                     // Judged as it would be recorded.
                     let (text, _) =
                         crate::action::recorded_reply(&completion.text, &self.base.others);
                     let Some((cause, span)) =
                         checker.redraw(&self.base.name, text, vector.as_deref())
                     else {
+                        self.count_redrawn(replaced, drawn_in_all);
                         return Ok(Some(self.kept(completion, replaced)));
                     };
                     if first_flaw.is_none() {
@@ -293,16 +298,21 @@ impl ModelTurn {
                 avoid: avoid.clone(),
             });
         }
+        self.count_redrawn(replaced, drawn_in_all);
         Ok(mildest.map(|(_, completion)| self.kept(completion, replaced)))
+    }
+
+    /// A reply whose first draw had a flaw counts once, by that flaw, with the draws
+    /// made after it.
+    fn count_redrawn(&self, first_flaw: Option<RedrawCause>, drawn: u64) {
+        if let Some(cause) = first_flaw {
+            self.llm.count_redrawn(cause, drawn.saturating_sub(1));
+        }
     }
 
     /// A reply as kept: its text, and whether it stopped where another participant's
     /// line would begin. A streamed reply replaced by another candidate is told.
-    fn kept(
-        &self,
-        completion: Completion,
-        replaced: Option<crate::quality::RedrawCause>,
-    ) -> (String, bool) {
+    fn kept(&self, completion: Completion, replaced: Option<RedrawCause>) -> (String, bool) {
         if let (Some(cause), Some(_)) = (replaced, &self.stream) {
             self.sinks.emit(SimEvent::Redrawn {
                 name: self.base.name.clone(),

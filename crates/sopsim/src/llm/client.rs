@@ -87,7 +87,7 @@ pub struct Ledger {
 pub struct Redrawn {
     /// Replies drawn at least once more, by what was wrong with their first draw.
     pub by_cause: BTreeMap<crate::quality::RedrawCause, u64>,
-    /// Redraws in all (a reply may be drawn again more than once).
+    /// Draws in all after those replies' first (more candidates, and new sets).
     pub draws: u64,
 }
 
@@ -115,13 +115,6 @@ impl Ledger {
             .values()
             .map(|k| k.cached_prompt_tokens)
             .fold(0, u64::saturating_add)
-    }
-
-    fn add_redraw(&mut self, r: &super::Redraw) {
-        self.redrawn.draws += 1;
-        if r.attempt == 1 {
-            *self.redrawn.by_cause.entry(r.cause).or_default() += 1;
-        }
     }
 
     fn add(&mut self, ctx: &super::CallContext, c: &Completion, micros: u64) {
@@ -248,6 +241,13 @@ impl LlmClient {
         self.backend.draws()
     }
 
+    /// Counts a reply whose first draw had `cause` wrong, and the `draws` made after it.
+    pub fn count_redrawn(&self, cause: crate::quality::RedrawCause, draws: u64) {
+        let mut ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
+        *ledger.redrawn.by_cause.entry(cause).or_default() += 1;
+        ledger.redrawn.draws = ledger.redrawn.draws.saturating_add(draws);
+    }
+
     /// Candidates of a reply drawn at once when the scenario does not say (see
     /// [`LlmBackend::candidates`]).
     pub fn default_candidates(&self) -> u32 {
@@ -281,7 +281,6 @@ impl LlmClient {
         stream: Option<TokenSink>,
     ) -> Result<Completion, LlmError> {
         let context = request.context.clone();
-        let redraw = request.redraw.clone();
         let unforbidden = self.backend.draws()
             && !self.backend.forbids()
             && request
@@ -294,9 +293,6 @@ impl LlmClient {
         let micros = started.elapsed().as_micros() as u64;
         let mut ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
         ledger.add(&context, &completion, micros);
-        if let Some(r) = &redraw {
-            ledger.add_redraw(r);
-        }
         drop(ledger);
         // Every closed choice passes here, whoever asks it (the Director's controller and
         // judge, an agent's choice component): so a fallback to plain text is noticed
