@@ -60,7 +60,7 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// Let the scenario read files (knowledge bases) in DIR too (repeatable).
-        #[arg(long = "allow-path", value_name = "DIR")]
+        #[arg(long = "allow-path", value_name = "DIR", value_parser = parse_existing_path)]
         allowed_paths: Vec<PathBuf>,
     },
     /// Print the JSON Schema of the scenario format (for editors), or its reference
@@ -130,7 +130,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Stop after this many turns in all.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_turns: Option<u64>,
     #[command(flatten)]
     pub models: Box<ModelArgs>,
@@ -148,7 +148,7 @@ pub struct RunArgs {
     pub quiet: bool,
     /// Let the scenario read files (knowledge bases) in DIR too, not only in its own
     /// folder (repeatable).
-    #[arg(long = "allow-path", value_name = "DIR")]
+    #[arg(long = "allow-path", value_name = "DIR", value_parser = parse_existing_path)]
     pub allowed_paths: Vec<PathBuf>,
     #[command(flatten)]
     pub consent: ConsentArgs,
@@ -192,7 +192,7 @@ pub struct ServeArgs {
     pub serve: Option<SocketAddr>,
     /// Every request must carry TOKEN (needed to listen beyond this machine);
     /// `auto` makes one up and prints it in the URL.
-    #[arg(long, value_name = "TOKEN")]
+    #[arg(long, value_name = "TOKEN", requires = "serve")]
     pub serve_token: Option<String>,
 }
 
@@ -217,7 +217,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR", default_value = "bench-out")]
     pub out: PathBuf,
     /// Stop each run after this many turns in all.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_turns: Option<u64>,
     #[command(flatten)]
     pub models: Box<ModelArgs>,
@@ -226,7 +226,7 @@ pub struct BenchArgs {
     pub quiet: bool,
     /// Let the scenarios read files (knowledge bases) in DIR too, not only in their own
     /// folders (repeatable).
-    #[arg(long = "allow-path", value_name = "DIR")]
+    #[arg(long = "allow-path", value_name = "DIR", value_parser = parse_existing_path)]
     pub allowed_paths: Vec<PathBuf>,
     #[command(flatten)]
     pub consent: ConsentArgs,
@@ -263,7 +263,7 @@ pub enum BenchAction {
         #[arg(long)]
         allow_missing: bool,
         /// Let the scenarios read files in DIR too (repeatable).
-        #[arg(long = "allow-path", value_name = "DIR")]
+        #[arg(long = "allow-path", value_name = "DIR", value_parser = parse_existing_path)]
         allowed_paths: Vec<PathBuf>,
     },
     /// Print a job description that runs a benchmark as shards on a cluster, and the
@@ -444,6 +444,15 @@ pub enum EmbedderArg {
     Openai,
     /// Feature hashing: fast, no model.
     Hash,
+}
+
+/// A path that is there: one that is not would allow nothing, which is a typo.
+fn parse_existing_path(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    match path.try_exists() {
+        Ok(true) => Ok(path),
+        _ => Err("no such file or folder".into()),
+    }
 }
 
 fn parse_budget(s: &str) -> Result<f64, String> {

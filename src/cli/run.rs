@@ -61,7 +61,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let mut control = None;
     let viewer = match args.serve.serve {
         Some(addr) => {
-            let token = view::token(addr, args.serve.serve_token)?;
+            let token = view::token("--serve", addr, args.serve.serve_token)?;
             let viewer = RunViewer::start(
                 addr,
                 token,

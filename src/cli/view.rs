@@ -17,8 +17,12 @@ use super::serve::{self, Folder, Hub, Live, Server, Source, WebInput};
 use super::signals::StopSignals;
 
 /// The token requests must carry: none on a loopback address unless asked; required
-/// on any other, where `auto` makes one up.
-pub fn token(addr: SocketAddr, given: Option<String>) -> Result<Option<String>, Failure> {
+/// on any other, where `auto` makes one up. `flag` is the one that gave `addr`.
+pub fn token(
+    flag: &str,
+    addr: SocketAddr,
+    given: Option<String>,
+) -> Result<Option<String>, Failure> {
     match given.as_deref() {
         Some("auto") => Ok(Some(format!("{:032x}", rand::random::<u128>()))),
         Some(t) if t.len() < 16 || !t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') => {
@@ -29,7 +33,7 @@ pub fn token(addr: SocketAddr, given: Option<String>) -> Result<Option<String>, 
         Some(t) => Ok(Some(t.to_string())),
         None if addr.ip().is_loopback() => Ok(None),
         None => Err(Failure::BadInput(format!(
-            "--serve {addr}: listening beyond this machine needs --serve-token TOKEN (or --serve-token auto)"
+            "{flag} {addr}: listening beyond this machine needs --serve-token TOKEN (or --serve-token auto)"
         ))),
     }
 }
@@ -113,7 +117,7 @@ fn bind_failure(e: serve::ServeError) -> Failure {
 
 /// `sopsim serve DIR`.
 pub fn serve_folder(dir: &Path, addr: SocketAddr, token: Option<String>) -> Result<(), Failure> {
-    let token = self::token(addr, token)?;
+    let token = self::token("--addr", addr, token)?;
     let folder = Folder::open(dir).map_err(|e| Failure::BadInput(e.to_string()))?;
     let server = serve::start(addr, token, Source::Folder(folder)).map_err(|e| match e {
         serve::ServeError::Bind { .. } => Failure::BadInput(format!("--addr: {e}")),

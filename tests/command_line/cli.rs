@@ -246,6 +246,35 @@ fn bad_flags_exit_2() {
         let (code, _, stderr) = run(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
     }
+    // Flags a typo makes useless are refused, naming the flag.
+    let debate = scenario("debate");
+    for (args, flag) in [
+        (vec!["run", &debate, "--max-turns", "0"], "--max-turns"),
+        (vec!["bench", &debate, "--max-turns", "0"], "--max-turns"),
+        (vec!["run", &debate, "--serve-token", "auto"], "--serve"),
+        (
+            vec!["validate", &debate, "--allow-path", "/nonexistent"],
+            "--allow-path",
+        ),
+        (vec!["serve", &debate], "not a run or bench folder"),
+        (
+            vec!["serve", ".", "--addr", "0.0.0.0:0"],
+            "--addr 0.0.0.0:0",
+        ),
+        (vec!["run", &debate, "--out", &debate], "it is a file"),
+        (
+            vec!["run", &debate, "--record", &debate],
+            "a file, not a folder",
+        ),
+        (
+            vec!["run", &debate, "--replay", "."],
+            "not a recording made with --record",
+        ),
+    ] {
+        let (code, _, stderr) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+    }
     let (code, _, stderr) = run(&["run", &scenario("debate"), "--human", "Zed"]);
     assert_eq!(code, 2);
     assert!(

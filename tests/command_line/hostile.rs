@@ -234,6 +234,18 @@ fn a_resume_given_fewer_turns_is_refused_and_keeps_every_file() {
 }
 
 #[test]
+fn a_resume_without_its_transcript_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let (code, text) = debate(&out, &["--max-turns", "3"]);
+    assert_eq!(code, 0, "{text}");
+    std::fs::remove_file(out.join("transcript.jsonl")).unwrap();
+    let (code, text) = debate(&out, &["--resume"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("no transcript.jsonl"), "{text}");
+}
+
+#[test]
 fn a_resume_of_an_edited_transcript_is_refused_and_keeps_every_file() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");

@@ -245,12 +245,16 @@ const LOCK_FILE: &str = ".sopsim.lock";
 pub enum OutFolderError {
     #[error("another sopsim process is writing into it")]
     Busy,
+    #[error("it is a file")]
+    IsAFile,
     #[error("it holds a run already (its {0})")]
     HoldsARun(&'static str),
     #[error("its {0} is a link, a folder or a device, not a file sopsim wrote")]
     NotAFile(&'static str),
     #[error("it holds no run to resume (no {RUN_FILE})")]
     NoRun,
+    #[error("it holds no transcript to resume (no transcript.jsonl)")]
+    NoTranscript,
     #[error("its run is another run: {}", .0.join("; "))]
     OtherRun(Vec<String>),
     #[error("{RUN_FILE}")]
@@ -288,6 +292,9 @@ impl FolderLock {
     /// Creates `dir` (and parents) if needed and locks it, or fails at once with
     /// [`OutFolderError::Busy`] while another process holds it.
     pub fn take(dir: &Path) -> Result<Self, OutFolderError> {
+        if dir.is_file() {
+            return Err(OutFolderError::IsAFile);
+        }
         std::fs::create_dir_all(dir)?;
         let file = OutputFolder::new(dir).reopen(LOCK_FILE)?;
         match file.try_lock() {
@@ -312,6 +319,9 @@ impl RunDir {
         let files = OutputFolder::new(dir);
         if existing == Existing::Resume && files.entry(RUN_FILE)? == Entry::Nothing {
             return Err(OutFolderError::NoRun);
+        }
+        if existing == Existing::Resume && files.entry("transcript.jsonl")? == Entry::Nothing {
+            return Err(OutFolderError::NoTranscript);
         }
         for name in RUN_FILES {
             match (existing, files.entry(name)?) {

@@ -30,6 +30,8 @@ pub enum Folder {
 pub enum FolderError {
     #[error("{0}: no such folder")]
     Missing(PathBuf),
+    #[error("{0}: a file, not a run or bench folder")]
+    NotAFolder(PathBuf),
     #[error("{0}: neither a run folder (events.jsonl) nor a bench folder (manifest.jsonl)")]
     Unknown(PathBuf),
     #[error(transparent)]
@@ -38,6 +40,9 @@ pub enum FolderError {
 
 impl Folder {
     pub fn open(dir: &Path) -> Result<Self, FolderError> {
+        if dir.is_file() {
+            return Err(FolderError::NotAFolder(dir.to_path_buf()));
+        }
         if !dir.is_dir() {
             return Err(FolderError::Missing(dir.to_path_buf()));
         }

@@ -132,8 +132,8 @@ pub fn merge(opts: &MergeOptions) -> Result<Merged, BenchError> {
         if earlier != settings {
             return Err(BenchError::OtherSettings {
                 out: opts.out.clone(),
-                earlier: format!("{earlier:?}"),
-                now: format!("{settings:?}"),
+                earlier: plan::describe(&earlier),
+                now: plan::describe(&settings),
             });
         }
     }

@@ -114,7 +114,8 @@ pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), Bench
     write(out, settings, &all)
 }
 
-fn describe(s: &Settings) -> String {
+/// Settings as a message names them: the backends, the turn limit and the shard.
+pub(super) fn describe(s: &Settings) -> String {
     let turns = s
         .max_turns
         .map(|t| format!(", at most {t} turns"))

@@ -169,6 +169,12 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn new(inner: Arc<dyn LlmBackend>, dir: &Path) -> std::io::Result<Self> {
+        if dir.is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "a file, not a folder",
+            ));
+        }
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join(BACKEND_FILE), inner.describe())?;
         Ok(Self {
@@ -253,10 +259,18 @@ impl Replayer {
                 "no such folder",
             ));
         }
-        let recorded = crate::files::read_text_bounded(&dir.join(BACKEND_FILE), 4096)
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty());
+        // Every recording names its backend: a folder without it is something else
+        // (a run's output folder, say), refused before any turn is played.
+        let recorded = match crate::files::read_text_bounded(&dir.join(BACKEND_FILE), 4096) {
+            Ok(text) => Some(text.trim().to_string()).filter(|s| !s.is_empty()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("not a recording made with --record (it has no {BACKEND_FILE})"),
+                ))
+            }
+            Err(e) => return Err(e),
+        };
         Ok(Self {
             dir: dir.to_path_buf(),
             recorded,
