@@ -234,6 +234,40 @@ fn a_resume_given_fewer_turns_is_refused_and_keeps_every_file() {
 }
 
 #[test]
+fn a_run_and_a_benchmark_never_share_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run_out, bench_out) = (dir.path().join("run"), dir.path().join("bench"));
+    let (code, text) = debate(&run_out, &["--max-turns", "3"]);
+    assert_eq!(code, 0, "{text}");
+    let game = root().join("scenarios/prisoners_dilemma.json");
+    let bench = |out: &Path| {
+        run(&[
+            "bench",
+            game.to_str().unwrap(),
+            "--llm",
+            "scripted",
+            "--embedder",
+            "hash",
+            "--seeds",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    let (code, text) = bench(&bench_out);
+    assert_eq!(code, 0, "{text}");
+    let (code, text) = bench(&run_out);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("it holds a run"), "{text}");
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let (code, text) = debate(&bench_out, extra);
+        assert_eq!(code, 2, "{extra:?}: {text}");
+        assert!(text.contains("it holds a benchmark"), "{text}");
+    }
+    assert!(!bench_out.join("transcript.jsonl").exists());
+}
+
+#[test]
 fn a_resume_without_its_transcript_is_refused_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");

@@ -247,6 +247,8 @@ pub enum OutFolderError {
     Busy,
     #[error("it is a file")]
     IsAFile,
+    #[error("it holds a benchmark (its bench.json)")]
+    HoldsABenchmark,
     #[error("it holds a run already (its {0})")]
     HoldsARun(&'static str),
     #[error("its {0} is a link, a folder or a device, not a file sopsim wrote")]
@@ -317,6 +319,9 @@ impl RunDir {
     pub fn create(dir: &Path, existing: Existing) -> Result<Self, OutFolderError> {
         let lock = FolderLock::take(dir)?;
         let files = OutputFolder::new(dir);
+        if files.entry("bench.json")? != Entry::Nothing {
+            return Err(OutFolderError::HoldsABenchmark);
+        }
         if existing == Existing::Resume && files.entry(RUN_FILE)? == Entry::Nothing {
             return Err(OutFolderError::NoRun);
         }

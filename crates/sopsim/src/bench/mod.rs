@@ -79,6 +79,8 @@ pub enum BenchError {
         #[source]
         source: plan::Unreadable,
     },
+    #[error("{0}: it holds a run (its run.json), not a benchmark; use another output folder")]
+    HoldsARun(PathBuf),
     #[error("{out}: its runs used {earlier}; this benchmark uses {now}; use another output folder to compare them")]
     OtherSettings {
         out: PathBuf,
@@ -150,9 +152,9 @@ impl BenchError {
             | BenchError::UnsafeName { .. }
             | BenchError::SameName { .. }
             | BenchError::ScenarioChanged { .. } => Some(Setting::Scenario),
-            BenchError::NotABenchmark { .. } | BenchError::OtherSettings { .. } => {
-                Some(Setting::Out)
-            }
+            BenchError::NotABenchmark { .. }
+            | BenchError::OtherSettings { .. }
+            | BenchError::HoldsARun(_) => Some(Setting::Out),
             _ => None,
         }
     }

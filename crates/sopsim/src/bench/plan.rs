@@ -86,6 +86,9 @@ fn not_a_benchmark(e: FolderFileError) -> BenchError {
 pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), BenchError> {
     std::fs::create_dir_all(out).map_err(|e| io_error(out, e))?;
     let folder = OutputFolder::new(out);
+    if folder.entry(crate::output::RUN_FILE)? != crate::output_folder::Entry::Nothing {
+        return Err(BenchError::HoldsARun(out.to_path_buf()));
+    }
     if let Some(earlier) = read_settings_if_there(&folder)? {
         if &earlier != settings {
             return Err(BenchError::OtherSettings {
