@@ -653,6 +653,10 @@ fn a_failed_write_names_its_file_and_leaves_no_temporary_file() {
         transcript.is_empty(),
         "the line written in part was taken back"
     );
+    assert!(
+        stderr.contains("transcript.jsonl holds 0 message(s)"),
+        "the message says what was kept: {stderr}"
+    );
     let left: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -370,6 +370,15 @@ impl RunDir {
         })
     }
 
+    /// How many whole lines the transcript on disk holds, if it can be read.
+    pub fn transcript_lines(&self) -> Option<u64> {
+        let bytes = self
+            .files
+            .read("transcript.jsonl", MAX_TRANSCRIPT_BYTES)
+            .ok()?;
+        Some(bytes.iter().filter(|b| **b == b'\n').count() as u64)
+    }
+
     /// After a refused resume: the folder is left as the killed run left it.
     pub fn drop_resume(&self) -> Result<(), FolderFileError> {
         self.files.remove(EVENTS_RESUMING)

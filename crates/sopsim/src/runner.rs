@@ -82,11 +82,11 @@ pub enum RunError {
     /// The run could not start, or its files could not be written.
     #[error(transparent)]
     Sim(#[from] SimError),
-    /// The run stopped on an error; every finished turn is on disk.
-    #[error("the run stopped after {turns} finished turn(s){}", .out.as_ref().map(|o| format!(", which are in {}", o.display())).unwrap_or_default())]
+    /// The run stopped on an error; `kept` says what of it is on disk.
+    #[error("the run stopped after {turns} finished turn(s){kept}")]
     Failed {
         turns: u64,
-        out: Option<PathBuf>,
+        kept: Kept,
         #[source]
         source: SimError,
     },
@@ -98,6 +98,56 @@ pub enum RunError {
         #[source]
         source: SimError,
     },
+}
+
+/// What a failed run left in its output folder.
+#[derive(Debug)]
+pub enum Kept {
+    /// The run wrote no files.
+    Nothing,
+    /// Every finished turn is in the folder's transcript.
+    Turns {
+        out: PathBuf,
+        /// Whether writing the final files (`summary.json`, `environment.json`) failed.
+        finals_unwritten: bool,
+    },
+    /// Writing the transcript failed: it holds `lines` whole messages.
+    Lines {
+        out: PathBuf,
+        lines: u64,
+        finals_unwritten: bool,
+    },
+}
+
+impl std::fmt::Display for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let finals = match self {
+            Kept::Nothing => return Ok(()),
+            Kept::Turns {
+                out,
+                finals_unwritten,
+            } => {
+                write!(f, ", which are in {}", out.display())?;
+                finals_unwritten
+            }
+            Kept::Lines {
+                out,
+                lines,
+                finals_unwritten,
+            } => {
+                let transcript = out.join("transcript.jsonl");
+                write!(f, "; {} holds {lines} message(s)", transcript.display())?;
+                finals_unwritten
+            }
+        };
+        match finals {
+            true => write!(
+                f,
+                ", and summary.json and environment.json could not be written"
+            ),
+            false => Ok(()),
+        }
+    }
 }
 
 impl RunError {
@@ -364,9 +414,31 @@ fn finish(
         let source = outcome.error.unwrap_or(SimError::Internal(
             "the run ended by an error it did not keep",
         ));
+        let kept = match (&files.dir, &opts.out) {
+            (Some(dir), Some(out)) => {
+                let out = out.clone();
+                let finals_unwritten = written.is_err();
+                let transcript_failed = matches!(
+                    &source,
+                    SimError::Io { what, .. } if what.ends_with("transcript.jsonl")
+                );
+                match transcript_failed.then(|| dir.transcript_lines()).flatten() {
+                    Some(lines) => Kept::Lines {
+                        out,
+                        lines,
+                        finals_unwritten,
+                    },
+                    None => Kept::Turns {
+                        out,
+                        finals_unwritten,
+                    },
+                }
+            }
+            _ => Kept::Nothing,
+        };
         return Err(RunError::Failed {
             turns: outcome.summary.turns,
-            out: opts.out.clone(),
+            kept,
             source,
         });
     }
