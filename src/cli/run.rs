@@ -88,6 +88,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         },
     );
     if let Some(viewer) = viewer {
+        signals.set_notice("stopping the viewer");
         viewer.linger(&cancel);
     }
     let outcome = result?;

@@ -5,7 +5,7 @@
 //! reports a process a signal ended: 130, 143 or 129.
 
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use sopsim::error::CancelToken;
 
@@ -17,6 +17,8 @@ const SIGTERM: u8 = 15;
 #[derive(Clone, Default)]
 pub struct StopSignals {
     first: Arc<AtomicU8>,
+    /// What the first signal is said to do.
+    notice: Arc<Mutex<&'static str>>,
 }
 
 impl StopSignals {
@@ -24,7 +26,8 @@ impl StopSignals {
     /// first; `notice` is printed then.
     pub fn watch(token: CancelToken, notice: &'static str) -> StopSignals {
         let signals = StopSignals::default();
-        let first = signals.first.clone();
+        signals.set_notice(notice);
+        let (first, notice) = (signals.first.clone(), signals.notice.clone());
         let watcher = std::thread::Builder::new()
             .name("sopsim-signals".into())
             .spawn(move || {
@@ -39,6 +42,7 @@ impl StopSignals {
                         return;
                     };
                     first.store(number, Ordering::SeqCst);
+                    let notice = *notice.lock().unwrap_or_else(|p| p.into_inner());
                     eprintln!("\n{}: {notice} (a second one quits now)", name(number));
                     token.cancel();
                     if next_signal().await.is_some() {
@@ -52,6 +56,12 @@ impl StopSignals {
             tracing::warn!("a stop signal will end the process at once: {e}");
         }
         signals
+    }
+
+    /// What the first signal will be said to do from now on (a run that has ended
+    /// stops nothing but the viewer).
+    pub fn set_notice(&self, notice: &'static str) {
+        *self.notice.lock().unwrap_or_else(|p| p.into_inner()) = notice;
     }
 
     /// 128 + the first stop signal's number; 130 when the run was stopped otherwise.
