@@ -224,3 +224,14 @@ fn a_scripted_choices_answer_that_names_no_option_stops_the_run_naming_it() {
         "{err}"
     );
 }
+
+#[test]
+fn a_state_may_name_itself_after_its_turns_as_its_keywords_may() {
+    let (_dir, path) = with_round(|round| {
+        round["next"] = serde_json::json!(["end"]);
+        round["transition"]["keywords"] =
+            serde_json::json!([{ "keyword": "again", "to": "round" }]);
+    });
+    let (code, err) = validate(&path);
+    assert_eq!(code, Some(0), "{err}");
+}

@@ -447,7 +447,7 @@ pub struct TransitionRule {
 pub struct KeywordRule {
     /// The word to look for (case-insensitive).
     pub keyword: String,
-    /// A state in `next`, or the SOP's end.
+    /// A state in `next`, this state itself (a new visit of it), or the SOP's end.
     pub to: String,
 }
 

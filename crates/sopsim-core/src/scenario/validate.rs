@@ -326,7 +326,7 @@ impl<'a> Checker<'a> {
                     "set max_turns or max_rounds too, or drop on_max_turns",
                 );
             }
-            if !in_next(target) {
+            if !in_next(target) && target != name {
                 self.problem(
                     tpath.key("on_max_turns"),
                     format!(
