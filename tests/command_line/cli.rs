@@ -135,7 +135,17 @@ fn bad_files_exit_2_naming_the_file_and_field() {
     scripted["script"] = serde_json::json!({"route": ["{speaker}"]});
     let debate_text = std::fs::read_to_string(scenario("debate")).unwrap();
     let twice = debate_text.replacen("{", "{\"name\": \"first\",", 1);
+    let mut escaping: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(scenario("debate")).unwrap()).unwrap();
+    escaping["name"] = serde_json::json!("../../escaped");
     let cases = [
+        (
+            write(
+                "escaping.json",
+                serde_json::to_string(&escaping).unwrap().as_bytes(),
+            ),
+            "name: \"../../escaped\" names a folder".to_string(),
+        ),
         (
             write(
                 "route.json",

@@ -56,6 +56,12 @@ impl<'a> Checker<'a> {
         let s = self.s;
         if s.name.trim().is_empty() {
             self.problem(root().key("name"), "must not be empty");
+        } else if s.name == "." || s.name == ".." || s.name.contains(['/', '\\']) {
+            // A benchmark keeps each scenario's runs in a folder of this name.
+            self.problem(
+                root().key("name"),
+                format!("{:?} names a folder: no `/`, `\\`, `.` or `..`", s.name),
+            );
         }
         if s.agents.is_empty() {
             self.problem(
