@@ -5,6 +5,8 @@
 use std::fmt;
 use std::sync::OnceLock;
 
+use jsonschema::error::ValidationErrorKind;
+use jsonschema::ValidationError;
 use serde_json::Value;
 
 use super::format::Scenario;
@@ -87,34 +89,145 @@ pub fn check_structure(doc: &Value) -> Vec<Problem> {
     };
     let mut problems: Vec<Problem> = Vec::new();
     for err in validator.iter_errors(doc) {
-        let pointer = err.instance_path().to_string();
-        let path = FieldPath::from_pointer(&pointer, doc);
-        if let jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } =
-            err.kind()
-        {
-            for key in unexpected {
-                // A name the format has at another level is no typo to correct.
-                let hint = if field_names().contains(key) {
-                    "; the format has it elsewhere, not in this object".to_string()
-                } else {
-                    closest(key, field_names())
-                        .map(|k| format!("; did you mean {k:?}?"))
-                        .unwrap_or_default()
-                };
-                problems.push(Problem {
-                    path: path.key(key),
-                    message: format!("unknown field{hint}"),
-                });
-            }
-            continue;
-        }
-        problems.push(Problem {
-            path,
-            message: schema_message(&err.to_string()),
-        });
+        problems_of(&err, doc, &mut problems);
     }
     problems.dedup();
     problems
+}
+
+/// The problems one schema error stands for. An object that fits none of its
+/// alternatives (a speaker rule, a network, a draw) is explained by the alternative it
+/// names, or by the values its tag may take, or by the field no alternative has.
+fn problems_of(err: &ValidationError<'_>, doc: &Value, problems: &mut Vec<Problem>) {
+    let path = FieldPath::from_pointer(&err.instance_path().to_string(), doc);
+    match err.kind() {
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            for key in unexpected {
+                problems.push(Problem {
+                    path: path.key(key),
+                    message: format!("unknown field{}", unknown_field_hint(key)),
+                });
+            }
+        }
+        ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
+            if !explain_alternatives(context, doc, problems) {
+                problems.push(Problem {
+                    path,
+                    message: schema_message(&err.to_string()),
+                });
+            }
+        }
+        _ => problems.push(Problem {
+            path,
+            message: schema_message(&err.to_string()),
+        }),
+    }
+}
+
+/// Explains why a value fits none of `branches` (each alternative's errors); false when
+/// no explanation is clearer than the schema's own message.
+fn explain_alternatives(
+    branches: &[Vec<ValidationError<'static>>],
+    doc: &Value,
+    problems: &mut Vec<Problem>,
+) -> bool {
+    let wrong_tag = |e: &ValidationError<'_>| {
+        matches!(
+            e.kind(),
+            ValidationErrorKind::Constant { .. } | ValidationErrorKind::Enum { .. }
+        )
+    };
+    // The alternative whose tag the value has: its own problems are the ones to fix.
+    let named: Vec<&Vec<ValidationError<'static>>> = branches
+        .iter()
+        .filter(|b| !b.is_empty() && !b.iter().any(wrong_tag))
+        .collect();
+    if let [only] = named.as_slice() {
+        for e in only.iter() {
+            problems_of(e, doc, problems);
+        }
+        return true;
+    }
+    // Every alternative wants another value of the same tag: list them.
+    let tags: Vec<(String, String)> = branches
+        .iter()
+        .flatten()
+        .filter_map(|e| match e.kind() {
+            ValidationErrorKind::Constant { expected_value } => Some((
+                e.instance_path().to_string(),
+                expected_value
+                    .as_str()
+                    .map_or_else(|| expected_value.to_string(), str::to_string),
+            )),
+            _ => None,
+        })
+        .collect();
+    let one_place = tags.windows(2).all(|w| w[0].0 == w[1].0);
+    if !tags.is_empty() && one_place && branches.iter().all(|b| b.iter().any(wrong_tag)) {
+        let pointer = &tags[0].0;
+        let values: Vec<String> = tags.iter().map(|(_, v)| v.clone()).collect();
+        let written = doc
+            .pointer(pointer)
+            .map(|v| v.to_string())
+            .unwrap_or_default();
+        let hint = written.trim_matches('"').to_string();
+        let hint = closest(&hint, &values)
+            .map(|v| format!("; did you mean {v:?}?"))
+            .unwrap_or_default();
+        let listed: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+        problems.push(Problem {
+            path: FieldPath::from_pointer(pointer, doc),
+            message: format!("{written} is not one of {}{hint}", listed.join(", ")),
+        });
+        return true;
+    }
+    // A field no alternative has (a misspelt tag).
+    let unknown_everywhere: Vec<(String, &String)> = match branches.first() {
+        Some(first) => first
+            .iter()
+            .filter_map(|e| match e.kind() {
+                ValidationErrorKind::AdditionalProperties { unexpected } => Some(
+                    unexpected
+                        .iter()
+                        .map(move |k| (e.instance_path().to_string(), k)),
+                ),
+                _ => None,
+            })
+            .flatten()
+            .filter(|(at, key)| {
+                branches.iter().all(|b| {
+                    b.iter().any(|e| {
+                        e.instance_path().to_string() == *at
+                            && matches!(
+                                e.kind(),
+                                ValidationErrorKind::AdditionalProperties { unexpected }
+                                    if unexpected.contains(key)
+                            )
+                    })
+                })
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    for (at, key) in &unknown_everywhere {
+        problems.push(Problem {
+            path: FieldPath::from_pointer(at, doc).key(key),
+            message: format!("unknown field{}", unknown_field_hint(key)),
+        });
+    }
+    !unknown_everywhere.is_empty()
+}
+
+/// "; did you mean …?" for a field the format does not have.
+fn unknown_field_hint(key: &str) -> String {
+    // A name the format has at another level is no typo to correct.
+    if field_names().iter().any(|k| k == key) {
+        "; the format has it elsewhere, not in this object".to_string()
+    } else {
+        closest(key, field_names())
+            .map(|k| format!("; did you mean {k:?}?"))
+            .unwrap_or_default()
+    }
 }
 
 /// Every field name the format has anywhere, for "did you mean" hints.
@@ -159,4 +272,68 @@ fn schema_message(raw: &str) -> String {
     }
     let cut: String = raw.chars().take(MAX).collect();
     format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The problems of a shipped scenario after `edit`, as `path: message` lines.
+    fn problems_after(file: &str, edit: impl FnOnce(&mut Value)) -> Vec<String> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../scenarios")
+            .join(file);
+        let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        edit(&mut doc);
+        check_structure(&doc)
+            .into_iter()
+            .map(|p| format!("{}: {}", p.path, p.message))
+            .collect()
+    }
+
+    #[test]
+    fn an_object_that_fits_no_alternative_is_explained_by_the_one_it_names() {
+        let speaker = |rule: Value| {
+            problems_after("debate.json", |d| {
+                d["sop"]["states"]["debate"]["speaker"] = rule
+            })
+        };
+        assert_eq!(
+            speaker(serde_json::json!({ "rul": "order" })),
+            ["sop.states.debate.speaker.rul: unknown field; did you mean \"rule\"?"]
+        );
+        assert_eq!(
+            speaker(serde_json::json!({ "rule": "loud" })),
+            ["sop.states.debate.speaker.rule: \"loud\" is not one of \"order\", \"random\", \"llm\""]
+        );
+        let citizens = |field: &str, value: Value| {
+            problems_after("networked_public_goods.json", |d| {
+                d["populations"]["citizens"][field] = value
+            })
+        };
+        let network = citizens(
+            "network",
+            serde_json::json!({ "kind": "smallworld", "k": 4 }),
+        );
+        assert_eq!(network.len(), 1, "{network:?}");
+        assert!(
+            network[0].ends_with("; did you mean \"small_world\"?"),
+            "{network:?}"
+        );
+        let network = citizens(
+            "network",
+            serde_json::json!({ "kind": "small_world", "k": 4, "p": 0.1, "pp": 0.1 }),
+        );
+        assert_eq!(
+            network,
+            ["populations.citizens.network.pp: unknown field; did you mean \"p\"?"]
+        );
+        assert_eq!(
+            citizens(
+                "draw",
+                serde_json::json!({ "age": { "integer": [18, 80] } })
+            ),
+            ["populations.citizens.draw.age.integer: unknown field; did you mean \"integers\"?"]
+        );
+    }
 }
