@@ -86,7 +86,8 @@ pub enum RunError {
     #[error("the run stopped after {turns} finished turn(s){kept}")]
     Failed {
         turns: u64,
-        kept: Kept,
+        /// Boxed: it would make every `RunError` large.
+        kept: Box<Kept>,
         #[source]
         source: SimError,
     },
@@ -438,7 +439,7 @@ fn finish(
         };
         return Err(RunError::Failed {
             turns: outcome.summary.turns,
-            kept,
+            kept: Box::new(kept),
             source,
         });
     }
