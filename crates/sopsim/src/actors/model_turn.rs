@@ -267,9 +267,9 @@ impl ModelTurn {
                     self.call(r, stream)
                 });
                 let drawn = futures::future::try_join_all(requests).await?;
+                drawn_in_all += drawn.len() as u64;
                 let vectors = self.embed_candidates(&drawn).await?;
                 for (completion, vector) in drawn.into_iter().zip(vectors) {
-                    drawn_in_all += 1;
                     // Judged as it would be recorded.
                     let (text, _) =
                         crate::action::recorded_reply(&completion.text, &self.base.others);
