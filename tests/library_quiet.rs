@@ -88,6 +88,15 @@ fn use_the_library() {
         allowed_commands: Default::default(),
         shard: None,
     };
+    let twice = BenchOptions {
+        modes: vec![Mode::Cooperative, Mode::Cooperative],
+        ..bench_opts.clone()
+    };
+    let Err(err) = bench::run(&twice, &Unobserved, CancelToken::new()) else {
+        panic!("a benchmark given a mode twice ran");
+    };
+    assert!(err.is_bad_input(), "{err}");
+    assert!(err.to_string().contains("cooperative twice"), "{err}");
     let run = bench::run(&bench_opts, &Unobserved, CancelToken::new()).expect("the benchmark runs");
     assert_eq!(run.executed.finished, 4);
     let _ = Arc::new(run);

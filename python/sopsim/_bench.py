@@ -163,6 +163,8 @@ def bench(
         raise ValueError("modes: name at least one")
     for m in modes:
         check_mode(m, "modes")
+    # A mode named twice is one mode, as on the command line.
+    modes = list(dict.fromkeys(modes))
     folder = optional_path(out, "out") or tempfile.mkdtemp(prefix="sopsim-bench-")
     options = {
         "scenarios": paths,

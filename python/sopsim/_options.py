@@ -28,6 +28,21 @@ def check_count(value: Any, argument: str, *, minimum: int, maximum: int = MAX_C
         raise OverflowError(f"{argument}: must be at most {maximum}, got {value}")
 
 
+def check_flag(value: Any, argument: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{argument}: expected a bool, got {type(value).__name__}")
+    return value
+
+
+def check_folder_flags(out: Any, overwrite: bool, resume: bool) -> None:
+    """``overwrite`` and ``resume`` act on ``out``, and exclude each other."""
+    if overwrite and resume:
+        raise ValueError("overwrite, resume: give one or the other, not both")
+    for name, given in (("overwrite", overwrite), ("resume", resume)):
+        if given and out is None:
+            raise ValueError(f"{name}: needs out, the folder it acts on")
+
+
 def optional_path(value: Any, argument: str) -> Optional[str]:
     if value is None:
         return None

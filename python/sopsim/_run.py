@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from . import _sopsim
-from ._options import model_options, optional_path, check_mode, check_count
+from ._options import (
+    check_count,
+    check_flag,
+    check_folder_flags,
+    check_mode,
+    model_options,
+    optional_path,
+)
 from ._scenario import PathLike, as_scenario
 from ._tables import DataFrame, to_pandas
 
@@ -104,6 +111,9 @@ def run(
     check_count(seed, "seed", minimum=0)
     if max_turns is not None:
         check_count(max_turns, "max_turns", minimum=1)
+    check_folder_flags(out, check_flag(overwrite, "overwrite"), check_flag(resume, "resume"))
+    if record is not None and replay is not None:
+        raise ValueError("record, replay: give one or the other, not both")
     if on_event is not None and not callable(on_event):
         raise TypeError(f"on_event: expected a callable, got {type(on_event).__name__}")
     options = {
@@ -112,8 +122,8 @@ def run(
         "seed": seed,
         "max_turns": max_turns,
         "out": optional_path(out, "out"),
-        "overwrite": bool(overwrite),
-        "resume": bool(resume),
+        "overwrite": overwrite,
+        "resume": resume,
         **model_options(llm, model, base_url, api_key, embedder),
         "record": optional_path(record, "record"),
         "replay": optional_path(replay, "replay"),

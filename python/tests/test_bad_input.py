@@ -30,6 +30,11 @@ def test_bad_scenarios_list_their_problems(tmp_path):
     (lambda s: sopsim.bench(s, jobs=-1, llm="scripted"), ValueError, "jobs"),
     (lambda s: sopsim.bench(s, modes=("both",), llm="scripted"), ValueError, "modes"),
     (lambda s: sopsim.load_run(3.5), TypeError, "folder"),
+    (lambda s: sopsim.run(s, llm="scripted", out="x", overwrite=True, resume=True),
+     ValueError, "overwrite, resume"),
+    (lambda s: sopsim.run(s, llm="scripted", resume=True), ValueError, "resume: needs out"),
+    (lambda s: sopsim.run(s, llm="scripted", out="x", overwrite="no"), TypeError, "overwrite"),
+    (lambda s: sopsim.run(s, record="r", replay="r"), ValueError, "record, replay"),
 ])
 def test_bad_arguments_are_named(call, error, argument, scenarios):
     with pytest.raises(error) as e:

@@ -37,3 +37,13 @@ def test_a_command_line_bench_loads(tmp_path, scenarios, cli):
     bench = sopsim.load_bench(tmp_path)
     assert len(bench.runs_records()) == 4
     assert bench.report["scenarios"][0]["scenario"] == "prisoners_dilemma"
+
+
+def test_a_mode_named_twice_is_benched_once(tmp_path, scenarios):
+    bench = sopsim.bench(
+        scenarios / "prisoners_dilemma.json", seeds=2, modes=["cooperative", "cooperative"],
+        out=tmp_path, llm="scripted", embedder="hash",
+    )
+    assert bench.report["modes"] == ["cooperative"]
+    welfare = bench.report["scenarios"][0]["figures"]["welfare"]
+    assert welfare["by_mode"]["cooperative"]["n"] == 2

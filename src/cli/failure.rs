@@ -59,6 +59,7 @@ pub fn flag(setting: Setting) -> Option<&'static str> {
         Setting::Out => "--out",
         Setting::Seeds => "--seeds",
         Setting::Jobs => "--jobs",
+        Setting::Modes => "--modes",
         Setting::MaxTurns => "--max-turns",
         Setting::DraftModel => "--draft-model",
     })

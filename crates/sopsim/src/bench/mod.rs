@@ -377,6 +377,19 @@ fn check_counts(opts: &BenchOptions) -> Result<(), BenchError> {
         }
         .into());
     }
+    let repeated = opts
+        .modes
+        .iter()
+        .enumerate()
+        .find(|(i, m)| opts.modes[..*i].contains(m));
+    if let Some((_, m)) = repeated {
+        return Err(SetupError::Repeated {
+            setting: Setting::Modes,
+            what: "the list of modes",
+            repeated: m.as_str().to_string(),
+        }
+        .into());
+    }
     Ok(())
 }
 

@@ -145,6 +145,7 @@ pub enum Setting {
     Out,
     Seeds,
     Jobs,
+    Modes,
     MaxTurns,
     DraftModel,
 }
@@ -210,6 +211,13 @@ pub enum SetupError {
         setting: Setting,
         what: &'static str,
     },
+    /// A list that names one thing twice (a benchmark's modes would count runs twice).
+    #[error("{what} names {repeated} twice")]
+    Repeated {
+        setting: Setting,
+        what: &'static str,
+        repeated: String,
+    },
     #[error("{what} must be at most {max}")]
     TooMany {
         setting: Setting,
@@ -259,6 +267,7 @@ impl SetupError {
             | SetupError::Embedder { setting, .. }
             | SetupError::Recording { setting, .. }
             | SetupError::Count { setting, .. }
+            | SetupError::Repeated { setting, .. }
             | SetupError::TooMany { setting, .. }
             | SetupError::NotBuilt { setting, .. } => Some(*setting),
             #[cfg(feature = "local")]
