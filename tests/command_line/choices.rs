@@ -235,3 +235,24 @@ fn a_state_may_name_itself_after_its_turns_as_its_keywords_may() {
     let (code, err) = validate(&path);
     assert_eq!(code, Some(0), "{err}");
 }
+
+#[test]
+fn a_scripted_draw_keeps_the_move_it_drew_when_another_alternative_names_none() {
+    let (code, err, decisions) = scripted_game(serde_json::json!({
+        "agents": {
+            "Alice": ["Round {n}: I {one_of:COOPERATE|COOPERATE|COOPERATE|pass}."],
+            "Bob": ["I DEFECT."]
+        }
+    }));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(decisions.len(), 10);
+    // Alice's line names COOPERATE when it draws it (then the move is hers, with the
+    // probability of her alternatives that name a move), and nothing when it draws
+    // "pass" (then the move is a seeded draw).
+    let drawn: Vec<_> = decisions
+        .iter()
+        .filter(|d| d["probabilities"]["COOPERATE"] == 1.0)
+        .collect();
+    assert!(!drawn.is_empty(), "{decisions:?}");
+    assert!(drawn.iter().all(|d| d["value"] == "COOPERATE"), "{drawn:?}");
+}

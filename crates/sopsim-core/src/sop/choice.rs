@@ -26,7 +26,14 @@ pub fn parse_choice_in(
     if let Some(i) = choices.iter().position(|c| c.eq_ignore_ascii_case(bare)) {
         return Some(i);
     }
-    if let Ok(n) = bare.parse::<usize>() {
+    let numbers: Option<Vec<f64>> = choices.iter().map(|c| c.trim().parse().ok()).collect();
+    if let Some(numbers) = numbers.filter(|n| !n.is_empty()) {
+        // Options that are numbers (a range) are named by their value, never by their
+        // place in the list: "2" is not the second of 0, 5, 10, and "0.5" is 0.50.
+        if let Ok(value) = bare.parse::<f64>() {
+            return numbers.iter().position(|n| (n - value).abs() < 1e-9);
+        }
+    } else if let Ok(n) = bare.parse::<usize>() {
         return (n >= 1 && n <= choices.len()).then(|| n - 1);
     }
     let lower = text.to_lowercase();
@@ -70,6 +77,25 @@ fn find_word(hay: &str, needle: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numeric_options_are_named_by_value_never_by_place() {
+        let range: Vec<String> = ["0", "5", "10"].map(String::from).to_vec();
+        assert_eq!(
+            parse_choice("2", &range),
+            None,
+            "2 is not the second option"
+        );
+        assert_eq!(parse_choice("10", &range), Some(2));
+        assert_eq!(parse_choice("I give 5.", &range), Some(1));
+        let quarters: Vec<String> = ["0.00", "0.25", "0.50"].map(String::from).to_vec();
+        assert_eq!(parse_choice("0.5", &quarters), Some(2));
+        assert_eq!(
+            parse_choice("2", &roles()),
+            Some(1),
+            "named options, by their place"
+        );
+    }
 
     fn roles() -> Vec<String> {
         ["Negative", "Negative_Second", "Judge"]

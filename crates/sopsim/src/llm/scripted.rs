@@ -160,12 +160,18 @@ fn scripted_choice(
     let index = crate::sop::parse_choice_in(answer, options, "end", labels_for)?;
     let from_draw = match drawn {
         [one] => {
+            // Over the alternatives that name an option: the others, when drawn, make
+            // no decision at all.
+            let named: Vec<usize> = one
+                .alternatives
+                .iter()
+                .filter_map(|a| crate::sop::parse_choice_in(a, options, "end", labels_for))
+                .collect();
             let mut p = vec![0.0; options.len()];
-            for a in &one.alternatives {
-                let i = crate::sop::parse_choice_in(a, options, "end", labels_for)?;
-                p[i] += 1.0 / one.alternatives.len() as f64;
+            for i in &named {
+                p[*i] += 1.0 / named.len() as f64;
             }
-            Some(p)
+            Some(p).filter(|_| !named.is_empty())
         }
         _ => None,
     };
