@@ -256,3 +256,21 @@ fn a_scripted_draw_keeps_the_move_it_drew_when_another_alternative_names_none() 
     assert!(!drawn.is_empty(), "{decisions:?}");
     assert!(drawn.iter().all(|d| d["value"] == "COOPERATE"), "{drawn:?}");
 }
+
+#[test]
+fn judge_labels_must_be_one_per_choice() {
+    let (_dir, path) = with_round(|round| {
+        round["transition"] = serde_json::json!({
+            "judge": { "labels": ["0", "1"] },
+            "max_visits": 5
+        });
+    });
+    let (code, err) = validate(&path);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(
+            "sop.states.round.transition.judge.labels: 2 label(s) for 3 choices: staying, then each of next (round, end)"
+        ),
+        "{err}"
+    );
+}

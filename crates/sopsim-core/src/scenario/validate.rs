@@ -360,6 +360,19 @@ impl<'a> Checker<'a> {
                 );
             }
         }
+        if let Some(judge) = &t.judge {
+            let choices = 1 + state.next.len();
+            if !judge.labels.is_empty() && judge.labels.len() != choices {
+                self.problem(
+                    tpath.key("judge").key("labels"),
+                    format!(
+                        "{} label(s) for {choices} choices: staying, then each of next ({})",
+                        judge.labels.len(),
+                        list(&state.next)
+                    ),
+                );
+            }
+        }
         if let Some(target) = &t.on_max_visits {
             if t.max_visits.is_none() {
                 self.problem(

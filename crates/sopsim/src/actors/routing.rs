@@ -105,6 +105,14 @@ impl Director {
     fn ask_judge(&mut self, choices: Vec<String>, ctx: &mut Context<Self>) {
         let state_name = self.engine.current_state().to_string();
         let (counter, offered) = (self.cast.counter.clone(), choices.clone());
+        // What the judge is offered, as its warning names it: the labels, when given.
+        let labels = self.cast.scenario.sop.states[&state_name]
+            .transition
+            .judge
+            .as_ref()
+            .map(|j| j.labels.clone())
+            .filter(|l| l.len() == choices.len());
+        let named = labels.unwrap_or_else(|| choices.clone());
         self.ask(
             move |scenario, obs| {
                 let state = &scenario.sop.states[&state_name];
@@ -134,7 +142,7 @@ impl Director {
                     Some(i) => act.engine.move_to(&choices[i]),
                     None => {
                         let state = act.engine.current_state().to_string();
-                        let warning = act.state.judge_failed(&choices, &state);
+                        let warning = act.state.judge_failed(&named, &state);
                         act.tell(warning);
                         Transition::Stay
                     }
