@@ -49,6 +49,29 @@ def test_a_run_folder_is_read_only_through_its_own_regular_files(tmp_path, run_f
         sopsim.load_run(tmp_path / "nowhere")
 
 
+def test_json_of_another_shape_is_a_folder_error(tmp_path, run_folder, scenarios):
+    for name, text in [
+        ("summary.json", "[1]"),
+        ("environment.json", "5"),
+        ("transcript.jsonl", "[1, 2]\n"),
+        ("events.jsonl", '"text"\n'),
+    ]:
+        path = run_folder / name
+        kept = path.read_bytes()
+        path.write_text(text)
+        with pytest.raises(sopsim.FolderError) as e:
+            sopsim.load_run(run_folder)
+        assert name in str(e.value), str(e.value)
+        path.write_bytes(kept)
+    out = tmp_path / "bench"
+    sopsim.bench(scenarios / "prisoners_dilemma.json", seeds=1, out=out, **SCRIPTED)
+    for text in ["[1, 2]", '{"scenarios": 5, "modes": [], "seeds": []}']:
+        (out / "report.json").write_text(text)
+        with pytest.raises(sopsim.FolderError) as e:
+            sopsim.load_bench(out)
+        assert "report.json" in str(e.value), str(e.value)
+
+
 def test_a_bench_folder_cannot_name_runs_outside_itself(tmp_path, scenarios):
     out = tmp_path / "bench"
     sopsim.bench(scenarios / "prisoners_dilemma.json", seeds=1, out=out, **SCRIPTED)

@@ -408,19 +408,23 @@ impl RunDir {
     }
 }
 
-/// What a finished (or killed) run's folder holds, read back as JSON values.
+/// A JSON object, as every file of a run holds (one per line in the `.jsonl` files):
+/// JSON of another shape is refused as not what sopsim wrote.
+pub type JsonObject = serde_json::Map<String, serde_json::Value>;
+
+/// What a finished (or killed) run's folder holds, read back as JSON objects.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RunFiles {
     /// `transcript.jsonl`: every message, in order.
-    pub transcript: Vec<serde_json::Value>,
+    pub transcript: Vec<JsonObject>,
     /// `summary.json` (`null` for a run killed before its end).
-    pub summary: serde_json::Value,
+    pub summary: Option<JsonObject>,
     /// `events.jsonl`'s payloads (empty when the folder has none).
-    pub events: Vec<serde_json::Value>,
+    pub events: Vec<JsonObject>,
     /// `environment.json` (`null` when missing).
-    pub environment: serde_json::Value,
+    pub environment: Option<JsonObject>,
     /// `network.json`, for runs with populations.
-    pub network: Option<serde_json::Value>,
+    pub network: Option<JsonObject>,
 }
 
 /// The most a run's line files (`transcript.jsonl`, `events.jsonl`) may hold when they
@@ -450,9 +454,9 @@ pub fn read_run_files(dir: &Path) -> Result<RunFiles, FolderFileError> {
     }
     Ok(RunFiles {
         transcript: lines("transcript.jsonl")?,
-        summary: json("summary.json")?.unwrap_or_default(),
+        summary: json("summary.json")?,
         events: lines("events.jsonl")?,
-        environment: json("environment.json")?.unwrap_or_default(),
+        environment: json("environment.json")?,
         network: json("network.json")?,
     })
 }

@@ -129,7 +129,31 @@ pub fn read_bench_files(dir: &Path) -> Result<BenchFiles, BenchFilesError> {
     struct Ended {
         ended_by: String,
     }
+    /// The shape every `report.json` sopsim writes has; JSON of another shape is
+    /// refused as not what sopsim wrote. Its fields are read only to check it.
+    #[derive(serde::Deserialize)]
+    struct ReportShape {
+        #[serde(rename = "scenarios")]
+        _scenarios: Vec<ScenarioShape>,
+        #[serde(rename = "modes")]
+        _modes: Vec<String>,
+        #[serde(rename = "seeds")]
+        _seeds: Vec<u64>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ScenarioShape {
+        #[serde(rename = "scenario")]
+        _scenario: String,
+        #[serde(default, rename = "figures")]
+        _figures: BTreeMap<String, FigureShape>,
+    }
+    #[derive(serde::Deserialize)]
+    struct FigureShape {
+        #[serde(default, rename = "values")]
+        _values: BTreeMap<String, Vec<Option<f64>>>,
+    }
     let folder = OutputFolder::new(dir);
+    folder.read_json::<ReportShape>("report.json", MAX_FOLDER_FILE_BYTES)?;
     let report: serde_json::Value = folder.read_json("report.json", MAX_FOLDER_FILE_BYTES)?;
     let strings = |key: &str| -> Vec<String> {
         report[key]
