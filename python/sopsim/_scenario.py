@@ -46,6 +46,8 @@ class Scenario:
             raise TypeError(f"document: not JSON data: {e}") from None
         name = str(document.get("name") or "scenario")
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+        if base_dir is not None and not isinstance(base_dir, (str, os.PathLike)):
+            raise TypeError(f"base_dir: expected a str or os.PathLike, got {type(base_dir).__name__}")
         path = Path(base_dir if base_dir is not None else os.getcwd()) / f"{safe}.json"
         info = json.loads(_sopsim.load_scenario(str(path), text))
         return cls(path, json.loads(text), info)

@@ -35,6 +35,7 @@ def test_bad_scenarios_list_their_problems(tmp_path):
     (lambda s: sopsim.run(s, llm="scripted", resume=True), ValueError, "resume: needs out"),
     (lambda s: sopsim.run(s, llm="scripted", out="x", overwrite="no"), TypeError, "overwrite"),
     (lambda s: sopsim.run(s, record="r", replay="r"), ValueError, "record, replay"),
+    (lambda s: sopsim.Scenario.from_dict({}, base_dir=3), TypeError, "base_dir"),
 ])
 def test_bad_arguments_are_named(call, error, argument, scenarios):
     with pytest.raises(error) as e:

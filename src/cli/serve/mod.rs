@@ -523,22 +523,26 @@ fn folder(state: &AppState) -> Option<&Folder> {
     }
 }
 
-fn json_or_404(value: Option<Value>) -> Response {
+/// `value`, or 404 saying what is `missing`.
+fn json_or_404(value: Option<Value>, missing: &str) -> Response {
     match value {
         Some(v) => Json(v).into_response(),
-        None => error_response(StatusCode::NOT_FOUND, "no such run"),
+        None => error_response(StatusCode::NOT_FOUND, missing),
     }
 }
 
 async fn folder_events(State(state): State<Arc<AppState>>) -> Response {
-    json_or_404(folder(&state).and_then(|f| f.events(None)))
+    json_or_404(folder(&state).and_then(|f| f.events(None)), "no such run")
 }
+
+/// What a run without populations has instead of a network.
+const NO_NETWORK: &str = "no network: the run has no populations, or no such run";
 
 /// The run's networks; 404 for a run without populations.
 async fn network(State(state): State<Arc<AppState>>) -> Response {
     match &state.source {
-        Source::Live(live) => json_or_404(live.network.clone()),
-        Source::Folder(f) => json_or_404(f.network(None)),
+        Source::Live(live) => json_or_404(live.network.clone(), NO_NETWORK),
+        Source::Folder(f) => json_or_404(f.network(None), NO_NETWORK),
     }
 }
 
@@ -546,15 +550,18 @@ async fn network(State(state): State<Arc<AppState>>) -> Response {
 /// hold slashes.
 async fn run_part(State(state): State<Arc<AppState>>, Path(rest): Path<String>) -> Response {
     let Some(folder) = folder(&state) else {
-        return json_or_404(None);
+        return json_or_404(None, "no such run");
     };
     let Some((id, part)) = rest.rsplit_once('/') else {
         return not_found().await;
     };
     match part {
-        "events" => json_or_404(folder.events(Some(id))),
-        "summary" => json_or_404(folder.summary(Some(id))),
-        "network" => json_or_404(folder.network(Some(id))),
+        "events" => json_or_404(folder.events(Some(id)), "no such run"),
+        "summary" => json_or_404(
+            folder.summary(Some(id)),
+            "no such run, or it has no summary",
+        ),
+        "network" => json_or_404(folder.network(Some(id)), NO_NETWORK),
         _ => not_found().await,
     }
 }

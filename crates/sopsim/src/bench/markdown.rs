@@ -126,12 +126,15 @@ pub fn markdown(
             .map(|(m, c)| {
                 let ends: Vec<String> =
                     c.ended_by.iter().map(|(k, v)| format!("{v} {k}")).collect();
+                let ends = match ends.is_empty() {
+                    true => String::new(),
+                    false => format!(" ({})", ends.join(", ")),
+                };
                 format!(
-                    "{}: {} of {} finished ({}), {} failed, {} unfinished",
+                    "{}: {} of {} finished{ends}, {} failed, {} unfinished",
                     m.as_str(),
                     c.finished,
                     c.planned,
-                    ends.join(", "),
                     c.failed,
                     c.unfinished
                 )
