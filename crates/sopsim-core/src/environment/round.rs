@@ -39,7 +39,8 @@ pub struct ToolReturn {
 /// Tool use over a run, for `summary.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolSummary {
-    /// Tool → outcome (`ok`, `failed`, `invalid_arguments`, `unknown_tool`) → calls.
+    /// Tool → outcome (`ok`, `failed`, `invalid_arguments`, `unknown_tool`, `unavailable`,
+    /// `repeated`) → calls.
     pub calls: IndexMap<String, IndexMap<String, u64>>,
     /// Calls that did not succeed.
     pub errors: u64,

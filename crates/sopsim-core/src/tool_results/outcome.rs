@@ -11,8 +11,10 @@ pub enum CallOutcome {
     Failed,
     /// The arguments were not JSON or did not match the schema; the tool did not run.
     InvalidArguments,
-    /// The model named no tool it may call.
+    /// The model named no tool the scenario has.
     UnknownTool,
+    /// The model named a tool whose `available_if` does not hold now.
+    Unavailable,
     /// The same call again in one turn; its result is already in the prompt.
     Repeated,
 }
@@ -24,6 +26,7 @@ impl CallOutcome {
             CallOutcome::Failed => "failed",
             CallOutcome::InvalidArguments => "invalid_arguments",
             CallOutcome::UnknownTool => "unknown_tool",
+            CallOutcome::Unavailable => "unavailable",
             CallOutcome::Repeated => "repeated",
         }
     }

@@ -73,7 +73,7 @@ impl Tries {
         let repeated = self.made.contains(&key);
         self.made.push(key);
         if !offer.available.contains(&call.name.as_str()) {
-            return Some((CallOutcome::UnknownTool, unknown_tool(&call.name, offer)));
+            return Some(unknown_tool(&call.name, offer));
         }
         repeated.then(|| {
             (
@@ -98,15 +98,25 @@ impl Tries {
 pub(super) fn spends_a_try(outcome: CallOutcome) -> bool {
     matches!(
         outcome,
-        CallOutcome::InvalidArguments | CallOutcome::UnknownTool | CallOutcome::Repeated
+        CallOutcome::InvalidArguments
+            | CallOutcome::UnknownTool
+            | CallOutcome::Unavailable
+            | CallOutcome::Repeated
     )
 }
 
-fn unknown_tool(name: &str, offer: &Offer<'_>) -> String {
+/// A call of a tool the agent may not call now: one not offered now, or none at all.
+fn unknown_tool(name: &str, offer: &Offer<'_>) -> (CallOutcome, String) {
     let names = offer.available.join(", ");
     match offer.unavailable.iter().find(|(t, _)| *t == name) {
-        Some((_, why)) => format!("`{name}` is not available now ({why}); call one of: {names}"),
-        None => format!("there is no tool `{name}`; call one of: {names}"),
+        Some((_, why)) => (
+            CallOutcome::Unavailable,
+            format!("`{name}` is not available now ({why}); call one of: {names}"),
+        ),
+        None => (
+            CallOutcome::UnknownTool,
+            format!("there is no tool `{name}`; call one of: {names}"),
+        ),
     }
 }
 
@@ -177,7 +187,8 @@ mod tests {
             why,
             "there is no tool `browse`; call one of: search, calculator"
         );
-        let (_, why) = tries.refusal(&call("findings", "{}"), &offer()).unwrap();
+        let (outcome, why) = tries.refusal(&call("findings", "{}"), &offer()).unwrap();
+        assert_eq!(outcome, CallOutcome::Unavailable, "it exists, but not now");
         assert!(
             why.contains("not available now (nothing is stored yet)"),
             "{why}"
