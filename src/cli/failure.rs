@@ -149,7 +149,7 @@ impl From<RunError> for Failure {
         match e {
             RunError::Setup(e) => e.into(),
             RunError::Sim(e) => e.into(),
-            e @ (RunError::Failed { .. } | RunError::ResumeRefused { .. }) => {
+            e @ (RunError::Failed { .. } | RunError::ResumeStopped { .. }) => {
                 classify(e.is_bad_input(), None, &e)
             }
         }

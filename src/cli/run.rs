@@ -7,7 +7,7 @@ use sopsim::bench::{BenchOptions, Shard};
 use sopsim::error::CancelToken;
 use sopsim::events::EventSink;
 use sopsim::human::HumanInput;
-use sopsim::runner::{self, Existing, RunIo, RunOptions};
+use sopsim::runner::{self, Existing, RunError, RunIo, RunOptions};
 use sopsim::scenario::Mode;
 use sopsim::simulation::EndReason;
 
@@ -91,7 +91,16 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         signals.set_notice("stopping the viewer");
         viewer.linger(&cancel);
     }
-    let outcome = result?;
+    let outcome = match result {
+        // Stopped by a signal while retracing the killed run: an interruption still.
+        Err(e @ RunError::ResumeStopped { .. }) if cancel.is_cancelled() => {
+            return Err(Failure::Interrupted(
+                sopsim::error::chain(&e),
+                signals.exit_status(),
+            ))
+        }
+        other => other?,
+    };
     let s = &outcome.summary;
     if args.quiet {
         say(&format!(

@@ -279,6 +279,25 @@ fn a_resume_without_its_transcript_is_refused_naming_it() {
     assert!(text.contains("no transcript.jsonl"), "{text}");
 }
 
+/// A resume that ends for another reason before it has retraced the killed run (here
+/// a person's input closes: `--human` may change on a resume) leaves it as it was.
+#[test]
+fn a_resume_that_ends_while_retracing_keeps_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let (code, text) = debate(&out, &["--max-turns", "6"]);
+    assert_eq!(code, 0, "{text}");
+    let before = folder_files(&out);
+    let (code, text) = debate(&out, &["--max-turns", "8", "--resume", "--human", "Ben"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("is as it was"), "{text}");
+    assert!(text.contains("input_closed"), "{text}");
+    assert!(
+        before == folder_files(&out),
+        "the stopped resume changed the folder"
+    );
+}
+
 #[test]
 fn a_resume_of_an_edited_transcript_is_refused_and_keeps_every_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -52,6 +52,13 @@ pub enum SimError {
         "the resumed run ended {left} line(s) before the end of {path} (was it given fewer turns?)"
     )]
     ResumeEnded { path: String, left: u64 },
+    /// A resumed run ended otherwise (interrupted, its people's input closed) before it
+    /// had said all of the killed run's lines again.
+    #[error("the resumed run ended ({ended_by}) before it had said every line of {path} again")]
+    ResumeUnfinished {
+        path: String,
+        ended_by: &'static str,
+    },
     /// A resumed run reached its turn limit before the end of the killed run's
     /// transcript: the limit can only be raised on a resume.
     #[error(

@@ -275,9 +275,7 @@ pub enum Existing {
     /// Refuse the folder ([`OutFolderError::HoldsARun`]).
     #[default]
     Refuse,
-    /// Remove the run's files first, and only those: `transcript.jsonl`,
-    /// `events.jsonl`, `environment.json`, `summary.json`, `error.json`, `run.json`
-    /// and the journal.
+    /// Remove the run's files first, and only those ([`RUN_FILES`]).
     Replace,
     /// Continue the run in the folder (the caller checks it is the same run).
     Resume,
@@ -377,6 +375,14 @@ impl RunDir {
             .read("transcript.jsonl", MAX_TRANSCRIPT_BYTES)
             .ok()?;
         Some(bytes.iter().filter(|b| **b == b'\n').count() as u64)
+    }
+
+    /// Whether this is a resumed run that has not yet said all of the killed run's
+    /// lines again (its event log is still beside the killed run's).
+    pub fn is_retracing(&self) -> bool {
+        self.files
+            .entry(EVENTS_RESUMING)
+            .is_ok_and(|e| e != Entry::Nothing)
     }
 
     /// After a refused resume: the folder is left as the killed run left it.

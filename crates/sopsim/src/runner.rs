@@ -91,10 +91,10 @@ pub enum RunError {
         #[source]
         source: SimError,
     },
-    /// A resumed run did not retrace the killed run's transcript, so it stopped before
-    /// changing any of the folder's files.
-    #[error("the resume was refused, and {} is as it was", .out.display())]
-    ResumeRefused {
+    /// A resumed run stopped (refused, interrupted, failed) before it had retraced the
+    /// killed run's transcript, so it left the folder's run files as they were.
+    #[error("the resumed run stopped before it had retraced {}'s transcript, and {} is as it was", .out.display(), .out.display())]
+    ResumeStopped {
         out: PathBuf,
         #[source]
         source: SimError,
@@ -142,10 +142,7 @@ impl std::fmt::Display for Kept {
             }
         };
         match finals {
-            true => write!(
-                f,
-                ", and summary.json and environment.json could not be written"
-            ),
+            true => write!(f, ", and the final files could not all be written"),
             false => Ok(()),
         }
     }
@@ -159,7 +156,7 @@ impl RunError {
             RunError::Sim(e) => e.is_bad_input(),
             // A run stopped by its settings (a resumed run given fewer turns, a tool
             // set up wrongly) failed by bad input, though its finished turns are kept.
-            RunError::Failed { source, .. } | RunError::ResumeRefused { source, .. } => {
+            RunError::Failed { source, .. } | RunError::ResumeStopped { source, .. } => {
                 source.is_bad_input()
             }
         }
@@ -355,10 +352,12 @@ impl RunFolder {
         if !differences.is_empty() {
             return Err(folder(OutFolderError::OtherRun(differences)).into());
         }
-        let transcript =
-            TranscriptWriter::resume(dir.files(), "transcript.jsonl", dir.on_caught_up())?;
+        // The journal first: a resume it refuses must not have touched the final files,
+        // which a transcript with nothing to retrace lets go of at once.
         let journal = Journal::reopen(dir.files(), JOURNAL_FILE)
             .map_err(|e| folder(OutFolderError::Journal(e)))?;
+        let transcript =
+            TranscriptWriter::resume(dir.files(), "transcript.jsonl", dir.on_caught_up())?;
         Ok(Self {
             dir,
             transcript,
@@ -384,18 +383,16 @@ fn finish(
     files: OutputFiles,
     outcome: RunOutcome,
 ) -> Result<RunOutcome, RunError> {
-    let refused = matches!(
-        outcome.error,
-        Some(
-            SimError::ResumeDiverged { .. }
-                | SimError::ResumeEnded { .. }
-                | SimError::ResumeBelowLimit { .. }
-        )
-    );
-    if let (true, Some(dir), Some(out)) = (refused, &files.dir, &opts.out) {
-        if let Some(source) = outcome.error {
+    // A resumed run that ended in any way before it had retraced the killed run's
+    // transcript leaves the killed run's files as they were.
+    if let (Some(dir), Some(out)) = (&files.dir, &opts.out) {
+        if opts.existing == Existing::Resume && dir.is_retracing() {
             dir.drop_resume().map_err(SimError::from)?;
-            return Err(RunError::ResumeRefused {
+            let source = outcome.error.unwrap_or(SimError::ResumeUnfinished {
+                path: dir.files().path("transcript.jsonl").display().to_string(),
+                ended_by: outcome.summary.ended_by.as_str(),
+            });
+            return Err(RunError::ResumeStopped {
                 out: out.clone(),
                 source,
             });
