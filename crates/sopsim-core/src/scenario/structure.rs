@@ -110,7 +110,8 @@ fn problems_of(err: &ValidationError<'_>, doc: &Value, problems: &mut Vec<Proble
             }
         }
         ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
-            if !explain_alternatives(context, doc, problems) {
+            let at = err.instance_path().to_string();
+            if !explain_alternatives(&at, context, doc, problems) {
                 problems.push(Problem {
                     path,
                     message: schema_message(&err.to_string()),
@@ -124,18 +125,22 @@ fn problems_of(err: &ValidationError<'_>, doc: &Value, problems: &mut Vec<Proble
     }
 }
 
-/// Explains why a value fits none of `branches` (each alternative's errors); false when
-/// no explanation is clearer than the schema's own message.
+/// Explains why the value at `at` fits none of `branches` (each alternative's errors);
+/// false when no explanation is clearer than the schema's own message.
 fn explain_alternatives(
+    at: &str,
     branches: &[Vec<ValidationError<'static>>],
     doc: &Value,
     problems: &mut Vec<Problem>,
 ) -> bool {
+    // A tag is a field of the object whose value picks the alternative; a value that is
+    // itself one of several constants (`"all"` or a number) has no tag.
+    let below = format!("{at}/");
     let wrong_tag = |e: &ValidationError<'_>| {
         matches!(
             e.kind(),
             ValidationErrorKind::Constant { .. } | ValidationErrorKind::Enum { .. }
-        )
+        ) && e.instance_path().to_string().starts_with(&below)
     };
     // The alternative whose tag the value has: its own problems are the ones to fix.
     let named: Vec<&Vec<ValidationError<'static>>> = branches
@@ -152,6 +157,7 @@ fn explain_alternatives(
     let tags: Vec<(String, String)> = branches
         .iter()
         .flatten()
+        .filter(|e| wrong_tag(e))
         .filter_map(|e| match e.kind() {
             ValidationErrorKind::Constant { expected_value } => Some((
                 e.instance_path().to_string(),

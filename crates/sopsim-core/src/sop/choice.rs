@@ -22,19 +22,25 @@ pub fn parse_choice_in(
     if let Some(i) = labels.iter().position(|l| l == text) {
         return (i < choices.len()).then_some(i);
     }
+    let numbers: Option<Vec<f64>> = choices.iter().map(|c| c.trim().parse().ok()).collect();
+    let numbers = numbers.filter(|n| !n.is_empty());
+    if let Some(numbers) = &numbers {
+        // Options that are numbers (a range) are named by their value, sign and all,
+        // never by their place in the list: "2" is not the second of 0, 5, 10, and
+        // "0.5" is 0.50.
+        let number = text.trim_end_matches(|c: char| c.is_ascii_punctuation() && c != '%');
+        if let Ok(value) = number.trim_start_matches('+').parse::<f64>() {
+            return numbers.iter().position(|n| (n - value).abs() < 1e-9);
+        }
+    }
     let bare = text.trim_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace());
     if let Some(i) = choices.iter().position(|c| c.eq_ignore_ascii_case(bare)) {
         return Some(i);
     }
-    let numbers: Option<Vec<f64>> = choices.iter().map(|c| c.trim().parse().ok()).collect();
-    if let Some(numbers) = numbers.filter(|n| !n.is_empty()) {
-        // Options that are numbers (a range) are named by their value, never by their
-        // place in the list: "2" is not the second of 0, 5, 10, and "0.5" is 0.50.
-        if let Ok(value) = bare.parse::<f64>() {
-            return numbers.iter().position(|n| (n - value).abs() < 1e-9);
+    if numbers.is_none() {
+        if let Ok(n) = bare.parse::<usize>() {
+            return (n >= 1 && n <= choices.len()).then(|| n - 1);
         }
-    } else if let Ok(n) = bare.parse::<usize>() {
-        return (n >= 1 && n <= choices.len()).then(|| n - 1);
     }
     let lower = text.to_lowercase();
     choices
@@ -90,6 +96,11 @@ mod tests {
         assert_eq!(parse_choice("I give 5.", &range), Some(1));
         let quarters: Vec<String> = ["0.00", "0.25", "0.50"].map(String::from).to_vec();
         assert_eq!(parse_choice("0.5", &quarters), Some(2));
+        let signed: Vec<String> = ["-10", "-5", "0", "5", "10"].map(String::from).to_vec();
+        assert_eq!(parse_choice("-5", &signed), Some(1), "the sign is kept");
+        assert_eq!(parse_choice("-5.", &signed), Some(1));
+        assert_eq!(parse_choice("I give -5", &signed), Some(1));
+        assert_eq!(parse_choice("+5", &signed), Some(3));
         assert_eq!(
             parse_choice("2", &roles()),
             Some(1),

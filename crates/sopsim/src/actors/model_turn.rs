@@ -305,8 +305,10 @@ impl ModelTurn {
     /// A reply whose first draw had a flaw counts once, by that flaw, with the draws
     /// made after it.
     fn count_redrawn(&self, first_flaw: Option<RedrawCause>, drawn: u64) {
-        if let Some(cause) = first_flaw {
-            self.llm.count_redrawn(cause, drawn.saturating_sub(1));
+        // A flawed reply that was not drawn again (no redraws, one candidate, or a
+        // backend that does not draw) is counted by the quality figures, not here.
+        if let (Some(cause), true) = (first_flaw, drawn > 1) {
+            self.llm.count_redrawn(cause, drawn - 1);
         }
     }
 

@@ -140,7 +140,13 @@ fn choices_key<'s>(script: &'s Script, ctx: &CallContext) -> Option<&'s str> {
     [ctx.agent.as_ref(), ctx.role.as_ref()]
         .into_iter()
         .flatten()
-        .find_map(|name| script.choices.get_key_value(name).map(|(k, _)| k.as_str()))
+        .find_map(|name| {
+            script
+                .choices
+                .get_key_value(name)
+                .filter(|(_, lines)| !lines.is_empty())
+                .map(|(k, _)| k.as_str())
+        })
 }
 
 /// A `{one_of:…}` drawn in a line: its alternatives.
