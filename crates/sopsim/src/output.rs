@@ -275,7 +275,8 @@ pub enum Existing {
     /// Refuse the folder ([`OutFolderError::HoldsARun`]).
     #[default]
     Refuse,
-    /// Remove the run's files first, and only those ([`RUN_FILES`]).
+    /// Remove the run's files first, and only those: the transcript, the event logs,
+    /// the final files, `run.json` and the journal.
     Replace,
     /// Continue the run in the folder (the caller checks it is the same run).
     Resume,
