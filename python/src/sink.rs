@@ -125,9 +125,12 @@ impl Progress {
 }
 
 impl BenchObserver for Progress {
-    fn planned(&self, total: usize, _done: usize) {
-        *self.counts.lock().unwrap_or_else(|p| p.into_inner()) = (0, total);
-        self.tell(0, total);
+    /// Runs an earlier call finished count as done: a rerun of a finished benchmark
+    /// tells `(n, n)`, not `(0, 0)`.
+    fn planned(&self, total: usize, done: usize) {
+        let all = total + done;
+        *self.counts.lock().unwrap_or_else(|p| p.into_inner()) = (done, all);
+        self.tell(done, all);
     }
 
     fn run_done(&self, _job: &Job, _result: &JobResult) {

@@ -15,6 +15,13 @@ def test_runs_hold_the_reports_per_seed_values(tmp_path, scenarios):
         llm="scripted", embedder="hash",
     )
     assert seen[0] == (0, 12) and seen[-1] == (12, 12)
+    again = []
+    sopsim.bench(
+        [scenarios / "prisoners_dilemma.json", scenarios / "public_goods.json"],
+        seeds=3, jobs=2, out=tmp_path, progress=lambda done, total: again.append((done, total)),
+        llm="scripted", embedder="hash",
+    )
+    assert again == [(12, 12)], "a rerun has nothing left to do"
     report = json.loads((tmp_path / "report.json").read_text())
     assert bench.report == report
     runs = bench.runs()
