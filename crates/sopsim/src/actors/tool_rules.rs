@@ -67,13 +67,17 @@ pub(super) struct Tries {
 
 impl Tries {
     /// Why `call` is refused (an unknown or unavailable tool, or this turn's call
-    /// again), or `None` when it is to be made. Counts the call as made either way.
+    /// again), or `None` when it is to be made, and is then counted as made. A call
+    /// refused because its tool could not be called was not made: the same call once
+    /// the tool is available is no repeat.
     pub fn refusal(&mut self, call: &ToolCall, offer: &Offer<'_>) -> Option<(CallOutcome, String)> {
-        let key = (call.name.clone(), one_line(&call.arguments));
-        let repeated = self.made.contains(&key);
-        self.made.push(key);
         if !offer.available.contains(&call.name.as_str()) {
             return Some(unknown_tool(&call.name, offer));
+        }
+        let key = (call.name.clone(), one_line(&call.arguments));
+        let repeated = self.made.contains(&key);
+        if !repeated {
+            self.made.push(key);
         }
         repeated.then(|| {
             (
@@ -209,6 +213,18 @@ mod tests {
             None,
             "other arguments are another call"
         );
+    }
+
+    #[test]
+    fn a_call_refused_while_its_tool_was_unavailable_is_no_repeat_later() {
+        let mut tries = Tries::default();
+        let refused = tries.refusal(&call("findings", "{}"), &offer());
+        assert_eq!(refused.map(|(o, _)| o), Some(CallOutcome::Unavailable));
+        let now = Offer {
+            available: vec!["search", "findings"],
+            unavailable: Vec::new(),
+        };
+        assert_eq!(tries.refusal(&call("findings", "{}"), &now), None);
     }
 
     #[test]
