@@ -138,6 +138,35 @@ fn bad_files_exit_2_naming_the_file_and_field() {
     let mut escaping: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(scenario("debate")).unwrap()).unwrap();
     escaping["name"] = serde_json::json!("../../escaped");
+    let with_tool = |name: &str, tool: serde_json::Value| {
+        let mut doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(scenario("debate")).unwrap()).unwrap();
+        doc["tools"] = serde_json::json!({ "t": tool });
+        write(name, doc.to_string().as_bytes())
+    };
+    let tool_cases = [
+        (
+            with_tool(
+                "http.json",
+                serde_json::json!({"kind": "http", "config": {"allow": ["http://127.0.0.1:1/"], "timeout_ms": 0}}),
+            ),
+            "tools.t.config: timeout_ms: expected a positive whole number".to_string(),
+        ),
+        (
+            with_tool(
+                "mcp.json",
+                serde_json::json!({"kind": "mcp", "config": {"command": "x", "tool": "y", "timeout_ms": -5}}),
+            ),
+            "tools.t.config: timeout_ms: expected a positive whole number".to_string(),
+        ),
+        (
+            with_tool(
+                "store.json",
+                serde_json::json!({"kind": "store_query", "config": {"max_objects": "abc"}}),
+            ),
+            "tools.t.config: max_objects: expected a positive whole number".to_string(),
+        ),
+    ];
     let cases = [
         (
             write(
@@ -186,7 +215,7 @@ fn bad_files_exit_2_naming_the_file_and_field() {
             "over the".to_string(),
         ),
     ];
-    for (path, expected) in cases {
+    for (path, expected) in cases.into_iter().chain(tool_cases) {
         let (code, _, stderr) = run(&["validate", &path]);
         assert_eq!(code, 2, "{path}: {stderr}");
         assert!(stderr.contains(&path), "names the file: {stderr}");

@@ -50,8 +50,8 @@ pub use population::{
     MAX_STYLE_BYTES,
 };
 pub use tools::{
-    compile_arguments_schema, is_loopback, loopback_allowlist, max_tool_steps, tools_of,
-    AllowlistError, AvailableIf, DecisionFormat, McpCommand, McpConfigError, RunIf, SchemaError,
-    ToolKind, ToolSpec, ANSWER,
+    compile_arguments_schema, is_loopback, loopback_allowlist, max_tool_steps, positive_setting,
+    tools_of, AllowlistError, AvailableIf, DecisionFormat, McpCommand, McpConfigError, NotPositive,
+    RunIf, SchemaError, ToolKind, ToolSpec, ANSWER,
 };
 pub use validate::{check, check_structure, schema, Problem};

@@ -251,6 +251,26 @@ pub fn loopback_allowlist(config: &Map<String, Value>) -> Result<Vec<Url>, Allow
     Ok(allow)
 }
 
+/// A tool setting that must be a whole number above 0 when it is given.
+#[derive(Debug, Error)]
+#[error("{0}: expected a positive whole number")]
+pub struct NotPositive(pub &'static str);
+
+/// The setting `key` of a tool's `config`: `None` when it is not given.
+pub fn positive_setting(
+    config: &Map<String, Value>,
+    key: &'static str,
+) -> Result<Option<u64>, NotPositive> {
+    match config.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| *n > 0)
+            .map(Some)
+            .ok_or(NotPositive(key)),
+    }
+}
+
 /// An `mcp` tool's server: `config.command`, `config.args`, and the server's `tool`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct McpCommand {

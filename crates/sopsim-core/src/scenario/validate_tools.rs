@@ -116,6 +116,12 @@ fn spec_problems(
             ));
         }
     }
+    let numbers: &[&'static str] = match spec.kind {
+        ToolKind::Http => &["timeout_ms", "max_bytes"],
+        ToolKind::Mcp => &["timeout_ms"],
+        ToolKind::StoreQuery => &["max_objects"],
+        _ => &[],
+    };
     let settings = match spec.kind {
         ToolKind::Http => super::tools::loopback_allowlist(&spec.config)
             .err()
@@ -124,7 +130,13 @@ fn spec_problems(
             .err()
             .map(|e| chain(&e)),
         _ => None,
-    };
+    }
+    .or_else(|| {
+        numbers
+            .iter()
+            .find_map(|key| super::tools::positive_setting(&spec.config, key).err())
+            .map(|e| e.to_string())
+    });
     if let Some(message) = settings {
         out.push((at.key("config"), message));
     }

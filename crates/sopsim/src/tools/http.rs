@@ -22,8 +22,8 @@ const DEFAULT_MAX_BYTES: u64 = 256 << 10;
 pub enum ConfigError {
     #[error(transparent)]
     Allow(#[from] AllowlistError),
-    #[error("{0}: expected a positive whole number")]
-    NotPositive(&'static str),
+    #[error(transparent)]
+    NotPositive(#[from] crate::scenario::NotPositive),
 }
 
 /// A checked `http` configuration.
@@ -52,13 +52,7 @@ impl Http {
     pub fn from_config(config: &Map<String, Value>) -> Result<Http, ConfigError> {
         let allow = crate::scenario::loopback_allowlist(config)?;
         let number = |key: &'static str, default: u64| -> Result<u64, ConfigError> {
-            match config.get(key) {
-                None => Ok(default),
-                Some(v) => v
-                    .as_u64()
-                    .filter(|n| *n > 0)
-                    .ok_or(ConfigError::NotPositive(key)),
-            }
+            Ok(crate::scenario::positive_setting(config, key)?.unwrap_or(default))
         };
         Ok(Http {
             allow,
