@@ -280,6 +280,8 @@ pub enum BenchAction {
         #[arg(long, value_name = "M", value_parser = clap::value_parser!(u64).range(1..))]
         max_parallel: Option<u64>,
         /// The benchmark's folder on the shared file system; shard I writes OUT/shard-I.
+        /// Kubernetes: a path on the volume mounted at /data (a path outside /data is
+        /// taken under it).
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
         /// Kubernetes: the container image with sopsim.

@@ -83,9 +83,23 @@ pub fn template(t: &Template) -> Result<String, Failure> {
     let parallel = t.max_parallel.unwrap_or(t.shards).min(t.shards);
     Ok(match t.engine {
         Engine::Slurm => slurm(t, parallel, bench.run.jobs),
-        Engine::K8s => k8s(t, parallel),
+        Engine::K8s => k8s(t, parallel, &on_volume(&t.out)),
     })
 }
+
+/// Where `out` is inside a Kubernetes pod, whose volume is mounted at `/data`: a path
+/// already under it as it is, any other under it (`/shared/b` is `/data/shared/b`).
+fn on_volume(out: &std::path::Path) -> String {
+    let volume = std::path::Path::new(VOLUME);
+    if out.starts_with(volume) {
+        return out.display().to_string();
+    }
+    let inside = out.strip_prefix("/").unwrap_or(out);
+    volume.join(inside).display().to_string()
+}
+
+/// Where the Kubernetes template mounts the volume claim.
+const VOLUME: &str = "/data";
 
 fn quote(s: &str) -> String {
     shlex::try_quote(s).map_or_else(|_| format!("'{s}'"), |q| q.into_owned())
@@ -120,8 +134,7 @@ exec sopsim bench {args} --out {out_q}/shard-$SLURM_ARRAY_TASK_ID --shard env --
     )
 }
 
-fn k8s(t: &Template, parallel: u64) -> String {
-    let out = format!("/data/{}", t.out.display()).replace("//", "/");
+fn k8s(t: &Template, parallel: u64, out: &str) -> String {
     let list = |items: &[String]| {
         items
             .iter()

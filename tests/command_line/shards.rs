@@ -324,6 +324,21 @@ fn the_kubernetes_template_is_an_indexed_job_and_a_merge_job() {
     assert_eq!(docs.len(), 2);
     let job = &docs[0]["spec"];
     assert_eq!(job["completionMode"], "Indexed");
+    // A folder given on the volume is not put under it twice.
+    let out = sopsim(&[
+        "bench",
+        "template",
+        "k8s",
+        "--shards",
+        "2",
+        "--out",
+        "/data/b",
+        "--",
+        "scenarios/prisoners_dilemma.json",
+    ]);
+    let on_volume = String::from_utf8_lossy(&out.stdout);
+    assert!(on_volume.contains("/data/b/shard-"), "{on_volume}");
+    assert!(!on_volume.contains("/data/data"), "{on_volume}");
     assert_eq!(job["completions"], 8);
     assert_eq!(job["parallelism"], 4);
     assert_eq!(job["backoffLimitPerIndex"], 2);
