@@ -83,7 +83,7 @@ pub fn template(t: &Template) -> Result<String, Failure> {
     let parallel = t.max_parallel.unwrap_or(t.shards).min(t.shards);
     Ok(match t.engine {
         Engine::Slurm => slurm(t, parallel, bench.run.jobs),
-        Engine::K8s => k8s(t, parallel, &on_volume(&t.out)),
+        Engine::K8s => k8s(t, parallel, &on_volume(t.out)),
     })
 }
 
