@@ -1162,6 +1162,10 @@ fn a_browser_that_disconnects_mid_run_changes_nothing() {
         assert!(Instant::now() < deadline, "the run did not end");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The page stays up after the run, but there is nothing left to step.
+    let (status, body) = http(&url, &post("/api/step", "{}"));
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("the run has ended"), "{body}");
     let status = Command::new(env!("CARGO_BIN_EXE_sopsim"))
         .args(
             [

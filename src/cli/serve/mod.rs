@@ -474,6 +474,12 @@ async fn control(
         "stop" => Control::Stop,
         _ => return not_found().await,
     };
+    if let Some(ended_by) = live.hub.live().ended_by {
+        return error_response(
+            StatusCode::CONFLICT,
+            format!("the run has ended ({ended_by}); there is nothing to {name}"),
+        );
+    }
     live.control.send(control);
     Json(json!({ "sent": name })).into_response()
 }
