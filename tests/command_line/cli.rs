@@ -166,6 +166,13 @@ fn bad_files_exit_2_naming_the_file_and_field() {
             ),
             "tools.t.config: max_objects: expected a positive whole number".to_string(),
         ),
+        (
+            with_tool(
+                "mapping.json",
+                serde_json::json!({"kind": "dice", "config": {"mapping": "x"}}),
+            ),
+            "tools.t.config: mapping: expected an object of field names".to_string(),
+        ),
     ];
     let cases = [
         (

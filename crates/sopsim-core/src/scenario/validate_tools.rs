@@ -136,6 +136,14 @@ fn spec_problems(
             .iter()
             .find_map(|key| super::tools::positive_setting(&spec.config, key).err())
             .map(|e| e.to_string())
+    })
+    .or_else(|| {
+        // How results are shown: display field → result field, every one a name.
+        let mapping = spec.config.get("mapping")?;
+        let names = mapping
+            .as_object()
+            .is_some_and(|m| m.values().all(Value::is_string));
+        (!names).then(|| "mapping: expected an object of field names".to_string())
     });
     if let Some(message) = settings {
         out.push((at.key("config"), message));
