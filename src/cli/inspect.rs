@@ -119,6 +119,39 @@ pub fn import_aiwaves(config: &Path) -> Result<(), Failure> {
             "the config's API_BASE is {base}; pass --base-url {base} when running the native file"
         ));
     }
+    let folder = config.parent().unwrap_or(Path::new("."));
+    for file in files_named(&native) {
+        if Path::new(&file).is_relative() && folder.join(&file).is_file() {
+            super::note(&format!(
+                "{file} is named relative to {}: save the native file there, or copy {file} beside it",
+                folder.display()
+            ));
+        }
+    }
     say(&to_json(&native)?);
     Ok(())
+}
+
+/// The files a native scenario names (knowledge bases and tools' data: `path` and
+/// `file` settings), in the order they appear.
+fn files_named(doc: &serde_json::Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![doc];
+    while let Some(v) = stack.pop() {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (key, value) in map.iter().rev() {
+                    match (key.as_str(), value.as_str()) {
+                        ("path" | "file", Some(name)) if !found.iter().any(|f| f == name) => {
+                            found.push(name.to_string())
+                        }
+                        _ => stack.push(value),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => stack.extend(items.iter().rev()),
+            _ => {}
+        }
+    }
+    found
 }

@@ -54,7 +54,19 @@ fn every_example_validates_and_imports_to_a_native_file_that_validates() {
             "{name}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        // The native file lives next to the config, where its knowledge base is.
+        // The native file lives next to the config, where its knowledge base is; the
+        // import says so for a config that names one.
+        let names_a_file = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .any(|f| f.file_name() == "database.json");
+        if names_a_file {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("database.json is named relative to"),
+                "{name}: {stderr}"
+            );
+        }
         let copy = dir.path().join(name.replace('/', "_"));
         std::fs::create_dir_all(&copy).unwrap();
         for f in std::fs::read_dir(path.parent().unwrap()).unwrap().flatten() {
