@@ -69,20 +69,23 @@ impl FolderFileError {
     }
 }
 
-/// A JSON error as where it is and what kind it is, without the text it quotes.
-fn json_error(path: PathBuf, e: &serde_json::Error) -> FolderFileError {
-    use serde_json::error::Category;
-    let what = match e.classify() {
-        Category::Syntax => "not valid JSON",
-        Category::Eof => "JSON cut short",
-        Category::Data => "JSON of the wrong shape",
-        Category::Io => "unreadable JSON",
-    };
-    FolderFileError::Json {
-        path,
-        what,
-        line: e.line(),
-        column: e.column(),
+impl FolderFileError {
+    /// A JSON error of the file at `path` as where it is and what kind it is, without
+    /// the text it quotes.
+    pub fn json(path: PathBuf, e: &serde_json::Error) -> Self {
+        use serde_json::error::Category;
+        let what = match e.classify() {
+            Category::Syntax => "not valid JSON",
+            Category::Eof => "JSON cut short",
+            Category::Data => "JSON of the wrong shape",
+            Category::Io => "unreadable JSON",
+        };
+        FolderFileError::Json {
+            path,
+            what,
+            line: e.line(),
+            column: e.column(),
+        }
     }
 }
 
@@ -223,7 +226,7 @@ impl OutputFolder {
         limit: u64,
     ) -> Result<T, FolderFileError> {
         let bytes = self.read(name, limit)?;
-        serde_json::from_slice(&bytes).map_err(|e| json_error(self.path(name), &e))
+        serde_json::from_slice(&bytes).map_err(|e| FolderFileError::json(self.path(name), &e))
     }
 
     /// `name`'s lines as JSON values of type `T` (blank lines skipped); the error names
@@ -240,7 +243,7 @@ impl OutputFolder {
                 continue;
             }
             let value = serde_json::from_slice(line).map_err(|e| {
-                match json_error(self.path(name), &e) {
+                match FolderFileError::json(self.path(name), &e) {
                     FolderFileError::Json {
                         path, what, column, ..
                     } => FolderFileError::Json {

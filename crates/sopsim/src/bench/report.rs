@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use indexmap::IndexMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::plan::MAX_FOLDER_FILE_BYTES;
 
@@ -153,8 +153,9 @@ pub fn read_bench_files(dir: &Path) -> Result<BenchFiles, BenchFilesError> {
         _values: BTreeMap<String, Vec<Option<f64>>>,
     }
     let folder = OutputFolder::new(dir);
-    folder.read_json::<ReportShape>("report.json", MAX_FOLDER_FILE_BYTES)?;
     let report: serde_json::Value = folder.read_json("report.json", MAX_FOLDER_FILE_BYTES)?;
+    ReportShape::deserialize(&report)
+        .map_err(|e| FolderFileError::json(folder.path("report.json"), &e))?;
     let strings = |key: &str| -> Vec<String> {
         report[key]
             .as_array()
