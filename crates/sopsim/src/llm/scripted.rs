@@ -47,13 +47,6 @@ impl ScriptedBackend {
         let pick = |lines: &[String]| -> Option<String> {
             (!lines.is_empty()).then(|| lines[(ctx.index % lines.len() as u64) as usize].clone())
         };
-        let own_lines = |by_agent: &indexmap::IndexMap<String, Vec<String>>| {
-            ctx.agent
-                .as_ref()
-                .and_then(|a| by_agent.get(a))
-                .or_else(|| ctx.role.as_ref().and_then(|r| by_agent.get(r)))
-                .and_then(|l| pick(l))
-        };
         let line = match ctx.kind {
             CallKind::Act | CallKind::Extract => {
                 let own = ctx
@@ -74,7 +67,8 @@ impl ScriptedBackend {
             // A role's choice: its `choices` lines, else its reply lines (a line naming
             // an option chooses it; see `complete` for one that names none), else a
             // seeded draw among the options.
-            CallKind::Choice => own_lines(&s.choices)
+            CallKind::Choice => choices_key(s, ctx)
+                .and_then(|key| pick(&s.choices[key]))
                 .or_else(|| {
                     let own = ctx.agent.as_ref().and_then(|a| s.agents.get(a));
                     let by_role = ctx.role.as_ref().and_then(|r| s.roles.get(r));
