@@ -83,11 +83,11 @@ pub enum RunError {
     #[error(transparent)]
     Sim(#[from] SimError),
     /// The run stopped on an error; `kept` says what of it is on disk.
-    #[error("the run stopped after {turns} finished turn(s){kept}")]
+    #[error("the run stopped after {turns} finished turn(s){}", .kept.as_ref().map(ToString::to_string).unwrap_or_default())]
     Failed {
         turns: u64,
         /// Boxed: it would make every `RunError` large.
-        kept: Box<Kept>,
+        kept: Option<Box<Kept>>,
         #[source]
         source: SimError,
     },
@@ -101,50 +101,31 @@ pub enum RunError {
     },
 }
 
-/// What a failed run left in its output folder.
+/// What a failed run left in its output folder (none without `--out`).
 #[derive(Debug)]
-pub enum Kept {
-    /// The run wrote no files.
-    Nothing,
-    /// Every finished turn is in the folder's transcript.
-    Turns {
-        out: PathBuf,
-        /// Whether writing the final files (`summary.json`, `environment.json`) failed.
-        finals_unwritten: bool,
-    },
-    /// Writing the transcript failed: it holds `lines` whole messages.
-    Lines {
-        out: PathBuf,
-        lines: u64,
-        finals_unwritten: bool,
-    },
+pub struct Kept {
+    pub out: PathBuf,
+    /// When writing the transcript failed: the whole messages it holds. Otherwise
+    /// every finished turn is in it.
+    pub transcript_lines: Option<u64>,
+    /// Whether writing the final files (`summary.json`, `environment.json`) failed.
+    pub finals_unwritten: bool,
 }
 
 impl std::fmt::Display for Kept {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let finals = match self {
-            Kept::Nothing => return Ok(()),
-            Kept::Turns {
-                out,
-                finals_unwritten,
-            } => {
-                write!(f, ", which are in {}", out.display())?;
-                finals_unwritten
-            }
-            Kept::Lines {
-                out,
-                lines,
-                finals_unwritten,
-            } => {
-                let transcript = out.join("transcript.jsonl");
-                write!(f, "; {} holds {lines} message(s)", transcript.display())?;
-                finals_unwritten
-            }
-        };
-        match finals {
-            true => write!(f, ", and the final files could not all be written"),
-            false => Ok(()),
+        match self.transcript_lines {
+            None => write!(f, ", which are in {}", self.out.display())?,
+            Some(lines) => write!(
+                f,
+                "; {} holds {lines} message(s)",
+                self.out.join("transcript.jsonl").display()
+            )?,
         }
+        if self.finals_unwritten {
+            write!(f, ", and the final files could not all be written")?;
+        }
+        Ok(())
     }
 }
 
@@ -412,31 +393,21 @@ fn finish(
         let source = outcome.error.unwrap_or(SimError::Internal(
             "the run ended by an error it did not keep",
         ));
+        let transcript_failed = matches!(
+            &source,
+            SimError::Io { what, .. } if what.ends_with("transcript.jsonl")
+        );
         let kept = match (&files.dir, &opts.out) {
-            (Some(dir), Some(out)) => {
-                let out = out.clone();
-                let finals_unwritten = written.is_err();
-                let transcript_failed = matches!(
-                    &source,
-                    SimError::Io { what, .. } if what.ends_with("transcript.jsonl")
-                );
-                match transcript_failed.then(|| dir.transcript_lines()).flatten() {
-                    Some(lines) => Kept::Lines {
-                        out,
-                        lines,
-                        finals_unwritten,
-                    },
-                    None => Kept::Turns {
-                        out,
-                        finals_unwritten,
-                    },
-                }
-            }
-            _ => Kept::Nothing,
+            (Some(dir), Some(out)) => Some(Box::new(Kept {
+                out: out.clone(),
+                transcript_lines: transcript_failed.then(|| dir.transcript_lines()).flatten(),
+                finals_unwritten: written.is_err(),
+            })),
+            _ => None,
         };
         return Err(RunError::Failed {
             turns: outcome.summary.turns,
-            kept: Box::new(kept),
+            kept,
             source,
         });
     }
