@@ -176,8 +176,7 @@ fn explain_alternatives(
             .pointer(pointer)
             .map(|v| v.to_string())
             .unwrap_or_default();
-        let hint = written.trim_matches('"').to_string();
-        let hint = closest(&hint, &values)
+        let hint = closest(written.trim_matches('"'), &values)
             .map(|v| format!("; did you mean {v:?}?"))
             .unwrap_or_default();
         let listed: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
@@ -188,33 +187,23 @@ fn explain_alternatives(
         return true;
     }
     // A field no alternative has (a misspelt tag).
-    let unknown_everywhere: Vec<(String, &String)> = match branches.first() {
-        Some(first) => first
+    let unknown = |branch: &[ValidationError<'static>]| -> Vec<(String, String)> {
+        branch
             .iter()
-            .filter_map(|e| match e.kind() {
-                ValidationErrorKind::AdditionalProperties { unexpected } => Some(
-                    unexpected
-                        .iter()
-                        .map(move |k| (e.instance_path().to_string(), k)),
-                ),
-                _ => None,
+            .flat_map(|e| match e.kind() {
+                ValidationErrorKind::AdditionalProperties { unexpected } => unexpected
+                    .iter()
+                    .map(|k| (e.instance_path().to_string(), k.clone()))
+                    .collect(),
+                _ => Vec::new(),
             })
-            .flatten()
-            .filter(|(at, key)| {
-                branches.iter().all(|b| {
-                    b.iter().any(|e| {
-                        e.instance_path().to_string() == *at
-                            && matches!(
-                                e.kind(),
-                                ValidationErrorKind::AdditionalProperties { unexpected }
-                                    if unexpected.contains(key)
-                            )
-                    })
-                })
-            })
-            .collect(),
-        None => Vec::new(),
+            .collect()
     };
+    let mut unknown_everywhere = branches.first().map(|b| unknown(b)).unwrap_or_default();
+    for branch in branches.iter().skip(1) {
+        let here = unknown(branch);
+        unknown_everywhere.retain(|u| here.contains(u));
+    }
     for (at, key) in &unknown_everywhere {
         problems.push(Problem {
             path: FieldPath::from_pointer(at, doc).key(key),
