@@ -103,18 +103,38 @@ impl SimError {
 /// Stops a run (or a whole benchmark) at its next turn boundary when cancelled. Clones
 /// share the state, so the caller keeps one and hands another to the run.
 #[derive(Debug, Clone, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
+pub struct CancelToken(Arc<Cancelled>);
+
+/// Whether a token was cancelled, and who waits for it to be.
+#[derive(Debug, Default)]
+struct Cancelled {
+    flag: AtomicBool,
+    waiters: tokio::sync::Notify,
+}
 
 impl CancelToken {
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Cancels the token (from any thread, a signal handler's included).
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.0.flag.store(true, Ordering::SeqCst);
+        self.0.waiters.notify_waiters();
     }
 
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.flag.load(Ordering::SeqCst)
+    }
+
+    /// Completes once the token is cancelled.
+    pub async fn cancelled(&self) {
+        let notified = self.0.waiters.notified();
+        tokio::pin!(notified);
+        // Registered before the flag is read, so a cancel in between is not missed.
+        notified.as_mut().enable();
+        if !self.is_cancelled() {
+            notified.await;
+        }
     }
 }

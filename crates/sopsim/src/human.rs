@@ -3,7 +3,6 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 
@@ -41,9 +40,6 @@ impl HumanInput for LinesInput {
     }
 }
 
-/// How often a pending read looks at the run's cancellation token.
-const CANCEL_POLL: Duration = Duration::from_millis(50);
-
 /// A source whose pending read ends, as if input had ended, once the run is cancelled:
 /// a Ctrl-C while a person is typing stops the run then, not at their next line. The
 /// unfinished turn is not kept, so a resumed run asks for it again.
@@ -58,14 +54,9 @@ impl UntilCancelled {
     }
 
     async fn read(&self, typed: BoxFuture<'_, Option<String>>) -> Option<String> {
-        let cancelled = async {
-            while !self.cancel.is_cancelled() {
-                tokio::time::sleep(CANCEL_POLL).await;
-            }
-        };
         tokio::select! {
             line = typed => line,
-            () = cancelled => None,
+            () = self.cancel.cancelled() => None,
         }
     }
 }
