@@ -375,45 +375,45 @@ fn schema_is_json_schema_for_the_format() {
         .any(|r| r == "sop"));
 }
 
-#[test]
-fn finished_turns_are_on_disk_while_the_run_waits_and_after_it_is_killed() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("cs");
+/// The customer-service run into `out`, its customer's first line typed, once the
+/// reply to it is on disk and the run waits for the next line: the child, its input
+/// (kept open) and the number of transcript lines seen (3, unless the wait timed out).
+fn customer_waiting(
+    out: &std::path::Path,
+) -> (std::process::Child, std::process::ChildStdin, usize) {
     let mut child = sopsim()
-        .args([
-            "run",
-            &scenario("customer_service"),
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ])
+        .args(["run", &scenario("customer_service"), "-q", "--out"])
+        .arg(out)
         .args(SCRIPTED)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     writeln!(stdin, "My internet keeps dropping").unwrap();
     stdin.flush().unwrap();
     let transcript = out.join("transcript.jsonl");
+    let lines = || std::fs::read_to_string(&transcript).map_or(0, |t| t.lines().count());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let mut lines = 0;
-    while std::time::Instant::now() < deadline {
-        lines = std::fs::read_to_string(&transcript)
-            .map(|t| t.lines().count())
-            .unwrap_or(0);
-        if lines >= 3 {
-            break;
-        }
+    while std::time::Instant::now() < deadline && lines() < 3 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    (child, stdin, lines())
+}
+
+#[test]
+fn finished_turns_are_on_disk_while_the_run_waits_and_after_it_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cs");
+    let (mut child, _stdin, lines) = customer_waiting(&out);
     assert_eq!(
         lines, 3,
         "opening, the customer's line and the reply are flushed while the run waits for input"
     );
     child.kill().unwrap();
     child.wait().unwrap();
-    let kept = std::fs::read_to_string(&transcript).unwrap();
+    let kept = std::fs::read_to_string(out.join("transcript.jsonl")).unwrap();
     assert_eq!(kept.lines().count(), 3);
     assert!(
         kept.lines()
@@ -428,25 +428,8 @@ fn finished_turns_are_on_disk_while_the_run_waits_and_after_it_is_killed() {
 fn ctrl_c_while_a_person_is_typing_ends_the_run_as_interrupted() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cs");
-    let mut child = sopsim()
-        .args(["run", &scenario("customer_service"), "-q", "--out"])
-        .arg(&out)
-        .args(SCRIPTED)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "My internet keeps dropping").unwrap();
-    stdin.flush().unwrap();
-    let transcript = out.join("transcript.jsonl");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::time::Instant::now() < deadline
-        && std::fs::read_to_string(&transcript).map_or(0, |t| t.lines().count()) < 3
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let (child, stdin, lines) = customer_waiting(&out);
+    assert_eq!(lines, 3, "the run waits for the customer's next line");
     let interrupted = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -460,13 +443,8 @@ fn ctrl_c_while_a_person_is_typing_ends_the_run_as_interrupted() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["ended_by"], "interrupted");
     assert_eq!(summary["turns"], 3);
-    assert_eq!(
-        std::fs::read_to_string(&transcript)
-            .unwrap()
-            .lines()
-            .count(),
-        3
-    );
+    let transcript = std::fs::read_to_string(out.join("transcript.jsonl")).unwrap();
+    assert_eq!(transcript.lines().count(), 3);
 }
 
 #[test]
