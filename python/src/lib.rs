@@ -71,7 +71,7 @@ fn run_error(py: Python<'_>, e: &RunError) -> PyErr {
 
 /// Runs `work` on a thread of its own with the GIL released, letting Python handle
 /// signals meanwhile: on KeyboardInterrupt (or any error a signal handler raises)
-/// `cancel` is cancelled, the work finishes at its next turn boundary, and the error is
+/// `cancel` is cancelled, the work stops at once (what it waits on is abandoned), and the error is
 /// raised.
 fn wait_for<T: Send + 'static>(
     py: Python<'_>,
@@ -150,7 +150,7 @@ fn load_scenario(py: Python<'_>, path: String, document: Option<String>) -> PyRe
     .to_string())
 }
 
-/// A handle that stops a run started with it at its next turn boundary, from any
+/// A handle that stops a run started with it at once, from any
 /// thread (`run_async` cancels its run with one).
 #[pyclass(frozen)]
 struct Stop(CancelToken);

@@ -25,6 +25,18 @@ use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// After a stop signal (Ctrl-C, SIGTERM, SIGHUP), the most seconds sopsim takes to
+    /// abandon what it waits on, write its files and exit; past it, it exits anyway.
+    /// Slurm and Kubernetes kill a job 30 s after SIGTERM by default.
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECONDS",
+        default_value_t = 10,
+        env = "SOPSIM_STOP_GRACE",
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub stop_grace: u64,
 }
 
 #[derive(Subcommand)]
@@ -347,9 +359,14 @@ pub struct ModelArgs {
     /// exponentially and honour Retry-After).
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub max_attempts: u32,
-    /// --llm openai: seconds to wait for a response or the next streamed piece.
+    /// --llm openai: seconds to wait for a response or the next piece of a streamed
+    /// reply (keep-alive comments do not count).
     #[arg(long, value_name = "SECS", default_value_t = 120.0, value_parser = parse_timeout)]
     pub timeout: f64,
+    /// --llm openai: seconds a model call may take in all, its retries and their waits
+    /// included; a server past it is left out like one that fails.
+    #[arg(long, value_name = "SECS", default_value_t = 600.0, value_parser = parse_timeout)]
+    pub call_deadline: f64,
     /// --llm openai: model calls in flight to one server from the whole process.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=10000))]
     pub concurrency: u32,
@@ -531,6 +548,7 @@ impl ModelArgs {
             api_key: None,
             max_attempts: self.max_attempts,
             timeout: std::time::Duration::from_secs_f64(self.timeout),
+            call_deadline: std::time::Duration::from_secs_f64(self.call_deadline),
             concurrency: self.concurrency as usize,
             prices: self.prices.clone(),
             record: self.record.clone(),

@@ -56,6 +56,7 @@ pub fn main() -> ExitCode {
         .with(log.with_filter(filter))
         .init();
     compute_settings();
+    signals::set_grace(std::time::Duration::from_secs(cli.stop_grace));
     // Benchmarks open two files per run; the soft limit is often far below the hard one.
     let _ = rlimit::increase_nofile_limit(u64::MAX);
     match execute(cli.command) {

@@ -44,7 +44,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let cancel = CancelToken::new();
     let signals = StopSignals::watch(
         cancel.clone(),
-        "interrupted: stopping after the current turn",
+        "interrupted: stopping now, keeping every finished turn",
     );
     let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
     if !args.quiet {
@@ -190,12 +190,17 @@ fn bench_run(args: BenchArgs) -> Result<(), Failure> {
     let cancel = CancelToken::new();
     let signals = StopSignals::watch(
         cancel.clone(),
-        "interrupted: stopping every run at its next turn",
+        "interrupted: stopping every run now, keeping every finished turn",
     );
     let progress = BenchProgress::new(args.quiet);
     let result = sopsim::bench::run(&opts, &progress, cancel);
     progress.finish();
-    let run = result?;
+    let run = match result {
+        Err(e @ sopsim::bench::BenchError::Interrupted) => {
+            return Err(Failure::Interrupted(e.to_string(), signals.exit_status()))
+        }
+        other => other?,
+    };
     let (failed, unfinished) = run.incomplete();
     if let Some(limit) = run.executed.capped_by_open_files {
         say(&format!(

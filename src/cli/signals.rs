@@ -1,13 +1,29 @@
 //! Stop signals: Ctrl-C (SIGINT), SIGTERM (how Slurm and Kubernetes stop a job) and
-//! SIGHUP (the terminal went away). The first cancels the run's token (it stops at the
-//! next turn boundary, keeps every finished turn and writes every file); a second exits
-//! at once. Either way the exit status is 128 + the first signal's number, as a shell
-//! reports a process a signal ended: 130, 143 or 129.
+//! SIGHUP (the terminal went away). The first cancels the run's token: what the run
+//! waits on (a model call, a tool call, a retry's wait) is abandoned, every finished
+//! turn is kept and every file written. A second exits at once, and so does the
+//! process once the grace (`--stop-grace`, 10 s by default) has passed, whatever it
+//! was doing: Slurm and Kubernetes kill 30 s after SIGTERM. Either way the exit status
+//! is 128 + the first signal's number, as a shell reports a process a signal ended:
+//! 130, 143 or 129.
 
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use sopsim::error::CancelToken;
+
+/// How long after the first stop signal the process exits whatever it is doing.
+static GRACE: OnceLock<Duration> = OnceLock::new();
+
+/// Sets the grace `--stop-grace` asks for (default 10 s); once, before any signal.
+pub fn set_grace(grace: Duration) {
+    let _ = GRACE.set(grace);
+}
+
+fn grace() -> Duration {
+    GRACE.get().copied().unwrap_or(Duration::from_secs(10))
+}
 
 const SIGHUP: u8 = 1;
 const SIGINT: u8 = 2;
@@ -45,6 +61,7 @@ impl StopSignals {
                     let notice = *notice.lock().unwrap_or_else(|p| p.into_inner());
                     eprintln!("\n{}: {notice} (a second one quits now)", name(number));
                     token.cancel();
+                    exit_after_grace(number);
                     if next_signal().await.is_some() {
                         // A person may be typing a hidden move: give the terminal its echo back.
                         super::stdin::restore_terminal();
@@ -70,6 +87,28 @@ impl StopSignals {
             0 => 128 + SIGINT,
             n => 128 + n,
         }
+    }
+}
+
+/// Exits with the signal's status once the grace has passed, if the process is still
+/// running then: the bound on a stop that the library's abandoning should never need.
+fn exit_after_grace(number: u8) {
+    let grace = grace();
+    let spawned = std::thread::Builder::new()
+        .name("sopsim-grace".into())
+        .spawn(move || {
+            std::thread::sleep(grace);
+            eprintln!(
+                "sopsim: still not stopped {} s after {}; exiting now (every finished \
+                 turn is on disk; --resume continues the run)",
+                grace.as_secs(),
+                name(number)
+            );
+            super::stdin::restore_terminal();
+            std::process::exit(128 + i32::from(number));
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("no bound on the time a stop takes: {e}");
     }
 }
 

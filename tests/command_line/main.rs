@@ -5,6 +5,7 @@ mod common;
 
 mod aiwaves;
 mod bench;
+mod bounds;
 mod choices;
 mod cli;
 #[cfg(unix)]
@@ -12,6 +13,8 @@ mod hostile;
 mod populations;
 mod resume;
 mod shards;
+#[cfg(unix)]
+mod stop;
 // chromedriver runs in a process group of its own (Unix).
 #[cfg(unix)]
 mod viewer;

@@ -1255,3 +1255,172 @@ fn a_served_folder_serves_nothing_outside_it() {
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("ended_by"), "{body}");
 }
+
+/// A scripted debate's run folder, its events file grown to at least `bytes` by
+/// repeating its lines.
+fn run_folder_with_events(dir: &Path, bytes: usize) -> PathBuf {
+    let run_dir = dir.join("debate");
+    let status = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args([
+            "run",
+            root().join("scenarios/debate.json").to_str().unwrap(),
+        ])
+        .args([
+            "--llm",
+            "scripted",
+            "--embedder",
+            "hash",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&run_dir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    let mut grown = String::with_capacity(bytes + events.len());
+    while grown.len() < bytes {
+        grown.push_str(&events);
+    }
+    std::fs::write(run_dir.join("events.jsonl"), grown).unwrap();
+    run_dir
+}
+
+/// The most memory the process `pid` has held (its `VmHWM`), in MiB.
+fn peak_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kib >> 10
+}
+
+/// Six browsers reading a large events file at once each get all of it, while the
+/// server holds a few pieces of it at a time, and a SIGTERM stops the server while they
+/// read.
+#[test]
+fn a_large_events_file_is_streamed_to_many_browsers_and_a_sigterm_stops_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = run_folder_with_events(dir.path(), 64 << 20);
+    let lines = std::fs::read_to_string(run_dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    let (server, url) = sopsim(&["serve", run_dir.to_str().unwrap()]);
+    let pid = server.0.id();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let readers: Vec<_> = (0..6)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(&addr).unwrap();
+                let request = format!(
+                    "GET /api/events HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+                );
+                stream.write_all(request.as_bytes()).unwrap();
+                let mut body = Vec::new();
+                stream.read_to_end(&mut body).unwrap();
+                body
+            })
+        })
+        .collect();
+    let bodies: Vec<Vec<u8>> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    for body in &bodies {
+        let text = String::from_utf8_lossy(body);
+        let json = text.split("\r\n\r\n").nth(1).unwrap();
+        // Chunked transfer: the events are the JSON array across the chunks.
+        assert!(text.starts_with("HTTP/1.1 200"), "{}", &text[..200]);
+        assert!(json.len() > 64 << 20 >> 1);
+    }
+    let peak = peak_mib(pid);
+    assert!(
+        peak < 300,
+        "the server held {peak} MiB serving {lines} events six times"
+    );
+
+    // Slow readers of the same file, then SIGTERM: the server stops within the grace.
+    let slow: Vec<TcpStream> = (0..6)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&addr).unwrap();
+            let request =
+                format!("GET /api/events HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+            stream.write_all(request.as_bytes()).unwrap();
+            let mut first = [0u8; 1024];
+            let _ = stream.read(&mut first);
+            stream
+        })
+        .collect();
+    let signalled = Instant::now();
+    let mut child = server;
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = signalled + Duration::from_secs(10);
+    while child.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(slow);
+    drop(child);
+}
+
+/// The minor answers: a viewer on another loopback address answers there without a
+/// token; the bearer scheme's name in any case; a header too large gets 431; a summary
+/// that is a link is named, not followed.
+#[test]
+fn a_served_folder_answers_odd_requests_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = run_folder_with_events(dir.path(), 0);
+    let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let (_server, url) = sopsim(&["serve", run_dir.to_str().unwrap(), "--addr", "127.0.0.2:0"]);
+    assert!(url.starts_with("http://127.0.0.2:"), "{url}");
+    assert_eq!(http(&url, &get("/api/state")).0, 200);
+
+    let (_server, url) = sopsim(&[
+        "serve",
+        run_dir.to_str().unwrap(),
+        "--serve-token",
+        "0123456789abcdef0123",
+    ]);
+    let base = url.split_once("?token=").unwrap().0;
+    let bearer = |scheme: &str| {
+        format!("GET /api/state HTTP/1.1\r\nHost: x\r\nAuthorization: {scheme} 0123456789abcdef0123\r\nConnection: close\r\n\r\n")
+    };
+    assert_eq!(http(base, &bearer("bearer")).0, 200);
+    assert_eq!(http(base, &bearer("BEARER")).0, 200);
+    assert_eq!(http(base, &bearer("Basic")).0, 401);
+
+    let (_server, url) = sopsim(&["serve", run_dir.to_str().unwrap()]);
+    let huge = format!(
+        "GET /api/state HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\nConnection: close\r\n\r\n",
+        "a".repeat(2 << 20)
+    );
+    assert_eq!(http(&url, &huge).0, 431);
+
+    let elsewhere = dir.path().join("elsewhere.json");
+    std::fs::write(&elsewhere, r#"{"secret": true}"#).unwrap();
+    std::fs::remove_file(run_dir.join("summary.json")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, run_dir.join("summary.json")).unwrap();
+    let (_server, url) = sopsim(&["serve", run_dir.to_str().unwrap()]);
+    // HTTP/1.0: the streamed answer comes whole, without chunks.
+    let (status, state) = http(
+        &url,
+        "GET /api/state HTTP/1.0\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status, 200, "{state}");
+    let state: Value = serde_json::from_str(&state).unwrap();
+    assert_eq!(state["summary"], Value::Null);
+    assert!(
+        state["problem"].as_str().unwrap().contains("symbolic link"),
+        "{state}"
+    );
+}

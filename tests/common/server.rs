@@ -31,6 +31,12 @@ pub enum Reply {
     },
     /// Wait, then answer normally.
     Slow(Duration),
+    /// A stream of nothing but keep-alive comments, one each interval, until the
+    /// client goes away.
+    KeepAlive(Duration),
+    /// A stream of pieces of a reply that never ends, one each interval, until the
+    /// client goes away.
+    Endless(Duration),
     /// A stream whose event is not JSON.
     Garbage,
     /// Native tool calls `(name, arguments)`: streamed as `index`ed deltas (each
@@ -302,6 +308,22 @@ fn handle(
             conn.write_all(format!("{sse_head}{}data: [DONE]\n\n", chunk("late")).as_bytes())
         }
         Reply::Garbage => conn.write_all(format!("{sse_head}data: {{not json\n\n").as_bytes()),
+        Reply::KeepAlive(every) => {
+            let mut sent = conn.write_all(sse_head.as_bytes());
+            while sent.is_ok() {
+                std::thread::sleep(every);
+                sent = conn.write_all(b": keep-alive\n\n");
+            }
+            sent
+        }
+        Reply::Endless(every) => {
+            let mut sent = conn.write_all(sse_head.as_bytes());
+            while sent.is_ok() {
+                std::thread::sleep(every);
+                sent = conn.write_all(chunk("and more ").as_bytes());
+            }
+            sent
+        }
         Reply::Calls(calls) if stream => {
             let mut out = String::from(sse_head);
             let mut event = |delta: Value| {

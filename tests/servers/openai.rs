@@ -22,6 +22,7 @@ fn backend(server: &Server, stream: bool, attempts: u32, timeout_ms: u64) -> Ope
         stream,
         connect_timeout: Duration::from_secs(2),
         read_timeout: Duration::from_millis(timeout_ms),
+        deadline: Duration::from_secs(600),
         retry: RetryPolicy {
             attempts,
             base: Duration::from_millis(10),

@@ -86,6 +86,7 @@ fn backend(base: &str) -> OpenAiBackend {
         stream: false,
         connect_timeout: Duration::from_secs(2),
         read_timeout: Duration::from_secs(10),
+        deadline: Duration::from_secs(600),
         retry: RetryPolicy {
             attempts: 1,
             base: Duration::from_millis(10),

@@ -66,6 +66,7 @@ fn openai(server: &Server, stream: bool) -> Arc<dyn LlmBackend> {
             stream,
             connect_timeout: Duration::from_secs(2),
             read_timeout: Duration::from_secs(5),
+            deadline: Duration::from_secs(600),
             retry: RetryPolicy {
                 attempts: 1,
                 base: Duration::from_millis(10),

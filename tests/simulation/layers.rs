@@ -44,7 +44,7 @@ static CORE: Layers = &[
 
 /// sopsim: the runtime, on top of the core (whose modules it uses under their names).
 static RUNTIME: Layers = &[
-    ("leaf", &["output_folder", "digest"]),
+    ("leaf", &["output_folder", "digest", "cancel"]),
     ("service", &["llm", "embed", "knowledge", "models", "tools"]),
     (
         "running",

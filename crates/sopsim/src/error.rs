@@ -1,11 +1,9 @@
 //! Errors of a running simulation and the cancellation token that stops one. Error
 //! chains are written by [`chain`] (from the leaf module `error_chain`, re-exported here).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
 use thiserror::Error;
 
+pub use crate::cancel::CancelToken;
 use crate::embed::EmbedError;
 pub use crate::error_chain::chain;
 
@@ -84,6 +82,12 @@ impl From<crate::tools::ToolSetupError> for SimError {
 }
 
 impl SimError {
+    /// Whether a model call was abandoned because the run was stopped: the run ends
+    /// as interrupted, not failed.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, SimError::Llm(e) if e.is_cancelled())
+    }
+
     /// Whether the run's settings, rather than something that happened while running,
     /// are at fault.
     pub fn is_bad_input(&self) -> bool {
@@ -97,44 +101,5 @@ impl SimError {
                 | SimError::ResumeEnded { .. }
                 | SimError::ResumeBelowLimit { .. }
         )
-    }
-}
-
-/// Stops a run (or a whole benchmark) at its next turn boundary when cancelled. Clones
-/// share the state, so the caller keeps one and hands another to the run.
-#[derive(Debug, Clone, Default)]
-pub struct CancelToken(Arc<Cancelled>);
-
-/// Whether a token was cancelled, and who waits for it to be.
-#[derive(Debug, Default)]
-struct Cancelled {
-    flag: AtomicBool,
-    waiters: tokio::sync::Notify,
-}
-
-impl CancelToken {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Cancels the token (from any thread, a signal handler's included).
-    pub fn cancel(&self) {
-        self.0.flag.store(true, Ordering::SeqCst);
-        self.0.waiters.notify_waiters();
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.0.flag.load(Ordering::SeqCst)
-    }
-
-    /// Completes once the token is cancelled.
-    pub async fn cancelled(&self) {
-        let notified = self.0.waiters.notified();
-        tokio::pin!(notified);
-        // Registered before the flag is read, so a cancel in between is not missed.
-        notified.as_mut().enable();
-        if !self.is_cancelled() {
-            notified.await;
-        }
     }
 }

@@ -103,6 +103,7 @@ pub(crate) use sopsim_core::{
 
 pub(crate) mod actors;
 pub mod bench;
+pub(crate) mod cancel;
 pub(crate) mod control;
 pub(crate) mod digest;
 pub mod embed;

@@ -181,6 +181,12 @@ impl OutputFolder {
         }
     }
 
+    /// `name` opened to be read as it is sent (a served file too large to hold), with
+    /// the same refusals as [`read`](Self::read).
+    pub fn open_to_read(&self, name: &str) -> Result<File, FolderFileError> {
+        self.open(name, std::fs::OpenOptions::new().read(true))
+    }
+
     /// The bytes of `name`, at most `limit` of them.
     pub fn read(&self, name: &str, limit: u64) -> Result<Vec<u8>, FolderFileError> {
         let mut file = self.open(name, std::fs::OpenOptions::new().read(true))?;

@@ -233,7 +233,8 @@ pub async fn run(
     let started = Instant::now();
     check_people(&scenario, &config)?;
     let mode = config.mode.unwrap_or(scenario.environment.mode);
-    let llm = LlmClient::new(services.llm.clone(), config.seed);
+    let cancel = config.cancel.clone().unwrap_or_default();
+    let llm = LlmClient::new(services.llm.clone(), config.seed).stopped_by(cancel.clone());
     let mut config = config;
     let sinks = Sinks::new(std::mem::take(&mut config.sinks));
     config.notes.extend(services.llm.notes());
@@ -257,7 +258,7 @@ pub async fn run(
         budget_usd: config.budget_usd,
         max_total_tokens: config.max_total_tokens,
         prices: services.prices.clone(),
-        cancel: config.cancel.unwrap_or_default(),
+        cancel,
         control: config.control,
     };
     Director::new(

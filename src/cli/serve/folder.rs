@@ -6,13 +6,17 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use sopsim::bench::job::Job;
 use sopsim::runner::{Entry, FolderFileError, OutputFolder};
 
-/// The largest file served from a folder (an events.jsonl of a very long run).
+/// The largest manifest read whole (a million runs' lines). Everything but the
+/// manifest and the plots is sent as it is read (`stream.rs`).
 const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The largest plot served: a plot of many series is some hundreds of kilobytes.
+const MAX_PLOT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// What a folder holds.
 pub enum Folder {
@@ -75,20 +79,33 @@ impl Folder {
         }
     }
 
-    /// What `/api/state` says about the folder.
-    pub fn state(&self) -> Value {
-        match self {
-            Folder::Run(files) => json!({
-                "mode": "run",
-                "summary": read_json(files, "summary.json"),
-            }),
+    /// What `/api/state` says about the folder, around the document it carries
+    /// (a run's `summary.json`, a bench's `report.json`): the JSON before and after it,
+    /// and the file, or `None` with what is said in its place.
+    pub fn state(&self) -> (String, String, Option<std::fs::File>) {
+        let (document, opened) = match self {
+            Folder::Run(files) => ("summary.json", files.open_to_read("summary.json")),
+            Folder::Bench { files, .. } => ("report.json", files.open_to_read("report.json")),
+        };
+        let problem = opened.as_ref().err().map(|e| unreadable(document, e));
+        let head = match self {
+            Folder::Run(_) => json!({ "mode": "run", "problem": problem }),
             Folder::Bench { files, runs } => json!({
                 "mode": "bench",
-                "report": read_json(files, "report.json"),
                 "runs": runs,
                 "plots": plots(files),
+                "problem": problem,
             }),
-        }
+        };
+        let key = if matches!(self, Folder::Run(_)) {
+            "summary"
+        } else {
+            "report"
+        };
+        // The object's fields, then the document as its last field.
+        let head = head.to_string();
+        let before = format!("{},\"{key}\":", &head[..head.len() - 1]);
+        (before, "}".into(), opened.ok())
     }
 
     /// The name of `file` of run `id` (`None` for the run folder's own), if there is
@@ -103,24 +120,13 @@ impl Folder {
         }
     }
 
-    /// A run's events, as a JSON array of its payloads.
-    pub fn events(&self, id: Option<&str>) -> Option<Value> {
-        let text = read_text(self.files(), &self.run_file(id, "events.jsonl")?).ok()?;
-        Some(Value::Array(
-            text.lines()
-                .filter_map(|l| serde_json::from_str(l).ok())
-                .collect(),
-        ))
-    }
-
-    /// A run's summary.
-    pub fn summary(&self, id: Option<&str>) -> Option<Value> {
-        read_json(self.files(), &self.run_file(id, "summary.json")?)
-    }
-
-    /// A run's networks (`network.json`, written for runs with populations).
-    pub fn network(&self, id: Option<&str>) -> Option<Value> {
-        read_json(self.files(), &self.run_file(id, "network.json")?)
+    /// `file` of run `id` opened to be sent; `None` when there is no such run.
+    pub fn open_file(
+        &self,
+        id: Option<&str>,
+        file: &str,
+    ) -> Option<Result<std::fs::File, FolderFileError>> {
+        Some(self.files().open_to_read(&self.run_file(id, file)?))
     }
 
     /// A plot's bytes and content type, if `name` is one of the bench's plots.
@@ -137,7 +143,7 @@ impl Folder {
             "image/png"
         };
         files
-            .read(&format!("plots/{name}"), MAX_FILE_BYTES)
+            .read(&format!("plots/{name}"), MAX_PLOT_BYTES)
             .ok()
             .map(|b| (b, kind))
     }
@@ -150,8 +156,16 @@ fn read_text(files: &OutputFolder, name: &str) -> Result<String, FolderError> {
         .map_err(FolderError::Read)
 }
 
-fn read_json(files: &OutputFolder, name: &str) -> Option<Value> {
-    serde_json::from_str(&read_text(files, name).ok()?).ok()
+/// Why `name` is not shown, in words for the page (the folder's own path left out).
+pub fn unreadable(name: &str, e: &FolderFileError) -> String {
+    match e {
+        e if e.is_missing() => format!("{name}: not written (the run has not finished)"),
+        FolderFileError::Link { .. } => format!(
+            "{name} is a symbolic link; the viewer shows only regular files inside the folder"
+        ),
+        FolderFileError::NotRegular { .. } => format!("{name} is not a regular file"),
+        _ => format!("{name} cannot be read"),
+    }
 }
 
 /// The plot files of a bench folder, by name.

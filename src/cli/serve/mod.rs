@@ -11,6 +11,7 @@
 
 mod folder;
 mod hub;
+mod stream;
 mod web_input;
 
 use std::convert::Infallible;
@@ -49,6 +50,9 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 
 /// How often an idle event stream carries a comment, so proxies keep it open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The longest a stopped server waits for the files it is reading for browsers.
+const SHUTDOWN_WAIT: Duration = Duration::from_millis(500);
 
 /// The name of the cookie that carries the token after the first visit.
 const TOKEN_COOKIE: &str = "sopsim_token";
@@ -136,8 +140,9 @@ pub fn start(
     };
     let state = Arc::new(AppState {
         source,
+        files: stream::FileSlots::default(),
         token,
-        port: local.port(),
+        addr: local,
     });
     listener.set_nonblocking(true).map_err(ServeError::Start)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -165,6 +170,9 @@ pub fn start(
                     _ = stopped => {}
                 }
             });
+            // Files still being read for browsers are left to end on their own: a
+            // stop does not wait for them.
+            runtime.shutdown_timeout(SHUTDOWN_WAIT);
         })
         .map_err(ServeError::Start)?;
     rx.recv()
@@ -202,22 +210,30 @@ fn router(state: Arc<AppState>) -> Router {
 
 struct AppState {
     source: Source,
+    /// The slots of files being sent.
+    files: stream::FileSlots,
     token: Option<String>,
-    /// The port the server listens on, which a loopback Host must name.
-    port: u16,
+    /// The address the server listens on, whose port a loopback Host must name.
+    addr: SocketAddr,
 }
 
-/// Whether `host` (a Host header) names this machine on `port`: `127.0.0.1`,
-/// `localhost` or `[::1]`, with the port (which browsers leave out only for port 80).
-fn is_loopback_host(host: &str, port: u16) -> bool {
+/// Whether `host` (a Host header) names this machine where the server listens
+/// (`addr`): `127.0.0.1`, `localhost`, `[::1]` or the loopback address it listens on,
+/// with the port (which browsers leave out only for port 80).
+fn is_loopback_host(host: &str, addr: SocketAddr) -> bool {
     let (name, given) = match host.rsplit_once(':') {
         Some((name, p)) if !p.contains(']') => (name, p.parse::<u16>().ok()),
         _ => (host, Some(80)),
     };
-    given == Some(port)
-        && ["127.0.0.1", "localhost", "[::1]"]
+    let own = match addr.ip() {
+        ip if !ip.is_loopback() => String::new(),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+    };
+    given == Some(addr.port())
+        && ["127.0.0.1", "localhost", "[::1]", own.as_str()]
             .iter()
-            .any(|n| n.eq_ignore_ascii_case(name))
+            .any(|n| !n.is_empty() && n.eq_ignore_ascii_case(name))
 }
 
 /// Refuses what a page of another site could make a browser send. Without a token the
@@ -228,10 +244,11 @@ fn is_loopback_host(host: &str, port: u16) -> bool {
 async fn check_origin(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let host = header_text(req.headers(), header::HOST).unwrap_or_default();
     let origin = header_text(req.headers(), header::ORIGIN);
-    if state.token.is_none() && !is_loopback_host(&host, state.port) {
+    if state.token.is_none() && !is_loopback_host(&host, state.addr) {
         let error = format!(
-            "this viewer answers only at 127.0.0.1:{0}, localhost:{0} or [::1]:{0}",
-            state.port
+            "this viewer answers only at {1}, 127.0.0.1:{0}, localhost:{0} or [::1]:{0}",
+            state.addr.port(),
+            state.addr
         );
         return error_response(StatusCode::FORBIDDEN, error);
     }
@@ -261,8 +278,9 @@ async fn check_token(State(state): State<Arc<AppState>>, req: Request, next: Nex
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t == expected);
+        .and_then(|v| v.split_once(' '))
+        // The scheme's name is case-insensitive (RFC 9110, 11.1).
+        .is_some_and(|(scheme, t)| scheme.eq_ignore_ascii_case("bearer") && t.trim() == expected);
     let from_cookie = cookie(req.headers(), TOKEN_COOKIE) == Some(expected);
     if !(from_query || from_header || from_cookie) {
         return error_response(
@@ -334,7 +352,7 @@ mod tests {
             "LocalHost:8080",
             "[::1]:8080",
         ] {
-            assert!(is_loopback_host(host, 8080), "{host}");
+            assert!(is_loopback_host(host, at(8080)), "{host}");
         }
         for host in [
             "evil.example:8080",
@@ -345,10 +363,18 @@ mod tests {
             "[::1]",
             "",
         ] {
-            assert!(!is_loopback_host(host, 8080), "{host}");
+            assert!(!is_loopback_host(host, at(8080)), "{host}");
         }
-        assert!(is_loopback_host("localhost", 80));
-        assert!(is_loopback_host("[::1]", 80));
+        assert!(is_loopback_host("localhost", at(80)));
+        assert!(is_loopback_host("[::1]", at(80)));
+        // Listening on another loopback address: that address names it too.
+        let other: std::net::SocketAddr = "127.0.0.2:8080".parse().unwrap();
+        assert!(is_loopback_host("127.0.0.2:8080", other));
+        assert!(!is_loopback_host("127.0.0.3:8080", other));
+    }
+
+    fn at(port: u16) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], port))
     }
 }
 
@@ -447,7 +473,19 @@ async fn state_json(State(state): State<Arc<AppState>>) -> Response {
             "paused": live.control.is_paused(),
         }))
         .into_response(),
-        Source::Folder(folder) => Json(folder.state()).into_response(),
+        Source::Folder(folder) => {
+            let Some(slot) = state.files.take() else {
+                return stream::busy();
+            };
+            match folder.state() {
+                (before, after, Some(file)) => stream::json_document(slot, file, before, after),
+                (before, after, None) => (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    format!("{before}null{after}"),
+                )
+                    .into_response(),
+            }
+        }
     }
 }
 
@@ -537,8 +575,59 @@ fn json_or_404(value: Option<Value>, missing: &str) -> Response {
     }
 }
 
+/// Which of a run's files a request is for.
+#[derive(Clone, Copy)]
+enum Part {
+    Events,
+    Summary,
+    Network,
+}
+
+impl Part {
+    fn file(self) -> &'static str {
+        match self {
+            Part::Events => "events.jsonl",
+            Part::Summary => "summary.json",
+            Part::Network => "network.json",
+        }
+    }
+
+    fn missing(self) -> &'static str {
+        match self {
+            Part::Events => "no such run",
+            Part::Summary => "no such run, or it has no summary",
+            Part::Network => NO_NETWORK,
+        }
+    }
+}
+
+/// A file of run `id` of the served folder (`None`: the run folder's own), sent as it
+/// is read: 404 when there is no such run or file, 503 when too many files are being
+/// sent.
+fn run_file(state: &AppState, id: Option<&str>, part: Part) -> Response {
+    let Some(folder) = folder(state) else {
+        return error_response(StatusCode::NOT_FOUND, part.missing());
+    };
+    let file = match folder.open_file(id, part.file()) {
+        Some(Ok(file)) => file,
+        Some(Err(e)) if !e.is_missing() => {
+            return error_response(StatusCode::NOT_FOUND, folder::unreadable(part.file(), &e))
+        }
+        _ => return error_response(StatusCode::NOT_FOUND, part.missing()),
+    };
+    let Some(slot) = state.files.take() else {
+        return stream::busy();
+    };
+    match part {
+        Part::Events => stream::events_array(slot, file),
+        Part::Summary | Part::Network => {
+            stream::json_document(slot, file, String::new(), String::new())
+        }
+    }
+}
+
 async fn folder_events(State(state): State<Arc<AppState>>) -> Response {
-    json_or_404(folder(&state).and_then(|f| f.events(None)), "no such run")
+    run_file(&state, None, Part::Events)
 }
 
 /// What a run without populations has instead of a network.
@@ -548,33 +637,39 @@ const NO_NETWORK: &str = "no network: the run has no populations, or no such run
 async fn network(State(state): State<Arc<AppState>>) -> Response {
     match &state.source {
         Source::Live(live) => json_or_404(live.network.clone(), NO_NETWORK),
-        Source::Folder(f) => json_or_404(f.network(None), NO_NETWORK),
+        Source::Folder(_) => run_file(&state, None, Part::Network),
     }
 }
 
 /// `/api/runs/{id}/events`, `/summary` or `/network` of a benchmark's run, whose id may
 /// hold slashes.
 async fn run_part(State(state): State<Arc<AppState>>, Path(rest): Path<String>) -> Response {
-    let Some(folder) = folder(&state) else {
-        return json_or_404(None, "no such run");
-    };
     let Some((id, part)) = rest.rsplit_once('/') else {
         return not_found().await;
     };
-    match part {
-        "events" => json_or_404(folder.events(Some(id)), "no such run"),
-        "summary" => json_or_404(
-            folder.summary(Some(id)),
-            "no such run, or it has no summary",
-        ),
-        "network" => json_or_404(folder.network(Some(id)), NO_NETWORK),
-        _ => not_found().await,
-    }
+    let part = match part {
+        "events" => Part::Events,
+        "summary" => Part::Summary,
+        "network" => Part::Network,
+        _ => return not_found().await,
+    };
+    run_file(&state, Some(id), part)
 }
 
+/// A bench's plot, read whole (plots are small) off the server's thread.
 async fn plot(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> Response {
-    match folder(&state).and_then(|f| f.plot(&name)) {
-        Some((bytes, kind)) => ([(header::CONTENT_TYPE, kind)], bytes).into_response(),
-        None => not_found().await,
+    if folder(&state).is_none() {
+        return not_found().await;
+    }
+    let Some(slot) = state.files.take() else {
+        return stream::busy();
+    };
+    let read = tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        folder(&state).and_then(|f| f.plot(&name))
+    });
+    match read.await {
+        Ok(Some((bytes, kind))) => ([(header::CONTENT_TYPE, kind)], bytes).into_response(),
+        _ => not_found().await,
     }
 }

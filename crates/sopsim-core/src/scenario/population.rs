@@ -138,6 +138,32 @@ impl Network {
         }
     }
 
+    /// About how many links this network makes among `n` members (`edges`: the pairs
+    /// a `file` network lists), known before it is drawn: a network's memory grows
+    /// with its links, and a dense one over many members grows with their square.
+    pub fn expected_links(&self, n: usize, edges: usize) -> u64 {
+        let n = n as u64;
+        match *self {
+            Network::Complete => 0,
+            Network::Groups { size } => {
+                let size = (size as u64).clamp(1, n.max(1));
+                let (whole, rest) = (n / size, n % size);
+                whole * (size * (size - 1) / 2) + rest * rest.saturating_sub(1) / 2
+            }
+            Network::Ring { k } | Network::SmallWorld { k, .. } => n * k as u64 / 2,
+            Network::Lattice { neighbourhood, .. } => match neighbourhood {
+                Neighbourhood::Moore => 4 * n,
+                Neighbourhood::VonNeumann => 2 * n,
+            },
+            Network::Random { p } => {
+                let pairs = n as f64 * n.saturating_sub(1) as f64 / 2.0;
+                (p.clamp(0.0, 1.0) * pairs).ceil() as u64
+            }
+            Network::ScaleFree { m } => (m as u64).saturating_mul(n),
+            Network::File { .. } => edges as u64,
+        }
+    }
+
     /// Why these parameters cannot link `n` members: (field, message).
     pub fn check(&self, n: usize) -> Option<(&'static str, String)> {
         let ring = |k: usize| -> Option<(&'static str, String)> {
@@ -484,6 +510,34 @@ mod tests {
 
     fn spec(json: Value) -> PopulationSpec {
         serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn links_are_counted_before_a_network_is_drawn() {
+        let n = 100_000;
+        let links = |network: Network| network.expected_links(n, 7);
+        assert_eq!(links(Network::Complete), 0, "no list is kept");
+        assert_eq!(links(Network::Groups { size: n }), 4_999_950_000);
+        // 33,333 whole groups of three (3 links each), and one member left alone.
+        assert_eq!(links(Network::Groups { size: 3 }), 99_999);
+        assert_eq!(links(Network::Random { p: 1.0 }), 4_999_950_000);
+        assert_eq!(links(Network::Random { p: 0.001 }), 4_999_950);
+        assert_eq!(links(Network::Ring { k: 4 }), 200_000);
+        assert_eq!(links(Network::SmallWorld { k: 6, p: 0.1 }), 300_000);
+        assert_eq!(links(Network::ScaleFree { m: 3 }), 300_000);
+        let moore = Network::Lattice {
+            width: 100,
+            neighbourhood: Neighbourhood::Moore,
+        };
+        assert_eq!(links(moore), 400_000);
+        assert_eq!(
+            links(Network::File {
+                path: "e.csv".into()
+            }),
+            7
+        );
+        // Groups of 5 among 12: two whole groups of 10 links, and 2 left over with 1.
+        assert_eq!(Network::Groups { size: 5 }.expected_links(12, 0), 21);
     }
 
     #[test]

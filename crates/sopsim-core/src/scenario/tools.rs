@@ -251,10 +251,21 @@ pub fn loopback_allowlist(config: &Map<String, Value>) -> Result<Vec<Url>, Allow
     Ok(allow)
 }
 
-/// A tool setting that must be a whole number above 0 when it is given.
+/// A tool setting that must be a whole number from 1 to its largest when it is given.
 #[derive(Debug, Error)]
-#[error("{0}: expected a positive whole number")]
+#[error("{0}: expected a whole number from 1 to {max}", max = setting_max(.0))]
 pub struct NotPositive(pub &'static str);
+
+/// The largest value of a numeric tool setting: a call waits at most ten minutes,
+/// reads at most 64 MiB and is shown at most a thousand stored objects.
+pub fn setting_max(key: &str) -> u64 {
+    match key {
+        "timeout_ms" => 600_000,
+        "max_bytes" => 64 << 20,
+        "max_objects" => 1_000,
+        _ => u64::MAX,
+    }
+}
 
 /// The setting `key` of a tool's `config`: `None` when it is not given.
 pub fn positive_setting(
@@ -265,7 +276,7 @@ pub fn positive_setting(
         None => Ok(None),
         Some(v) => v
             .as_u64()
-            .filter(|n| *n > 0)
+            .filter(|n| (1..=setting_max(key)).contains(n))
             .map(Some)
             .ok_or(NotPositive(key)),
     }

@@ -176,8 +176,14 @@ impl Handler<Commit> for EnvironmentActor {
                 let llm = act.llm.clone();
                 async move {
                     let (shapes, kept, request) = res?;
+                    // A summary the stop abandoned is left unmade: the turns it
+                    // follows are finished and are kept.
                     let summary = match request {
-                        Some(r) => Some(llm.call(r, None).await?.text),
+                        Some(r) => match llm.call(r, None).await {
+                            Ok(c) => Some(c.text),
+                            Err(e) if e.is_cancelled() => None,
+                            Err(e) => return Err(e.into()),
+                        },
                         None => None,
                     };
                     Ok::<_, SimError>((shapes, kept, summary))

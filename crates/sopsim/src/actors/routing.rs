@@ -12,6 +12,7 @@ use crate::error::SimError;
 use crate::llm::{CallContext, CallKind, LlmRequest};
 use crate::memory::Observation;
 use crate::prompt::{self, Assembled};
+use crate::run_state::EndReason;
 use crate::scenario::Scenario;
 use crate::sop::{Check, Transition};
 
@@ -62,6 +63,8 @@ impl Director {
                 act.backend_warnings();
                 then(act, chosen.map(|c| c.index), ctx)
             }
+            // A question the stop abandoned ends the run as interrupted.
+            Err(e) if e.is_cancelled() => act.finish(EndReason::Interrupted, None, ctx),
             Err(e) => act.fail(e, ctx),
         })
         .wait(ctx);

@@ -135,25 +135,36 @@ impl Handler<Play> for Director {
             });
         let env = self.cast.env.clone();
         let sinks = self.cast.sinks.clone();
+        let cancel = self.limits.cancel.clone();
         async move {
             use futures::StreamExt;
             env.send(BeginRound { agents: names }).await?;
             // The turns are asked in the order of the roles, up to ROUND_IN_FLIGHT at
             // once; each observes the memory as it stood when the round began, since
             // nothing of the round is committed until all are in.
-            let mut in_flight = futures::stream::iter(turns).buffered(ROUND_IN_FLIGHT);
-            let mut drafted = Vec::with_capacity(n as usize);
-            let told_every = (n / 100).max(1);
-            while let Some(done) = in_flight.next().await {
-                match done?? {
-                    TurnDone::Drafted(d) => drafted.push(d),
-                    TurnDone::InputClosed => return Ok(None),
+            let drafting = async {
+                let mut in_flight = futures::stream::iter(turns).buffered(ROUND_IN_FLIGHT);
+                let mut drafted = Vec::with_capacity(n as usize);
+                let told_every = (n / 100).max(1);
+                while let Some(done) = in_flight.next().await {
+                    match done?? {
+                        TurnDone::Drafted(d) => drafted.push(d),
+                        TurnDone::InputClosed => return Ok(None),
+                    }
+                    let done = drafted.len() as u64;
+                    if n > 1 && (done.is_multiple_of(told_every) || done == n) {
+                        sinks.emit(SimEvent::RoundProgress { done, of: n });
+                    }
                 }
-                let done = drafted.len() as u64;
-                if n > 1 && (done.is_multiple_of(told_every) || done == n) {
-                    sinks.emit(SimEvent::RoundProgress { done, of: n });
-                }
-            }
+                Ok::<_, SimError>(Some(drafted))
+            };
+            // A stopped run abandons the turns in progress (their model and tool calls,
+            // their retries' waits): what is unfinished is taken again on a resume.
+            let drafted = match cancel.unless_cancelled(drafting).await {
+                Some(Ok(Some(drafted))) => drafted,
+                Some(Err(e)) if !e.is_cancelled() => return Err(e),
+                _ => return Ok(None),
+            };
             Ok::<_, SimError>(Some(env.send(Commit(drafted)).await??))
         }
         .into_actor(self)
@@ -163,8 +174,9 @@ impl Handler<Play> for Director {
                 other => {
                     act.state.abandon(n); // nothing of the turns was committed
                     return match other {
-                        Err(e) => act.fail(e, ctx),
-                        // A read a Ctrl-C cut short ends the run as interrupted.
+                        Err(e) if !e.is_cancelled() => act.fail(e, ctx),
+                        // A read or a turn a Ctrl-C cut short ends the run as
+                        // interrupted.
                         _ if act.limits.cancel.is_cancelled() => {
                             act.finish(EndReason::Interrupted, None, ctx)
                         }

@@ -53,6 +53,8 @@ pub enum ShardFolderError {
     NoShards,
     #[error("its bench.json does not describe its plan (edited by hand?)")]
     PlanEdited,
+    #[error("run {id}: {why}")]
+    RunEdited { id: String, why: String },
     #[error("its bench.json names scenario {name:?}, which {source}")]
     UnsafeScenario {
         name: String,
@@ -125,6 +127,18 @@ pub fn merge(opts: &MergeOptions) -> Result<Merged, BenchError> {
             of: ids.len(),
             ids: missing,
         });
+    }
+    // A finished run whose files disagree is not merged into a report as if it held.
+    for (shard, job) in &sources {
+        if let Err(why) = super::report::check_run(&OutputFolder::new(shard), job) {
+            return Err(BenchError::ShardFolder {
+                path: shard.clone(),
+                source: ShardFolderError::RunEdited {
+                    id: job.id.clone(),
+                    why,
+                },
+            });
+        }
     }
     let loaded = load_scenarios(plan, &jobs, opts)?;
     if opts.out.join("bench.json").exists() {
@@ -240,14 +254,22 @@ fn gather_jobs(
         .flat_map(|s| s.jobs.iter())
         .map(|j| (j.id.as_str(), j))
         .collect();
+    // Each shard's jobs by id: a plan of a million runs is looked up, not searched.
+    let by_id: BTreeMap<u64, BTreeMap<&str, &Job>> = by_index
+        .iter()
+        .map(|(i, s)| (*i, s.jobs.iter().map(|j| (j.id.as_str(), j)).collect()))
+        .collect();
     let mut gathered = Gathered {
         jobs: Vec::new(),
         sources: Vec::new(),
         missing: Vec::new(),
     };
     for (k, id) in ids.iter().enumerate() {
-        let owner = by_index.get(&(k as u64 % plan.shard.count));
-        let job = owner.and_then(|s| s.jobs.iter().find(|j| &j.id == id));
+        let index = k as u64 % plan.shard.count;
+        let owner = by_index.get(&index);
+        let job = by_id
+            .get(&index)
+            .and_then(|jobs| jobs.get(id.as_str()).copied());
         match (owner, job) {
             (Some(s), Some(job)) if plan::is_finished(&job.dir(&s.dir)) => {
                 gathered.sources.push((s.dir.clone(), job.clone()));

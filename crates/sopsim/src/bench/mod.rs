@@ -120,6 +120,9 @@ pub enum BenchError {
         #[source]
         source: std::io::Error,
     },
+    /// Stopped before any run started: nothing but the plan was written.
+    #[error("interrupted while planning the runs; none ran")]
+    Interrupted,
     #[error(transparent)]
     Write(#[from] SimError),
     #[error(transparent)]
@@ -134,7 +137,10 @@ impl BenchError {
     pub fn is_bad_input(&self) -> bool {
         match self {
             BenchError::Setup(e) => e.is_bad_input(),
-            BenchError::Io { .. } | BenchError::Write(_) | BenchError::MissingRuns { .. } => false,
+            BenchError::Io { .. }
+            | BenchError::Write(_)
+            | BenchError::MissingRuns { .. }
+            | BenchError::Interrupted => false,
             // A link, a device or a file over its limit in the folder is the folder's
             // fault; a failed write is not.
             BenchError::File(e) => !matches!(e, crate::output_folder::FolderFileError::Io { .. }),
@@ -299,8 +305,18 @@ pub fn run(
                 refused,
             })?;
     }
+    let stopped = || {
+        if cancel.is_cancelled() {
+            Err(BenchError::Interrupted)
+        } else {
+            Ok(())
+        }
+    };
     let seeds = plan_seeds(opts)?;
     let runs_each = seeds.len() * opts.modes.len();
+    // A shard keeps its own share of the plan.
+    let planned = (runs_each as u64).saturating_mul(loaded.len() as u64);
+    setup::check_plan_fits(planned / opts.shard.map_or(1, |s| s.count.max(1)))?;
     for l in &loaded {
         setup::check_memory(&l.path, &l.scenario, opts.jobs.min(runs_each).max(1))?;
         setup::check_round_fits(&l.scenario, opts.max_turns)?;
@@ -313,7 +329,9 @@ pub fn run(
             }
         }
     }
+    stopped()?;
     let (prepared, embedder) = prepare(&mut loaded, opts)?;
+    stopped()?;
     let llm_name = prepared
         .values()
         .next()
@@ -336,11 +354,17 @@ pub fn run(
     let _lock = lock_folder(&opts.out)?;
     plan::record(&opts.out, &settings, &jobs)?;
 
-    let pending: Vec<Job> = jobs
-        .iter()
-        .filter(|j| !plan::is_finished(&j.dir(&opts.out)))
-        .cloned()
-        .collect();
+    // Which runs are finished is read from their folders: a check of the token every
+    // few thousand keeps a plan of a million runs stoppable.
+    let mut pending: Vec<Job> = Vec::new();
+    for (i, job) in jobs.iter().enumerate() {
+        if i % 4096 == 0 {
+            stopped()?;
+        }
+        if !plan::is_finished(&job.dir(&opts.out)) {
+            pending.push(job.clone());
+        }
+    }
     let skipped = jobs.len() - pending.len();
     observer.planned(pending.len(), skipped);
     let executed = exec::execute(&opts.out, pending, &prepared, opts.jobs, observer, cancel);

@@ -17,7 +17,8 @@ pub(super) fn write_outputs(
     timing: &report::Timing,
 ) -> Result<(), BenchError> {
     let folder = OutputFolder::new(out);
-    folder.replace_json("report.json", &report::to_json(&run.report))?;
+    // Its figures are rounded as they are made: it is written as it is serialized.
+    folder.replace_json("report.json", &run.report)?;
     let timing_json = serde_json::json!({
         "this_invocation": {
             "runs": run.executed.finished + run.executed.failed,

@@ -98,10 +98,15 @@ pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), Bench
             });
         }
     }
-    let mut all = read_manifest(&folder)?;
-    for job in jobs {
-        match all.iter().find(|j| j.id == job.id) {
-            Some(old) if old.sha256 != job.sha256 && is_finished(&old.dir(out)) => {
+    // The earlier plan's jobs that this invocation does not plan again keep their
+    // order; this invocation's jobs follow in theirs.
+    let earlier = read_manifest(&folder)?;
+    let planned: std::collections::HashMap<&str, &Job> =
+        jobs.iter().map(|j| (j.id.as_str(), j)).collect();
+    let mut all = Vec::with_capacity(earlier.len() + jobs.len());
+    for old in earlier {
+        match planned.get(old.id.as_str()) {
+            Some(job) if old.sha256 != job.sha256 && is_finished(&old.dir(out)) => {
                 return Err(BenchError::ScenarioChanged {
                     file: job.file.clone(),
                     id: job.id.clone(),
@@ -109,11 +114,11 @@ pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), Bench
                     runs: out.join("runs").join(&job.scenario),
                 });
             }
-            Some(_) => all.retain(|j| j.id != job.id),
-            None => {}
+            Some(_) => {}
+            None => all.push(old),
         }
-        all.push(job.clone());
     }
+    all.extend_from_slice(jobs);
     write(out, settings, &all)
 }
 

@@ -72,14 +72,17 @@ pub fn read_run(bench: &OutputFolder, job: &Job, rules: Option<&OutcomeRules>) -
         "interrupted" => return RunStatus::Unfinished,
         _ => {}
     }
+    let transcript = match dir.read_json_lines::<Message>("transcript.jsonl", MAX_TRANSCRIPT_BYTES)
+    {
+        Ok(t) => t,
+        Err(e) => return RunStatus::Failed { error: chain(&e) },
+    };
+    if let Err(error) = summary_matches(&summary, &transcript) {
+        return RunStatus::Failed { error };
+    }
     let mut figures = extract::generic_figures(&summary);
     let mut rounds = Box::default();
     if let Some(rules) = rules {
-        let transcript =
-            match dir.read_json_lines::<Message>("transcript.jsonl", MAX_TRANSCRIPT_BYTES) {
-                Ok(t) => t,
-                Err(e) => return RunStatus::Failed { error: chain(&e) },
-            };
         match extract::outcomes(rules, &transcript, summary.seed) {
             Ok((outcomes, series)) => {
                 figures.extend(outcomes);
@@ -95,6 +98,34 @@ pub fn read_run(bench: &OutputFolder, job: &Job, rules: Option<&OutcomeRules>) -
         ended_by: summary.ended_by,
         prompt_tokens_by_turn: summary.prompt_tokens_by_turn,
     }
+}
+
+/// Whether the files of `job`'s finished run in `bench` agree with each other.
+pub(super) fn check_run(bench: &OutputFolder, job: &Job) -> Result<(), String> {
+    let dir = bench.sub(&job.rel_dir()).map_err(|e| chain(&e))?;
+    let summary: SummaryFigures = dir
+        .read_json("summary.json", MAX_FOLDER_FILE_BYTES)
+        .map_err(|e| chain(&e))?;
+    let transcript: Vec<Message> = dir
+        .read_json_lines("transcript.jsonl", MAX_TRANSCRIPT_BYTES)
+        .map_err(|e| chain(&e))?;
+    summary_matches(&summary, &transcript)
+}
+
+/// Whether a finished run's `summary.json` counts the turns its transcript holds: a
+/// turn says one message besides its tool results.
+pub(super) fn summary_matches(
+    summary: &SummaryFigures,
+    transcript: &[Message],
+) -> Result<(), String> {
+    let said = transcript.iter().filter(|m| !m.kind.is_tool()).count() as u64;
+    if said == summary.turns {
+        return Ok(());
+    }
+    Err(format!(
+        "summary.json counts {} turns, and transcript.jsonl holds {said} (was either edited by hand?)",
+        summary.turns
+    ))
 }
 
 /// A benchmark's folder read back: `report.json`, and how each of its runs ended.
@@ -281,7 +312,7 @@ const GENERIC_HEADLINE: &[&str] = &[
 ];
 
 /// Values of `figure` per seed among one mode's finished runs.
-fn values(runs: &[(Job, RunStatus)], mode: Mode, figure: &str, timing: bool) -> Vec<(u64, f64)> {
+fn values(runs: &[&(Job, RunStatus)], mode: Mode, figure: &str, timing: bool) -> Vec<(u64, f64)> {
     runs.iter()
         .filter(|(j, _)| j.mode == mode)
         .filter_map(|(j, s)| match s {
@@ -335,6 +366,13 @@ pub fn build(
                 RunStatus::Unfinished => c.unfinished += 1,
             }
         }
+        // The figures come from finished runs only: the rest of a large plan is not
+        // gone through once per figure.
+        let finished: Vec<&(Job, RunStatus)> = sc
+            .runs
+            .iter()
+            .filter(|(_, s)| matches!(s, RunStatus::Finished { .. }))
+            .collect();
         let mut names: Vec<String> = crate::scenario::GENERIC_FIGURES
             .iter()
             .chain(crate::scenario::QUALITY_FIGURES)
@@ -348,23 +386,31 @@ pub fn build(
             .map(|name| {
                 let per_mode: Vec<Vec<(u64, f64)>> = modes
                     .iter()
-                    .map(|m| values(&sc.runs, *m, name, false))
+                    .map(|m| values(&finished, *m, name, false))
                     .collect();
                 let method = Method::for_figure(is_bounded_figure(name));
                 let by_mode = modes
                     .iter()
                     .zip(&per_mode)
-                    .map(|(m, v)| (*m, stats::summarize(&only_values(v), method)))
+                    .map(|(m, v)| (*m, rounded(stats::summarize(&only_values(v), method))))
                     .collect();
                 let difference = (per_mode.len() == 2)
                     .then(|| stats::paired(&per_mode[0], &per_mode[1], method))
-                    .flatten();
+                    .flatten()
+                    .map(|d| Difference {
+                        mean: r6(d.mean),
+                        sd: d.sd.map(r6),
+                        ci95: d.ci95.map(|[lo, hi]| [r6(lo), r6(hi)]),
+                        p: d.p.map(r6),
+                        ..d
+                    });
                 let values = modes
                     .iter()
                     .zip(&per_mode)
                     .map(|(m, v)| {
                         let known: BTreeMap<u64, f64> = v.iter().copied().collect();
-                        (*m, seeds.iter().map(|s| known.get(s).copied()).collect())
+                        let at = |s: &u64| known.get(s).copied().map(r6);
+                        (*m, seeds.iter().map(at).collect())
                     })
                     .collect();
                 (
@@ -383,9 +429,9 @@ pub fn build(
         };
         let prompt_tokens_by_turn = modes
             .iter()
-            .map(|m| (*m, mean_by_turn(&sc.runs, *m)))
+            .map(|m| (*m, mean_by_turn(&finished, *m)))
             .collect();
-        let rounds = round_summaries(&sc.runs, modes);
+        let rounds = round_summaries(&finished, modes);
         let timing_figures = ["wall_ms", "latency_p50_ms", "latency_p95_ms"]
             .iter()
             .map(|f| {
@@ -395,7 +441,7 @@ pub fn build(
                         (
                             *m,
                             stats::summarize(
-                                &only_values(&values(&sc.runs, *m, f, true)),
+                                &only_values(&values(&finished, *m, f, true)),
                                 Method::StudentT,
                             ),
                         )
@@ -435,7 +481,7 @@ pub fn build(
 
 /// Each per-round series summarised over the runs of each mode, round by round.
 fn round_summaries(
-    runs: &[(Job, RunStatus)],
+    runs: &[&(Job, RunStatus)],
     modes: &[Mode],
 ) -> IndexMap<String, IndexMap<Mode, Vec<Option<Summary>>>> {
     let mut names: Vec<&String> = Vec::new();
@@ -470,7 +516,7 @@ fn round_summaries(
                                 .iter()
                                 .filter_map(|s| s.get(r).copied().flatten())
                                 .collect();
-                            stats::summarize(&at, method)
+                            rounded(stats::summarize(&at, method))
                         })
                         .collect();
                     (*mode, per_round)
@@ -481,7 +527,7 @@ fn round_summaries(
         .collect()
 }
 
-fn mean_by_turn(runs: &[(Job, RunStatus)], mode: Mode) -> Vec<f64> {
+fn mean_by_turn(runs: &[&(Job, RunStatus)], mode: Mode) -> Vec<f64> {
     let series: Vec<&Vec<u64>> = runs
         .iter()
         .filter(|(j, _)| j.mode == mode)
@@ -501,9 +547,32 @@ fn mean_by_turn(runs: &[(Job, RunStatus)], mode: Mode) -> Vec<f64> {
                 .filter_map(|s| s.get(t))
                 .map(|v| *v as f64)
                 .collect();
-            at.iter().sum::<f64>() / at.len() as f64
+            r6(at.iter().sum::<f64>() / at.len() as f64)
         })
         .collect()
+}
+
+/// A figure as reports keep it: rounded to six decimals (−0 as 0), so a report reads
+/// easily and compares byte for byte.
+fn r6(f: f64) -> f64 {
+    let r = (f * 1e6).round() / 1e6;
+    if r == 0.0 {
+        0.0
+    } else {
+        r
+    }
+}
+
+/// A summary with its figures as reports keep them ([`r6`]).
+fn rounded(s: Option<Summary>) -> Option<Summary> {
+    s.map(|s| Summary {
+        mean: r6(s.mean),
+        sd: s.sd.map(r6),
+        ci95: s.ci95.map(|[lo, hi]| [r6(lo), r6(hi)]),
+        min: r6(s.min),
+        max: r6(s.max),
+        ..s
+    })
 }
 
 /// JSON with every number rounded to 6 decimals, so reports read easily and compare

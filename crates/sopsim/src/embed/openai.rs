@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::{EmbedError, Embedder};
 use crate::llm::openai::{
-    normalize_base, parse_retry_after, retryable_status, server_message, with_retries,
+    normalize_base, parse_retry_after, retryable_status, route, server_message, with_retries,
     without_credentials, ApiKey, AttemptError, Cause, RetryPolicy,
 };
 
@@ -41,9 +41,9 @@ impl OpenAiEmbedder {
             .map_err(failed)?;
         Ok(Self {
             client,
-            url: format!(
-                "{}/embeddings",
-                normalize_base(&without_credentials(base_url).0)
+            url: route(
+                &normalize_base(&without_credentials(base_url).0),
+                "embeddings",
             ),
             key,
             model,
@@ -86,7 +86,7 @@ impl OpenAiEmbedder {
             };
             let cause = format!(
                 "HTTP {status} from {}{hint}: {}",
-                self.url,
+                crate::llm::openai::shown(&self.url),
                 server_message(&text, self.key.as_ref())
             );
             return Err(if retryable_status(status) {
@@ -142,6 +142,7 @@ impl Embedder for OpenAiEmbedder {
                 std::thread::sleep(wait);
                 std::future::ready(())
             },
+            &|| false,
         ))
         .map_err(failed)?;
         if let Some(v) = vectors.first() {

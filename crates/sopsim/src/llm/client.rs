@@ -10,6 +10,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::cancel::CancelToken;
+
 use super::{
     CallContext, CallKind, ChoiceMethod, Completion, LlmBackend, LlmError, LlmRequest, TokenSink,
 };
@@ -21,6 +23,13 @@ pub struct CallError {
     pub turn: u64,
     #[source]
     pub source: LlmError,
+}
+
+impl CallError {
+    /// Whether the call was abandoned because the run was stopped.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self.source, LlmError::Cancelled)
+    }
 }
 
 /// Totals for one kind of call or one agent.
@@ -163,6 +172,7 @@ struct Notices {
     said: Vec<ChoiceMethod>,
     said_unsent: bool,
     said_unforbidden: bool,
+    said_implausible: bool,
     pending: Vec<String>,
 }
 
@@ -170,6 +180,11 @@ const SETTINGS_UNSENT: &str = "the server does not take the sampling settings re
      repeat_window, min_p and dry_* (OpenAI's own API refuses fields it does not know; \
      another server answered them with HTTP 400): they were left out of the requests, and \
      only temperature, top_p, top_k, frequency_penalty and presence_penalty reach it";
+
+const USAGE_IMPLAUSIBLE: &str = "the server reported token counts no request of this size \
+     could have (more prompt tokens than the prompt has bytes, or over a million reply \
+     tokens): sopsim counted those calls with its own estimate, and their cost is an \
+     estimate too";
 
 const FORBID_UNKEPT: &str = "the scenario's `forbid` is kept by the local engine alone: \
      this backend was not told, so its replies may hold the forbidden strings";
@@ -186,6 +201,8 @@ pub struct LlmClient {
     run_seed: u64,
     /// Calls numbered so far, by kind and agent (none: the run's own calls).
     numbers: Arc<Mutex<CallNumbers>>,
+    /// Stops the run: a call in progress is abandoned then.
+    cancel: CancelToken,
 }
 
 impl LlmClient {
@@ -197,7 +214,15 @@ impl LlmClient {
             notices: Arc::default(),
             run_seed,
             numbers: Arc::default(),
+            cancel: CancelToken::default(),
         }
+    }
+
+    /// The client whose calls are abandoned, failing with [`LlmError::Cancelled`], once
+    /// `cancel` is cancelled.
+    pub fn stopped_by(mut self, cancel: CancelToken) -> Self {
+        self.cancel = cancel;
+        self
     }
 
     /// The context of the next call of `kind` in `state` during `turn`, made by `by`
@@ -263,15 +288,18 @@ impl LlmClient {
         }
     }
 
-    /// Sends a call; a failure names the turn it belongs to.
+    /// Sends a call; a failure names the turn it belongs to. A call in progress when
+    /// the run is stopped is abandoned ([`LlmError::Cancelled`]).
     pub async fn call(
         &self,
         request: LlmRequest,
         stream: Option<TokenSink>,
     ) -> Result<Completion, CallError> {
         let turn = request.context.turn.max(1);
-        self.complete(request, stream)
+        self.cancel
+            .unless_cancelled(self.complete(request, stream))
             .await
+            .unwrap_or(Err(LlmError::Cancelled))
             .map_err(|source| CallError { turn, source })
     }
 
@@ -304,6 +332,13 @@ impl LlmClient {
                     n.said.push(method);
                     n.pending.push(text.to_string());
                 }
+            }
+        }
+        if completion.usage.implausible {
+            let mut n = self.notices.lock().unwrap_or_else(|p| p.into_inner());
+            if !n.said_implausible {
+                n.said_implausible = true;
+                n.pending.push(USAGE_IMPLAUSIBLE.to_string());
             }
         }
         if completion.settings_unsent || unforbidden {

@@ -53,6 +53,10 @@ pub enum LlmError {
         #[source]
         source: Option<BoxError>,
     },
+    /// The run was stopped while the call was in progress: it was abandoned, not
+    /// awaited.
+    #[error("abandoned: the run was stopped")]
+    Cancelled,
 }
 
 impl LlmError {

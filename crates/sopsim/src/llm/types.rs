@@ -287,6 +287,10 @@ pub struct Usage {
     pub cached_prompt_tokens: u64,
     /// Counted by sopsim's estimator rather than reported by the model.
     pub estimated: bool,
+    /// The server reported counts no request of this size could have: the estimate
+    /// stands in for them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub implausible: bool,
     /// With speculative decoding: the model's checks of drafts, the tokens drafted,
     /// and those it kept.
     #[serde(default, skip_serializing_if = "is_zero")]

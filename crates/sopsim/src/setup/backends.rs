@@ -86,10 +86,39 @@ pub fn local_llm(opts: &ModelOptions) -> Result<Llm, SetupError> {
     }
 }
 
-/// The servers a base URL names: one, or several separated by commas.
 #[cfg(feature = "openai")]
-fn server_urls(list: &str) -> impl Iterator<Item = &str> {
-    list.split(',').map(str::trim).filter(|u| !u.is_empty())
+/// The servers a base URL lists, separated by commas: each once (told apart by the
+/// URL sopsim calls), none empty.
+fn server_urls(list: &str) -> Result<Vec<String>, crate::llm::LlmError> {
+    use crate::llm::openai::normalize_base;
+    let entries: Vec<&str> = list.split(',').map(str::trim).collect();
+    let mut urls: Vec<String> = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        if entry.is_empty() {
+            return Err(crate::llm::LlmError::config(
+                "openai",
+                format!(
+                    "entry {} of {} in the base URL list is empty",
+                    i + 1,
+                    entries.len()
+                ),
+            ));
+        }
+        let same = |u: &String| normalize_base(u) == normalize_base(entry);
+        if let Some(first) = urls.iter().position(same) {
+            return Err(crate::llm::LlmError::config(
+                "openai",
+                format!(
+                    "entries {} and {} of the base URL list are the same server, {}",
+                    first + 1,
+                    i + 1,
+                    crate::llm::openai::shown(&normalize_base(entry))
+                ),
+            ));
+        }
+        urls.push(entry.to_string());
+    }
+    Ok(urls)
 }
 
 /// The OpenAI-compatible backend for the options: one server, or several replicas of
@@ -104,13 +133,13 @@ fn openai_backend(
 ) -> Result<Llm, SetupError> {
     use crate::llm::openai::{OpenAiBackend, OpenAiOptions, Replicas, RetryPolicy};
     let defaults = OpenAiOptions::default();
-    let urls: Vec<String> = match &opts.base_url {
-        Some(list) => server_urls(list).map(String::from).collect(),
-        None => vec![defaults.base_url.clone()],
-    };
     let server = |source| SetupError::Server {
         setting: Setting::BaseUrl,
         source,
+    };
+    let urls: Vec<String> = match &opts.base_url {
+        Some(list) => server_urls(list).map_err(server)?,
+        None => vec![defaults.base_url.clone()],
     };
     if urls.is_empty() {
         return Err(server(crate::llm::LlmError::config(
@@ -126,6 +155,7 @@ fn openai_backend(
             api_key: opts.api_key.clone(),
             model: model.clone(),
             read_timeout: opts.timeout,
+            deadline: opts.call_deadline,
             concurrency: opts.concurrency,
             retry: RetryPolicy {
                 attempts: opts.max_attempts,
@@ -163,11 +193,15 @@ pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, SetupError> {
             use crate::embed::OpenAiEmbedder;
             use crate::llm::openai::{OpenAiOptions, RetryPolicy};
             // Of replicas of a chat model, the first server embeds.
-            let base = opts
-                .base_url
-                .as_deref()
-                .and_then(|list| server_urls(list).next())
-                .map_or(OpenAiOptions::default().base_url, String::from);
+            let base = match opts.base_url.as_deref() {
+                Some(list) => server_urls(list)
+                    .map_err(|source| SetupError::Server {
+                        setting: Setting::BaseUrl,
+                        source,
+                    })?
+                    .swap_remove(0),
+                None => OpenAiOptions::default().base_url,
+            };
             let model = opts
                 .embedder_model
                 .as_ref()

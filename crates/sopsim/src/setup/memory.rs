@@ -22,10 +22,40 @@ const ROUNDS_COUNTED: u64 = 10;
 /// of which the agents and turns above count 119).
 const BASE_BYTES: u64 = 96 << 20;
 
+/// What each link of a population's network takes at a run's peak, as measured: the
+/// pairs drawn, each member's list of neighbours (twice per link) and its copy in the
+/// members' views, and `network.json`'s pairs (a scripted round of 5,000 members in one
+/// group, 12.5 million links: 40 bytes a link; a random network at p = 0.5: 42).
+const BYTES_PER_LINK: u64 = 48;
+/// What each link adds per round after the first in cooperative mode, where a
+/// member's message goes into each neighbour's view (three rounds of the same group:
+/// 10.5 bytes a link a round).
+const BYTES_PER_LINK_ROUND: u64 = 12;
+
+/// A run's memory at its peak, by what takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MemoryEstimate {
+    /// Bytes for every run at once.
+    total: u64,
+    /// The population whose network takes the most, with its kind, its links and the
+    /// bytes they take in every run at once.
+    densest: Option<NetworkShare>,
+}
+
+/// One population's network in a [`MemoryEstimate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NetworkShare {
+    population: String,
+    kind: &'static str,
+    links: u64,
+    bytes: u64,
+}
+
 /// About how much memory `runs` runs of `scenario` at once take at their peak: each
 /// agent's share, the turns after the first round up to the turn limit (at most
-/// ten rounds' worth), and each style as many times as its prompts hold it at once.
-pub fn memory_estimate(scenario: &Scenario, runs: usize) -> u64 {
+/// ten rounds' worth), each style as many times as its prompts hold it at once, and
+/// each population's network by its links; with the network that takes the most.
+fn estimate(scenario: &Scenario, runs: usize) -> MemoryEstimate {
     let agents = scenario.agents.len() as u64;
     let styles: u64 = scenario
         .agents
@@ -37,9 +67,37 @@ pub fn memory_estimate(scenario: &Scenario, runs: usize) -> u64 {
         .max_turns
         .min(agents.saturating_mul(ROUNDS_COUNTED))
         .saturating_sub(agents);
-    let per_run =
-        BASE_BYTES + agents * BYTES_PER_AGENT + later_turns.saturating_mul(BYTES_PER_TURN) + styles;
-    per_run.saturating_mul(runs as u64)
+    let later_rounds = later_turns / agents.max(1);
+    let per_link = BYTES_PER_LINK + BYTES_PER_LINK_ROUND * later_rounds;
+    let runs = runs as u64;
+    let networks: Vec<NetworkShare> = scenario
+        .populations
+        .iter()
+        .map(|(name, p)| {
+            let links = p.network.expected_links(p.count, p.edges.len());
+            NetworkShare {
+                population: name.clone(),
+                kind: p.network.kind(),
+                links,
+                bytes: links.saturating_mul(per_link).saturating_mul(runs),
+            }
+        })
+        .collect();
+    let links: u64 = networks
+        .iter()
+        .map(|n| n.bytes)
+        .fold(0, u64::saturating_add);
+    let per_run = BASE_BYTES
+        .saturating_add(agents.saturating_mul(BYTES_PER_AGENT))
+        .saturating_add(later_turns.saturating_mul(BYTES_PER_TURN))
+        .saturating_add(styles);
+    MemoryEstimate {
+        total: per_run.saturating_mul(runs).saturating_add(links),
+        densest: networks
+            .into_iter()
+            .filter(|n| n.links > 0)
+            .max_by_key(|n| n.bytes),
+    }
 }
 
 /// How many copies of an agent's style a run holds at its peak: the agent's own, its
@@ -67,11 +125,13 @@ pub fn check_memory(path: &Path, scenario: &Scenario, runs: usize) -> Result<(),
     if scenario.populations.is_empty() {
         return Ok(());
     }
+    let estimate = estimate(scenario, runs);
     fits(
         path,
         scenario.agents.len(),
         runs,
-        memory_estimate(scenario, runs),
+        estimate.total,
+        estimate.densest,
     )
 }
 
@@ -81,15 +141,54 @@ pub(super) fn check_members_fit(path: &Path, members: usize) -> Result<(), Setup
         return Ok(());
     }
     let estimate = BASE_BYTES.saturating_add((members as u64).saturating_mul(BYTES_PER_AGENT));
-    fits(path, members, 1, estimate)
+    fits(path, members, 1, estimate, None)
 }
 
-fn fits(path: &Path, agents: usize, runs: usize, estimate: u64) -> Result<(), SetupError> {
+fn fits(
+    path: &Path,
+    agents: usize,
+    runs: usize,
+    estimate: u64,
+    densest: Option<NetworkShare>,
+) -> Result<(), SetupError> {
     match available_memory() {
         Some(available) if estimate > available => Err(SetupError::TooBig {
             path: path.to_path_buf(),
             agents,
             runs,
+            estimate_mib: estimate >> 20,
+            available_mib: available >> 20,
+            network: densest
+                .filter(|n| n.bytes >= estimate / 2)
+                .map(|n| {
+                    format!(
+                        "; of it, the {} network of population {} makes about {} links, \
+                         {} MiB",
+                        n.kind,
+                        n.population,
+                        n.links,
+                        n.bytes >> 20
+                    )
+                })
+                .unwrap_or_default(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// What a benchmark holds for each run it plans, whether it runs now or not: the job,
+/// its line of the manifest, its status and figures in the report being built (the
+/// prisoner's dilemma over 100,000 seeds, 200,000 planned runs: 1.6 KiB a run at the
+/// report's peak).
+const BYTES_PER_PLANNED_RUN: u64 = 2 << 10;
+
+/// Refuses a benchmark whose plan of `planned` runs would not fit the memory this
+/// machine has free, before anything is planned.
+pub fn check_plan_fits(planned: u64) -> Result<(), SetupError> {
+    let estimate = BASE_BYTES.saturating_add(planned.saturating_mul(BYTES_PER_PLANNED_RUN));
+    match available_memory() {
+        Some(available) if estimate > available => Err(SetupError::PlanTooBig {
+            runs: planned,
             estimate_mib: estimate >> 20,
             available_mib: available >> 20,
         }),

@@ -23,7 +23,7 @@ pub use backends::local_backend;
 use backends::{embed_service, llm, prices, shared_llm};
 pub use backends::{embedder, local_llm, Llm, DEFAULT_CHAT_MODEL};
 use memory::check_members_fit;
-pub use memory::{check_memory, check_round_fits, memory_estimate, BYTES_PER_AGENT};
+pub use memory::{check_memory, check_plan_fits, check_round_fits, BYTES_PER_AGENT};
 
 /// Which model answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,9 +59,12 @@ pub struct ModelOptions {
     pub base_url: Option<String>,
     /// The server's API key, sent only in the `Authorization` header.
     pub api_key: Option<ApiKey>,
-    /// Attempts per server call, the response timeout, calls in flight per server.
+    /// Attempts per server call, the longest silence of a server (no response, no
+    /// new piece of a streamed reply), the longest a call may take in all, calls in
+    /// flight per server.
     pub max_attempts: u32,
     pub timeout: std::time::Duration,
+    pub call_deadline: std::time::Duration,
     pub concurrency: usize,
     /// Prices to add to or override the built-in table (JSON, USD per 1M tokens).
     pub prices: Option<PathBuf>,
@@ -111,6 +114,7 @@ impl Default for ModelOptions {
             api_key: None,
             max_attempts: 5,
             timeout: std::time::Duration::from_secs(120),
+            call_deadline: std::time::Duration::from_secs(600),
             concurrency: 8,
             prices: None,
             record: None,
@@ -240,15 +244,30 @@ pub enum SetupError {
     /// A population too large for this machine's free memory.
     #[error(
         "{path}: {runs} run(s) of {agents} agents need about {estimate_mib} MiB ({} KiB per \
-         agent and about 0.7 KiB per turn after the first round, as measured), more than \
-         the {available_mib} MiB this machine has free; use fewer members{}",
+         agent, about 0.7 KiB per turn after the first round and about 48 bytes per link \
+         of a network, as measured){network}, more than the {available_mib} MiB this \
+         machine has free; use fewer members{}{}",
         BYTES_PER_AGENT >> 10,
+        if .network.is_empty() { "" } else { " or a sparser network" },
         if *.runs > 1 { " or fewer runs at once" } else { "" }
     )]
     TooBig {
         path: PathBuf,
         agents: usize,
         runs: usize,
+        estimate_mib: u64,
+        available_mib: u64,
+        /// What the densest network takes, when it is most of the estimate.
+        network: String,
+    },
+    /// A benchmark planning more runs than this machine's free memory can keep track of.
+    #[error(
+        "{runs} planned runs need about {estimate_mib} MiB to plan and report (about 2 KiB \
+         a run, as measured), more than the {available_mib} MiB this machine has free; \
+         plan fewer seeds, or run the benchmark as shards"
+    )]
+    PlanTooBig {
+        runs: u64,
         estimate_mib: u64,
         available_mib: u64,
     },
@@ -274,7 +293,9 @@ impl SetupError {
             SetupError::LocalModel(_) => Some(Setting::Model),
             SetupError::Prices { .. } => Some(Setting::Prices),
             SetupError::Out { .. } => Some(Setting::Out),
-            SetupError::SeedsOverflow { .. } => Some(Setting::Seeds),
+            SetupError::SeedsOverflow { .. } | SetupError::PlanTooBig { .. } => {
+                Some(Setting::Seeds)
+            }
             SetupError::RoundTooLong { .. } => Some(Setting::MaxTurns),
             SetupError::Fetch(_) => None,
         }

@@ -379,11 +379,11 @@ impl Server {
 /// An `mcp` tool's timeout (`config.timeout_ms`), for starting its server and for
 /// each call.
 pub fn timeout(config: &Map<String, Value>) -> Duration {
+    // Validation refused a setting out of its range.
     Duration::from_millis(
-        config
-            .get("timeout_ms")
-            .and_then(Value::as_u64)
-            .filter(|t| *t > 0)
+        crate::scenario::positive_setting(config, "timeout_ms")
+            .ok()
+            .flatten()
             .unwrap_or(DEFAULT_TIMEOUT_MS),
     )
 }

@@ -29,9 +29,10 @@ pub fn run(
     config: &Map<String, Value>,
     visible: impl Fn(&Entry) -> bool,
 ) -> (Vec<Map<String, Value>>, usize) {
-    let cap = config
-        .get("max_objects")
-        .and_then(Value::as_u64)
+    // Validation refused a setting out of its range.
+    let cap = crate::scenario::positive_setting(config, "max_objects")
+        .ok()
+        .flatten()
         .unwrap_or(DEFAULT_MAX_OBJECTS) as usize;
     let text = |k: &str| args.get(k).and_then(Value::as_str);
     let wanted_meta = args.get("metadata").and_then(Value::as_object);

@@ -206,6 +206,7 @@ impl Worker {
                 completion_tokens: reply.generated.len() as u64,
                 cached_prompt_tokens: seq.cached as u64,
                 estimated: false,
+                implausible: false,
                 draft_checks: reply.spec_stats.checks,
                 drafted_tokens: reply.spec_stats.drafted,
                 accepted_drafts: reply.spec_stats.accepted,

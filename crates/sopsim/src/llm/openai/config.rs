@@ -20,8 +20,11 @@ pub struct OpenAiOptions {
     /// shown whole, so they are always asked for in one piece.
     pub stream: bool,
     pub connect_timeout: Duration,
-    /// Longest silence while waiting for a response or the next streamed piece.
+    /// Longest silence while waiting for a response or the next piece of a streamed
+    /// reply (keep-alive comments are not pieces).
     pub read_timeout: Duration,
+    /// Longest a model call may take, its retries and waits included.
+    pub deadline: Duration,
     pub retry: RetryPolicy,
     /// Requests in flight at once through one backend, and so from every run that
     /// shares it (at least one).
@@ -39,6 +42,7 @@ impl Default for OpenAiOptions {
             stream: true,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(120),
+            deadline: Duration::from_secs(600),
             retry: RetryPolicy::default(),
             concurrency: 8,
         }
@@ -46,13 +50,32 @@ impl Default for OpenAiOptions {
 }
 
 /// `http://host:8000`, `http://host:8000/` and `http://host:8000/v1` all become
-/// `http://host:8000/v1`.
+/// `http://host:8000/v1`. A query (a gateway's key or version) stays at the end:
+/// `http://host/v1/?key=K` becomes `http://host/v1?key=K`.
 pub fn normalize_base(base: &str) -> String {
-    let trimmed = base.trim().trim_end_matches('/');
-    if trimmed.ends_with("/v1") {
+    let base = base.trim();
+    let (path, query) = match base.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (base, None),
+    };
+    let trimmed = path.trim_end_matches('/');
+    let path = if trimmed.ends_with("/v1") {
         trimmed.to_string()
     } else {
         format!("{trimmed}/v1")
+    };
+    match query {
+        Some(q) if !q.is_empty() => format!("{path}?{q}"),
+        _ => path,
+    }
+}
+
+/// The URL of `route` (`chat/completions`, `models`…) under a normalised base URL,
+/// before the base's query.
+pub fn route(base: &str, route: &str) -> String {
+    match base.split_once('?') {
+        Some((path, query)) => format!("{path}/{route}?{query}"),
+        None => format!("{base}/{route}"),
     }
 }
 
@@ -94,6 +117,18 @@ mod tests {
         ] {
             assert_eq!(normalize_base(b), "http://h:8000/v1");
         }
+    }
+
+    #[test]
+    fn a_query_stays_at_the_end_of_every_route() {
+        let base = normalize_base("http://h:8000/v1/?token=S");
+        assert_eq!(base, "http://h:8000/v1?token=S");
+        assert_eq!(
+            route(&base, "chat/completions"),
+            "http://h:8000/v1/chat/completions?token=S"
+        );
+        assert_eq!(route("http://h/v1", "models"), "http://h/v1/models");
+        assert_eq!(normalize_base("http://h?"), "http://h/v1");
     }
 
     #[test]

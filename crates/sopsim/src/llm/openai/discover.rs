@@ -14,7 +14,7 @@ impl OpenAiBackend {
     /// serves several. For when no model is named anywhere
     /// (a flag, the environment, the scenario). Blocking: call it before a run starts.
     pub fn discover_model(&mut self) -> Result<(), LlmError> {
-        let url = format!("{}/models", self.endpoint());
+        let url = super::config::route(self.endpoint(), "models");
         let doing = format!(
             "no model is named, and {} did not say which it serves",
             shown(&url)
@@ -44,6 +44,7 @@ impl OpenAiBackend {
             "request for the served models",
             attempt,
             sleep,
+            &|| false,
         ))
         .map_err(|e| match e {
             GaveUp::Fatal(cause) => failed_by(cause),

@@ -42,12 +42,13 @@ mod token_count;
 mod tools;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::sync::Semaphore;
 
-pub use config::{normalize_base, without_credentials, OpenAiOptions};
-pub(crate) use redact::server_message;
+pub use config::{normalize_base, route, without_credentials, OpenAiOptions};
+pub(crate) use redact::{server_message, shown};
 pub use replicas::Replicas;
 pub use retry::{
     parse_retry_after, retryable_status, with_retries, AttemptError, Cause, GaveUp, RetryPolicy,
@@ -58,7 +59,6 @@ pub use token_count::counter_for;
 use super::{ChoiceMethod, Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
 pub use crate::llm::ApiKey;
 use choice::Asking;
-use redact::shown;
 
 /// One OpenAI-compatible server as a model backend. A run or a benchmark builds one
 /// and shares it, so that its runs share its request slots and what it learned of
@@ -102,7 +102,7 @@ impl OpenAiBackend {
         }
         options.base_url = base_url;
         let base = normalize_base(&options.base_url);
-        let url = reqwest::Url::parse(&format!("{base}/chat/completions")).map_err(|e| {
+        let url = reqwest::Url::parse(&config::route(&base, "chat/completions")).map_err(|e| {
             LlmError::Config {
                 backend: "openai".into(),
                 message: format!("base URL {}", shown(&base)),
@@ -181,35 +181,65 @@ impl LlmBackend for OpenAiBackend {
         stream: Option<TokenSink>,
     ) -> BoxFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
-            self.call(&request, stream)
+            self.call(&request, stream, &|| false)
                 .await
                 .map_err(CallFailed::into_error)
         })
     }
 }
 
-/// Why a call failed: the server kept failing through every attempt (it may be
-/// down), or the request itself was refused.
+/// Why a call failed: the server kept failing through every attempt, asked for a
+/// longer wait than a call makes, or took longer than the call's deadline (it may be
+/// down); it was handed to another server rather than waited for; or the request
+/// itself was refused.
 #[derive(Debug)]
 pub(crate) enum CallFailed {
     ServerGaveUp(LlmError),
+    HandedOff { rest: Duration, error: LlmError },
     Refused(LlmError),
 }
 
 impl CallFailed {
     pub(crate) fn into_error(self) -> LlmError {
         match self {
-            CallFailed::ServerGaveUp(e) | CallFailed::Refused(e) => e,
+            CallFailed::ServerGaveUp(e)
+            | CallFailed::Refused(e)
+            | CallFailed::HandedOff { error: e, .. } => e,
         }
     }
 }
 
 impl OpenAiBackend {
-    /// One model call with its retries.
+    /// One model call with its retries, within the call's deadline. `hand_off()` says
+    /// whether another server could take the call at once, rather than this one wait
+    /// before its next attempt.
     pub(crate) async fn call(
         &self,
         request: &LlmRequest,
         stream: Option<TokenSink>,
+        hand_off: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Completion, CallFailed> {
+        let deadline = self.options.deadline;
+        match tokio::time::timeout(deadline, self.call_with_retries(request, stream, hand_off))
+            .await
+        {
+            Ok(done) => done,
+            Err(_) => Err(CallFailed::ServerGaveUp(LlmError::failed(
+                "openai",
+                format!(
+                    "{} gave no complete answer within the call's deadline of {} s",
+                    shown(self.endpoint()),
+                    deadline.as_secs_f64()
+                ),
+            ))),
+        }
+    }
+
+    async fn call_with_retries(
+        &self,
+        request: &LlmRequest,
+        stream: Option<TokenSink>,
+        hand_off: &(dyn Fn() -> bool + Sync),
     ) -> Result<Completion, CallFailed> {
         let _permit = self.permits.acquire().await.map_err(|e| {
             CallFailed::Refused(LlmError::caused_by(
@@ -243,6 +273,7 @@ impl OpenAiBackend {
                 }
             },
             tokio::time::sleep,
+            hand_off,
         )
         .await;
         let mut c = match result {
@@ -262,11 +293,16 @@ impl OpenAiBackend {
                     })?
             }
             Err(e) => {
-                let exhausted = matches!(e, GaveUp::Exhausted { .. });
+                let (refused, rest) = match &e {
+                    GaveUp::Fatal(_) => (true, None),
+                    GaveUp::HandedOff { rest, .. } => (false, Some(*rest)),
+                    GaveUp::Exhausted { .. } | GaveUp::WaitTooLong { .. } => (false, None),
+                };
                 let error = LlmError::caused_by("openai", e.to_string(), e);
-                return Err(match exhausted {
-                    true => CallFailed::ServerGaveUp(error),
-                    false => CallFailed::Refused(error),
+                return Err(match (refused, rest) {
+                    (true, _) => CallFailed::Refused(error),
+                    (false, Some(rest)) => CallFailed::HandedOff { rest, error },
+                    (false, None) => CallFailed::ServerGaveUp(error),
                 });
             }
         };

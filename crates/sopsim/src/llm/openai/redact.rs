@@ -6,15 +6,27 @@ use serde_json::Value;
 
 use crate::llm::ApiKey;
 
-/// The URL without credentials, for messages.
-pub(super) fn shown(url: &str) -> String {
+/// The URL without credentials, for messages and files: no user name or password, and
+/// its query (where some gateways take a key) only said to be there.
+pub(crate) fn shown(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(mut u) => {
             let _ = u.set_username("");
             let _ = u.set_password(None);
-            u.to_string()
+            let hidden = u.query().is_some();
+            u.set_query(None);
+            u.set_fragment(None);
+            let mut text = u.to_string();
+            if hidden {
+                text.push_str("?[query hidden]");
+            }
+            text
         }
-        Err(_) => url.to_string(),
+        // Not a URL sopsim could call: shown up to where a query would begin.
+        Err(_) => match url.split_once('?') {
+            Some((path, _)) => format!("{path}?[query hidden]"),
+            None => url.to_string(),
+        },
     }
 }
 
@@ -76,6 +88,10 @@ mod tests {
     #[test]
     fn urls_and_keys_are_shown_without_their_secrets() {
         assert_eq!(shown("http://user:secret@h:1/v1"), "http://h:1/v1");
+        assert_eq!(
+            shown("http://h:1/v1/chat/completions?token=SECRET"),
+            "http://h:1/v1/chat/completions?[query hidden]"
+        );
         assert_eq!(
             format!("{:?}", ApiKey::new("sk-123").unwrap()),
             "ApiKey(redacted)"

@@ -2,14 +2,18 @@
 //! vLLM servers without a load balancer in front.
 //!
 //! Each call goes to the live server with the fewest calls in flight (ties taken in
-//! turn, so an idle pool is used evenly). A server that keeps failing through every
-//! attempt of a call is left out for the rest of the run, with a warning, and the call
-//! goes to another; a request a server refuses (a 4xx) would be refused by all of
-//! them, so it fails as it would with one server. The last live server is never left
-//! out: its failure is the call's, as with a single server.
+//! turn, so an idle pool is used evenly). A server that fails an attempt (a 429, a
+//! 5xx, a timeout, a stream that stalls) while another could take the call is not
+//! waited for: it rests for the wait it needed, and the call goes to another at once.
+//! A server that fails as many attempts in a row as a call may make, or one call's
+//! every attempt, or its deadline, is left out for the rest of the run, with a
+//! warning. A request a server refuses (a 4xx) would be refused by all of them, so it
+//! fails as it would with one server. The last live server is never left out: its
+//! failure is the call's, as with a single server.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 
@@ -23,6 +27,29 @@ struct Replica {
     in_flight: AtomicUsize,
     /// Left out after it failed a call through every attempt.
     down: AtomicBool,
+    /// Attempts failed in a row, over every call.
+    failures: AtomicU32,
+    /// Not to be called before this, unless no other server can be.
+    resting_until: Mutex<Option<Instant>>,
+}
+
+impl Replica {
+    fn resting(&self, now: Instant) -> bool {
+        self.resting_until
+            .lock()
+            .map(|r| r.is_some_and(|until| until > now))
+            .unwrap_or(false)
+    }
+
+    fn rest(&self, rest: Duration) {
+        if let Ok(mut r) = self.resting_until.lock() {
+            *r = Some(Instant::now() + rest);
+        }
+    }
+
+    fn live(&self) -> bool {
+        !self.down.load(Ordering::Relaxed)
+    }
 }
 
 /// Replicas of one model, as one backend.
@@ -59,6 +86,8 @@ impl Replicas {
                     backend,
                     in_flight: AtomicUsize::new(0),
                     down: AtomicBool::new(false),
+                    failures: AtomicU32::new(0),
+                    resting_until: Mutex::new(None),
                 })
                 .collect(),
             next: AtomicUsize::new(0),
@@ -66,17 +95,36 @@ impl Replicas {
         }
     }
 
-    /// The live server with the fewest calls in flight, counted as taken; `None`
-    /// when every server is left out.
+    /// The live server with the fewest calls in flight, counted as taken: one that is
+    /// not resting if there is one; `None` when every server is left out.
     fn pick(&self) -> Option<(&Replica, InFlight<'_>)> {
         let n = self.replicas.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        let now = Instant::now();
         let chosen = (0..n)
             .map(|k| &self.replicas[(start + k) % n])
-            .filter(|r| !r.down.load(Ordering::Relaxed))
-            .min_by_key(|r| r.in_flight.load(Ordering::Relaxed))?;
+            .filter(|r| r.live())
+            .min_by_key(|r| (r.resting(now), r.in_flight.load(Ordering::Relaxed)))?;
         chosen.in_flight.fetch_add(1, Ordering::Relaxed);
         Some((chosen, InFlight(&chosen.in_flight)))
+    }
+
+    /// Whether a live server other than `replica` could take a call now.
+    fn another_ready(&self, replica: &Replica) -> bool {
+        let now = Instant::now();
+        self.replicas
+            .iter()
+            .any(|r| !std::ptr::eq(r, replica) && r.live() && !r.resting(now))
+    }
+
+    /// Counts a failed attempt of `replica`; one failing as many in a row as a call may
+    /// make is left out (`false`: it is the last live server).
+    fn failed_attempt(&self, replica: &Replica, why: &LlmError) -> bool {
+        let attempts = replica.backend.options.retry.attempts.max(1);
+        if replica.failures.fetch_add(1, Ordering::Relaxed) + 1 >= attempts {
+            return self.leave_out(replica, why);
+        }
+        true
     }
 
     /// Leaves `replica` out, once, with a warning that names it and why; `false` when
@@ -85,7 +133,7 @@ impl Replicas {
         let others = self
             .replicas
             .iter()
-            .filter(|r| !std::ptr::eq(*r, replica) && !r.down.load(Ordering::Relaxed))
+            .filter(|r| !std::ptr::eq(*r, replica) && r.live())
             .count();
         if others == 0 {
             return false;
@@ -151,9 +199,23 @@ impl LlmBackend for Replicas {
                 let Some((replica, _counted)) = self.pick() else {
                     return Err(LlmError::failed("openai", "no server to call"));
                 };
-                match replica.backend.call(&request, stream.clone()).await {
-                    Ok(c) => return Ok(c),
+                let hand_off = || self.another_ready(replica);
+                match replica
+                    .backend
+                    .call(&request, stream.clone(), &hand_off)
+                    .await
+                {
+                    Ok(c) => {
+                        replica.failures.store(0, Ordering::Relaxed);
+                        return Ok(c);
+                    }
                     Err(CallFailed::Refused(e)) => return Err(e),
+                    Err(CallFailed::HandedOff { rest, error }) => {
+                        replica.rest(rest);
+                        if !self.failed_attempt(replica, &error) {
+                            return Err(error);
+                        }
+                    }
                     Err(CallFailed::ServerGaveUp(e)) => {
                         if !self.leave_out(replica, &e) {
                             return Err(e);
@@ -201,6 +263,31 @@ mod tests {
         drop(b);
         assert_eq!(p.notes().len(), 1, "one warning for the server left out");
         assert!(p.describe().contains("127.0.0.1:10"));
+    }
+
+    #[test]
+    fn a_resting_server_is_passed_over_while_another_can_take_the_call() {
+        let p = pool(2);
+        p.replicas[0].rest(Duration::from_secs(60));
+        assert!(p.another_ready(&p.replicas[0]));
+        assert!(!p.another_ready(&p.replicas[1]), "the other one rests");
+        for _ in 0..3 {
+            let (r, _) = p.pick().unwrap();
+            assert_eq!(r.backend.endpoint(), "http://127.0.0.1:10/v1");
+        }
+        p.replicas[1].rest(Duration::from_secs(60));
+        assert!(p.pick().is_some(), "when all rest, one is still called");
+        let why = LlmError::failed("openai", "HTTP 429");
+        let attempts = p.replicas[0].backend.options.retry.attempts;
+        for _ in 1..attempts {
+            assert!(p.failed_attempt(&p.replicas[0], &why));
+        }
+        assert!(
+            p.replicas[0].live(),
+            "not yet as many failures as a call's attempts"
+        );
+        assert!(p.failed_attempt(&p.replicas[0], &why));
+        assert!(!p.replicas[0].live(), "left out");
     }
 
     #[test]

@@ -11,6 +11,10 @@ use super::{tools, OpenAiBackend};
 use crate::llm::{Completion, LlmRequest, TokenSink, Usage};
 use crate::tokens::{Estimator, TokenCounter};
 
+/// The largest whole response read: a reply, its tool calls and its
+/// log-probabilities are far smaller.
+const MAX_BODY_BYTES: usize = 16 << 20;
+
 impl OpenAiBackend {
     /// The completion a whole reply holds: its text (handed to `sink` in one piece),
     /// its tool calls, and for a closed choice the option it names. A reply that
@@ -56,21 +60,35 @@ impl OpenAiBackend {
         Ok(completion)
     }
 
-    /// The response's body as JSON, read within the read timeout.
+    /// The response's body as JSON, at most [`MAX_BODY_BYTES`] of it, each piece read
+    /// within the read timeout.
     async fn whole_json(&self, response: reqwest::Response) -> Result<Value, AttemptError> {
-        let text = tokio::time::timeout(self.options.read_timeout, response.text())
-            .await
-            .map_err(|_| AttemptError::Retry {
-                cause: "the response stalled".into(),
-                after: None,
-            })?
-            .map_err(|e| {
+        use futures::StreamExt;
+        let mut body = Vec::new();
+        let mut pieces = response.bytes_stream();
+        loop {
+            let piece = tokio::time::timeout(self.options.read_timeout, pieces.next())
+                .await
+                .map_err(|_| AttemptError::Retry {
+                    cause: "the response stalled".into(),
+                    after: None,
+                })?;
+            let Some(piece) = piece else { break };
+            let piece = piece.map_err(|e| {
                 AttemptError::retry(Cause::caused_by(
                     format!("reading the response: {}", without_url(&e)),
                     e.without_url(),
                 ))
             })?;
-        serde_json::from_str(&text).map_err(|e| {
+            if body.len() + piece.len() > MAX_BODY_BYTES {
+                return Err(AttemptError::retry(format!(
+                    "the response is over {} MiB, more than any reply",
+                    MAX_BODY_BYTES >> 20
+                )));
+            }
+            body.extend_from_slice(&piece);
+        }
+        serde_json::from_slice(&body).map_err(|e| {
             AttemptError::retry(Cause::caused_by(
                 format!("malformed JSON in the response: {e}"),
                 e,
@@ -84,7 +102,9 @@ impl OpenAiBackend {
         let reported = usage["prompt_tokens"]
             .as_u64()
             .zip(usage["completion_tokens"].as_u64());
-        let usage = match reported {
+        let implausible = reported
+            .is_some_and(|(prompt, completion)| !plausible(prompt, completion, prompt_bytes(req)));
+        let usage = match reported.filter(|_| !implausible) {
             Some((prompt, completion)) => Usage {
                 prompt_tokens: prompt,
                 completion_tokens: completion,
@@ -103,11 +123,29 @@ impl OpenAiBackend {
                 completion_tokens: Estimator.count(&text) as u64,
                 cached_prompt_tokens: 0,
                 estimated: true,
+                implausible,
                 ..Usage::default()
             },
         };
         Completion::text(text, usage, self.model(req).to_string())
     }
+}
+
+/// The bytes a request's prompt takes: its messages and the tools it offers.
+fn prompt_bytes(req: &LlmRequest) -> u64 {
+    let messages: usize = req.messages.iter().map(|m| m.content.len()).sum();
+    let tools = req
+        .tools
+        .as_ref()
+        .map_or(0, |t| serde_json::to_string(t).map_or(0, |s| s.len()));
+    (messages + tools) as u64
+}
+
+/// Whether a server's token counts could be true of a prompt of `bytes`: a token is at
+/// least a byte, and a chat template adds a few thousand at most; no reply of one call
+/// runs to a million tokens, hidden reasoning included.
+fn plausible(prompt: u64, completion: u64, bytes: u64) -> bool {
+    prompt <= bytes.saturating_add(4096) && completion <= 1_000_000
 }
 
 /// The stop sequence a server says ended the reply: vLLM's `stop_reason`, SGLang's

@@ -112,18 +112,41 @@ pub enum GaveUp {
         #[source]
         last: Cause,
     },
+    /// The server asked for a wait (`Retry-After`) longer than the policy ever waits.
+    #[error(
+        "the server asks to wait {} s before another attempt, longer than the {} s a call \
+         waits; last: {last}",
+        .asked.as_secs(), .most.as_secs()
+    )]
+    WaitTooLong {
+        asked: Duration,
+        most: Duration,
+        #[source]
+        last: Cause,
+    },
+    /// Another server could take the call at once: the wait this one needs (`rest`)
+    /// is not spent.
+    #[error("handed to another server; last: {last}")]
+    HandedOff {
+        rest: Duration,
+        #[source]
+        last: Cause,
+    },
     #[error(transparent)]
     Fatal(Cause),
 }
 
 /// Runs `attempt(1)`, `attempt(2)`, … until one succeeds, one fails for good, or
 /// `policy.attempts` have been made, waiting with `sleep` between attempts as the
-/// policy says. `what` names the call in the log.
+/// policy says. A server that asks for a longer wait than the policy's longest is not
+/// waited for. Before a wait, `hand_off()` says whether another server could take the
+/// call at once: then the wait is not spent here. `what` names the call in the log.
 pub async fn with_retries<T, A, AF, S, SF>(
     policy: &RetryPolicy,
     what: &str,
     mut attempt: A,
     sleep: S,
+    hand_off: &(dyn Fn() -> bool + Sync),
 ) -> Result<T, GaveUp>
 where
     A: FnMut(u32) -> AF,
@@ -138,10 +161,31 @@ where
             Ok(value) => return Ok(value),
             Err(AttemptError::Fatal(cause)) => return Err(GaveUp::Fatal(cause)),
             Err(AttemptError::Again(cause)) => (cause, Duration::ZERO),
-            Err(AttemptError::Retry { cause, after }) => {
-                let wait = policy.delay(n, after, &mut rand::rng());
-                (cause, wait)
-            }
+            Err(AttemptError::Retry { cause, after }) => match after {
+                Some(asked) if asked > policy.max_delay => {
+                    if hand_off() {
+                        return Err(GaveUp::HandedOff {
+                            rest: asked,
+                            last: cause,
+                        });
+                    }
+                    return Err(GaveUp::WaitTooLong {
+                        asked,
+                        most: policy.max_delay,
+                        last: cause,
+                    });
+                }
+                _ => {
+                    let wait = policy.delay(n, after, &mut rand::rng());
+                    if hand_off() {
+                        return Err(GaveUp::HandedOff {
+                            rest: wait,
+                            last: cause,
+                        });
+                    }
+                    (cause, wait)
+                }
+            },
         };
         if n >= attempts {
             return Err(GaveUp::Exhausted {
@@ -213,6 +257,7 @@ mod tests {
                 waits.borrow_mut().push(d);
                 std::future::ready(())
             },
+            &|| false,
         ));
         (result, waits.into_inner())
     }
@@ -249,6 +294,36 @@ mod tests {
             Err::<(), _>(AttemptError::Fatal("401".into()))
         });
         assert_eq!((fatal.unwrap_err().to_string(), calls), ("401".into(), 1));
+    }
+
+    #[test]
+    fn a_wait_longer_than_the_longest_is_refused_and_another_server_preferred() {
+        let policy = RetryPolicy::default();
+        let busy = |secs| {
+            move |_| {
+                Err::<(), _>(AttemptError::Retry {
+                    cause: "HTTP 429".into(),
+                    after: Some(Duration::from_secs(secs)),
+                })
+            }
+        };
+        let (too_long, waits) = run(&policy, busy(999_999));
+        assert!(
+            matches!(too_long, Err(GaveUp::WaitTooLong { asked, .. }) if asked.as_secs() == 999_999),
+            "{too_long:?}"
+        );
+        assert!(waits.is_empty(), "not waited for");
+        let handed = futures::executor::block_on(with_retries(
+            &policy,
+            "test call",
+            |n| std::future::ready(busy(2)(n)),
+            |_| std::future::ready(()),
+            &|| true,
+        ));
+        assert!(
+            matches!(handed, Err(GaveUp::HandedOff { rest, .. }) if rest == Duration::from_secs(2)),
+            "{handed:?}"
+        );
     }
 
     #[test]

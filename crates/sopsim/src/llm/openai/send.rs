@@ -24,7 +24,14 @@ impl OpenAiBackend {
         if response.status().as_u16() != 200 {
             return Err(self.rejected(req, asking, extras, response).await);
         }
-        if self.streams(req) {
+        // A server that answers a streamed request in one JSON body (some ignore
+        // `stream`) is read as it answered.
+        let whole = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.trim_start().starts_with("application/json"));
+        if self.streams(req) && !whole {
             self.read_stream(req, response, stream).await
         } else {
             self.read_whole(req, response, stream, asking).await

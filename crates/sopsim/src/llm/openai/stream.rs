@@ -34,12 +34,23 @@ impl OpenAiBackend {
         // Pieces of text received: a server sends about a token in each.
         let mut pieces = 0usize;
         let budget = self.budget(req);
+        // A reply past its tokens (and the headroom a sentence's end takes) is closed
+        // there, as the local engine's hard cap closes it.
+        let cap = req
+            .settings
+            .max_tokens
+            .map(|m| crate::sentence::ReplyBudget::of(m as usize).hard);
         let mut look_from = 0;
+        // Only events count as progress: a server that sends nothing but keep-alive
+        // comments has stalled.
+        let idle = self.options.read_timeout;
+        let mut last_event = tokio::time::Instant::now();
+        let mut any_event = false;
         loop {
-            let next = tokio::time::timeout(self.options.read_timeout, bytes.next())
+            let next = tokio::time::timeout_at(last_event + idle, bytes.next())
                 .await
                 .map_err(|_| AttemptError::Retry {
-                    cause: format!("the stream stalled for {:?}", self.options.read_timeout).into(),
+                    cause: format!("the stream stalled: no event for {idle:?}").into(),
                     after: None,
                 })?;
             let Some(chunk) = next else { break };
@@ -52,6 +63,10 @@ impl OpenAiBackend {
             let events = parser
                 .push(&chunk)
                 .map_err(|e| AttemptError::retry(Cause::caused_by(e.to_string(), e)))?;
+            if !events.is_empty() {
+                last_event = tokio::time::Instant::now();
+                any_event = true;
+            }
             for event in events {
                 let data = match event {
                     Event::Done => {
@@ -102,6 +117,11 @@ impl OpenAiBackend {
                         if let Some(sink) = sink {
                             sink(&piece);
                         }
+                        if cap.is_some_and(|cap| pieces >= cap) {
+                            let mut c = self.completion(req, text, &usage);
+                            c.tool_calls = calls.finish();
+                            return Ok(c);
+                        }
                     }
                     if let Some(deltas) = &choice.delta.tool_calls {
                         calls.push(deltas);
@@ -129,8 +149,12 @@ impl OpenAiBackend {
             c.stopped_at = stopped_at;
             return Ok(c);
         }
+        let cause = match any_event {
+            true => format!("the stream was cut off after {} characters", text.len()),
+            false => "the response held no event of a stream (`data: …` lines)".to_string(),
+        };
         Err(AttemptError::Retry {
-            cause: format!("the stream was cut off after {} characters", text.len()).into(),
+            cause: cause.into(),
             after: None,
         })
     }
