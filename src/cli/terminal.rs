@@ -280,6 +280,31 @@ impl EventSink for TerminalSink {
                 )
             }
             SimEvent::RoundEnded { .. } | SimEvent::RoundProgress { .. } => Ok(()),
+            SimEvent::World {
+                round,
+                world,
+                agents,
+                ended_if,
+                ..
+            } => {
+                self.clear(&mut st, &mut out);
+                let mut shown: Vec<String> =
+                    world.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                shown.extend(
+                    agents
+                        .iter()
+                        .map(|(k, s)| format!("{k} {:.1} on average", s.mean)),
+                );
+                let ends = ended_if
+                    .as_ref()
+                    .map(|n| format!(" — {n}: the run ends"))
+                    .unwrap_or_default();
+                writeln!(
+                    out,
+                    "{dim}  world after round {round}: {}{ends}{dim:#}",
+                    printable(&shown.join(", "))
+                )
+            }
             SimEvent::Warning { text } => {
                 self.clear(&mut st, &mut out);
                 let w = if self.color {

@@ -18,3 +18,4 @@ mod stop;
 // chromedriver runs in a process group of its own (Unix).
 #[cfg(unix)]
 mod viewer;
+mod world;

@@ -39,7 +39,7 @@ static CORE: Layers = &[
             "quality",
         ],
     ),
-    ("state", &["environment", "run_state"]),
+    ("state", &["environment", "run_state", "world"]),
 ];
 
 /// sopsim: the runtime, on top of the core (whose modules it uses under their names).

@@ -25,6 +25,8 @@
 //!   records, rounds): the Environment actor's state and rules.
 //! - [`run_state`]: the Director's state between turns (counters, limits, budgets,
 //!   resume's catch-up).
+//! - [`world`]: a run's world (variables carried from round to round, the last moves,
+//!   the conditions that end a run) and strategy players.
 //! - [`quality`]: reply quality (copies, labels, narration, echoes, stage
 //!   directions, paraphrases…), the checks a reply is redrawn on.
 //! - [`template`], [`tokens`], [`sentence`]: placeholder templates, token counting,
@@ -49,3 +51,4 @@ pub mod template;
 pub mod tokens;
 pub mod tool_results;
 pub mod user_json;
+pub mod world;

@@ -22,6 +22,8 @@ pub enum EndReason {
     Budget,
     /// A runtime failure; `error` says what.
     Error,
+    /// A condition of the world's `end_if` held after a round; `ended_if` names it.
+    EndIf,
 }
 
 impl EndReason {
@@ -33,6 +35,7 @@ impl EndReason {
             EndReason::Interrupted => "interrupted",
             EndReason::Budget => "budget",
             EndReason::Error => "error",
+            EndReason::EndIf => "end_if",
         }
     }
 
@@ -41,7 +44,7 @@ impl EndReason {
     pub fn ends_the_course(self) -> bool {
         matches!(
             self,
-            EndReason::End | EndReason::MaxTurns | EndReason::Budget
+            EndReason::End | EndReason::MaxTurns | EndReason::Budget | EndReason::EndIf
         )
     }
 }

@@ -68,6 +68,10 @@ pub enum SimError {
         left: u64,
         max_turns: u64,
     },
+    /// A world variable that cannot stand (not a number, out of bounds), or a
+    /// condition or strategy formula that fails; the error names it and the round.
+    #[error(transparent)]
+    World(#[from] crate::world::WorldError),
     /// The actors broke one of their own rules (a bug, reported rather than a panic).
     #[error("internal error: {0}")]
     Internal(&'static str),

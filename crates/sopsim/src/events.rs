@@ -5,6 +5,7 @@
 //! [`Rounds`] follows that, so each message's payload can say which round it is in.
 
 pub use crate::quality::{RedrawCause, ReplyQuality};
+pub use crate::world::{Spread, WorldSummary};
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -79,6 +80,17 @@ pub enum SimEvent {
     /// journal, asking no model); what follows is new.
     Resumed {
         messages: u64,
+    },
+    /// The world after a round: its global variables, each per-agent variable's
+    /// spread, and the condition that ends the run, if one holds (a round's every
+    /// per-agent value is in `world.jsonl`, not in events).
+    World {
+        state: String,
+        visit: u32,
+        round: u32,
+        world: indexmap::IndexMap<String, f64>,
+        agents: indexmap::IndexMap<String, Spread>,
+        ended_if: Option<String>,
     },
     /// The run ended; `ended_by` as in `summary.json`.
     Finished {
@@ -357,6 +369,31 @@ pub fn to_return_in(
             ),
             format!("visit-{visit}"),
         )),
+        SimEvent::World {
+            state,
+            visit,
+            round,
+            world,
+            agents,
+            ended_if,
+        } => {
+            let shown: Vec<String> = world.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let mut text = format!("World after round {round}: {}", shown.join(", "));
+            if let Some(name) = ended_if {
+                text.push_str(&format!("; {name}: the run ends"));
+            }
+            let metadata = json!({
+                "event": "world", "round": round, "state": state, "visit": visit,
+                "world": world, "agents": agents, "ended_if": ended_if,
+            });
+            Some((
+                Return::Status {
+                    text,
+                    metadata: metadata.as_object().cloned().unwrap_or_default(),
+                },
+                format!("visit-{visit}"),
+            ))
+        }
         SimEvent::Warning { text } => Some((Return::Warning { text: text.clone() }, "run".into())),
         SimEvent::Tool { visit, ret, .. } => Some(((**ret).clone(), format!("visit-{visit}"))),
         SimEvent::Finished { .. } => Some((Return::Completed, "run".into())),

@@ -259,6 +259,10 @@ impl LlmBackend for Journaled {
         self.inner.forbids()
     }
 
+    fn routed(&self, settings: &crate::scenario::LlmSettings) -> Option<&dyn LlmBackend> {
+        self.inner.routed(settings)
+    }
+
     fn tool_tape(&self) -> Option<ToolTape> {
         Some(ToolTape::Journal(
             self.journal.clone() as Arc<dyn ToolJournal>,

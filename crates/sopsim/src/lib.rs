@@ -98,7 +98,7 @@ pub use sopsim_core::scenario;
 // The core's modules, under the names the rest of this crate uses.
 pub(crate) use sopsim_core::{
     action, environment, error_chain, files, memory, network, prompt, quality, run_state, sentence,
-    sop, template, tokens, tool_results, user_json,
+    sop, template, tokens, tool_results, user_json, world,
 };
 
 pub(crate) mod actors;

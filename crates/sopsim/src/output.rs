@@ -7,7 +7,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::SimError;
-use crate::memory::Message;
 use crate::output_folder::{Entry, FolderFileError, OutputFolder};
 
 /// Appends each finished turn as one JSON line, written with one call before the next
@@ -110,9 +109,10 @@ impl TranscriptWriter {
         })
     }
 
-    pub fn append(&mut self, memory: &Message) -> Result<(), SimError> {
+    /// Appends one line (a message of the transcript, a round of `world.jsonl`).
+    pub fn append<T: serde::Serialize>(&mut self, item: &T) -> Result<(), SimError> {
         self.line.clear();
-        serde_json::to_writer(&mut self.line, memory).map_err(|e| SimError::Io {
+        serde_json::to_writer(&mut self.line, item).map_err(|e| SimError::Io {
             what: self.path.display().to_string(),
             source: e.into(),
         })?;
@@ -177,9 +177,13 @@ const FINAL_FILES: [&str; 4] = [
     "network.json",
 ];
 
+/// The world's values after each round, for a scenario with a `world`.
+pub const WORLD_FILE: &str = "world.jsonl";
+
 /// The files a run writes into its folder.
-pub const RUN_FILES: [&str; 9] = [
+pub const RUN_FILES: [&str; 10] = [
     "transcript.jsonl",
+    WORLD_FILE,
     "events.jsonl",
     EVENTS_RESUMING,
     "environment.json",

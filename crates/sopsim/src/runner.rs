@@ -15,7 +15,7 @@ use crate::error::{CancelToken, SimError};
 use crate::events::{EventSink, FrontendLog};
 use crate::human::{HumanInput, UntilCancelled};
 use crate::journal::{Journal, Journaled, JournaledInput, JOURNAL_FILE};
-use crate::output::{RunDir, RunIdentity, TranscriptWriter, EVENTS_RESUMING, RUN_FILE};
+use crate::output::{RunDir, RunIdentity, TranscriptWriter, EVENTS_RESUMING, RUN_FILE, WORLD_FILE};
 use crate::scenario::Scenario;
 use crate::scenario::{CommandConsent, Mode};
 use crate::setup::{self, ModelOptions, SetupError};
@@ -242,7 +242,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
     let mut services = services;
     let mut human_input = human_input
         .map(|h| Arc::new(UntilCancelled::new(h, cancel.clone())) as Arc<dyn HumanInput>);
-    let (dir, transcript, events) = match &opts.out {
+    let (dir, transcript, world_log, events) = match &opts.out {
         Some(out) => {
             let identity = RunIdentity {
                 sopsim: env!("CARGO_PKG_VERSION").to_string(),
@@ -258,7 +258,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
                 llm: services.llm.describe(),
                 embedder: services.embed.name().to_string(),
             };
-            let folder = RunFolder::open(out, opts.existing, &identity)?;
+            let folder = RunFolder::open(out, opts.existing, &identity, scenario.world.is_some())?;
             services.llm = Arc::new(Journaled::new(services.llm, folder.journal.clone()));
             human_input = human_input.map(|h| {
                 Arc::new(JournaledInput::new(h, folder.journal.clone())) as Arc<dyn HumanInput>
@@ -275,9 +275,14 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
                 .map_err(SimError::from)?;
             let events = Arc::new(events);
             sinks.push(events.clone());
-            (Some(dir), Some(folder.transcript), Some(events))
+            (
+                Some(dir),
+                Some(folder.transcript),
+                folder.world,
+                Some(events),
+            )
         }
-        None => (None, None, None),
+        None => (None, None, None, None),
     };
     let config = RunConfig {
         mode: opts.mode,
@@ -287,6 +292,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         human_input,
         sinks,
         transcript,
+        world_log,
         cancel: Some(cancel),
         control,
         budget_usd: opts.budget_usd,
@@ -307,11 +313,18 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
 struct RunFolder {
     dir: RunDir,
     transcript: TranscriptWriter,
+    /// `world.jsonl`, for a scenario with a `world`.
+    world: Option<TranscriptWriter>,
     journal: Arc<Journal>,
 }
 
 impl RunFolder {
-    fn open(out: &Path, existing: Existing, identity: &RunIdentity) -> Result<Self, RunError> {
+    fn open(
+        out: &Path,
+        existing: Existing,
+        identity: &RunIdentity,
+        world: bool,
+    ) -> Result<Self, RunError> {
         let folder = |source| SetupError::Out {
             path: out.to_path_buf(),
             source,
@@ -322,10 +335,15 @@ impl RunFolder {
                 .replace_json(RUN_FILE, identity)
                 .map_err(SimError::from)?;
             let transcript = TranscriptWriter::create(dir.files(), "transcript.jsonl")?;
+            let world = match world {
+                true => Some(TranscriptWriter::create(dir.files(), WORLD_FILE)?),
+                false => None,
+            };
             let journal = Journal::create(dir.files(), JOURNAL_FILE).map_err(SimError::from)?;
             return Ok(Self {
                 dir,
                 transcript,
+                world,
                 journal: Arc::new(journal),
             });
         }
@@ -339,9 +357,23 @@ impl RunFolder {
             .map_err(|e| folder(OutFolderError::Journal(e)))?;
         let transcript =
             TranscriptWriter::resume(dir.files(), "transcript.jsonl", dir.on_caught_up())?;
+        // The world's rounds are played again with the run's and checked against the
+        // killed run's lines, as the transcript's are.
+        let world = match world {
+            false => None,
+            true if dir.files().entry(WORLD_FILE).map_err(SimError::from)? == Entry::Nothing => {
+                Some(TranscriptWriter::create(dir.files(), WORLD_FILE)?)
+            }
+            true => Some(TranscriptWriter::resume(
+                dir.files(),
+                WORLD_FILE,
+                Box::new(|| Ok(())),
+            )?),
+        };
         Ok(Self {
             dir,
             transcript,
+            world,
             journal: Arc::new(journal),
         })
     }

@@ -72,6 +72,8 @@ pub struct RunConfig {
     pub sinks: Vec<Arc<dyn EventSink>>,
     /// Appends each finished turn to `transcript.jsonl`.
     pub transcript: Option<TranscriptWriter>,
+    /// Appends the world after each round to `world.jsonl`.
+    pub world_log: Option<TranscriptWriter>,
     /// Cancelled to stop the run at the next turn boundary.
     pub cancel: Option<CancelToken>,
     /// Pause, step and stop the run from outside.
@@ -128,6 +130,9 @@ pub struct RunSummary {
     pub visits: u32,
     pub final_state: String,
     pub ended_by: EndReason,
+    /// The world's condition that ended the run (`ended_by: end_if`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_if: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Why a budget stopped the run.
@@ -171,6 +176,10 @@ pub struct RunSummary {
     pub reply_quality: crate::quality::ReplyQuality,
     /// Replies drawn again because a draw was flawed (see [`ReplyQuality`](crate::events::ReplyQuality)).
     pub redrawn_replies: crate::llm::Redrawn,
+    /// The world at the end: rounds played, its variables, each per-agent variable's
+    /// spread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub world: Option<crate::world::WorldSummary>,
     pub warnings: Vec<String>,
     pub wall_ms: u64,
 }
@@ -261,14 +270,18 @@ pub async fn run(
         cancel,
         control: config.control,
     };
-    Director::new(
+    let director = Director::new(
         cast,
         limits,
         config.transcript,
         config.seed,
         config.notes,
         done_tx,
-    )
+    );
+    match crate::world::World::new(&scenario, config.seed, &drawn) {
+        Some(world) => director.with_world(world, config.world_log),
+        None => director,
+    }
     .start();
     let mut finish = done_rx
         .await
@@ -444,6 +457,7 @@ fn summarise(
         visits: finish.visits,
         final_state: finish.final_state,
         ended_by: finish.ended_by,
+        ended_if: finish.world.as_ref().and_then(|w| w.ended_if.clone()),
         error: error.map(|e| crate::error_chain::chain(e)),
         stop_reason: finish.stop_reason,
         llm_calls,
@@ -472,6 +486,7 @@ fn summarise(
         tools: tool_summary.clone(),
         reply_quality: finish.reply_quality,
         redrawn_replies: ledger.redrawn.clone(),
+        world: finish.world,
         llm_latency_ms: Latency {
             p50: percentile(&latencies, 0.5),
             p95: percentile(&latencies, 0.95),

@@ -41,6 +41,7 @@ impl ScenarioBuilder {
                 },
                 tools: Default::default(),
                 outcomes: None,
+                world: None,
                 script: None,
             },
         }

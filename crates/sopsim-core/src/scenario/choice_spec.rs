@@ -15,6 +15,11 @@ pub struct ChoiceSpec {
     /// Numeric options instead: `[min, max, step]`, the step dividing the range.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub range: Option<[f64; 3]>,
+    /// With a `range`: a formula over the world (`world.fish`, `me.wallet`, `round`);
+    /// options above its value are not offered this turn (a catch of at most what is
+    /// in the lake). At least the range's first option always is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_most: Option<String>,
     /// The question (default: "Make your choice.").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use super::choice_spec::{range_count, ChoiceSpec, ChoiceTiming, RangeError};
-pub use super::llm_settings::{AllTokens, LlmSettings, TokenWindow};
+pub use super::llm_settings::{AllTokens, BackendKind, LlmSettings, TokenWindow};
 pub use super::script::Script;
 
 /// A whole scenario: agents, the SOP that routes their turns, and run settings.
@@ -41,6 +41,10 @@ pub struct Scenario {
     /// What `sopsim bench` measures in each run: decisions, payoffs and scores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcomes: Option<super::Outcomes>,
+    /// Numbers that carry from round to round (fish in a lake, each agent's wallet),
+    /// shown in prompts, updated after each round, and conditions that end the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<super::WorldSpec>,
     /// Replies for the scripted backend (`--llm scripted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<Script>,
@@ -143,6 +147,11 @@ pub struct AgentSpec {
     /// A person types this agent's turns on standard input.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub human: bool,
+    /// The agent plays by this rule instead of a model: it decides exactly and says a
+    /// line from a template, with no model call. Shared: a population's members share
+    /// one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<std::sync::Arc<super::StrategySpec>>,
     /// Set on the agents a population generated.
     #[serde(skip)]
     #[schemars(skip)]
@@ -518,6 +527,28 @@ impl Scenario {
             }
         }
         models
+    }
+
+    /// Every backend the scenario's `llm` settings name, with its model, each once, in
+    /// a fixed order (a population's members share their population's settings).
+    pub fn backends_named(&self) -> Vec<(BackendKind, Option<String>)> {
+        let states = self.sop.states.values();
+        let layers = std::iter::once(Some(&self.llm))
+            .chain(self.agents.values().map(|a| a.llm.as_deref()))
+            .chain(self.populations.values().map(|p| p.llm.as_ref()))
+            .chain(states.clone().map(|st| st.llm.as_ref()))
+            .chain(
+                states
+                    .flat_map(|st| st.components.values())
+                    .map(|c| c.llm.as_ref()),
+            );
+        let mut named: Vec<(BackendKind, Option<String>)> = layers
+            .flatten()
+            .filter_map(|l| Some((l.backend?, l.model.clone())))
+            .collect();
+        named.sort();
+        named.dedup();
+        named
     }
 
     /// Whether anything reads message embeddings: retrieval (`top_k` > 0) or a

@@ -9,7 +9,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct LlmSettings {
-    /// The model to ask: a server's model name (the local backend uses its own file).
+    /// Which backend answers (default: the run's, from the command line): `local` (a
+    /// known model's name, such as `qwen15`, or a GGUF file, in `model`), `openai`
+    /// (the run's server, asked for `model`) or `scripted` (the script, its figures
+    /// under `model`). Agents naming different ones play model against model; each
+    /// model is loaded once per process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendKind>,
+    /// The model to ask: a server's model name (the local backend uses its own file
+    /// unless `backend` names it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Sampling temperature; 0 takes the most likely token.
@@ -122,11 +130,41 @@ pub enum AllTokens {
     All,
 }
 
+/// A backend an agent, role or state names.
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Local,
+    Openai,
+    Scripted,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Local => "local",
+            BackendKind::Openai => "openai",
+            BackendKind::Scripted => "scripted",
+        }
+    }
+}
+
 impl LlmSettings {
     /// `self` with its unset fields taken from `outer`.
     pub fn over(&self, outer: &LlmSettings) -> LlmSettings {
+        // A backend named here comes with its model: the outer model is another's.
+        let (backend, model) = match self.backend {
+            Some(b) => (Some(b), self.model.clone()),
+            None => (
+                outer.backend,
+                self.model.clone().or_else(|| outer.model.clone()),
+            ),
+        };
         LlmSettings {
-            model: self.model.clone().or_else(|| outer.model.clone()),
+            backend,
+            model,
             temperature: self.temperature.or(outer.temperature),
             top_p: self.top_p.or(outer.top_p),
             top_k: self.top_k.or(outer.top_k),

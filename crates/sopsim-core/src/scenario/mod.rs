@@ -6,6 +6,7 @@ mod builder;
 mod choice_spec;
 mod commands;
 mod data_file;
+pub mod expr;
 mod format;
 pub mod knowledge_file;
 mod llm_settings;
@@ -22,25 +23,28 @@ mod tools;
 mod validate;
 mod validate_graph;
 mod validate_tools;
+mod validate_world;
+mod world;
 
 pub use advice::advice;
 pub use builder::{AgentBuilder, ScenarioBuilder, StateBuilder};
 pub use commands::{started_programs, CommandConsent, NotAllowed, StartedProgram};
 pub use data_file::{read_objects, DataFile, DataFileError};
 pub use format::{
-    range_count, AgentSpec, AllTokens, ChoiceSpec, ChoiceTiming, Components, EnvironmentSettings,
-    ExtractStep, JudgePrompts, KeywordRule, KnowledgeKind, KnowledgeLookup, LlmSettings, Mode,
-    Players, RangeError, Scenario, Script, Sop, SpeakerRule, State, SummaryPrompts, TokenWindow,
-    TransitionRule, Turns, UnknownMode,
+    range_count, AgentSpec, AllTokens, BackendKind, ChoiceSpec, ChoiceTiming, Components,
+    EnvironmentSettings, ExtractStep, JudgePrompts, KeywordRule, KnowledgeKind, KnowledgeLookup,
+    LlmSettings, Mode, Players, RangeError, Scenario, Script, Sop, SpeakerRule, State,
+    SummaryPrompts, TokenWindow, TransitionRule, Turns, UnknownMode,
 };
 pub use load::{
     from_document, import_aiwaves, load, load_any, load_any_with, load_document_with, parse_json,
     read_text, validate_built, ScenarioError, MAX_SCENARIO_BYTES,
 };
 pub use outcomes::{
-    choice_key, evaluate_formula, is_bounded_figure, CompiledDecision, CompiledPayoff,
-    CompiledScore, DecisionRule, DecisionValue, FormulaError, FormulaInputs, OutcomeRules,
-    Outcomes, Payoff, Reduce, ScoreRule, Take, GENERIC_FIGURES, QUALITY_FIGURES,
+    choice_key, compile_formula, evaluate_formula, is_bounded_figure, CompiledDecision,
+    CompiledPayoff, CompiledScore, DecisionRule, DecisionValue, FormulaError, FormulaInputs,
+    OutcomeRules, Outcomes, Payoff, Reduce, ScoreRule, Take, WorldFigures, GENERIC_FIGURES,
+    QUALITY_FIGURES,
 };
 pub use path::FieldPath;
 pub use persona::{identity, role_text, speak_as, Persona, RoleText, OPENING_NOTE};
@@ -55,3 +59,7 @@ pub use tools::{
     RunIf, SchemaError, ToolKind, ToolSpec, ANSWER,
 };
 pub use validate::{check, check_structure, schema, Problem};
+pub use world::{
+    moves_of as strategy_moves, options_of as choice_options_of, BuiltIn, Initial, StrategySpec,
+    VariableSpec, WorldSpec,
+};

@@ -53,6 +53,9 @@ pub struct PopulationSpec {
     /// LLM settings for every member.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmSettings>,
+    /// Every member plays by this rule instead of a model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<super::StrategySpec>,
     /// The edge list's pairs as member numbers from 0 (a `file` network), read when the
     /// scenario is loaded.
     #[serde(skip)]
@@ -444,6 +447,7 @@ pub fn expand(
     rows: &[IndexMap<String, Value>],
 ) -> Result<Vec<(String, AgentSpec)>, ExpandError> {
     check(spec, rows)?;
+    let strategy = spec.strategy.clone().map(std::sync::Arc::new);
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed.unwrap_or(0));
     let mut members = Vec::with_capacity(spec.count);
     for i in 0..spec.count {
@@ -493,6 +497,7 @@ pub fn expand(
             roles: spec.roles.clone(),
             llm: spec.llm.clone().map(Box::new),
             human: false,
+            strategy: strategy.clone(),
             member: Some(Member {
                 population: key.to_string(),
                 index: i as u32,

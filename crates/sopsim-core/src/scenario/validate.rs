@@ -28,6 +28,9 @@ pub fn check(s: &Scenario, counter: &dyn TokenCounter) -> Vec<Problem> {
     for (path, message) in super::validate_tools::check(s) {
         v.problem(path, message);
     }
+    for (path, message) in super::validate_world::check(s) {
+        v.problem(path, message);
+    }
     v.out
 }
 

@@ -99,6 +99,75 @@ fn typed_decision(line: &str, options: &[String]) -> Option<Decision> {
 }
 
 impl AgentActor {
+    /// The agent's number in the run: its place among the scenario's agents.
+    fn index(&self) -> Option<u32> {
+        self.shared
+            .scenario
+            .agents
+            .get_index_of(&self.name)
+            .map(|i| i as u32)
+    }
+
+    /// A turn played by a rule: its move decided exactly from the world's history,
+    /// its line from the strategy's template. No model is asked.
+    fn strategy_turn(
+        &self,
+        strategy: &crate::scenario::StrategySpec,
+        msg: &TakeTurn,
+        base: DraftMessage,
+        options: &[String],
+    ) -> Result<TurnDone, SimError> {
+        let scenario = &self.shared.scenario;
+        let view = msg.world.clone().unwrap_or_default();
+        let agent = self.index().unwrap_or_default();
+        let (cooperate, defect) = crate::scenario::strategy_moves(scenario, &self.name, strategy);
+        let situation = crate::world::strategy::Situation {
+            view: &view,
+            state: &msg.state,
+            agent,
+            name: &self.name,
+            options,
+            cooperate: cooperate.as_deref(),
+            defect: defect.as_deref(),
+            seed: self.shared.seed,
+        };
+        let chosen = crate::world::strategy::decide(strategy, &situation)
+            .map_err(|why| self.world_error(msg, "strategy", why))?;
+        let line = match &strategy.say {
+            Some(say) => crate::world::view::render_say(say, &view, agent, &chosen.value),
+            None => chosen.value.clone(),
+        };
+        let message = DraftMessage {
+            response: line,
+            kind: MessageKind::Choice,
+            decision: Some(Decision {
+                value: chosen.value,
+                probabilities: Some(chosen.probabilities),
+            }),
+            ..base
+        };
+        Ok(TurnDone::Drafted(DraftTurn {
+            name: self.name.clone(),
+            messages: vec![message],
+            events: Vec::new(),
+        }))
+    }
+
+    /// A world formula of this agent's turn that cannot give a value.
+    fn world_error(&self, msg: &TakeTurn, field: &str, why: String) -> SimError {
+        let at = match &self.shared.scenario.agents[&self.name].member {
+            Some(m) => format!("populations.{}.{field}", m.population),
+            None if field == "strategy" => format!("agents.{}.strategy", self.name),
+            None => format!("sop.states.{}.components.{}.{field}", msg.state, msg.role),
+        };
+        SimError::World(crate::world::WorldError {
+            field: at,
+            round: msg.world.as_ref().map_or(0, |v| v.rounds + 1),
+            agent: Some(self.name.clone()),
+            why,
+        })
+    }
+
     /// A person's turn: their typed line, read unseen by the others in a round.
     fn human_turn(
         &self,
@@ -145,7 +214,12 @@ impl AgentActor {
             .as_ref()
             .is_some_and(|c| c.after == ChoiceTiming::Instead);
         let decider = replies.then(|| self.decider(&msg, &settings)).flatten();
+        let shown = msg.world.as_ref().and_then(|view| {
+            let state = &self.shared.scenario.sop.states[&msg.state];
+            crate::world::view::render_state(state, view, self.index())
+        });
         ModelTurn {
+            shown,
             env: self.shared.env.clone(),
             scenario: self.shared.scenario.clone(),
             counter: self.shared.counter.clone(),
@@ -238,7 +312,26 @@ impl Handler<TakeTurn> for AgentActor {
             .components
             .get(&msg.role)
             .and_then(|c| c.choice.clone());
-        let options = choice.as_ref().map(|c| c.options()).unwrap_or_default();
+        let mut options = choice.as_ref().map(|c| c.options()).unwrap_or_default();
+        // A choice the world bounds offers what the world allows this turn.
+        let bound = choice.as_ref().and_then(|c| c.at_most.as_deref());
+        if let (Some(at_most), Some(view)) = (bound, &msg.world) {
+            match crate::world::view::bounded_options(&options, at_most, view, self.index()) {
+                Ok(kept) => options = kept,
+                Err(why) => {
+                    return Box::pin(fut::ready(Err(self.world_error(
+                        &msg,
+                        "choice.at_most",
+                        why,
+                    ))))
+                }
+            }
+        }
+        let strategy = self.shared.scenario.agents[&self.name].strategy.clone();
+        if let Some(strategy) = strategy.filter(|_| !options.is_empty()) {
+            let turn = self.strategy_turn(&strategy, &msg, base, &options);
+            return Box::pin(fut::ready(turn));
+        }
         if let Some(human) = self.human.clone() {
             return Box::pin(self.human_turn(human, msg, base, options).into_actor(self));
         }

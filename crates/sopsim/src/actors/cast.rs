@@ -30,6 +30,8 @@ pub struct Finish {
     pub stop_reason: Option<String>,
     pub failures: ParseFailures,
     pub reply_quality: ReplyQuality,
+    /// The world at the end, in a scenario with one.
+    pub world: Option<crate::world::WorldSummary>,
 }
 
 /// The actors and services of the Director's simulation.

@@ -41,6 +41,8 @@ pub struct Director {
     pub(super) quality: Checker,
     /// Who plays each role in each state.
     pub(super) players: crate::scenario::Players,
+    /// The run's world, when the scenario keeps one.
+    pub(super) world: Option<super::world_keeper::WorldKeeper>,
 }
 
 impl Director {
@@ -55,6 +57,7 @@ impl Director {
         done: oneshot::Sender<Finish>,
     ) -> Self {
         Self {
+            world: None,
             quality: {
                 let mut checker = Checker::new(cast.instructions.clone());
                 if cast.paraphrases {
@@ -84,6 +87,34 @@ impl Director {
             pacer: Pacer::default(),
             transcript,
         }
+    }
+}
+
+impl Director {
+    /// The Director of a run whose world is `world`, its rounds appended to `log`.
+    pub fn with_world(mut self, world: crate::world::World, log: Option<TranscriptWriter>) -> Self {
+        self.world = Some(super::world_keeper::WorldKeeper::new(world, log));
+        self
+    }
+
+    /// The world as the next turns see it.
+    pub(super) fn world_view(&self) -> Option<std::sync::Arc<crate::world::WorldView>> {
+        self.world.as_ref().map(|w| w.view())
+    }
+
+    /// Ends the visit under way as a round of the world: tells it, gives the
+    /// Environment the new view; the name of the condition that ends the run, if one
+    /// holds.
+    fn close_round(&mut self) -> Result<Option<String>, SimError> {
+        let Some(world) = &mut self.world else {
+            return Ok(None);
+        };
+        let Some(closed) = world.close()? else {
+            return Ok(None);
+        };
+        self.cast.sinks.emit(closed.event);
+        self.cast.env.do_send(SetWorld(world.view()));
+        Ok(closed.ended_if)
     }
 }
 
@@ -204,6 +235,18 @@ impl Director {
         error: Option<SimError>,
         ctx: &mut Context<Self>,
     ) {
+        // A round the turn limit or a budget ended before its visit did still counts.
+        let (ended_by, error) = match ended_by {
+            EndReason::MaxTurns | EndReason::Budget
+                if self.world.as_ref().is_some_and(|w| w.open()) =>
+            {
+                match self.close_round() {
+                    Ok(_) => (ended_by, error),
+                    Err(e) => (EndReason::Error, Some(e)),
+                }
+            }
+            _ => (ended_by, error),
+        };
         // A resumed run that ends by its own course short of its killed run's
         // transcript would leave lines it never said.
         let short = match &self.transcript {
@@ -243,6 +286,7 @@ impl Director {
                 stop_reason,
                 failures,
                 reply_quality: self.quality.summary(),
+                world: self.world.as_ref().map(|w| w.summary()),
             });
         }
         ctx.stop();
@@ -255,6 +299,9 @@ impl Director {
     /// Starts the engine's current visit: tell the Environment, then take the first step.
     fn enter(&mut self, state: String, ctx: &mut Context<Self>) {
         let visit = self.engine.visit();
+        if let Some(world) = &mut self.world {
+            world.entered(&state, visit);
+        }
         self.cast.sinks.emit(SimEvent::StateEntered {
             state: state.clone(),
             visit,
@@ -300,7 +347,13 @@ impl Handler<Step> for Director {
             Gate::Stop(reason) => return self.finish(reason, None, ctx),
         }
         match self.engine.next_speaker() {
-            Speaker::Opening { role, query } => ctx.notify(Play::one(role, Some(query))),
+            Speaker::Opening { role, query } => {
+                let query = match self.world_view() {
+                    Some(view) => crate::world::render(&query, &view, None, &[]).into_owned(),
+                    None => query,
+                };
+                ctx.notify(Play::one(role, Some(query)))
+            }
             Speaker::Role(role) => ctx.notify(Play::one(role, None)),
             Speaker::Ask { choices } => self.ask_controller(choices, ctx),
             // A round is all or nothing: it does not start if the turn limit would
@@ -320,10 +373,20 @@ impl Handler<Step> for Director {
 impl Handler<Transit> for Director {
     type Result = ();
     fn handle(&mut self, Transit(t): Transit, ctx: &mut Context<Self>) {
+        // Leaving a visit closes its round of the world, whose conditions may end
+        // the run.
+        let ended_if = match t {
+            Transition::Stay => None,
+            _ => match self.close_round() {
+                Ok(ended_if) => ended_if,
+                Err(e) => return self.fail(e, ctx),
+            },
+        };
         self.engine.apply(&t);
         match t {
             Transition::Stay => ctx.notify(Step),
             Transition::End => self.finish(EndReason::End, None, ctx),
+            Transition::Move(_) if ended_if.is_some() => self.finish(EndReason::EndIf, None, ctx),
             Transition::Move(state) => self.enter(state, ctx),
         }
     }

@@ -32,6 +32,8 @@ pub struct EnvironmentActor {
     knowledge: crate::knowledge::KnowledgeBases,
     llm: LlmClient,
     counter: Arc<dyn TokenCounter>,
+    /// The world after the last round, for the summaries' prompts.
+    world: Option<Arc<crate::world::WorldView>>,
 }
 
 impl EnvironmentActor {
@@ -56,12 +58,18 @@ impl EnvironmentActor {
             knowledge: Default::default(),
             llm,
             counter,
+            world: None,
         }
     }
 
     fn summary_request(&self, req: &SummaryRequest, turn: u64) -> LlmRequest {
         let state_name = self.env.state();
         let state = &self.scenario.sop.states[state_name];
+        let shown = self
+            .world
+            .as_ref()
+            .and_then(|view| crate::world::view::render_state(state, view, None));
+        let state = shown.as_ref().unwrap_or(state);
         let assembled = prompt::summary_prompt(&self.scenario, state, req, self.counter.as_ref());
         LlmRequest::chat(
             assembled.messages,
@@ -79,6 +87,13 @@ impl Handler<EnterVisit> for EnvironmentActor {
     type Result = ();
     fn handle(&mut self, msg: EnterVisit, _: &mut Context<Self>) {
         self.env.enter(msg.state, msg.visit);
+    }
+}
+
+impl Handler<SetWorld> for EnvironmentActor {
+    type Result = ();
+    fn handle(&mut self, SetWorld(view): SetWorld, _: &mut Context<Self>) {
+        self.world = Some(view);
     }
 }
 

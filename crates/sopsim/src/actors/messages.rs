@@ -71,6 +71,9 @@ pub struct TakeTurn {
     /// Shown as it happens (a sequential turn: its reply streamed, its tool events at
     /// once); otherwise shown when its round is committed, and a person types unseen.
     pub live: bool,
+    /// The world as the turn sees it, in a scenario with one (or strategy players).
+    #[serde(skip)]
+    pub world: Option<std::sync::Arc<crate::world::WorldView>>,
 }
 
 /// Agent → Director: the turn's outcome.
@@ -126,3 +129,9 @@ pub struct SetShared {
 pub struct Consult {
     pub lookup: crate::scenario::KnowledgeLookup,
 }
+
+/// Director → Environment: the world after a round, for the prompts it builds
+/// (observations, summaries).
+#[derive(Debug, Clone, actix::Message)]
+#[rtype(result = "()")]
+pub struct SetWorld(pub std::sync::Arc<crate::world::WorldView>);

@@ -14,6 +14,7 @@ mod steps;
 mod tool_rules;
 mod tool_turn;
 mod turns;
+mod world_keeper;
 
 pub use crate::run_state::{EndReason, ParseFailures};
 pub use agent::AgentActor;

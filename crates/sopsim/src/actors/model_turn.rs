@@ -53,6 +53,8 @@ pub(super) struct ModelTurn {
     pub options: Vec<String>,
     /// Set when the role has tools and replies.
     pub decider: Option<Decider>,
+    /// The state with the world's values shown in its texts, when it shows any.
+    pub shown: Option<State>,
 }
 
 impl ModelTurn {
@@ -108,7 +110,9 @@ impl ModelTurn {
     }
 
     fn state(&self) -> &State {
-        &self.scenario.sop.states[&self.msg.state]
+        self.shown
+            .as_ref()
+            .unwrap_or(&self.scenario.sop.states[&self.msg.state])
     }
 
     fn who(&self) -> Persona<'_> {
@@ -189,7 +193,7 @@ impl ModelTurn {
         let format = decider
             .settings
             .decision
-            .unwrap_or_else(|| self.llm.default_decision());
+            .unwrap_or_else(|| self.llm.default_decision(&decider.settings));
         decider.run(&base, format).await
     }
 
@@ -229,12 +233,12 @@ impl ModelTurn {
             let vector = obs.recent_vectors.get(i).filter(|v| !v.is_empty());
             checker.see(m, vector.map(Vec::as_slice));
         }
-        let draws = self.llm.draws();
+        let draws = self.llm.draws(&self.settings);
         let (candidates, redraws) = match draws {
             true => (
                 self.settings
                     .candidates
-                    .unwrap_or_else(|| self.llm.default_candidates())
+                    .unwrap_or_else(|| self.llm.default_candidates(&self.settings))
                     .max(1),
                 self.settings.redraws.unwrap_or(DEFAULT_REDRAWS),
             ),

@@ -13,7 +13,7 @@ use crate::llm::{CallContext, CallKind, LlmRequest};
 use crate::memory::Observation;
 use crate::prompt::{self, Assembled};
 use crate::run_state::EndReason;
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, State};
 use crate::sop::{Check, Transition};
 
 /// A routing call (the speaker controller or the transition judge): its prompt and
@@ -30,7 +30,7 @@ impl Director {
     /// chosen (`None` when the backend could not give a valid one).
     fn ask(
         &mut self,
-        build: impl FnOnce(&Scenario, &Observation) -> RoutingCall + 'static,
+        build: impl FnOnce(&Scenario, &State, &Observation) -> RoutingCall + 'static,
         then: impl FnOnce(&mut Self, Option<usize>, &mut Context<Self>) + 'static,
         ctx: &mut Context<Self>,
     ) {
@@ -39,6 +39,12 @@ impl Director {
             self.cast.llm.clone(),
             self.cast.scenario.clone(),
         );
+        // The state as the question shows it: with the world's values, when it shows any.
+        let current = &scenario.sop.states[self.engine.current_state()];
+        let shown = self
+            .world_view()
+            .and_then(|view| crate::world::view::render_state(current, &view, None))
+            .unwrap_or_else(|| current.clone());
         let settings = self
             .cast
             .scenario
@@ -46,7 +52,7 @@ impl Director {
         let (state, turn) = (self.engine.current_state().to_string(), self.state.turns());
         async move {
             let obs = env.send(Observe(None)).await?;
-            let q = build(&scenario, &obs);
+            let q = build(&scenario, &shown, &obs);
             // A controller chooses who takes the next turn; a judge rules on the last.
             let turn = turn + u64::from(q.kind == CallKind::Route);
             let context = CallContext {
@@ -73,18 +79,11 @@ impl Director {
     /// The `llm` speaker rule: one closed choice among the roles; if the backend gives
     /// no valid one, `order` decides and a warning is recorded.
     pub(super) fn ask_controller(&mut self, choices: Vec<String>, ctx: &mut Context<Self>) {
-        let state_name = self.engine.current_state().to_string();
         let (counter, offered) = (self.cast.counter.clone(), choices.clone());
         self.ask(
-            move |scenario, obs| RoutingCall {
+            move |scenario, state, obs| RoutingCall {
                 kind: CallKind::Route,
-                prompt: prompt::route_prompt(
-                    scenario,
-                    &scenario.sop.states[&state_name],
-                    &offered,
-                    obs,
-                    counter.as_ref(),
-                ),
+                prompt: prompt::route_prompt(scenario, state, &offered, obs, counter.as_ref()),
                 options: offered,
             },
             move |act, chosen, ctx| {
@@ -117,8 +116,7 @@ impl Director {
             .filter(|l| l.len() == choices.len());
         let named = labels.unwrap_or_else(|| choices.clone());
         self.ask(
-            move |scenario, obs| {
-                let state = &scenario.sop.states[&state_name];
+            move |scenario, state, obs| {
                 let judge = state.transition.judge.clone().unwrap_or_default();
                 let options = if judge.labels.len() == offered.len() {
                     judge.labels.clone()

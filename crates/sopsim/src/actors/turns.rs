@@ -120,6 +120,7 @@ impl Handler<Play> for Director {
         // Each turn's message is made when it is sent, so a population's round holds
         // only the turns in flight.
         let (turn_state, opening, live) = (state.clone(), msg.opening.clone(), !msg.simultaneous);
+        let world = self.world_view();
         let turns = seats
             .into_iter()
             .enumerate()
@@ -131,6 +132,7 @@ impl Handler<Play> for Director {
                     turn: first + i as u64,
                     opening: opening.clone(),
                     live,
+                    world: world.clone(),
                 })
             });
         let env = self.cast.env.clone();
@@ -198,6 +200,9 @@ impl Handler<Play> for Director {
                     return act.fail(e, ctx);
                 }
                 said.extend(turn.messages.into_iter().filter(|m| !m.kind.is_tool()));
+            }
+            if let Some(world) = &mut act.world {
+                world.heard(&said);
             }
             let check = match round {
                 Some(round) => {

@@ -211,6 +211,13 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
         Ok(t) => t,
         Err(e) => return failed(crate::error_chain::chain(&e)),
     };
+    let world_log = match prepared.scenario.world {
+        Some(_) => match TranscriptWriter::create(dir.files(), crate::output::WORLD_FILE) {
+            Ok(w) => Some(w),
+            Err(e) => return failed(crate::error_chain::chain(&e)),
+        },
+        None => None,
+    };
     let conversation = format!("{}-{}-{}", job.scenario, job.mode.as_str(), job.seed);
     let events = match FrontendLog::create(dir.files(), "events.jsonl", conversation, job.seed) {
         Ok(e) => Arc::new(e),
@@ -224,6 +231,7 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
         commands: prepared.commands.clone(),
         sinks: vec![events.clone() as Arc<dyn EventSink>],
         transcript: Some(transcript),
+        world_log,
         cancel: Some(cancel),
         ..RunConfig::default()
     };

@@ -259,6 +259,8 @@ fn decisions(
         offered.iter().map(|v| (v.clone(), 0.0)).collect();
     let mut expected: Vec<f64> = Vec::new();
     let mut with_probabilities = 0u64;
+    // Each player's cooperation over the rounds: (sum, rounds).
+    let mut cooperated = vec![(0.0, 0u64); rules.players.len()];
     for (r, messages) in rounds.iter().enumerate() {
         let mut by_player: HashMap<&str, Vec<&Message>> = HashMap::new();
         for m in messages {
@@ -268,7 +270,7 @@ fn decisions(
         let mut round_shares: IndexMap<&str, u64> =
             values.iter().map(|v| (v.as_str(), 0)).collect();
         let mut round_numbers: Vec<f64> = Vec::new();
-        for player in &rules.players {
+        for (at, player) in rules.players.iter().enumerate() {
             let own = by_player
                 .get(player.as_str())
                 .map_or(&[][..], Vec::as_slice);
@@ -293,7 +295,12 @@ fn decisions(
             }
             match &read {
                 Some(d) => {
-                    cooperation.push(cooperation_of(decision, d));
+                    let c = cooperation_of(decision, d);
+                    if let Some(c) = c {
+                        cooperated[at].0 += c;
+                        cooperated[at].1 += 1;
+                    }
+                    cooperation.push(c);
                     match d {
                         Move::Choice(c) => {
                             *shares.entry(c.clone()).or_default() += 1;
@@ -356,6 +363,11 @@ fn decisions(
             f.insert(format!("payoff.{key}"), Some(sum / n as f64));
         }
         f.insert("welfare".into(), Some(payoffs.iter().sum()));
+        if let Some(labels) = &rules.played_by {
+            for (label, mean) in mean_by(labels, &payoffs, |p| Some(*p)) {
+                f.insert(format!("payoff.by.{label}"), mean);
+            }
+        }
         f.insert(
             "equality".into(),
             crate::bench::stats::gini(&payoffs).map(|g| 1.0 - g),
@@ -373,6 +385,12 @@ fn decisions(
         "cooperation_rate".into(),
         (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64),
     );
+    if let Some(labels) = &rules.played_by {
+        let rate = |(sum, n): &(f64, u64)| (*n > 0).then(|| sum / *n as f64);
+        for (label, mean) in mean_by(labels, &cooperated, rate) {
+            f.insert(format!("cooperation_rate.by.{label}"), mean);
+        }
+    }
     f.insert("rounds".into(), Some(rounds.len() as f64));
     f.insert("decision_failures".into(), Some(failures as f64));
     if decision.chosen {
@@ -386,6 +404,25 @@ fn decisions(
         );
     }
     Ok(())
+}
+
+/// The mean of `of(value)` over the players of each label, in the labels' order.
+fn mean_by<T>(
+    labels: &[String],
+    values: &[T],
+    of: impl Fn(&T) -> Option<f64>,
+) -> IndexMap<String, Option<f64>> {
+    let mut sums: IndexMap<String, (f64, u64)> = IndexMap::new();
+    for (label, v) in labels.iter().zip(values) {
+        let e = sums.entry(label.clone()).or_default();
+        if let Some(x) = of(v) {
+            e.0 += x;
+            e.1 += 1;
+        }
+    }
+    sums.into_iter()
+        .map(|(l, (sum, n))| (l, (n > 0).then(|| sum / n as f64)))
+        .collect()
 }
 
 /// Sets round `r` of series `name`, creating it (with earlier rounds empty) if new.
@@ -585,3 +622,81 @@ fn scores(score: &CompiledScore, transcript: &[Message], f: &mut Figures) {
 
 #[cfg(test)]
 mod tests;
+
+/// A run's world figures from its `world.jsonl` (`lines`, one JSON object a round of a
+/// state): rounds played, whether an `end_if` ended it, each variable's last, mean and
+/// least value over the rounds (a per-agent variable's mean over the agents), the
+/// measures; and each variable's series by round.
+pub fn world_figures(
+    w: &crate::scenario::WorldFigures,
+    lines: &[serde_json::Value],
+    ended_by: &str,
+) -> Result<(Figures, RoundSeries), String> {
+    // The world after each round: the last line of that round.
+    let mut by_round: IndexMap<u64, &serde_json::Value> = IndexMap::new();
+    for line in lines {
+        let round = line["round"].as_u64().unwrap_or(0);
+        if round > 0 {
+            by_round.insert(round, line);
+        }
+    }
+    let value_of = |line: &serde_json::Value, name: &str, per_agent: bool| -> Option<f64> {
+        if per_agent {
+            let all = line["agents"][name].as_array()?;
+            let values: Vec<f64> = all.iter().filter_map(serde_json::Value::as_f64).collect();
+            (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+        } else {
+            line["world"][name].as_f64()
+        }
+    };
+    let mut f = Figures::new();
+    let mut series = RoundSeries::new();
+    let rounds = by_round.len();
+    let ended_early = f64::from(u8::from(ended_by == "end_if"));
+    f.insert("rounds_survived".into(), Some(rounds as f64));
+    f.insert("ended_early".into(), Some(ended_early));
+    let mut finals: IndexMap<String, f64> = IndexMap::new();
+    let mut history: IndexMap<String, Vec<f64>> = IndexMap::new();
+    for (name, per_agent) in &w.variables {
+        let values: Vec<f64> = by_round
+            .values()
+            .filter_map(|l| value_of(l, name, *per_agent))
+            .collect();
+        let last = values.last().copied();
+        let mean = (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
+        let min = values.iter().copied().reduce(f64::min);
+        f.insert(format!("world.{name}.final"), last);
+        f.insert(format!("world.{name}.mean"), mean);
+        f.insert(format!("world.{name}.min"), min);
+        for (r, v) in values.iter().enumerate() {
+            push_round(&mut series, &format!("world.{name}"), r, Some(*v));
+        }
+        if let Some(last) = last {
+            finals.insert(name.clone(), last);
+        }
+        history.insert(name.clone(), values);
+    }
+    if !w.measures.is_empty() {
+        let ctx = minijinja_context(&finals, &w.initial, &history, rounds, ended_early);
+        for (name, formula) in &w.measures {
+            let value = crate::scenario::expr::evaluate(formula, &ctx)
+                .map_err(|why| format!("outcomes.measures.{name}: {why}"))?;
+            f.insert(format!("measure.{name}"), Some(value));
+        }
+    }
+    Ok((f, series))
+}
+
+/// What a measure sees, as JSON.
+fn minijinja_context(
+    finals: &IndexMap<String, f64>,
+    initial: &IndexMap<String, f64>,
+    history: &IndexMap<String, Vec<f64>>,
+    rounds: usize,
+    ended_early: f64,
+) -> serde_json::Value {
+    serde_json::json!({
+        "final": finals, "initial": initial, "history": history,
+        "rounds": rounds, "ended_early": ended_early,
+    })
+}

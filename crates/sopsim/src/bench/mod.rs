@@ -263,7 +263,13 @@ fn load(path: &StdPath, allowed: &[PathBuf]) -> Result<Loaded, BenchError> {
         },
     )?;
     // Validation compiled the outcomes already, so this succeeds for a loaded file.
-    let rules = scenario.outcomes.as_ref().and_then(|o| {
+    // A world's figures are outcomes too, with or without an `outcomes` section.
+    let outcomes = match (&scenario.outcomes, &scenario.world) {
+        (Some(o), _) => Some(o.clone()),
+        (None, Some(_)) => Some(crate::scenario::Outcomes::default()),
+        (None, None) => None,
+    };
+    let rules = outcomes.as_ref().and_then(|o| {
         OutcomeRules::compile(
             o,
             &scenario,

@@ -81,7 +81,7 @@ pub fn read_run(bench: &OutputFolder, job: &Job, rules: Option<&OutcomeRules>) -
         return RunStatus::Failed { error };
     }
     let mut figures = extract::generic_figures(&summary);
-    let mut rounds = Box::default();
+    let mut rounds: Box<extract::RoundSeries> = Box::default();
     if let Some(rules) = rules {
         match extract::outcomes(rules, &transcript, summary.seed) {
             Ok((outcomes, series)) => {
@@ -89,6 +89,22 @@ pub fn read_run(bench: &OutputFolder, job: &Job, rules: Option<&OutcomeRules>) -
                 rounds = Box::new(series);
             }
             Err(e) => return RunStatus::Failed { error: chain(&e) },
+        }
+        if let Some(w) = &rules.world {
+            let lines = match dir.read_json_lines::<serde_json::Value>(
+                crate::output::WORLD_FILE,
+                MAX_TRANSCRIPT_BYTES,
+            ) {
+                Ok(lines) => lines,
+                Err(e) => return RunStatus::Failed { error: chain(&e) },
+            };
+            match extract::world_figures(w, &lines, &summary.ended_by) {
+                Ok((world, series)) => {
+                    figures.extend(world);
+                    rounds.extend(series);
+                }
+                Err(error) => return RunStatus::Failed { error },
+            }
         }
     }
     RunStatus::Finished {

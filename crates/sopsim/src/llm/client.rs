@@ -261,9 +261,17 @@ impl LlmClient {
         self.backend.tool_tape()
     }
 
-    /// Whether a flawed reply is worth drawing again (see [`LlmBackend::draws`]).
-    pub fn draws(&self) -> bool {
-        self.backend.draws()
+    /// The backend that answers requests with `settings`.
+    fn backend_for(&self, settings: &crate::scenario::LlmSettings) -> &dyn LlmBackend {
+        self.backend
+            .routed(settings)
+            .unwrap_or(self.backend.as_ref())
+    }
+
+    /// Whether a flawed reply is worth drawing again from the backend `settings` name
+    /// (see [`LlmBackend::draws`]).
+    pub fn draws(&self, settings: &crate::scenario::LlmSettings) -> bool {
+        self.backend_for(settings).draws()
     }
 
     /// Counts a reply whose first draw had `cause` wrong, and the `draws` made after it.
@@ -275,13 +283,16 @@ impl LlmClient {
 
     /// Candidates of a reply drawn at once when the scenario does not say (see
     /// [`LlmBackend::candidates`]).
-    pub fn default_candidates(&self) -> u32 {
-        self.backend.candidates()
+    pub fn default_candidates(&self, settings: &crate::scenario::LlmSettings) -> u32 {
+        self.backend_for(settings).candidates()
     }
 
     /// How decisions are asked for when the scenario does not say.
-    pub fn default_decision(&self) -> super::DecisionFormat {
-        if self.backend.native_tools() {
+    pub fn default_decision(
+        &self,
+        settings: &crate::scenario::LlmSettings,
+    ) -> super::DecisionFormat {
+        if self.backend_for(settings).native_tools() {
             super::DecisionFormat::Native
         } else {
             super::DecisionFormat::Json
@@ -309,8 +320,9 @@ impl LlmClient {
         stream: Option<TokenSink>,
     ) -> Result<Completion, LlmError> {
         let context = request.context.clone();
-        let unforbidden = self.backend.draws()
-            && !self.backend.forbids()
+        let answering = self.backend_for(&request.settings);
+        let unforbidden = answering.draws()
+            && !answering.forbids()
             && request
                 .settings
                 .forbid

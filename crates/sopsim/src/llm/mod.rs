@@ -12,11 +12,13 @@ pub mod local;
 #[cfg(feature = "openai")]
 pub mod openai;
 pub mod record;
+mod routed;
 pub mod scripted;
 mod types;
 
 pub use api_key::ApiKey;
 pub use client::{CallError, KindUsage, Ledger, LlmClient, Redrawn};
+pub use routed::{BackendKey, Routed};
 pub use scripted::ScriptedBackend;
 pub use types::{
     CallContext, CallKind, ChatMessage, ChatRole, ChoiceMethod, Chosen, Completion, DecisionFormat,
@@ -130,6 +132,13 @@ pub trait LlmBackend: Send + Sync {
 
     /// Where tools with side effects keep or find their results (recording, replay).
     fn tool_tape(&self) -> Option<record::ToolTape> {
+        None
+    }
+
+    /// The backend that answers requests with `settings`, when it is another one (a
+    /// router's named model): what it draws and how many candidates it takes are its
+    /// own.
+    fn routed(&self, _settings: &crate::scenario::LlmSettings) -> Option<&dyn LlmBackend> {
         None
     }
 

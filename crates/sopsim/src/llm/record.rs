@@ -209,6 +209,10 @@ impl LlmBackend for Recorder {
         self.inner.forbids()
     }
 
+    fn routed(&self, settings: &crate::scenario::LlmSettings) -> Option<&dyn LlmBackend> {
+        self.inner.routed(settings)
+    }
+
     fn tool_tape(&self) -> Option<ToolTape> {
         Some(ToolTape::Record(self.dir.clone()))
     }

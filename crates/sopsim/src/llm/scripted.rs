@@ -26,13 +26,23 @@ const ANSWER_DECISION: &str = "{\"tool\": \"answer\"}";
 #[derive(Debug, Clone, Default)]
 pub struct ScriptedBackend {
     script: Arc<Script>,
+    /// The model its completions name (`scripted`, or `scripted:LABEL` for a script
+    /// standing in for one of several models).
+    model: String,
 }
 
 impl ScriptedBackend {
     pub fn new(script: Option<Script>) -> Self {
         Self {
             script: Arc::new(script.unwrap_or_default()),
+            model: "scripted".into(),
         }
+    }
+
+    /// The script answering as `label`: its completions, and its figures, name it.
+    pub fn labelled(mut self, label: &str) -> Self {
+        self.model = format!("scripted:{label}");
+        self
     }
 
     /// The rendered answer, and the seeded choices drawn in it.
@@ -237,7 +247,7 @@ impl LlmBackend for ScriptedBackend {
     }
 
     fn describe(&self) -> String {
-        "scripted".into()
+        self.model.clone()
     }
 
     fn complete<'a>(
@@ -266,7 +276,7 @@ impl LlmBackend for ScriptedBackend {
                 };
                 return Ok(Completion {
                     tool_calls,
-                    ..Completion::text(text, usage, "scripted".into())
+                    ..Completion::text(text, usage, self.model.clone())
                 });
             }
             let (text, drawn) = self.answer(&request)?;
@@ -309,7 +319,7 @@ impl LlmBackend for ScriptedBackend {
                 let text = chosen.as_ref().map_or(text, |c| options[c.index].clone());
                 return Ok(Completion {
                     chosen,
-                    ..Completion::text(text, usage, "scripted".into())
+                    ..Completion::text(text, usage, self.model.clone())
                 });
             }
             if let Some(sink) = stream {
@@ -329,7 +339,7 @@ impl LlmBackend for ScriptedBackend {
                 estimated: true,
                 ..Usage::default()
             };
-            Ok(Completion::text(text, usage, "scripted".into()))
+            Ok(Completion::text(text, usage, self.model.clone()))
         })
     }
 }

@@ -306,6 +306,34 @@ pub(super) fn shared_llm(
             });
         }
     };
+    // Models the scenarios' agents name beside the run's own, each built once (a
+    // replay answers every request from its recording).
+    let llm: Arc<dyn LlmBackend> = match &opts.replay {
+        None => {
+            let mut keys: Vec<crate::llm::BackendKey> = also
+                .iter()
+                .chain([&scenario])
+                .flat_map(|s| s.backends_named())
+                .collect();
+            keys.sort();
+            keys.dedup();
+            let mut named = Vec::new();
+            for key in keys {
+                if is_the_run_s(&key, opts) {
+                    named.push((key, llm.clone()));
+                    continue;
+                }
+                let built = named_backend(&key, scenario, opts)?;
+                named.push((key, built));
+            }
+            if named.is_empty() {
+                llm
+            } else {
+                Arc::new(crate::llm::Routed::new(llm, named))
+            }
+        }
+        Some(_) => llm,
+    };
     let llm: Arc<dyn LlmBackend> = match &opts.record {
         Some(dir) => Arc::new(
             Recorder::new(llm, dir).map_err(|source| SetupError::Recording {
@@ -317,6 +345,57 @@ pub(super) fn shared_llm(
         None => llm,
     };
     Ok((llm, counter))
+}
+
+/// Whether `key` names the run's own backend and model.
+fn is_the_run_s((kind, model): &crate::llm::BackendKey, opts: &ModelOptions) -> bool {
+    let run_model = opts.model.as_ref().map(|m| m.display().to_string());
+    match (kind, opts.llm) {
+        (crate::scenario::BackendKind::Local, LlmChoice::Local) => {
+            let named = model.as_deref().unwrap_or(DEFAULT_CHAT_MODEL.name);
+            named == run_model.as_deref().unwrap_or(DEFAULT_CHAT_MODEL.name)
+        }
+        (crate::scenario::BackendKind::Openai, LlmChoice::OpenAi) => *model == run_model,
+        _ => false,
+    }
+}
+
+/// A backend an agent names (`llm.backend`, `llm.model`), with the run's settings
+/// otherwise: its server, key, timeouts and model folder.
+fn named_backend(
+    (kind, model): &crate::llm::BackendKey,
+    scenario: &Scenario,
+    opts: &ModelOptions,
+) -> Result<Arc<dyn LlmBackend>, SetupError> {
+    use crate::scenario::BackendKind;
+    let with = |llm: LlmChoice| ModelOptions {
+        llm,
+        model: model.as_ref().map(std::path::PathBuf::from),
+        draft_model: None,
+        record: None,
+        replay: None,
+        ..opts.clone()
+    };
+    Ok(match kind {
+        BackendKind::Local => local_llm(&with(LlmChoice::Local))?.0,
+        #[cfg(feature = "openai")]
+        BackendKind::Openai => {
+            let named: Vec<&str> = model.as_deref().into_iter().collect();
+            openai_backend(&with(LlmChoice::OpenAi), model.as_deref(), &named)?.0
+        }
+        #[cfg(not(feature = "openai"))]
+        BackendKind::Openai => {
+            return Err(SetupError::NotBuilt {
+                setting: Setting::Model,
+                what: "OpenAI-compatible servers",
+                feature: "openai",
+            })
+        }
+        BackendKind::Scripted => Arc::new(
+            ScriptedBackend::new(scenario.script.clone())
+                .labelled(model.as_deref().unwrap_or("named")),
+        ),
+    })
 }
 
 /// The price table: built in, plus the options' price file.

@@ -73,7 +73,60 @@ impl OutcomeRules {
                     .into(),
             ));
         }
+        let world = scenario.world.as_ref().map(|w| WorldFigures {
+            variables: w
+                .variables
+                .iter()
+                .map(|(k, v)| (k.clone(), v.per_agent))
+                .collect(),
+            measures: outcomes.measures.clone(),
+            initial: w
+                .variables
+                .iter()
+                .filter_map(|(k, v)| match v.initial {
+                    crate::scenario::Initial::Number(x) => Some((k.clone(), x)),
+                    crate::scenario::Initial::Draw(_) => None,
+                })
+                .collect(),
+        });
+        if world.is_none() && !outcomes.measures.is_empty() {
+            problems.push((
+                path.key("measures"),
+                "measures are over the world's history, and the scenario has no `world`".into(),
+            ));
+        }
+        for (name, formula) in &outcomes.measures {
+            let at = path.key("measures").key(name);
+            match crate::scenario::expr::formula_names(formula) {
+                Ok(names) => {
+                    for n in names {
+                        let head = n.split('.').next().unwrap_or_default();
+                        if !["final", "initial", "history", "rounds", "ended_early"].contains(&head)
+                        {
+                            problems.push((
+                                at.clone(),
+                                format!(
+                                    "unknown name {head:?} (here: final, initial, history, rounds, ended_early)"
+                                ),
+                            ));
+                        }
+                    }
+                }
+                Err(e) => problems.push((at, crate::error_chain::chain(&e))),
+            }
+        }
+        let labels: Vec<String> = players
+            .iter()
+            .map(|p| player_label(scenario, p, outcomes.decision.as_ref()))
+            .collect();
+        let played_by = {
+            let mut distinct = labels.clone();
+            distinct.sort();
+            distinct.dedup();
+            (distinct.len() > 1).then_some(labels)
+        };
         let mut rules = OutcomeRules {
+            played_by,
             players,
             members,
             populations,
@@ -81,6 +134,7 @@ impl OutcomeRules {
             decision,
             payoff,
             scores,
+            world,
             report: Vec::new(),
         };
         let known = rules.figure_names();
@@ -174,6 +228,29 @@ impl OutcomeRules {
         for s in &self.scores {
             names.extend(s.agents.iter().map(|a| format!("score.{}.{a}", s.name)));
             names.push(format!("score.{}", s.name));
+        }
+        if let Some(w) = &self.world {
+            names.extend(w.names());
+        }
+        if let Some(labels) = &self.played_by {
+            let mut seen = Vec::new();
+            for l in labels {
+                if !seen.contains(l) {
+                    seen.push(l.clone());
+                }
+            }
+            for l in &seen {
+                if self.payoff.is_some() {
+                    names.push(format!("payoff.by.{l}"));
+                }
+                if self
+                    .decision
+                    .as_ref()
+                    .is_some_and(|d| !d.rule.cooperative.is_empty() || d.rule.range.is_some())
+                {
+                    names.push(format!("cooperation_rate.by.{l}"));
+                }
+            }
         }
         names
     }
@@ -521,6 +598,28 @@ fn compile_score(
         rule: rule.clone(),
         pattern,
     })
+}
+
+/// What plays `player` in the decision's state: its strategy, the backend and model
+/// its settings name, or the run's own backend.
+fn player_label(scenario: &Scenario, player: &str, decision: Option<&DecisionRule>) -> String {
+    let Some(agent) = scenario.agents.get(player) else {
+        return "run".into();
+    };
+    if let Some(s) = &agent.strategy {
+        return s.label();
+    }
+    let state = decision.and_then(|d| d.state.as_deref());
+    let role = state.and_then(|s| agent.roles.get(s)).map(String::as_str);
+    let settings = scenario.settings_for(state.unwrap_or(&scenario.sop.start), role, Some(player));
+    match settings.backend {
+        Some(b) => format!(
+            "{}:{}",
+            b.as_str(),
+            settings.model.as_deref().unwrap_or("default")
+        ),
+        None => "run".into(),
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ mod compile;
 mod formula;
 
 pub use compile::choice_key;
-pub use formula::{evaluate_formula, FormulaError, FormulaInputs};
+pub use formula::{compile_formula, evaluate_formula, FormulaError, FormulaInputs};
 
 /// What a benchmark measures in each run, besides the generic figures (turns, calls,
 /// tokens, latency) every scenario gets.
@@ -29,6 +29,13 @@ pub struct Outcomes {
     /// Extra per-agent numbers read from messages, by name.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub scores: IndexMap<String, ScoreRule>,
+    /// Figures over the world's history, by name (`measure.NAME`): formulas over
+    /// `final` and `initial` (each variable's last and first value; a per-agent
+    /// variable's mean over the agents), `history` (each global variable's value after
+    /// every round), `rounds` (rounds played) and `ended_early` (1 when an `end_if`
+    /// ended the run). Over-usage, say: `"final.overused / rounds"`.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub measures: IndexMap<String, String>,
     /// The figures of the report's headline table (default: every outcome figure).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub report: Vec<String>,
@@ -148,8 +155,40 @@ pub struct OutcomeRules {
     pub decision: Option<CompiledDecision>,
     pub payoff: Option<CompiledPayoff>,
     pub scores: Vec<CompiledScore>,
+    /// The world's variables and measures, when the scenario has a world.
+    pub world: Option<WorldFigures>,
+    /// Per player, what plays it (`strategy:tit_for_tat`, `local:qwen15`, `run` for the
+    /// run's own backend), when players are played by two or more: the report then
+    /// gives payoffs and cooperation by what plays.
+    pub played_by: Option<Vec<String>>,
     /// The headline figures, in order.
     pub report: Vec<String>,
+}
+
+/// What a report reads out of `world.jsonl`.
+#[derive(Debug, Clone, Default)]
+pub struct WorldFigures {
+    /// Variables by name, and whether each is per agent.
+    pub variables: Vec<(String, bool)>,
+    /// `outcomes.measures`.
+    pub measures: IndexMap<String, String>,
+    /// The variables' first values, where they are one number.
+    pub initial: IndexMap<String, f64>,
+}
+
+impl WorldFigures {
+    /// The figures, in report order: `rounds_survived`, `ended_early`, each variable's
+    /// `world.NAME.final`, `.mean` and `.min`, then `measure.NAME`.
+    pub fn names(&self) -> Vec<String> {
+        let mut names = vec!["rounds_survived".to_string(), "ended_early".to_string()];
+        for (v, _) in &self.variables {
+            for what in ["final", "mean", "min"] {
+                names.push(format!("world.{v}.{what}"));
+            }
+        }
+        names.extend(self.measures.keys().map(|m| format!("measure.{m}")));
+        names
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -201,10 +240,12 @@ pub const GENERIC_FIGURES: &[&str] = &[
 /// Whether a figure is a rate, share, probability or index within [0, 1] (its interval
 /// must stay inside that range).
 pub fn is_bounded_figure(name: &str) -> bool {
-    matches!(name, "cooperation_rate" | "equality" | "reached_end")
-        || ["share.", "p.", "quality."]
-            .iter()
-            .any(|prefix| name.starts_with(prefix))
+    matches!(
+        name,
+        "cooperation_rate" | "equality" | "reached_end" | "ended_early"
+    ) || ["share.", "p.", "quality.", "cooperation_rate."]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
 }
 
 /// The reply-quality figures ([`ReplyQuality`](crate::quality::ReplyQuality)), shown as a table of their own.

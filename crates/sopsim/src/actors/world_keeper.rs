@@ -1,0 +1,99 @@
+//! The Director's hold on the run's world: the messages of the visit under way, the
+//! round they make when the visit ends, the line that round adds to `world.jsonl`
+//! (appended and flushed before the next turn, as the transcript is) and the view
+//! the next turns are given.
+
+use std::sync::Arc;
+
+use crate::error::SimError;
+use crate::events::SimEvent;
+use crate::memory::Message;
+use crate::output::TranscriptWriter;
+use crate::world::{World, WorldSummary, WorldView};
+
+pub(super) struct WorldKeeper {
+    world: World,
+    /// `world.jsonl`, when the run has a folder and the scenario a `world`.
+    log: Option<TranscriptWriter>,
+    /// The visit under way: its state, number and messages so far.
+    state: String,
+    visit: u32,
+    said: Vec<Arc<Message>>,
+    view: Arc<WorldView>,
+}
+
+/// A closed round as the Director acts on it.
+pub(super) struct Closed {
+    pub(super) event: SimEvent,
+    pub(super) ended_if: Option<String>,
+}
+
+impl WorldKeeper {
+    pub(super) fn new(world: World, log: Option<TranscriptWriter>) -> Self {
+        let view = Arc::new(world.view());
+        Self {
+            world,
+            log,
+            state: String::new(),
+            visit: 0,
+            said: Vec::new(),
+            view,
+        }
+    }
+
+    /// A visit of `state` begins.
+    pub(super) fn entered(&mut self, state: &str, visit: u32) {
+        self.state = state.to_string();
+        self.visit = visit;
+        self.said.clear();
+    }
+
+    /// Messages of the visit under way were committed.
+    pub(super) fn heard(&mut self, said: &[Arc<Message>]) {
+        self.said.extend(said.iter().cloned());
+    }
+
+    /// The view the next turns see.
+    pub(super) fn view(&self) -> Arc<WorldView> {
+        self.view.clone()
+    }
+
+    /// Ends the visit under way as a round: the world's update, its line in
+    /// `world.jsonl`, and the event that tells it. `None` when the visit changes
+    /// nothing.
+    pub(super) fn close(&mut self) -> Result<Option<Closed>, SimError> {
+        let said = std::mem::take(&mut self.said);
+        let closed = self
+            .world
+            .close_round(&self.state, self.visit, &said)
+            .map_err(SimError::World)?;
+        let Some(closed) = closed else {
+            return Ok(None);
+        };
+        if let Some(log) = &mut self.log {
+            log.append(&closed.line)?;
+        }
+        self.view = Arc::new(self.world.view());
+        let summary = self.world.summary();
+        Ok(Some(Closed {
+            event: SimEvent::World {
+                state: closed.line.state,
+                visit: closed.line.visit,
+                round: closed.line.round,
+                world: summary.world,
+                agents: summary.agents,
+                ended_if: closed.ended_if.clone(),
+            },
+            ended_if: closed.ended_if,
+        }))
+    }
+
+    /// Whether the visit under way has messages no round has taken yet.
+    pub(super) fn open(&self) -> bool {
+        !self.said.is_empty()
+    }
+
+    pub(super) fn summary(&self) -> WorldSummary {
+        self.world.summary()
+    }
+}
