@@ -1424,3 +1424,73 @@ fn a_served_folder_answers_odd_requests_plainly() {
         "{state}"
     );
 }
+
+/// A run with a world shows its variables by round: one line a variable, a point a
+/// round.
+#[tokio::test]
+async fn a_world_is_charted_by_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let status = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args([
+            "run",
+            root()
+                .join("scenarios/experiments/govsim_fishery.json")
+                .to_str()
+                .unwrap(),
+        ])
+        .args([
+            "--llm",
+            "scripted",
+            "--embedder",
+            "hash",
+            "--quiet",
+            "--seed",
+            "1",
+            "--out",
+        ])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let rounds = std::fs::read_to_string(out.join("world.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["round"]
+                .as_u64()
+                .unwrap()
+        })
+        .max()
+        .unwrap();
+    let (_driver, driver_url) = chromedriver();
+    let client = browser(&driver_url).await;
+    let (_server, url) = sopsim(&["serve", out.to_str().unwrap()]);
+    client.goto(&url).await.unwrap();
+    let lines = || async {
+        eval(
+            &client,
+            "return [...document.querySelectorAll('#world-chart polyline.world-line')]
+                .map(p => [p.dataset.variable, p.getAttribute('points').split(' ').length]);",
+        )
+        .await
+    };
+    wait_for("the world's chart", || async {
+        lines().await.as_array().is_some_and(|l| l.len() == 5)
+    })
+    .await;
+    let n = rounds as usize;
+    assert_eq!(
+        lines().await,
+        json!([
+            ["fish", n],
+            ["left", n],
+            ["overused", n],
+            ["catch", n],
+            ["income", n]
+        ]),
+        "a line per variable, a point per round"
+    );
+    screenshot(&client, "world").await;
+    client.close().await.unwrap();
+}

@@ -385,3 +385,86 @@ fn a_killed_run_resumes_to_the_same_world() {
         );
     }
 }
+
+/// The prisoner's dilemma of `dilemma`, `You` on the script labelled `alpha` and
+/// `Other` on the script labelled `beta`, over `rounds` rounds.
+fn two_models(dir: &Path, rounds: usize) -> PathBuf {
+    let path = dilemma(dir, &vec!["C"; rounds], json!({"rule": "always_cooperate"}));
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let agents = doc["agents"].as_object_mut().unwrap();
+    agents["You"]["llm"] = json!({"backend": "scripted", "model": "alpha"});
+    agents["Other"] = json!({"roles": {"play": "Player 2"},
+                             "llm": {"backend": "scripted", "model": "beta"}});
+    doc["script"]["choices"]["Other"] = json!(["{one_of:C|D}"]);
+    std::fs::write(&path, doc.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn two_models_play_each_other_with_figures_by_model_whatever_the_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = two_models(dir.path(), 4);
+    let out = dir.path().join("run");
+    let done = sopsim(&[
+        "run",
+        path.to_str().unwrap(),
+        "--llm",
+        "scripted",
+        "--embedder",
+        "hash",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let by_model = summary["tokens_by_model"].as_object().unwrap();
+    // The run's own backend made the summary.
+    assert_eq!(
+        by_model.keys().collect::<Vec<_>>(),
+        ["scripted", "scripted:alpha", "scripted:beta"],
+        "{summary}"
+    );
+    assert_eq!(by_model["scripted:alpha"]["calls"], 4);
+    assert!(summary["llm"].as_str().unwrap().contains("scripted:alpha"));
+
+    let bench = |jobs: &str| {
+        let out = dir.path().join(format!("bench-{jobs}"));
+        let done = sopsim(&[
+            "bench",
+            path.to_str().unwrap(),
+            "--llm",
+            "scripted",
+            "--embedder",
+            "hash",
+            "--seeds",
+            "4",
+            "--jobs",
+            jobs,
+            "-q",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(done.status.success(), "{}", stderr(&done));
+        out
+    };
+    let (one, four) = (bench("1"), bench("4"));
+    for seed in 0..4 {
+        let t = |dir: &Path| {
+            std::fs::read(dir.join(format!(
+                "runs/dilemma/cooperative/seed-{seed}/transcript.jsonl"
+            )))
+            .unwrap()
+        };
+        assert_eq!(t(&one), t(&four), "seed {seed}");
+    }
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(one.join("report.json")).unwrap()).unwrap();
+    let figures = &report["scenarios"][0]["figures"];
+    assert_eq!(
+        figures["cooperation_rate.by.scripted:alpha"]["by_mode"]["cooperative"]["mean"], 1.0,
+        "You always cooperate"
+    );
+    assert!(figures["payoff.by.scripted:beta"]["by_mode"]["cooperative"]["mean"].is_number());
+}

@@ -819,3 +819,100 @@ fn a_request_that_cannot_run_fails_alone_in_its_batch() {
         [alone[0].clone(), alone[1].clone()]
     );
 }
+
+/// Two local models at once, one agent each, in a run and in a benchmark at one and
+/// at four runs at a time: figures by model, and the same transcripts whatever the
+/// batching.
+#[test]
+fn two_local_models_play_each_other_the_same_way_at_any_jobs() {
+    for spec in [&QWEN05, &SMOLLM2] {
+        model_path(spec);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dilemma.json");
+    let choice = serde_json::json!({"choice": {"values": ["COOPERATE", "DEFECT"], "after": "instead",
+        "prompt": "Round {{ round }}. Do you COOPERATE or DEFECT?"}});
+    let doc = serde_json::json!({
+        "name": "dilemma",
+        "environment": {"top_k": 0},
+        "llm": {"temperature": 0.7, "max_tokens": 8},
+        "agents": {
+            "Ann": {"roles": {"play": "Player 1"}},
+            "Bo": {"roles": {"play": "Player 2"}, "llm": {"backend": "local", "model": "smollm2"}}
+        },
+        "world": {"variables": {"rounds_played": {"initial": 0, "state": "play", "update": "world.rounds_played + 1"}}},
+        "sop": {"start": "play", "states": {"play": {
+            "roles": ["Player 1", "Player 2"], "turns": "simultaneous",
+            "environment_prompt": "Two players play a repeated prisoner's dilemma.",
+            "components": {"Player 1": choice, "Player 2": choice},
+            "transition": {"max_rounds": 1, "on_max_turns": "play", "max_visits": 3, "on_max_visits": "end"},
+            "next": ["play", "end"]
+        }}},
+        "outcomes": {"players": ["Ann", "Bo"],
+                     "decision": {"state": "play", "values": ["COOPERATE", "DEFECT"], "cooperative": ["COOPERATE"]}}
+    });
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let sopsim = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
+            .args(args)
+            .env("SOPSIM_MODELS", models_dir())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let bench = |jobs: &str| {
+        let out = dir.path().join(format!("bench-{jobs}"));
+        sopsim(&[
+            "bench",
+            path.to_str().unwrap(),
+            "--model",
+            "qwen05",
+            "--embedder",
+            "hash",
+            "--seeds",
+            "2",
+            "--modes",
+            "cooperative",
+            "--jobs",
+            jobs,
+            "-q",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        out
+    };
+    let (one, four) = (bench("1"), bench("4"));
+    for seed in 0..2 {
+        let run = |dir: &std::path::Path, file: &str| {
+            std::fs::read(dir.join(format!("runs/dilemma/cooperative/seed-{seed}/{file}"))).unwrap()
+        };
+        assert_eq!(
+            run(&one, "transcript.jsonl"),
+            run(&four, "transcript.jsonl")
+        );
+        let summary: serde_json::Value =
+            serde_json::from_slice(&run(&one, "summary.json")).unwrap();
+        let models: Vec<&String> = summary["tokens_by_model"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        assert_eq!(models.len(), 2, "{models:?}");
+        assert!(models.iter().any(|m| m.contains("SmolLM2")), "{models:?}");
+        assert!(models.iter().any(|m| m.contains("qwen2.5")), "{models:?}");
+        assert_eq!(summary["by_agent"]["Bo"]["calls"], 3);
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(one.join("report.json")).unwrap()).unwrap();
+    let figures = report["scenarios"][0]["figures"].as_object().unwrap();
+    assert!(
+        figures.contains_key("cooperation_rate.by.local:smollm2"),
+        "{:?}",
+        figures.keys()
+    );
+    assert!(figures.contains_key("cooperation_rate.by.run"));
+}

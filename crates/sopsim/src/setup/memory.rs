@@ -87,8 +87,16 @@ fn estimate(scenario: &Scenario, runs: usize) -> MemoryEstimate {
         .iter()
         .map(|n| n.bytes)
         .fold(0, u64::saturating_add);
+    // A per-agent variable is a number an agent, held at most three times at once
+    // (the world's, the view the turns read, the values before a step).
+    let variables = scenario
+        .world
+        .as_ref()
+        .map_or(0, |w| w.variables.values().filter(|v| v.per_agent).count())
+        as u64;
     let per_run = BASE_BYTES
         .saturating_add(agents.saturating_mul(BYTES_PER_AGENT))
+        .saturating_add(agents.saturating_mul(variables * 24))
         .saturating_add(later_turns.saturating_mul(BYTES_PER_TURN))
         .saturating_add(styles);
     MemoryEstimate {
