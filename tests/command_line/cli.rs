@@ -592,6 +592,58 @@ fn a_redrawn_reply_is_counted_once_by_its_first_flaw() {
     );
 }
 
+/// An assistant's refusal inside a role is a flaw: counted, and drawn again, from a
+/// server too.
+#[test]
+fn a_refusal_is_drawn_again_and_counted() {
+    use crate::common::server::{ok, Server};
+    let server = Server::start(vec![
+        ok(&["I'm sorry, but I can't assist with that request."]),
+        ok(&["Our first point is about health: cars choke the old town."]),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("debate");
+    let done = sopsim()
+        .args([
+            "run",
+            &scenario("debate"),
+            "-q",
+            "--max-turns",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .args(["--llm", "openai", "--model", "m", "--embedder", "hash"])
+        .args(["--base-url", &server.base])
+        .output()
+        .unwrap();
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        summary["redrawn_replies"],
+        serde_json::json!({ "by_cause": { "refusal": 1 }, "draws": 1 })
+    );
+    assert_eq!(
+        summary["reply_quality"]["refusal"], 0,
+        "the kept reply speaks in role"
+    );
+    // The server counts a token a piece: two draws of one piece, one kept.
+    assert_eq!(summary["reply_tokens"]["decoded"], 2);
+    assert_eq!(summary["reply_tokens"]["kept"], 1);
+    assert_eq!(summary["reply_tokens"]["decoded_over_kept"], 2.0);
+    let kept = std::fs::read_to_string(out.join("transcript.jsonl")).unwrap();
+    assert!(
+        kept.contains("cars choke the old town") && !kept.contains("assist"),
+        "{kept}"
+    );
+}
+
 /// Sends `signal` during a run's slow second reply: the turn in flight is abandoned,
 /// every file is written, and the exit status is `status`.
 fn stop_with(signal: &str, status: i32) {

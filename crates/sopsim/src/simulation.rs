@@ -176,6 +176,8 @@ pub struct RunSummary {
     pub reply_quality: crate::quality::ReplyQuality,
     /// Replies drawn again because a draw was flawed (see [`ReplyQuality`](crate::events::ReplyQuality)).
     pub redrawn_replies: crate::llm::Redrawn,
+    /// Tokens decoded for the replies, over every draw, against the kept replies' own.
+    pub reply_tokens: crate::llm::ReplyTokens,
     /// The world at the end: rounds played, its variables, each per-agent variable's
     /// spread.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -393,8 +395,6 @@ async fn cast(
         tools,
         seed: config.seed,
         instructions: instructions.clone(),
-        paraphrases: paraphrases.then(|| services.embed.clone()),
-        stakes: stakes.clone(),
     });
     let agents: HashMap<String, _> = scenario
         .agents
@@ -486,6 +486,7 @@ fn summarise(
         tools: tool_summary.clone(),
         reply_quality: finish.reply_quality,
         redrawn_replies: ledger.redrawn.clone(),
+        reply_tokens: ledger.reply_tokens.clone(),
         world: finish.world,
         llm_latency_ms: Latency {
             p50: percentile(&latencies, 0.5),

@@ -91,9 +91,15 @@ pub struct Flaws {
     pub foreign: bool,
     pub paraphrase: bool,
     pub off_stake: bool,
+    /// An assistant declining ("I'm sorry, but I can't assist with that"), wherever in
+    /// the reply.
+    pub refusal: bool,
 }
 
-/// What a reply is drawn again for: any of its flaws, the first of them in this order.
+/// What a reply is drawn again for: a flaw a reader always rejects, the first of them
+/// in this order. A paraphrase, a reply off its speaker's stake and one cut short are
+/// counted but not drawn again: readers keep some of them, and a redraw for them cost
+/// more draws than it saved readers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RedrawCause {
@@ -105,9 +111,7 @@ pub enum RedrawCause {
     Impersonation,
     Stage,
     Foreign,
-    Paraphrase,
-    OffStake,
-    Cut,
+    Refusal,
 }
 
 impl RedrawCause {
@@ -115,14 +119,12 @@ impl RedrawCause {
     /// flaw, the one with the mildest is kept.
     pub fn severity(self) -> u8 {
         match self {
-            RedrawCause::Copy | RedrawCause::Label | RedrawCause::Impersonation => 4,
-            RedrawCause::Stage
-            | RedrawCause::Echo
-            | RedrawCause::Foreign
-            | RedrawCause::OffStake => 3,
+            RedrawCause::Copy
+            | RedrawCause::Label
+            | RedrawCause::Impersonation
+            | RedrawCause::Refusal => 4,
+            RedrawCause::Stage | RedrawCause::Echo | RedrawCause::Foreign => 3,
             RedrawCause::Narration | RedrawCause::Empty => 2,
-            RedrawCause::Paraphrase => 1,
-            RedrawCause::Cut => 0,
         }
     }
 }
@@ -134,14 +136,12 @@ impl Flaws {
             (self.copy, RedrawCause::Copy),
             (self.label, RedrawCause::Label),
             (self.impersonation, RedrawCause::Impersonation),
+            (self.refusal, RedrawCause::Refusal),
             (self.stage, RedrawCause::Stage),
             (self.echo, RedrawCause::Echo),
             (self.narration, RedrawCause::Narration),
             (self.foreign, RedrawCause::Foreign),
-            (self.off_stake, RedrawCause::OffStake),
             (self.empty, RedrawCause::Empty),
-            (self.paraphrase, RedrawCause::Paraphrase),
-            (self.cut, RedrawCause::Cut),
         ]
         .into_iter()
         .find_map(|(flawed, cause)| flawed.then_some(cause))
@@ -382,6 +382,7 @@ struct Counts {
     foreign: u64,
     paraphrase: u64,
     off_stake: u64,
+    refusal: u64,
 }
 
 impl Checker {
@@ -441,6 +442,7 @@ impl Checker {
             }),
             impersonation: voice::speaks_as_other(text, speaker, names.iter().copied()),
             foreign: voice::has_foreign(text, &self.instructions.scripts),
+            refusal: voice::refusal(text).is_some(),
             paraphrase: match (&self.paraphrases, vector) {
                 (Some(p), Some(v)) => p.restates(v),
                 _ => false,
@@ -483,12 +485,8 @@ impl Checker {
             RedrawCause::Narration => Some(speaker.to_string()),
             // The leading line, as written.
             RedrawCause::Stage => text.trim_start().lines().next().map(str::to_string),
-            RedrawCause::Empty
-            | RedrawCause::Impersonation
-            | RedrawCause::Foreign
-            | RedrawCause::Paraphrase
-            | RedrawCause::OffStake
-            | RedrawCause::Cut => None,
+            RedrawCause::Refusal => voice::refusal(text).map(str::to_string),
+            RedrawCause::Empty | RedrawCause::Impersonation | RedrawCause::Foreign => None,
         };
         Some((cause, avoid.unwrap_or_default()))
     }
@@ -527,6 +525,7 @@ impl Checker {
             c.foreign += u64::from(f.foreign);
             c.paraphrase += u64::from(f.paraphrase);
             c.off_stake += u64::from(f.off_stake);
+            c.refusal += u64::from(f.refusal);
             for pair in gram_hashes(w, 2) {
                 self.bigram_total += 1;
                 self.bigrams.insert(pair);
@@ -559,6 +558,7 @@ impl Checker {
             foreign: c.foreign,
             paraphrase,
             off_stake,
+            refusal: c.refusal,
             rates: QualityRates {
                 copy: rate(c.copy),
                 label: rate(c.label),
@@ -571,6 +571,7 @@ impl Checker {
                 foreign: rate(c.foreign),
                 paraphrase: paraphrase.and_then(rate),
                 off_stake: off_stake.and_then(rate),
+                refusal: rate(c.refusal),
             },
             distinct_2: (self.bigram_total > 0)
                 .then(|| self.bigrams.len() as f64 / self.bigram_total as f64),
@@ -603,6 +604,9 @@ pub struct ReplyQuality {
     /// stake declares a side, and the embedder is not MiniLM or no agent has a stake).
     #[serde(default)]
     pub off_stake: Option<u64>,
+    /// Replies in which an assistant declines instead of the participant speaking.
+    #[serde(default)]
+    pub refusal: u64,
     /// Each count over `replies` (`null` without replies).
     pub rates: QualityRates,
     pub distinct_2: Option<f64>,
@@ -627,6 +631,8 @@ pub struct QualityRates {
     pub paraphrase: Option<f64>,
     #[serde(default)]
     pub off_stake: Option<f64>,
+    #[serde(default)]
+    pub refusal: Option<f64>,
 }
 
 #[cfg(test)]

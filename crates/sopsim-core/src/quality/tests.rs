@@ -312,9 +312,11 @@ fn declaring_the_other_side_of_ones_stake_is_off_it() {
     );
     let mut checker = Checker::new(made);
     let turncoat = "I am not for the ban. My street was quiet.";
+    assert!(checker.flaws("Ben", turncoat, None).off_stake);
     assert_eq!(
-        checker.redraw_plain("Ben", turncoat).map(|(c, _)| c),
-        Some(RedrawCause::OffStake)
+        checker.redraw_plain("Ben", turncoat),
+        None,
+        "counted, not drawn again"
     );
     assert!(
         !checker
@@ -334,4 +336,33 @@ fn declaring_the_other_side_of_ones_stake_is_off_it() {
         None,
         "nobody's side declared, no embeddings: not measured"
     );
+}
+
+#[test]
+fn an_assistant_declining_is_a_refusal_wherever_it_is_and_is_drawn_again() {
+    let c = checker();
+    for text in [
+        "I'm sorry, but I can't assist with that request.",
+        "The ban helps asthma. I’m sorry, but I cannot continue this debate.",
+        "As an AI, I have no view on parking in the old town.",
+    ] {
+        let f = c.flaws("Ada", text, None);
+        assert!(f.refusal, "{text}");
+        let (cause, avoid) = c.redraw_plain("Ada", text).unwrap();
+        assert_eq!(cause, RedrawCause::Refusal, "{text}");
+        assert!(
+            text.contains(&avoid) && !avoid.is_empty(),
+            "{avoid:?} as written in {text}"
+        );
+    }
+    for text in [
+        "I'm sorry, but the bridge closes at six, so we need another plan.",
+        "We can't assist every shop, but the bakery needs its deliveries.",
+    ] {
+        assert!(!c.flaws("Ada", text, None).refusal, "{text}");
+        assert!(
+            !c.flaws("Ada", text, None).stage,
+            "an apology in character: {text}"
+        );
+    }
 }

@@ -36,7 +36,7 @@ const DIRECTION_WORDS: &[&str] = &[
 ];
 
 /// How an assistant, not a character, opens a reply ("Certainly! To support the
-/// motion …", "I'm sorry, but I can't assist with that").
+/// motion …", "Here is my statement:"). Refusals are [`refusal`]'s.
 const ASSISTANT_OPENINGS: &[&str] = &[
     "certainly",
     "sure!",
@@ -45,13 +45,6 @@ const ASSISTANT_OPENINGS: &[&str] = &[
     "of course!",
     "of course,",
     "absolutely!",
-    "i'm sorry, but",
-    "i’m sorry, but",
-    "i am sorry, but",
-    "sorry, but i can",
-    "i can't assist",
-    "i cannot assist",
-    "as an ai",
     "i'd be happy to help",
     "i’d be happy to help",
     "i would be happy to help",
@@ -173,6 +166,54 @@ fn talks_as_assistant(body: &str) -> bool {
         .flat_map(char::to_lowercase)
         .collect();
     ASSISTANT_OPENINGS.iter().any(|o| lead.starts_with(o))
+}
+
+/// What an assistant says when it declines a request, wherever in a reply: a model
+/// that has stepped out of its role ("I'm sorry, but I can't assist with that
+/// request."). Each phrase is one no participant says in character.
+const REFUSALS: &[&str] = &[
+    "i'm sorry, but i can't",
+    "i'm sorry, but i cannot",
+    "i am sorry, but i can't",
+    "i am sorry, but i cannot",
+    "sorry, but i can't assist",
+    "sorry, but i can't help with that",
+    "i can't assist with",
+    "i cannot assist with",
+    "i can't help with that request",
+    "i cannot help with that request",
+    "i'm unable to assist",
+    "i am unable to assist",
+    "i can't fulfill",
+    "i cannot fulfill",
+    "i can't comply",
+    "i cannot comply",
+    "as an ai",
+    "as a language model",
+];
+
+/// The refusal in `text`, as written, if it has one: from its phrase to the end of
+/// that sentence.
+pub fn refusal(text: &str) -> Option<&str> {
+    // Lower case, typographic apostrophes as plain ones; `at[k]` is where the `k`th
+    // byte of the folded text comes from in `text`.
+    let mut folded = String::with_capacity(text.len());
+    let mut at = Vec::with_capacity(text.len());
+    for (i, c) in text.char_indices() {
+        let c = if c == '\u{2019}' {
+            '\''
+        } else {
+            c.to_ascii_lowercase()
+        };
+        folded.push(c);
+        at.extend(std::iter::repeat_n(i, c.len_utf8()));
+    }
+    let found = REFUSALS.iter().filter_map(|r| folded.find(r)).min()?;
+    let start = at[found];
+    let end = text[start..]
+        .find(['.', '!', '?', '\n'])
+        .map_or(text.len(), |e| start + e);
+    Some(&text[start..end])
 }
 
 /// "(smiles)", "[pauses]", "*nods*" at the start.
@@ -332,8 +373,6 @@ mod tests {
             "(smiles) Thank you, Mia.",
             "*nods* Good point.",
             "Certainly! To support the motion, consider health.",
-            "I'm sorry, but I can't assist with that request.",
-            "Sorry, but I can't assist with that request.",
             "Ada (Affirmative) continues:\nCars must go.",
             "Cars must go.\n(Cleo, your turn to continue the negative argument.)",
             "Neighbours ate outside. Your view:\nI take no side.",

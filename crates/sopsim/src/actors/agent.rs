@@ -41,10 +41,6 @@ pub(crate) struct AgentShared {
     pub(crate) seed: u64,
     /// What a reply must not copy or echo.
     pub(crate) instructions: crate::quality::Instructions,
-    /// Set when replies are checked for paraphrases: the service that embeds them.
-    pub(crate) paraphrases: Option<crate::embed::EmbedService>,
-    /// The participants' stakes embedded, when replies are checked against them.
-    pub(crate) stakes: Option<Arc<crate::quality::Stakes>>,
 }
 
 impl Actor for AgentActor {
@@ -227,8 +223,6 @@ impl AgentActor {
             stream: self.token_sink().filter(|_| msg.live),
             sinks: self.shared.sinks.clone(),
             instructions: self.shared.instructions.clone(),
-            paraphrases: self.shared.paraphrases.clone(),
-            stakes: self.shared.stakes.clone(),
             msg,
             base,
             settings,

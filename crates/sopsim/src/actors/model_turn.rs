@@ -18,9 +18,7 @@ use crate::llm::{
 };
 use crate::memory::{Decision, MessageKind, Observation};
 use crate::prompt::{self, ChatMessage};
-use crate::quality::{
-    Checker, Instructions, Paraphrases, RedrawCause, DEFAULT_REDRAWS, PARAPHRASE_COSINE,
-};
+use crate::quality::{Checker, Instructions, RedrawCause, DEFAULT_REDRAWS};
 use crate::scenario::{ChoiceSpec, LlmSettings, Persona, Scenario, State};
 use crate::tokens::TokenCounter;
 
@@ -42,10 +40,6 @@ pub(super) struct ModelTurn {
     pub sinks: Sinks,
     /// What a reply must not copy or echo.
     pub instructions: Instructions,
-    /// Set when replies are checked for paraphrases: the service that embeds them.
-    pub paraphrases: Option<crate::embed::EmbedService>,
-    /// The participants' stakes embedded, when replies are checked against them.
-    pub stakes: Option<Arc<crate::quality::Stakes>>,
     /// The role replies (its choice does not come instead of a reply).
     pub replies: bool,
     /// The role's closed choice and its options.
@@ -218,20 +212,11 @@ impl ModelTurn {
             self.settings.clone(),
             self.context(CallKind::Act),
         );
-        // What the agent was shown is what it could copy or restate.
+        // What the agent was shown is what it could copy. No flaw a reply is drawn
+        // again for needs its embedding.
         let mut checker = Checker::new(self.instructions.clone());
-        if self.paraphrases.is_some() {
-            checker = checker.with_paraphrases(Paraphrases::new(PARAPHRASE_COSINE));
-        }
-        if let Some(stakes) = &self.stakes {
-            checker = checker.with_stakes(stakes.clone());
-        }
-        for m in &obs.relevant {
+        for m in obs.relevant.iter().chain(&obs.recent) {
             checker.see(m, None);
-        }
-        for (i, m) in obs.recent.iter().enumerate() {
-            let vector = obs.recent_vectors.get(i).filter(|v| !v.is_empty());
-            checker.see(m, vector.map(Vec::as_slice));
         }
         let draws = self.llm.draws(&self.settings);
         let (candidates, redraws) = match draws {
@@ -251,6 +236,8 @@ impl ModelTurn {
         // The draw with the mildest flaw so far, kept when every draw has one.
         let mut mildest: Option<(u8, Completion)> = None;
         let mut drawn_in_all = 0u64;
+        // Tokens decoded over every draw of this reply.
+        let mut decoded = 0u64;
         for round in 0..=redraws {
             let mut first_flaw = None;
             let batches = match round {
@@ -272,15 +259,15 @@ impl ModelTurn {
                 });
                 let drawn = futures::future::try_join_all(requests).await?;
                 drawn_in_all += drawn.len() as u64;
-                let vectors = self.embed_candidates(&drawn).await?;
-                for (completion, vector) in drawn.into_iter().zip(vectors) {
+                decoded += drawn.iter().map(|c| c.usage.completion_tokens).sum::<u64>();
+                for completion in drawn {
                     // Judged as it would be recorded.
                     let (text, _) =
                         crate::action::recorded_reply(&completion.text, &self.base.others);
-                    let Some((cause, span)) =
-                        checker.redraw(&self.base.name, text, vector.as_deref())
-                    else {
+                    let Some((cause, span)) = checker.redraw(&self.base.name, text, None) else {
                         self.count_redrawn(replaced, drawn_in_all);
+                        self.llm
+                            .count_reply_tokens(decoded, completion.usage.completion_tokens);
                         return Ok(Some(self.kept(completion, replaced)));
                     };
                     if first_flaw.is_none() {
@@ -303,6 +290,10 @@ impl ModelTurn {
             });
         }
         self.count_redrawn(replaced, drawn_in_all);
+        if let Some((_, completion)) = &mildest {
+            self.llm
+                .count_reply_tokens(decoded, completion.usage.completion_tokens);
+        }
         Ok(mildest.map(|(_, completion)| self.kept(completion, replaced)))
     }
 
@@ -330,20 +321,6 @@ impl ModelTurn {
             .as_ref()
             .is_some_and(|s| self.speaker_stops.contains(s));
         (completion.text, stopped)
-    }
-
-    /// The candidates' embeddings, when replies are checked for paraphrases.
-    async fn embed_candidates(
-        &self,
-        drawn: &[Completion],
-    ) -> Result<Vec<Option<Vec<f32>>>, SimError> {
-        let Some(embed) = &self.paraphrases else {
-            return Ok(vec![None; drawn.len()]);
-        };
-        let vectors =
-            futures::future::try_join_all(drawn.iter().map(|c| embed.embed(c.text.clone())))
-                .await?;
-        Ok(vectors.into_iter().map(Some).collect())
     }
 
     /// The role's closed choice, if it has one, after what it just said.

@@ -92,6 +92,7 @@ pub fn generic_figures(s: &SummaryFigures) -> Figures {
     f.insert("quality.foreign".into(), rate(|r| r.foreign));
     f.insert("quality.paraphrase".into(), rate(|r| r.paraphrase));
     f.insert("quality.off_stake".into(), rate(|r| r.off_stake));
+    f.insert("quality.refusal".into(), rate(|r| r.refusal));
     f.insert("quality.distinct_2".into(), q.and_then(|q| q.distinct_2));
     f
 }

@@ -89,6 +89,34 @@ pub struct Ledger {
     /// Replies drawn again, by the first draw's flaw, and every redraw made.
     #[serde(skip)]
     pub redrawn: Redrawn,
+    /// Tokens decoded for the replies kept, over all their draws.
+    #[serde(skip)]
+    pub reply_tokens: ReplyTokens,
+}
+
+/// What the replies kept cost to decode (`reply_tokens` in `summary.json`): every
+/// draw's tokens (candidates and redraws), and the kept replies' own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ReplyTokens {
+    pub replies: u64,
+    /// Tokens decoded over every draw of those replies.
+    pub decoded: u64,
+    /// The kept replies' own tokens.
+    pub kept: u64,
+    /// `decoded` over `replies`.
+    pub decoded_per_reply: Option<f64>,
+    /// `decoded` over `kept`: 1 when every reply is kept at its first draw.
+    pub decoded_over_kept: Option<f64>,
+}
+
+impl ReplyTokens {
+    fn add(&mut self, decoded: u64, kept: u64) {
+        self.replies += 1;
+        self.decoded = self.decoded.saturating_add(decoded);
+        self.kept = self.kept.saturating_add(kept);
+        self.decoded_per_reply = Some(self.decoded as f64 / self.replies as f64);
+        self.decoded_over_kept = (self.kept > 0).then(|| self.decoded as f64 / self.kept as f64);
+    }
 }
 
 /// Replies drawn again (`redrawn_replies` in `summary.json`).
@@ -281,6 +309,12 @@ impl LlmClient {
         ledger.redrawn.draws = ledger.redrawn.draws.saturating_add(draws);
     }
 
+    /// Counts a kept reply: the tokens decoded over all its draws, and its own.
+    pub fn count_reply_tokens(&self, decoded: u64, kept: u64) {
+        let mut ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
+        ledger.reply_tokens.add(decoded, kept);
+    }
+
     /// Candidates of a reply drawn at once when the scenario does not say (see
     /// [`LlmBackend::candidates`]).
     pub fn default_candidates(&self, settings: &crate::scenario::LlmSettings) -> u32 {
@@ -400,6 +434,7 @@ impl LlmClient {
             prompt_tokens_by_turn: Vec::new(),
             latencies_us: Vec::new(),
             redrawn: ledger.redrawn.clone(),
+            reply_tokens: ledger.reply_tokens.clone(),
         }
     }
 }

@@ -655,6 +655,7 @@ function drawCounters(p) {
       ['foreign script', share(q.foreign || 0)],
       ['paraphrase loops', q.paraphrase == null ? '—' : share(q.paraphrase)],
       ['off their stake', q.off_stake == null ? '—' : share(q.off_stake)],
+      ['refusals', share(q.refusal || 0)],
       ['distinct bigrams', q.distinct_2 == null ? '—' : `${Math.round(100 * q.distinct_2)}%`],
     );
   }

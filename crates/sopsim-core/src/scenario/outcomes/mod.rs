@@ -261,5 +261,6 @@ pub const QUALITY_FIGURES: &[&str] = &[
     "quality.foreign",
     "quality.paraphrase",
     "quality.off_stake",
+    "quality.refusal",
     "quality.distinct_2",
 ];
