@@ -1,6 +1,6 @@
 //! Knowledge bases for the `knowledge` component: a JSON file of entries, embedded once
-//! per process with the run's embedder, searched with the latest message's stored
-//! embedding (so a lookup embeds nothing new).
+//! per run with the run's embedder, searched with the latest message's stored embedding
+//! (so a lookup embeds nothing new).
 //!
 //! The files are read and checked with the scenario (`scenario::knowledge_file`).
 

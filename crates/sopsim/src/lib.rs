@@ -78,7 +78,7 @@
 //! Services shared by every simulation in a process:
 //! - [`llm`]: the `LlmBackend` trait, the scripted backend, per-simulation accounting.
 //! - [`embed`]: the `Embedder` trait, the hash embedder, the batching worker service.
-//! - `knowledge`: knowledge bases for the `knowledge` component, embedded once.
+//! - `knowledge`: knowledge bases for the `knowledge` component, embedded once a run.
 //!
 //! Running:
 //! - `actors`: Director, Agent and Environment actors and their messages.
