@@ -29,22 +29,6 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-SENTENCES = [
-    "I think the evidence we have so far points clearly in one direction.",
-    "Let me build on what was just said and add a concrete example.",
-    "Our opponents overlook the long-term consequences of their position.",
-    "There is a subtle point here about loyalty and shared history.",
-    "We should keep the discussion focused on the core question.",
-    "The books themselves give several scenes that support this view.",
-    "Friendship that grows over years is a strong foundation.",
-    "Conflict can also be a sign of deep mutual understanding.",
-    "I would like to propose that we divide the arguments among us.",
-    "Please consider the emotional maturity shown by both characters.",
-    "A good partnership balances courage, wit and kindness.",
-    "We must answer the rebuttal directly rather than avoid it.",
-    "That argument rests on an assumption that deserves scrutiny.",
-    "Let us summarise our three strongest points before moving on.",
-]
 
 LOCK = threading.Lock()
 STATS = {}
@@ -100,16 +84,35 @@ def canned_reply(kind, text, n):
         return "<end>%s</end>" % roles[k % len(roles)]
     if kind in ("env_summary", "agent_summary"):
         return "history summary: {the speakers exchanged %d arguments; positions unchanged}" % n
-    # act / tool: 3-5 deterministic sentences, ~40-70 words
+    # act / tool: 3-5 deterministic sentences of 10-12 words, distinct and complete.
+    # Their content words are made of syllables, 5,625 of them: no two replies share
+    # enough words to be taken for one another (sopsim screens for paraphrases, copies
+    # and cut replies and would draw such a reply again, a call the original never
+    # makes), as a real model's replies mostly are not.
     h = int(hashlib.sha256(str(n).encode()).hexdigest(), 16)
     k = 3 + h % 3
-    picks = [SENTENCES[(h >> (4 * i)) % len(SENTENCES)] for i in range(k)]
-    # The reply's number after every ninth word: no run of ten words repeats an earlier
-    # reply, as a real model's replies mostly do not (sopsim draws a reply that copies
-    # an earlier one again, a call the original never makes).
-    words = " ".join(picks).split()
-    marked = [w + (" %d" % n if i % 9 == 8 else "") for i, w in enumerate(words)]
-    return ("(reply %d) " % n) + " ".join(marked)
+    words = iter(pseudo_word(h >> (13 * i)) for i in range(5 * k))
+    sentences = [
+        TEMPLATES[(h >> (3 * i)) % len(TEMPLATES)].format(*(next(words) for _ in range(5)))
+        for i in range(k)
+    ]
+    return " ".join(s[0].upper() + s[1:] for s in sentences)
+
+
+SYLLABLES = [c + v for c in "bdfgklmnprstvwzh" for v in "aeiou"][:75]
+# Only stop words around the made-up ones (see STOP_WORDS in
+# crates/sopsim-core/src/quality/paraphrase.rs).
+TEMPLATES = [
+    "we {} that the {} of the {} is {}, and {} it is.",
+    "the {} of {} is {} to the {} of {}.",
+    "if the {} is {}, then {} and {} are {}.",
+    "our {} is that {} will {} the {} of {}.",
+    "their {} was {} by the {} and the {} of {}.",
+]
+
+
+def pseudo_word(h):
+    return SYLLABLES[h % 75] + SYLLABLES[(h // 75) % 75]
 
 
 def fake_embedding(s, dim=384):

@@ -22,6 +22,7 @@ use crate::actors::messages::Snapshot;
 pub use crate::actors::EndReason;
 use crate::actors::{
     AgentActor, AgentShared, Cast, Director, EnvironmentActor, Finish, Limits, ParseFailures,
+    QualityEmbeddings,
 };
 use crate::control::RunControl;
 use crate::embed::{EmbedService, HashEmbedder};
@@ -354,18 +355,6 @@ async fn cast(
     // a population's members each speak once a round, which no loop check needs.
     let paraphrases =
         services.embed.name() == crate::embed::MINILM_NAME && scenario.populations.is_empty();
-    let env = EnvironmentActor::new(
-        scenario.clone(),
-        mode,
-        services.embed.clone(),
-        llm.clone(),
-        services.counter.clone(),
-        audience,
-        paraphrases,
-    )
-    .start();
-    let tools = Arc::new(crate::tools::ToolBox::start(scenario, &config.commands).await?);
-    let instructions = crate::quality::Instructions::of(scenario);
     // Replies are checked against the participants' stakes with the same embeddings.
     let stakes = match paraphrases {
         true => {
@@ -386,6 +375,21 @@ async fn cast(
         }
         false => None,
     };
+    let env = EnvironmentActor::new(
+        scenario.clone(),
+        mode,
+        services.embed.clone(),
+        llm.clone(),
+        services.counter.clone(),
+        audience,
+        QualityEmbeddings {
+            paraphrases,
+            stakes: stakes.as_ref().is_some_and(|s| !s.is_empty()),
+        },
+    )
+    .start();
+    let tools = Arc::new(crate::tools::ToolBox::start(scenario, &config.commands).await?);
+    let instructions = crate::quality::Instructions::of(scenario);
     let shared = Arc::new(AgentShared {
         scenario: scenario.clone(),
         env: env.clone(),

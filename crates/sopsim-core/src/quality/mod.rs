@@ -31,7 +31,8 @@
 //!   I…");
 //! - **foreign** when it holds letters of a script the scenario does not use, or words
 //!   run together into one ("aretheonlywayicanreach…");
-//! - a **paraphrase** when its embedding is within [`PARAPHRASE_COSINE`] of an earlier
+//! - a **paraphrase** when it shares [`SCREEN_OVERLAP`] of its content words with an
+//!   earlier message and its embedding is within [`PARAPHRASE_COSINE`] of that
 //!   message's (with the MiniLM embedder, whose threshold this is; `paraphrase.rs`);
 //! - **off its stake** when it declares the side opposite to its speaker's stake ("I am
 //!   not for the ban" from someone whose stake opens "I am for the ban"; `side.rs`), or,
@@ -54,6 +55,7 @@ use crate::memory::{Message, MessageKind};
 use crate::scenario::{identity, Scenario, SpeakerRule};
 
 mod labels;
+mod meaning;
 mod paraphrase;
 mod side;
 mod voice;
@@ -62,7 +64,8 @@ mod words;
 use labels::{has_label, is_narration, is_report, names_itself};
 use words::{gram_hashes, shared_span, words};
 
-pub use paraphrase::{Paraphrases, Stakes, PARAPHRASE_COSINE};
+pub use meaning::{Meaning, Plan};
+pub use paraphrase::{Stakes, PARAPHRASE_COSINE, SCREEN_OVERLAP};
 pub use voice::Script;
 
 /// Words a reply must share in a row with an earlier message to be a copy.
@@ -359,8 +362,8 @@ impl Instructions {
 pub struct Checker {
     instructions: Instructions,
     seen: FxHashSet<u64>,
-    /// The earlier messages' embeddings, when paraphrases are checked.
-    paraphrases: Option<Paraphrases>,
+    /// Whether replies are judged for paraphrases (their verdicts come with them).
+    paraphrases: bool,
     /// The participants' stakes embedded, when replies are checked against them.
     stakes: Option<Arc<Stakes>>,
     bigrams: FxHashSet<u64>,
@@ -393,10 +396,10 @@ impl Checker {
         }
     }
 
-    /// Also checks replies for paraphrases of earlier messages, from their embeddings
-    /// (given with each message; see [`Paraphrases`]).
-    pub fn with_paraphrases(mut self, paraphrases: Paraphrases) -> Self {
-        self.paraphrases = Some(paraphrases);
+    /// Also counts paraphrases of earlier messages, from the verdicts each reply is
+    /// recorded with (a [`ParaphraseScreen`]'s).
+    pub fn counting_paraphrases(mut self) -> Self {
+        self.paraphrases = true;
         self
     }
 
@@ -407,7 +410,8 @@ impl Checker {
     }
 
     /// What is wrong with `text` as `speaker`'s next reply, against what was said so
-    /// far; `vector` is its embedding, when paraphrases are checked.
+    /// far; `vector` is its embedding, when replies are checked against stakes. A
+    /// paraphrase is found only as a reply is recorded.
     pub fn flaws(&self, speaker: &str, text: &str, vector: Option<&[f32]>) -> Flaws {
         self.flaws_in(speaker, text, &words(text), vector)
     }
@@ -443,10 +447,7 @@ impl Checker {
             impersonation: voice::speaks_as_other(text, speaker, names.iter().copied()),
             foreign: voice::has_foreign(text, &self.instructions.scripts),
             refusal: voice::refusal(text).is_some(),
-            paraphrase: match (&self.paraphrases, vector) {
-                (Some(p), Some(v)) => p.restates(v),
-                _ => false,
-            },
+            paraphrase: false,
             off_stake: self
                 .instructions
                 .sides
@@ -492,20 +493,19 @@ impl Checker {
     }
 
     /// Takes in an earlier message the next reply must not copy, without judging it
-    /// (what an agent was shown), with its embedding when paraphrases are checked.
-    pub fn see(&mut self, m: &Message, vector: Option<&[f32]>) {
+    /// (what an agent was shown).
+    pub fn see(&mut self, m: &Message) {
         if !m.kind.is_tool() {
             let grams = self.instructions.copy_grams.of(&m.content, None);
             self.seen.extend(grams.iter().copied());
-            if let (Some(p), Some(v)) = (&mut self.paraphrases, vector) {
-                p.add(v);
-            }
         }
     }
 
     /// Takes in the next message of the run: a reply is judged, then every message but
-    /// a tool line becomes something later replies may copy.
-    pub fn record(&mut self, m: &Message, vector: Option<&[f32]>) {
+    /// a tool line becomes something later replies may copy. `vector` is the reply's
+    /// embedding when replies are checked against stakes; `restates`, the paraphrase
+    /// verdict on it when paraphrases are counted.
+    pub fn record(&mut self, m: &Message, vector: Option<&[f32]>, restates: bool) {
         if m.kind.is_tool() {
             return;
         }
@@ -523,7 +523,7 @@ impl Checker {
             c.stage += u64::from(f.stage);
             c.impersonation += u64::from(f.impersonation);
             c.foreign += u64::from(f.foreign);
-            c.paraphrase += u64::from(f.paraphrase);
+            c.paraphrase += u64::from(self.paraphrases && restates);
             c.off_stake += u64::from(f.off_stake);
             c.refusal += u64::from(f.refusal);
             for pair in gram_hashes(w, 2) {
@@ -533,15 +533,12 @@ impl Checker {
         }
         let grams = self.instructions.copy_grams.of(&m.content, w.as_deref());
         self.seen.extend(grams.iter().copied());
-        if let (Some(p), Some(v)) = (&mut self.paraphrases, vector) {
-            p.add(v);
-        }
     }
 
     pub fn summary(&self) -> ReplyQuality {
         let c = self.counts;
         let rate = |n: u64| (c.replies > 0).then(|| n as f64 / c.replies as f64);
-        let paraphrase = self.paraphrases.is_some().then_some(c.paraphrase);
+        let paraphrase = self.paraphrases.then_some(c.paraphrase);
         let measured = self.stakes.as_ref().is_some_and(|s| !s.is_empty())
             || !self.instructions.sides.is_empty();
         let off_stake = measured.then_some(c.off_stake);

@@ -5,7 +5,7 @@ use super::*;
 /// The checks without embeddings.
 impl Checker {
     fn record_plain(&mut self, m: &Message) {
-        self.record(m, None);
+        self.record(m, None, false);
     }
 
     fn redraw_plain(&self, speaker: &str, text: &str) -> Option<(RedrawCause, String)> {

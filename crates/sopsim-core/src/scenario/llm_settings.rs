@@ -97,10 +97,11 @@ pub struct LlmSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), inner(length(min = 1, max = 32)))]
     pub forbid: Option<Vec<String>>,
-    /// A reply with a flaw reply quality counts (a copy, a paraphrase, a label, a stage
-    /// direction, speaking as someone else, an echo of the instructions, third-person
-    /// narration, a foreign script, a cut or an empty reply) is drawn again, up to this
-    /// many times (0: never); the last draw stands.
+    /// A reply with a flaw readers always reject (a copy, a label, a stage direction, a
+    /// refusal, speaking as someone else, an echo of the instructions, third-person
+    /// narration, a foreign script or an empty reply) is drawn again, up to this many
+    /// times (0: never); the mildest draw stands. Paraphrases, replies off their stake
+    /// and replies cut short are counted, not drawn again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 10))]
     pub redraws: Option<u32>,

@@ -42,7 +42,7 @@ pub struct Cast {
     pub llm: LlmClient,
     pub counter: Arc<dyn TokenCounter>,
     pub sinks: Sinks,
-    /// Whether replies are checked for paraphrases, from the messages' embeddings.
+    /// Whether paraphrases are counted (the Environment's verdicts come with commits).
     pub paraphrases: bool,
     /// The participants' stakes embedded, when replies are checked against them.
     pub stakes: Option<Arc<crate::quality::Stakes>>,

@@ -23,7 +23,7 @@ use crate::events::{Progress, SimEvent};
 use crate::llm::cost::PriceTable;
 use crate::llm::LlmClient;
 use crate::output::TranscriptWriter;
-use crate::quality::{Checker, Paraphrases, PARAPHRASE_COSINE};
+use crate::quality::Checker;
 use crate::run_state::EndReason;
 use crate::run_state::{Gate, RunState, Spend, TurnLimits};
 use crate::sop::{SopEngine, Speaker, Transition};
@@ -61,7 +61,7 @@ impl Director {
             quality: {
                 let mut checker = Checker::new(cast.instructions.clone());
                 if cast.paraphrases {
-                    checker = checker.with_paraphrases(Paraphrases::new(PARAPHRASE_COSINE));
+                    checker = checker.counting_paraphrases();
                 }
                 if let Some(stakes) = &cast.stakes {
                     checker = checker.with_stakes(stakes.clone());

@@ -21,12 +21,20 @@ use crate::tokens::TokenCounter;
 use crate::tool_results::ResultObject;
 use crate::tools::{store_query, InEnvironment, ToolFailure};
 
+/// What reply quality reads from the committed messages' embeddings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QualityEmbeddings {
+    /// Paraphrases are counted (the screened replies are embedded).
+    pub paraphrases: bool,
+    /// Replies are checked against stakes (every reply is embedded).
+    pub stakes: bool,
+}
+
 pub struct EnvironmentActor {
     env: Environment,
     scenario: Arc<Scenario>,
-    /// Whether anything reads embeddings (`Scenario::needs_embeddings`, or the
-    /// paraphrase checks of reply quality).
-    needs_embeddings: bool,
+    /// Which committed messages are embedded, and the paraphrase verdicts.
+    meaning: crate::quality::Meaning,
     embed: EmbedService,
     /// The knowledge bases this run has built.
     knowledge: crate::knowledge::KnowledgeBases,
@@ -44,7 +52,7 @@ impl EnvironmentActor {
         llm: LlmClient,
         counter: Arc<dyn TokenCounter>,
         audience: Option<crate::memory::Audience>,
-        paraphrases: bool,
+        quality: QualityEmbeddings,
     ) -> Self {
         let mut env = Environment::new(&scenario, mode);
         if let Some(audience) = audience {
@@ -52,7 +60,11 @@ impl EnvironmentActor {
         }
         Self {
             env,
-            needs_embeddings: scenario.needs_embeddings() || paraphrases,
+            meaning: crate::quality::Meaning::new(
+                scenario.needs_embeddings(),
+                quality.stakes,
+                quality.paraphrases,
+            ),
             scenario,
             embed,
             knowledge: Default::default(),
@@ -152,28 +164,21 @@ impl Handler<Commit> for EnvironmentActor {
             .max()
             .unwrap_or(0);
         let settled = self.env.commit(drafts);
-        // Nothing reads embeddings when retrieval is off and no knowledge lookup needs
-        // the latest message's vector: then none is computed.
-        let embed = self.needs_embeddings.then(|| self.embed.clone());
-        let texts: Vec<String> = settled
-            .iter()
-            .flat_map(|t| t.messages.iter().map(|m| m.content.clone()))
-            .collect();
+        // Only what something reads is embedded (`quality::Meaning`).
+        let committed: Vec<&Message> = settled.iter().flat_map(|t| &t.messages).collect();
+        let plan = self.meaning.plan(&committed);
+        let texts = plan.texts(&committed);
+        let embed = self.embed.clone();
         AtomicResponse::new(Box::pin(
             async move {
-                match embed {
-                    Some(embed) => {
-                        futures::future::join_all(texts.into_iter().map(|t| embed.embed(t)))
-                            .await
-                            .into_iter()
-                            .collect::<Result<Vec<_>, _>>()
-                    }
-                    None => Ok(vec![Vec::new(); texts.len()]),
-                }
+                futures::future::join_all(texts.into_iter().map(|t| embed.embed(t)))
+                    .await
+                    .into_iter()
+                    .collect::<Result<Vec<_>, _>>()
             }
             .into_actor(self)
-            .map(move |embeddings, act, _| {
-                let embeddings = embeddings?;
+            .map(move |embedded, act, _| {
+                let (embeddings, restates) = act.meaning.settle(plan, embedded?);
                 let (shapes, messages) = shapes(settled);
                 let pairs: Vec<(Message, &[f32])> = messages
                     .into_iter()
@@ -181,11 +186,8 @@ impl Handler<Commit> for EnvironmentActor {
                     .collect();
                 let (kept, due) = act.env.record(pairs);
                 let request = due.map(|req| act.summary_request(&req, turn));
-                Ok((
-                    shapes,
-                    kept.into_iter().zip(embeddings).collect::<Vec<_>>(),
-                    request,
-                ))
+                let kept = kept.into_iter().zip(embeddings).zip(restates);
+                Ok((shapes, kept.collect::<Vec<_>>(), request))
             })
             .then(move |res: Result<_, SimError>, act, _| {
                 let llm = act.llm.clone();
@@ -209,7 +211,7 @@ impl Handler<Commit> for EnvironmentActor {
                 let (shapes, kept, summary) = res?;
                 if let Some(text) = summary {
                     tracing::debug!(
-                        through_seq = kept.last().map_or(0, |(m, _)| m.seq),
+                        through_seq = kept.last().map_or(0, |((m, _), _)| m.seq),
                         chars = text.len(),
                         "summary made"
                     );
@@ -219,12 +221,14 @@ impl Handler<Commit> for EnvironmentActor {
                 Ok(shapes
                     .into_iter()
                     .map(|(name, events, n)| {
-                        let (messages, vectors) = kept.by_ref().take(n).unzip();
+                        let (pairs, restates): (Vec<_>, _) = kept.by_ref().take(n).unzip();
+                        let (messages, vectors) = pairs.into_iter().unzip();
                         CommittedTurn {
                             name,
                             events,
                             messages,
                             vectors,
+                            restates,
                         }
                     })
                     .collect())
@@ -345,7 +349,7 @@ mod tests {
                 LlmClient::new(services.llm.clone(), 0),
                 services.counter.clone(),
                 None,
-                false,
+                super::QualityEmbeddings::default(),
             ));
             let mut result = ResultObject::new(
                 "sources",

@@ -21,4 +21,4 @@ pub use agent::AgentActor;
 pub(crate) use agent::AgentShared;
 pub use cast::{Cast, Finish, Limits};
 pub use director::Director;
-pub use environment::EnvironmentActor;
+pub use environment::{EnvironmentActor, QualityEmbeddings};

@@ -216,7 +216,7 @@ impl ModelTurn {
         // again for needs its embedding.
         let mut checker = Checker::new(self.instructions.clone());
         for m in obs.relevant.iter().chain(&obs.recent) {
-            checker.see(m, None);
+            checker.see(m);
         }
         let draws = self.llm.draws(&self.settings);
         let (candidates, redraws) = match draws {

@@ -27,13 +27,16 @@ impl Director {
         &mut self,
         memories: &[Arc<Message>],
         vectors: &[Vec<f32>],
+        restates: &[bool],
     ) -> Result<(), SimError> {
         for (i, memory) in memories.iter().enumerate() {
             if let Some(t) = &mut self.transcript {
                 t.append(memory)?;
             }
             let vector = vectors.get(i).filter(|v| !v.is_empty());
-            self.quality.record(memory, vector.map(Vec::as_slice));
+            let restates = restates.get(i).copied().unwrap_or(false);
+            self.quality
+                .record(memory, vector.map(Vec::as_slice), restates);
             self.cast.sinks.emit(SimEvent::Message(memory.clone()));
             if let Some(messages) = self.state.committed(self.transcript_caught_up()) {
                 self.cast.sinks.emit(SimEvent::Resumed { messages });
@@ -196,7 +199,7 @@ impl Handler<Play> for Director {
                         ret: Box::new(ret),
                     });
                 }
-                if let Err(e) = act.commit(&turn.messages, &turn.vectors) {
+                if let Err(e) = act.commit(&turn.messages, &turn.vectors, &turn.restates) {
                     return act.fail(e, ctx);
                 }
                 said.extend(turn.messages.into_iter().filter(|m| !m.kind.is_tool()));

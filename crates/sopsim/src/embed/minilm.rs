@@ -127,17 +127,35 @@ pub fn tokenizer_from_json(bytes: &[u8]) -> Result<Tokenizer, tokenizers::Error>
     Ok(tokenizer)
 }
 
+fn read(dir: &Path, name: &str, limit: u64) -> Result<Vec<u8>, EmbedError> {
+    let path = dir.join(name);
+    crate::files::read_bounded(&path, limit)
+        .map_err(|source| failed(MiniLmError::Read { path, source }))
+}
+
+fn read_config(dir: &Path) -> Result<Config, EmbedError> {
+    let config: Config = serde_json::from_slice(&read(dir, "config.json", 1 << 20)?)
+        .map_err(|e| failed(MiniLmError::ConfigJson(e)))?;
+    check_config(&config).map_err(|e| failed(MiniLmError::Config(e)))?;
+    Ok(config)
+}
+
 impl MiniLm {
+    /// MiniLM from `dir`, read on its first use: a run that never embeds (no retrieval,
+    /// no stakes, no reply the paraphrase screen picks) never reads the weights. Its
+    /// `config.json` is checked now.
+    pub fn on_first_use(dir: &Path) -> Result<super::OnFirstUse, EmbedError> {
+        let dim = read_config(dir)?.hidden_size;
+        let dir = dir.to_path_buf();
+        Ok(super::OnFirstUse::new(super::MINILM_NAME, dim, move || {
+            Ok(std::sync::Arc::new(MiniLm::load(&dir)?))
+        }))
+    }
+
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from `dir`.
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
-        let read = |name: &str, limit: u64| {
-            let path = dir.join(name);
-            crate::files::read_bounded(&path, limit)
-                .map_err(|source| failed(MiniLmError::Read { path, source }))
-        };
-        let config: Config = serde_json::from_slice(&read("config.json", 1 << 20)?)
-            .map_err(|e| failed(MiniLmError::ConfigJson(e)))?;
-        check_config(&config).map_err(|e| failed(MiniLmError::Config(e)))?;
+        let read = |name: &str, limit: u64| read(dir, name, limit);
+        let config = read_config(dir)?;
         let weights = dir.join("model.safetensors");
         let weights_failed = |source: std::io::Error| {
             failed(MiniLmError::Read {

@@ -1,6 +1,7 @@
 //! Embeddings: the `Embedder` trait, the feature-hashing embedder, and the service that
 //! keeps embedding work off the actors' threads and batches it.
 
+mod first_use;
 mod hash;
 #[cfg(feature = "local")]
 mod minilm;
@@ -12,6 +13,7 @@ mod service;
 #[cfg(feature = "local")]
 mod tokenizer_file;
 
+pub use first_use::OnFirstUse;
 pub use hash::HashEmbedder;
 #[cfg(feature = "local")]
 pub use minilm::{tokenizer_from_json, MiniLm};

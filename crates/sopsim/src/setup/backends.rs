@@ -247,12 +247,12 @@ pub fn embedder(opts: &ModelOptions) -> Result<Arc<dyn Embedder>, SetupError> {
                     opts.fetch_observer.as_ref(),
                 )?,
             };
-            Arc::new(
-                crate::embed::MiniLm::load(&dir).map_err(|source| SetupError::Embedder {
+            Arc::new(crate::embed::MiniLm::on_first_use(&dir).map_err(|source| {
+                SetupError::Embedder {
                     setting: Setting::EmbedderModel,
                     source,
-                })?,
-            )
+                }
+            })?)
         }
     })
 }
