@@ -243,6 +243,14 @@ fn bad_worlds_and_strategies_are_refused_naming_the_field() {
             "world.variables.fish.update: me.caught: no agent is speaking here, so there is no `me`",
         ),
         (
+            |d| {
+                d["world"]["variables"]["fish"]["update"] = json!("world.quota - sum");
+                d["world"]["variables"]["quota"] =
+                    json!({"initial": 10, "state": "fish", "update": "world.fish / 10"});
+            },
+            "world.variables.fish.update: fish → quota → fish read each other in the same round",
+        ),
+        (
             |d| d["world"]["end_if"]["collapse"] = json!("world.fish <"),
             "world.end_if.collapse: not a valid expression",
         ),

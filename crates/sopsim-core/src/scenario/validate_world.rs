@@ -100,9 +100,37 @@ struct WorldCheck<'a> {
 pub fn check(s: &Scenario) -> Vec<(FieldPath, String)> {
     let mut c = WorldCheck { s, out: Vec::new() };
     c.variables();
+    c.cycles();
     c.texts();
     c.strategies();
     c.out
+}
+
+/// A path back to `path[0]` along what each variable reads, as the names on it,
+/// `path[0]` at both ends; it avoids `earlier` variables (a cycle through one of them
+/// is told at it).
+fn cycle_from<'a>(
+    at: &'a str,
+    path: &mut Vec<&'a str>,
+    reads: &dyn Fn(&str) -> Vec<&'a str>,
+    earlier: &[&str],
+) -> Option<Vec<&'a str>> {
+    for next in reads(at) {
+        if next == path[0] {
+            let mut cycle = path.clone();
+            cycle.push(next);
+            return Some(cycle);
+        }
+        if path.contains(&next) || earlier.contains(&next) {
+            continue;
+        }
+        path.push(next);
+        if let Some(cycle) = cycle_from(next, path, reads, earlier) {
+            return Some(cycle);
+        }
+        path.pop();
+    }
+    None
 }
 
 fn root() -> FieldPath {
@@ -195,6 +223,61 @@ impl WorldCheck<'_> {
         }
         for (name, condition) in &world.end_if {
             self.formula(at.key("end_if").key(name), condition, Scope::Condition);
+        }
+    }
+
+    /// Variables of one state that read each other round about: each would see the
+    /// others at different steps of the same round (the declared order decides which
+    /// sees the new value), which is never what a formula means. A variable reading
+    /// its own last value is no cycle.
+    fn cycles(&mut self) {
+        let Some(world) = &self.s.world else { return };
+        let reads = |name: &str| -> Vec<&str> {
+            let v = &world.variables[name];
+            let formula = v.update.as_deref().unwrap_or_default();
+            let names = expr::formula_names(formula).unwrap_or_default();
+            world
+                .variables
+                .iter()
+                .filter(|(other, o)| {
+                    other.as_str() != name
+                        && o.update.is_some()
+                        && o.state == v.state
+                        && names.iter().any(|n| {
+                            let (head, field) = n.split_once('.').unwrap_or((n, ""));
+                            matches!(head, "world" | "me")
+                                && field.split('.').next() == Some(other.as_str())
+                        })
+                })
+                .map(|(other, _)| other.as_str())
+                .collect()
+        };
+        let updated: Vec<&str> = world
+            .variables
+            .iter()
+            .filter(|(_, v)| v.update.is_some() && v.state.is_some())
+            .map(|(n, _)| n.as_str())
+            .collect();
+        for (i, start) in updated.iter().enumerate() {
+            // Each cycle is told once, at its first declared member.
+            let mut path = vec![*start];
+            if let Some(cycle) = cycle_from(start, &mut path, &reads, &updated[..i]) {
+                let state = world.variables[*start].state.as_deref().unwrap_or_default();
+                let at = root()
+                    .key("world")
+                    .key("variables")
+                    .key(start)
+                    .key("update");
+                self.problem(
+                    at,
+                    format!(
+                        "{} read each other in the same round of {state:?} (a cycle): \
+                         each would see the other at a different step; update one in \
+                         another state, or compute both from the round's decisions",
+                        cycle.join(" → ")
+                    ),
+                );
+            }
         }
     }
 
