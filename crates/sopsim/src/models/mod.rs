@@ -137,6 +137,13 @@ pub enum FetchEvent {
     Starting { model: String, dir: PathBuf },
     /// The command being run.
     Running { command: String },
+    /// Bytes downloaded so far, of about `total` (the files' size; packages are
+    /// compressed, so the download may end below it).
+    Downloaded {
+        model: String,
+        done: u64,
+        total: u64,
+    },
     /// Bytes unpacked and checked so far, of `total`.
     Progress {
         model: String,

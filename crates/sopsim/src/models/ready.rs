@@ -364,6 +364,36 @@ mod tests {
         assert_eq!(downloads(&s.log), 1);
     }
 
+    /// Keeps the download events it is told.
+    #[derive(Default)]
+    struct Downloads(std::sync::Mutex<Vec<(u64, u64)>>);
+
+    impl super::super::FetchObserver for Downloads {
+        fn event(&self, event: super::super::FetchEvent) {
+            if let super::super::FetchEvent::Downloaded { done, total, .. } = event {
+                self.0.lock().unwrap().push((done, total));
+            }
+        }
+    }
+
+    #[test]
+    fn a_download_reports_its_bytes_as_it_goes() {
+        let s = setup();
+        // pip is still running a second after the package is in place.
+        let pip = pip(&s, "sleep 1");
+        let seen = Downloads::default();
+        s.spec.ensure(&s.root, &pip, &seen).unwrap();
+        let seen = seen.0.into_inner().unwrap();
+        let total = PARTS.concat().len() as u64;
+        assert!(seen.len() >= 2, "{seen:?}");
+        assert!(
+            seen.iter().all(|(done, t)| *t == total && done <= t),
+            "{seen:?}"
+        );
+        assert!(seen.last().unwrap().0 > 0, "the package counted: {seen:?}");
+        assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "{seen:?}");
+    }
+
     #[test]
     fn processes_fetching_one_model_at_once_download_it_once() {
         let s = setup();
