@@ -11,9 +11,10 @@ usage: python3 benches/dashboard.py [--run] [--models] [--dry-run]
            models on first use; about 20 minutes on two cores).
 --dry-run  prints the table instead of writing it.
 
-The table for a CPU sits between `<!-- cpu: NAME -->` and `<!-- end cpu -->` in
-docs/performance.md, NAME being lscpu's model name; a CPU seen for the first time gets
-a new section at the end of the dashboard. Each row is one benchmark: its median, and
+The table for a CPU sits between `<!-- cpu: NAME, FAMILY -->` and `<!-- end cpu -->` in
+docs/performance.md, NAME being lscpu's model name and FAMILY the vector extensions the
+kernels choose among (two Xeons of one name may differ in AMX); a CPU seen for the
+first time gets a new section at the end of the dashboard. Each row is one benchmark: its median, and
 its throughput where the benchmark states one.
 """
 import argparse
@@ -89,7 +90,7 @@ def rows():
 def table(name, family, threads):
     today = datetime.date.today().isoformat()
     lines = [
-        f"<!-- cpu: {name} -->",
+        f"<!-- cpu: {name}, {family} -->",
         f"### {name} ({family}, {threads} threads)",
         "",
         f"Regenerated {today} by `python3 benches/dashboard.py --run --models`; "
@@ -104,10 +105,10 @@ def table(name, family, threads):
     return "\n".join(lines)
 
 
-def write(section, name):
+def write(section, key):
     page = PAGE.read_text()
     pattern = re.compile(
-        r"<!-- cpu: " + re.escape(name) + r" -->.*?<!-- end cpu -->", re.DOTALL
+        r"<!-- cpu: " + re.escape(key) + r" -->.*?<!-- end cpu -->", re.DOTALL
     )
     if pattern.search(page):
         page = pattern.sub(lambda _: section, page)
@@ -133,8 +134,8 @@ def main():
     if a.dry_run:
         print(section)
     else:
-        write(section, name)
-        print(f"{PAGE.relative_to(ROOT)}: the table for {name} is rewritten")
+        write(section, f"{name}, {family}")
+        print(f"{PAGE.relative_to(ROOT)}: the table for {name} ({family}) is rewritten")
 
 
 if __name__ == "__main__":

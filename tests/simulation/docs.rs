@@ -109,3 +109,38 @@ fn the_readme_is_short_and_the_guide_is_where_the_detail_is() {
         "the README has {lines} lines; the guide is docs/guide/"
     );
 }
+
+/// The performance page's prose names benchmarks whose figures are in the generated
+/// tables of its dashboard: a benchmark renamed or gone shows here, not as a row the
+/// text quotes and no table has.
+#[test]
+fn every_benchmark_the_performance_page_names_has_a_row_in_its_tables() {
+    let page = std::fs::read_to_string(root().join("docs/performance.md")).unwrap();
+    let group = regex::Regex::new(r#"benchmark_group\("([a-z_0-9]+)"\)"#).unwrap();
+    let mut groups = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(root().join("benches")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            let code = std::fs::read_to_string(&path).unwrap();
+            groups.extend(group.captures_iter(&code).map(|c| c[1].to_string()));
+        }
+    }
+    let (prose, tables) = page
+        .split_once("<!-- cpu: ")
+        .expect("the page has a generated table");
+    let named = regex::Regex::new(r"`([a-z_0-9]+)/([a-z_0-9]+)`").unwrap();
+    let mut checked = 0;
+    for c in named.captures_iter(prose) {
+        if !groups.contains(&c[1]) {
+            continue;
+        }
+        checked += 1;
+        let id = &c[0];
+        assert!(
+            tables.contains(&format!("| {id} |")),
+            "docs/performance.md names {id}, which no generated table has: \
+             run `python3 benches/dashboard.py --run`"
+        );
+    }
+    assert!(checked > 0, "the page names no benchmark");
+}
