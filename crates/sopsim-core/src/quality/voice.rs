@@ -195,21 +195,17 @@ const REFUSALS: &[&str] = &[
 /// The refusal in `text`, as written, if it has one: from its phrase to the end of
 /// that sentence.
 pub fn refusal(text: &str) -> Option<&str> {
-    // Lower case, typographic apostrophes as plain ones; `at[k]` is where the `k`th
-    // byte of the folded text comes from in `text`.
-    let mut folded = String::with_capacity(text.len());
-    let mut at = Vec::with_capacity(text.len());
-    for (i, c) in text.char_indices() {
-        let c = if c == '\u{2019}' {
-            '\''
-        } else {
-            c.to_ascii_lowercase()
-        };
-        folded.push(c);
-        at.extend(std::iter::repeat_n(i, c.len_utf8()));
-    }
-    let found = REFUSALS.iter().filter_map(|r| folded.find(r)).min()?;
-    let start = at[found];
+    static PHRASES: std::sync::LazyLock<aho_corasick::AhoCorasick> =
+        std::sync::LazyLock::new(|| {
+            // Each phrase also with a typographic apostrophe, as models write them.
+            let typographic = REFUSALS.iter().map(|r| r.replace('\'', "\u{2019}"));
+            aho_corasick::AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+                .build(REFUSALS.iter().map(|r| r.to_string()).chain(typographic))
+                .expect("the refusal phrases build a searcher")
+        });
+    let start = PHRASES.find(text)?.start();
     let end = text[start..]
         .find(['.', '!', '?', '\n'])
         .map_or(text.len(), |e| start + e);
