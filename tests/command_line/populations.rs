@@ -253,7 +253,7 @@ fn a_population_too_large_for_memory_is_refused_before_it_starts() {
         .parse()
         .unwrap();
     // 100,000 members of one round, with a turn limit of ten rounds, are estimated at
-    // about 1.2 GiB a run: more runs at once than fit.
+    // about 1.8 GiB a run: more runs at once than fit.
     let jobs = (free_kib / (1 << 20) + 1).to_string();
     let dir = tempfile::tempdir().unwrap();
     let path = game(

@@ -12,9 +12,10 @@ use crate::scenario::Scenario;
 /// agents, 5.5 KiB at 100,000).
 pub const BYTES_PER_AGENT: u64 = 6 << 10;
 /// What each turn after the first round adds: its message, kept in memory, and its
-/// place in the views of those who see it (the same script over three and ten rounds at
-/// 100,000 agents: 0.57 and 0.54 KiB a turn).
-const BYTES_PER_TURN: u64 = 700;
+/// place in the views of those who see it (a scripted public-goods round of 100,000
+/// agents on a ring, release build, 2026-12-05: 591 MB after one round, 860 MB after
+/// three and 1,590 MB after ten, 1.38 and 1.14 KB a turn).
+const BYTES_PER_TURN: u64 = 1_400;
 /// Rounds whose turns the estimate counts: a turn limit far above the turns a run will
 /// take (a common way to leave it unbounded) does not make a run look too big.
 const ROUNDS_COUNTED: u64 = 10;
