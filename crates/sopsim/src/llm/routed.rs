@@ -44,12 +44,15 @@ impl LlmBackend for Routed {
     /// The run's backend, then each named one: part of what a run is, so a resume with
     /// other pairings is refused.
     fn describe(&self) -> String {
-        let mut text = self.default.describe();
+        let mut each = vec![self.default.describe()];
         for (_, b) in &self.named {
-            text.push_str(" + ");
-            text.push_str(&b.describe());
+            let d = b.describe();
+            // An agent naming the run's own model is still one model.
+            if !each.contains(&d) {
+                each.push(d);
+            }
         }
-        text
+        each.join(" + ")
     }
 
     fn notes(&self) -> Vec<String> {
