@@ -327,14 +327,17 @@ pub fn run(
         setup::check_memory(&l.path, &l.scenario, opts.jobs.min(runs_each).max(1))?;
         setup::check_round_fits(&l.scenario, opts.max_turns)?;
     }
-    let mut jobs: Vec<Job> = Vec::new();
-    for l in &loaded {
-        for m in &opts.modes {
-            for s in &seeds {
-                jobs.push(Job::new(&l.scenario.name, &l.path, &l.sha256, *m, *s));
-            }
-        }
-    }
+    let files: Vec<(&str, &StdPath, &str)> = loaded
+        .iter()
+        .map(|l| {
+            (
+                l.scenario.name.as_str(),
+                l.path.as_path(),
+                l.sha256.as_str(),
+            )
+        })
+        .collect();
+    let mut jobs = plan::expand(&files, &opts.modes, &seeds);
     stopped()?;
     let (prepared, embedder) = prepare(&mut loaded, opts)?;
     stopped()?;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 pub use super::job::Job;
 use super::BenchError;
 use crate::output_folder::{FolderFileError, OutputFolder};
+use crate::scenario::Mode;
 
 /// A benchmark's settings in its folder.
 pub const SETTINGS_FILE: &str = "bench.json";
@@ -80,6 +81,21 @@ fn not_a_benchmark(e: FolderFileError) -> BenchError {
     }
 }
 
+/// Every run of a benchmark, scenario by scenario, each scenario's modes in the order
+/// given and each mode's seeds in order: the order the runs start in and the
+/// manifest's.
+pub fn expand(files: &[(&str, &Path, &str)], modes: &[Mode], seeds: &[u64]) -> Vec<Job> {
+    let mut jobs = Vec::with_capacity(files.len() * modes.len() * seeds.len());
+    for (scenario, path, sha256) in files {
+        for mode in modes {
+            for seed in seeds {
+                jobs.push(Job::new(scenario, path, sha256, *mode, *seed));
+            }
+        }
+    }
+    jobs
+}
+
 /// Checks the output folder against this invocation and records the plan: refuses a
 /// folder made with other settings or older versions of the scenario files, keeps the
 /// jobs earlier invocations planned, and writes `bench.json` and `manifest.jsonl`.
@@ -98,28 +114,40 @@ pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), Bench
             });
         }
     }
-    // The earlier plan's jobs that this invocation does not plan again keep their
-    // order; this invocation's jobs follow in theirs.
     let earlier = read_manifest(&folder)?;
+    let all = merged(earlier, jobs, |old| is_finished(&old.dir(out))).map_err(|job| {
+        BenchError::ScenarioChanged {
+            file: job.file.clone(),
+            id: job.id.clone(),
+            out: out.to_path_buf(),
+            runs: out.join("runs").join(&job.scenario),
+        }
+    })?;
+    write(out, settings, &all)
+}
+
+/// The plan a rerun records: the earlier plan's jobs that this invocation does not
+/// plan again keep their order, and this invocation's jobs follow in theirs. A job
+/// planned again from a changed scenario file while its earlier run had finished is
+/// the error (its finished run would be mixed with new ones); one that had not
+/// finished simply runs from the new file. Linear in the jobs, for plans of 100,000.
+fn merged<'a>(
+    earlier: Vec<Job>,
+    jobs: &'a [Job],
+    finished: impl Fn(&Job) -> bool,
+) -> Result<Vec<Job>, &'a Job> {
     let planned: std::collections::HashMap<&str, &Job> =
         jobs.iter().map(|j| (j.id.as_str(), j)).collect();
     let mut all = Vec::with_capacity(earlier.len() + jobs.len());
     for old in earlier {
         match planned.get(old.id.as_str()) {
-            Some(job) if old.sha256 != job.sha256 && is_finished(&old.dir(out)) => {
-                return Err(BenchError::ScenarioChanged {
-                    file: job.file.clone(),
-                    id: job.id.clone(),
-                    out: out.to_path_buf(),
-                    runs: out.join("runs").join(&job.scenario),
-                });
-            }
+            Some(job) if old.sha256 != job.sha256 && finished(&old) => return Err(job),
             Some(_) => {}
             None => all.push(old),
         }
     }
     all.extend_from_slice(jobs);
-    write(out, settings, &all)
+    Ok(all)
 }
 
 /// Settings as a message names them: the backends, the turn limit and the shard.
@@ -198,5 +226,70 @@ fn io_error(path: &Path, source: std::io::Error) -> BenchError {
     BenchError::Io {
         path: path.to_path_buf(),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(scenario: &str, sha: &str, seed: u64) -> Job {
+        Job::new(scenario, Path::new("x.json"), sha, Mode::Cooperative, seed)
+    }
+
+    fn ids(jobs: &[Job]) -> Vec<&str> {
+        jobs.iter().map(|j| j.id.as_str()).collect()
+    }
+
+    #[test]
+    fn runs_go_by_scenario_then_mode_then_seed() {
+        let files = [
+            ("b", Path::new("b.json"), "1"),
+            ("a", Path::new("a.json"), "2"),
+        ];
+        let jobs = expand(&files, &[Mode::Competitive, Mode::Cooperative], &[4, 5]);
+        assert_eq!(
+            ids(&jobs),
+            [
+                "b/competitive/seed-4",
+                "b/competitive/seed-5",
+                "b/cooperative/seed-4",
+                "b/cooperative/seed-5",
+                "a/competitive/seed-4",
+                "a/competitive/seed-5",
+                "a/cooperative/seed-4",
+                "a/cooperative/seed-5"
+            ]
+        );
+        assert_eq!(
+            (jobs[4].file.as_str(), jobs[4].sha256.as_str()),
+            ("a.json", "2")
+        );
+    }
+
+    #[test]
+    fn a_rerun_keeps_the_earlier_jobs_first_and_plans_each_run_once() {
+        let earlier = vec![job("a", "1", 0), job("a", "1", 1), job("b", "1", 0)];
+        let now = [job("a", "1", 1), job("a", "1", 2)];
+        let all = merged(earlier, &now, |_| true).unwrap();
+        assert_eq!(
+            ids(&all),
+            [
+                "a/cooperative/seed-0",
+                "b/cooperative/seed-0",
+                "a/cooperative/seed-1",
+                "a/cooperative/seed-2"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_changed_scenario_is_refused_only_where_its_run_had_finished() {
+        let earlier = vec![job("a", "old", 0), job("a", "old", 1)];
+        let now = [job("a", "new", 0), job("a", "new", 1)];
+        let refused = merged(earlier.clone(), &now, |j| j.seed == 1).unwrap_err();
+        assert_eq!(refused.id, "a/cooperative/seed-1");
+        let all = merged(earlier, &now, |_| false).unwrap();
+        assert_eq!(all, now);
     }
 }
