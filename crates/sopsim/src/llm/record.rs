@@ -176,7 +176,12 @@ impl Recorder {
             ));
         }
         std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join(BACKEND_FILE), inner.describe())?;
+        let named = format!(
+            "{}\n{CANDIDATES_LINE}{}\n",
+            inner.describe(),
+            inner.candidates()
+        );
+        std::fs::write(dir.join(BACKEND_FILE), named)?;
         Ok(Self {
             inner,
             dir: dir.to_path_buf(),
@@ -243,8 +248,13 @@ impl LlmBackend for Recorder {
 /// The largest recorded answer sopsim reads back.
 const MAX_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Where a recording names the backend it recorded.
+/// Where a recording names the backend it recorded (its first line) and how many
+/// candidates it drew for a reply.
 const BACKEND_FILE: &str = "backend.txt";
+const CANDIDATES_LINE: &str = "candidates: ";
+/// What a local model drew for a reply when a recording did not say: recordings made
+/// before `backend.txt` gave the count came from versions that drew four.
+const UNSAID_LOCAL_CANDIDATES: u32 = 4;
 
 /// Answers from a recording only.
 pub struct Replayer {
@@ -253,6 +263,8 @@ pub struct Replayer {
     /// so a replayed run's `summary.json` and a replayed benchmark's `report.json`
     /// match the recorded ones byte for byte.
     recorded: Option<String>,
+    /// The candidates the recorded backend drew for a reply, as `backend.txt` says.
+    candidates: Option<u32>,
 }
 
 impl Replayer {
@@ -265,8 +277,8 @@ impl Replayer {
         }
         // Every recording names its backend: a folder without it is something else
         // (a run's output folder, say), refused before any turn is played.
-        let recorded = match crate::files::read_text_bounded(&dir.join(BACKEND_FILE), 4096) {
-            Ok(text) => Some(text.trim().to_string()).filter(|s| !s.is_empty()),
+        let named = match crate::files::read_text_bounded(&dir.join(BACKEND_FILE), 4096) {
+            Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::NotFound,
@@ -275,9 +287,18 @@ impl Replayer {
             }
             Err(e) => return Err(e),
         };
+        let mut lines = named.lines();
+        let recorded = lines
+            .next()
+            .map(|l| l.trim().to_string())
+            .filter(|s| !s.is_empty());
+        let candidates = lines
+            .filter_map(|l| l.trim().strip_prefix(CANDIDATES_LINE))
+            .find_map(|n| n.trim().parse().ok());
         Ok(Self {
             dir: dir.to_path_buf(),
             recorded,
+            candidates,
         })
     }
 }
@@ -307,8 +328,9 @@ impl LlmBackend for Replayer {
 
     /// As many candidates as the recorded backend drew at once.
     fn candidates(&self) -> u32 {
-        match self.recorded.as_deref() {
-            Some(b) if b.starts_with("local:") => crate::quality::DEFAULT_CANDIDATES,
+        match (self.candidates, self.recorded.as_deref()) {
+            (Some(n), _) => n,
+            (None, Some(b)) if b.starts_with("local:") => UNSAID_LOCAL_CANDIDATES,
             _ => 1,
         }
     }
@@ -467,5 +489,24 @@ mod tests {
         let json = serde_json::to_vec(&Canonical::of(&req)).unwrap();
         assert!(json.len() > 3 * 8192, "the JSON spans several buffers");
         assert_eq!(request_key(&req), crate::digest::sha256_hex(&json));
+    }
+
+    /// A replay draws as many candidates as the recording did, so it asks for the
+    /// recorded requests whatever this version's default is.
+    #[test]
+    fn a_replay_draws_the_candidates_its_recording_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(BACKEND_FILE);
+        let replayed = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            let r = Replayer::new(dir.path()).unwrap();
+            (r.describe(), r.candidates())
+        };
+        assert_eq!(
+            replayed("local:qwen15\ncandidates: 2\n"),
+            ("local:qwen15".into(), 2)
+        );
+        assert_eq!(replayed("local:qwen05"), ("local:qwen05".into(), 4));
+        assert_eq!(replayed("openai:gpt-4o\n"), ("openai:gpt-4o".into(), 1));
     }
 }
