@@ -131,11 +131,11 @@ pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), Bench
 /// planned again from a changed scenario file while its earlier run had finished is
 /// the error (its finished run would be mixed with new ones); one that had not
 /// finished simply runs from the new file. Linear in the jobs, for plans of 100,000.
-fn merged<'a>(
+fn merged(
     earlier: Vec<Job>,
-    jobs: &'a [Job],
+    jobs: &[Job],
     finished: impl Fn(&Job) -> bool,
-) -> Result<Vec<Job>, &'a Job> {
+) -> Result<Vec<Job>, &Job> {
     let planned: std::collections::HashMap<&str, &Job> =
         jobs.iter().map(|j| (j.id.as_str(), j)).collect();
     let mut all = Vec::with_capacity(earlier.len() + jobs.len());
