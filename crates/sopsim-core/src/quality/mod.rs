@@ -77,8 +77,11 @@ pub const EMPTY_WORDS: usize = 3;
 /// Times a flawed reply is drawn again when the settings do not say (`redraws`).
 pub const DEFAULT_REDRAWS: u32 = 2;
 /// Candidates for a reply on a local model when the settings do not say (`candidates`;
-/// a server draws one, each candidate being a call of its own).
-pub const DEFAULT_CANDIDATES: u32 = 4;
+/// a server draws one, each candidate being a call of its own). Two: on the default
+/// model the second is drawn for few replies, the first debate takes as long as with
+/// one, and blind readers kept more of its replies than with one
+/// (`docs/guide/local-models.md`, "Choosing the default model").
+pub const DEFAULT_CANDIDATES: u32 = 2;
 
 /// What is wrong with one reply (each a count of 0 or 1 when summed).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -105,7 +105,7 @@ pub struct LlmSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 10))]
     pub redraws: Option<u32>,
-    /// Candidates for each reply (default 4 on a local model; 1 on a server, where each
+    /// Candidates for each reply (default 2 on a local model; 1 on a server, where each
     /// is a call). The first is drawn alone and kept when it has no flaw; otherwise the
     /// others are drawn at once (a local model decodes them in one batch with the prompt
     /// read once) and the first without a flaw, in seed order, is kept.

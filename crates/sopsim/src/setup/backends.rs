@@ -28,7 +28,7 @@ fn existing(setting: Setting, path: &Path) -> Result<(), SetupError> {
 }
 
 /// The chat model sopsim fetches and runs when none is named.
-pub const DEFAULT_CHAT_MODEL: &models::ModelSpec = &models::QWEN05;
+pub const DEFAULT_CHAT_MODEL: &models::ModelSpec = &models::QWEN15;
 
 /// Loads the chat model the options name — a GGUF file, or a known model's name —
 /// fetching a known model on first use.
