@@ -400,7 +400,7 @@ impl Checker {
     }
 
     /// Also counts paraphrases of earlier messages, from the verdicts each reply is
-    /// recorded with (a [`ParaphraseScreen`]'s).
+    /// recorded with (the paraphrase screen's, then MiniLM's).
     pub fn counting_paraphrases(mut self) -> Self {
         self.paraphrases = true;
         self
