@@ -548,6 +548,21 @@ fn slow_debate(
     (server, child)
 }
 
+/// Two turns of a scenario against a test server, in `dir/debate`: its `summary.json`.
+fn two_turns_against(path: &str, base: &str, dir: &std::path::Path) -> serde_json::Value {
+    let out = dir.join("debate");
+    let done = sopsim()
+        .args(["run", path, "-q", "--max-turns", "2", "--out"])
+        .arg(&out)
+        .args(["--llm", "openai", "--model", "m", "--embedder", "hash"])
+        .args(["--base-url", base])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(0), "{stderr}");
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
 /// `redrawn_replies` counts replies, once each by their first draw's flaw, and the
 /// draws made after it.
 #[test]
@@ -566,25 +581,7 @@ fn a_redrawn_reply_is_counted_once_by_its_first_flaw() {
     debate["llm"]["candidates"] = 2.into();
     let path = dir.path().join("debate.json");
     std::fs::write(&path, debate.to_string()).unwrap();
-    let out = dir.path().join("debate");
-    let done = sopsim()
-        .args([
-            "run",
-            path.to_str().unwrap(),
-            "-q",
-            "--max-turns",
-            "2",
-            "--out",
-        ])
-        .arg(&out)
-        .args(["--llm", "openai", "--model", "m", "--embedder", "hash"])
-        .args(["--base-url", &server.base])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&done.stderr);
-    assert_eq!(done.status.code(), Some(0), "{stderr}");
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary = two_turns_against(path.to_str().unwrap(), &server.base, dir.path());
     assert_eq!(
         summary["redrawn_replies"],
         serde_json::json!({ "by_cause": { "empty": 1 }, "draws": 3 }),
@@ -602,29 +599,7 @@ fn a_refusal_is_drawn_again_and_counted() {
         ok(&["Our first point is about health: cars choke the old town."]),
     ]);
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("debate");
-    let done = sopsim()
-        .args([
-            "run",
-            &scenario("debate"),
-            "-q",
-            "--max-turns",
-            "2",
-            "--out",
-        ])
-        .arg(&out)
-        .args(["--llm", "openai", "--model", "m", "--embedder", "hash"])
-        .args(["--base-url", &server.base])
-        .output()
-        .unwrap();
-    assert_eq!(
-        done.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary = two_turns_against(&scenario("debate"), &server.base, dir.path());
     assert_eq!(
         summary["redrawn_replies"],
         serde_json::json!({ "by_cause": { "refusal": 1 }, "draws": 1 })
@@ -637,7 +612,7 @@ fn a_refusal_is_drawn_again_and_counted() {
     assert_eq!(summary["reply_tokens"]["decoded"], 2);
     assert_eq!(summary["reply_tokens"]["kept"], 1);
     assert_eq!(summary["reply_tokens"]["decoded_over_kept"], 2.0);
-    let kept = std::fs::read_to_string(out.join("transcript.jsonl")).unwrap();
+    let kept = std::fs::read_to_string(dir.path().join("debate/transcript.jsonl")).unwrap();
     assert!(
         kept.contains("cars choke the old town") && !kept.contains("assist"),
         "{kept}"
