@@ -464,14 +464,10 @@ impl Checker {
     }
 
     /// The first flaw `text` would be drawn again for as `speaker`'s reply, with what
-    /// to steer away from: the copied or echoed words, or the label it carries.
-    pub fn redraw(
-        &self,
-        speaker: &str,
-        text: &str,
-        vector: Option<&[f32]>,
-    ) -> Option<(RedrawCause, String)> {
-        let cause = self.flaws(speaker, text, vector).redraw_cause()?;
+    /// to steer away from: the copied or echoed words, or the label it carries. No
+    /// flaw a reply is drawn again for needs its embedding, so none is asked for.
+    pub fn redraw(&self, speaker: &str, text: &str) -> Option<(RedrawCause, String)> {
+        let cause = self.flaws(speaker, text, None).redraw_cause()?;
         let avoid = match cause {
             RedrawCause::Copy => shared_span(text, &self.seen, COPY_WORDS),
             RedrawCause::Echo => shared_span(text, &self.instructions.grams, ECHO_WORDS),

@@ -7,10 +7,6 @@ impl Checker {
     fn record_plain(&mut self, m: &Message) {
         self.record(m, None, false);
     }
-
-    fn redraw_plain(&self, speaker: &str, text: &str) -> Option<(RedrawCause, String)> {
-        self.redraw(speaker, text, None)
-    }
 }
 
 fn instructions(names: &[&str], texts: &[&str]) -> Instructions {
@@ -34,7 +30,7 @@ fn in_a_population_every_name_is_still_a_label() {
         assert_eq!(checker.flaws("P3", text, None).label, labelled, "{text}");
     }
     assert_eq!(
-        checker.redraw_plain("P3", "P57: I will cooperate."),
+        checker.redraw("P3", "P57: I will cooperate."),
         Some((RedrawCause::Label, "P57:".into()))
     );
 }
@@ -82,32 +78,28 @@ fn a_redraw_steers_away_from_the_copied_words_as_written() {
     c.record_plain(&msg("Ada", MessageKind::Reply, SAID));
     let copy =
         "Indeed. Car-free centres cut pollution and make the streets safe for every child here.";
-    let (cause, avoid) = c.redraw_plain("Ben", copy).unwrap();
+    let (cause, avoid) = c.redraw("Ben", copy).unwrap();
     assert_eq!(cause, RedrawCause::Copy);
     assert_eq!(
         avoid,
         "Car-free centres cut pollution and make the streets safe for every child"
     );
-    let (cause, avoid) = c
-        .redraw_plain("Ben", "Mia (Moderator): thanks all.")
-        .unwrap();
+    let (cause, avoid) = c.redraw("Ben", "Mia (Moderator): thanks all.").unwrap();
     assert_eq!((cause, avoid.as_str()), (RedrawCause::Label, "Mia:"));
     let echo = "So: give the affirmative opening: argue for the motion in two or three sentences.";
-    let (cause, avoid) = c.redraw_plain("Ada", echo).unwrap();
+    let (cause, avoid) = c.redraw("Ada", echo).unwrap();
     assert_eq!(cause, RedrawCause::Echo);
     assert_eq!(
         avoid,
         "give the affirmative opening: argue for the motion in two or three sentences"
     );
-    let (cause, avoid) = c
-        .redraw_plain("Ada", "Ada argues that cars must go.")
-        .unwrap();
+    let (cause, avoid) = c.redraw("Ada", "Ada argues that cars must go.").unwrap();
     assert_eq!((cause, avoid.as_str()), (RedrawCause::Narration, "Ada"));
     assert_eq!(
-        c.redraw_plain("Ada", "Yes."),
+        c.redraw("Ada", "Yes."),
         Some((RedrawCause::Empty, String::new()))
     );
-    assert_eq!(c.redraw_plain("Ada", "Cars must go, I say."), None);
+    assert_eq!(c.redraw("Ada", "Cars must go, I say."), None);
 }
 
 #[test]
@@ -244,7 +236,7 @@ fn a_role_as_a_label_is_a_label() {
     made.roles = ["Union_Rep".to_string(), "Management".to_string()].into();
     let c = Checker::new(made);
     assert_eq!(
-        c.redraw_plain("Dave", "Union_Rep:\nWe ask for 7%."),
+        c.redraw("Dave", "Union_Rep:\nWe ask for 7%."),
         Some((RedrawCause::Label, "Union_Rep:".into()))
     );
     assert!(
@@ -314,7 +306,7 @@ fn declaring_the_other_side_of_ones_stake_is_off_it() {
     let turncoat = "I am not for the ban. My street was quiet.";
     assert!(checker.flaws("Ben", turncoat, None).off_stake);
     assert_eq!(
-        checker.redraw_plain("Ben", turncoat),
+        checker.redraw("Ben", turncoat),
         None,
         "counted, not drawn again"
     );
@@ -348,7 +340,7 @@ fn an_assistant_declining_is_a_refusal_wherever_it_is_and_is_drawn_again() {
     ] {
         let f = c.flaws("Ada", text, None);
         assert!(f.refusal, "{text}");
-        let (cause, avoid) = c.redraw_plain("Ada", text).unwrap();
+        let (cause, avoid) = c.redraw("Ada", text).unwrap();
         assert_eq!(cause, RedrawCause::Refusal, "{text}");
         assert!(
             text.contains(&avoid) && !avoid.is_empty(),

@@ -212,8 +212,7 @@ impl ModelTurn {
             self.settings.clone(),
             self.context(CallKind::Act),
         );
-        // What the agent was shown is what it could copy. No flaw a reply is drawn
-        // again for needs its embedding.
+        // What the agent was shown is what it could copy.
         let mut checker = Checker::new(self.instructions.clone());
         for m in obs.relevant.iter().chain(&obs.recent) {
             checker.see(m);
@@ -264,7 +263,7 @@ impl ModelTurn {
                     // Judged as it would be recorded.
                     let (text, _) =
                         crate::action::recorded_reply(&completion.text, &self.base.others);
-                    let Some((cause, span)) = checker.redraw(&self.base.name, text, None) else {
+                    let Some((cause, span)) = checker.redraw(&self.base.name, text) else {
                         self.count_redrawn(replaced, drawn_in_all);
                         self.llm
                             .count_reply_tokens(decoded, completion.usage.completion_tokens);
