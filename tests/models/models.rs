@@ -371,6 +371,52 @@ fn stop_sequences_cut_the_reply_and_streaming_matches_it() {
     );
 }
 
+/// A draw that another would replace if it were flawed stops at the word that settles
+/// its flaw: here the tenth word of a run it copies from what was said before.
+#[test]
+fn a_screened_draw_stops_at_the_word_that_makes_it_a_copy() {
+    use sopsim_core::memory::{Message, MessageKind};
+    use sopsim_core::quality::{Checker, Instructions, RedrawCause};
+    let ask = |screen: Option<sopsim::llm::Screen>| {
+        let mut r = request(SYSTEM, "What is a bridge for?", greedy(40), 0);
+        if let Some(screen) = screen {
+            r = r.screened(screen);
+        }
+        block_on(backend().complete(r, None)).unwrap()
+    };
+    let full = ask(None);
+    let first_line: Vec<&str> = full
+        .text
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert!(first_line.len() > 12, "{}", full.text);
+    let mut checker = Checker::new(Instructions::default());
+    checker.see(&Message {
+        seq: 1,
+        state: "t".into(),
+        visit: 1,
+        role: "Engineer".into(),
+        name: "Ben".into(),
+        content: format!("{} and so on.", first_line[..10].join(" ")),
+        kind: MessageKind::Reply,
+        decision: None,
+    });
+    let cut = ask(Some(sopsim::llm::Screen::new(Arc::new(checker), "Ada")));
+    assert_eq!(cut.abandoned, Some(RedrawCause::Copy), "{}", cut.text);
+    assert!(
+        full.text.starts_with(&cut.text),
+        "{} / {}",
+        cut.text,
+        full.text
+    );
+    assert!(cut.text.split_whitespace().count() <= 11, "{}", cut.text);
+    assert!(cut.usage.completion_tokens < full.usage.completion_tokens);
+    assert_eq!(full.abandoned, None);
+}
+
 #[test]
 fn a_reply_never_holds_a_forbidden_string() {
     let ask_of = |model: &LocalBackend, system: &str, user: &str, forbid: Option<Vec<String>>| {

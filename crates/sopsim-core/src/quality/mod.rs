@@ -57,6 +57,7 @@ use crate::scenario::{identity, Scenario, SpeakerRule};
 mod labels;
 mod meaning;
 mod paraphrase;
+mod settled;
 mod side;
 mod voice;
 mod words;
@@ -156,7 +157,7 @@ impl Flaws {
 
 /// The scenario's side of the checks: who takes part, and what its instructions say.
 /// Cheap to clone: every agent's checks share one.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Instructions {
     names: std::sync::Arc<[String]>,
     /// The names, for scenarios with more than [`CHECKED_NAMES`] of them.
@@ -179,6 +180,13 @@ pub struct Instructions {
     /// Messages' runs of [`COPY_WORDS`] words, shared by every check of the run: an
     /// agent is shown the same recent messages on reply after reply.
     copy_grams: Arc<CopyGrams>,
+}
+
+/// No participants and no instructions, in the Latin script.
+impl Default for Instructions {
+    fn default() -> Self {
+        Self::with(Vec::new(), FxHashSet::default())
+    }
 }
 
 /// The hashes of each message's runs of [`COPY_WORDS`] words, by the hash of its text.
@@ -335,6 +343,7 @@ impl Instructions {
         made
     }
 
+    /// Checks for nobody in particular, against no instructions, in the Latin script.
     fn with(names: Vec<String>, grams: FxHashSet<u64>) -> Self {
         let name_set = if names.len() > CHECKED_NAMES {
             names.iter().cloned().collect()
@@ -468,6 +477,14 @@ impl Checker {
     /// flaw a reply is drawn again for needs its embedding, so none is asked for.
     pub fn redraw(&self, speaker: &str, text: &str) -> Option<(RedrawCause, String)> {
         let cause = self.flaws(speaker, text, None).redraw_cause()?;
+        Some((cause, self.avoid(speaker, text, cause)))
+    }
+
+    /// What a draw of `speaker`'s reply drawn again for `cause` steers away from, as
+    /// `text` shows it: the copied or echoed words, the label it carries, the name it
+    /// narrated with, its leading line or its refusal (empty when there is nothing to
+    /// name).
+    pub fn avoid(&self, speaker: &str, text: &str, cause: RedrawCause) -> String {
         let avoid = match cause {
             RedrawCause::Copy => shared_span(text, &self.seen, COPY_WORDS),
             RedrawCause::Echo => shared_span(text, &self.instructions.grams, ECHO_WORDS),
@@ -488,7 +505,7 @@ impl Checker {
             RedrawCause::Refusal => voice::refusal(text).map(str::to_string),
             RedrawCause::Empty | RedrawCause::Impersonation | RedrawCause::Foreign => None,
         };
-        Some((cause, avoid.unwrap_or_default()))
+        avoid.unwrap_or_default()
     }
 
     /// Takes in an earlier message the next reply must not copy, without judging it

@@ -35,14 +35,14 @@ fn in_a_population_every_name_is_still_a_label() {
     );
 }
 
-fn checker() -> Checker {
+pub(super) fn checker() -> Checker {
     Checker::new(instructions(
         &["Ada", "Ben", "Mia"],
         &["Give the affirmative opening: argue for the motion in two or three sentences."],
     ))
 }
 
-fn msg(name: &str, kind: MessageKind, content: &str) -> Message {
+pub(super) fn msg(name: &str, kind: MessageKind, content: &str) -> Message {
     Message {
         seq: 0,
         state: "s".into(),
@@ -55,7 +55,7 @@ fn msg(name: &str, kind: MessageKind, content: &str) -> Message {
     }
 }
 
-const SAID: &str =
+pub(super) const SAID: &str =
     "Car-free centres cut pollution and make the streets safe for every child who walks to school.";
 
 #[test]

@@ -212,6 +212,12 @@ pub fn refusal(text: &str) -> Option<&str> {
     Some(&text[start..end])
 }
 
+/// Whether `body` opens as a stage direction no later word takes back: an action in
+/// brackets or an assistant's opening ("Certainly!").
+pub(super) fn opens_as_direction(body: &str) -> bool {
+    opens_with_action(body) || talks_as_assistant(body)
+}
+
 /// "(smiles)", "[pauses]", "*nods*" at the start.
 fn opens_with_action(body: &str) -> bool {
     let (open, close) = match body.chars().next() {

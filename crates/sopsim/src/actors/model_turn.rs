@@ -14,7 +14,7 @@ use super::tool_turn::{Decider, ToolTurn};
 use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
 use crate::llm::{
-    CallContext, CallKind, Chosen, Completion, LlmClient, LlmRequest, Redraw, TokenSink,
+    CallContext, CallKind, Chosen, Completion, LlmClient, LlmRequest, Redraw, Screen, TokenSink,
 };
 use crate::memory::{Decision, MessageKind, Observation};
 use crate::prompt::{self, ChatMessage};
@@ -198,7 +198,9 @@ impl ModelTurn {
     /// kept. Each candidate's draw does not depend on what else is in the batch, so
     /// this keeps what drawing them all at once would, at a fraction of the tokens.
     /// When none passes, a new set is drawn away from what they got wrong, up to
-    /// `redraws` times; then the draw with the mildest flaw stands.
+    /// `redraws` times; then the draw with the mildest flaw stands. Every draw but the
+    /// last set is screened as it is decoded, and stops at a flaw it has for certain:
+    /// another draw is coming to replace it.
     async fn reply(
         &self,
         obs: &Observation,
@@ -217,6 +219,7 @@ impl ModelTurn {
         for m in obs.relevant.iter().chain(&obs.recent) {
             checker.see(m);
         }
+        let checker = Arc::new(checker);
         let draws = self.llm.draws(&self.settings);
         let (candidates, redraws) = match draws {
             true => (
@@ -233,7 +236,7 @@ impl ModelTurn {
         // Why the streamed candidate was not kept, if it was not.
         let mut replaced = None;
         // The draw with the mildest flaw so far, kept when every draw has one.
-        let mut mildest: Option<(u8, Completion)> = None;
+        let mut mildest: Option<((bool, u8), Completion)> = None;
         let mut drawn_in_all = 0u64;
         // Tokens decoded over every draw of this reply.
         let mut decoded = 0u64;
@@ -243,11 +246,17 @@ impl ModelTurn {
                 0 => [0..1, 1..candidates],
                 _ => [0..candidates, 0..0],
             };
-            for batch in batches.into_iter().filter(|b| !b.is_empty()) {
+            let batches: Vec<_> = batches.into_iter().filter(|b| !b.is_empty()).collect();
+            let last_batch = batches.len() - 1;
+            for (b, batch) in batches.into_iter().enumerate() {
+                let replaceable = round < redraws || b < last_batch;
                 let requests = batch.map(|j| {
                     let mut r = request.clone().as_candidate(j);
                     if let Some(redraw) = &last {
                         r = r.redrawn(Redraw::clone(redraw));
+                    }
+                    if replaceable {
+                        r = r.screened(Screen::new(checker.clone(), &self.base.name));
                     }
                     // The first candidate of the first set streams, as a lone reply
                     // would.
@@ -263,7 +272,11 @@ impl ModelTurn {
                     // Judged as it would be recorded.
                     let (text, _) =
                         crate::action::recorded_reply(&completion.text, &self.base.others);
-                    let Some((cause, span)) = checker.redraw(&self.base.name, text) else {
+                    let verdict = match completion.abandoned {
+                        Some(cause) => Some((cause, checker.avoid(&self.base.name, text, cause))),
+                        None => checker.redraw(&self.base.name, text),
+                    };
+                    let Some((cause, span)) = verdict else {
                         self.count_redrawn(replaced, drawn_in_all);
                         self.llm
                             .count_reply_tokens(decoded, completion.usage.completion_tokens);
@@ -274,8 +287,10 @@ impl ModelTurn {
                         first_flaw = Some(cause);
                     }
                     replaced.get_or_insert(cause);
-                    if mildest.as_ref().is_none_or(|(s, _)| cause.severity() < *s) {
-                        mildest = Some((cause.severity(), completion));
+                    // A draw stopped short stands only if no whole one does.
+                    let mildness = (completion.abandoned.is_some(), cause.severity());
+                    if mildest.as_ref().is_none_or(|(m, _)| mildness < *m) {
+                        mildest = Some((mildness, completion));
                     }
                 }
             }

@@ -89,6 +89,9 @@ pub struct Answer {
     /// The server refused the request's sampling fields (told once per run).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     settings_unsent: bool,
+    /// The flaw the draw was stopped for, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    abandoned: Option<crate::quality::RedrawCause>,
 }
 
 impl From<&Completion> for Answer {
@@ -101,6 +104,7 @@ impl From<&Completion> for Answer {
             chosen: c.chosen.clone(),
             tool_calls: c.tool_calls.clone(),
             settings_unsent: c.settings_unsent,
+            abandoned: c.abandoned,
         }
     }
 }
@@ -112,6 +116,7 @@ impl From<Answer> for Completion {
             chosen: a.chosen,
             tool_calls: a.tool_calls,
             settings_unsent: a.settings_unsent,
+            abandoned: a.abandoned,
             ..Completion::text(a.text, a.usage, a.model)
         }
     }

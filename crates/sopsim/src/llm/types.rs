@@ -120,6 +120,47 @@ pub struct LlmRequest {
     /// Which of a reply's candidates drawn at once this is (0: the first, drawn as a
     /// lone reply would be): a draw of its own seed.
     pub candidate: u32,
+    /// Set when another draw would replace this one if it had a flaw: a backend that
+    /// decodes token by token may stop the draw as soon as it has one for certain.
+    pub screen: Option<Screen>,
+}
+
+/// The check a reply's draw is put to while it is decoded
+/// ([`Checker::settled_flaw`](crate::quality::Checker::settled_flaw)), against what its
+/// speaker was shown.
+#[derive(Clone)]
+pub struct Screen {
+    checker: std::sync::Arc<crate::quality::Checker>,
+    speaker: String,
+}
+
+impl Screen {
+    pub fn new(checker: std::sync::Arc<crate::quality::Checker>, speaker: &str) -> Self {
+        Self {
+            checker,
+            speaker: speaker.to_string(),
+        }
+    }
+
+    /// The flaw the reply drawn so far has whatever follows, if it has one.
+    pub fn flaw(&self, partial: &str) -> Option<crate::quality::RedrawCause> {
+        self.checker.settled_flaw(&self.speaker, partial)
+    }
+}
+
+/// Two screens are the same when they are one check for one speaker.
+impl PartialEq for Screen {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.checker, &other.checker) && self.speaker == other.speaker
+    }
+}
+
+impl std::fmt::Debug for Screen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Screen")
+            .field("speaker", &self.speaker)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A reply drawn again because the last draw was flawed (see [`ReplyQuality`](crate::events::ReplyQuality)): a
@@ -193,6 +234,7 @@ impl LlmRequest {
             tools: None,
             redraw: None,
             candidate: 0,
+            screen: None,
         }
     }
 
@@ -211,6 +253,7 @@ impl LlmRequest {
             tools: Some(tools),
             redraw: None,
             candidate: 0,
+            screen: None,
         }
     }
 
@@ -225,6 +268,14 @@ impl LlmRequest {
     /// The same request as candidate `candidate` of a reply drawn several at once.
     pub fn as_candidate(self, candidate: u32) -> Self {
         Self { candidate, ..self }
+    }
+
+    /// The same request, its draw put to `screen` as it is decoded.
+    pub fn screened(self, screen: Screen) -> Self {
+        Self {
+            screen: Some(screen),
+            ..self
+        }
     }
 
     /// A closed choice among `options`.
@@ -242,6 +293,7 @@ impl LlmRequest {
             tools: None,
             redraw: None,
             candidate: 0,
+            screen: None,
         }
     }
 }
@@ -321,6 +373,9 @@ pub struct Completion {
     /// The request's sampling settings asked for fields the server refused, and it was
     /// answered without them.
     pub settings_unsent: bool,
+    /// The flaw the draw was stopped for (see [`LlmRequest::screen`]): `text` is what
+    /// was drawn up to it.
+    pub abandoned: Option<crate::quality::RedrawCause>,
 }
 
 impl Completion {
@@ -334,6 +389,7 @@ impl Completion {
             chosen: None,
             tool_calls: Vec::new(),
             settings_unsent: false,
+            abandoned: None,
         }
     }
 }

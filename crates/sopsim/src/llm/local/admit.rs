@@ -157,6 +157,8 @@ impl Worker {
                     look_from: 0,
                     stops: req.settings.stop.clone().unwrap_or_default(),
                     stopped_at: None,
+                    screen: req.screen.clone().map(|s| (s, 0)),
+                    abandoned: None,
                 })))
             }
             Some(options) => {

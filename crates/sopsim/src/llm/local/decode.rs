@@ -6,7 +6,7 @@ use rand_chacha::ChaCha8Rng;
 use sopsim_infer::sampling::draw;
 use tokio::sync::oneshot;
 
-use super::engine::{Phase, Seq, Worker};
+use super::engine::{Phase, Reply, Seq, Worker};
 use super::speculate::SpecStats;
 use super::text_stream::stop_position;
 use crate::llm::{ChoiceMethod, Chosen, Completion, LlmError, Usage};
@@ -93,6 +93,10 @@ impl Worker {
         if let Some((cut, stop)) = stop_position(reply.text.full(), &reply.stops) {
             reply.text.truncate(cut);
             reply.stopped_at = Some(stop);
+            return self.finish_reply(seq);
+        }
+        if let Some(cause) = screened(reply) {
+            reply.abandoned = Some(cause);
             return self.finish_reply(seq);
         }
         if let Some(soft) = reply.soft {
@@ -214,6 +218,7 @@ impl Worker {
             stopped_at: reply.stopped_at.take(),
             chosen: None,
             settings_unsent: false,
+            abandoned: reply.abandoned.take(),
         };
         // The generated tokens stay in the cache: their keys and values are what a
         // later prompt holding them would compute.
@@ -254,6 +259,7 @@ impl Worker {
                 method: ChoiceMethod::Logits,
             }),
             settings_unsent: false,
+            abandoned: None,
         };
         let (tx, _) = oneshot::channel();
         let reply_to = std::mem::replace(&mut seq.job.reply, tx);
@@ -277,4 +283,21 @@ fn pick(probabilities: &[f64], temperature: f32, seed: u64) -> usize {
     let t = f64::from(temperature);
     let weights: Vec<f64> = probabilities.iter().map(|p| p.powf(1.0 / t)).collect();
     draw(&weights, &mut ChaCha8Rng::seed_from_u64(seed))
+}
+
+/// The flaw a screened reply has for certain, once a word has ended since the screen
+/// last read it. The screen stops reading once the first line has ended, since it
+/// judges no more than that.
+fn screened(reply: &mut Reply) -> Option<crate::quality::RedrawCause> {
+    let (screen, read) = reply.screen.as_mut()?;
+    let text = reply.text.full();
+    if !text[*read..].contains(char::is_whitespace) {
+        return None;
+    }
+    *read = text.len();
+    let flaw = screen.flaw(text);
+    if flaw.is_some() || text.trim_start().contains('\n') {
+        reply.screen = None;
+    }
+    flaw
 }
