@@ -9,6 +9,7 @@
 //! `max_visits` bounds such loops: a move into a state whose visits are used up goes to
 //! its `on_max_visits` instead.
 
+mod between_turns;
 mod choice;
 
 use std::collections::HashMap;
@@ -18,6 +19,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+pub use between_turns::{
+    after_transit, controller_choice, judge_options, next_turns, AfterTransit, NextTurns,
+};
 pub use choice::{parse_choice, parse_choice_in};
 
 use crate::scenario::{Scenario, SpeakerRule, State, Turns};

@@ -26,7 +26,7 @@ use crate::output::TranscriptWriter;
 use crate::quality::Checker;
 use crate::run_state::EndReason;
 use crate::run_state::{Gate, RunState, Spend, TurnLimits};
-use crate::sop::{SopEngine, Speaker, Transition};
+use crate::sop::{after_transit, next_turns, AfterTransit, NextTurns, SopEngine, Transition};
 
 pub struct Director {
     pub(super) cast: Cast,
@@ -346,26 +346,29 @@ impl Handler<Step> for Director {
             Gate::Wait => return,
             Gate::Stop(reason) => return self.finish(reason, None, ctx),
         }
-        match self.engine.next_speaker() {
-            Speaker::Opening { role, query } => {
-                let query = match self.world_view() {
-                    Some(view) => crate::world::render(&query, &view, None, &[]).into_owned(),
-                    None => query,
-                };
-                ctx.notify(Play::one(role, Some(query)))
-            }
-            Speaker::Role(role) => ctx.notify(Play::one(role, None)),
-            Speaker::Ask { choices } => self.ask_controller(choices, ctx),
-            // A round is all or nothing: it does not start if the turn limit would
-            // cut it short.
-            Speaker::Round { roles } if !self.state.round_fits(self.seat_count(&roles)) => {
-                self.finish(EndReason::MaxTurns, None, ctx)
-            }
-            Speaker::Round { roles } => ctx.notify(Play {
+        let speaker = self.engine.next_speaker();
+        match next_turns(speaker, |roles| {
+            self.state.round_fits(self.seat_count(roles))
+        }) {
+            NextTurns::Play {
                 roles,
-                opening: None,
-                simultaneous: true,
-            }),
+                opening,
+                simultaneous,
+            } => {
+                let opening = match (opening, self.world_view()) {
+                    (Some(query), Some(view)) => {
+                        Some(crate::world::render(&query, &view, None, &[]).into_owned())
+                    }
+                    (opening, _) => opening,
+                };
+                ctx.notify(Play {
+                    roles,
+                    opening,
+                    simultaneous,
+                })
+            }
+            NextTurns::AskController { choices } => self.ask_controller(choices, ctx),
+            NextTurns::EndAtTurnLimit => self.finish(EndReason::MaxTurns, None, ctx),
         }
     }
 }
@@ -383,11 +386,11 @@ impl Handler<Transit> for Director {
             },
         };
         self.engine.apply(&t);
-        match t {
-            Transition::Stay => ctx.notify(Step),
-            Transition::End => self.finish(EndReason::End, None, ctx),
-            Transition::Move(_) if ended_if.is_some() => self.finish(EndReason::EndIf, None, ctx),
-            Transition::Move(state) => self.enter(state, ctx),
+        match after_transit(t, ended_if.is_some()) {
+            AfterTransit::NextTurn => ctx.notify(Step),
+            AfterTransit::Enter(state) => self.enter(state, ctx),
+            AfterTransit::End => self.finish(EndReason::End, None, ctx),
+            AfterTransit::WorldEnded => self.finish(EndReason::EndIf, None, ctx),
         }
     }
 }

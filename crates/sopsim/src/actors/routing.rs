@@ -14,7 +14,7 @@ use crate::memory::Observation;
 use crate::prompt::{self, Assembled};
 use crate::run_state::EndReason;
 use crate::scenario::{Scenario, State};
-use crate::sop::{Check, Transition};
+use crate::sop::{controller_choice, judge_options, Check, Transition};
 
 /// A routing call (the speaker controller or the transition judge): its prompt and
 /// the options offered.
@@ -87,8 +87,8 @@ impl Director {
                 options: offered,
             },
             move |act, chosen, ctx| {
-                let role = match chosen {
-                    Some(i) => choices[i].clone(),
+                let role = match controller_choice(chosen, &choices) {
+                    Some(role) => role.to_string(),
                     None => {
                         let fallback = act.engine.in_order();
                         let warning = act.state.controller_failed(&choices, &fallback);
@@ -107,22 +107,16 @@ impl Director {
     fn ask_judge(&mut self, choices: Vec<String>, ctx: &mut Context<Self>) {
         let state_name = self.engine.current_state().to_string();
         let (counter, offered) = (self.cast.counter.clone(), choices.clone());
-        // What the judge is offered, as its warning names it: the labels, when given.
-        let labels = self.cast.scenario.sop.states[&state_name]
+        // What the judge is offered, as its warning names it.
+        let judge = self.cast.scenario.sop.states[&state_name]
             .transition
             .judge
-            .as_ref()
-            .map(|j| j.labels.clone())
-            .filter(|l| l.len() == choices.len());
-        let named = labels.unwrap_or_else(|| choices.clone());
+            .as_ref();
+        let named = judge_options(judge, &choices);
         self.ask(
             move |scenario, state, obs| {
                 let judge = state.transition.judge.clone().unwrap_or_default();
-                let options = if judge.labels.len() == offered.len() {
-                    judge.labels.clone()
-                } else {
-                    offered.clone()
-                };
+                let options = judge_options(Some(&judge), &offered);
                 RoutingCall {
                     kind: CallKind::Transit,
                     prompt: prompt::judge_prompt(
@@ -138,16 +132,15 @@ impl Director {
                 }
             },
             move |act, chosen, ctx| {
-                let t = match chosen {
-                    Some(0) => Transition::Stay,
-                    Some(i) => act.engine.move_to(&choices[i]),
-                    None => {
+                let t = act
+                    .engine
+                    .judge_ruling(chosen, &choices)
+                    .unwrap_or_else(|| {
                         let state = act.engine.current_state().to_string();
                         let warning = act.state.judge_failed(&named, &state);
                         act.tell(warning);
                         Transition::Stay
-                    }
-                };
+                    });
                 ctx.notify(Transit(t));
             },
             ctx,
