@@ -8,44 +8,11 @@
 //! assistant's opening, and letters of a foreign script. Narration, an empty reply, an
 //! impersonation ("As Rosa" may go on "said") and the other stage directions can still
 //! change with the words to come, and are left to the check of the whole reply.
-
-use super::labels::has_label;
-use super::voice;
-use super::words::{gram_hashes, words};
-use super::{Checker, Flaws, RedrawCause, COPY_WORDS, ECHO_WORDS};
-
-impl Checker {
-    /// The flaw `partial`, the start of `speaker`'s reply as drawn so far, has whatever
-    /// follows it: the whole reply would be drawn again for it. `None` when nothing is
-    /// settled yet.
-    pub fn settled_flaw(&self, speaker: &str, partial: &str) -> Option<RedrawCause> {
-        let text = settled_part(partial)?;
-        let w = words(text);
-        let names = self.instructions.names_in(text);
-        let settled = Flaws {
-            copy: gram_hashes(&w, COPY_WORDS).any(|h| self.seen.contains(&h)),
-            echo: gram_hashes(&w, ECHO_WORDS).any(|h| self.instructions.grams.contains(&h)),
-            label: has_label(text, speaker, true)
-                || names
-                    .iter()
-                    .any(|n| *n != speaker && has_label(text, n, false))
-                || self
-                    .instructions
-                    .roles
-                    .iter()
-                    .any(|r| has_label(text, r, false)),
-            refusal: voice::refusal(text).is_some(),
-            stage: voice::opens_as_direction(text),
-            foreign: voice::has_foreign(text, &self.instructions.scripts),
-            ..Flaws::default()
-        };
-        settled.redraw_cause()
-    }
-}
+//! `Checker::settled_flaw` judges the part this module finds settled.
 
 /// The part of a reply drawn so far that no later word changes: its first line once
 /// the line has ended, else its whole words (up to the last space).
-fn settled_part(partial: &str) -> Option<&str> {
+pub(super) fn settled_part(partial: &str) -> Option<&str> {
     let body = partial.trim_start();
     let end = match body.find('\n') {
         Some(end) => end,
@@ -57,7 +24,7 @@ fn settled_part(partial: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{checker, msg, SAID};
-    use super::*;
+    use super::super::RedrawCause;
     use crate::memory::MessageKind;
 
     /// Every prefix of `text` ending at a word, as a draw would show it.

@@ -1,6 +1,7 @@
 //! The reply-quality checks, on the texts a reader flagged.
 
 use super::*;
+use crate::memory::Message;
 
 /// The checks without embeddings.
 impl Checker {
