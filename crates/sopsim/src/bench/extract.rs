@@ -1,11 +1,11 @@
-//! One run's figures: decisions, payoffs and scores read from its transcript with the
-//! scenario's outcome rules, and the generic figures from its summary. Pure: the input
-//! is what `sopsim run` wrote, so a report can always be rebuilt from the run folders.
+//! One run's outcome figures: decisions, payoffs and scores read from its transcript
+//! with the scenario's outcome rules (its summary's figures are `summary_figures.rs`'s,
+//! its world's `world_figures.rs`'s). Pure: the input is what `sopsim run` wrote, so a
+//! report can always be rebuilt from the run folders.
 
 use std::collections::HashMap;
 
 use indexmap::IndexMap;
-use serde::Deserialize;
 
 use crate::memory::Message;
 use crate::scenario::{
@@ -16,95 +16,6 @@ use crate::scenario::{
 /// A figure per name; `None` where a run has no value (e.g. `turns_to_end` of a run
 /// that never reached the end).
 pub type Figures = IndexMap<String, Option<f64>>;
-
-/// The parts of `summary.json` the report uses.
-#[derive(Debug, Clone, Deserialize)]
-pub struct SummaryFigures {
-    pub turns: u64,
-    /// The run's seed (its networks are drawn from it).
-    #[serde(default)]
-    pub seed: u64,
-    pub ended_by: String,
-    #[serde(default)]
-    pub error: Option<String>,
-    pub llm_calls: IndexMap<String, u64>,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    #[serde(default)]
-    pub prompt_tokens_by_turn: Vec<u64>,
-    pub parse_failures: ParseFailureFigures,
-    pub wall_ms: u64,
-    pub llm_latency_ms: LatencyFigures,
-    /// Absent from runs of sopsim versions before it was counted.
-    #[serde(default)]
-    pub reply_quality: Option<crate::quality::ReplyQuality>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct ParseFailureFigures {
-    pub controller_answers: u64,
-    pub judge_answers: u64,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct LatencyFigures {
-    pub p50: f64,
-    pub p95: f64,
-}
-
-/// The generic figures every run has.
-pub fn generic_figures(s: &SummaryFigures) -> Figures {
-    let reached = s.ended_by == "end";
-    let calls = |k: &str| Some(s.llm_calls.get(k).copied().unwrap_or(0) as f64);
-    let mut f = Figures::new();
-    f.insert("turns".into(), Some(s.turns as f64));
-    f.insert("reached_end".into(), Some(if reached { 1.0 } else { 0.0 }));
-    f.insert("turns_to_end".into(), reached.then_some(s.turns as f64));
-    f.insert("llm_calls".into(), calls("total"));
-    for kind in ["act", "route", "transit", "summary"] {
-        f.insert(format!("llm_calls.{kind}"), calls(kind));
-    }
-    f.insert("prompt_tokens".into(), Some(s.prompt_tokens as f64));
-    f.insert("completion_tokens".into(), Some(s.completion_tokens as f64));
-    f.insert(
-        "prompt_tokens_per_turn".into(),
-        (s.turns > 0).then(|| s.prompt_tokens as f64 / s.turns as f64),
-    );
-    f.insert(
-        "controller_failures".into(),
-        Some(s.parse_failures.controller_answers as f64),
-    );
-    f.insert(
-        "judge_failures".into(),
-        Some(s.parse_failures.judge_answers as f64),
-    );
-    let q = s.reply_quality.as_ref();
-    let rate =
-        |pick: fn(&crate::quality::QualityRates) -> Option<f64>| q.and_then(|q| pick(&q.rates));
-    f.insert("quality.copy".into(), rate(|r| r.copy));
-    f.insert("quality.label".into(), rate(|r| r.label));
-    f.insert("quality.narration".into(), rate(|r| r.narration));
-    f.insert("quality.echo".into(), rate(|r| r.echo));
-    f.insert("quality.empty".into(), rate(|r| r.empty));
-    f.insert("quality.cut".into(), rate(|r| r.cut));
-    f.insert("quality.stage".into(), rate(|r| r.stage));
-    f.insert("quality.impersonation".into(), rate(|r| r.impersonation));
-    f.insert("quality.foreign".into(), rate(|r| r.foreign));
-    f.insert("quality.paraphrase".into(), rate(|r| r.paraphrase));
-    f.insert("quality.off_stake".into(), rate(|r| r.off_stake));
-    f.insert("quality.refusal".into(), rate(|r| r.refusal));
-    f.insert("quality.distinct_2".into(), q.and_then(|q| q.distinct_2));
-    f
-}
-
-/// Wall time and model latency: real, so never part of the deterministic report.
-pub fn timing_figures(s: &SummaryFigures) -> Figures {
-    IndexMap::from([
-        ("wall_ms".to_string(), Some(s.wall_ms as f64)),
-        ("latency_p50_ms".to_string(), Some(s.llm_latency_ms.p50)),
-        ("latency_p95_ms".to_string(), Some(s.llm_latency_ms.p95)),
-    ])
-}
 
 /// Why a finished run's outcomes could not be read out.
 #[derive(Debug, thiserror::Error)]
@@ -427,7 +338,7 @@ fn mean_by<T>(
 }
 
 /// Sets round `r` of series `name`, creating it (with earlier rounds empty) if new.
-fn push_round(series: &mut RoundSeries, name: &str, r: usize, value: Option<f64>) {
+pub(super) fn push_round(series: &mut RoundSeries, name: &str, r: usize, value: Option<f64>) {
     let values = series.entry(name.to_string()).or_default();
     values.resize(r, None);
     values.push(value);
@@ -623,81 +534,3 @@ fn scores(score: &CompiledScore, transcript: &[Message], f: &mut Figures) {
 
 #[cfg(test)]
 mod tests;
-
-/// A run's world figures from its `world.jsonl` (`lines`, one JSON object a round of a
-/// state): rounds played, whether an `end_if` ended it, each variable's last, mean and
-/// least value over the rounds (a per-agent variable's mean over the agents), the
-/// measures; and each variable's series by round.
-pub fn world_figures(
-    w: &crate::scenario::WorldFigures,
-    lines: &[serde_json::Value],
-    ended_by: &str,
-) -> Result<(Figures, RoundSeries), String> {
-    // The world after each round: the last line of that round.
-    let mut by_round: IndexMap<u64, &serde_json::Value> = IndexMap::new();
-    for line in lines {
-        let round = line["round"].as_u64().unwrap_or(0);
-        if round > 0 {
-            by_round.insert(round, line);
-        }
-    }
-    let value_of = |line: &serde_json::Value, name: &str, per_agent: bool| -> Option<f64> {
-        if per_agent {
-            let all = line["agents"][name].as_array()?;
-            let values: Vec<f64> = all.iter().filter_map(serde_json::Value::as_f64).collect();
-            (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
-        } else {
-            line["world"][name].as_f64()
-        }
-    };
-    let mut f = Figures::new();
-    let mut series = RoundSeries::new();
-    let rounds = by_round.len();
-    let ended_early = f64::from(u8::from(ended_by == "end_if"));
-    f.insert("rounds_survived".into(), Some(rounds as f64));
-    f.insert("ended_early".into(), Some(ended_early));
-    let mut finals: IndexMap<String, f64> = IndexMap::new();
-    let mut history: IndexMap<String, Vec<f64>> = IndexMap::new();
-    for (name, per_agent) in &w.variables {
-        let values: Vec<f64> = by_round
-            .values()
-            .filter_map(|l| value_of(l, name, *per_agent))
-            .collect();
-        let last = values.last().copied();
-        let mean = (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
-        let min = values.iter().copied().reduce(f64::min);
-        f.insert(format!("world.{name}.final"), last);
-        f.insert(format!("world.{name}.mean"), mean);
-        f.insert(format!("world.{name}.min"), min);
-        for (r, v) in values.iter().enumerate() {
-            push_round(&mut series, &format!("world.{name}"), r, Some(*v));
-        }
-        if let Some(last) = last {
-            finals.insert(name.clone(), last);
-        }
-        history.insert(name.clone(), values);
-    }
-    if !w.measures.is_empty() {
-        let ctx = minijinja_context(&finals, &w.initial, &history, rounds, ended_early);
-        for (name, formula) in &w.measures {
-            let value = crate::scenario::expr::evaluate(formula, &ctx)
-                .map_err(|why| format!("outcomes.measures.{name}: {why}"))?;
-            f.insert(format!("measure.{name}"), Some(value));
-        }
-    }
-    Ok((f, series))
-}
-
-/// What a measure sees, as JSON.
-fn minijinja_context(
-    finals: &IndexMap<String, f64>,
-    initial: &IndexMap<String, f64>,
-    history: &IndexMap<String, Vec<f64>>,
-    rounds: usize,
-    ended_early: f64,
-) -> serde_json::Value {
-    serde_json::json!({
-        "final": finals, "initial": initial, "history": history,
-        "rounds": rounds, "ended_early": ended_early,
-    })
-}

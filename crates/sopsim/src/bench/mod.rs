@@ -28,6 +28,8 @@ pub mod plot;
 pub mod report;
 pub mod shard;
 pub mod stats;
+mod summary_figures;
+mod world_figures;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -11,9 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use super::plan::MAX_FOLDER_FILE_BYTES;
 
-use super::extract::{self, Figures, SummaryFigures};
+use super::extract::{self, Figures};
 use super::plan::{Job, Settings};
 use super::stats::{self, Difference, Method, Summary};
+use super::summary_figures::{generic_figures, timing_figures, SummaryFigures};
+use super::world_figures::world_figures;
 use crate::error_chain::chain;
 use crate::memory::Message;
 use crate::output_folder::{FolderFileError, OutputFolder};
@@ -80,7 +82,7 @@ pub fn read_run(bench: &OutputFolder, job: &Job, rules: Option<&OutcomeRules>) -
     if let Err(error) = summary_matches(&summary, &transcript) {
         return RunStatus::Failed { error };
     }
-    let mut figures = extract::generic_figures(&summary);
+    let mut figures = generic_figures(&summary);
     let mut rounds: Box<extract::RoundSeries> = Box::default();
     if let Some(rules) = rules {
         match extract::outcomes(rules, &transcript, summary.seed) {
@@ -98,7 +100,7 @@ pub fn read_run(bench: &OutputFolder, job: &Job, rules: Option<&OutcomeRules>) -
                 Ok(lines) => lines,
                 Err(e) => return RunStatus::Failed { error: chain(&e) },
             };
-            match extract::world_figures(w, &lines, &summary.ended_by) {
+            match world_figures(w, &lines, &summary.ended_by) {
                 Ok((world, series)) => {
                     figures.extend(world);
                     rounds.extend(series);
@@ -110,7 +112,7 @@ pub fn read_run(bench: &OutputFolder, job: &Job, rules: Option<&OutcomeRules>) -
     RunStatus::Finished {
         figures,
         rounds,
-        timing: extract::timing_figures(&summary),
+        timing: timing_figures(&summary),
         ended_by: summary.ended_by,
         prompt_tokens_by_turn: summary.prompt_tokens_by_turn,
     }

@@ -1,0 +1,96 @@
+//! The figures every run has, from its `summary.json`: turns, calls, tokens, parse
+//! failures, reply quality, and (never in the deterministic report) its timing.
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+
+use super::extract::Figures;
+
+/// The parts of `summary.json` the report uses.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SummaryFigures {
+    pub turns: u64,
+    /// The run's seed (its networks are drawn from it).
+    #[serde(default)]
+    pub seed: u64,
+    pub ended_by: String,
+    #[serde(default)]
+    pub error: Option<String>,
+    pub llm_calls: IndexMap<String, u64>,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    #[serde(default)]
+    pub prompt_tokens_by_turn: Vec<u64>,
+    pub parse_failures: ParseFailureFigures,
+    pub wall_ms: u64,
+    pub llm_latency_ms: LatencyFigures,
+    /// Absent from runs of sopsim versions before it was counted.
+    #[serde(default)]
+    pub reply_quality: Option<crate::quality::ReplyQuality>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ParseFailureFigures {
+    pub controller_answers: u64,
+    pub judge_answers: u64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LatencyFigures {
+    pub p50: f64,
+    pub p95: f64,
+}
+
+/// The generic figures every run has.
+pub fn generic_figures(s: &SummaryFigures) -> Figures {
+    let reached = s.ended_by == "end";
+    let calls = |k: &str| Some(s.llm_calls.get(k).copied().unwrap_or(0) as f64);
+    let mut f = Figures::new();
+    f.insert("turns".into(), Some(s.turns as f64));
+    f.insert("reached_end".into(), Some(if reached { 1.0 } else { 0.0 }));
+    f.insert("turns_to_end".into(), reached.then_some(s.turns as f64));
+    f.insert("llm_calls".into(), calls("total"));
+    for kind in ["act", "route", "transit", "summary"] {
+        f.insert(format!("llm_calls.{kind}"), calls(kind));
+    }
+    f.insert("prompt_tokens".into(), Some(s.prompt_tokens as f64));
+    f.insert("completion_tokens".into(), Some(s.completion_tokens as f64));
+    f.insert(
+        "prompt_tokens_per_turn".into(),
+        (s.turns > 0).then(|| s.prompt_tokens as f64 / s.turns as f64),
+    );
+    f.insert(
+        "controller_failures".into(),
+        Some(s.parse_failures.controller_answers as f64),
+    );
+    f.insert(
+        "judge_failures".into(),
+        Some(s.parse_failures.judge_answers as f64),
+    );
+    let q = s.reply_quality.as_ref();
+    let rate =
+        |pick: fn(&crate::quality::QualityRates) -> Option<f64>| q.and_then(|q| pick(&q.rates));
+    f.insert("quality.copy".into(), rate(|r| r.copy));
+    f.insert("quality.label".into(), rate(|r| r.label));
+    f.insert("quality.narration".into(), rate(|r| r.narration));
+    f.insert("quality.echo".into(), rate(|r| r.echo));
+    f.insert("quality.empty".into(), rate(|r| r.empty));
+    f.insert("quality.cut".into(), rate(|r| r.cut));
+    f.insert("quality.stage".into(), rate(|r| r.stage));
+    f.insert("quality.impersonation".into(), rate(|r| r.impersonation));
+    f.insert("quality.foreign".into(), rate(|r| r.foreign));
+    f.insert("quality.paraphrase".into(), rate(|r| r.paraphrase));
+    f.insert("quality.off_stake".into(), rate(|r| r.off_stake));
+    f.insert("quality.refusal".into(), rate(|r| r.refusal));
+    f.insert("quality.distinct_2".into(), q.and_then(|q| q.distinct_2));
+    f
+}
+
+/// Wall time and model latency: real, so never part of the deterministic report.
+pub fn timing_figures(s: &SummaryFigures) -> Figures {
+    IndexMap::from([
+        ("wall_ms".to_string(), Some(s.wall_ms as f64)),
+        ("latency_p50_ms".to_string(), Some(s.llm_latency_ms.p50)),
+        ("latency_p95_ms".to_string(), Some(s.llm_latency_ms.p95)),
+    ])
+}
