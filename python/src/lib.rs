@@ -274,9 +274,9 @@ fn load_run(py: Python<'_>, folder: String) -> PyResult<String> {
 #[pyfunction]
 fn load_bench(py: Python<'_>, folder: String) -> PyResult<String> {
     let files =
-        py.detach(|| sopsim::bench::report::read_bench_files(std::path::Path::new(&folder)));
+        py.detach(|| sopsim::bench::read_back::read_bench_files(std::path::Path::new(&folder)));
     let files = files.map_err(|e| match &e {
-        sopsim::bench::report::BenchFilesError::File(f) => {
+        sopsim::bench::read_back::BenchFilesError::File(f) => {
             folder_error(py, f, "not a benchmark's folder")
         }
         other => python_error(py, "FolderError", (chain(other),)),

@@ -130,7 +130,7 @@ pub fn merge(opts: &MergeOptions) -> Result<Merged, BenchError> {
     }
     // A finished run whose files disagree is not merged into a report as if it held.
     for (shard, job) in &sources {
-        if let Err(why) = super::report::check_run(&OutputFolder::new(shard), job) {
+        if let Err(why) = super::read_back::check_run(&OutputFolder::new(shard), job) {
             return Err(BenchError::ShardFolder {
                 path: shard.clone(),
                 source: ShardFolderError::RunEdited {

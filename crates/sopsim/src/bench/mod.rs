@@ -2,7 +2,7 @@
 //!
 //! A benchmark expands scenario × mode × seed into jobs ([`plan`]), runs the unfinished
 //! ones up to `--jobs` at a time in one process ([`exec`]), reads every run back from
-//! its folder ([`report::read_run`], figures from [`extract`]), summarises them with
+//! its folder ([`read_back::read_run`], figures from [`extract`]), summarises them with
 //! [`stats`] and writes `report.json`, `timing.json`, `report.md` and the [`plot`]s.
 //!
 //! ```text
@@ -25,6 +25,7 @@ mod outputs;
 pub mod plan;
 #[cfg(feature = "plots")]
 pub mod plot;
+pub mod read_back;
 pub mod report;
 pub mod shard;
 pub mod stats;
@@ -47,7 +48,8 @@ use crate::setup::{self, ModelOptions, Setting, SetupError};
 pub use exec::JobResult;
 use exec::{Executed, Prepared};
 use plan::{Job, Settings};
-use report::{Report, RunStatus, ScenarioRuns};
+use read_back::RunStatus;
+use report::{Report, ScenarioRuns};
 pub use shard::{Shard, ShardError, ShardPlan};
 
 /// Seeds one benchmark may plan: each is a run folder per scenario and mode.
@@ -558,7 +560,7 @@ fn report_folder(
                 .iter()
                 .filter(|j| j.scenario == l.name)
                 .map(|j| {
-                    let status = match report::read_run(&OutputFolder::new(out), j, l.rules) {
+                    let status = match read_back::read_run(&OutputFolder::new(out), j, l.rules) {
                         RunStatus::Unfinished if executed.failures.contains_key(&j.id) => {
                             RunStatus::Failed {
                                 error: executed.failures[&j.id].clone(),
