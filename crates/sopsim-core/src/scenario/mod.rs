@@ -16,6 +16,7 @@ mod path;
 mod persona;
 mod population;
 pub mod reference;
+mod routing_rules;
 mod script;
 mod structure;
 mod table_file;
