@@ -58,6 +58,7 @@ fn ask(b: &OpenAiBackend) -> Result<sopsim::llm::Completion, sopsim::llm::LlmErr
         tools: None,
         redraw: None,
         candidate: 0,
+        screen: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
