@@ -881,7 +881,7 @@ fn bad_requests_and_bad_addresses_get_clear_answers() {
     );
     let (status, page) = http(&url, &get("/"));
     assert_eq!(status, 200);
-    assert!(page.contains("app.js"));
+    assert!(page.contains("/js/main.js"));
 
     // A port in use is bad input naming the address.
     let taken = url.trim_start_matches("http://").trim_end_matches('/');

@@ -41,7 +41,19 @@ pub use hub::Hub;
 pub use web_input::{Inbox, Refused, WebInput};
 
 const INDEX: &str = include_str!("assets/index.html");
-const SCRIPT: &str = include_str!("assets/app.js");
+/// The page's modules, each loaded by the browser as it is (no build step); `main.js`
+/// imports the others.
+const SCRIPTS: &[(&str, &str)] = &[
+    ("main.js", include_str!("assets/js/main.js")),
+    ("dom.js", include_str!("assets/js/dom.js")),
+    ("transcript.js", include_str!("assets/js/transcript.js")),
+    ("world.js", include_str!("assets/js/world.js")),
+    ("population.js", include_str!("assets/js/population.js")),
+    ("panel.js", include_str!("assets/js/panel.js")),
+    ("live.js", include_str!("assets/js/live.js")),
+    ("replay.js", include_str!("assets/js/replay.js")),
+    ("bench.js", include_str!("assets/js/bench.js")),
+];
 const STYLE: &str = include_str!("assets/style.css");
 
 /// Scripts and styles only from the page's own origin; nothing inline, no frames.
@@ -189,7 +201,7 @@ pub fn start(
 fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/", get(index))
-        .route("/app.js", get(script))
+        .route("/js/{name}", get(script))
         .route("/style.css", get(style))
         .route("/events", get(events))
         .route("/api/state", get(state_json))
@@ -382,8 +394,11 @@ async fn index() -> Response {
     page("text/html; charset=utf-8", INDEX)
 }
 
-async fn script() -> Response {
-    page("text/javascript; charset=utf-8", SCRIPT)
+async fn script(Path(name): Path<String>) -> Response {
+    match SCRIPTS.iter().find(|(n, _)| *n == name) {
+        Some((_, body)) => page("text/javascript; charset=utf-8", body),
+        None => not_found().await,
+    }
 }
 
 async fn style() -> Response {
