@@ -19,6 +19,7 @@ static CORE: Layers = &[
         "leaf",
         &[
             "error_chain",
+            "digest",
             "files",
             "sentence",
             "user_json",
@@ -44,8 +45,8 @@ static CORE: Layers = &[
 
 /// sopsim: the runtime, on top of the core (whose modules it uses under their names).
 static RUNTIME: Layers = &[
-    ("leaf", &["output_folder", "digest", "cancel"]),
-    ("service", &["llm", "embed", "knowledge", "models", "tools"]),
+    ("leaf", &["output_folder", "cancel"]),
+    ("service", &["llm", "embed", "knowledge", "tools"]),
     (
         "running",
         &[

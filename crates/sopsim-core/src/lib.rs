@@ -33,9 +33,11 @@
 //!   where sentences end and the reply budget built on it.
 //! - [`files`]: bounded reads of users' files, whole-or-nothing writes;
 //!   [`user_json`]: JSON users write, parsed with duplicate keys refused;
-//!   [`error_chain`]: an error and its sources as one line.
+//!   [`error_chain`]: an error and its sources as one line; [`digest`]: SHA-256
+//!   digests as the hex run folders, settings, recordings and model files carry.
 
 pub mod action;
+pub mod digest;
 pub mod environment;
 pub mod error_chain;
 pub mod files;

@@ -71,7 +71,7 @@
 //!
 //! - [`tools`]: the built-in tool kinds, and the decision agent's logic (what a
 //!   decision sees, reading it).
-//! - `digest`: SHA-256 digests as hex; `output_folder`: the only way the files of a
+//! - `output_folder`: the only way the files of a
 //!   run's or a benchmark's folder are opened (regular files inside it, never through
 //!   a link, every read bounded).
 //!
@@ -97,15 +97,14 @@
 pub use sopsim_core::scenario;
 // The core's modules, under the names the rest of this crate uses.
 pub(crate) use sopsim_core::{
-    action, environment, error_chain, files, memory, network, prompt, quality, run_state, sentence,
-    sop, template, tokens, tool_results, user_json, world,
+    action, digest, environment, error_chain, files, memory, network, prompt, quality, run_state,
+    sentence, sop, template, tokens, tool_results, user_json, world,
 };
 
 pub(crate) mod actors;
 pub mod bench;
 pub(crate) mod cancel;
 pub(crate) mod control;
-pub(crate) mod digest;
 pub mod embed;
 pub mod error;
 pub mod events;
@@ -113,7 +112,7 @@ pub mod human;
 pub(crate) mod journal;
 pub(crate) mod knowledge;
 pub mod llm;
-pub mod models;
+pub use sopsim_models as models;
 pub(crate) mod output;
 pub(crate) mod output_folder;
 pub mod runner;

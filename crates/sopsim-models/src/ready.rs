@@ -153,7 +153,7 @@ pub(super) fn ensure(
         ),
     })?;
     let path = dir.join(RECORD);
-    crate::files::replace_file(&path, record.as_bytes()).map_err(io(&path))?;
+    sopsim_core::files::replace_file(&path, record.as_bytes()).map_err(io(&path))?;
     if !wanted.is_empty() {
         observer.event(FetchEvent::Done {
             model: spec.name.into(),
@@ -183,7 +183,7 @@ mod tests {
     }
 
     fn sha256(bytes: &[u8]) -> String {
-        crate::digest::sha256_hex(bytes)
+        sopsim_core::digest::sha256_hex(bytes)
     }
 
     /// The fake model's catalogue entry; with `wheels`, also its wheels in that folder.
@@ -311,7 +311,7 @@ mod tests {
         assert!(spec.is_present(root));
     }
 
-    const CHILD: &str = "models::ready::tests::a_second_process_fetching";
+    const CHILD: &str = "ready::tests::a_second_process_fetching";
 
     /// Another process calling `ensure` (started by the tests below).
     fn child(s: &Setup, python: &Path) -> std::process::Child {

