@@ -453,3 +453,62 @@ fn finish(
     written?;
     Ok(outcome)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_run_says_where_its_finished_turns_are() {
+        let kept = |transcript_lines, finals_unwritten| Kept {
+            out: PathBuf::from("/runs/a"),
+            transcript_lines,
+            finals_unwritten,
+        };
+        assert_eq!(kept(None, false).to_string(), ", which are in /runs/a");
+        assert_eq!(
+            kept(Some(3), true).to_string(),
+            "; /runs/a/transcript.jsonl holds 3 message(s), and the final files could not \
+             all be written"
+        );
+    }
+
+    /// Bad input exits with 2, a failed run with 1: a run its settings stopped (a
+    /// resume given fewer turns) is bad input even though it ran.
+    #[test]
+    fn a_run_its_settings_stopped_is_bad_input_and_one_that_broke_is_not() {
+        let failed = |source| RunError::Failed {
+            turns: 4,
+            kept: None,
+            source,
+        };
+        let below_limit = SimError::ResumeBelowLimit {
+            path: "t.jsonl".into(),
+            left: 2,
+            max_turns: 4,
+        };
+        assert!(failed(below_limit).is_bad_input());
+        assert!(RunError::ResumeStopped {
+            out: PathBuf::from("/runs/a"),
+            source: SimError::ResumeEnded {
+                path: "t.jsonl".into(),
+                left: 1
+            },
+        }
+        .is_bad_input());
+        assert!(!failed(SimError::Internal("a broken rule")).is_bad_input());
+        assert!(!failed(SimError::NoAgent {
+            state: "s".into(),
+            role: "r".into()
+        })
+        .is_bad_input());
+    }
+
+    #[test]
+    fn a_conversation_is_named_by_scenario_mode_and_seed() {
+        assert_eq!(
+            conversation_id("debate", Mode::Competitive, 7),
+            "debate-competitive-7"
+        );
+    }
+}
