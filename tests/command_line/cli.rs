@@ -590,12 +590,15 @@ fn a_redrawn_reply_is_counted_once_by_its_first_flaw() {
 }
 
 /// An assistant's refusal inside a role is a flaw: counted, and drawn again, from a
-/// server too.
+/// server too. The refusing draw's stream is closed at the word that makes it one.
 #[test]
 fn a_refusal_is_drawn_again_and_counted() {
     use crate::common::server::{ok, Server};
+    let refusal = [
+        "I'm ", "sorry, ", "but ", "I ", "can't ", "assist ", "with ", "that ", "request.",
+    ];
     let server = Server::start(vec![
-        ok(&["I'm sorry, but I can't assist with that request."]),
+        ok(&refusal),
         ok(&["Our first point is about health: cars choke the old town."]),
     ]);
     let dir = tempfile::tempdir().unwrap();
@@ -608,15 +611,17 @@ fn a_refusal_is_drawn_again_and_counted() {
         summary["reply_quality"]["refusal"], 0,
         "the kept reply speaks in role"
     );
-    // The server counts a token a piece: two draws of one piece, one kept.
-    assert_eq!(summary["reply_tokens"]["decoded"], 2);
-    assert_eq!(summary["reply_tokens"]["kept"], 1);
-    assert_eq!(summary["reply_tokens"]["decoded_over_kept"], 2.0);
     let kept = std::fs::read_to_string(dir.path().join("debate/transcript.jsonl")).unwrap();
     assert!(
         kept.contains("cars choke the old town") && !kept.contains("assist"),
         "{kept}"
     );
+    // The first draw was read up to "can't" and no further: its answer says so.
+    let calls = std::fs::read_to_string(dir.path().join("debate/calls.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(calls.lines().next().unwrap()).unwrap();
+    let answer = &first["llm"]["answer"];
+    assert_eq!(answer["text"], "I'm sorry, but I can't", "{calls}");
+    assert_eq!(answer["abandoned"], "refusal");
 }
 
 /// Sends `signal` during a run's slow second reply: the turn in flight is abandoned,

@@ -22,7 +22,8 @@ pub use routed::{BackendKey, Routed};
 pub use scripted::ScriptedBackend;
 pub use types::{
     CallContext, CallKind, ChatMessage, ChatRole, ChoiceMethod, Chosen, Completion, DecisionFormat,
-    LlmRequest, Redraw, Screen, TokenSink, ToolCall, ToolDef, ToolExchange, ToolRequest, Usage,
+    LlmRequest, Redraw, Screen, Screening, TokenSink, ToolCall, ToolDef, ToolExchange, ToolRequest,
+    Usage,
 };
 
 use futures::future::BoxFuture;

@@ -146,6 +146,38 @@ impl Screen {
     pub fn flaw(&self, partial: &str) -> Option<crate::quality::RedrawCause> {
         self.checker.settled_flaw(&self.speaker, partial)
     }
+
+    /// The screen as a backend runs it over a reply that grows piece by piece.
+    pub fn reading(self) -> Screening {
+        Screening {
+            screen: self,
+            read: 0,
+            done: false,
+        }
+    }
+}
+
+/// A [`Screen`] reading a reply as it grows: it looks again only once a word has ended
+/// since it last looked, and stops looking once the first line has ended (it judges
+/// no more than that).
+#[derive(Debug, Clone)]
+pub struct Screening {
+    screen: Screen,
+    read: usize,
+    done: bool,
+}
+
+impl Screening {
+    /// The flaw `text`, the whole reply so far, has for certain: the draw stops there.
+    pub fn next(&mut self, text: &str) -> Option<crate::quality::RedrawCause> {
+        if self.done || !text.get(self.read..)?.contains(char::is_whitespace) {
+            return None;
+        }
+        self.read = text.len();
+        let flaw = self.screen.flaw(text);
+        self.done = flaw.is_some() || text.trim_start().contains('\n');
+        flaw
+    }
 }
 
 /// Two screens are the same when they are one check for one speaker.

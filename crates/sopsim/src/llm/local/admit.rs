@@ -157,7 +157,7 @@ impl Worker {
                     look_from: 0,
                     stops: req.settings.stop.clone().unwrap_or_default(),
                     stopped_at: None,
-                    screen: req.screen.clone().map(|s| (s, 0)),
+                    screen: req.screen.clone().map(crate::llm::Screen::reading),
                     abandoned: None,
                 })))
             }

@@ -6,7 +6,7 @@ use rand_chacha::ChaCha8Rng;
 use sopsim_infer::sampling::draw;
 use tokio::sync::oneshot;
 
-use super::engine::{Phase, Reply, Seq, Worker};
+use super::engine::{Phase, Seq, Worker};
 use super::speculate::SpecStats;
 use super::text_stream::stop_position;
 use crate::llm::{ChoiceMethod, Chosen, Completion, LlmError, Usage};
@@ -95,7 +95,11 @@ impl Worker {
             reply.stopped_at = Some(stop);
             return self.finish_reply(seq);
         }
-        if let Some(cause) = screened(reply) {
+        if let Some(cause) = reply
+            .screen
+            .as_mut()
+            .and_then(|s| s.next(reply.text.full()))
+        {
             reply.abandoned = Some(cause);
             return self.finish_reply(seq);
         }
@@ -283,21 +287,4 @@ fn pick(probabilities: &[f64], temperature: f32, seed: u64) -> usize {
     let t = f64::from(temperature);
     let weights: Vec<f64> = probabilities.iter().map(|p| p.powf(1.0 / t)).collect();
     draw(&weights, &mut ChaCha8Rng::seed_from_u64(seed))
-}
-
-/// The flaw a screened reply has for certain, once a word has ended since the screen
-/// last read it. The screen stops reading once the first line has ended, since it
-/// judges no more than that.
-fn screened(reply: &mut Reply) -> Option<crate::quality::RedrawCause> {
-    let (screen, read) = reply.screen.as_mut()?;
-    let text = reply.text.full();
-    if !text[*read..].contains(char::is_whitespace) {
-        return None;
-    }
-    *read = text.len();
-    let flaw = screen.flaw(text);
-    if flaw.is_some() || text.trim_start().contains('\n') {
-        reply.screen = None;
-    }
-    flaw
 }

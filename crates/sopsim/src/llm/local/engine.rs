@@ -74,9 +74,8 @@ pub(super) struct Reply {
     pub(super) look_from: usize,
     pub(super) stops: Vec<String>,
     pub(super) stopped_at: Option<String>,
-    /// Set while the reply is screened for a flaw that would have it drawn again: the
-    /// check, and how much of the text it has read.
-    pub(super) screen: Option<(crate::llm::Screen, usize)>,
+    /// Set when the reply is screened for a flaw that would have it drawn again.
+    pub(super) screen: Option<crate::llm::Screening>,
     /// The flaw the screen stopped the reply for.
     pub(super) abandoned: Option<crate::quality::RedrawCause>,
     /// Set when a draft model drafts for this reply (`speculate.rs`).

@@ -41,6 +41,8 @@ impl OpenAiBackend {
             .max_tokens
             .map(|m| crate::sentence::ReplyBudget::of(m as usize).hard);
         let mut look_from = 0;
+        // A draw another would replace stops at a flaw it has for certain.
+        let mut screening = req.screen.clone().map(crate::llm::Screen::reading);
         // Only events count as progress: a server that sends nothing but keep-alive
         // comments has stalled.
         let idle = self.options.read_timeout;
@@ -98,6 +100,13 @@ impl OpenAiBackend {
                         let before = text.len();
                         text.push_str(&piece);
                         pieces += 1;
+                        if let Some(cause) = screening.as_mut().and_then(|s| s.next(&text)) {
+                            // Closing the stream stops the server.
+                            text.truncate(text.trim_end().len());
+                            let mut c = self.completion(req, text, &usage);
+                            c.abandoned = Some(cause);
+                            return Ok(c);
+                        }
                         if let Some(b) = budget.filter(|b| pieces >= b.soft) {
                             if pieces == b.soft {
                                 look_from = before.saturating_sub(4);
