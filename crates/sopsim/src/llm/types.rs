@@ -152,30 +152,50 @@ impl Screen {
         Screening {
             screen: self,
             read: 0,
+            words: 0,
+            next_look: 0,
             done: false,
         }
     }
 }
 
-/// A [`Screen`] reading a reply as it grows: it looks again only once a word has ended
-/// since it last looked, and stops looking once the first line has ended (it judges
-/// no more than that).
+/// A [`Screen`] reading a reply as it grows. It looks at every word's end up to
+/// [`Screening::EACH_WORD_UNTIL`] words, where labels, refusals and stage directions
+/// show, then every [`Screening::THEN_EVERY`] words, enough for a copy (ten words in a
+/// row) and bounded in cost on long lines; once the first line has ended it looks a
+/// last time and stops (it judges no more than that line).
 #[derive(Debug, Clone)]
 pub struct Screening {
     screen: Screen,
     read: usize,
+    /// Word ends read so far.
+    words: usize,
+    /// The word count at which it looks next, past the first words.
+    next_look: usize,
     done: bool,
 }
 
 impl Screening {
+    /// Words read one by one at a reply's start.
+    pub const EACH_WORD_UNTIL: usize = 12;
+    /// Words between two looks after that.
+    pub const THEN_EVERY: usize = 8;
+
     /// The flaw `text`, the whole reply so far, has for certain: the draw stops there.
     pub fn next(&mut self, text: &str) -> Option<crate::quality::RedrawCause> {
-        if self.done || !text.get(self.read..)?.contains(char::is_whitespace) {
+        let new = text.get(self.read..)?;
+        if self.done || !new.contains(char::is_whitespace) {
             return None;
         }
+        self.words += new.chars().filter(|c| c.is_whitespace()).count();
         self.read = text.len();
+        let line_ended = text.trim_start().contains('\n');
+        if self.words > Self::EACH_WORD_UNTIL && self.words < self.next_look && !line_ended {
+            return None;
+        }
+        self.next_look = self.words + Self::THEN_EVERY;
         let flaw = self.screen.flaw(text);
-        self.done = flaw.is_some() || text.trim_start().contains('\n');
+        self.done = flaw.is_some() || line_ended;
         flaw
     }
 }
@@ -428,3 +448,59 @@ impl Completion {
 
 /// Receives streamed text pieces as they are generated.
 pub type TokenSink = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{Message, MessageKind};
+    use crate::quality::{Checker, Instructions, RedrawCause};
+
+    /// The word counts at which a screening stops `words` fed one word at a time.
+    fn stops_at(checker: Checker, words: &[&str]) -> Option<(usize, RedrawCause)> {
+        let mut screening = Screen::new(std::sync::Arc::new(checker), "Ada").reading();
+        let mut text = String::new();
+        for (i, w) in words.iter().enumerate() {
+            text.push_str(w);
+            text.push(' ');
+            if let Some(cause) = screening.next(&text) {
+                return Some((i + 1, cause));
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_screening_looks_at_every_early_word_and_then_every_few() {
+        let refusal = "I'm sorry, but I can't help".split(' ').collect::<Vec<_>>();
+        assert_eq!(
+            stops_at(Checker::default(), &refusal),
+            Some((5, RedrawCause::Refusal)),
+            "stopped at \"can't\""
+        );
+        // A copy whose tenth word is the reply's twenty-third is found within eight
+        // words (a copy in a reply's last few words is left to the whole reply's check).
+        let said = "the river floods the lower town every spring and the mill stops";
+        let mut checker = Checker::new(Instructions::default());
+        checker.see(&Message {
+            seq: 1,
+            state: "s".into(),
+            visit: 1,
+            role: "R".into(),
+            name: "Ben".into(),
+            content: said.into(),
+            kind: MessageKind::Reply,
+            decision: None,
+        });
+        let own = "we have argued about bridges and roads for years now and I think";
+        let after = "so we must act before the spring comes again this year";
+        let reply: Vec<&str> = own
+            .split(' ')
+            .chain(said.split(' '))
+            .chain(after.split(' '))
+            .collect();
+        let (at, cause) = stops_at(checker, &reply).unwrap();
+        assert_eq!(cause, RedrawCause::Copy);
+        let tenth = own.split(' ').count() + 10;
+        assert!((tenth..tenth + Screening::THEN_EVERY).contains(&at), "{at}");
+    }
+}
