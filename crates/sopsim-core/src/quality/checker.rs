@@ -79,15 +79,7 @@ impl Checker {
         Flaws {
             copy,
             echo,
-            label: has_label(text, speaker, true)
-                || names
-                    .iter()
-                    .any(|n| *n != speaker && has_label(text, n, false))
-                || self
-                    .instructions
-                    .roles
-                    .iter()
-                    .any(|r| has_label(text, r, false)),
+            label: self.carries_label(text, speaker, &names),
             narration: is_narration(text, speaker)
                 || names_itself(text, speaker)
                 || is_report(text, names.iter().copied().filter(|n| *n != speaker)),
@@ -112,6 +104,20 @@ impl Checker {
                     _ => false,
                 },
         }
+    }
+
+    /// Whether `text`, said by `speaker`, opens with its own label or carries another
+    /// participant's (of `names`, those it may hold) or a role's.
+    fn carries_label(&self, text: &str, speaker: &str, names: &[&str]) -> bool {
+        has_label(text, speaker, true)
+            || names
+                .iter()
+                .any(|n| *n != speaker && has_label(text, n, false))
+            || self
+                .instructions
+                .roles
+                .iter()
+                .any(|r| has_label(text, r, false))
     }
 
     /// The first flaw `text` would be drawn again for as `speaker`'s reply, with what
@@ -243,15 +249,7 @@ impl Checker {
         let settled = Flaws {
             copy: gram_hashes(&w, COPY_WORDS).any(|h| self.seen.contains(&h)),
             echo: gram_hashes(&w, ECHO_WORDS).any(|h| self.instructions.grams.contains(&h)),
-            label: has_label(text, speaker, true)
-                || names
-                    .iter()
-                    .any(|n| *n != speaker && has_label(text, n, false))
-                || self
-                    .instructions
-                    .roles
-                    .iter()
-                    .any(|r| has_label(text, r, false)),
+            label: self.carries_label(text, speaker, &names),
             refusal: voice::refusal(text).is_some(),
             stage: voice::opens_as_direction(text),
             foreign: voice::has_foreign(text, &self.instructions.scripts),

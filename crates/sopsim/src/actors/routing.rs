@@ -113,10 +113,10 @@ impl Director {
             .judge
             .as_ref();
         let named = judge_options(judge, &choices);
+        let options = named.clone();
         self.ask(
             move |scenario, state, obs| {
                 let judge = state.transition.judge.clone().unwrap_or_default();
-                let options = judge_options(Some(&judge), &offered);
                 RoutingCall {
                     kind: CallKind::Transit,
                     prompt: prompt::judge_prompt(
