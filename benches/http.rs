@@ -12,8 +12,9 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sopsim::embed::{EmbedService, HashEmbedder};
 use sopsim::llm::openai::{OpenAiBackend, OpenAiOptions};
 use sopsim::llm::Estimator;
-use sopsim::scenario::{self, Scenario};
-use sopsim::simulation::{run, RunConfig, Services};
+use sopsim::scenario::Scenario;
+use sopsim::simulation::Services;
+use sopsim::{run_async, RunIo, RunOptions};
 
 /// An instant server: every request gets the same reply (streamed when the request
 /// asks for a stream), connections kept alive.
@@ -78,12 +79,8 @@ fn serve() -> String {
 }
 
 fn debate() -> Arc<Scenario> {
-    Arc::new(
-        scenario::load(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/debate.json"),
-        )
-        .unwrap(),
-    )
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/debate.json");
+    Arc::new(sopsim::load(file.as_path(), &[]).unwrap().scenario)
 }
 
 fn http_services(base: &str, concurrency: usize) -> Services {
@@ -113,7 +110,7 @@ fn bench_turns(c: &mut Criterion) {
         ("openai_http", http_services(&base, 8)),
     ] {
         let turns = system
-            .block_on(run(scenario.clone(), &services, RunConfig::default()))
+            .block_on(run_async(RunOptions::new(scenario.clone()), on(&services)))
             .unwrap()
             .summary
             .turns;
@@ -122,7 +119,7 @@ fn bench_turns(c: &mut Criterion) {
             b.iter(|| {
                 assert_eq!(
                     system
-                        .block_on(run(scenario.clone(), &services, RunConfig::default()))
+                        .block_on(run_async(RunOptions::new(scenario.clone()), on(&services)))
                         .unwrap()
                         .summary
                         .turns,
@@ -141,7 +138,7 @@ fn bench_parallel(c: &mut Criterion) {
     let services = http_services(&base, 64);
     let system = actix::System::new();
     let calls_per_run = system
-        .block_on(run(scenario.clone(), &services, RunConfig::default()))
+        .block_on(run_async(RunOptions::new(scenario.clone()), on(&services)))
         .unwrap()
         .summary
         .llm_calls["total"];
@@ -154,13 +151,12 @@ fn bench_parallel(c: &mut Criterion) {
             let start = Instant::now();
             for _ in 0..iters {
                 let runs = (0..SIMS).map(|i| {
-                    run(
-                        scenario.clone(),
-                        &services,
-                        RunConfig {
+                    run_async(
+                        RunOptions {
                             seed: i as u64,
-                            ..RunConfig::default()
+                            ..RunOptions::new(scenario.clone())
                         },
+                        on(&services),
                     )
                 });
                 for r in system.block_on(futures::future::join_all(runs)) {
@@ -171,6 +167,14 @@ fn bench_parallel(c: &mut Criterion) {
         })
     });
     group.finish();
+}
+
+/// The caller's side of a run on `services`.
+fn on(services: &Services) -> RunIo {
+    RunIo {
+        services: Some(services.clone()),
+        ..RunIo::default()
+    }
 }
 
 criterion_group!(benches, bench_turns, bench_parallel);

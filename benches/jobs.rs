@@ -17,7 +17,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use sopsim::bench::exec::{execute, Prepared};
 use sopsim::bench::plan::Job;
-use sopsim::scenario::{self, Mode};
+use sopsim::scenario::Mode;
 use sopsim::simulation::Services;
 
 const SEEDS: u64 = 32;
@@ -37,7 +37,7 @@ fn scratch() -> tempfile::TempDir {
 
 fn bench_jobs(c: &mut Criterion) {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/prisoners_dilemma.json");
-    let scenario = Arc::new(scenario::load(&file).unwrap());
+    let scenario = Arc::new(sopsim::load(file.as_path(), &[]).unwrap().scenario);
     let prepared = HashMap::from([(
         scenario.name.clone(),
         Prepared {

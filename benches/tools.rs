@@ -15,9 +15,10 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::{json, Map, Value};
-use sopsim::scenario::{self, Scenario};
-use sopsim::simulation::{run, RunConfig, Services};
+use sopsim::scenario::Scenario;
+use sopsim::simulation::Services;
 use sopsim::tools::{ResultObject, Store};
+use sopsim::{run_async, RunIo, RunOptions};
 
 const TURNS: usize = 10;
 const STEPS: usize = 3;
@@ -50,7 +51,7 @@ fn worker(with_tools: bool) -> Scenario {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("loop.json");
     std::fs::write(&path, doc.to_string()).unwrap();
-    scenario::load(&path).unwrap()
+    sopsim::load(path.as_path(), &[]).unwrap().scenario
 }
 
 fn bench_loop(c: &mut Criterion) {
@@ -65,7 +66,7 @@ fn bench_loop(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter(|| {
                 let outcome = system
-                    .block_on(run(scenario.clone(), &services, RunConfig::default()))
+                    .block_on(run_async(RunOptions::new(scenario.clone()), on(&services)))
                     .unwrap();
                 assert_eq!(outcome.summary.turns as usize, TURNS);
             })
@@ -116,6 +117,14 @@ fn bench_store(c: &mut Criterion) {
     }
     group.bench_function("to_json_100k", |b| b.iter(|| store.to_json()));
     group.finish();
+}
+
+/// The caller's side of a run on `services`.
+fn on(services: &Services) -> RunIo {
+    RunIo {
+        services: Some(services.clone()),
+        ..RunIo::default()
+    }
 }
 
 criterion_group!(benches, bench_loop, bench_store);

@@ -15,12 +15,13 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sopsim::events::{EventSink, SimEvent};
-use sopsim::scenario::{self, Mode, Scenario, ScenarioBuilder, Script, StateBuilder};
-use sopsim::simulation::{run, RunConfig, Services};
+use sopsim::scenario::{Mode, Scenario, ScenarioBuilder, Script, StateBuilder};
+use sopsim::simulation::Services;
+use sopsim::{run_async, RunIo, RunOptions};
 
 fn debate() -> Scenario {
-    scenario::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/debate.json"))
-        .unwrap()
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/debate.json");
+    sopsim::load(file.as_path(), &[]).unwrap().scenario
 }
 
 fn marathon(turns: u32) -> Scenario {
@@ -63,12 +64,12 @@ fn turn_time(
     (from, to): (usize, usize),
 ) -> Duration {
     let clock = Arc::new(TurnClock::default());
-    let config = RunConfig {
+    let io = RunIo {
         sinks: vec![clock.clone()],
-        ..RunConfig::default()
+        ..on(services)
     };
     system
-        .block_on(run(scenario.clone(), services, config))
+        .block_on(run_async(RunOptions::new(scenario.clone()), io))
         .unwrap();
     let t = clock.0.lock().unwrap();
     (t[to] - t[from]) / (to - from) as u32
@@ -83,7 +84,7 @@ fn bench_debate(c: &mut Criterion) {
     group.bench_function("full_run", |b| {
         b.iter(|| {
             let out = system
-                .block_on(run(scenario.clone(), &services, RunConfig::default()))
+                .block_on(run_async(RunOptions::new(scenario.clone()), on(&services)))
                 .unwrap();
             assert_eq!(out.summary.turns, 16);
         })
@@ -159,6 +160,14 @@ fn bench_crowd(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// The caller's side of a run on `services`.
+fn on(services: &Services) -> RunIo {
+    RunIo {
+        services: Some(services.clone()),
+        ..RunIo::default()
+    }
 }
 
 criterion_group!(benches, bench_debate, bench_per_turn, bench_crowd);

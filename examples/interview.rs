@@ -3,10 +3,9 @@
 //!
 //! `cargo run --example interview`
 
-use std::sync::Arc;
-
 use sopsim::scenario::{Components, Mode, ScenarioBuilder, Script, SpeakerRule, StateBuilder};
-use sopsim::simulation::{run_blocking, RunConfig, Services};
+use sopsim::simulation::Services;
+use sopsim::{RunIo, RunOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let asks = Components {
@@ -82,15 +81,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .build()?;
 
-    let services = Services::scripted(&scenario);
-    let outcome = run_blocking(
-        Arc::new(scenario),
-        &services,
-        RunConfig {
-            seed: 1,
-            ..RunConfig::default()
-        },
-    )?;
+    let io = RunIo {
+        services: Some(Services::scripted(&scenario)),
+        ..RunIo::default()
+    };
+    let opts = RunOptions {
+        seed: 1,
+        ..RunOptions::new(scenario)
+    };
+    let outcome = sopsim::run(&opts, io)?;
     for m in &outcome.transcript {
         println!(
             "[{} #{}] {} ({}): {}",

@@ -16,7 +16,8 @@ use sopsim::llm::local::{LocalBackend, LocalOptions};
 use sopsim::llm::Estimator;
 use sopsim::models::{Quiet, QWEN05};
 use sopsim::scenario;
-use sopsim::simulation::{run_blocking, RunConfig, RunOutcome, Services};
+use sopsim::simulation::{RunOutcome, Services};
+use sopsim::{RunIo, RunOptions};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -42,8 +43,11 @@ fn run(scenario: &Arc<scenario::Scenario>, max_batch: usize) -> (RunOutcome, f64
         prices: Default::default(),
     };
     let start = Instant::now();
-    let outcome =
-        run_blocking(scenario.clone(), &services, RunConfig::default()).expect("the run finishes");
+    let io = RunIo {
+        services: Some(services),
+        ..RunIo::default()
+    };
+    let outcome = sopsim::run(&RunOptions::new(scenario.clone()), io).expect("the run finishes");
     (outcome, start.elapsed().as_secs_f64())
 }
 
@@ -72,7 +76,9 @@ fn main() {
         .expect("the default model is fetched");
     let file =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/spatial_dilemma.json");
-    let mut s = scenario::load(&file).expect("the example loads");
+    let mut s = sopsim::load(file.as_path(), &[])
+        .expect("the example loads")
+        .scenario;
     if let Some(round) = s.sop.states.get_mut("round") {
         round.transition.max_visits = Some(rounds);
     }

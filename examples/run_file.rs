@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use sopsim::error::CancelToken;
 use sopsim::events::{EventSink, SimEvent};
-use sopsim::runner::{self, RunIo, RunOptions};
 use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions};
+use sopsim::{RunIo, RunOptions};
 
 /// Prints each message as it is said.
 struct Print;
@@ -55,7 +55,7 @@ fn main() -> std::process::ExitCode {
         cancel,
         ..RunIo::default()
     };
-    match runner::run(&opts, io) {
+    match sopsim::run(&opts, io) {
         Ok(outcome) => {
             println!(
                 "{} turns, ended by {}",

@@ -44,7 +44,7 @@ fn use_the_library() {
     // Failures come back as values: a missing file, a person with no input, an
     // unreachable server.
     let missing = RunOptions {
-        scenario: dir.path().join("nowhere.json"),
+        scenario: dir.path().join("nowhere.json").into(),
         ..opts.clone()
     };
     assert!(runner::run(&missing, RunIo::default()).is_err());
@@ -116,7 +116,7 @@ fn a_noisy_mcp_server_is_heard_only_in_the_error(dir: &tempfile::TempDir, opts: 
     let file = dir.path().join("noisy.json");
     std::fs::write(&file, doc.to_string()).unwrap();
     let noisy = RunOptions {
-        scenario: file,
+        scenario: file.into(),
         out: None,
         allowed_commands: sopsim::scenario::CommandConsent::Programs(vec!["sh".into()]),
         ..opts.clone()

@@ -12,9 +12,10 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{schemars, tool, tool_router, ServiceExt};
 use serde_json::json;
 use sopsim::llm::{CallKind, LlmBackend, LlmRequest, ScriptedBackend};
-use sopsim::scenario::{self, CommandConsent, Scenario};
+use sopsim::scenario::{CommandConsent, Scenario};
 use sopsim::simulation::MessageKind;
-use sopsim::simulation::{run_blocking, RunConfig, RunOutcome, Services};
+use sopsim::simulation::{RunOutcome, Services};
+use sopsim::{RunError, RunIo, RunOptions};
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 struct AddArgs {
@@ -84,7 +85,7 @@ fn scenario(decisions: serde_json::Value) -> Scenario {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mcp.json");
     std::fs::write(&path, doc.to_string()).unwrap();
-    scenario::load(&path).unwrap()
+    sopsim::load(path.as_path(), &[]).unwrap().scenario
 }
 
 /// Keeps the decision requests.
@@ -110,12 +111,26 @@ impl LlmBackend for Decisions {
     }
 }
 
+/// Runs `s` on `services`, allowing the programs `consent` names.
+fn run_with(
+    s: impl Into<Arc<Scenario>>,
+    services: &Services,
+    consent: CommandConsent,
+) -> Result<RunOutcome, Box<RunError>> {
+    let opts = RunOptions {
+        allowed_commands: consent,
+        ..RunOptions::new(s.into())
+    };
+    let io = RunIo {
+        services: Some(services.clone()),
+        ..RunIo::default()
+    };
+    sopsim::run(&opts, io).map_err(Box::new)
+}
+
 /// A run that may start any MCP server.
-fn allowed() -> RunConfig {
-    RunConfig {
-        commands: CommandConsent::AnyMcpServer,
-        ..RunConfig::default()
-    }
+fn allowed() -> CommandConsent {
+    CommandConsent::AnyMcpServer
 }
 
 fn run(s: Scenario) -> (RunOutcome, Vec<LlmRequest>) {
@@ -127,7 +142,7 @@ fn run(s: Scenario) -> (RunOutcome, Vec<LlmRequest>) {
         llm: backend.clone(),
         ..Services::scripted(&s)
     };
-    let outcome = run_blocking(Arc::new(s), &services, allowed()).unwrap();
+    let outcome = run_with(s, &services, allowed()).unwrap();
     let seen = backend.seen.lock().unwrap().clone();
     (outcome, seen)
 }
@@ -224,7 +239,7 @@ fn a_missing_server_is_a_setup_error_naming_the_field() {
         .config
         .insert("command".into(), json!("/no/such/mcp-server"));
     let services = Services::scripted(&s);
-    let err = run_blocking(Arc::new(s), &services, allowed()).unwrap_err();
+    let err = run_with(s, &services, allowed()).unwrap_err();
     let text = sopsim::error::chain(&err);
     assert!(err.is_bad_input(), "{text}");
     assert!(text.contains("tools.add.config.command"), "{text}");
@@ -252,11 +267,7 @@ fn no_server_starts_without_consent() {
         CommandConsent::Nothing,
         CommandConsent::Programs(vec!["/bin/sh".into()]),
     ] {
-        let config = RunConfig {
-            commands: consent.clone(),
-            ..RunConfig::default()
-        };
-        let err = run_blocking(s.clone(), &services, config).unwrap_err();
+        let err = run_with(s.clone(), &services, consent.clone()).unwrap_err();
         let text = sopsim::error::chain(&err);
         assert!(
             err.is_bad_input() && text.contains("tools.touch.config.command"),
@@ -265,12 +276,8 @@ fn no_server_starts_without_consent() {
         assert!(text.contains("not allowed"), "{consent:?}: {text}");
         assert!(!marker.exists(), "{consent:?}: the program ran");
     }
-    let config = RunConfig {
-        commands: CommandConsent::Programs(vec!["sh".into()]),
-        ..RunConfig::default()
-    };
     // Allowed, it runs (and, being no MCP server, fails its handshake).
-    let _ = run_blocking(s, &services, config);
+    let _ = run_with(s, &services, CommandConsent::Programs(vec!["sh".into()]));
     assert!(marker.exists(), "the allowed program ran");
     println!("ok: no server starts without consent");
 }
@@ -329,7 +336,7 @@ fn servers_never_outlive_their_run() {
         s.sop.states["work"].components["Worker"].tools = vec!["slow".into()];
         let s = Arc::new(s);
         let services = Services::scripted(&s);
-        let _ = run_blocking(s, &services, allowed());
+        let _ = run_with(s, &services, allowed());
         let pid = std::fs::read_to_string(&pid_file).unwrap();
         assert!(gone_soon(pid.trim()), "{name}: the server outlived its run");
     }

@@ -124,13 +124,25 @@ fn wait_for<T: Send + 'static>(
 #[pyo3(signature = (path, document=None))]
 fn load_scenario(py: Python<'_>, path: String, document: Option<String>) -> PyResult<String> {
     let path = std::path::PathBuf::from(path);
-    let loaded = py.detach(|| match document {
-        Some(text) => sopsim::scenario::parse_json(&path, &text)
-            .map_err(sopsim::setup::SetupError::from)
-            .and_then(|doc| sopsim::setup::load_document(&path, doc, &[])),
-        None => sopsim::setup::load(&path, &[]),
-    });
-    let (scenario, _) = loaded.map_err(|e| match &e {
+    let source = match document {
+        // The text of a dict, which `json.dumps` wrote.
+        Some(text) => sopsim::ScenarioSource::Document {
+            document: serde_json::from_str(&text).map_err(|e| {
+                python_error(
+                    py,
+                    "ScenarioError",
+                    (
+                        format!("{}: not valid JSON: {e}", path.display()),
+                        Vec::<(String, String)>::new(),
+                    ),
+                )
+            })?,
+            origin: path,
+        },
+        None => sopsim::ScenarioSource::File(path),
+    };
+    let loaded = py.detach(|| sopsim::load(source, &[]));
+    let sopsim::Loaded { scenario, .. } = loaded.map_err(|e| match &e {
         sopsim::setup::SetupError::Scenario(s) => scenario_error(py, s),
         other => python_error(
             py,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use sopsim::bench::BenchOptions;
 use sopsim::llm::ApiKey;
-use sopsim::runner::{Existing, RunOptions};
+use sopsim::runner::{Existing, RunOptions, ScenarioSource};
 use sopsim::scenario::{CommandConsent, Mode};
 use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions};
 
@@ -95,9 +95,15 @@ pub fn compute_settings() {
 /// model settings.
 pub fn run_options(json: &str) -> Result<RunOptions, String> {
     let v: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
-    let scenario = path(&v, "scenario").ok_or("scenario: missing")?;
+    let file = path(&v, "scenario").ok_or("scenario: missing")?;
+    let scenario = match v.get("document").filter(|d| !d.is_null()) {
+        Some(document) => ScenarioSource::Document {
+            origin: file,
+            document: document.clone(),
+        },
+        None => ScenarioSource::File(file),
+    };
     Ok(RunOptions {
-        document: v.get("document").filter(|d| !d.is_null()).cloned(),
         out: path(&v, "out"),
         mode: text(&v, "mode").map(mode).transpose()?,
         seed: number(&v, "seed")?.unwrap_or(0),

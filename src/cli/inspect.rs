@@ -14,6 +14,38 @@ fn bad(e: ScenarioError) -> Failure {
     Failure::BadInput(sopsim::error::chain(&e))
 }
 
+/// Why `validate` finds a file not valid.
+enum Refused {
+    Invalid(ScenarioError),
+    /// Its populations need more memory than this machine has free.
+    TooBig(sopsim::setup::SetupError),
+}
+
+impl Refused {
+    /// The problems `validate --format json` lists, each with the field at fault.
+    fn problems(&self) -> Vec<serde_json::Value> {
+        match self {
+            Refused::Invalid(ScenarioError::Invalid { problems, .. }) => problems
+                .iter()
+                .map(|p| json!({"path": p.path.to_string(), "message": p.message}))
+                .collect(),
+            Refused::Invalid(other) => {
+                vec![json!({"path": "", "message": sopsim::error::chain(other)})]
+            }
+            Refused::TooBig(e) => {
+                vec![json!({"path": "populations", "message": sopsim::error::chain(e)})]
+            }
+        }
+    }
+
+    fn failure(self) -> Failure {
+        match self {
+            Refused::Invalid(e) => bad(e),
+            Refused::TooBig(e) => Failure::BadInput(sopsim::error::chain(&e)),
+        }
+    }
+}
+
 fn to_json(value: &serde_json::Value) -> Result<String, Failure> {
     serde_json::to_string_pretty(value).map_err(|e| Failure::runtime(&e))
 }
@@ -25,22 +57,17 @@ pub fn validate(
 ) -> Result<(), Failure> {
     // Populations this machine could not run are refused before their members are
     // made, and a scenario whose styles would not fit either is not valid here.
-    let loaded = match sopsim::setup::load(path, allowed) {
-        Ok(loaded) => Ok(loaded),
-        Err(sopsim::setup::SetupError::Scenario(e)) => Err(e),
+    let loaded = match sopsim::load(path, allowed) {
+        Ok(loaded) => Ok(loaded.scenario),
+        Err(sopsim::setup::SetupError::Scenario(e)) => Err(Refused::Invalid(e)),
+        Err(e @ sopsim::setup::SetupError::TooBig { .. }) => Err(Refused::TooBig(e)),
         Err(e) => return Err(Failure::BadInput(sopsim::error::chain(&e))),
     };
-    let too_big = loaded
-        .as_ref()
-        .ok()
-        .and_then(|(s, _)| sopsim::setup::check_memory(path, s, 1).err());
     if format == Format::Json {
-        let verdict = match (&loaded, &too_big) {
-            (Ok(_), Some(e)) => {
-                json!({"file": path.display().to_string(), "valid": false, "problems": [{"path": "populations", "message": sopsim::error::chain(e)}], "notes": [], "starts": []})
-            }
-            (Ok((s, _)), None) => json!({
-                "file": path.display().to_string(),
+        let file = path.display().to_string();
+        let verdict = match &loaded {
+            Ok(s) => json!({
+                "file": file,
                 "valid": true,
                 "states": s.sop.states.len(),
                 "agents": s.agents.len(),
@@ -48,27 +75,14 @@ pub fn validate(
                 "notes": scenario::advice(s).iter().map(|n| json!({"path": n.path.to_string(), "message": n.message})).collect::<Vec<_>>(),
                 "starts": scenario::started_programs(s).iter().map(|p| json!({"path": p.field.to_string(), "program": p.program, "args": p.args})).collect::<Vec<_>>(),
             }),
-            (Err(e), _) => {
-                let problems: Vec<_> = match e {
-                    ScenarioError::Invalid { problems, .. } => problems
-                        .iter()
-                        .map(|p| json!({"path": p.path.to_string(), "message": p.message}))
-                        .collect(),
-                    other => vec![json!({"path": "", "message": sopsim::error::chain(other)})],
-                };
-                json!({"file": path.display().to_string(), "valid": false, "problems": problems, "notes": [], "starts": []})
+            Err(refused) => {
+                json!({"file": file, "valid": false, "problems": refused.problems(), "notes": [], "starts": []})
             }
         };
         say(&to_json(&verdict)?);
-        if let Some(e) = too_big {
-            return Err(Failure::BadInput(sopsim::error::chain(&e)));
-        }
-        return loaded.map(|_| ()).map_err(bad);
+        return loaded.map(|_| ()).map_err(Refused::failure);
     }
-    let (s, _) = loaded.map_err(bad)?;
-    if let Some(e) = too_big {
-        return Err(Failure::BadInput(sopsim::error::chain(&e)));
-    }
+    let s = loaded.map_err(Refused::failure)?;
     for note in scenario::advice(&s) {
         super::note(&note.to_string());
     }
@@ -101,16 +115,7 @@ pub fn schema(format: SchemaFormat) -> Result<(), Failure> {
 }
 
 pub fn import_aiwaves(config: &Path) -> Result<(), Failure> {
-    let text = scenario::read_text(config).map_err(bad)?;
-    let doc = scenario::parse_json(config, &text).map_err(bad)?;
-    if !scenario::aiwaves::is_aiwaves(&doc) {
-        return Err(Failure::BadInput(format!(
-            "{}: not an aiwaves config (it has no root, relations and states)",
-            config.display()
-        )));
-    }
-    let (native, imported) = scenario::import_aiwaves(config, &doc).map_err(bad)?;
-    scenario::from_document(config, native.clone()).map_err(bad)?;
+    let (native, imported) = scenario::translate_aiwaves(config).map_err(bad)?;
     for note in &imported.notes {
         super::note(&note.to_string());
     }

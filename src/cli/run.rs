@@ -23,8 +23,6 @@ use super::view::{self, RunViewer};
 
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let opts = RunOptions {
-        scenario: args.scenario,
-        document: None,
         out: args.out,
         mode: args.mode.map(Mode::from),
         seed: args.seed,
@@ -40,6 +38,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             (_, true) => Existing::Resume,
             _ => Existing::Refuse,
         },
+        ..RunOptions::new(args.scenario.clone())
     };
     let cancel = CancelToken::new();
     let signals = StopSignals::watch(
@@ -65,7 +64,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             let viewer = RunViewer::start(
                 addr,
                 token,
-                &opts.scenario,
+                &args.scenario,
                 &opts.allowed_paths,
                 human_input,
                 args.start_paused,
@@ -85,6 +84,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             human_input: Some(human_input),
             cancel: cancel.clone(),
             control,
+            services: None,
         },
     );
     if let Some(viewer) = viewer {

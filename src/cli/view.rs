@@ -58,12 +58,14 @@ impl RunViewer {
     ) -> Result<Self, Failure> {
         // The side panel draws the scenario (and a population's network); a file that
         // does not load fails the run itself a moment later, with its own message.
-        let loaded = sopsim::scenario::load_any_with(scenario_path, allowed).ok();
+        let loaded = sopsim::load(scenario_path, allowed)
+            .ok()
+            .map(|l| l.scenario);
         let scenario = loaded
             .as_ref()
-            .map(|(s, _)| serve::scenario_json(s))
+            .map(serve::scenario_json)
             .unwrap_or_default();
-        let network = loaded.as_ref().and_then(|(s, _)| {
+        let network = loaded.as_ref().and_then(|s| {
             let mode = mode.unwrap_or(s.environment.mode);
             let drawn = sopsim::simulation::draw_networks(s.populations.values(), seed).ok()?;
             let document = sopsim::simulation::network_document(s, mode, seed, &drawn)?;

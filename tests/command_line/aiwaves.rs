@@ -7,11 +7,12 @@ use std::process::Command;
 use std::sync::Arc;
 
 use crate::common::server::Server;
-use crate::common::{root, run_with_input};
+use crate::common::{load, root, run_on, run_with_input};
 use serde_json::Value;
 use sopsim::human::LinesInput;
 use sopsim::scenario::{self, Mode, Script};
-use sopsim::simulation::{run_blocking, RunConfig, Services};
+use sopsim::simulation::Services;
+use sopsim::RunIo;
 
 const CONFIGS: [&str; 5] = [
     "debate/config.json",
@@ -94,7 +95,7 @@ fn every_example_validates_and_imports_to_a_native_file_that_validates() {
 
 #[test]
 fn the_translation_keeps_what_the_original_means() {
-    let debate = scenario::load(&config("debate/config.json")).unwrap();
+    let debate = load(&config("debate/config.json"));
     // "competive" (sic) is the original's spelling of competitive.
     assert_eq!(debate.environment.mode, Mode::Competitive);
     assert_eq!(debate.environment.max_chat_history, 5);
@@ -111,7 +112,7 @@ fn the_translation_keeps_what_the_original_means() {
     assert!(matches!(free.speaker, scenario::SpeakerRule::Llm { .. }));
     assert_eq!(debate.sop.states["Judge_state"].next, ["end"]);
 
-    let oculist = scenario::load(&config("oculist_agent/config.json")).unwrap();
+    let oculist = load(&config("oculist_agent/config.json"));
     assert!(oculist.agents["Agod"].human);
     let kb = oculist.sop.states["knowledge_response"].components["Oculist"]
         .knowledge
@@ -123,7 +124,7 @@ fn the_translation_keeps_what_the_original_means() {
         kb.path
     );
 
-    let company = scenario::load(&config("software_company/config.json")).unwrap();
+    let company = load(&config("software_company/config.json"));
     let dev = &company.sop.states["develop_state"].components;
     assert_eq!(dev["Developer_2"].extract.as_ref().unwrap().words, ["code"]);
     assert!(dev["Developer_1"]
@@ -141,9 +142,8 @@ fn the_shipped_multi_agent_sops_run_to_their_end_with_the_original_turn_counts()
         ("debate/config.json", 34),
         ("software_company/config.json", 26),
     ] {
-        let s = Arc::new(scenario::load(&config(name)).unwrap());
-        let outcome =
-            run_blocking(s.clone(), &Services::scripted(&s), RunConfig::default()).unwrap();
+        let s = Arc::new(load(&config(name)));
+        let outcome = run_on(s.clone(), &Services::scripted(&s), |o| o, RunIo::default()).unwrap();
         assert_eq!(outcome.summary.ended_by.as_str(), "end", "{name}");
         assert_eq!(outcome.summary.turns, turns, "{name}");
     }
@@ -152,34 +152,41 @@ fn the_shipped_multi_agent_sops_run_to_their_end_with_the_original_turn_counts()
 #[test]
 fn the_single_agent_configs_run_to_their_end_with_a_person_typing() {
     // The oculist moves on when its judge answers "1", as its prompts ask it to.
-    let mut oculist = scenario::load(&config("oculist_agent/config.json")).unwrap();
+    let mut oculist = load(&config("oculist_agent/config.json"));
     oculist.script = Some(Script {
         transit: vec!["<end>0</end>".into(), "<end>1</end>".into()],
         ..Script::default()
     });
     let oculist = Arc::new(oculist);
-    let config_with = |lines: usize| RunConfig {
+    let config_with = |lines: usize| RunIo {
         human_input: Some(Arc::new(LinesInput::new(
             (0..lines).map(|i| format!("question {i}")),
         ))),
-        ..RunConfig::default()
+        ..RunIo::default()
     };
-    let outcome = run_blocking(
+    let outcome = run_on(
         oculist.clone(),
         &Services::scripted(&oculist),
+        |o| o,
         config_with(10),
     )
     .unwrap();
     assert_eq!(outcome.summary.ended_by.as_str(), "end");
     assert_eq!(outcome.summary.final_state, "knowledge_response_book_card");
     // A state that only loops ends after max_chat_nums (1000) turns instead of never.
-    let chat = Arc::new(scenario::load(&config("chat_bot/config.json")).unwrap());
-    let outcome = run_blocking(chat.clone(), &Services::scripted(&chat), config_with(600)).unwrap();
+    let chat = Arc::new(load(&config("chat_bot/config.json")));
+    let outcome = run_on(
+        chat.clone(),
+        &Services::scripted(&chat),
+        |o| o,
+        config_with(600),
+    )
+    .unwrap();
     assert_eq!(outcome.summary.ended_by.as_str(), "end");
     assert_eq!(outcome.summary.turns, 1000);
     // (customer_websearch shows all 1000 messages verbatim, MAX_CHAT_HISTORY 1000, so a
     // full run is slow in a debug build; its translation is the same.)
-    let service = scenario::load(&config("customer_service/customer_websearch.json")).unwrap();
+    let service = load(&config("customer_service/customer_websearch.json"));
     let t = &service.sop.states["response_state"].transition;
     assert_eq!(
         (t.max_turns, t.on_max_turns.as_deref()),
@@ -272,28 +279,35 @@ fn all_five_run_to_their_end_against_an_openai_compatible_server() {
 
 #[test]
 fn each_message_is_embedded_once_and_only_when_something_reads_it() {
-    let input = || RunConfig {
+    let input = || RunIo {
         human_input: Some(Arc::new(LinesInput::new(
             (0..5).map(|i| format!("question {i}")),
         ))),
-        ..RunConfig::default()
+        ..RunIo::default()
     };
     // TOP_K 3: retrieval reads embeddings, one per message.
-    let chat = Arc::new(scenario::load(&config("chat_bot/config.json")).unwrap());
-    let outcome = run_blocking(chat.clone(), &Services::scripted(&chat), input()).unwrap();
+    let chat = Arc::new(load(&config("chat_bot/config.json")));
+    let outcome = run_on(chat.clone(), &Services::scripted(&chat), |o| o, input()).unwrap();
     assert_eq!(outcome.summary.embeddings, outcome.transcript.len() as u64);
     // TOP_K 0 and no knowledge base: nothing reads them, so none are made.
-    let debate = Arc::new(scenario::load(&config("debate/config.json")).unwrap());
-    let outcome = run_blocking(
+    let debate = Arc::new(load(&config("debate/config.json")));
+    let outcome = run_on(
         debate.clone(),
         &Services::scripted(&debate),
-        RunConfig::default(),
+        |o| o,
+        RunIo::default(),
     )
     .unwrap();
     assert_eq!(outcome.summary.embeddings, 0);
     // The oculist's knowledge base reuses the message's embedding: still one each.
-    let oculist = Arc::new(scenario::load(&config("oculist_agent/config.json")).unwrap());
-    let outcome = run_blocking(oculist.clone(), &Services::scripted(&oculist), input()).unwrap();
+    let oculist = Arc::new(load(&config("oculist_agent/config.json")));
+    let outcome = run_on(
+        oculist.clone(),
+        &Services::scripted(&oculist),
+        |o| o,
+        input(),
+    )
+    .unwrap();
     assert_eq!(outcome.summary.embeddings, outcome.transcript.len() as u64);
 }
 
@@ -347,8 +361,8 @@ fn relations_and_user_names_the_original_ignores_are_warned_about() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.json");
     std::fs::write(&path, doc.to_string()).unwrap();
-    let (_, imported) = scenario::load_any(&path).unwrap();
-    let notes = imported.unwrap().notes.join("\n");
+    let imported = sopsim::load(path.as_path(), &[]).unwrap().imported;
+    let notes = imported.notes.join("\n");
     for expected in [
         "relations.Ghost_state: there is no state \"Ghost_state\"",
         "relations.Judge_state.next: relation keys are numbers",

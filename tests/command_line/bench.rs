@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 use crate::common::root;
 use sopsim::bench::extract::outcome_figures;
-use sopsim::scenario::{self, FieldPath, OutcomeRules};
+use sopsim::scenario::{FieldPath, OutcomeRules};
 use sopsim::simulation::{Decision, Message, MessageKind};
 
 fn sopsim() -> Command {
@@ -22,7 +22,7 @@ fn scenario_path(name: &str) -> String {
 }
 
 fn rules(name: &str) -> OutcomeRules {
-    let s = scenario::load(Path::new(&scenario_path(name))).unwrap();
+    let s = crate::common::load(Path::new(&scenario_path(name)));
     OutcomeRules::compile(
         s.outcomes.as_ref().unwrap(),
         &s,
@@ -141,7 +141,7 @@ fn moves_are_read_from_the_text_when_no_choice_was_made() {
                                    "DEFECT,COOPERATE": [5, 0], "DEFECT,DEFECT": [1, 1] } }
         }),
     );
-    let s = sopsim::scenario::load(&path).unwrap();
+    let s = crate::common::load(&path);
     let rules = OutcomeRules::compile(
         s.outcomes.as_ref().unwrap(),
         &s,
@@ -265,7 +265,7 @@ fn defaults_scores_and_formulas_over_choices() {
             }
         }),
     );
-    let s = scenario::load(&path).unwrap();
+    let s = crate::common::load(&path);
     let rules =
         OutcomeRules::compile(s.outcomes.as_ref().unwrap(), &s, &FieldPath::root()).unwrap();
     let t = transcript(&[

@@ -13,8 +13,9 @@ use sopsim::embed::{EmbedService, HashEmbedder};
 use sopsim::human::LinesInput;
 use sopsim::llm::Estimator;
 use sopsim::llm::{Completion, LlmBackend, LlmError, LlmRequest, ScriptedBackend, TokenSink};
-use sopsim::scenario::{self, Mode, Scenario};
-use sopsim::simulation::{run_blocking, RunConfig, RunOutcome, Services};
+use sopsim::scenario::{Mode, Scenario};
+use sopsim::simulation::{RunOutcome, Services};
+use sopsim::{RunIo, RunOptions};
 
 /// Runs the `sopsim` binary with `input` on stdin: its exit code, stdout and stderr.
 pub fn run_with_input(args: &[&str], input: &str) -> (i32, String, String) {
@@ -44,8 +45,40 @@ pub fn root() -> PathBuf {
 }
 
 pub fn example(name: &str) -> Scenario {
-    scenario::load(&root().join("scenarios").join(format!("{name}.json")))
-        .expect("example scenario loads")
+    load(&root().join("scenarios").join(format!("{name}.json")))
+}
+
+/// Loads a scenario file as `sopsim run` does.
+pub fn load(path: &Path) -> Scenario {
+    sopsim::load(path, &[]).expect("scenario loads").scenario
+}
+
+/// Loads a scenario document made in code, its files looked up beside `origin`.
+pub fn load_document(
+    origin: &Path,
+    document: serde_json::Value,
+) -> Result<Scenario, sopsim::setup::SetupError> {
+    let source = sopsim::ScenarioSource::Document {
+        origin: origin.to_path_buf(),
+        document,
+    };
+    sopsim::load(source, &[]).map(|l| l.scenario)
+}
+
+/// Runs a scenario on `services` (the library's one way in), with `opts` and `io` as
+/// the caller sets them.
+pub fn run_on(
+    scenario: impl Into<Arc<Scenario>>,
+    services: &Services,
+    opts: impl FnOnce(RunOptions) -> RunOptions,
+    io: RunIo,
+) -> Result<RunOutcome, Box<sopsim::RunError>> {
+    let opts = opts(RunOptions::new(scenario.into()));
+    let io = RunIo {
+        services: Some(services.clone()),
+        ..io
+    };
+    sopsim::run(&opts, io).map_err(Box::new)
 }
 
 /// Wraps a backend and keeps every request it sees.
@@ -105,14 +138,17 @@ pub fn run_recorded(
 ) -> (RunOutcome, Vec<LlmRequest>) {
     let rec = Recording::new(Arc::new(ScriptedBackend::new(scenario.script.clone())));
     let services = services_with(rec.clone());
-    let config = RunConfig {
-        mode,
-        seed,
+    let io = RunIo {
         human_input: Some(Arc::new(LinesInput::new(human_lines.iter().copied()))),
-        ..RunConfig::default()
+        ..RunIo::default()
     };
-    let outcome =
-        run_blocking(Arc::new(scenario.clone()), &services, config).expect("run completes");
+    let outcome = run_on(
+        scenario.clone(),
+        &services,
+        |o| RunOptions { mode, seed, ..o },
+        io,
+    )
+    .expect("run completes");
     (outcome, rec.take())
 }
 

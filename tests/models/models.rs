@@ -475,12 +475,17 @@ fn a_scenario_runs_on_the_local_models() {
         counter: backend().counter(),
         prices: Default::default(),
     };
-    let config = sopsim::simulation::RunConfig {
-        max_turns: Some(4),
-        seed: 3,
-        ..Default::default()
-    };
-    let outcome = sopsim::simulation::run_blocking(Arc::new(scenario), &services, config).unwrap();
+    let outcome = run_on(
+        scenario,
+        &services,
+        |o| sopsim::RunOptions {
+            max_turns: Some(4),
+            seed: 3,
+            ..o
+        },
+        sopsim::RunIo::default(),
+    )
+    .unwrap();
     assert_eq!(
         (outcome.summary.turns, outcome.summary.ended_by.as_str()),
         (4, "max_turns")
@@ -831,12 +836,17 @@ fn qwen05_calls_json_lookup_with_schema_valid_arguments() {
         llm: Arc::new(LocalBackend::start(&model_path(&QWEN05), LocalOptions::default()).unwrap()),
         ..sopsim::simulation::Services::scripted(&scenario)
     };
-    let config = sopsim::simulation::RunConfig {
-        max_turns: Some(2),
-        seed: 1,
-        ..Default::default()
-    };
-    let outcome = sopsim::simulation::run_blocking(Arc::new(scenario), &services, config).unwrap();
+    let outcome = run_on(
+        scenario,
+        &services,
+        |o| sopsim::RunOptions {
+            max_turns: Some(2),
+            seed: 1,
+            ..o
+        },
+        sopsim::RunIo::default(),
+    )
+    .unwrap();
     let calls = &outcome.summary.tools.calls["catalogue"];
     // Decoded under the schema, every call parses and validates: none is refused.
     assert!(calls.get("ok").copied().unwrap_or(0) >= 1, "{calls:?}");

@@ -899,13 +899,14 @@ fn debate_where_ben_goes_on_as_ada(
         },
     );
     let services = services_with(std::sync::Arc::new(backend(&server, stream, 2, 5000)));
-    let outcome = sopsim::simulation::run_blocking(
-        std::sync::Arc::new(example("debate")),
+    let outcome = run_on(
+        example("debate"),
         &services,
-        sopsim::simulation::RunConfig {
+        |o| sopsim::RunOptions {
             max_turns: Some(2),
-            ..sopsim::simulation::RunConfig::default()
+            ..o
         },
+        sopsim::RunIo::default(),
     )
     .unwrap();
     (outcome, server.requests())

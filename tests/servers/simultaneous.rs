@@ -17,10 +17,9 @@ use sopsim::llm::openai::{OpenAiBackend, OpenAiOptions, RetryPolicy};
 use sopsim::llm::{
     CallKind, Completion, LlmBackend, LlmError, LlmRequest, ScriptedBackend, TokenSink,
 };
-use sopsim::scenario::{
-    self, FieldPath, OutcomeRules, Scenario, ScenarioBuilder, StateBuilder, Turns,
-};
-use sopsim::simulation::{run_blocking, RunConfig, RunOutcome};
+use sopsim::scenario::{FieldPath, OutcomeRules, Scenario, ScenarioBuilder, StateBuilder, Turns};
+use sopsim::simulation::RunOutcome;
+use sopsim::RunIo;
 
 fn game() -> Scenario {
     let mut s = ScenarioBuilder::new("rounds")
@@ -50,7 +49,9 @@ fn load(doc: Value) -> Scenario {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.json");
     std::fs::write(&path, doc.to_string()).unwrap();
-    scenario::load(&path).unwrap_or_else(|e| panic!("{}", sopsim::error::chain(&e)))
+    sopsim::load(path.as_path(), &[])
+        .unwrap_or_else(|e| panic!("{}", sopsim::error::chain(&e)))
+        .scenario
 }
 
 /// Four rounds with retrieval (`top_k`), a summary due every three messages, and a
@@ -101,10 +102,11 @@ fn backend(base: &str) -> OpenAiBackend {
 /// the roles; checks the replies went out in that order.
 fn play_against(scenario: Scenario, order: &[&str]) -> (RunOutcome, GatedServer) {
     let server = GatedServer::start(2, order);
-    let outcome = run_blocking(
-        Arc::new(scenario),
+    let outcome = run_on(
+        scenario,
         &services_with(Arc::new(backend(&server.base))),
-        RunConfig::default(),
+        |o| o,
+        RunIo::default(),
     )
     .unwrap();
     assert_eq!(outcome.summary.ended_by.as_str(), "end");
@@ -449,11 +451,11 @@ fn play_tools(slow: &str) -> (RunOutcome, Vec<Value>, Vec<LlmRequest>) {
         requests: Mutex::default(),
     });
     let shown = Arc::new(Shown::default());
-    let config = RunConfig {
+    let io = RunIo {
         sinks: vec![shown.clone()],
-        ..RunConfig::default()
+        ..RunIo::default()
     };
-    let outcome = run_blocking(Arc::new(scenario), &services_with(llm.clone()), config).unwrap();
+    let outcome = run_on(scenario, &services_with(llm.clone()), |o| o, io).unwrap();
     assert_eq!(outcome.summary.ended_by.as_str(), "end");
     let shown = shown.0.lock().unwrap().clone();
     let requests = llm.requests.lock().unwrap().clone();

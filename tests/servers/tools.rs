@@ -18,7 +18,8 @@ use sopsim::llm::record::{Recorder, Replayer};
 use sopsim::llm::{LlmBackend, ScriptedBackend};
 use sopsim::scenario::{self, Mode, Scenario};
 use sopsim::simulation::MessageKind;
-use sopsim::simulation::{run_blocking, RunConfig, RunOutcome};
+use sopsim::simulation::RunOutcome;
+use sopsim::{RunIo, RunOptions};
 
 fn scenario_from(doc: Value) -> Scenario {
     scenario_with(doc, &[])
@@ -35,7 +36,9 @@ fn scenario_with(doc: Value, files: &[(&str, std::path::PathBuf)]) -> Scenario {
     }
     let path = dir.join("s.json");
     std::fs::write(&path, doc.to_string()).unwrap();
-    scenario::load(&path).unwrap_or_else(|e| panic!("{}", sopsim::error::chain(&e)))
+    sopsim::load(path.as_path(), &[])
+        .unwrap_or_else(|e| panic!("{}", sopsim::error::chain(&e)))
+        .scenario
 }
 
 /// One worker with a calculator and dice, `steps` decisions per turn.
@@ -79,12 +82,7 @@ fn openai(server: &Server, stream: bool) -> Arc<dyn LlmBackend> {
 }
 
 fn run(scenario: Scenario, llm: Arc<dyn LlmBackend>) -> RunOutcome {
-    run_blocking(
-        Arc::new(scenario),
-        &services_with(llm),
-        RunConfig::default(),
-    )
-    .unwrap()
+    run_on(scenario, &services_with(llm), |o| o, RunIo::default()).unwrap()
 }
 
 fn call(name: &str, args: &str) -> Reply {
@@ -493,13 +491,9 @@ fn run_if_tools_run_before_the_decision_and_unavailable_ones_say_why() {
 #[test]
 fn dice_replay_by_seed_and_differ_between_seeds() {
     let totals = |seed| {
-        let config = RunConfig {
-            seed,
-            ..RunConfig::default()
-        };
         let s = rules_scenario();
         let services = services_with(Arc::new(ScriptedBackend::new(s.script.clone())));
-        let o = run_blocking(Arc::new(s), &services, config).unwrap();
+        let o = run_on(s, &services, |o| RunOptions { seed, ..o }, RunIo::default()).unwrap();
         o.environment.store["roll"]["dice"][0]["objects"][0]["rolls"].clone()
     };
     assert_eq!(totals(7), totals(7));

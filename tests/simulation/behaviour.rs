@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::common::*;
 use sopsim::llm::{CallKind, ScriptedBackend};
 use sopsim::scenario::{JudgePrompts, Mode, ScenarioBuilder, Script, SpeakerRule, StateBuilder};
-use sopsim::simulation::{run_blocking, RunConfig};
+use sopsim::{RunIo, RunOptions};
 
 /// Prompts of `agent`'s own turns in `state`.
 fn act_prompts(reqs: &[sopsim::llm::LlmRequest], agent: &str, state: &str) -> Vec<String> {
@@ -246,14 +246,14 @@ fn no_prompt_exceeds_the_budget() {
 #[test]
 fn the_turn_limit_ends_the_run() {
     let s = example("debate");
-    let config = RunConfig {
-        max_turns: Some(4),
-        ..RunConfig::default()
-    };
-    let outcome = run_blocking(
-        Arc::new(s.clone()),
+    let outcome = run_on(
+        s.clone(),
         &services_with(Arc::new(ScriptedBackend::new(s.script.clone()))),
-        config,
+        |o| RunOptions {
+            max_turns: Some(4),
+            ..o
+        },
+        RunIo::default(),
     )
     .unwrap();
     assert_eq!(
@@ -278,18 +278,18 @@ fn human_input_ending_ends_the_run_cleanly() {
 #[test]
 fn an_unknown_human_is_bad_input() {
     let s = example("debate");
-    let config = RunConfig {
-        humans: vec!["Zed".into()],
-        ..RunConfig::default()
-    };
-    let err = run_blocking(
-        Arc::new(s.clone()),
+    let err = run_on(
+        s.clone(),
         &services_with(Arc::new(ScriptedBackend::new(None))),
-        config,
+        |o| RunOptions {
+            humans: vec!["Zed".into()],
+            ..o
+        },
+        RunIo::default(),
     )
     .unwrap_err();
     assert!(
-        matches!(&err, sopsim::error::SimError::UnknownHuman { name, .. } if name == "Zed"),
+        matches!(&*err, sopsim::RunError::Sim(sopsim::error::SimError::UnknownHuman { name, .. }) if name == "Zed"),
         "{err}"
     );
     assert!(err.is_bad_input());
@@ -348,11 +348,16 @@ fn the_other_candidates_are_drawn_only_when_the_first_is_flawed() {
         asked: Default::default(),
     });
     let services = services_with(backend.clone());
-    let config = RunConfig {
-        max_turns: Some(3),
-        ..RunConfig::default()
-    };
-    let outcome = run_blocking(Arc::new(example("debate")), &services, config).unwrap();
+    let outcome = run_on(
+        example("debate"),
+        &services,
+        |o| RunOptions {
+            max_turns: Some(3),
+            ..o
+        },
+        RunIo::default(),
+    )
+    .unwrap();
     let replies: Vec<&str> = outcome
         .transcript
         .iter()

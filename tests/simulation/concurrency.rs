@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::common::*;
 use sopsim::llm::{CallKind, ScriptedBackend};
 use sopsim::scenario::{Mode, ScenarioBuilder, Script, StateBuilder};
-use sopsim::simulation::{run, RunConfig};
+use sopsim::{run_async, RunIo, RunOptions};
 
 const SIMS: usize = 200;
 
@@ -50,12 +50,14 @@ fn two_hundred_simulations_run_at_once_without_mixing_memories() {
     let scenarios: Vec<_> = (0..SIMS).map(|i| Arc::new(scenario(i))).collect();
     let outcomes = actix::System::new().block_on(async {
         let runs = scenarios.iter().enumerate().map(|(i, s)| {
-            run(
-                s.clone(),
-                &services,
-                RunConfig {
+            run_async(
+                RunOptions {
                     seed: i as u64,
-                    ..RunConfig::default()
+                    ..RunOptions::new(s.clone())
+                },
+                RunIo {
+                    services: Some(services.clone()),
+                    ..RunIo::default()
                 },
             )
         });

@@ -10,9 +10,8 @@ fn the_readme_example_runs() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let start = readme.find("```json\n").expect("a JSON example") + "```json\n".len();
     let end = start + readme[start..].find("```").unwrap();
-    let doc = sopsim::scenario::parse_json(std::path::Path::new("README.md"), &readme[start..end])
-        .unwrap();
-    let scenario = sopsim::scenario::from_document(std::path::Path::new("README.md"), doc).unwrap();
+    let doc = serde_json::from_str(&readme[start..end]).unwrap();
+    let scenario = load_document(std::path::Path::new("README.md"), doc).unwrap();
     let (outcome, _) = run_recorded(&scenario, None, 0, &[]);
     assert_eq!(outcome.summary.ended_by.as_str(), "end");
     assert_eq!(
@@ -35,8 +34,7 @@ fn the_guides_outcomes_example_validates_in_the_prisoners_dilemma() {
     let mut game: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     game["outcomes"] = snippet["outcomes"].clone();
-    let doc = sopsim::scenario::parse_json(&file, &game.to_string()).unwrap();
-    let scenario = sopsim::scenario::from_document(&file, doc).unwrap();
+    let scenario = load_document(&file, game).unwrap();
     assert!(scenario.outcomes.unwrap().scores.contains_key("promises"));
 }
 

@@ -8,7 +8,8 @@ use crate::common::*;
 use sopsim::embed::{EmbedError, EmbedService, Embedder, HashEmbedder};
 use sopsim::llm::Estimator;
 use sopsim::llm::ScriptedBackend;
-use sopsim::simulation::{run_blocking, RunConfig, Services};
+use sopsim::simulation::Services;
+use sopsim::RunIo;
 
 /// A model-like embedder (runs on the worker pool) that counts the texts it embeds.
 struct Counting {
@@ -42,7 +43,7 @@ fn each_message_is_embedded_exactly_once() {
         counter: Arc::new(Estimator),
         prices: Default::default(),
     };
-    let outcome = run_blocking(Arc::new(s), &services, RunConfig::default()).unwrap();
+    let outcome = run_on(s, &services, |o| o, RunIo::default()).unwrap();
     assert_eq!(
         counting.texts.load(Ordering::SeqCst) as u64,
         outcome.summary.turns

@@ -1,6 +1,6 @@
-//! `runner::run` as a library user calls it: its own event sink, a cancellation token
-//! that stops the run at a turn boundary with every finished turn kept, and controls
-//! that pause, step and stop it.
+//! `sopsim::run` as a library user calls it: a file, a document or a built scenario;
+//! its own event sink, a cancellation token that stops the run at a turn boundary with
+//! every finished turn kept, and controls that pause, step and stop it.
 
 use std::sync::{Arc, Mutex};
 
@@ -61,6 +61,7 @@ fn a_cancelled_run_stops_at_a_turn_boundary_and_keeps_its_turns() {
         human_input: None,
         cancel: token,
         control: None,
+        services: None,
     };
     let outcome = runner::run(&opts, io).unwrap();
     assert_eq!(outcome.summary.ended_by, EndReason::Interrupted);
@@ -192,4 +193,53 @@ fn streamed_pieces_reach_only_a_run_whose_sinks_ask_for_them() {
     let (streamed, said) = pieces_and_messages(true);
     assert!(streamed > said, "{streamed} pieces for {said} messages");
     assert_eq!(pieces_and_messages(false), (0, said));
+}
+
+/// The one way in takes a file, a document made in code or a built scenario, and gives
+/// the same run for each; a built scenario's folder names it by its JSON's digest.
+#[test]
+fn a_file_a_document_and_a_built_scenario_run_the_same_way() {
+    let file = crate::common::root().join("scenarios/debate.json");
+    let document: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let built = sopsim::load(file.as_path(), &[]).unwrap().scenario;
+    let sources = [
+        sopsim::ScenarioSource::File(file.clone()),
+        sopsim::ScenarioSource::Document {
+            origin: file.clone(),
+            document,
+        },
+        sopsim::ScenarioSource::Built(Arc::new(built.clone())),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut transcripts = Vec::new();
+    for (i, source) in sources.into_iter().enumerate() {
+        let out = dir.path().join(i.to_string());
+        let opts = RunOptions {
+            scenario: source,
+            out: Some(out.clone()),
+            max_turns: Some(5),
+            ..scripted_debate()
+        };
+        let outcome = runner::run(&opts, RunIo::default()).unwrap();
+        assert_eq!(outcome.summary.turns, 5);
+        let written = std::fs::read_to_string(out.join("transcript.jsonl")).unwrap();
+        assert_eq!(written.lines().count(), 5);
+        transcripts.push(written);
+    }
+    assert_eq!(transcripts[0], transcripts[1]);
+    assert_eq!(transcripts[0], transcripts[2]);
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("2/run.json")).unwrap())
+            .unwrap();
+    let digest = sha256_hex(serde_json::to_string(&built).unwrap().as_bytes());
+    assert_eq!(run["scenario_sha256"], digest.as_str());
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

@@ -5,13 +5,13 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use sopsim::llm::CallKind;
-use sopsim::scenario::{from_document, Mode, Scenario};
+use sopsim::scenario::{Mode, Scenario};
 
 use crate::common::*;
 
 /// A host opens, then six members on a ring play three simultaneous rounds.
 fn ring_of_six() -> Scenario {
-    from_document(
+    load_document(
         std::path::Path::new("ring.json"),
         serde_json::json!({
             "name": "ring",

@@ -5,10 +5,13 @@
 //! actix actor; a Director decides who speaks; memory keeps a long-term log, short-term
 //! summaries and an embedding index for relevant-history retrieval.
 //!
+//! There is one way in: [`load`] a scenario (a file, a document made in code, or one
+//! built in code), and [`run`] it — or await [`run_async`] in async code.
+//!
 //! ```no_run
-//! use std::sync::Arc;
 //! use sopsim::scenario::{ScenarioBuilder, StateBuilder};
-//! use sopsim::simulation::{run_blocking, RunConfig, Services};
+//! use sopsim::simulation::Services;
+//! use sopsim::{run, RunIo, RunOptions};
 //!
 //! let scenario = ScenarioBuilder::new("interview")
 //!     .agent("Ada", |a| a.plays("talk", "Interviewer"))
@@ -18,8 +21,9 @@
 //!         .max_turns(4)
 //!         .next(["end"]))
 //!     .build()?;
-//! let services = Services::scripted(&scenario);
-//! let outcome = run_blocking(Arc::new(scenario), &services, RunConfig::default())?;
+//! // Replies from the scenario's own script; without `services`, the options' models.
+//! let services = Some(Services::scripted(&scenario));
+//! let outcome = run(&RunOptions::new(scenario), RunIo { services, ..RunIo::default() })?;
 //! for m in &outcome.transcript {
 //!     println!("{}: {}", m.name, m.content);
 //! }
@@ -33,8 +37,8 @@
 //!
 //! ```no_run
 //! use sopsim::error::CancelToken;
-//! use sopsim::runner::{run, RunIo, RunOptions};
 //! use sopsim::setup::{LlmChoice, ModelOptions};
+//! use sopsim::{run, RunIo, RunOptions};
 //!
 //! let cancel = CancelToken::new();
 //! let opts = RunOptions {
@@ -49,25 +53,26 @@
 //! ```
 //!
 //! `run` blocks on a runtime of its own; async code running in an actix `System` awaits
-//! [`runner::run_async`] instead. `examples/run_file.rs` is a complete program.
+//! [`run_async`] instead. `examples/run_file.rs` is a complete program.
 //!
 //! # The public API
 //!
-//! Twelve modules are the front door: [`scenario`] (the format), [`simulation`] (one
-//! simulation in memory), [`runner`] (a scenario file run into a folder), [`setup`]
-//! (model options), [`bench`](mod@bench), [`events`], [`human`], [`error`], [`llm`], [`embed`],
-//! [`models`] and [`tools`]. Everything else is private to the crate; the few of its
-//! types a caller meets are re-exported where the caller meets them: the transcript's
-//! [`simulation::Message`], the reply budget [`llm::ReplyBudget`], a run folder's
-//! [`runner::OutputFolder`], the quality figures [`events::ReplyQuality`].
+//! The front door is [`load`], [`run`] and [`run_async`] with their options and
+//! errors ([`runner`]). Behind it, eleven modules: [`scenario`] (the format),
+//! [`simulation`] (what a run gives back: transcript, summary, services), [`setup`]
+//! (model options), [`bench`](mod@bench), [`events`], [`human`], [`error`], [`llm`],
+//! [`embed`], [`models`] and [`tools`]. Everything else is private to the crate; the
+//! few of its types a caller meets are re-exported where the caller meets them: the
+//! transcript's [`simulation::Message`], the reply budget [`llm::ReplyBudget`], a run
+//! folder's [`runner::OutputFolder`], the quality figures [`events::ReplyQuality`].
 //!
 //! # Layout
 //!
 //! The pure logic (the scenario format, SOP routing, memory, prompts, the
 //! Environment's rules, reply quality, the Director's state between turns) is the
 //! `sopsim-core` crate, free of actors and model calls; its modules are used here
-//! under their own names (`crate::memory`, `crate::prompt`…) and [`scenario`] is
-//! re-exported whole. This crate runs simulations on it.
+//! under their own names (`crate::memory`, `crate::prompt`…); [`scenario`] re-exports
+//! the format's types, not the core's loaders. This crate runs simulations on it.
 //!
 //! - [`tools`]: the built-in tool kinds, and the decision agent's logic (what a
 //!   decision sees, reading it).
@@ -82,19 +87,18 @@
 //!
 //! Running:
 //! - `actors`: Director, Agent and Environment actors and their messages.
-//! - [`simulation`]: wiring one simulation, running it, its summary.
+//! - [`simulation`]: wiring one simulation, running it; what it gives back.
 //! - [`events`], `output`, [`human`]: the event stream and `events.jsonl`, run
 //!   files, where people's turns come from; `journal`: every answer a run got, which
 //!   a resumed run answers from.
 //! - [`setup`]: typed model options → backends, embedder, prices; errors naming the
 //!   setting at fault.
-//! - [`runner`]: `sopsim run` as a library call; [`error`]: run errors, the
+//! - [`runner`]: the front door, `sopsim run` as a library call; [`error`]: run errors, the
 //!   cancellation token, error chains.
 //! - [`models`]: the local models sopsim knows, fetched from PyPI and checked.
 //! - [`bench`](mod@bench): `sopsim bench`: scenario × mode × seed, run many at once, outcomes,
 //!   statistics, report and plots.
 
-pub use sopsim_core::scenario;
 // The core's modules, under the names the rest of this crate uses.
 pub(crate) use sopsim_core::{
     action, digest, environment, error_chain, files, memory, network, prompt, quality, run_state,
@@ -116,9 +120,12 @@ pub use sopsim_models as models;
 pub(crate) mod output;
 pub(crate) mod output_folder;
 pub mod runner;
+pub mod scenario;
 pub mod setup;
 pub mod simulation;
 pub mod tools;
+
+pub use runner::{load, run, run_async, Loaded, RunError, RunIo, RunOptions, ScenarioSource};
 
 /// Internals the fuzz targets drive directly (`cargo fuzz` builds with `--cfg fuzzing`).
 #[cfg(fuzzing)]

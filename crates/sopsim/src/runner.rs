@@ -1,6 +1,7 @@
-//! `sopsim run` as a library call: load a scenario file, build the services the options
-//! ask for, run it with the caller's event sinks and cancellation token, write the run's
-//! files. Nothing here prints, exits or installs a signal handler.
+//! The front door: [`load`] a scenario and [`run`] it (or [`run_async`]) as `sopsim run`
+//! does — build the services the options ask for (or take the caller's), run it with the
+//! caller's event sinks and cancellation token, write the run's files. Nothing here
+//! prints, exits or installs a signal handler.
 
 pub use crate::control::{Control, RunControl};
 pub use crate::output::{read_run_files, Existing, OutFolderError, RunFiles};
@@ -16,19 +17,128 @@ use crate::events::{EventSink, FrontendLog};
 use crate::human::{HumanInput, UntilCancelled};
 use crate::journal::{Journal, Journaled, JournaledInput, JOURNAL_FILE};
 use crate::output::{RunDir, RunIdentity, TranscriptWriter, EVENTS_RESUMING, RUN_FILE, WORLD_FILE};
-use crate::scenario::Scenario;
-use crate::scenario::{CommandConsent, Mode};
+use crate::scenario::aiwaves::Imported;
+use crate::scenario::{CommandConsent, Mode, Scenario};
 use crate::setup::{self, ModelOptions, SetupError};
 use crate::simulation::{self, EndReason, RunConfig, RunOutcome, Services};
+
+/// The scenario a run plays: `From` a path, a [`Scenario`] or an `Arc` of one.
+#[derive(Debug, Clone)]
+pub enum ScenarioSource {
+    /// A scenario file: native, or an aiwaves config translated.
+    File(PathBuf),
+    /// A scenario document made in code (a Python dict): `origin` names it, and its
+    /// folder is where the files it names are looked up.
+    Document {
+        origin: PathBuf,
+        document: serde_json::Value,
+    },
+    /// A scenario built in code ([`ScenarioBuilder`](crate::scenario::ScenarioBuilder)
+    /// validates it) or loaded before.
+    Built(Arc<Scenario>),
+}
+
+impl ScenarioSource {
+    /// What errors and `run.json` call the scenario: its file, or a built one's name.
+    pub fn origin(&self) -> PathBuf {
+        match self {
+            ScenarioSource::File(path) => path.clone(),
+            ScenarioSource::Document { origin, .. } => origin.clone(),
+            ScenarioSource::Built(scenario) => PathBuf::from(&scenario.name),
+        }
+    }
+
+    /// The SHA-256 `run.json` keeps of the scenario: a file's bytes, or the JSON of a
+    /// document or a built scenario.
+    fn sha256(&self) -> Result<String, SimError> {
+        let json = match self {
+            ScenarioSource::File(path) => {
+                return file_sha256(path).map_err(|source| SimError::Io {
+                    what: path.display().to_string(),
+                    source,
+                })
+            }
+            ScenarioSource::Document { document, .. } => document.to_string(),
+            ScenarioSource::Built(scenario) => serde_json::to_string(&**scenario)
+                .map_err(|_| SimError::Internal("a built scenario did not serialize"))?,
+        };
+        Ok(crate::digest::sha256_hex(json.as_bytes()))
+    }
+}
+
+impl From<PathBuf> for ScenarioSource {
+    fn from(path: PathBuf) -> Self {
+        ScenarioSource::File(path)
+    }
+}
+
+impl From<&Path> for ScenarioSource {
+    fn from(path: &Path) -> Self {
+        ScenarioSource::File(path.to_path_buf())
+    }
+}
+
+impl From<&str> for ScenarioSource {
+    fn from(path: &str) -> Self {
+        ScenarioSource::File(PathBuf::from(path))
+    }
+}
+
+impl From<Scenario> for ScenarioSource {
+    fn from(scenario: Scenario) -> Self {
+        ScenarioSource::Built(Arc::new(scenario))
+    }
+}
+
+impl From<Arc<Scenario>> for ScenarioSource {
+    fn from(scenario: Arc<Scenario>) -> Self {
+        ScenarioSource::Built(scenario)
+    }
+}
+
+/// A scenario ready to run, and what translating an aiwaves config could not carry
+/// over.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub scenario: Scenario,
+    pub imported: Imported,
+}
+
+/// Loads and validates a scenario as [`run`] does: files it names (knowledge bases,
+/// tables) must lie in its folder or in `allowed`, and populations this machine has not
+/// the memory to run are refused before their members are made.
+pub fn load(source: impl Into<ScenarioSource>, allowed: &[PathBuf]) -> Result<Loaded, SetupError> {
+    let (scenario, imported) = load_source(&source.into(), allowed)?;
+    Ok(Loaded {
+        scenario: Arc::unwrap_or_clone(scenario),
+        imported,
+    })
+}
+
+/// [`load`], keeping a built scenario shared.
+fn load_source(
+    source: &ScenarioSource,
+    allowed: &[PathBuf],
+) -> Result<(Arc<Scenario>, Imported), SetupError> {
+    let (scenario, imported) = match source {
+        ScenarioSource::File(path) => {
+            let (scenario, imported) = setup::load(path, allowed)?;
+            (Arc::new(scenario), imported)
+        }
+        ScenarioSource::Document { origin, document } => {
+            let (scenario, imported) = setup::load_document(origin, document.clone(), allowed)?;
+            (Arc::new(scenario), imported)
+        }
+        ScenarioSource::Built(scenario) => (scenario.clone(), None),
+    };
+    setup::check_memory(&source.origin(), &scenario, 1)?;
+    Ok((scenario, imported.unwrap_or_default()))
+}
 
 /// What to run and where its files go.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    pub scenario: PathBuf,
-    /// The scenario itself, when it is not read from `scenario` (made in code, e.g. a
-    /// Python dict): `scenario` then names it, and its folder is where the files it
-    /// names are looked up.
-    pub document: Option<serde_json::Value>,
+    pub scenario: ScenarioSource,
     /// Write `transcript.jsonl`, `events.jsonl`, `environment.json` and `summary.json`
     /// here.
     pub out: Option<PathBuf>,
@@ -55,10 +165,9 @@ pub struct RunOptions {
 impl RunOptions {
     /// `scenario` as `sopsim run SCENARIO` runs it: seed 0, the local models, no files
     /// written, no limits beyond the scenario's own.
-    pub fn new(scenario: impl Into<PathBuf>) -> Self {
+    pub fn new(scenario: impl Into<ScenarioSource>) -> Self {
         Self {
             scenario: scenario.into(),
-            document: None,
             out: None,
             mode: None,
             seed: 0,
@@ -145,16 +254,20 @@ impl RunError {
 }
 
 /// What the caller connects to a run: where its events go, where people's turns come
-/// from, the token that stops it, and the controls that pause and step it.
+/// from, the token that stops it, the controls that pause and step it, and models of
+/// its own.
 #[derive(Clone, Default)]
 pub struct RunIo {
     pub sinks: Vec<Arc<dyn EventSink>>,
     pub human_input: Option<Arc<dyn HumanInput>>,
     pub cancel: CancelToken,
     pub control: Option<RunControl>,
+    /// The model backend, embedder and prices to run on instead of those
+    /// `RunOptions::models` names ([`Services::scripted`], a backend of the caller's).
+    pub services: Option<Services>,
 }
 
-/// Runs a scenario file as `sopsim run` does, telling `io.sinks` what happens, stopping
+/// Runs a scenario as `sopsim run` does, telling `io.sinks` what happens, stopping
 /// at the next turn boundary once `io.cancel` is cancelled.
 ///
 /// It blocks: it starts an actix `System` (with a tokio runtime of its own) in the
@@ -177,12 +290,22 @@ pub fn run(opts: &RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
 /// models, asking a server which model it serves, creating files) go to the runtime's
 /// blocking threads, the simulation runs on the caller's system.
 pub async fn run_async(opts: RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
-    let (opts, prepared) = tokio::task::spawn_blocking(move || {
-        let prepared = prepare(&opts, io);
-        (opts, prepared)
-    })
-    .await
-    .map_err(|_| SimError::Internal("setting the run up panicked"))?;
+    // A built scenario on the caller's services with no files has nothing to block on.
+    let blocks = !matches!(opts.scenario, ScenarioSource::Built(_))
+        || io.services.is_none()
+        || opts.out.is_some();
+    let (opts, prepared) = match blocks {
+        false => {
+            let prepared = prepare(&opts, io);
+            (opts, prepared)
+        }
+        true => tokio::task::spawn_blocking(move || {
+            let prepared = prepare(&opts, io);
+            (opts, prepared)
+        })
+        .await
+        .map_err(|_| SimError::Internal("setting the run up panicked"))?,
+    };
     let prepared = prepared?;
     let outcome = simulation::run(
         prepared.scenario.clone(),
@@ -211,48 +334,40 @@ struct OutputFiles {
 }
 
 /// Loads the scenario, builds the services the options ask for and creates the run's
-/// files (blocking).
+/// files (blocking, but for a built scenario on the caller's services with no files).
 fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
     let RunIo {
         mut sinks,
         human_input,
         cancel,
         control,
+        services,
     } = io;
-    let (mut scenario, imported) = match &opts.document {
-        Some(doc) => setup::load_document(&opts.scenario, doc.clone(), &opts.allowed_paths)?,
-        None => setup::load(&opts.scenario, &opts.allowed_paths)?,
-    };
-    setup::check_memory(&opts.scenario, &scenario, 1)?;
+    let (mut scenario, imported) = load_source(&opts.scenario, &opts.allowed_paths)?;
     setup::check_round_fits(&scenario, opts.max_turns)?;
     opts.allowed_commands
         .check(&scenario)
         .map_err(|refused| SetupError::NotAllowed {
-            path: opts.scenario.clone(),
+            path: opts.scenario.origin(),
             refused,
         })?;
-    let imported = imported.unwrap_or_default();
-    let services = setup::assemble(&opts.models, [(&mut scenario, &imported)])?
-        .pop()
-        .ok_or(SimError::Internal(
-            "no services were assembled for the scenario",
-        ))?;
-    let scenario = Arc::new(scenario);
+    let mut services = match services {
+        Some(services) => services,
+        // Unshared but for a built scenario, which is then copied to be set up.
+        None => setup::assemble(&opts.models, [(Arc::make_mut(&mut scenario), &imported)])?
+            .pop()
+            .ok_or(SimError::Internal(
+                "no services were assembled for the scenario",
+            ))?,
+    };
     let mode = opts.mode.unwrap_or(scenario.environment.mode);
-    let mut services = services;
     let mut human_input = human_input
         .map(|h| Arc::new(UntilCancelled::new(h, cancel.clone())) as Arc<dyn HumanInput>);
     let (dir, transcript, world_log, events) = match &opts.out {
         Some(out) => {
             let identity = RunIdentity {
                 sopsim: env!("CARGO_PKG_VERSION").to_string(),
-                scenario_sha256: match &opts.document {
-                    Some(doc) => crate::digest::sha256_hex(doc.to_string().as_bytes()),
-                    None => file_sha256(&opts.scenario).map_err(|source| SimError::Io {
-                        what: opts.scenario.display().to_string(),
-                        source,
-                    })?,
-                },
+                scenario_sha256: opts.scenario.sha256()?,
                 seed: opts.seed,
                 mode,
                 llm: services.llm.describe(),

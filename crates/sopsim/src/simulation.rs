@@ -1,5 +1,7 @@
-//! Running simulations: wire the actors for one scenario, run it to the end, and
-//! collect the transcript, the Environment and the summary.
+//! One simulation: wire the actors for a scenario, run it to the end, and collect the
+//! transcript, the Environment and the summary. Callers run one through
+//! [`crate::run`]; what is public here is what a run gives back and the [`Services`] it
+//! may be given.
 //!
 //! Any number of simulations can run at once in one actix `System`; they share the
 //! [`Services`] (the model backend and the embedding service) and nothing else.
@@ -60,7 +62,7 @@ impl Services {
 
 /// Settings of one run.
 #[derive(Default)]
-pub struct RunConfig {
+pub(crate) struct RunConfig {
     /// Overrides the scenario's `environment.type`.
     pub mode: Option<Mode>,
     pub seed: u64,
@@ -235,9 +237,8 @@ pub struct RunOutcome {
     pub error: Option<SimError>,
 }
 
-/// Runs one simulation to its end. Must be called inside an actix `System`
-/// (see [`run_blocking`]).
-pub async fn run(
+/// Runs one simulation to its end. Must be called inside an actix `System`.
+pub(crate) async fn run(
     scenario: Arc<Scenario>,
     services: &Services,
     config: RunConfig,
@@ -503,13 +504,4 @@ fn summarise(
             .collect(),
         wall_ms: started.elapsed().as_millis() as u64,
     }
-}
-
-/// Runs one simulation on a fresh actix `System` in this thread.
-pub fn run_blocking(
-    scenario: Arc<Scenario>,
-    services: &Services,
-    config: RunConfig,
-) -> Result<RunOutcome, SimError> {
-    actix::System::new().block_on(run(scenario, services, config))
 }

@@ -48,6 +48,8 @@ pub enum ScenarioError {
         column: usize,
         message: String,
     },
+    #[error("{path}: not an aiwaves config (it has no root, relations and states)")]
+    NotAiwaves { path: PathBuf },
     #[error("{path}: {count} problem(s):\n{}", render(.problems))]
     Invalid {
         path: PathBuf,
@@ -375,11 +377,6 @@ fn add_populations(scenario: &mut Scenario, folder: &Folder) -> Vec<Problem> {
     problems
 }
 
-/// Loads and validates a scenario file (native, or an aiwaves config translated).
-pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-    load_any(path).map(|(s, _)| s)
-}
-
 /// Resolves every knowledge-base path against the scenario's folder, and checks each
 /// file: it must exist, lie inside the scenario's folder or one of `allowed` (a
 /// shared config must not read `../../../etc/passwd` into a prompt), and hold entries.
@@ -458,25 +455,25 @@ fn resolve_files(
     }
 }
 
-/// Loads a native scenario or an aiwaves 1.x config, telling them apart by their keys.
-/// For an aiwaves config, also returns what the translation could not carry over.
-/// Files the scenario names must lie in its own folder.
-pub fn load_any(path: &Path) -> Result<(Scenario, Option<Imported>), ScenarioError> {
-    load_any_with(path, &[])
-}
-
-/// [`load_any`], with files also allowed from the folders in `allowed`.
-pub fn load_any_with(
-    path: &Path,
-    allowed: &[PathBuf],
-) -> Result<(Scenario, Option<Imported>), ScenarioError> {
+/// Translates the aiwaves config at `path` into a native scenario document (`sopsim
+/// import`), checked to be a valid scenario, with what the translation could not carry
+/// over.
+pub fn translate_aiwaves(path: &Path) -> Result<(Value, Imported), ScenarioError> {
     let text = read_text(path)?;
     let doc = parse_json(path, &text)?;
-    load_document_with(path, doc, allowed)
+    if !is_aiwaves(&doc) {
+        return Err(ScenarioError::NotAiwaves {
+            path: path.to_path_buf(),
+        });
+    }
+    let (native, imported) = import_aiwaves(path, &doc)?;
+    from_document(path, native.clone())?;
+    Ok((native, imported))
 }
 
-/// [`load_any_with`] for a document already parsed (a scenario made in another
-/// language, as a dict): `path` names it in errors, and its folder is where the files
+/// Loads a scenario document already parsed: native, or an aiwaves 1.x config told
+/// apart by its keys and translated (with what the translation could not carry over).
+/// `path` names it in errors, and its folder (or one of `allowed`) is where the files
 /// it names are looked up.
 pub fn load_document_with(
     path: &Path,

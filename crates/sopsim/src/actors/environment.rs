@@ -339,7 +339,11 @@ mod tests {
     #[test]
     fn tool_results_go_to_the_store_and_errors_to_the_tool() {
         let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/debate.json");
-        let s = Arc::new(crate::scenario::load(std::path::Path::new(file)).unwrap());
+        let s = Arc::new(
+            crate::runner::load(std::path::Path::new(file), &[])
+                .unwrap()
+                .scenario,
+        );
         let snapshot = actix::System::new().block_on(async {
             let services = crate::simulation::Services::scripted(&s);
             let env = actix::Actor::start(EnvironmentActor::new(

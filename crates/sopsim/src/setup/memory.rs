@@ -10,7 +10,7 @@ use crate::scenario::Scenario;
 /// Peak memory per agent of a population run of one round, its files written
 /// (`benches/population_scale.py`, scripted, one round: 5.2 KiB an agent at 1,000,000
 /// agents, 5.5 KiB at 100,000).
-pub const BYTES_PER_AGENT: u64 = 6 << 10;
+pub(crate) const BYTES_PER_AGENT: u64 = 6 << 10;
 /// What each turn after the first round adds: its message, kept in memory, and its
 /// place in the views of those who see it (a scripted public-goods round of 100,000
 /// agents on a ring, release build, 2026-12-05: 591 MB after one round, 860 MB after
@@ -115,7 +115,10 @@ const STYLE_COPIES: u64 = 3;
 
 /// Refuses a turn limit below the turns of one round of the scenario's largest
 /// simultaneous state: the run would end before its first round, having said nothing.
-pub fn check_round_fits(scenario: &Scenario, max_turns: Option<u64>) -> Result<(), SetupError> {
+pub(crate) fn check_round_fits(
+    scenario: &Scenario,
+    max_turns: Option<u64>,
+) -> Result<(), SetupError> {
     let max_turns = max_turns.unwrap_or(scenario.sop.max_turns);
     match scenario.largest_round() {
         Some((state, turns)) if turns > max_turns => Err(SetupError::RoundTooLong {
@@ -130,7 +133,11 @@ pub fn check_round_fits(scenario: &Scenario, max_turns: Option<u64>) -> Result<(
 /// Refuses a scenario with populations whose runs would not fit the memory this machine
 /// has free (`MemAvailable`), before anything starts. Scenarios of named agents are
 /// small, and a machine that does not say what is free is not checked.
-pub fn check_memory(path: &Path, scenario: &Scenario, runs: usize) -> Result<(), SetupError> {
+pub(crate) fn check_memory(
+    path: &Path,
+    scenario: &Scenario,
+    runs: usize,
+) -> Result<(), SetupError> {
     if scenario.populations.is_empty() {
         return Ok(());
     }
@@ -193,7 +200,7 @@ const BYTES_PER_PLANNED_RUN: u64 = 2 << 10;
 
 /// Refuses a benchmark whose plan of `planned` runs would not fit the memory this
 /// machine has free, before anything is planned.
-pub fn check_plan_fits(planned: u64) -> Result<(), SetupError> {
+pub(crate) fn check_plan_fits(planned: u64) -> Result<(), SetupError> {
     let estimate = BASE_BYTES.saturating_add(planned.saturating_mul(BYTES_PER_PLANNED_RUN));
     match available_memory() {
         Some(available) if estimate > available => Err(SetupError::PlanTooBig {

@@ -1,5 +1,5 @@
 //! Building what runs need from typed options: the model backend, the embedder, the
-//! price table, and loading scenario files. Errors name the *setting* at fault
+//! price table; loading scenario files for [`crate::runner::load`]. Errors name the *setting* at fault
 //! ([`Setting`]); the command line turns that into its flag.
 
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ pub use backends::local_backend;
 use backends::{embed_service, llm, prices, shared_llm};
 pub use backends::{embedder, local_llm, Llm, DEFAULT_CHAT_MODEL};
 use memory::check_members_fit;
-pub use memory::{check_memory, check_plan_fits, check_round_fits, BYTES_PER_AGENT};
+pub(crate) use memory::{check_memory, check_plan_fits, check_round_fits, BYTES_PER_AGENT};
 
 /// Which model answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,22 +314,27 @@ impl SetupError {
 /// Loads and validates a scenario file: native, or an aiwaves config translated, with
 /// what the translation could not carry over.
 /// Files the scenario names (knowledge bases) must lie in its folder or in `allowed`.
-pub fn load(path: &Path, allowed: &[PathBuf]) -> Result<(Scenario, Option<Imported>), SetupError> {
-    let text = scenario::read_text(path)?;
-    let doc = scenario::parse_json(path, &text)?;
+pub(crate) fn load(
+    path: &Path,
+    allowed: &[PathBuf],
+) -> Result<(Scenario, Option<Imported>), SetupError> {
+    let text = sopsim_core::scenario::read_text(path)?;
+    let doc = sopsim_core::scenario::parse_json(path, &text)?;
     load_document(path, doc, allowed)
 }
 
 /// [`load`] for a document already parsed (made in code): `path` names it, and its
 /// folder is where the files it names are looked up. Populations too large for this
 /// machine are refused before any member is made.
-pub fn load_document(
+pub(crate) fn load_document(
     path: &Path,
     doc: serde_json::Value,
     allowed: &[PathBuf],
 ) -> Result<(Scenario, Option<Imported>), SetupError> {
     check_members_fit(path, scenario::member_count(&doc))?;
-    Ok(scenario::load_document_with(path, doc, allowed)?)
+    Ok(sopsim_core::scenario::load_document_with(
+        path, doc, allowed,
+    )?)
 }
 
 /// Sets how local model work runs, before any of it: `threads` (default one per core)
@@ -388,7 +393,7 @@ fn layer_models<'a>(
 /// shared by every scenario's runs (the scripted backend, which answers from each
 /// scenario's own script, is one per scenario). The services come back in the order
 /// of `scenarios`.
-pub fn assemble<'a>(
+pub(crate) fn assemble<'a>(
     opts: &ModelOptions,
     scenarios: impl IntoIterator<Item = (&'a mut Scenario, &'a Imported)>,
 ) -> Result<Vec<Services>, SetupError> {
