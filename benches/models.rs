@@ -30,7 +30,11 @@ use sopsim::scenario::LlmSettings;
 fn models_dir() -> std::path::PathBuf {
     match std::env::var_os("SOPSIM_MODELS").filter(|d| !d.is_empty()) {
         Some(d) => d.into(),
-        None => sopsim::models::default_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")), None),
+        None => {
+            sopsim::models::default_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")), &|k| {
+                std::env::var(k).ok()
+            })
+        }
     }
 }
 

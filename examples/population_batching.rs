@@ -23,7 +23,9 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 /// The checkout's `models/`, where `sopsim models fetch` puts them.
 fn models_dir() -> std::path::PathBuf {
-    sopsim::models::default_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")), None)
+    sopsim::models::default_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")), &|k| {
+        std::env::var(k).ok()
+    })
 }
 
 fn run(scenario: &Arc<scenario::Scenario>, max_batch: usize) -> (RunOutcome, f64) {

@@ -17,7 +17,7 @@ use sopsim::scenario::LlmSettings;
 fn models_dir() -> std::path::PathBuf {
     match std::env::var_os("SOPSIM_MODELS").filter(|d| !d.is_empty()) {
         Some(d) => d.into(),
-        None => sopsim::models::default_dir(&root(), None),
+        None => sopsim::models::default_dir(&root(), &|k| std::env::var(k).ok()),
     }
 }
 

