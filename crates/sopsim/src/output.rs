@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::SimError;
 use crate::output_folder::{Entry, FolderFileError, OutputFolder};
+use crate::run_state::EndReason;
 
 /// Appends each finished turn as one JSON line, written with one call before the next
 /// turn, so an interrupted or killed run keeps every finished turn and no torn line
@@ -153,15 +154,23 @@ impl TranscriptWriter {
         }
     }
 
-    /// Fails when a resumed run ended before saying all of the killed run's lines.
-    pub fn check_caught_up(&self) -> Result<(), SimError> {
-        match self.lines_ahead() {
-            0 => Ok(()),
-            left => Err(SimError::ResumeEnded {
-                path: self.path.display().to_string(),
-                left,
-            }),
+    /// The error of a resumed run that ended by its own course (`ended_by`) before
+    /// saying all of the killed run's lines, which it would leave unsaid: at the turn
+    /// limit, the limit (`max_turns`) is below the killed run's.
+    pub fn shortfall(&self, ended_by: EndReason, max_turns: u64) -> Option<SimError> {
+        let left = self.lines_ahead();
+        if left == 0 || !ended_by.ends_the_course() {
+            return None;
         }
+        let path = self.path.display().to_string();
+        Some(match ended_by {
+            EndReason::MaxTurns => SimError::ResumeBelowLimit {
+                path,
+                left,
+                max_turns,
+            },
+            _ => SimError::ResumeEnded { path, left },
+        })
     }
 }
 

@@ -10,11 +10,11 @@ use super::agent::AgentActor;
 use super::environment::EnvironmentActor;
 use crate::control::RunControl;
 use crate::error::{CancelToken, SimError};
-use crate::events::Sinks;
+use crate::events::{Progress, Sinks};
 use crate::llm::cost::PriceTable;
 use crate::llm::LlmClient;
-use crate::quality::ReplyQuality;
-use crate::run_state::{EndReason, ParseFailures};
+use crate::quality::{Checker, ReplyQuality};
+use crate::run_state::{EndReason, ParseFailures, Spend};
 use crate::scenario::Scenario;
 use crate::tokens::TokenCounter;
 
@@ -50,6 +50,44 @@ pub struct Cast {
     pub instructions: crate::quality::Instructions,
 }
 
+impl Cast {
+    /// How far the run is after `turns` (and whether it is `paused`): tokens, cost,
+    /// calls by kind, reply quality.
+    pub fn progress(
+        &self,
+        (turns, paused): (u64, bool),
+        prices: &PriceTable,
+        reply_quality: ReplyQuality,
+    ) -> Progress {
+        let ledger = self.llm.ledger_totals();
+        Progress {
+            turns,
+            paused,
+            prompt_tokens: ledger.prompt_tokens(),
+            completion_tokens: ledger.completion_tokens(),
+            cost_usd: prices.cost(&ledger).usd,
+            calls: ledger
+                .by_kind
+                .iter()
+                .map(|(k, u)| (k.as_str().to_string(), u.calls))
+                .collect(),
+            reply_quality,
+        }
+    }
+
+    /// What judges every committed message of the run.
+    pub fn checker(&self) -> Checker {
+        let mut checker = Checker::new(self.instructions.clone());
+        if self.paraphrases {
+            checker = checker.counting_paraphrases();
+        }
+        if let Some(stakes) = &self.stakes {
+            checker = checker.with_stakes(stakes.clone());
+        }
+        checker
+    }
+}
+
 /// When the Director ends a run early, between turns.
 pub struct Limits {
     pub max_turns: u64,
@@ -60,4 +98,23 @@ pub struct Limits {
     pub cancel: CancelToken,
     /// Pause, step and stop from outside the run.
     pub control: Option<RunControl>,
+}
+
+impl Limits {
+    /// What a run has spent, as the budget checks read it.
+    pub fn spend(&self, llm: &LlmClient) -> Spend {
+        let ledger = llm.ledger_totals();
+        Spend {
+            tokens: ledger
+                .prompt_tokens()
+                .saturating_add(ledger.completion_tokens()),
+            usd: self.prices.cost(&ledger).usd,
+            unpriced: ledger
+                .by_model
+                .keys()
+                .filter(|m| self.prices.price(m).is_none())
+                .cloned()
+                .collect(),
+        }
+    }
 }

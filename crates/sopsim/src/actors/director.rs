@@ -11,38 +11,45 @@
 //! the round began, shown and committed together in the order of the state's roles,
 //! and the transition is checked after the round.
 
+use std::sync::Arc;
+
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::cast::{Cast, Finish, Limits};
 use super::messages::*;
+use super::routing::{self, Asked, BuildCall};
+use super::seating::{Seat, Seating};
 use super::steps::{Play, Step, Transit};
+use super::turns::play_round;
 use crate::control::{Control, Pacer, RunControl, Wake};
 use crate::error::SimError;
-use crate::events::{Progress, SimEvent};
-use crate::llm::cost::PriceTable;
-use crate::llm::LlmClient;
+use crate::events::SimEvent;
+use crate::memory::Message;
 use crate::output::TranscriptWriter;
 use crate::quality::Checker;
 use crate::run_state::EndReason;
-use crate::run_state::{Gate, RunState, Spend, TurnLimits};
-use crate::sop::{after_transit, next_turns, AfterTransit, NextTurns, SopEngine, Transition};
+use crate::run_state::{Begun, Gate, RunState, TurnLimits};
+use crate::sop::{
+    after_transit, controller_choice, judge_options, next_turns, AfterTransit, Check, NextTurns,
+    SopEngine, Transition,
+};
 
 pub struct Director {
-    pub(super) cast: Cast,
-    pub(super) limits: Limits,
-    pub(super) engine: SopEngine,
-    pub(super) transcript: Option<TranscriptWriter>,
-    pub(super) done: Option<oneshot::Sender<Finish>>,
+    cast: Cast,
+    limits: Limits,
+    engine: SopEngine,
+    transcript: Option<TranscriptWriter>,
+    done: Option<oneshot::Sender<Finish>>,
     /// Counters, limits, budgets, warnings and catch-up (`run_state`, pure).
-    pub(super) state: RunState,
-    pub(super) pacer: Pacer,
+    state: RunState,
+    pacer: Pacer,
     /// Every committed message, judged as it comes.
-    pub(super) quality: Checker,
+    quality: Checker,
     /// Who plays each role in each state.
-    pub(super) players: crate::scenario::Players,
+    seating: Seating,
     /// The run's world, when the scenario keeps one.
-    pub(super) world: Option<super::world_keeper::WorldKeeper>,
+    world: Option<super::world_keeper::WorldKeeper>,
 }
 
 impl Director {
@@ -58,17 +65,8 @@ impl Director {
     ) -> Self {
         Self {
             world: None,
-            quality: {
-                let mut checker = Checker::new(cast.instructions.clone());
-                if cast.paraphrases {
-                    checker = checker.counting_paraphrases();
-                }
-                if let Some(stakes) = &cast.stakes {
-                    checker = checker.with_stakes(stakes.clone());
-                }
-                checker
-            },
-            players: cast.scenario.players(),
+            quality: cast.checker(),
+            seating: Seating::new(cast.scenario.players()),
             engine: SopEngine::new(cast.scenario.clone(), seed),
             state: RunState::new(
                 TurnLimits {
@@ -98,7 +96,7 @@ impl Director {
     }
 
     /// The world as the next turns see it.
-    pub(super) fn world_view(&self) -> Option<std::sync::Arc<crate::world::WorldView>> {
+    fn world_view(&self) -> Option<std::sync::Arc<crate::world::WorldView>> {
         self.world.as_ref().map(|w| w.view())
     }
 
@@ -106,15 +104,10 @@ impl Director {
     /// Environment the new view; the name of the condition that ends the run, if one
     /// holds.
     fn close_round(&mut self) -> Result<Option<String>, SimError> {
-        let Some(world) = &mut self.world else {
-            return Ok(None);
-        };
-        let Some(closed) = world.close()? else {
-            return Ok(None);
-        };
-        self.cast.sinks.emit(closed.event);
-        self.cast.env.do_send(SetWorld(world.view()));
-        Ok(closed.ended_if)
+        match &mut self.world {
+            Some(world) => world.close(&self.cast.sinks, &self.cast.env),
+            None => Ok(None),
+        }
     }
 }
 
@@ -172,50 +165,25 @@ impl StreamHandler<Control> for Director {
     fn finished(&mut self, _: &mut Context<Self>) {}
 }
 
-/// What a run has spent, as the budget checks read it.
-fn spend(llm: &LlmClient, prices: &PriceTable) -> Spend {
-    let ledger = llm.ledger_totals();
-    Spend {
-        tokens: ledger
-            .prompt_tokens()
-            .saturating_add(ledger.completion_tokens()),
-        usd: prices.cost(&ledger).usd,
-        unpriced: ledger
-            .by_model
-            .keys()
-            .filter(|m| prices.price(m).is_none())
-            .cloned()
-            .collect(),
-    }
-}
-
 impl Director {
     /// Tells the sinks how far the run is (turns, tokens, cost, calls by kind).
     fn report_progress(&self) {
-        let ledger = self.cast.llm.ledger_totals();
-        self.cast.sinks.emit(SimEvent::Progress(Box::new(Progress {
-            turns: self.state.turns(),
-            paused: self.pacer.paused(),
-            prompt_tokens: ledger.prompt_tokens(),
-            completion_tokens: ledger.completion_tokens(),
-            cost_usd: self.limits.prices.cost(&ledger).usd,
-            calls: ledger
-                .by_kind
-                .iter()
-                .map(|(k, u)| (k.as_str().to_string(), u.calls))
-                .collect(),
-            reply_quality: self.quality.summary(),
-        })));
+        let progress = self.cast.progress(
+            (self.state.turns(), self.pacer.paused()),
+            &self.limits.prices,
+            self.quality.summary(),
+        );
+        self.cast.sinks.emit(SimEvent::Progress(Box::new(progress)));
     }
 
     /// Tells the sinks a warning the run state kept.
-    pub(super) fn tell(&self, warning: String) {
+    fn tell(&self, warning: String) {
         self.cast.sinks.emit(SimEvent::Warning { text: warning });
     }
 
     /// Passes on what the model client noticed about the backend's answers (each
     /// warning comes once per run, whichever choice met it: see `LlmClient`).
-    pub(super) fn backend_warnings(&mut self) {
+    fn backend_warnings(&mut self) {
         for text in self.cast.llm.take_warnings() {
             let text = self.state.warn(text);
             self.tell(text);
@@ -223,18 +191,13 @@ impl Director {
     }
 
     /// Whether a resumed run's transcript has every line of the killed run said again.
-    pub(super) fn transcript_caught_up(&self) -> bool {
+    fn transcript_caught_up(&self) -> bool {
         self.transcript
             .as_ref()
             .is_none_or(TranscriptWriter::caught_up)
     }
 
-    pub(super) fn finish(
-        &mut self,
-        ended_by: EndReason,
-        error: Option<SimError>,
-        ctx: &mut Context<Self>,
-    ) {
+    fn finish(&mut self, ended_by: EndReason, error: Option<SimError>, ctx: &mut Context<Self>) {
         // A round the turn limit or a budget ended before its visit did still counts.
         let (ended_by, error) = match ended_by {
             EndReason::MaxTurns | EndReason::Budget
@@ -249,20 +212,10 @@ impl Director {
         };
         // A resumed run that ends by its own course short of its killed run's
         // transcript would leave lines it never said.
-        let short = match &self.transcript {
-            Some(t) if ended_by.ends_the_course() => t.check_caught_up().err(),
-            _ => None,
-        };
-        let short = short.map(|e| match (e, ended_by) {
-            (SimError::ResumeEnded { path, left }, EndReason::MaxTurns) => {
-                SimError::ResumeBelowLimit {
-                    path,
-                    left,
-                    max_turns: self.state.max_turns(),
-                }
-            }
-            (e, _) => e,
-        });
+        let short = self
+            .transcript
+            .as_ref()
+            .and_then(|t| t.shortfall(ended_by, self.state.max_turns()));
         let (ended_by, error) = match short {
             Some(e) if error.is_none() => (EndReason::Error, Some(e)),
             _ => (ended_by, error),
@@ -292,7 +245,7 @@ impl Director {
         ctx.stop();
     }
 
-    pub(super) fn fail(&mut self, error: SimError, ctx: &mut Context<Self>) {
+    fn fail(&mut self, error: SimError, ctx: &mut Context<Self>) {
         self.finish(EndReason::Error, Some(error), ctx);
     }
 
@@ -336,8 +289,8 @@ impl Handler<Step> for Director {
             self.report_progress();
         }
         let may_start = self.pacer.may_start_turn();
-        let (llm, prices) = (&self.cast.llm, &self.limits.prices);
-        let (gate, warning) = self.state.gate(cancelled, may_start, || spend(llm, prices));
+        let (llm, limits) = (&self.cast.llm, &self.limits);
+        let (gate, warning) = self.state.gate(cancelled, may_start, || limits.spend(llm));
         if let Some(w) = warning {
             self.tell(w);
         }
@@ -347,18 +300,17 @@ impl Handler<Step> for Director {
             Gate::Stop(reason) => return self.finish(reason, None, ctx),
         }
         let speaker = self.engine.next_speaker();
+        let state = self.engine.current_state();
         match next_turns(speaker, |roles| {
-            self.state.round_fits(self.seat_count(roles))
+            self.state.round_fits(self.seating.count(state, roles))
         }) {
             NextTurns::Play {
                 roles,
                 opening,
                 simultaneous,
             } => {
-                let opening = match (opening, self.world_view()) {
-                    (Some(query), Some(view)) => {
-                        Some(crate::world::render(&query, &view, None, &[]).into_owned())
-                    }
+                let opening = match (opening, &self.world) {
+                    (Some(query), Some(world)) => Some(world.shown(&query)),
                     (opening, _) => opening,
                 };
                 ctx.notify(Play {
@@ -391,6 +343,256 @@ impl Handler<Transit> for Director {
             AfterTransit::Enter(state) => self.enter(state, ctx),
             AfterTransit::End => self.finish(EndReason::End, None, ctx),
             AfterTransit::WorldEnded => self.finish(EndReason::EndIf, None, ctx),
+        }
+    }
+}
+
+impl Handler<Play> for Director {
+    type Result = ();
+    fn handle(&mut self, msg: Play, ctx: &mut Context<Self>) {
+        let (state, visit) = (self.engine.current_state().to_string(), self.engine.visit());
+        // A sequential turn is one role's, whose state validation gave one player.
+        let seats = match self.seating.seats(&state, &msg.roles, &self.cast.agents) {
+            Ok(seats) if msg.simultaneous => seats,
+            Ok(mut seats) => {
+                seats.truncate(1);
+                seats
+            }
+            Err(e) => return self.fail(e, ctx),
+        };
+        let names: Vec<String> = seats.iter().map(|s| s.name.clone()).collect();
+        let n = seats.len() as u64;
+        let Begun {
+            first_turn: first,
+            round,
+        } = self.state.begin(n, msg.simultaneous);
+        if let Some(round) = round {
+            self.cast.sinks.emit(SimEvent::RoundStarted {
+                state: state.clone(),
+                visit,
+                round,
+                roles: msg.roles.clone(),
+            });
+        }
+        tracing::debug!(turn = first, %state, roles = ?msg.roles, turns = n, opening = msg.opening.is_some(), "take turns");
+        // Each turn's message is made when it is sent, so a population's round holds
+        // only the turns in flight.
+        let (turn_state, opening, live) = (state.clone(), msg.opening.clone(), !msg.simultaneous);
+        let world = self.world_view();
+        let turns = seats.into_iter().enumerate().map(move |(i, seat)| {
+            let Seat { role, player, .. } = seat;
+            player.send(TakeTurn {
+                state: turn_state.clone(),
+                visit,
+                role,
+                turn: first + i as u64,
+                opening: opening.clone(),
+                live,
+                world: world.clone(),
+            })
+        });
+        let reach = (self.cast.sinks.clone(), self.limits.cancel.clone());
+        play_round(turns, n, names, self.cast.env.clone(), reach)
+            .into_actor(self)
+            .map(move |res, act, ctx| match res {
+                Ok(Some(committed)) => act.committed(committed, (state, visit, round), msg, ctx),
+                other => {
+                    act.state.abandon(n); // nothing of the turns was committed
+                    match other {
+                        Err(e) if !e.is_cancelled() => act.fail(e, ctx),
+                        // A read or a turn a Ctrl-C cut short ends the run as
+                        // interrupted.
+                        _ if act.limits.cancel.is_cancelled() => {
+                            act.finish(EndReason::Interrupted, None, ctx)
+                        }
+                        _ => act.finish(EndReason::InputClosed, None, ctx),
+                    }
+                }
+            })
+            .wait(ctx);
+    }
+}
+
+impl Director {
+    /// Shows and records a committed round, then checks the transition on what was
+    /// said: each turn's held tool events, then its messages.
+    fn committed(
+        &mut self,
+        committed: Vec<CommittedTurn>,
+        (state, visit, round): (String, u32, Option<u32>),
+        msg: Play,
+        ctx: &mut Context<Self>,
+    ) {
+        let mut said = Vec::new();
+        for turn in committed {
+            for ret in turn.events {
+                self.cast.sinks.emit(SimEvent::Tool {
+                    name: turn.name.clone(),
+                    visit,
+                    ret: Box::new(ret),
+                });
+            }
+            if let Err(e) = self.commit(&turn.messages, &turn.vectors, &turn.restates) {
+                return self.fail(e, ctx);
+            }
+            said.extend(turn.messages.into_iter().filter(|m| !m.kind.is_tool()));
+        }
+        if let Some(world) = &mut self.world {
+            world.heard(&said);
+        }
+        let check = match round {
+            Some(round) => {
+                self.cast.sinks.emit(SimEvent::RoundEnded {
+                    state,
+                    visit,
+                    round,
+                    roles: msg.roles,
+                });
+                let texts: Vec<&str> = said.iter().map(|m| m.content.as_str()).collect();
+                self.engine.record_round();
+                self.engine.check_round(&texts)
+            }
+            None => match said.last() {
+                Some(reply) => self.engine.check_transition(&reply.content),
+                None => return self.fail(SimError::Internal("a turn said nothing"), ctx),
+            },
+        };
+        self.transit_after(check, ctx);
+    }
+
+    /// Appends finished turns to the transcript and the events, in order.
+    fn commit(
+        &mut self,
+        memories: &[Arc<Message>],
+        vectors: &[Vec<f32>],
+        restates: &[bool],
+    ) -> Result<(), SimError> {
+        for (i, memory) in memories.iter().enumerate() {
+            if let Some(t) = &mut self.transcript {
+                t.append(memory)?;
+            }
+            let vector = vectors.get(i).filter(|v| !v.is_empty());
+            let restates = restates.get(i).copied().unwrap_or(false);
+            self.quality
+                .record(memory, vector.map(Vec::as_slice), restates);
+            self.cast.sinks.emit(SimEvent::Message(memory.clone()));
+            if let Some(messages) = self.state.committed(self.transcript_caught_up()) {
+                self.cast.sinks.emit(SimEvent::Resumed { messages });
+            }
+            if !memory.kind.is_tool() {
+                self.engine.record_turn(&memory.role);
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks a controller or judge question as a closed choice; `then` gets the option
+    /// chosen (`None` when the backend could not give a valid one).
+    fn ask(
+        &mut self,
+        build: BuildCall,
+        then: impl FnOnce(&mut Self, Option<usize>, &mut Context<Self>) + 'static,
+        ctx: &mut Context<Self>,
+    ) {
+        let scenario = self.cast.scenario.clone();
+        let state = self.engine.current_state().to_string();
+        // The state as the question shows it: with the world's values, when it shows any.
+        let current = &scenario.sop.states[&state];
+        let shown = self
+            .world_view()
+            .and_then(|view| crate::world::view::render_state(current, &view, None))
+            .unwrap_or_else(|| current.clone());
+        let asked = Asked {
+            settings: scenario.settings_for(&state, None, None),
+            scenario,
+            state,
+            shown,
+            turns: self.state.turns(),
+        };
+        routing::ask(self.cast.env.clone(), self.cast.llm.clone(), asked, build)
+            .into_actor(self)
+            .map(move |res, act, ctx| match res {
+                Ok(chosen) => {
+                    act.backend_warnings();
+                    then(act, chosen, ctx)
+                }
+                // A question the stop abandoned ends the run as interrupted.
+                Err(e) if e.is_cancelled() => act.finish(EndReason::Interrupted, None, ctx),
+                Err(e) => act.fail(e, ctx),
+            })
+            .wait(ctx);
+    }
+
+    /// The `llm` speaker rule: one closed choice among the roles; if the backend gives
+    /// no valid one, `order` decides and a warning is recorded.
+    fn ask_controller(&mut self, choices: Vec<String>, ctx: &mut Context<Self>) {
+        let build = routing::controller_call(self.cast.counter.clone(), choices.clone());
+        self.ask(
+            build,
+            move |act, chosen, ctx| {
+                let role = match controller_choice(chosen, &choices) {
+                    Some(role) => role.to_string(),
+                    None => {
+                        let fallback = act.engine.in_order();
+                        let warning = act.state.controller_failed(&choices, &fallback);
+                        act.tell(warning);
+                        fallback
+                    }
+                };
+                ctx.notify(Play::one(role, None));
+            },
+            ctx,
+        );
+    }
+
+    /// The transition judge: one closed choice between staying and each next state (or
+    /// their labels, for configs that answer with labels); if the backend gives no
+    /// valid one, the run stays and a warning is recorded.
+    fn ask_judge(&mut self, choices: Vec<String>, ctx: &mut Context<Self>) {
+        let state = self.engine.current_state().to_string();
+        let judge = self.cast.scenario.sop.states[&state]
+            .transition
+            .judge
+            .as_ref();
+        // What the judge is offered, as its warning names it.
+        let named = judge_options(judge, &choices);
+        let build = routing::judge_call(
+            self.cast.counter.clone(),
+            state,
+            choices.clone(),
+            named.clone(),
+        );
+        self.ask(
+            build,
+            move |act, chosen, ctx| {
+                let t = act
+                    .engine
+                    .judge_ruling(chosen, &choices)
+                    .unwrap_or_else(|| {
+                        let state = act.engine.current_state().to_string();
+                        let warning = act.state.judge_failed(&named, &state);
+                        act.tell(warning);
+                        Transition::Stay
+                    });
+                ctx.notify(Transit(t));
+            },
+            ctx,
+        );
+    }
+
+    fn transit_after(&mut self, check: Check, ctx: &mut Context<Self>) {
+        match check {
+            Check::Decided(t, cause) => {
+                tracing::debug!(
+                    turn = self.state.turns(),
+                    state = self.engine.current_state(),
+                    ?t,
+                    ?cause,
+                    "transition"
+                );
+                ctx.notify(Transit(t))
+            }
+            Check::AskJudge { choices } => self.ask_judge(choices, ctx),
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod messages;
 mod model_turn;
 mod participants;
 mod routing;
+mod seating;
 mod steps;
 mod tool_rules;
 mod tool_turn;

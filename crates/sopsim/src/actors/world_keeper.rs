@@ -5,8 +5,12 @@
 
 use std::sync::Arc;
 
+use actix::Addr;
+
+use super::environment::EnvironmentActor;
+use super::messages::SetWorld;
 use crate::error::SimError;
-use crate::events::SimEvent;
+use crate::events::{SimEvent, Sinks};
 use crate::memory::Message;
 use crate::output::TranscriptWriter;
 use crate::world::{World, WorldSummary, WorldView};
@@ -20,12 +24,6 @@ pub(super) struct WorldKeeper {
     visit: u32,
     said: Vec<Arc<Message>>,
     view: Arc<WorldView>,
-}
-
-/// A closed round as the Director acts on it.
-pub(super) struct Closed {
-    pub(super) event: SimEvent,
-    pub(super) ended_if: Option<String>,
 }
 
 impl WorldKeeper {
@@ -53,15 +51,25 @@ impl WorldKeeper {
         self.said.extend(said.iter().cloned());
     }
 
+    /// `text` (a visit's opening line) with the world's values as the next turns see
+    /// them.
+    pub(super) fn shown(&self, text: &str) -> String {
+        crate::world::render(text, &self.view, None, &[]).into_owned()
+    }
+
     /// The view the next turns see.
     pub(super) fn view(&self) -> Arc<WorldView> {
         self.view.clone()
     }
 
     /// Ends the visit under way as a round: the world's update, its line in
-    /// `world.jsonl`, and the event that tells it. `None` when the visit changes
-    /// nothing.
-    pub(super) fn close(&mut self) -> Result<Option<Closed>, SimError> {
+    /// `world.jsonl`, the event that tells `sinks`, the Environment's new view. The
+    /// name of the condition that ends the run, if one holds.
+    pub(super) fn close(
+        &mut self,
+        sinks: &Sinks,
+        env: &Addr<EnvironmentActor>,
+    ) -> Result<Option<String>, SimError> {
         let said = std::mem::take(&mut self.said);
         let closed = self
             .world
@@ -75,17 +83,16 @@ impl WorldKeeper {
         }
         self.view = Arc::new(self.world.view());
         let summary = self.world.summary();
-        Ok(Some(Closed {
-            event: SimEvent::World {
-                state: closed.line.state,
-                visit: closed.line.visit,
-                round: closed.line.round,
-                world: summary.world,
-                agents: summary.agents,
-                ended_if: closed.ended_if.clone(),
-            },
-            ended_if: closed.ended_if,
-        }))
+        sinks.emit(SimEvent::World {
+            state: closed.line.state,
+            visit: closed.line.visit,
+            round: closed.line.round,
+            world: summary.world,
+            agents: summary.agents,
+            ended_if: closed.ended_if.clone(),
+        });
+        env.do_send(SetWorld(self.view.clone()));
+        Ok(closed.ended_if)
     }
 
     /// Whether the visit under way has messages no round has taken yet.
