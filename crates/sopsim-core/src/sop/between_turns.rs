@@ -4,7 +4,7 @@
 //! transition leads the run. The Director's handlers call these and only carry out
 //! what they return.
 
-use super::{SopEngine, Speaker, Transition};
+use super::{Speaker, Transition};
 use crate::scenario::JudgePrompts;
 
 /// What the Director does for the engine's next speaker.
@@ -59,18 +59,6 @@ pub fn judge_options(judge: Option<&JudgePrompts>, choices: &[String]) -> Vec<St
     match judge {
         Some(j) if j.labels.len() == choices.len() => j.labels.clone(),
         _ => choices.to_vec(),
-    }
-}
-
-impl SopEngine {
-    /// The transition the judge ruled by choosing option `chosen` of `choices`
-    /// (staying first, then each next state, as `judge_options` offers them); `None`
-    /// when it gave no valid answer, and the run stays.
-    pub fn judge_ruling(&self, chosen: Option<usize>, choices: &[String]) -> Option<Transition> {
-        match chosen? {
-            0 => Some(Transition::Stay),
-            i => choices.get(i).map(|state| self.move_to(state)),
-        }
     }
 }
 
@@ -198,7 +186,7 @@ mod tests {
             )
             .build()
             .unwrap();
-        let engine = SopEngine::new(std::sync::Arc::new(scenario), 0);
+        let engine = crate::sop::SopEngine::new(std::sync::Arc::new(scenario), 0);
         let choices = roles(&["talk", "vote", "end"]);
         assert_eq!(
             engine.judge_ruling(Some(0), &choices),

@@ -250,6 +250,16 @@ impl SopEngine {
         self.target(name)
     }
 
+    /// The transition the judge ruled by choosing option `chosen` of `choices`
+    /// (staying first, then each next state, as `judge_options` offers them); `None`
+    /// when it gave no valid answer, and the run stays.
+    pub fn judge_ruling(&self, chosen: Option<usize>, choices: &[String]) -> Option<Transition> {
+        match chosen? {
+            0 => Some(Transition::Stay),
+            i => choices.get(i).map(|state| self.move_to(state)),
+        }
+    }
+
     /// Where a transition naming `name` leads, after the `max_visits` redirects.
     fn target(&self, name: &str) -> Transition {
         let mut name = name;
