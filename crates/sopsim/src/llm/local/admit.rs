@@ -7,19 +7,46 @@ use std::sync::Arc;
 
 use sopsim_infer::choice::OptionTrie;
 use sopsim_infer::sampling::Sampler;
+use sopsim_infer::transformer::Model;
 use xxhash_rust::xxh3::Xxh3;
 
-use super::engine::{ChoiceState, Job, Phase, Reply, Seq, Worker};
+use super::constrain::{ConstrainError, Constraints};
+use super::draw_settings::TokenTexts;
+use super::engine::{ChoiceState, Phase, Reply, Text};
 use super::speculate::{Spec, SpecStats};
 use super::text_stream::TextStream;
+use super::LocalOptions;
 use crate::llm::{CallKind, ChatRole, LlmError, LlmRequest};
 
-impl Worker {
-    /// Renders and tokenizes a request; a bad request is answered at once.
-    pub(super) fn admit(&mut self, job: Job) {
-        if job.request.tools.is_some() && self.constraints.is_none() {
-            self.constraints = Some(
-                super::constrain::Constraints::new(
+/// What reading a request needs of the worker: the model and its text, the options,
+/// the draft model's cost per draft (when one drafts), and what the worker builds once
+/// and keeps (decision constraints, the tokens settings name).
+pub(super) struct Admission<'w> {
+    pub text: &'w Text,
+    pub model: &'w Model,
+    pub options: &'w LocalOptions,
+    pub name: &'w str,
+    pub draft_cost: Option<f64>,
+    /// Built at the first decision: most runs never need it.
+    pub constraints: &'w mut Option<Result<Constraints, Arc<ConstrainError>>>,
+    pub token_texts: &'w mut TokenTexts,
+}
+
+impl Admission<'_> {
+    fn error(&self, message: impl Into<String>) -> LlmError {
+        LlmError::failed(format!("local:{}", self.name), message)
+    }
+
+    fn failed(&self, what: &str, source: impl Into<crate::llm::BoxError>) -> LlmError {
+        LlmError::caused_by(format!("local:{}", self.name), what, source)
+    }
+
+    /// A request's prompt tokens and what follows them; a bad request fails here,
+    /// before it takes a place in the batch.
+    pub(super) fn read(&mut self, request: &LlmRequest) -> Result<(Phase, Vec<u32>), LlmError> {
+        if request.tools.is_some() && self.constraints.is_none() {
+            *self.constraints = Some(
+                Constraints::new(
                     &self.text.tokenizer,
                     self.model.vocab,
                     &self.text.special.stop_ids,
@@ -27,42 +54,12 @@ impl Worker {
                 .map_err(Arc::new),
             );
         }
-        let prepared = self.prepare(&job.request).and_then(|(rendered, prompt)| {
-            Ok((
-                self.after_prompt(&job.request, &rendered, &prompt)?,
-                rendered,
-                prompt,
-            ))
-        });
-        match prepared {
-            Ok((phase, _, prompt)) => {
-                let mut cache = self.take_cache(&prompt);
-                let cached = cache.len();
-                if let Err(e) = cache.reserve(prompt.len()) {
-                    let _ = job
-                        .reply
-                        .send(Err(self.failed("making room for the prompt", e)));
-                    return;
-                }
-                let follows = self.leader_for(&prompt, cached);
-                self.next_id += 1;
-                self.active.push(Seq {
-                    id: self.next_id,
-                    job,
-                    prompt,
-                    cache,
-                    cached,
-                    phase,
-                    follows,
-                });
-            }
-            Err(e) => {
-                let _ = job.reply.send(Err(e));
-            }
-        }
+        let (rendered, prompt) = self.prepare(request)?;
+        let phase = self.after_prompt(request, &rendered, &prompt)?;
+        Ok((phase, prompt))
     }
 
-    pub(super) fn prepare(&self, request: &LlmRequest) -> Result<(String, Vec<u32>), LlmError> {
+    fn prepare(&self, request: &LlmRequest) -> Result<(String, Vec<u32>), LlmError> {
         let messages: Vec<(&str, &str)> = request
             .messages
             .iter()
@@ -95,9 +92,8 @@ impl Worker {
         Ok((rendered, prompt))
     }
 
-    /// The phase after the prompt has been read: checked at admission, so that a bad
-    /// request fails before it takes a place in the batch.
-    pub(super) fn after_prompt(
+    /// The phase after the prompt has been read.
+    fn after_prompt(
         &mut self,
         req: &LlmRequest,
         rendered: &str,
@@ -122,9 +118,9 @@ impl Worker {
                     req.redraw.as_ref(),
                     budget.is_some(),
                     &self.text.tokenizer,
-                    &mut self.token_texts,
+                    self.token_texts,
                 );
-                let matcher = match (&req.tools, &self.constraints) {
+                let matcher = match (&req.tools, &*self.constraints) {
                     (None, _) => None,
                     (Some(tools), Some(Ok(c))) => Some(Box::new(
                         c.matcher(&tools.decision_schema)
@@ -137,10 +133,8 @@ impl Worker {
                 };
                 // A draft drafts free text; a decision's JSON is decoded under its
                 // schema a token at a time.
-                let spec = match (&self.draft, &matcher) {
-                    (Some(draft), None) => {
-                        Some(Box::new(Spec::new(params.clone(), seed, draft.draft_cost)))
-                    }
+                let spec = match (self.draft_cost, &matcher) {
+                    (Some(cost), None) => Some(Box::new(Spec::new(params.clone(), seed, cost))),
                     _ => None,
                 };
                 Ok(Phase::Reply(Box::new(Reply {

@@ -6,18 +6,31 @@ use rand_chacha::ChaCha8Rng;
 use sopsim_infer::sampling::draw;
 use tokio::sync::oneshot;
 
-use super::engine::{Phase, Seq, Worker};
+use super::engine::{Phase, Seq, Text};
 use super::speculate::SpecStats;
 use super::text_stream::stop_position;
 use crate::llm::{ChoiceMethod, Chosen, Completion, LlmError, Usage};
 
-impl Worker {
+/// What turning a step's logits into tokens needs of the worker: the tokenizer and its
+/// special tokens, whether end of text is ignored, and the model's name for answers
+/// and errors.
+pub(super) struct Decoder<'w> {
+    pub text: &'w Text,
+    pub ignore_eos: bool,
+    pub name: &'w str,
+}
+
+impl Decoder<'_> {
+    fn error(&self, message: impl Into<String>) -> LlmError {
+        LlmError::failed(format!("local:{}", self.name), message)
+    }
+
+    fn failed(&self, what: &str, source: impl Into<crate::llm::BoxError>) -> LlmError {
+        LlmError::caused_by(format!("local:{}", self.name), what, source)
+    }
+
     /// Moves a sequence on after a step. `Ok(false)`: it has answered and is done.
-    pub(super) fn advance(
-        &mut self,
-        seq: &mut Seq,
-        logits: Vec<Vec<f32>>,
-    ) -> Result<bool, LlmError> {
+    pub(super) fn advance(&self, seq: &mut Seq, logits: Vec<Vec<f32>>) -> Result<bool, LlmError> {
         if seq.cache.len() < seq.prompt.len() {
             return Ok(true);
         }
@@ -45,7 +58,7 @@ impl Worker {
                     }
                 }
                 let next = reply.sampler.sample(&mut l, &reply.context);
-                let done = self.text.special.stop_ids.contains(&next) && !self.options.ignore_eos;
+                let done = self.text.special.stop_ids.contains(&next) && !self.ignore_eos;
                 if let Some(m) = reply.matcher.as_deref_mut() {
                     let complete = super::constrain::consume(m, next).map_err(|e| {
                         self.error(format!("decoding under the decision's schema: {e}"))
@@ -80,7 +93,7 @@ impl Worker {
     /// Takes the reply's next token (not an end of text): its text is streamed unless a
     /// stop sequence, a sentence end near the budget or the hard cap ends the reply.
     /// `Ok(false)`: the reply is finished.
-    pub(super) fn take_token(&self, seq: &mut Seq, next: u32) -> Result<bool, LlmError> {
+    fn take_token(&self, seq: &mut Seq, next: u32) -> Result<bool, LlmError> {
         let Phase::Reply(reply) = &mut seq.phase else {
             return Ok(false);
         };
@@ -128,11 +141,7 @@ impl Worker {
     /// The model's check of a reply's drafts: `logits` after the last kept token and
     /// after each draft. Drafts are kept by the rejection rule until one is not, which
     /// the model's own draw replaces; when all are kept, the model draws one more.
-    pub(super) fn verify_drafts(
-        &mut self,
-        seq: &mut Seq,
-        logits: Vec<Vec<f32>>,
-    ) -> Result<bool, LlmError> {
+    fn verify_drafts(&self, seq: &mut Seq, logits: Vec<Vec<f32>>) -> Result<bool, LlmError> {
         let Phase::Reply(reply) = &mut seq.phase else {
             return Ok(false);
         };
@@ -170,7 +179,7 @@ impl Worker {
                 drafted: spec.stats.drafted + k as u64,
                 accepted: spec.stats.accepted + accepted as u64,
             };
-            let done = self.text.special.stop_ids.contains(&token) && !self.options.ignore_eos;
+            let done = self.text.special.stop_ids.contains(&token) && !self.ignore_eos;
             let going = !done && self.take_token(seq, token)?;
             if !going {
                 spec.settle(accepted);
@@ -232,7 +241,7 @@ impl Worker {
         Ok(false)
     }
 
-    pub(super) fn finish_choice(&self, seq: &mut Seq) -> Result<bool, LlmError> {
+    fn finish_choice(&self, seq: &mut Seq) -> Result<bool, LlmError> {
         let Phase::Choice(choice) = &mut seq.phase else {
             return Ok(false);
         };

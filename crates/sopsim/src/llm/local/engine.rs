@@ -23,6 +23,9 @@ use sopsim_infer::kv::KvCache;
 use sopsim_infer::sampling::Sampler;
 use sopsim_infer::transformer::{Model, Scratch, Segment, Want};
 
+use super::admit::Admission;
+use super::decode::Decoder;
+use super::prefix_tree::PrefixTree;
 use super::speculate::{Draft, DraftJob, Spec, SpecStats};
 use super::text_stream::TextStream;
 use super::{LocalOptions, SpecialTokens};
@@ -105,23 +108,23 @@ pub(super) struct Seq {
 }
 
 pub(super) struct Worker {
-    pub model: Model,
-    pub text: Text,
-    pub options: LocalOptions,
-    pub name: String,
+    model: Model,
+    text: Text,
+    options: LocalOptions,
+    name: String,
     /// The prompt prefixes read so far, for every sequence of the process.
-    pub(super) tree: super::prefix_tree::PrefixTree,
+    tree: PrefixTree,
     /// The draft model of speculative decoding, when there is one.
-    pub(super) draft: Option<Draft>,
+    draft: Option<Draft>,
     /// The id of the next sequence admitted.
-    pub(super) next_id: u64,
-    pub(super) active: Vec<Seq>,
-    pub(super) scratch: Scratch,
+    next_id: u64,
+    active: Vec<Seq>,
+    scratch: Scratch,
     /// Built at the first decision: most runs never need it.
-    pub(super) constraints:
+    constraints:
         Option<Result<super::constrain::Constraints, Arc<super::constrain::ConstrainError>>>,
     /// The tokens DRY and `forbid` name, found at the first reply that uses them.
-    pub(super) token_texts: super::draw_settings::TokenTexts,
+    token_texts: super::draw_settings::TokenTexts,
     load: Load,
 }
 
@@ -150,7 +153,7 @@ impl Worker {
         name: String,
         draft: Option<Model>,
     ) -> Self {
-        let tree = super::prefix_tree::PrefixTree::new(options.cache_bytes);
+        let tree = PrefixTree::new(options.cache_bytes);
         Self {
             tree,
             draft: draft.map(|m| Draft::new(m, &model, options.cache_bytes / 2)),
@@ -167,13 +170,49 @@ impl Worker {
         }
     }
 
-    pub(super) fn error(&self, message: impl Into<String>) -> LlmError {
-        LlmError::failed(format!("local:{}", self.name), message)
+    /// `what` failed because of `source`.
+    fn failed(&self, what: &str, source: impl Into<crate::llm::BoxError>) -> LlmError {
+        LlmError::caused_by(format!("local:{}", self.name), what, source)
     }
 
-    /// `what` failed because of `source`.
-    pub(super) fn failed(&self, what: &str, source: impl Into<crate::llm::BoxError>) -> LlmError {
-        LlmError::caused_by(format!("local:{}", self.name), what, source)
+    /// Reads a request and gives its sequence a place in the batch; a bad request is
+    /// answered at once.
+    fn admit(&mut self, job: Job) {
+        let mut admission = Admission {
+            text: &self.text,
+            model: &self.model,
+            options: &self.options,
+            name: &self.name,
+            draft_cost: self.draft.as_ref().map(|d| d.draft_cost),
+            constraints: &mut self.constraints,
+            token_texts: &mut self.token_texts,
+        };
+        let (phase, prompt) = match admission.read(&job.request) {
+            Ok(read) => read,
+            Err(e) => {
+                let _ = job.reply.send(Err(e));
+                return;
+            }
+        };
+        let mut cache = self.take_cache(&prompt);
+        let cached = cache.len();
+        if let Err(e) = cache.reserve(prompt.len()) {
+            let _ = job
+                .reply
+                .send(Err(self.failed("making room for the prompt", e)));
+            return;
+        }
+        let follows = self.leader_for(&prompt, cached);
+        self.next_id += 1;
+        self.active.push(Seq {
+            id: self.next_id,
+            job,
+            prompt,
+            cache,
+            cached,
+            phase,
+            follows,
+        });
     }
 
     pub fn run(mut self, jobs: Receiver<Job>) {
@@ -212,7 +251,7 @@ impl Worker {
                 .partition(|s| s.job.reply.is_closed());
             self.active = kept;
             for seq in gone {
-                self.recycle(seq);
+                recycle(&mut self.tree, &mut self.draft, seq);
             }
             if !self.active.is_empty() {
                 self.step();
@@ -224,7 +263,7 @@ impl Worker {
     /// still in flight, holds (short of the last prompt token, which must run to give
     /// the logits), copied. Keys and values depend only on the tokens before them, so
     /// a copied prefix gives the same bytes as computing it again.
-    pub(super) fn take_cache(&mut self, ids: &[u32]) -> KvCache {
+    fn take_cache(&mut self, ids: &[u32]) -> KvCache {
         let keep_of = |n: usize| n.min(ids.len() - 1);
         let common = |c: &KvCache| {
             c.tokens()
@@ -254,7 +293,7 @@ impl Worker {
     /// The sequence in flight, not itself waiting, whose prompt shares with `prompt` a
     /// longer prefix than the `cached` tokens a new sequence starts with, and the
     /// length of that prefix (short of the prompt's last token, which must run).
-    pub(super) fn leader_for(&self, prompt: &[u32], cached: usize) -> Option<(u64, usize)> {
+    fn leader_for(&self, prompt: &[u32], cached: usize) -> Option<(u64, usize)> {
         self.active
             .iter()
             .filter(|s| s.follows.is_none())
@@ -302,17 +341,6 @@ impl Worker {
                 let (tx, _) = oneshot::channel();
                 let e = LlmError::caused_by(who, "making room for the prompt", e);
                 let _ = std::mem::replace(&mut seq.job.reply, tx).send(Err(e));
-            }
-        }
-    }
-
-    /// Keeps a finished sequence's keys and values in the prefix trees, for the prompts
-    /// that continue them.
-    fn recycle(&mut self, seq: Seq) {
-        self.tree.insert(&seq.cache);
-        if let (Phase::Reply(reply), Some(draft)) = (seq.phase, &mut self.draft) {
-            if let Some(spec) = reply.spec {
-                spec.finish(draft);
             }
         }
     }
@@ -441,24 +469,40 @@ impl Worker {
         };
         let mut outputs = outputs.into_iter();
         let mut still = Vec::with_capacity(self.active.len());
+        let decoder = Decoder {
+            text: &self.text,
+            ignore_eos: self.options.ignore_eos,
+            name: &self.name,
+        };
         for (mut seq, (tokens, _)) in std::mem::take(&mut self.active).into_iter().zip(plans) {
             let logits = if tokens.is_empty() {
                 Vec::new()
             } else {
                 outputs.next().unwrap_or_default()
             };
-            match self.advance(&mut seq, logits) {
+            match decoder.advance(&mut seq, logits) {
                 Ok(true) => still.push(seq),
-                Ok(false) => self.recycle(seq),
+                Ok(false) => recycle(&mut self.tree, &mut self.draft, seq),
                 Err(e) => {
                     let (tx, _) = oneshot::channel();
                     let _ = std::mem::replace(&mut seq.job.reply, tx).send(Err(e));
-                    self.recycle(seq);
+                    recycle(&mut self.tree, &mut self.draft, seq);
                 }
             }
         }
         self.active = still;
         self.load.after_secs += after.elapsed().as_secs_f64();
+    }
+}
+
+/// Keeps a finished sequence's keys and values in the prefix tree, for the prompts
+/// that continue them, and settles what its draft model drafted.
+fn recycle(tree: &mut PrefixTree, draft: &mut Option<Draft>, seq: Seq) {
+    tree.insert(&seq.cache);
+    if let (Phase::Reply(reply), Some(draft)) = (seq.phase, draft) {
+        if let Some(spec) = reply.spec {
+            spec.finish(draft);
+        }
     }
 }
 
