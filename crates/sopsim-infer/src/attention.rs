@@ -22,7 +22,7 @@ use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
 use crate::kv::{key_at, KEY_BLOCK};
-use crate::math::{exp, sum16, L};
+use crate::math::{softmax_weights, L};
 
 const _: () = assert!(KEY_BLOCK == L, "a key block fills one register");
 
@@ -183,7 +183,7 @@ fn attend_with(
         let len = query.len;
         for (q, out) in query.q.chunks_exact(hd).zip(query.out.chunks_exact_mut(hd)) {
             scores(q, len, padded, scale, &s.keys, &mut s.scores);
-            let inv = 1.0 / weights(len, &mut s.scores);
+            let inv = 1.0 / softmax_weights(len, &mut s.scores);
             match hd {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `avx2` says the CPU has AVX2 and FMA.
@@ -438,30 +438,6 @@ fn scores(q: &[f32], len: usize, padded: usize, scale: f32, keys: &[f32], out: &
             }
         }
     }
-}
-
-/// Turns the first `len` scores into `exp(score − max)` (the rest into 0) and returns
-/// their sum.
-#[inline(always)]
-fn weights(len: usize, scores: &mut [f32]) -> f32 {
-    let mut max = f32::NEG_INFINITY;
-    for v in &scores[..len] {
-        max = max.max(*v);
-    }
-    let mut total = [0f32; L];
-    for (b, block) in scores.chunks_exact_mut(L).enumerate() {
-        let mut x = [0f32; L];
-        for l in 0..L {
-            x[l] = block[l] - max;
-        }
-        let e = exp(x);
-        for l in 0..L {
-            // Positions past `len` weigh nothing.
-            block[l] = if b * L + l < len { e[l] } else { 0.0 };
-            total[l] += block[l];
-        }
-    }
-    sum16(&total)
 }
 
 /// `out = Σ_j e_j · v_j` over the first `len` positions, for a head of `C` × 16

@@ -700,28 +700,14 @@ fn head_keys<'a>(
 }
 
 /// The first `len` of `scores` (raw query-key products, `scores.len()` a multiple of
-/// [`crate::math::L`]) turned into unnormalised softmax weights `e^(s·scale − max)`,
-/// the rest zero; returns their sum.
+/// [`crate::math::L`]) scaled and turned into unnormalised softmax weights
+/// ([`crate::math::softmax_weights`]), the rest zero; returns their sum.
 #[inline(always)]
 fn softmax_weights(scores: &mut [f32], len: usize, scale: f32) -> f32 {
-    use crate::math::L;
-    let max = scores[..len]
-        .iter()
-        .fold(f32::NEG_INFINITY, |m, s| m.max(*s * scale));
-    let mut total = 0f32;
-    for (b, block) in scores.chunks_exact_mut(L).enumerate() {
-        let valid = len.saturating_sub(b * L);
-        let mut x = [f32::NEG_INFINITY; L];
-        for (x, s) in x.iter_mut().zip(block.iter()).take(valid) {
-            *x = *s * scale - max;
-        }
-        let e = crate::math::exp(x);
-        for (l, (s, e)) in block.iter_mut().zip(e).enumerate() {
-            *s = if l < valid { e } else { 0.0 };
-        }
-        total += crate::math::sum16(<&[f32; L]>::try_from(&*block).unwrap());
+    for s in &mut scores[..len] {
+        *s *= scale;
     }
-    total
+    crate::math::softmax_weights(len, scores)
 }
 
 /// Sum of `term(v)` over `row` in sixteen lanes: independent chains the compiler

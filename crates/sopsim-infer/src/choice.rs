@@ -92,12 +92,7 @@ impl OptionTrie {
             std::collections::HashMap::new();
         for (q, logits) in questions.iter().zip(answers) {
             let node = self.node_at(&q.path);
-            let max = logits
-                .iter()
-                .fold(f64::NEG_INFINITY, |m, l| m.max(f64::from(*l)));
-            let e: Vec<f64> = logits.iter().map(|l| (f64::from(*l) - max).exp()).collect();
-            let total: f64 = e.iter().sum();
-            at_node.insert(node, e.into_iter().map(|x| x / total).collect());
+            at_node.insert(node, crate::math::softmax(logits.iter().copied(), 1.0));
         }
         self.paths
             .iter()

@@ -58,6 +58,43 @@ pub fn exp(x: [f32; L]) -> [f32; L] {
     out
 }
 
+/// Attention's softmax, unnormalised: the first `len` scores (already scaled; `scores`
+/// a multiple of [`L`] long) turned into `e^(score − max)`, the rest into 0; returns
+/// their sum, added lane by lane and then across the lanes in a fixed order.
+#[inline(always)]
+pub fn softmax_weights(len: usize, scores: &mut [f32]) -> f32 {
+    let mut max = f32::NEG_INFINITY;
+    for v in &scores[..len] {
+        max = max.max(*v);
+    }
+    let mut total = [0f32; L];
+    for (b, block) in scores.chunks_exact_mut(L).enumerate() {
+        let mut x = [0f32; L];
+        for l in 0..L {
+            x[l] = block[l] - max;
+        }
+        let e = exp(x);
+        for l in 0..L {
+            // Positions past `len` weigh nothing.
+            block[l] = if b * L + l < len { e[l] } else { 0.0 };
+            total[l] += block[l];
+        }
+    }
+    sum16(&total)
+}
+
+/// Probabilities from `scores` at temperature `t`: `e^((s − max) / t)`, normalised to
+/// sum 1, in double precision (a choice's options and a draw's candidates).
+pub fn softmax(scores: impl Iterator<Item = f32> + Clone, t: f64) -> Vec<f64> {
+    let max = scores
+        .clone()
+        .fold(f64::NEG_INFINITY, |m, s| m.max(f64::from(s)));
+    let mut p: Vec<f64> = scores.map(|s| ((f64::from(s) - max) / t).exp()).collect();
+    let total: f64 = p.iter().sum();
+    p.iter_mut().for_each(|x| *x /= total);
+    p
+}
+
 /// `out[i] = e^((logits[i] − best) · inv)` for the finite logits, 0 for the others
 /// (`out` is resized to `logits`' length rounded up to 16, the padding 0).
 pub fn weights(logits: &[f32], best: f32, inv: f32, out: &mut Vec<f32>) {

@@ -237,13 +237,7 @@ pub fn draw(probs: &[f64], rng: &mut ChaCha8Rng) -> usize {
 /// fewest whose sum reaches `top_p` and summing to 1: what `sample` draws from and
 /// `distribution` reports.
 fn probabilities(cand: &[(f32, u32)], t: f64, top_p: Option<f32>) -> Vec<f64> {
-    let max = f64::from(cand[0].0);
-    let mut probs: Vec<f64> = cand
-        .iter()
-        .map(|(l, _)| ((f64::from(*l) - max) / t).exp())
-        .collect();
-    let total: f64 = probs.iter().sum();
-    probs.iter_mut().for_each(|p| *p /= total);
+    let mut probs = crate::math::softmax(cand.iter().map(|(l, _)| *l), t);
     if let Some(top_p) = top_p {
         let mut cum = 0.0;
         let cut = probs
