@@ -16,9 +16,11 @@
 //!   where the CPU has AMX-BF16).
 //! - `panels`: f32 products over a matrix laid out once for AVX2 and FMA (the sentence
 //!   encoder's, where the CPU has neither AVX-512 nor AMX).
+//! - [`bert`] and [`safetensors`]: the sentence encoder's forward pass and the reader of
+//!   its weights (one tensor at a time, as f32).
 //! - [`compute`]: the one place that decides how many threads model work uses.
-//! - [`math`]: float functions in a fixed order (exp, sums, the MLP's activation), the
-//!   same bits on every CPU.
+//! - [`math`]: float functions in a fixed order (exp, sums, the MLP's activation, the
+//!   softmax of attention, choices and draws), the same bits on every CPU.
 //! - [`error`]: what can go wrong once a model is loaded.
 //!
 //! The scheduler that batches requests from many simulations lives in sopsim
@@ -39,5 +41,6 @@ pub mod math;
 mod panels;
 pub mod penalties;
 pub mod quant;
+pub mod safetensors;
 pub mod sampling;
 pub mod transformer;

@@ -163,7 +163,7 @@ impl MiniLm {
                 source,
             })
         };
-        let f32s = super::safetensors::F32Tensors::open(&weights).map_err(weights_failed)?;
+        let f32s = sopsim_infer::safetensors::F32Tensors::open(&weights).map_err(weights_failed)?;
         // A tensor that is there but cannot be read is that error, not a missing tensor.
         let unreadable = std::cell::RefCell::new(None);
         let read_tensor = |name: &str| -> Option<Vec<f32>> {

@@ -8,7 +8,6 @@ mod minilm;
 #[cfg(feature = "openai")]
 mod openai;
 #[cfg(feature = "local")]
-mod safetensors;
 mod service;
 #[cfg(feature = "local")]
 mod tokenizer_file;
