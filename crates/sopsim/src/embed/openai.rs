@@ -1,26 +1,33 @@
 //! Embeddings from an OpenAI-compatible server (`--embedder openai`): `POST
 //! {base}/embeddings` with every queued text of a batch in one request, for users whose
-//! embedding model lives on a server. Runs on the embedding service's worker thread, so
-//! it uses a blocking client; retries as the chat backend does.
+//! embedding model lives on a server. Runs on the embedding service's worker thread,
+//! which waits for the call on the HTTP runtime of blocking callers
+//! (`llm::openai::wait_for`); retries as the chat backend does.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
 use super::{EmbedError, Embedder};
 use crate::llm::openai::{
-    normalize_base, parse_retry_after, retryable_status, route, server_message, with_retries,
-    without_credentials, ApiKey, AttemptError, Cause, RetryPolicy,
+    normalize_base, parse_retry_after, retryable_status, route, server_message, wait_for,
+    with_retries, without_credentials, ApiKey, AttemptError, Cause, RetryPolicy,
 };
 
 pub struct OpenAiEmbedder {
-    client: reqwest::blocking::Client,
+    /// What each call needs, shared with the calls in flight on the HTTP runtime.
+    endpoint: Arc<Endpoint>,
+    retry: RetryPolicy,
+    dim: AtomicUsize,
+}
+
+struct Endpoint {
+    client: reqwest::Client,
     url: String,
     key: Option<ApiKey>,
     model: String,
-    retry: RetryPolicy,
-    dim: AtomicUsize,
 }
 
 fn failed(e: impl std::error::Error + Send + Sync + 'static) -> EmbedError {
@@ -35,11 +42,11 @@ impl OpenAiEmbedder {
         timeout: Duration,
         retry: RetryPolicy,
     ) -> Result<Self, EmbedError> {
-        let client = reqwest::blocking::Client::builder()
+        let client = reqwest::Client::builder()
             .timeout(timeout)
             .build()
             .map_err(failed)?;
-        Ok(Self {
+        let endpoint = Endpoint {
             client,
             url: route(
                 &normalize_base(&without_credentials(base_url).0),
@@ -47,12 +54,17 @@ impl OpenAiEmbedder {
             ),
             key,
             model,
+        };
+        Ok(Self {
+            endpoint: Arc::new(endpoint),
             retry,
             dim: AtomicUsize::new(0),
         })
     }
+}
 
-    fn attempt(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, AttemptError> {
+impl Endpoint {
+    async fn attempt(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, AttemptError> {
         let mut call = self
             .client
             .post(&self.url)
@@ -61,7 +73,7 @@ impl OpenAiEmbedder {
             call = call.bearer_auth(key.expose());
         }
         let retry = |text: String, e| AttemptError::retry(Cause::caused_by(text, e));
-        let response = call.send().map_err(|e| {
+        let response = call.send().await.map_err(|e| {
             let e = e.without_url();
             retry(format!("connection failed: {e}"), e)
         })?;
@@ -71,7 +83,7 @@ impl OpenAiEmbedder {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, SystemTime::now()));
-        let text = response.text().map_err(|e| {
+        let text = response.text().await.map_err(|e| {
             let e = e.without_url();
             retry(format!("reading the response: {e}"), e)
         })?;
@@ -133,18 +145,24 @@ impl Embedder for OpenAiEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        // Embedding runs on the embedding worker's thread, so waiting blocks it.
-        let vectors = futures::executor::block_on(with_retries(
-            &self.retry,
-            "embedding call",
-            |_| std::future::ready(self.attempt(texts)),
-            |wait| {
-                std::thread::sleep(wait);
-                std::future::ready(())
-            },
-            &|| false,
-        ))
-        .map_err(failed)?;
+        let (endpoint, retry) = (self.endpoint.clone(), self.retry);
+        let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        let calling = async move {
+            let never = || false;
+            let attempt = |_| endpoint.attempt(&texts);
+            with_retries(
+                &retry,
+                "embedding call",
+                attempt,
+                tokio::time::sleep,
+                &never,
+            )
+            .await
+        };
+        // The embedding worker's thread waits for the call.
+        let vectors = wait_for(calling)
+            .map_err(|e| failed(std::io::Error::other(e)))?
+            .map_err(failed)?;
         if let Some(v) = vectors.first() {
             self.dim.store(v.len(), Ordering::Relaxed);
         }

@@ -21,35 +21,38 @@ impl OpenAiBackend {
         );
         let fail = |why: String| LlmError::failed("openai", format!("{doing}: {why}"));
         let failed_by = |e: Cause| LlmError::caused_by("openai", format!("{doing}: {e}"), e);
-        let client = reqwest::blocking::Client::builder()
+        let client = reqwest::Client::builder()
             .connect_timeout(self.options.connect_timeout)
             .timeout(self.options.read_timeout)
             .build()
             .map_err(|e| failed_by(Cause::caused_by(e.to_string(), e)))?;
+        let (key, retry) = (self.options.api_key.clone(), self.options.retry);
         // A server still loading its model answers 503 (llama.cpp's "Loading model"):
         // asked again as a model call would be, with the same bounded backoff.
-        let attempt = |_: u32| {
-            let mut call = client.get(&url);
-            if let Some(key) = &self.options.api_key {
-                call = call.bearer_auth(key.expose());
-            }
-            std::future::ready(self.models_answer(call))
+        let asking = async move {
+            let attempt = |_: u32| {
+                let mut call = client.get(&url);
+                if let Some(key) = &key {
+                    call = call.bearer_auth(key.expose());
+                }
+                models_answer(call, key.clone())
+            };
+            let never = || false;
+            with_retries(
+                &retry,
+                "request for the served models",
+                attempt,
+                tokio::time::sleep,
+                &never,
+            )
+            .await
         };
-        let sleep = |wait: std::time::Duration| {
-            std::thread::sleep(wait);
-            std::future::ready(())
-        };
-        let body = futures::executor::block_on(with_retries(
-            &self.options.retry,
-            "request for the served models",
-            attempt,
-            sleep,
-            &|| false,
-        ))
-        .map_err(|e| match e {
-            GaveUp::Fatal(cause) => failed_by(cause),
-            exhausted => fail(exhausted.to_string()),
-        })?;
+        let body = super::wait_for(asking)
+            .map_err(fail)?
+            .map_err(|e| match e {
+                GaveUp::Fatal(cause) => failed_by(cause),
+                exhausted => fail(exhausted.to_string()),
+            })?;
         let v: Value = serde_json::from_str(&body)
             .map_err(|e| failed_by(Cause::caused_by(format!("malformed JSON: {e}"), e)))?;
         let ids: Vec<String> = v["data"]
@@ -107,34 +110,34 @@ fn pick_model(ids: &[String], openai: bool) -> Option<&String> {
     chat.or(ids.first())
 }
 
-impl OpenAiBackend {
-    /// One `GET /models`: the body of a 200, or how the attempt failed (429, 408 and
-    /// 5xx, and a failed connection, are worth another attempt).
-    fn models_answer(
-        &self,
-        call: reqwest::blocking::RequestBuilder,
-    ) -> Result<String, AttemptError> {
-        let response = call
-            .send()
-            .map_err(|e| AttemptError::retry(Cause::caused_by(without_url(&e), e.without_url())))?;
-        let status = response.status().as_u16();
-        let after = retry_after(response.headers());
-        let body = response
-            .text()
-            .map_err(|e| AttemptError::retry(Cause::caused_by(without_url(&e), e.without_url())))?;
-        if status == 200 {
-            return Ok(body);
-        }
-        let cause = Cause::from(format!(
-            "HTTP {status}: {}",
-            server_message(&body, self.options.api_key.as_ref())
-        ));
-        Err(if retryable_status(status) {
-            AttemptError::Retry { cause, after }
-        } else {
-            AttemptError::Fatal(cause)
-        })
+/// One `GET /models`: the body of a 200, or how the attempt failed (429, 408 and 5xx,
+/// and a failed connection, are worth another attempt).
+async fn models_answer(
+    call: reqwest::RequestBuilder,
+    key: Option<crate::llm::ApiKey>,
+) -> Result<String, AttemptError> {
+    let response = call
+        .send()
+        .await
+        .map_err(|e| AttemptError::retry(Cause::caused_by(without_url(&e), e.without_url())))?;
+    let status = response.status().as_u16();
+    let after = retry_after(response.headers());
+    let body = response
+        .text()
+        .await
+        .map_err(|e| AttemptError::retry(Cause::caused_by(without_url(&e), e.without_url())))?;
+    if status == 200 {
+        return Ok(body);
     }
+    let cause = Cause::from(format!(
+        "HTTP {status}: {}",
+        server_message(&body, key.as_ref())
+    ));
+    Err(if retryable_status(status) {
+        AttemptError::Retry { cause, after }
+    } else {
+        AttemptError::Fatal(cause)
+    })
 }
 
 #[cfg(test)]

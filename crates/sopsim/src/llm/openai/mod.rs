@@ -26,6 +26,7 @@
 //!   `sampling_fields.rs`: sampling settings under the servers' names; `tools.rs`: native
 //!   tool calling; `token_count.rs`: counting tokens for a server's models.
 
+mod blocking;
 mod choice;
 mod config;
 mod discover;
@@ -47,6 +48,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::sync::Semaphore;
 
+pub(crate) use blocking::wait_for;
 pub use config::{normalize_base, route, without_credentials, OpenAiOptions};
 pub(crate) use redact::{server_message, shown};
 pub use replicas::Replicas;
