@@ -7,7 +7,6 @@ mod hash;
 mod minilm;
 #[cfg(feature = "openai")]
 mod openai;
-#[cfg(feature = "local")]
 mod service;
 #[cfg(feature = "local")]
 mod tokenizer_file;
