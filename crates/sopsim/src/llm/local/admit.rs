@@ -12,7 +12,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::constrain::{ConstrainError, Constraints};
 use super::draw_settings::TokenTexts;
-use super::engine::{ChoiceState, Phase, Reply, Text};
+use super::sequence::{ChoiceState, Phase, Reply, Text};
 use super::speculate::{Spec, SpecStats};
 use super::text_stream::TextStream;
 use super::LocalOptions;

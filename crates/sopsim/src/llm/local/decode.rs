@@ -6,7 +6,7 @@ use rand_chacha::ChaCha8Rng;
 use sopsim_infer::sampling::draw;
 use tokio::sync::oneshot;
 
-use super::engine::{Phase, Seq, Text};
+use super::sequence::{Phase, Seq, Text};
 use super::speculate::SpecStats;
 use super::text_stream::stop_position;
 use crate::llm::{ChoiceMethod, Chosen, Completion, LlmError, Usage};

@@ -13,6 +13,7 @@ mod decode;
 mod draw_settings;
 mod engine;
 mod prefix_tree;
+mod sequence;
 mod speculate;
 mod text_stream;
 
@@ -26,7 +27,8 @@ use tokio::sync::oneshot;
 
 use super::{Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
 use crate::tokens::TokenCounter;
-use engine::{Job, Text, Worker};
+use engine::Worker;
+use sequence::{Job, Text};
 use sopsim_infer::chat_template::ChatTemplate;
 use sopsim_infer::gguf;
 use sopsim_infer::transformer::{self, Model};
