@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use sopsim::scenario::{from_document, import_aiwaves, parse_json};
+use sopsim::fuzzing::{from_document, import_aiwaves, parse_json};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };

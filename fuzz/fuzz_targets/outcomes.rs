@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use sopsim::scenario::{evaluate_formula, from_document, FormulaInputs};
+use sopsim::fuzzing::from_document;
+use sopsim::scenario::{evaluate_formula, FormulaInputs};
 
 fn base() -> &'static Value {
     static BASE: OnceLock<Value> = OnceLock::new();

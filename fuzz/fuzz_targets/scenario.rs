@@ -4,9 +4,8 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use sopsim::scenario::{
-    aiwaves::is_aiwaves, from_document, import_aiwaves, member_count, parse_json,
-};
+use sopsim::fuzzing::{from_document, import_aiwaves, parse_json};
+use sopsim::scenario::{aiwaves::is_aiwaves, member_count};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };

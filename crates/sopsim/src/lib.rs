@@ -133,4 +133,5 @@ pub use runner::{load, run, run_async, Loaded, RunError, RunIo, RunOptions, Scen
 pub mod fuzzing {
     pub use crate::template::{placeholders, render};
     pub use crate::user_json::parse;
+    pub use sopsim_core::scenario::{from_document, import_aiwaves, parse_json};
 }
