@@ -56,6 +56,7 @@ static RUNTIME: Layers = &[
             "events",
             "setup",
             "runner",
+            "source",
             "bench",
             "error",
             "control",

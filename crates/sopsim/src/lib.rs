@@ -93,7 +93,8 @@
 //!   a resumed run answers from.
 //! - [`setup`]: typed model options → backends, embedder, prices; errors naming the
 //!   setting at fault.
-//! - [`runner`]: the front door, `sopsim run` as a library call; [`error`]: run errors, the
+//! - [`runner`]: the front door, `sopsim run` as a library call (`source`: what a run
+//!   plays, and loading it); [`error`]: run errors, the
 //!   cancellation token, error chains.
 //! - [`models`]: the local models sopsim knows, fetched from PyPI and checked.
 //! - [`bench`](mod@bench): `sopsim bench`: scenario × mode × seed, run many at once, outcomes,
@@ -123,6 +124,7 @@ pub mod runner;
 pub mod scenario;
 pub mod setup;
 pub mod simulation;
+pub(crate) mod source;
 pub mod tools;
 
 pub use runner::{load, run, run_async, Loaded, RunError, RunIo, RunOptions, ScenarioSource};

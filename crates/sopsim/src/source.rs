@@ -1,0 +1,130 @@
+//! What a run plays and loading it: a scenario file, a document made in code, or a
+//! scenario built in code, loaded and checked the one way [`crate::run`] does
+//! ([`load`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::SimError;
+use crate::scenario::aiwaves::Imported;
+use crate::scenario::Scenario;
+use crate::setup::{self, SetupError};
+
+/// The scenario a run plays: `From` a path, a [`Scenario`] or an `Arc` of one.
+#[derive(Debug, Clone)]
+pub enum ScenarioSource {
+    /// A scenario file: native, or an aiwaves config translated.
+    File(PathBuf),
+    /// A scenario document made in code (a Python dict): `origin` names it, and its
+    /// folder is where the files it names are looked up.
+    Document {
+        origin: PathBuf,
+        document: serde_json::Value,
+    },
+    /// A scenario built in code ([`ScenarioBuilder`](crate::scenario::ScenarioBuilder)
+    /// validates it) or loaded before.
+    Built(Arc<Scenario>),
+}
+
+impl ScenarioSource {
+    /// What errors and `run.json` call the scenario: its file, or a built one's name.
+    pub fn origin(&self) -> PathBuf {
+        match self {
+            ScenarioSource::File(path) => path.clone(),
+            ScenarioSource::Document { origin, .. } => origin.clone(),
+            ScenarioSource::Built(scenario) => PathBuf::from(&scenario.name),
+        }
+    }
+
+    /// The SHA-256 `run.json` keeps of the scenario: a file's bytes, or the JSON of a
+    /// document or a built scenario.
+    pub(crate) fn sha256(&self) -> Result<String, SimError> {
+        let json = match self {
+            ScenarioSource::File(path) => {
+                return file_sha256(path).map_err(|source| SimError::Io {
+                    what: path.display().to_string(),
+                    source,
+                })
+            }
+            ScenarioSource::Document { document, .. } => document.to_string(),
+            ScenarioSource::Built(scenario) => serde_json::to_string(&**scenario)
+                .map_err(|_| SimError::Internal("a built scenario did not serialize"))?,
+        };
+        Ok(crate::digest::sha256_hex(json.as_bytes()))
+    }
+}
+
+impl From<PathBuf> for ScenarioSource {
+    fn from(path: PathBuf) -> Self {
+        ScenarioSource::File(path)
+    }
+}
+
+impl From<&Path> for ScenarioSource {
+    fn from(path: &Path) -> Self {
+        ScenarioSource::File(path.to_path_buf())
+    }
+}
+
+impl From<&str> for ScenarioSource {
+    fn from(path: &str) -> Self {
+        ScenarioSource::File(PathBuf::from(path))
+    }
+}
+
+impl From<Scenario> for ScenarioSource {
+    fn from(scenario: Scenario) -> Self {
+        ScenarioSource::Built(Arc::new(scenario))
+    }
+}
+
+impl From<Arc<Scenario>> for ScenarioSource {
+    fn from(scenario: Arc<Scenario>) -> Self {
+        ScenarioSource::Built(scenario)
+    }
+}
+
+/// A scenario ready to run, and what translating an aiwaves config could not carry
+/// over.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub scenario: Scenario,
+    pub imported: Imported,
+}
+
+/// Loads and validates a scenario as [`crate::run`] does: files it names (knowledge bases,
+/// tables) must lie in its folder or in `allowed`, and populations this machine has not
+/// the memory to run are refused before their members are made.
+pub fn load(source: impl Into<ScenarioSource>, allowed: &[PathBuf]) -> Result<Loaded, SetupError> {
+    let (scenario, imported) = load_source(&source.into(), allowed)?;
+    Ok(Loaded {
+        scenario: Arc::unwrap_or_clone(scenario),
+        imported,
+    })
+}
+
+/// [`load`], keeping a built scenario shared.
+pub(crate) fn load_source(
+    source: &ScenarioSource,
+    allowed: &[PathBuf],
+) -> Result<(Arc<Scenario>, Imported), SetupError> {
+    let (scenario, imported) = match source {
+        ScenarioSource::File(path) => {
+            let (scenario, imported) = setup::load(path, allowed)?;
+            (Arc::new(scenario), imported)
+        }
+        ScenarioSource::Document { origin, document } => {
+            let (scenario, imported) = setup::load_document(origin, document.clone(), allowed)?;
+            (Arc::new(scenario), imported)
+        }
+        ScenarioSource::Built(scenario) => (scenario.clone(), None),
+    };
+    setup::check_memory(&source.origin(), &scenario, 1)?;
+    Ok((scenario, imported.unwrap_or_default()))
+}
+
+/// The SHA-256 of a scenario file, as `run.json` keeps it.
+fn file_sha256(path: &Path) -> std::io::Result<String> {
+    let bytes = crate::files::read_bounded(path, crate::scenario::MAX_SCENARIO_BYTES)?;
+    Ok(crate::digest::sha256_hex(&bytes))
+}
