@@ -6,6 +6,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import json
+import signal
 import threading
 import time
 
@@ -74,7 +75,16 @@ def marathon(turns: int) -> sopsim.Scenario:
     })
 
 
-def test_ctrl_c_stops_at_a_turn_boundary_and_keeps_the_finished_turns(tmp_path):
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own Ctrl-C handler for the test: a shell starts background jobs with
+    Ctrl-C ignored, which Python keeps, and interrupt_main() then does nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_stops_at_a_turn_boundary_and_keeps_the_finished_turns(tmp_path, ctrl_c_raises):
     events = 0
 
     def interrupt_after_some(event: dict) -> None:
