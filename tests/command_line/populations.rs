@@ -278,6 +278,31 @@ fn a_population_too_large_for_memory_is_refused_before_it_starts() {
     assert!(!dir.path().join("bench/runs").exists(), "nothing started");
 }
 
+/// Members that would not fit in memory are counted before any is made: `validate`
+/// refuses the file naming `populations`, in its JSON verdict too.
+#[test]
+fn validate_refuses_members_that_would_not_fit_naming_the_populations() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = game(
+        dir.path(),
+        json!({"name": "P{i}", "count": 100_000_000, "roles": {"play": "Player"}}),
+    );
+    let out = sopsim().args(["validate", &path]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("100000000 agents need about"), "{stderr}");
+    let out = sopsim()
+        .args(["validate", &path, "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let verdict: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(verdict["valid"], false);
+    assert_eq!(verdict["problems"][0]["path"], "populations");
+    let message = verdict["problems"][0]["message"].as_str().unwrap();
+    assert!(message.contains("use fewer members"), "{message}");
+}
+
 #[test]
 fn replicas_share_a_round_and_a_server_that_dies_is_left_out_with_a_warning() {
     use crate::common::server::{Behaviour, Server};
