@@ -505,3 +505,40 @@ fn summarise(
         wall_ms: started.elapsed().as_millis() as u64,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_percentiles_are_read_from_the_sorted_calls_in_milliseconds() {
+        assert_eq!(percentile(&[], 0.5), 0.0);
+        let us = [1_000, 2_000, 3_000, 4_000, 100_000];
+        assert_eq!(percentile(&us, 0.5), 3.0);
+        assert_eq!(percentile(&us, 0.95), 100.0);
+        assert_eq!(percentile(&[7_500], 0.95), 7.5);
+    }
+
+    #[test]
+    fn a_tool_with_failed_calls_is_warned_about_naming_each_outcome() {
+        let mut t = crate::actors::messages::ToolSummary::default();
+        t.calls
+            .insert("calc".into(), [("ok".to_string(), 4)].into_iter().collect());
+        t.calls.insert(
+            "lookup".into(),
+            [
+                ("ok".to_string(), 1),
+                ("failed".to_string(), 2),
+                ("repeated".to_string(), 1),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        assert_eq!(
+            tool_warnings(&t),
+            ["tool lookup: calls that failed: failed 2, repeated 1"]
+        );
+        assert!(!no_tool_calls(&t));
+        assert!(no_tool_calls(&Default::default()));
+    }
+}

@@ -128,3 +128,65 @@ fn file_sha256(path: &Path) -> std::io::Result<String> {
     let bytes = crate::files::read_bounded(path, crate::scenario::MAX_SCENARIO_BYTES)?;
     Ok(crate::digest::sha256_hex(&bytes))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{ScenarioBuilder, StateBuilder};
+
+    fn built() -> Scenario {
+        ScenarioBuilder::new("chat")
+            .agent("Ada", |a| a.plays("talk", "A"))
+            .state("talk", StateBuilder::new(["A"]).max_turns(1).next(["end"]))
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_source_is_named_by_its_file_its_origin_or_its_name() {
+        let file = ScenarioSource::from("scenarios/debate.json");
+        assert!(
+            matches!(&file, ScenarioSource::File(p) if p == Path::new("scenarios/debate.json"))
+        );
+        assert_eq!(file.origin(), PathBuf::from("scenarios/debate.json"));
+        let document = ScenarioSource::Document {
+            origin: PathBuf::from("made/in_code.json"),
+            document: serde_json::json!({"name": "x"}),
+        };
+        assert_eq!(document.origin(), PathBuf::from("made/in_code.json"));
+        let built = ScenarioSource::from(built());
+        assert!(matches!(&built, ScenarioSource::Built(_)));
+        assert_eq!(built.origin(), PathBuf::from("chat"));
+    }
+
+    /// `run.json` keeps what the run played: a file's bytes, or the JSON of a document
+    /// or a built scenario, so a resume of something else is refused.
+    #[test]
+    fn a_source_is_digested_as_its_bytes_or_its_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        std::fs::write(&path, b"{\"name\": \"s\"}").unwrap();
+        let sha = |bytes: &[u8]| crate::digest::sha256_hex(bytes);
+        assert_eq!(
+            ScenarioSource::File(path.clone()).sha256().unwrap(),
+            sha(b"{\"name\": \"s\"}")
+        );
+        let document = serde_json::json!({"name": "s", "agents": {}});
+        let source = ScenarioSource::Document {
+            origin: path,
+            document: document.clone(),
+        };
+        assert_eq!(
+            source.sha256().unwrap(),
+            sha(document.to_string().as_bytes())
+        );
+        let scenario = built();
+        let json = serde_json::to_string(&scenario).unwrap();
+        assert_eq!(
+            ScenarioSource::from(scenario).sha256().unwrap(),
+            sha(json.as_bytes())
+        );
+        let missing = ScenarioSource::File(dir.path().join("gone.json"));
+        assert!(matches!(missing.sha256(), Err(SimError::Io { .. })));
+    }
+}
