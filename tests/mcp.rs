@@ -116,7 +116,7 @@ fn run_with(
     s: impl Into<Arc<Scenario>>,
     services: &Services,
     consent: CommandConsent,
-) -> Result<RunOutcome, Box<RunError>> {
+) -> Result<RunOutcome, RunError> {
     let opts = RunOptions {
         allowed_commands: consent,
         ..RunOptions::new(s.into())
@@ -125,7 +125,7 @@ fn run_with(
         services: Some(services.clone()),
         ..RunIo::default()
     };
-    sopsim::run(&opts, io).map_err(Box::new)
+    sopsim::run(&opts, io)
 }
 
 /// A run that may start any MCP server.

@@ -60,8 +60,10 @@ fn scenario_error(py: Python<'_>, e: &ScenarioError) -> PyErr {
 /// A run or setup error: bad input is `ScenarioError` (a scenario) or `ValueError`,
 /// the rest `RunError`; the message carries the chain of causes.
 fn run_error(py: Python<'_>, e: &RunError) -> PyErr {
-    if let RunError::Setup(sopsim::setup::SetupError::Scenario(s)) = e {
-        return scenario_error(py, s);
+    if let RunError::Setup(setup) = e {
+        if let sopsim::setup::SetupError::Scenario(s) = &**setup {
+            return scenario_error(py, s);
+        }
     }
     if e.is_bad_input() {
         return pyo3::exceptions::PyValueError::new_err(chain(e));

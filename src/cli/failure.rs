@@ -147,7 +147,7 @@ impl From<SimError> for Failure {
 impl From<RunError> for Failure {
     fn from(e: RunError) -> Self {
         match e {
-            RunError::Setup(e) => e.into(),
+            RunError::Setup(e) => (*e).into(),
             RunError::Sim(e) => e.into(),
             e @ (RunError::Failed { .. } | RunError::ResumeStopped { .. }) => {
                 classify(e.is_bad_input(), None, &e)

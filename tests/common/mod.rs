@@ -72,13 +72,13 @@ pub fn run_on(
     services: &Services,
     opts: impl FnOnce(RunOptions) -> RunOptions,
     io: RunIo,
-) -> Result<RunOutcome, Box<sopsim::RunError>> {
+) -> Result<RunOutcome, sopsim::RunError> {
     let opts = opts(RunOptions::new(scenario.into()));
     let io = RunIo {
         services: Some(services.clone()),
         ..io
     };
-    sopsim::run(&opts, io).map_err(Box::new)
+    sopsim::run(&opts, io)
 }
 
 /// Wraps a backend and keeps every request it sees.

@@ -289,7 +289,7 @@ fn an_unknown_human_is_bad_input() {
     )
     .unwrap_err();
     assert!(
-        matches!(&*err, sopsim::RunError::Sim(sopsim::error::SimError::UnknownHuman { name, .. }) if name == "Zed"),
+        matches!(&err, sopsim::RunError::Sim(sopsim::error::SimError::UnknownHuman { name, .. }) if name == "Zed"),
         "{err}"
     );
     assert!(err.is_bad_input());

@@ -128,10 +128,13 @@ fn a_folder_of_another_run_is_refused_naming_what_differs() {
         ..options(scenario, &dir)
     };
     match runner::run(&other, RunIo::default()) {
-        Err(RunError::Setup(SetupError::Out {
-            source: OutFolderError::OtherRun(differences),
-            ..
-        })) => assert_eq!(differences, ["seed 8 now, 7 then"]),
+        Err(RunError::Setup(e)) => match *e {
+            SetupError::Out {
+                source: OutFolderError::OtherRun(differences),
+                ..
+            } => assert_eq!(differences, ["seed 8 now, 7 then"]),
+            other => panic!("{other:?}"),
+        },
         other => panic!("{other:?}"),
     }
     let empty = tmp.path().join("empty");

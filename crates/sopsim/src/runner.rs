@@ -74,8 +74,9 @@ impl RunOptions {
 /// Why `run` failed.
 #[derive(Debug, Error)]
 pub enum RunError {
+    /// Boxed: the setup's errors are the largest, and would make every `RunError` so.
     #[error(transparent)]
-    Setup(#[from] SetupError),
+    Setup(Box<SetupError>),
     /// The run could not start, or its files could not be written.
     #[error(transparent)]
     Sim(#[from] SimError),
@@ -96,6 +97,12 @@ pub enum RunError {
         #[source]
         source: SimError,
     },
+}
+
+impl From<SetupError> for RunError {
+    fn from(e: SetupError) -> Self {
+        RunError::Setup(Box::new(e))
+    }
 }
 
 /// What a failed run left in its output folder (none without `--out`).
