@@ -8,7 +8,7 @@
 //! There is one way in: [`load`] a scenario (a file, a document made in code, or one
 //! built in code), and [`run`] it — or await [`run_async`] in async code.
 //!
-//! ```no_run
+//! ```
 //! use sopsim::scenario::{ScenarioBuilder, StateBuilder};
 //! use sopsim::simulation::Services;
 //! use sopsim::{run, RunIo, RunOptions};
