@@ -2,6 +2,12 @@
 //! jitter (a random wait between half the ceiling and the ceiling), bounded attempts,
 //! and the server's `Retry-After` when it sends one. [`with_retries`] is the one loop
 //! every call to a server goes through.
+//!
+//! Hand-written rather than a backoff crate's policy: between attempts the loop also
+//! gives up at once on a `Retry-After` past the longest wait, asks whether another
+//! replica should take the call instead of waiting (`hand_off`), and sleeps with the
+//! caller's sleep (the run's cancellable timer, or the blocking callers' runtime),
+//! which such a policy would need wrapped anyway.
 
 use std::future::Future;
 use std::time::{Duration, SystemTime};

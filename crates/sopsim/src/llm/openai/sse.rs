@@ -3,6 +3,12 @@
 //! says (lines end in CRLF, LF or a lone CR; a leading byte-order mark is dropped;
 //! `:` starts a comment), incrementally: bytes go in as they arrive, whole events
 //! come out, and each byte is looked at once.
+//!
+//! Hand-written rather than `eventsource-stream` (the parser most Rust clients of these
+//! servers use): that crate offers no bound on a line or an event, which a server that
+//! never ends a line must not get past ([`MAX_EVENT_BYTES`]), and it wraps a byte
+//! stream where the stream reader here also times out idle servers and closes a reply
+//! at the word that settles a flaw.
 
 use thiserror::Error;
 
