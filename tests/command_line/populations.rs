@@ -287,15 +287,18 @@ fn validate_refuses_members_that_would_not_fit_naming_the_populations() {
         dir.path(),
         json!({"name": "P{i}", "count": 100_000_000, "roles": {"play": "Player"}}),
     );
-    let out = sopsim().args(["validate", &path]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let validate = |flags: &[&str]| {
+        let out = sopsim()
+            .args(["validate", &path])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        out
+    };
+    let stderr = String::from_utf8_lossy(&validate(&[]).stderr).to_string();
     assert!(stderr.contains("100000000 agents need about"), "{stderr}");
-    let out = sopsim()
-        .args(["validate", &path, "--format", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let out = validate(&["--format", "json"]);
     let verdict: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(verdict["valid"], false);
     assert_eq!(verdict["problems"][0]["path"], "populations");

@@ -12,7 +12,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::constrain::{ConstrainError, Constraints};
 use super::draw_settings::TokenTexts;
-use super::sequence::{ChoiceState, Phase, Reply, Text};
+use super::sequence::{ChoiceState, Phase, Reply, Text, Who};
 use super::speculate::{Spec, SpecStats};
 use super::text_stream::TextStream;
 use super::LocalOptions;
@@ -25,7 +25,7 @@ pub(super) struct Admission<'w> {
     pub text: &'w Text,
     pub model: &'w Model,
     pub options: &'w LocalOptions,
-    pub name: &'w str,
+    pub who: &'w Who,
     pub draft_cost: Option<f64>,
     /// Built at the first decision: most runs never need it.
     pub constraints: &'w mut Option<Result<Constraints, Arc<ConstrainError>>>,
@@ -33,14 +33,6 @@ pub(super) struct Admission<'w> {
 }
 
 impl Admission<'_> {
-    fn error(&self, message: impl Into<String>) -> LlmError {
-        LlmError::failed(format!("local:{}", self.name), message)
-    }
-
-    fn failed(&self, what: &str, source: impl Into<crate::llm::BoxError>) -> LlmError {
-        LlmError::caused_by(format!("local:{}", self.name), what, source)
-    }
-
     /// A request's prompt tokens and what follows them; a bad request fails here,
     /// before it takes a place in the batch.
     pub(super) fn read(&mut self, request: &LlmRequest) -> Result<(Phase, Vec<u32>), LlmError> {
@@ -76,15 +68,15 @@ impl Admission<'_> {
             .text
             .template
             .render(&messages)
-            .map_err(|e| self.failed("rendering the prompt", e))?;
+            .map_err(|e| self.who.failed("rendering the prompt", e))?;
         let prompt = super::encode(&self.text.tokenizer, &rendered)
-            .map_err(|e| self.failed("tokenizing the prompt", e))?;
+            .map_err(|e| self.who.failed("tokenizing the prompt", e))?;
         if prompt.is_empty() {
-            return Err(self.error("the prompt is empty"));
+            return Err(self.who.error("the prompt is empty"));
         }
         let room = self.model.shape.positions;
         if prompt.len() >= room {
-            return Err(self.error(format!(
+            return Err(self.who.error(format!(
                 "the prompt is {} tokens; the model takes at most {room}",
                 prompt.len()
             )));
@@ -124,12 +116,14 @@ impl Admission<'_> {
                     (None, _) => None,
                     (Some(tools), Some(Ok(c))) => Some(Box::new(
                         c.matcher(&tools.decision_schema)
-                            .map_err(|e| self.error(format!("the decision's schema: {e}")))?,
+                            .map_err(|e| self.who.error(format!("the decision's schema: {e}")))?,
                     )),
                     (Some(_), Some(Err(e))) => {
-                        return Err(self.failed("constraining decisions", e.clone()))
+                        return Err(self.who.failed("constraining decisions", e.clone()))
                     }
-                    (Some(_), None) => return Err(self.error("decisions cannot be constrained")),
+                    (Some(_), None) => {
+                        return Err(self.who.error("decisions cannot be constrained"))
+                    }
                 };
                 // A draft drafts free text; a decision's JSON is decoded under its
                 // schema a token at a time.
@@ -165,16 +159,16 @@ impl Admission<'_> {
                         Ok(t)
                     })
                     .collect::<Result<_, tokenizers::Error>>()
-                    .map_err(|e| self.failed("tokenizing the options", e))?;
+                    .map_err(|e| self.who.failed("tokenizing the options", e))?;
                 let trie = OptionTrie::new(&tokens)
-                    .map_err(|e| self.failed(&format!("options {options:?}"), e))?;
+                    .map_err(|e| self.who.failed(&format!("options {options:?}"), e))?;
                 let questions = trie.questions();
                 if prompt_len + questions.iter().map(|q| q.path.len()).max().unwrap_or(0)
                     >= self.model.shape.positions
                 {
-                    return Err(
-                        self.error("the prompt and the options do not fit the model's positions")
-                    );
+                    return Err(self
+                        .who
+                        .error("the prompt and the options do not fit the model's positions"));
                 }
                 Ok(Phase::Choice(ChoiceState {
                     trie,

@@ -6,29 +6,21 @@ use rand_chacha::ChaCha8Rng;
 use sopsim_infer::sampling::draw;
 use tokio::sync::oneshot;
 
-use super::sequence::{Phase, Seq, Text};
+use super::sequence::{Phase, Seq, Text, Who};
 use super::speculate::SpecStats;
 use super::text_stream::stop_position;
 use crate::llm::{ChoiceMethod, Chosen, Completion, LlmError, Usage};
 
 /// What turning a step's logits into tokens needs of the worker: the tokenizer and its
-/// special tokens, whether end of text is ignored, and the model's name for answers
-/// and errors.
+/// special tokens, whether end of text is ignored, and the model as answers and errors
+/// name it.
 pub(super) struct Decoder<'w> {
     pub text: &'w Text,
     pub ignore_eos: bool,
-    pub name: &'w str,
+    pub who: &'w Who,
 }
 
 impl Decoder<'_> {
-    fn error(&self, message: impl Into<String>) -> LlmError {
-        LlmError::failed(format!("local:{}", self.name), message)
-    }
-
-    fn failed(&self, what: &str, source: impl Into<crate::llm::BoxError>) -> LlmError {
-        LlmError::caused_by(format!("local:{}", self.name), what, source)
-    }
-
     /// Moves a sequence on after a step. `Ok(false)`: it has answered and is done.
     pub(super) fn advance(&self, seq: &mut Seq, logits: Vec<Vec<f32>>) -> Result<bool, LlmError> {
         if seq.cache.len() < seq.prompt.len() {
@@ -47,7 +39,8 @@ impl Decoder<'_> {
                 };
                 if let Some(m) = reply.matcher.as_deref_mut() {
                     super::constrain::mask(m, &mut l).map_err(|e| {
-                        self.error(format!("decoding under the decision's schema: {e}"))
+                        self.who
+                            .error(format!("decoding under the decision's schema: {e}"))
                     })?;
                 }
                 if reply.generated.len() < reply.min_tokens {
@@ -61,7 +54,8 @@ impl Decoder<'_> {
                 let done = self.text.special.stop_ids.contains(&next) && !self.ignore_eos;
                 if let Some(m) = reply.matcher.as_deref_mut() {
                     let complete = super::constrain::consume(m, next).map_err(|e| {
-                        self.error(format!("decoding under the decision's schema: {e}"))
+                        self.who
+                            .error(format!("decoding under the decision's schema: {e}"))
                     })?;
                     // The schema is complete: nothing more may follow.
                     if complete && !done {
@@ -69,7 +63,7 @@ impl Decoder<'_> {
                         reply
                             .text
                             .push(&self.text.tokenizer, &reply.generated)
-                            .map_err(|e| self.failed("decoding the reply", e))?;
+                            .map_err(|e| self.who.failed("decoding the reply", e))?;
                         return self.finish_reply(seq);
                     }
                 }
@@ -102,7 +96,7 @@ impl Decoder<'_> {
         let piece = reply
             .text
             .push(&self.text.tokenizer, &reply.generated)
-            .map_err(|e| self.failed("decoding the reply", e))?;
+            .map_err(|e| self.who.failed("decoding the reply", e))?;
         if let Some((cut, stop)) = stop_position(reply.text.full(), &reply.stops) {
             reply.text.truncate(cut);
             reply.stopped_at = Some(stop);
@@ -216,7 +210,7 @@ impl Decoder<'_> {
         }
         let completion = Completion {
             tool_calls: Vec::new(),
-            model: format!("local:{}", self.name),
+            model: self.who.0.clone(),
             text: reply.text.full().trim().to_string(),
             usage: Usage {
                 prompt_tokens: seq.prompt.len() as u64,
@@ -256,7 +250,7 @@ impl Decoder<'_> {
         seq.cache.truncate(seq.prompt.len());
         let completion = Completion {
             tool_calls: Vec::new(),
-            model: format!("local:{}", self.name),
+            model: self.who.0.clone(),
             text: options.get(index).cloned().unwrap_or_default(),
             usage: Usage {
                 prompt_tokens: seq.prompt.len() as u64,

@@ -22,7 +22,7 @@ use sopsim_infer::transformer::{Model, Scratch, Segment, Want};
 use super::admit::Admission;
 use super::decode::Decoder;
 use super::prefix_tree::PrefixTree;
-use super::sequence::{Job, Phase, Plan, Seq, Text};
+use super::sequence::{Job, Phase, Plan, Seq, Text, Who};
 use super::speculate::{Draft, DraftJob};
 use super::LocalOptions;
 use crate::llm::LlmError;
@@ -35,6 +35,8 @@ pub(super) struct Worker {
     text: Text,
     options: LocalOptions,
     name: String,
+    /// The model as answers and errors name it.
+    who: Who,
     /// The prompt prefixes read so far, for every sequence of the process.
     tree: PrefixTree,
     /// The draft model of speculative decoding, when there is one.
@@ -83,6 +85,7 @@ impl Worker {
             model,
             text,
             options,
+            who: Who::of(&name),
             name,
             next_id: 0,
             active: Vec::new(),
@@ -93,11 +96,6 @@ impl Worker {
         }
     }
 
-    /// `what` failed because of `source`.
-    fn failed(&self, what: &str, source: impl Into<crate::llm::BoxError>) -> LlmError {
-        LlmError::caused_by(format!("local:{}", self.name), what, source)
-    }
-
     /// Reads a request and gives its sequence a place in the batch; a bad request is
     /// answered at once.
     fn admit(&mut self, job: Job) {
@@ -105,7 +103,7 @@ impl Worker {
             text: &self.text,
             model: &self.model,
             options: &self.options,
-            name: &self.name,
+            who: &self.who,
             draft_cost: self.draft.as_ref().map(|d| d.draft_cost),
             constraints: &mut self.constraints,
             token_texts: &mut self.token_texts,
@@ -122,7 +120,7 @@ impl Worker {
         if let Err(e) = cache.reserve(prompt.len()) {
             let _ = job
                 .reply
-                .send(Err(self.failed("making room for the prompt", e)));
+                .send(Err(self.who.failed("making room for the prompt", e)));
             return;
         }
         let follows = self.leader_for(&prompt, cached);
@@ -253,7 +251,7 @@ impl Worker {
                 // Out of memory for a copy, or the leader gone: from the pool.
                 _ => self.take_cache(&prompt),
             };
-            let who = format!("local:{}", self.name);
+            let who = self.who.0.clone();
             let seq = &mut self.active[i];
             seq.prompt = prompt;
             seq.cached = cache.len();
@@ -385,7 +383,7 @@ impl Worker {
                     let _ = seq
                         .job
                         .reply
-                        .send(Err(self.failed("the forward pass", e.clone())));
+                        .send(Err(self.who.failed("the forward pass", e.clone())));
                 }
                 return;
             }
@@ -395,7 +393,7 @@ impl Worker {
         let decoder = Decoder {
             text: &self.text,
             ignore_eos: self.options.ignore_eos,
-            name: &self.name,
+            who: &self.who,
         };
         for (mut seq, (tokens, _)) in std::mem::take(&mut self.active).into_iter().zip(plans) {
             let logits = if tokens.is_empty() {

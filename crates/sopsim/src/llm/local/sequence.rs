@@ -87,3 +87,21 @@ pub(super) struct Seq {
     /// for both (a reply's candidates, the same first prompt of several runs).
     pub(super) follows: Option<(u64, usize)>,
 }
+
+/// The model as the worker's answers and errors name it: `local:NAME`.
+pub(super) struct Who(pub String);
+
+impl Who {
+    pub(super) fn of(name: &str) -> Self {
+        Who(format!("local:{name}"))
+    }
+
+    pub(super) fn error(&self, message: impl Into<String>) -> LlmError {
+        LlmError::failed(self.0.clone(), message)
+    }
+
+    /// `what` failed because of `source`.
+    pub(super) fn failed(&self, what: &str, source: impl Into<crate::llm::BoxError>) -> LlmError {
+        LlmError::caused_by(self.0.clone(), what, source)
+    }
+}
