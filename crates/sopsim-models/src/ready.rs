@@ -249,21 +249,33 @@ mod tests {
     }
 
     /// A `python3` that appends a line to `log` for each download, then runs `after`.
+    ///
+    /// A child shell writes the script: were it written here, a thread of another test
+    /// forking meanwhile would hold the write descriptor until its exec, and running the
+    /// script would then fail with "Text file busy".
     fn logging_python(dir: &Path, log: &Path, after: &str) -> PathBuf {
         let path = dir.join("python-logging-downloads");
-        std::fs::write(
-            &path,
-            format!(
-                "#!/bin/sh\necho download >> '{}'\npython3 \"$@\" || exit $?\n{after}\n",
-                log.display()
-            ),
-        )
-        .unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        let script = format!(
+            "#!/bin/sh\necho download >> '{}'\npython3 \"$@\" || exit $?\n{after}\n",
+            log.display()
+        );
+        let mut writer = Command::new("sh")
+            .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+            .arg(&path)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        writer
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        assert!(
+            writer.wait().unwrap().success(),
+            "writing {}",
+            path.display()
+        );
         path
     }
 
