@@ -1,7 +1,7 @@
 //! The documentation is true: the README's scenario runs, the guide's examples validate,
-//! the format reference is the one the format generates (`SOPSIM_UPDATE_DOCS=1 cargo
-//! test --test docs` rewrites it), every relative link leads to a file of the
-//! repository, and the README stays short.
+//! the format reference and the tools guide's settings table are the ones the format
+//! generates (`SOPSIM_UPDATE_DOCS=1 cargo test --test simulation docs` rewrites them),
+//! every relative link leads to a file of the repository, and the README stays short.
 
 use crate::common::*;
 
@@ -49,7 +49,38 @@ fn the_format_reference_is_generated_from_the_format() {
     let written = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         written == generated,
-        "{} is not what the format generates: run `SOPSIM_UPDATE_DOCS=1 cargo test --test docs`",
+        "{} is not what the format generates: run `SOPSIM_UPDATE_DOCS=1 cargo test --test simulation docs`",
+        path.display()
+    );
+}
+
+#[test]
+fn the_tools_guide_lists_the_settings_each_kind_reads() {
+    let path = root().join("docs/guide/tools.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (start, end) = (
+        "<!-- tool settings: generated",
+        "<!-- end of tool settings -->",
+    );
+    let from = text.find(start).expect("the settings table's start marker");
+    let from = from + text[from..].find('\n').unwrap() + 1;
+    let to = from
+        + text[from..]
+            .find(end)
+            .expect("the settings table's end marker");
+    let generated = sopsim::scenario::reference::tool_settings_table();
+    if std::env::var_os("SOPSIM_UPDATE_DOCS").is_some() {
+        std::fs::write(
+            &path,
+            format!("{}{generated}{}", &text[..from], &text[to..]),
+        )
+        .unwrap();
+        return;
+    }
+    assert!(
+        text[from..to] == generated,
+        "{}'s settings table is not what the tools' settings generate: run \
+         `SOPSIM_UPDATE_DOCS=1 cargo test --test simulation docs`",
         path.display()
     );
 }

@@ -17,9 +17,8 @@ pub use sopsim_core::scenario::{
     choice_options_of, strategy_moves, BuiltIn, Initial, StrategySpec, VariableSpec, WorldSpec,
 };
 pub use sopsim_core::scenario::{
-    compile_arguments_schema, is_loopback, loopback_allowlist, max_tool_steps, positive_setting,
-    tools_of, AllowlistError, AvailableIf, DecisionFormat, McpCommand, McpConfigError, NotPositive,
-    RunIf, SchemaError, ToolKind, ToolSpec, ANSWER,
+    compile_arguments_schema, max_tool_steps, tools_of, AllowlistError, AvailableIf,
+    DecisionFormat, McpConfigError, RunIf, SchemaError, SettingsError, ToolKind, ToolSpec, ANSWER,
 };
 pub use sopsim_core::scenario::{
     expand_population, footprint, member_count, member_name, Distribution, ExpandError, Footprint,

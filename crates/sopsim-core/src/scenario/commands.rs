@@ -3,7 +3,7 @@
 //! never runs a program: the person running it allows each program, or every MCP
 //! server, when they start the run.
 
-use super::{FieldPath, McpCommand, Scenario, ToolKind};
+use super::{FieldPath, Scenario, ToolSettings};
 
 /// A program a scenario would start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,9 +42,13 @@ pub fn started_programs(scenario: &Scenario) -> Vec<StartedProgram> {
     scenario
         .tools
         .iter()
-        .filter(|(_, spec)| spec.kind == ToolKind::Mcp)
         .filter_map(|(name, spec)| {
-            let command = McpCommand::from_config(&spec.config).ok()?;
+            let (ToolSettings::Mcp(settings), _) =
+                ToolSettings::read(spec.kind, &spec.config).ok()?
+            else {
+                return None;
+            };
+            let command = settings.command().ok()?;
             Some(StartedProgram {
                 field: FieldPath::root()
                     .key("tools")

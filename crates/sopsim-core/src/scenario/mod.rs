@@ -20,6 +20,7 @@ mod routing_rules;
 mod script;
 mod structure;
 mod table_file;
+mod tool_settings;
 mod tools;
 mod validate;
 mod validate_graph;
@@ -54,10 +55,15 @@ pub use population::{
     Footprint, Member, Neighbourhood, Network, PersonaSource, PopulationSpec, MAX_MEMBERS,
     MAX_STYLE_BYTES,
 };
+pub use tool_settings::{
+    CalculatorSettings, DiceSettings, FieldNames, HttpSettings, JsonLookupSettings,
+    KnowledgeSettings, McpSettings, Millis, ResultDisplay, SettingsError, StoreQuerySettings,
+    ToolSettings, UpTo,
+};
 pub use tools::{
-    compile_arguments_schema, is_loopback, loopback_allowlist, max_tool_steps, positive_setting,
-    tools_of, AllowlistError, AvailableIf, DecisionFormat, McpCommand, McpConfigError, NotPositive,
-    RunIf, SchemaError, ToolKind, ToolSpec, ANSWER,
+    compile_arguments_schema, is_loopback, loopback_allowlist, max_tool_steps, tools_of,
+    AllowlistError, AvailableIf, DecisionFormat, McpCommand, McpConfigError, RunIf, SchemaError,
+    ToolKind, ToolSpec, ANSWER,
 };
 pub use validate::{check, check_structure, schema, Problem};
 pub use world::{

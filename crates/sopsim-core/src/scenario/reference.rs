@@ -22,7 +22,105 @@ pub fn markdown() -> String {
     for (name, def) in &defs {
         section(&mut out, name, def, &defs);
     }
+    out.push_str(&tool_settings());
     out
+}
+
+/// Each tool kind's settings (its `config`), from the types they are read into: a
+/// part of the reference, and the tools guide's settings tables.
+pub fn tool_settings() -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "## Tool settings
+"
+    );
+    let _ = writeln!(
+        out,
+        "A tool's `config` holds its kind's settings below and any of the settings every \
+         kind takes; another key is refused, naming it.\n"
+    );
+    for kind in tool_kinds() {
+        let schema = kind.settings_schema();
+        let _ = writeln!(out, "### `{}`\n", kind.as_str());
+        if let Some(d) = schema["description"].as_str() {
+            let _ = writeln!(out, "{}\n", one_paragraph(d));
+        }
+        settings_table(&mut out, &schema, "No settings of its own.");
+    }
+    let _ = writeln!(out, "### Every kind: how results are shown\n");
+    settings_table(&mut out, &super::ToolKind::display_schema(), "");
+    out
+}
+
+/// The tools guide's table of settings: a row per kind, each setting with its default
+/// and range, then the settings every kind takes.
+pub fn tool_settings_table() -> String {
+    let mut out = String::from("| `kind` | `config` |\n|---|---|\n");
+    let row = |out: &mut String, name: &str, schema: &Value| {
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let settings: Vec<String> = schema["properties"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(key, p)| {
+                let mut notes = Vec::new();
+                if required.contains(&key.as_str()) {
+                    notes.push("required".to_string());
+                } else if let Some(d) = p.get("default").filter(|d| !d.is_null()) {
+                    notes.push(format!("default {d}"));
+                }
+                if let (Some(lo), Some(hi)) = (p.get("minimum"), p.get("maximum")) {
+                    notes.push(format!("{lo}–{hi}"));
+                }
+                match notes.is_empty() {
+                    true => format!("`{key}`"),
+                    false => format!("`{key}` ({})", notes.join(", ")),
+                }
+            })
+            .collect();
+        let cell = match settings.is_empty() {
+            true => "—".to_string(),
+            false => settings.join(", "),
+        };
+        let _ = writeln!(out, "| {name} | {cell} |");
+    };
+    for kind in tool_kinds() {
+        row(
+            &mut out,
+            &format!("`{}`", kind.as_str()),
+            &kind.settings_schema(),
+        );
+    }
+    row(&mut out, "every kind", &super::ToolKind::display_schema());
+    out
+}
+
+/// The tool kinds, in the order the format lists them.
+fn tool_kinds() -> Vec<super::ToolKind> {
+    let kinds = serde_json::to_value(schemars::schema_for!(super::ToolKind))
+        .expect("a derived schema serialises");
+    kinds["oneOf"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| serde_json::from_value(v["const"].clone()).ok())
+        .collect()
+}
+
+fn settings_table(out: &mut String, schema: &Value, none: &str) {
+    match schema["properties"].as_object() {
+        Some(props) if !props.is_empty() => {
+            let defs = schema["$defs"].as_object().cloned().unwrap_or_default();
+            fields(out, props, schema, &defs);
+        }
+        _ => {
+            let _ = writeln!(out, "{none}\n");
+        }
+    }
 }
 
 fn section(out: &mut String, name: &str, schema: &Value, defs: &Map<String, Value>) {
@@ -51,9 +149,10 @@ fn fields(out: &mut String, props: &Map<String, Value>, owner: &Value, defs: &Ma
         .unwrap_or_default();
     let _ = writeln!(out, "| field | type | default | what |\n|---|---|---|---|");
     for (field, p) in props {
+        // A required setting may still have a default, for the message that asks for it.
         let default = match p.get("default") {
+            _ if required.contains(&field.as_str()) => "required".into(),
             Some(d) => format!("`{d}`"),
-            None if required.contains(&field.as_str()) => "required".into(),
             None => String::new(),
         };
         let what = p["description"]
@@ -193,6 +292,7 @@ mod tests {
             "## State",
             "## SpeakerRule",
             "## ToolSpec",
+            "### `http`",
         ] {
             assert!(md.contains(part), "{part}");
         }
@@ -202,5 +302,9 @@ mod tests {
         );
         assert!(md.contains("| `sop` | [Sop](#sop) | required |"), "{md}");
         assert!(md.contains("- an object: `rule: \"random\"`"), "{md}");
+        assert!(
+            md.contains("| `timeout_ms` | integer, 1–600000 | `5000` |"),
+            "{md}"
+        );
     }
 }

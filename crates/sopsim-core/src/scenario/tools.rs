@@ -38,7 +38,8 @@ pub struct ToolSpec {
     /// JSON Schema of the arguments; each kind has a default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Value>,
-    /// Kind-specific settings (`file` for `json_lookup`, `allow` for `http`…).
+    /// The kind's settings (`file` for `json_lookup`, `allow` for `http`…; the
+    /// reference's "Tool settings" lists each kind's) and how its results are shown.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub config: Map<String, Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,7 +86,11 @@ impl ToolKind {
         match self {
             ToolKind::JsonLookup => Some("file"),
             ToolKind::Knowledge => Some("path"),
-            _ => None,
+            ToolKind::Calculator
+            | ToolKind::StoreQuery
+            | ToolKind::Dice
+            | ToolKind::Http
+            | ToolKind::Mcp => None,
         }
     }
 
@@ -199,8 +204,6 @@ pub enum AllowlistError {
         "allow: list the URL prefixes the tool may reach, e.g. [\"http://127.0.0.1:8080/api/\"]"
     )]
     Missing,
-    #[error("allow[{0}]: expected a URL string")]
-    NotText(usize),
     #[error("allow[{index}]: {text:?} is not a URL")]
     NotUrl {
         index: usize,
@@ -214,18 +217,15 @@ pub enum AllowlistError {
     Credentials(usize),
     #[error("allow[{index}]: {text:?} is not a loopback address (127.0.0.0/8, ::1, localhost)")]
     NotLoopback { index: usize, text: String },
-    #[error("allow: list at least one URL prefix")]
-    Empty,
 }
 
 /// An `http` tool's `config.allow`: URL prefixes on loopback addresses only.
-pub fn loopback_allowlist(config: &Map<String, Value>) -> Result<Vec<Url>, AllowlistError> {
-    let Some(list) = config.get("allow").and_then(Value::as_array) else {
+pub fn loopback_allowlist(list: &[String]) -> Result<Vec<Url>, AllowlistError> {
+    if list.is_empty() {
         return Err(AllowlistError::Missing);
-    };
+    }
     let mut allow = Vec::new();
-    for (index, entry) in list.iter().enumerate() {
-        let text = entry.as_str().ok_or(AllowlistError::NotText(index))?;
+    for (index, text) in list.iter().enumerate() {
         let url = Url::parse(text).map_err(|source| AllowlistError::NotUrl {
             index,
             text: text.to_string(),
@@ -245,44 +245,11 @@ pub fn loopback_allowlist(config: &Map<String, Value>) -> Result<Vec<Url>, Allow
         }
         allow.push(url);
     }
-    if allow.is_empty() {
-        return Err(AllowlistError::Empty);
-    }
     Ok(allow)
 }
 
-/// A tool setting that must be a whole number from 1 to its largest when it is given.
-#[derive(Debug, Error)]
-#[error("{0}: expected a whole number from 1 to {max}", max = setting_max(.0))]
-pub struct NotPositive(pub &'static str);
-
-/// The largest value of a numeric tool setting: a call waits at most ten minutes,
-/// reads at most 64 MiB and is shown at most a thousand stored objects.
-pub fn setting_max(key: &str) -> u64 {
-    match key {
-        "timeout_ms" => 600_000,
-        "max_bytes" => 64 << 20,
-        "max_objects" => 1_000,
-        _ => u64::MAX,
-    }
-}
-
-/// The setting `key` of a tool's `config`: `None` when it is not given.
-pub fn positive_setting(
-    config: &Map<String, Value>,
-    key: &'static str,
-) -> Result<Option<u64>, NotPositive> {
-    match config.get(key) {
-        None => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .filter(|n| (1..=setting_max(key)).contains(n))
-            .map(Some)
-            .ok_or(NotPositive(key)),
-    }
-}
-
-/// An `mcp` tool's server: `config.command`, `config.args`, and the server's `tool`.
+/// An `mcp` tool's server: `config.command`, `config.args`, and the server's `tool`
+/// ([`McpSettings::command`](super::McpSettings::command)).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct McpCommand {
     pub program: String,
@@ -295,38 +262,6 @@ pub struct McpCommand {
 pub enum McpConfigError {
     #[error("command: the program that runs the MCP server")]
     NoCommand,
-    #[error("args: expected a list of strings")]
-    Args,
     #[error("tool: the name of the server's tool")]
     NoTool,
-}
-
-impl McpCommand {
-    pub fn from_config(config: &Map<String, Value>) -> Result<McpCommand, McpConfigError> {
-        let program = config
-            .get("command")
-            .and_then(Value::as_str)
-            .filter(|c| !c.trim().is_empty())
-            .ok_or(McpConfigError::NoCommand)?
-            .to_string();
-        let args = match config.get("args") {
-            None => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|a| a.as_str().map(str::to_string))
-                .collect::<Option<_>>()
-                .ok_or(McpConfigError::Args)?,
-            Some(_) => return Err(McpConfigError::Args),
-        };
-        let tool = config
-            .get("tool")
-            .and_then(Value::as_str)
-            .ok_or(McpConfigError::NoTool)?
-            .to_string();
-        Ok(McpCommand {
-            program,
-            args,
-            tool,
-        })
-    }
 }

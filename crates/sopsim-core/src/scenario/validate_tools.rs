@@ -1,4 +1,5 @@
-//! Validation of the `tools` section and of where tools are listed: kinds' settings,
+//! Validation of the `tools` section and of where tools are listed: kinds' settings
+//! (as [`ToolSettings::read`](super::ToolSettings::read) reads them),
 //! argument schemas, `run_if` / `available_if` rules, unknown tool names, tools no
 //! agent can call, and scripted decisions. Pure: data files are checked at load.
 
@@ -6,7 +7,7 @@ use serde_json::Value;
 
 use super::format::Scenario;
 use super::path::FieldPath;
-use super::tools::{ToolKind, ToolSpec};
+use super::tools::ToolSpec;
 use crate::error_chain::chain;
 
 /// Every problem with the scenario's tools, as `(path, message)`.
@@ -108,45 +109,8 @@ fn spec_problems(
             format!("{name:?}: tool names are one word without spaces or control characters"),
         ));
     }
-    if let Some(file_key) = spec.kind.file_setting() {
-        if spec.config.get(file_key).and_then(Value::as_str).is_none() {
-            out.push((
-                at.key("config").key(file_key),
-                format!("a {} tool needs the file it reads here", spec.kind.as_str()),
-            ));
-        }
-    }
-    let numbers: &[&'static str] = match spec.kind {
-        ToolKind::Http => &["timeout_ms", "max_bytes"],
-        ToolKind::Mcp => &["timeout_ms"],
-        ToolKind::StoreQuery => &["max_objects"],
-        _ => &[],
-    };
-    let settings = match spec.kind {
-        ToolKind::Http => super::tools::loopback_allowlist(&spec.config)
-            .err()
-            .map(|e| chain(&e)),
-        ToolKind::Mcp => super::tools::McpCommand::from_config(&spec.config)
-            .err()
-            .map(|e| chain(&e)),
-        _ => None,
-    }
-    .or_else(|| {
-        numbers
-            .iter()
-            .find_map(|key| super::tools::positive_setting(&spec.config, key).err())
-            .map(|e| e.to_string())
-    })
-    .or_else(|| {
-        // How results are shown: display field → result field, every one a name.
-        let mapping = spec.config.get("mapping")?;
-        let names = mapping
-            .as_object()
-            .is_some_and(|m| m.values().all(Value::is_string));
-        (!names).then(|| "mapping: expected an object of field names".to_string())
-    });
-    if let Some(message) = settings {
-        out.push((at.key("config"), message));
+    if let Err(e) = super::tool_settings::ToolSettings::read(spec.kind, &spec.config) {
+        out.push((at.key("config"), chain(&e)));
     }
     let validator = match &spec.parameters {
         Some(schema) => match super::tools::compile_arguments_schema(schema) {

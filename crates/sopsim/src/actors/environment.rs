@@ -278,11 +278,11 @@ impl Handler<RunInEnvironment> for EnvironmentActor {
     type Result = ResponseFuture<Result<ResultObject, ToolFailure>>;
     fn handle(&mut self, msg: RunInEnvironment, _: &mut Context<Self>) -> Self::Result {
         match msg.tool.in_environment() {
-            Some(InEnvironment::StoreQuery) => {
+            Some(InEnvironment::StoreQuery { max_objects }) => {
                 let (objects, total) = store_query::run(
                     self.env.store_seen_by(&msg.agent),
                     &msg.arguments,
-                    &msg.tool.spec.config,
+                    max_objects,
                     |e| self.env.visible(e),
                 );
                 let result = msg.tool.result(objects, total);

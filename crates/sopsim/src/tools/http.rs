@@ -7,24 +7,11 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
+use sopsim_core::scenario::{is_loopback, loopback_allowlist, HttpSettings};
 use url::{Host, Url};
-
-use crate::scenario::{is_loopback, AllowlistError};
 
 use super::ToolFailure;
 use crate::error_chain::chain;
-
-const DEFAULT_TIMEOUT_MS: u64 = 5_000;
-const DEFAULT_MAX_BYTES: u64 = 256 << 10;
-
-/// Why an `http` tool's settings cannot be used; each names the setting.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error(transparent)]
-    Allow(#[from] AllowlistError),
-    #[error(transparent)]
-    NotPositive(#[from] crate::scenario::NotPositive),
-}
 
 /// A checked `http` configuration.
 #[derive(Debug, Clone)]
@@ -48,16 +35,12 @@ pub fn parameters() -> Value {
 }
 
 impl Http {
-    /// Reads `config`; the error names the setting at fault.
-    pub fn from_config(config: &Map<String, Value>) -> Result<Http, ConfigError> {
-        let allow = crate::scenario::loopback_allowlist(config)?;
-        let number = |key: &'static str, default: u64| -> Result<u64, ConfigError> {
-            Ok(crate::scenario::positive_setting(config, key)?.unwrap_or(default))
-        };
+    /// The tool its settings describe; the error names the `allow` entry at fault.
+    pub fn new(settings: &HttpSettings) -> Result<Http, crate::scenario::AllowlistError> {
         Ok(Http {
-            allow,
-            timeout: Duration::from_millis(number("timeout_ms", DEFAULT_TIMEOUT_MS)?),
-            max_bytes: number("max_bytes", DEFAULT_MAX_BYTES)?,
+            allow: loopback_allowlist(&settings.allow)?,
+            timeout: Duration::from_millis(settings.timeout_ms.0),
+            max_bytes: settings.max_bytes.0,
         })
     }
 
@@ -189,11 +172,23 @@ fn decoded_path(url: &Url) -> Result<String, &'static str> {
 
 #[cfg(test)]
 mod tests {
+    use sopsim_core::scenario::{ToolKind, ToolSettings};
+
     use super::*;
 
+    fn from_config(config: Value) -> Result<Http, String> {
+        match ToolSettings::read(ToolKind::Http, config.as_object().unwrap()) {
+            Ok((ToolSettings::Http(settings), _)) => {
+                Http::new(&settings).map_err(|e| e.to_string())
+            }
+            Ok(_) => unreachable!("an http tool's settings"),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     fn http() -> Http {
-        let config = json!({"allow": ["http://127.0.0.1:8765/api/", "http://localhost:9000/"]});
-        Http::from_config(config.as_object().unwrap()).unwrap()
+        from_config(json!({"allow": ["http://127.0.0.1:8765/api/", "http://localhost:9000/"]}))
+            .unwrap()
     }
 
     #[test]
@@ -229,10 +224,7 @@ mod tests {
             json!({"allow": ["http://192.168.1.1/"]}),
             json!({"allow": ["ftp://127.0.0.1/"]}),
         ] {
-            assert!(
-                Http::from_config(bad.as_object().unwrap()).is_err(),
-                "{bad}"
-            );
+            assert!(from_config(bad.clone()).is_err(), "{bad}");
         }
     }
 }

@@ -19,9 +19,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
 
 use super::ToolFailure;
-use crate::scenario::McpCommand;
+use sopsim_core::scenario::McpCommand;
 
-const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 /// Characters of a result's text kept.
 const MAX_TEXT: usize = 64 * 1024;
 
@@ -374,16 +373,4 @@ impl Server {
         }
         Ok(obj)
     }
-}
-
-/// An `mcp` tool's timeout (`config.timeout_ms`), for starting its server and for
-/// each call.
-pub fn timeout(config: &Map<String, Value>) -> Duration {
-    // Validation refused a setting out of its range.
-    Duration::from_millis(
-        crate::scenario::positive_setting(config, "timeout_ms")
-            .ok()
-            .flatten()
-            .unwrap_or(DEFAULT_TIMEOUT_MS),
-    )
 }

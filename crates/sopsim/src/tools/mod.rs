@@ -32,9 +32,11 @@ use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
+use sopsim_core::scenario::{ResultDisplay, ToolSettings};
+
 use crate::prompt::ToolDef;
 use crate::scenario::{
-    CommandConsent, DataFileError, FieldPath, McpConfigError, Scenario, SchemaError, ToolKind,
+    CommandConsent, DataFileError, FieldPath, Scenario, SchemaError, SettingsError, ToolKind,
     ToolSpec,
 };
 pub use crate::tool_results::{CallOutcome, ToolFailure};
@@ -59,16 +61,26 @@ pub struct Tool {
     pub spec: ToolSpec,
     /// The argument schema the model sees and calls are checked against.
     pub parameters: Value,
+    /// How its results are shown (`config`'s `name`, `payload_type`, `mapping`,
+    /// `llm_message`).
+    display: ResultDisplay,
     validator: jsonschema::Validator,
     runner: Runner,
 }
 
+/// What runs a tool: one variant per kind, with what its settings made ready.
 enum Runner {
     Calculator,
     Dice,
-    JsonLookup(Arc<json_lookup::Table>),
+    /// The data file's objects, and its name (what results are named by default).
+    JsonLookup {
+        table: Arc<json_lookup::Table>,
+        name: String,
+    },
     /// Runs in the Environment actor.
-    StoreQuery,
+    StoreQuery {
+        max_objects: usize,
+    },
     /// Runs in the Environment actor, with this knowledge file.
     Knowledge(crate::scenario::KnowledgeLookup),
     #[cfg(feature = "openai")]
@@ -86,7 +98,7 @@ enum Runner {
 
 /// What the Environment actor must run for a call.
 pub enum InEnvironment {
-    StoreQuery,
+    StoreQuery { max_objects: usize },
     Knowledge(crate::scenario::KnowledgeLookup),
 }
 
@@ -102,19 +114,14 @@ pub struct ToolSetupError {
 /// What is wrong with a tool's setting.
 #[derive(Debug, Error)]
 pub enum SetupCause {
-    #[error("the file this tool reads is missing")]
-    NoFile,
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
     #[error("{file}")]
     Data {
         file: String,
         #[source]
         source: DataFileError,
     },
-    #[cfg(feature = "openai")]
-    #[error(transparent)]
-    Http(#[from] http::ConfigError),
-    #[error(transparent)]
-    Mcp(#[from] McpConfigError),
     #[cfg(feature = "mcp")]
     #[error(transparent)]
     McpStart(#[from] mcp::StartError),
@@ -130,28 +137,27 @@ pub enum SetupCause {
 }
 
 /// A kind's argument schema when the scenario gives none.
-fn default_parameters(kind: ToolKind, runner: &Runner) -> Value {
-    match (kind, runner) {
-        (_, Runner::JsonLookup(table)) => table.parameters(),
-        (ToolKind::Calculator, _) => calculator::parameters(),
-        (ToolKind::Dice, _) => dice::parameters(),
-        (ToolKind::StoreQuery, _) => store_query::parameters(),
-        (ToolKind::Knowledge, _) => json!({
+fn default_parameters(runner: &Runner) -> Value {
+    match runner {
+        Runner::Calculator => calculator::parameters(),
+        Runner::Dice => dice::parameters(),
+        Runner::JsonLookup { table, .. } => table.parameters(),
+        Runner::StoreQuery { .. } => store_query::parameters(),
+        Runner::Knowledge(_) => json!({
             "type": "object",
             "properties": {"query": {"type": "string", "description": "what to look up", "maxLength": 1000}},
             "required": ["query"],
             "additionalProperties": false,
         }),
         #[cfg(feature = "openai")]
-        (ToolKind::Http, _) => http::parameters(),
+        Runner::Http(_) => http::parameters(),
         #[cfg(not(feature = "openai"))]
-        (ToolKind::Http, _) => json!({"type": "object"}),
+        Runner::Http => json!({"type": "object"}),
         #[cfg(feature = "mcp")]
-        (_, Runner::Mcp { server, tool, .. }) => server
+        Runner::Mcp { server, tool, .. } => server
             .describe(tool)
             .map(|(_, schema)| schema)
             .unwrap_or_else(|| json!({"type": "object"})),
-        _ => json!({"type": "object"}),
     }
 }
 
@@ -174,47 +180,47 @@ impl ToolBox {
         for (name, spec) in &scenario.tools {
             let at = FieldPath::root().key("tools").key(name);
             let fail = |path: FieldPath| move |cause: SetupCause| ToolSetupError { path, cause };
-            let file = |key: &str| -> Result<&str, ToolSetupError> {
-                spec.config
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| fail(at.key("config").key(key))(SetupCause::NoFile))
-            };
-            let runner = match spec.kind {
-                ToolKind::Calculator => Runner::Calculator,
-                ToolKind::Dice => Runner::Dice,
-                ToolKind::StoreQuery => Runner::StoreQuery,
-                ToolKind::JsonLookup => {
-                    let path = file("file")?;
-                    let table = json_lookup::Table::load(Path::new(path))
+            let (settings, display) = ToolSettings::read(spec.kind, &spec.config)
+                .map_err(|e| fail(at.key("config"))(e.into()))?;
+            let runner = match settings {
+                ToolSettings::Calculator(_) => Runner::Calculator,
+                ToolSettings::Dice(_) => Runner::Dice,
+                ToolSettings::StoreQuery(s) => Runner::StoreQuery {
+                    max_objects: s.max_objects.0 as usize,
+                },
+                ToolSettings::JsonLookup(s) => {
+                    let table = json_lookup::Table::load(Path::new(&s.file))
                         .map_err(|source| SetupCause::Data {
-                            file: path.to_string(),
+                            file: s.file.clone(),
                             source,
                         })
                         .map_err(fail(at.key("config").key("file")))?;
-                    Runner::JsonLookup(Arc::new(table))
+                    let name = Path::new(&s.file)
+                        .file_stem()
+                        .map_or("results".into(), |n| n.to_string_lossy().into_owned());
+                    Runner::JsonLookup {
+                        table: Arc::new(table),
+                        name,
+                    }
                 }
-                ToolKind::Knowledge => Runner::Knowledge(crate::scenario::KnowledgeLookup {
-                    path: file("path")?.to_string(),
-                    top_k: spec
-                        .config
-                        .get("top_k")
-                        .and_then(Value::as_u64)
-                        .map_or(3, |k| k.clamp(1, 50) as usize),
+                ToolSettings::Knowledge(s) => Runner::Knowledge(crate::scenario::KnowledgeLookup {
+                    path: s.path,
+                    top_k: s.top_k.0 as usize,
                     kind: Default::default(),
                     min_score: None,
                 }),
                 #[cfg(feature = "openai")]
-                ToolKind::Http => Runner::Http(
-                    http::Http::from_config(&spec.config)
-                        .map_err(|e| fail(at.key("config"))(e.into()))?,
+                ToolSettings::Http(s) => Runner::Http(
+                    http::Http::new(&s)
+                        .map_err(|e| fail(at.key("config"))(SettingsError::from(e).into()))?,
                 ),
                 #[cfg(not(feature = "openai"))]
-                ToolKind::Http => Runner::Http,
+                ToolSettings::Http(_) => Runner::Http,
                 #[cfg(feature = "mcp")]
-                ToolKind::Mcp => {
-                    let command = crate::scenario::McpCommand::from_config(&spec.config)
-                        .map_err(|e| fail(at.key("config"))(e.into()))?;
+                ToolSettings::Mcp(s) => {
+                    let command = s
+                        .command()
+                        .map_err(|e| fail(at.key("config"))(SettingsError::from(e).into()))?;
                     if !consent.allows(&command.program) {
                         return Err(fail(at.key("config").key("command"))(
                             SetupCause::NotAllowed {
@@ -222,7 +228,7 @@ impl ToolBox {
                             },
                         ));
                     }
-                    let timeout = mcp::timeout(&spec.config);
+                    let timeout = std::time::Duration::from_millis(s.timeout_ms.0);
                     let server = servers
                         .start(&command, timeout)
                         .await
@@ -241,7 +247,7 @@ impl ToolBox {
                     }
                 }
                 #[cfg(not(feature = "mcp"))]
-                ToolKind::Mcp => return Err(fail(at.key("kind"))(SetupCause::NoMcp)),
+                ToolSettings::Mcp(_) => return Err(fail(at.key("kind"))(SetupCause::NoMcp)),
             };
             #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
             let mut spec = spec.clone();
@@ -256,7 +262,7 @@ impl ToolBox {
             let parameters = spec
                 .parameters
                 .clone()
-                .unwrap_or_else(|| default_parameters(spec.kind, &runner));
+                .unwrap_or_else(|| default_parameters(&runner));
             let validator =
                 compile_schema(&parameters).map_err(|e| fail(at.key("parameters"))(e.into()))?;
             tools.insert(
@@ -265,6 +271,7 @@ impl ToolBox {
                     name: name.clone(),
                     spec,
                     parameters,
+                    display,
                     validator,
                     runner,
                 }),
@@ -345,7 +352,7 @@ impl Tool {
         Some(match &self.runner {
             Runner::Calculator => calculator::run(args).map(single),
             Runner::Dice => dice::run(args, place).map(single),
-            Runner::JsonLookup(table) => {
+            Runner::JsonLookup { table, .. } => {
                 let (objects, total) = table.query(args);
                 let relaxed = (total == 0).then(|| table.relax(args)).flatten();
                 let Some(relaxed) = relaxed else {
@@ -374,7 +381,9 @@ impl Tool {
     /// What the Environment actor runs for this tool, if it runs there.
     pub fn in_environment(&self) -> Option<InEnvironment> {
         match &self.runner {
-            Runner::StoreQuery => Some(InEnvironment::StoreQuery),
+            Runner::StoreQuery { max_objects } => Some(InEnvironment::StoreQuery {
+                max_objects: *max_objects,
+            }),
             Runner::Knowledge(k) => Some(InEnvironment::Knowledge(k.clone())),
             _ => None,
         }
@@ -416,40 +425,36 @@ impl Tool {
     /// Elysia's `Result` for `objects` (of `total` that matched): named after the data
     /// file or the kind, with the scenario's `payload_type`, `mapping` and `llm_message`.
     pub fn result(&self, objects: Vec<Map<String, Value>>, total: usize) -> ResultObject {
-        let c = &self.spec.config;
-        let text = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_string);
-        let name = text("name").unwrap_or_else(|| match &self.runner {
-            Runner::JsonLookup(_) => c
-                .get("file")
-                .and_then(Value::as_str)
-                .and_then(|f| Path::new(f).file_stem())
-                .map_or("results".into(), |s| s.to_string_lossy().into_owned()),
+        let shown = &self.display;
+        let name = shown.name.clone().unwrap_or_else(|| match &self.runner {
+            Runner::JsonLookup { name, .. } => name.clone(),
             _ => self.spec.kind.as_str().to_string(),
         });
         let mut r = ResultObject::new(name, objects);
-        r.payload_type = text("payload_type").unwrap_or_else(|| {
+        r.payload_type = shown.payload_type.clone().unwrap_or_else(|| {
             match self.spec.kind {
                 ToolKind::JsonLookup | ToolKind::StoreQuery | ToolKind::Http => "table",
                 ToolKind::Mcp => "response",
-                _ => "default",
+                ToolKind::Calculator | ToolKind::Dice | ToolKind::Knowledge => "default",
             }
             .into()
         });
-        r.mapping = c
-            .get("mapping")
-            .and_then(|m| serde_json::from_value(m.clone()).ok());
+        r.mapping = shown.mapping.as_ref().map(|m| m.0.clone());
         r.metadata.insert("total".into(), json!(total));
-        r.llm_message = Some(text("llm_message").unwrap_or_else(|| {
-            match self.spec.kind {
+        r.llm_message = Some(match &shown.llm_message {
+            Some(message) => message.clone(),
+            None if total == 0 => "{name}: nothing matched; try other filters.".into(),
+            None => match self.spec.kind {
                 ToolKind::Calculator => "{expression} = {value}",
                 ToolKind::Dice => "rolled {rolls} (total {total})",
-                _ => "{name}: {num_objects} shown of {total} matching.",
+                ToolKind::JsonLookup
+                | ToolKind::Knowledge
+                | ToolKind::StoreQuery
+                | ToolKind::Http
+                | ToolKind::Mcp => "{name}: {num_objects} shown of {total} matching.",
             }
-            .into()
-        }));
-        if total == 0 && text("llm_message").is_none() {
-            r.llm_message = Some("{name}: nothing matched; try other filters.".into());
-        }
+            .into(),
+        });
         r
     }
 }

@@ -6,8 +6,6 @@ use serde_json::{json, Map, Value};
 
 use crate::tool_results::{Entry, Store, REF_ID};
 
-const DEFAULT_MAX_OBJECTS: u64 = 20;
-
 pub fn parameters() -> Value {
     json!({
         "type": "object",
@@ -22,18 +20,13 @@ pub fn parameters() -> Value {
 }
 
 /// The objects matching `args` among the entries `visible` admits, at most
-/// `config.max_objects`, and how many matched in all.
+/// `cap` (the tool's `max_objects`), and how many matched in all.
 pub fn run(
     store: &Store,
     args: &Map<String, Value>,
-    config: &Map<String, Value>,
+    cap: usize,
     visible: impl Fn(&Entry) -> bool,
 ) -> (Vec<Map<String, Value>>, usize) {
-    // Validation refused a setting out of its range.
-    let cap = crate::scenario::positive_setting(config, "max_objects")
-        .ok()
-        .flatten()
-        .unwrap_or(DEFAULT_MAX_OBJECTS) as usize;
     let text = |k: &str| args.get(k).and_then(Value::as_str);
     let wanted_meta = args.get("metadata").and_then(Value::as_object);
     let mut found = Vec::new();
