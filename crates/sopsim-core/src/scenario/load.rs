@@ -17,7 +17,7 @@ use super::population::{expand, footprint, Network, PersonaSource};
 /// machine.
 const MAX_EXPANSION_BYTES: u64 = 2 << 30;
 use super::table_file::{read_edges, read_rows, TableFileError};
-use super::tools::ToolKind;
+use super::tool_settings::ToolKind;
 use super::validate::{self, Problem};
 use crate::error_chain::chain;
 use crate::tokens::Estimator;

@@ -56,14 +56,13 @@ pub use population::{
     MAX_STYLE_BYTES,
 };
 pub use tool_settings::{
-    CalculatorSettings, DiceSettings, FieldNames, HttpSettings, JsonLookupSettings,
-    KnowledgeSettings, McpSettings, Millis, ResultDisplay, SettingsError, StoreQuerySettings,
-    ToolSettings, UpTo,
+    is_loopback, loopback_allowlist, AllowlistError, CalculatorSettings, DiceSettings, FieldNames,
+    HttpSettings, JsonLookupSettings, KnowledgeSettings, McpCommand, McpConfigError, McpSettings,
+    Millis, ResultDisplay, SettingsError, StoreQuerySettings, ToolKind, ToolSettings, UpTo,
 };
 pub use tools::{
-    compile_arguments_schema, is_loopback, loopback_allowlist, max_tool_steps, tools_of,
-    AllowlistError, AvailableIf, DecisionFormat, McpCommand, McpConfigError, RunIf, SchemaError,
-    ToolKind, ToolSpec, ANSWER,
+    compile_arguments_schema, max_tool_steps, tools_of, AvailableIf, DecisionFormat, RunIf,
+    SchemaError, ToolSpec, ANSWER,
 };
 pub use validate::{check, check_structure, schema, Problem};
 pub use world::{

@@ -1,11 +1,13 @@
 //! Each tool kind's settings, typed: what a tool's `config` may hold for its `kind`,
 //! read once into [`ToolSettings`]. Validation reports what reading refuses, the
 //! running tools use what it returns, and the format reference and the tools guide
-//! list each kind's settings from these types' schemas.
+//! list each kind's settings from these types' schemas. The checks beyond a setting's
+//! type are here too: the `http` allowlist (loopback only) and the `mcp` command.
 //!
-//! Adding a kind: its variant in [`ToolKind`](super::ToolKind) and [`ToolSettings`],
-//! its settings type here, and its runner in the runtime's `tools` module; every
-//! match over the kinds is exhaustive, so the compiler names each place to fill in.
+//! Adding a kind is a variant of [`ToolKind`] and of [`ToolSettings`] with its
+//! settings type, all here, and its runner in a file of the runtime's `tools` module;
+//! every match over the kinds is exhaustive, so the compiler names each place to fill
+//! in.
 
 use std::borrow::Cow;
 
@@ -16,7 +18,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use thiserror::Error;
 
-use super::tools::{loopback_allowlist, AllowlistError, McpCommand, McpConfigError, ToolKind};
+use url::{Host, Url};
 
 /// A whole number from 1 to `MAX`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,6 +169,53 @@ pub struct McpSettings {
 
 fn ten_seconds() -> Millis {
     UpTo(10_000)
+}
+
+/// The built-in tool kinds.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    /// Arithmetic expressions.
+    Calculator,
+    /// Filter, sort and limit the objects of a JSON or JSONL file.
+    JsonLookup,
+    /// The nearest passages of a knowledge file, by embedding.
+    Knowledge,
+    /// Results already in the Environment store, by tool, name, `_REF_ID` or metadata.
+    StoreQuery,
+    /// Dice seeded from the run's seed.
+    Dice,
+    /// JSON GET/POST to loopback addresses on an allowlist.
+    Http,
+    /// A tool of a Model Context Protocol server started as a child process.
+    Mcp,
+}
+
+impl ToolKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Calculator => "calculator",
+            ToolKind::JsonLookup => "json_lookup",
+            ToolKind::Knowledge => "knowledge",
+            ToolKind::StoreQuery => "store_query",
+            ToolKind::Dice => "dice",
+            ToolKind::Http => "http",
+            ToolKind::Mcp => "mcp",
+        }
+    }
+
+    /// The `config` key naming the file the kind reads, if it reads one.
+    pub fn file_setting(self) -> Option<&'static str> {
+        match self {
+            ToolKind::JsonLookup => Some("file"),
+            ToolKind::Knowledge => Some("path"),
+            ToolKind::Calculator
+            | ToolKind::StoreQuery
+            | ToolKind::Dice
+            | ToolKind::Http
+            | ToolKind::Mcp => None,
+        }
+    }
 }
 
 /// A tool's settings, read from its `kind` and `config`.
@@ -321,6 +370,85 @@ fn properties(schema: &Value) -> Vec<String> {
 fn typed<T: DeserializeOwned>(part: Map<String, Value>) -> Result<T, SettingsError> {
     serde_path_to_error::deserialize(Value::Object(part))
         .map_err(|e| SettingsError::Value(e.to_string()))
+}
+
+/// Whether `url` names this machine by a loopback address or `localhost`.
+pub fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// Why an `http` tool's `config.allow` cannot be used; each names the setting.
+#[derive(Debug, Error)]
+pub enum AllowlistError {
+    #[error(
+        "allow: list the URL prefixes the tool may reach, e.g. [\"http://127.0.0.1:8080/api/\"]"
+    )]
+    Missing,
+    #[error("allow[{index}]: {text:?} is not a URL")]
+    NotUrl {
+        index: usize,
+        text: String,
+        #[source]
+        source: url::ParseError,
+    },
+    #[error("allow[{0}]: only http and https URLs")]
+    Scheme(usize),
+    #[error("allow[{0}]: a prefix may not carry a user name or password")]
+    Credentials(usize),
+    #[error("allow[{index}]: {text:?} is not a loopback address (127.0.0.0/8, ::1, localhost)")]
+    NotLoopback { index: usize, text: String },
+}
+
+/// An `http` tool's `config.allow`: URL prefixes on loopback addresses only.
+pub fn loopback_allowlist(list: &[String]) -> Result<Vec<Url>, AllowlistError> {
+    if list.is_empty() {
+        return Err(AllowlistError::Missing);
+    }
+    let mut allow = Vec::new();
+    for (index, text) in list.iter().enumerate() {
+        let url = Url::parse(text).map_err(|source| AllowlistError::NotUrl {
+            index,
+            text: text.to_string(),
+            source,
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(AllowlistError::Scheme(index));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(AllowlistError::Credentials(index));
+        }
+        if !is_loopback(&url) {
+            return Err(AllowlistError::NotLoopback {
+                index,
+                text: text.to_string(),
+            });
+        }
+        allow.push(url);
+    }
+    Ok(allow)
+}
+
+/// An `mcp` tool's server: `config.command`, `config.args`, and the server's `tool`
+/// ([`McpSettings::command`](super::McpSettings::command)).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct McpCommand {
+    pub program: String,
+    pub args: Vec<String>,
+    pub tool: String,
+}
+
+/// Why an `mcp` tool's settings cannot be used; each names the setting.
+#[derive(Debug, Error)]
+pub enum McpConfigError {
+    #[error("command: the program that runs the MCP server")]
+    NoCommand,
+    #[error("tool: the name of the server's tool")]
+    NoTool,
 }
 
 #[cfg(test)]

@@ -1,14 +1,14 @@
 //! The `tools` section of a scenario: each tool's kind, description, argument schema,
 //! settings, and Elysia's two rules: `run_if` (run before the decision) and
-//! `available_if` (offered only when it holds). Also the pure checks of a tool's
-//! settings that validation and the running tools share (argument schemas, the
-//! `http` allowlist, the `mcp` command), and how a decision is asked for.
+//! `available_if` (offered only when it holds), argument schemas, and how a decision
+//! is asked for. Each kind's settings are in `tool_settings.rs`.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use thiserror::Error;
-use url::{Host, Url};
+
+use super::tool_settings::ToolKind;
 
 /// The decision that answers instead of calling a tool (a `json` decision's `tool`, a
 /// scripted decision).
@@ -46,58 +46,6 @@ pub struct ToolSpec {
     pub run_if: Option<RunIf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub available_if: Option<AvailableIf>,
-}
-
-/// The built-in tool kinds.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolKind {
-    /// Arithmetic expressions.
-    Calculator,
-    /// Filter, sort and limit the objects of a JSON or JSONL file.
-    JsonLookup,
-    /// The nearest passages of a knowledge file, by embedding.
-    Knowledge,
-    /// Results already in the Environment store, by tool, name, `_REF_ID` or metadata.
-    StoreQuery,
-    /// Dice seeded from the run's seed.
-    Dice,
-    /// JSON GET/POST to loopback addresses on an allowlist.
-    Http,
-    /// A tool of a Model Context Protocol server started as a child process.
-    Mcp,
-}
-
-impl ToolKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolKind::Calculator => "calculator",
-            ToolKind::JsonLookup => "json_lookup",
-            ToolKind::Knowledge => "knowledge",
-            ToolKind::StoreQuery => "store_query",
-            ToolKind::Dice => "dice",
-            ToolKind::Http => "http",
-            ToolKind::Mcp => "mcp",
-        }
-    }
-
-    /// The `config` key naming the file the kind reads, if it reads one.
-    pub fn file_setting(self) -> Option<&'static str> {
-        match self {
-            ToolKind::JsonLookup => Some("file"),
-            ToolKind::Knowledge => Some("path"),
-            ToolKind::Calculator
-            | ToolKind::StoreQuery
-            | ToolKind::Dice
-            | ToolKind::Http
-            | ToolKind::Mcp => None,
-        }
-    }
-
-    /// Whether a replay must not run it again (it reaches outside the process).
-    pub fn has_side_effects(self) -> bool {
-        matches!(self, ToolKind::Http | ToolKind::Mcp)
-    }
 }
 
 /// Run the tool before the decision when this holds (Elysia's `run_if_true`).
@@ -185,83 +133,4 @@ pub fn compile_arguments_schema(schema: &Value) -> Result<jsonschema::Validator,
         return Err(SchemaError::NotAnObject);
     }
     jsonschema::validator_for(schema).map_err(|e| SchemaError::Invalid(Box::new(e)))
-}
-
-/// Whether `url` names this machine by a loopback address or `localhost`.
-pub fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    }
-}
-
-/// Why an `http` tool's `config.allow` cannot be used; each names the setting.
-#[derive(Debug, Error)]
-pub enum AllowlistError {
-    #[error(
-        "allow: list the URL prefixes the tool may reach, e.g. [\"http://127.0.0.1:8080/api/\"]"
-    )]
-    Missing,
-    #[error("allow[{index}]: {text:?} is not a URL")]
-    NotUrl {
-        index: usize,
-        text: String,
-        #[source]
-        source: url::ParseError,
-    },
-    #[error("allow[{0}]: only http and https URLs")]
-    Scheme(usize),
-    #[error("allow[{0}]: a prefix may not carry a user name or password")]
-    Credentials(usize),
-    #[error("allow[{index}]: {text:?} is not a loopback address (127.0.0.0/8, ::1, localhost)")]
-    NotLoopback { index: usize, text: String },
-}
-
-/// An `http` tool's `config.allow`: URL prefixes on loopback addresses only.
-pub fn loopback_allowlist(list: &[String]) -> Result<Vec<Url>, AllowlistError> {
-    if list.is_empty() {
-        return Err(AllowlistError::Missing);
-    }
-    let mut allow = Vec::new();
-    for (index, text) in list.iter().enumerate() {
-        let url = Url::parse(text).map_err(|source| AllowlistError::NotUrl {
-            index,
-            text: text.to_string(),
-            source,
-        })?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(AllowlistError::Scheme(index));
-        }
-        if !url.username().is_empty() || url.password().is_some() {
-            return Err(AllowlistError::Credentials(index));
-        }
-        if !is_loopback(&url) {
-            return Err(AllowlistError::NotLoopback {
-                index,
-                text: text.to_string(),
-            });
-        }
-        allow.push(url);
-    }
-    Ok(allow)
-}
-
-/// An `mcp` tool's server: `config.command`, `config.args`, and the server's `tool`
-/// ([`McpSettings::command`](super::McpSettings::command)).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct McpCommand {
-    pub program: String,
-    pub args: Vec<String>,
-    pub tool: String,
-}
-
-/// Why an `mcp` tool's settings cannot be used; each names the setting.
-#[derive(Debug, Error)]
-pub enum McpConfigError {
-    #[error("command: the program that runs the MCP server")]
-    NoCommand,
-    #[error("tool: the name of the server's tool")]
-    NoTool,
 }

@@ -19,7 +19,7 @@ use crate::prompt;
 use crate::scenario::Scenario;
 use crate::tokens::TokenCounter;
 use crate::tool_results::ResultObject;
-use crate::tools::{store_query, InEnvironment, ToolFailure};
+use crate::tools::{store_query, InEnvironment, RunsIn, ToolFailure};
 
 /// What reply quality reads from the committed messages' embeddings.
 #[derive(Debug, Clone, Copy, Default)]
@@ -277,18 +277,19 @@ impl Handler<Consult> for EnvironmentActor {
 impl Handler<RunInEnvironment> for EnvironmentActor {
     type Result = ResponseFuture<Result<ResultObject, ToolFailure>>;
     fn handle(&mut self, msg: RunInEnvironment, _: &mut Context<Self>) -> Self::Result {
-        match msg.tool.in_environment() {
-            Some(InEnvironment::StoreQuery { max_objects }) => {
+        match msg.tool.runs_in() {
+            RunsIn::Environment(InEnvironment::StoreQuery { max_objects }) => {
                 let (objects, total) = store_query::run(
                     self.env.store_seen_by(&msg.agent),
                     &msg.arguments,
-                    max_objects,
+                    *max_objects,
                     |e| self.env.visible(e),
                 );
                 let result = msg.tool.result(objects, total);
                 Box::pin(async move { Ok(result) })
             }
-            Some(InEnvironment::Knowledge(lookup)) => {
+            RunsIn::Environment(InEnvironment::Knowledge(lookup)) => {
+                let lookup = lookup.clone();
                 let embed = self.embed.clone();
                 let bases = self.knowledge.clone();
                 Box::pin(async move {
@@ -315,7 +316,7 @@ impl Handler<RunInEnvironment> for EnvironmentActor {
                     Ok(result)
                 })
             }
-            None => Box::pin(async {
+            RunsIn::Place | RunsIn::Outside => Box::pin(async {
                 Err(ToolFailure::unknown(
                     "this tool does not run in the Environment",
                 ))

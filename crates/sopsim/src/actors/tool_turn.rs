@@ -30,7 +30,7 @@ use crate::prompt::ChatMessage;
 use crate::scenario::LlmSettings;
 use crate::tool_results::{tag_refs, ResultObject, Return};
 use crate::tools::decision::{self, DecisionView, Task};
-use crate::tools::{cut, Tool, ToolCallPlace, ToolFailure};
+use crate::tools::{cut, RunsIn, Tool, ToolCallPlace, ToolFailure};
 
 /// Characters of a tool's objects the reply prompt shows.
 const REPLY_OBJECTS_CHARS: usize = 4000;
@@ -130,20 +130,22 @@ impl Decider {
                     turn: self.turn,
                     step,
                 };
-                let ran = match tool.run_here(&args, &place) {
-                    Some(r) => r,
-                    None => match self.run_remote(tool, &args, arguments, step).await? {
-                        Some(r) => r,
-                        None => {
-                            self.env
-                                .send(RunInEnvironment {
-                                    tool: tool.clone(),
-                                    agent: self.name.clone(),
-                                    arguments: args,
-                                })
-                                .await?
-                        }
-                    },
+                let unrun = || ToolFailure::unknown(format!("{} did not run", tool.name));
+                let ran = match tool.runs_in() {
+                    RunsIn::Place => tool.run_here(&args, &place).unwrap_or_else(|| Err(unrun())),
+                    RunsIn::Outside => self
+                        .run_remote(tool, &args, arguments, step)
+                        .await?
+                        .unwrap_or_else(|| Err(unrun())),
+                    RunsIn::Environment(_) => {
+                        self.env
+                            .send(RunInEnvironment {
+                                tool: tool.clone(),
+                                agent: self.name.clone(),
+                                arguments: args,
+                            })
+                            .await?
+                    }
                 };
                 let outcome = if ran.is_ok() {
                     CallOutcome::Ok
@@ -163,7 +165,7 @@ impl Decider {
             .await
     }
 
-    /// Runs a tool that reaches outside (`None` for the others); when recording, its
+    /// Runs a tool that reaches outside ([`RunsIn::Outside`]); when recording, its
     /// result is kept, and a replay reads it back instead of running it.
     async fn run_remote(
         &self,
@@ -172,10 +174,7 @@ impl Decider {
         raw: &str,
         step: u32,
     ) -> Result<Option<Result<ResultObject, ToolFailure>>, SimError> {
-        let tape = self
-            .llm
-            .tool_tape()
-            .filter(|_| tool.spec.kind.has_side_effects());
+        let tape = self.llm.tool_tape();
         let call = TapedCall {
             run_seed: self.run_seed,
             agent: &self.name,

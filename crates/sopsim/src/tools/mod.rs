@@ -68,8 +68,15 @@ pub struct Tool {
     runner: Runner,
 }
 
-/// What runs a tool: one variant per kind, with what its settings made ready.
+/// What runs a tool, by where it runs, with what its settings made ready.
 enum Runner {
+    Place(Local),
+    Environment(InEnvironment),
+    Outside(Remote),
+}
+
+/// The kinds that run in the calling agent's turn: offline and deterministic.
+enum Local {
     Calculator,
     Dice,
     /// The data file's objects, and its name (what results are named by default).
@@ -77,12 +84,10 @@ enum Runner {
         table: Arc<json_lookup::Table>,
         name: String,
     },
-    /// Runs in the Environment actor.
-    StoreQuery {
-        max_objects: usize,
-    },
-    /// Runs in the Environment actor, with this knowledge file.
-    Knowledge(crate::scenario::KnowledgeLookup),
+}
+
+/// The kinds that reach outside the process.
+enum Remote {
     #[cfg(feature = "openai")]
     Http(http::Http),
     /// Built without the HTTP client.
@@ -96,7 +101,16 @@ enum Runner {
     },
 }
 
-/// What the Environment actor must run for a call.
+/// Where a call runs: in the calling agent's turn, in the Environment actor (it reads
+/// the store or the knowledge index), or outside the process (taped by `--record`).
+pub enum RunsIn<'t> {
+    Place,
+    Environment(&'t InEnvironment),
+    Outside,
+}
+
+/// What the Environment actor runs for a call.
+#[derive(Debug, Clone)]
 pub enum InEnvironment {
     StoreQuery { max_objects: usize },
     Knowledge(crate::scenario::KnowledgeLookup),
@@ -139,22 +153,22 @@ pub enum SetupCause {
 /// A kind's argument schema when the scenario gives none.
 fn default_parameters(runner: &Runner) -> Value {
     match runner {
-        Runner::Calculator => calculator::parameters(),
-        Runner::Dice => dice::parameters(),
-        Runner::JsonLookup { table, .. } => table.parameters(),
-        Runner::StoreQuery { .. } => store_query::parameters(),
-        Runner::Knowledge(_) => json!({
+        Runner::Place(Local::Calculator) => calculator::parameters(),
+        Runner::Place(Local::Dice) => dice::parameters(),
+        Runner::Place(Local::JsonLookup { table, .. }) => table.parameters(),
+        Runner::Environment(InEnvironment::StoreQuery { .. }) => store_query::parameters(),
+        Runner::Environment(InEnvironment::Knowledge(_)) => json!({
             "type": "object",
             "properties": {"query": {"type": "string", "description": "what to look up", "maxLength": 1000}},
             "required": ["query"],
             "additionalProperties": false,
         }),
         #[cfg(feature = "openai")]
-        Runner::Http(_) => http::parameters(),
+        Runner::Outside(Remote::Http(_)) => http::parameters(),
         #[cfg(not(feature = "openai"))]
-        Runner::Http => json!({"type": "object"}),
+        Runner::Outside(Remote::Http) => json!({"type": "object"}),
         #[cfg(feature = "mcp")]
-        Runner::Mcp { server, tool, .. } => server
+        Runner::Outside(Remote::Mcp { server, tool, .. }) => server
             .describe(tool)
             .map(|(_, schema)| schema)
             .unwrap_or_else(|| json!({"type": "object"})),
@@ -183,11 +197,11 @@ impl ToolBox {
             let (settings, display) = ToolSettings::read(spec.kind, &spec.config)
                 .map_err(|e| fail(at.key("config"))(e.into()))?;
             let runner = match settings {
-                ToolSettings::Calculator(_) => Runner::Calculator,
-                ToolSettings::Dice(_) => Runner::Dice,
-                ToolSettings::StoreQuery(s) => Runner::StoreQuery {
+                ToolSettings::Calculator(_) => Runner::Place(Local::Calculator),
+                ToolSettings::Dice(_) => Runner::Place(Local::Dice),
+                ToolSettings::StoreQuery(s) => Runner::Environment(InEnvironment::StoreQuery {
                     max_objects: s.max_objects.0 as usize,
-                },
+                }),
                 ToolSettings::JsonLookup(s) => {
                     let table = json_lookup::Table::load(Path::new(&s.file))
                         .map_err(|source| SetupCause::Data {
@@ -198,24 +212,26 @@ impl ToolBox {
                     let name = Path::new(&s.file)
                         .file_stem()
                         .map_or("results".into(), |n| n.to_string_lossy().into_owned());
-                    Runner::JsonLookup {
+                    Runner::Place(Local::JsonLookup {
                         table: Arc::new(table),
                         name,
-                    }
+                    })
                 }
-                ToolSettings::Knowledge(s) => Runner::Knowledge(crate::scenario::KnowledgeLookup {
-                    path: s.path,
-                    top_k: s.top_k.0 as usize,
-                    kind: Default::default(),
-                    min_score: None,
-                }),
+                ToolSettings::Knowledge(s) => Runner::Environment(InEnvironment::Knowledge(
+                    crate::scenario::KnowledgeLookup {
+                        path: s.path,
+                        top_k: s.top_k.0 as usize,
+                        kind: Default::default(),
+                        min_score: None,
+                    },
+                )),
                 #[cfg(feature = "openai")]
-                ToolSettings::Http(s) => Runner::Http(
+                ToolSettings::Http(s) => Runner::Outside(Remote::Http(
                     http::Http::new(&s)
                         .map_err(|e| fail(at.key("config"))(SettingsError::from(e).into()))?,
-                ),
+                )),
                 #[cfg(not(feature = "openai"))]
-                ToolSettings::Http(_) => Runner::Http,
+                ToolSettings::Http(_) => Runner::Outside(Remote::Http),
                 #[cfg(feature = "mcp")]
                 ToolSettings::Mcp(s) => {
                     let command = s
@@ -240,11 +256,11 @@ impl ToolBox {
                             names: server.names(),
                         }));
                     }
-                    Runner::Mcp {
+                    Runner::Outside(Remote::Mcp {
                         tool: tool.to_string(),
                         timeout,
                         server,
-                    }
+                    })
                 }
                 #[cfg(not(feature = "mcp"))]
                 ToolSettings::Mcp(_) => return Err(fail(at.key("kind"))(SetupCause::NoMcp)),
@@ -252,7 +268,7 @@ impl ToolBox {
             #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
             let mut spec = spec.clone();
             #[cfg(feature = "mcp")]
-            if let Runner::Mcp { server, tool, .. } = &runner {
+            if let Runner::Outside(Remote::Mcp { server, tool, .. }) = &runner {
                 if let Some((description, _)) = server.describe(tool) {
                     if spec.description.is_empty() {
                         spec.description = description;
@@ -336,8 +352,8 @@ impl Tool {
         }
     }
 
-    /// Runs a tool that needs nothing but its arguments (`None` for the ones the
-    /// Environment or the network runs).
+    /// Runs a tool that needs nothing but its arguments (`None` for one that does not
+    /// run in place: see [`Tool::runs_in`]).
     pub fn run_here(
         &self,
         args: &Map<String, Value>,
@@ -349,10 +365,13 @@ impl Tool {
             r.metadata.extend(o);
             r
         };
-        Some(match &self.runner {
-            Runner::Calculator => calculator::run(args).map(single),
-            Runner::Dice => dice::run(args, place).map(single),
-            Runner::JsonLookup { table, .. } => {
+        let Runner::Place(local) = &self.runner else {
+            return None;
+        };
+        Some(match local {
+            Local::Calculator => calculator::run(args).map(single),
+            Local::Dice => dice::run(args, place).map(single),
+            Local::JsonLookup { table, .. } => {
                 let (objects, total) = table.query(args);
                 let relaxed = (total == 0).then(|| table.relax(args)).flatten();
                 let Some(relaxed) = relaxed else {
@@ -374,39 +393,39 @@ impl Tool {
                 );
                 Ok(r)
             }
-            _ => return None,
         })
     }
 
-    /// What the Environment actor runs for this tool, if it runs there.
-    pub fn in_environment(&self) -> Option<InEnvironment> {
+    /// Where a call of this tool runs.
+    pub fn runs_in(&self) -> RunsIn<'_> {
         match &self.runner {
-            Runner::StoreQuery { max_objects } => Some(InEnvironment::StoreQuery {
-                max_objects: *max_objects,
-            }),
-            Runner::Knowledge(k) => Some(InEnvironment::Knowledge(k.clone())),
-            _ => None,
+            Runner::Place(_) => RunsIn::Place,
+            Runner::Environment(what) => RunsIn::Environment(what),
+            Runner::Outside(_) => RunsIn::Outside,
         }
     }
 
-    /// Runs an `http` or `mcp` tool (`None` for other kinds).
+    /// Runs a tool that reaches outside (`None` for the others).
     #[cfg_attr(not(any(feature = "openai", feature = "mcp")), allow(unused_variables))]
     pub async fn run_remote(
         &self,
         args: &Map<String, Value>,
     ) -> Option<Result<ResultObject, ToolFailure>> {
-        match &self.runner {
+        let Runner::Outside(remote) = &self.runner else {
+            return None;
+        };
+        match remote {
             #[cfg(feature = "openai")]
-            Runner::Http(h) => Some(h.run(args).await.map(|objects| {
+            Remote::Http(h) => Some(h.run(args).await.map(|objects| {
                 let n = objects.len();
                 self.result(objects, n)
             })),
             #[cfg(not(feature = "openai"))]
-            Runner::Http => Some(Err(ToolFailure::unknown(
+            Remote::Http => Some(Err(ToolFailure::unknown(
                 "this sopsim was built without HTTP support (the `openai` feature)",
             ))),
             #[cfg(feature = "mcp")]
-            Runner::Mcp {
+            Remote::Mcp {
                 server,
                 tool,
                 timeout,
@@ -418,7 +437,6 @@ impl Tool {
                 r.llm_message = Some("{text}".into());
                 r
             })),
-            _ => None,
         }
     }
 
@@ -427,7 +445,7 @@ impl Tool {
     pub fn result(&self, objects: Vec<Map<String, Value>>, total: usize) -> ResultObject {
         let shown = &self.display;
         let name = shown.name.clone().unwrap_or_else(|| match &self.runner {
-            Runner::JsonLookup { name, .. } => name.clone(),
+            Runner::Place(Local::JsonLookup { name, .. }) => name.clone(),
             _ => self.spec.kind.as_str().to_string(),
         });
         let mut r = ResultObject::new(name, objects);
