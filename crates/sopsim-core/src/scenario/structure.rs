@@ -250,7 +250,7 @@ fn field_names() -> &'static [String] {
 }
 
 /// The known name within two edits of `key`, if any.
-fn closest<'k>(key: &str, known: &'k [String]) -> Option<&'k str> {
+pub(super) fn closest<'k>(key: &str, known: &'k [String]) -> Option<&'k str> {
     known
         .iter()
         .map(|k| (strsim::levenshtein(key, k), k))

@@ -242,10 +242,12 @@ pub enum SettingsError {
         kind: &'static str,
         what: String,
     },
-    #[error("{key}: kind `{kind}` has no such setting (it takes: {known})")]
+    #[error("{key}: kind `{kind}` has no such setting{hint} (it takes: {known})")]
     Unknown {
         key: String,
         kind: &'static str,
+        /// "; did you mean …?", when a setting it takes is a typo away.
+        hint: String,
         known: String,
     },
     #[error(transparent)]
@@ -271,15 +273,14 @@ impl ToolSettings {
             } else if own_keys.contains(key) {
                 &mut own
             } else {
+                let known: Vec<String> = own_keys.iter().chain(&shown_keys).cloned().collect();
                 return Err(SettingsError::Unknown {
                     key: key.clone(),
                     kind: kind.as_str(),
-                    known: own_keys
-                        .iter()
-                        .chain(&shown_keys)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", "),
+                    hint: super::structure::closest(key, &known)
+                        .map(|k| format!("; did you mean {k:?}?"))
+                        .unwrap_or_default(),
+                    known: known.join(", "),
                 });
             };
             part.insert(key.clone(), value.clone());
@@ -501,6 +502,15 @@ mod tests {
             read(ToolKind::Calculator, json!({"max_objects": 5})).unwrap_err(),
             "max_objects: kind `calculator` has no such setting \
              (it takes: name, payload_type, mapping, llm_message)"
+        );
+        assert_eq!(
+            read(
+                ToolKind::JsonLookup,
+                json!({"file": "f.json", "payload_typ": "table"})
+            )
+            .unwrap_err(),
+            "payload_typ: kind `json_lookup` has no such setting; did you mean \"payload_type\"? \
+             (it takes: file, name, payload_type, mapping, llm_message)"
         );
         assert_eq!(
             read(
