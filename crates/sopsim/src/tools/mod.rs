@@ -128,8 +128,10 @@ pub struct ToolSetupError {
 /// What is wrong with a tool's setting.
 #[derive(Debug, Error)]
 pub enum SetupCause {
+    /// Boxed: the setting's name and what the kind takes would make every tool
+    /// setup's error as large.
     #[error(transparent)]
-    Settings(#[from] SettingsError),
+    Settings(Box<SettingsError>),
     #[error("{file}")]
     Data {
         file: String,
@@ -148,6 +150,12 @@ pub enum SetupCause {
     NoMcp,
     #[error(transparent)]
     Schema(#[from] SchemaError),
+}
+
+impl From<SettingsError> for SetupCause {
+    fn from(e: SettingsError) -> Self {
+        SetupCause::Settings(Box::new(e))
+    }
 }
 
 /// A kind's argument schema when the scenario gives none.
@@ -482,5 +490,100 @@ pub fn cut(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use crate::scenario::CommandConsent;
+
+    use super::*;
+
+    fn repository() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    /// The debate with these tools (ToolBox reads nothing else of a scenario).
+    fn toolbox(tools: Value) -> Result<ToolBox, ToolSetupError> {
+        let path = repository().join("scenarios/debate.json");
+        let doc = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let mut scenario = sopsim_core::scenario::from_document(&path, doc).unwrap();
+        scenario.tools = serde_json::from_value(tools).unwrap();
+        futures::executor::block_on(ToolBox::start(&scenario, &CommandConsent::Nothing))
+    }
+
+    fn products() -> String {
+        repository()
+            .join("scenarios/data/products.jsonl")
+            .display()
+            .to_string()
+    }
+
+    #[test]
+    fn each_kind_runs_where_it_reads_from() {
+        let tools = toolbox(json!({
+            "sum": {"kind": "calculator"},
+            "seen": {"kind": "store_query", "config": {"max_objects": 7}},
+            "notes": {"kind": "knowledge", "config": {"path": "notes.json", "top_k": 5}},
+        }))
+        .unwrap();
+        assert!(matches!(tools.get("sum").unwrap().runs_in(), RunsIn::Place));
+        assert!(matches!(
+            tools.get("seen").unwrap().runs_in(),
+            RunsIn::Environment(InEnvironment::StoreQuery { max_objects: 7 })
+        ));
+        let RunsIn::Environment(InEnvironment::Knowledge(lookup)) =
+            tools.get("notes").unwrap().runs_in()
+        else {
+            panic!("a knowledge tool runs in the Environment");
+        };
+        assert_eq!((lookup.path.as_str(), lookup.top_k), ("notes.json", 5));
+    }
+
+    #[test]
+    fn a_lookups_results_are_named_after_its_file_unless_the_scenario_names_them() {
+        let tools = toolbox(json!({
+            "plain": {"kind": "json_lookup", "config": {"file": products()}},
+            "named": {"kind": "json_lookup", "config": {
+                "file": products(), "name": "shelf", "payload_type": "product",
+                "llm_message": "{num_objects} on the shelf", "mapping": {"title": "name"},
+            }},
+        }))
+        .unwrap();
+        let plain = tools.get("plain").unwrap().result(Vec::new(), 0);
+        assert_eq!(
+            (plain.name.as_str(), plain.payload_type.as_str()),
+            ("products", "table")
+        );
+        assert_eq!(
+            plain.llm_message.as_deref(),
+            Some("{name}: nothing matched; try other filters.")
+        );
+        let named = tools.get("named").unwrap().result(Vec::new(), 0);
+        assert_eq!(
+            (named.name.as_str(), named.payload_type.as_str()),
+            ("shelf", "product")
+        );
+        assert_eq!(
+            named.llm_message.as_deref(),
+            Some("{num_objects} on the shelf")
+        );
+        assert_eq!(named.mapping.unwrap()["title"], "name");
+    }
+
+    #[test]
+    fn a_setting_the_kind_refuses_stops_the_toolbox_naming_the_config() {
+        let Err(e) =
+            toolbox(json!({"seen": {"kind": "store_query", "config": {"max_objects": 0}}}))
+        else {
+            panic!("max_objects 0 is refused");
+        };
+        assert_eq!(e.path.to_string(), "tools.seen.config");
+        assert_eq!(
+            crate::error_chain::chain(&e.cause),
+            "max_objects: expected a whole number from 1 to 1000"
+        );
     }
 }
