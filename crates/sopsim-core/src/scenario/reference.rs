@@ -101,8 +101,7 @@ pub fn tool_settings_table() -> String {
 
 /// The tool kinds, in the order the format lists them.
 fn tool_kinds() -> Vec<super::ToolKind> {
-    let kinds = serde_json::to_value(schemars::schema_for!(super::ToolKind))
-        .expect("a derived schema serialises");
+    let kinds = schemars::schema_for!(super::ToolKind).to_value();
     kinds["oneOf"]
         .as_array()
         .into_iter()

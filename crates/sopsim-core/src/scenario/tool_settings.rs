@@ -265,7 +265,7 @@ impl ToolSettings {
     ) -> Result<(ToolSettings, ResultDisplay), SettingsError> {
         let own_schema = kind.settings_schema();
         let own_keys = properties(&own_schema);
-        let shown_keys = properties(&schemars::schema_for!(ResultDisplay).to_value());
+        let shown_keys = properties(&ToolKind::display_schema());
         let (mut own, mut shown) = (Map::new(), Map::new());
         for (key, value) in config {
             let part = if shown_keys.contains(key) {
