@@ -22,36 +22,35 @@ pub fn check(s: &Scenario, counter: &dyn TokenCounter) -> Vec<Problem> {
     v.agents();
     v.populations();
     v.states(counter);
-    v.graph();
-    v.script();
-    v.outcomes();
-    for (path, message) in super::validate_tools::check(s) {
-        v.problem(path, message);
-    }
-    for (path, message) in super::validate_world::check(s) {
+    let elsewhere = [
+        super::validate_graph::check(s),
+        super::validate_tools::check(s),
+        super::validate_world::check(s),
+    ];
+    for (path, message) in elsewhere.into_iter().flatten() {
         v.problem(path, message);
     }
     v.out
 }
 
-pub(super) struct Checker<'a> {
-    pub(super) s: &'a Scenario,
-    pub(super) out: Vec<Problem>,
+struct Checker<'a> {
+    s: &'a Scenario,
+    out: Vec<Problem>,
 }
 
-pub(super) fn root() -> FieldPath {
+fn root() -> FieldPath {
     FieldPath::root()
 }
 
 impl<'a> Checker<'a> {
-    pub(super) fn problem(&mut self, path: FieldPath, message: impl Into<String>) {
+    fn problem(&mut self, path: FieldPath, message: impl Into<String>) {
         self.out.push(Problem {
             path,
             message: message.into(),
         });
     }
 
-    pub(super) fn is_target(&self, name: &str) -> bool {
+    fn is_target(&self, name: &str) -> bool {
         name == self.s.sop.end || self.s.sop.states.contains_key(name)
     }
 
