@@ -1,10 +1,13 @@
-"""Counts the items a user of `sopsim` can name: walks public modules and re-exports
-from the crate root, following re-exports into sopsim-core, sopsim-models and
-sopsim-infer through rustdoc's JSON (target/doc/*.json). Make the JSON first, for each
-crate (nightly):
+"""Counts the items a user of a crate can name (`sopsim` unless the first argument names
+another, as `sopsim_bench`): walks public modules and re-exports from the crate root,
+following re-exports into the crates it uses through rustdoc's JSON
+(target/doc/*.json). Make the JSON first, for each crate (nightly):
 
     cargo +nightly rustdoc -p sopsim --lib -- -Z unstable-options --output-format json
-    (likewise -p sopsim-core, -p sopsim-models, -p sopsim-infer)
+    (likewise -p sopsim-bench, -p sopsim-core, -p sopsim-models, -p sopsim-infer)
+
+Items the crate takes from another counted crate (`sopsim_bench` from `sopsim`) are
+that crate's and are not counted again.
 """
 import json, sys, collections, os
 docs = {}
@@ -46,9 +49,10 @@ def walk(crate, i, top):
     if k == "module":
         for c in inner["module"]["items"]:
             walk(crate, c, top or it["name"])
-root = load("sopsim")
+name = sys.argv[1] if len(sys.argv) > 1 else "sopsim"
+root = load(name)
 for c in root["index"][str(root["root"])]["inner"]["module"]["items"]:
-    walk("sopsim", c, None)
+    walk(name, c, None)
 print("public items:", sum(kinds.values()), dict(kinds.most_common()))
 print("by top-level module:", dict(per_module.most_common()))
 if unresolved: print("unresolved:", unresolved[:20])

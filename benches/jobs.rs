@@ -15,10 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use sopsim::bench::exec::{execute, Prepared};
-use sopsim::bench::plan::Job;
 use sopsim::scenario::Mode;
 use sopsim::simulation::Services;
+use sopsim_bench::exec::{execute, Prepared};
+use sopsim_bench::plan::Job;
 
 const SEEDS: u64 = 32;
 
@@ -68,7 +68,7 @@ fn bench_jobs(c: &mut Criterion) {
                         jobs.clone(),
                         &prepared,
                         n,
-                        &sopsim::bench::Unobserved,
+                        &sopsim_bench::Unobserved,
                         Default::default(),
                     );
                     assert_eq!(done.finished, jobs.len());

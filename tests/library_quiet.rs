@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
-use sopsim::bench::{self, BenchOptions, Unobserved};
 use sopsim::error::CancelToken;
 use sopsim::runner::{self, RunIo, RunOptions};
 use sopsim::scenario::Mode;
 use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions};
+use sopsim_bench::{self as bench, BenchOptions, Unobserved};
 
 const CHILD: &str = "SOPSIM_LIBRARY_QUIET_CHILD";
 

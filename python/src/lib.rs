@@ -241,13 +241,13 @@ fn run_bench(py: Python<'_>, options: String, progress: Option<Py<PyAny>>) -> Py
     let observer = Arc::new(sink::Progress::new(progress, cancel.clone()));
     let (token, watched) = (cancel.clone(), observer.clone());
     let result = wait_for(py, cancel.clone(), move || {
-        sopsim::bench::run(&opts, watched.as_ref(), token).map(|_| ())
+        sopsim_bench::run(&opts, watched.as_ref(), token).map(|_| ())
     })?;
     if let Some(e) = observer.take_error() {
         return Err(e);
     }
     result.map_err(|e| {
-        if let sopsim::bench::BenchError::Setup(sopsim::setup::SetupError::Scenario(s)) = &e {
+        if let sopsim_bench::BenchError::Setup(sopsim::setup::SetupError::Scenario(s)) = &e {
             return scenario_error(py, s);
         }
         if e.is_bad_input() {
@@ -288,9 +288,9 @@ fn load_run(py: Python<'_>, folder: String) -> PyResult<String> {
 #[pyfunction]
 fn load_bench(py: Python<'_>, folder: String) -> PyResult<String> {
     let files =
-        py.detach(|| sopsim::bench::read_back::read_bench_files(std::path::Path::new(&folder)));
+        py.detach(|| sopsim_bench::read_back::read_bench_files(std::path::Path::new(&folder)));
     let files = files.map_err(|e| match &e {
-        sopsim::bench::read_back::BenchFilesError::File(f) => {
+        sopsim_bench::read_back::BenchFilesError::File(f) => {
             folder_error(py, f, "not a benchmark's folder")
         }
         other => python_error(py, "FolderError", (chain(other),)),

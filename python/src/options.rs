@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
-use sopsim::bench::BenchOptions;
 use sopsim::llm::ApiKey;
 use sopsim::runner::{Existing, RunOptions, ScenarioSource};
 use sopsim::scenario::{CommandConsent, Mode};
 use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions};
+use sopsim_bench::BenchOptions;
 
 fn text<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)

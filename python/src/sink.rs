@@ -4,10 +4,10 @@
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
-use sopsim::bench::plan::Job;
-use sopsim::bench::{BenchObserver, JobResult};
 use sopsim::error::CancelToken;
 use sopsim::events::{EventSink, Payloads, SimEvent};
+use sopsim_bench::plan::Job;
+use sopsim_bench::{BenchObserver, JobResult};
 
 /// Keeps each event's payload (as `events.jsonl` holds it) and hands it to `callback`.
 /// An exception in the callback stops the run, and is raised when the run returns.

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use clap::Parser;
 
-use sopsim::bench::merge::{merge as merge_shards, MergeOptions};
+use sopsim_bench::merge::{merge as merge_shards, MergeOptions};
 
 use super::args::{Cli, Command, Engine};
 use super::failure::Failure;

@@ -4,14 +4,14 @@
 
 use std::process::ExitCode;
 
-use sopsim::bench::merge::ShardFolderError;
-use sopsim::bench::BenchError;
 use sopsim::error::chain;
 use sopsim::error::SimError;
 use sopsim::models::ModelError;
 use sopsim::runner::OutFolderError;
 use sopsim::runner::RunError;
 use sopsim::setup::{Setting, SetupError};
+use sopsim_bench::merge::ShardFolderError;
+use sopsim_bench::BenchError;
 
 /// A command's failure, ready to print.
 #[derive(Debug)]

@@ -4,9 +4,9 @@ use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use sopsim::bench::plan::Job;
-use sopsim::bench::{BenchObserver, JobResult};
 use sopsim::models::{FetchEvent, FetchObserver};
+use sopsim_bench::plan::Job;
+use sopsim_bench::{BenchObserver, JobResult};
 
 /// Shows a model fetch: what runs, and a bar of the bytes checked.
 #[derive(Default)]

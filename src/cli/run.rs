@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use sopsim::bench::{BenchOptions, Shard};
 use sopsim::error::CancelToken;
 use sopsim::events::EventSink;
 use sopsim::human::HumanInput;
 use sopsim::runner::{self, Existing, RunError, RunIo, RunOptions};
 use sopsim::scenario::Mode;
 use sopsim::simulation::EndReason;
+use sopsim_bench::{BenchOptions, Shard};
 
 use super::args::{BenchAction, BenchArgs, BenchCommand, RunArgs};
 use super::cluster;
@@ -193,10 +193,10 @@ fn bench_run(args: BenchArgs) -> Result<(), Failure> {
         "interrupted: stopping every run now, keeping every finished turn",
     );
     let progress = BenchProgress::new(args.quiet);
-    let result = sopsim::bench::run(&opts, &progress, cancel);
+    let result = sopsim_bench::run(&opts, &progress, cancel);
     progress.finish();
     let run = match result {
-        Err(e @ sopsim::bench::BenchError::Interrupted) => {
+        Err(e @ sopsim_bench::BenchError::Interrupted) => {
             return Err(Failure::Interrupted(e.to_string(), signals.exit_status()))
         }
         other => other?,

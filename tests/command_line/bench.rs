@@ -5,9 +5,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::common::root;
-use sopsim::bench::extract::outcome_figures;
 use sopsim::scenario::{FieldPath, OutcomeRules};
 use sopsim::simulation::{Decision, Message, MessageKind};
+use sopsim_bench::extract::outcome_figures;
 
 fn sopsim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sopsim"))
@@ -78,7 +78,7 @@ fn choices(lines: &[ChoiceLine]) -> Vec<Message> {
         .collect()
 }
 
-fn figure(f: &sopsim::bench::extract::Figures, name: &str) -> Option<f64> {
+fn figure(f: &sopsim_bench::extract::Figures, name: &str) -> Option<f64> {
     *f.get(name).unwrap_or_else(|| panic!("no figure {name}"))
 }
 

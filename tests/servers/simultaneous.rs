@@ -329,8 +329,7 @@ fn the_scripted_games_are_simultaneous_and_pay_from_every_choice_of_the_round() 
             "{name}: tests/golden is out of date"
         );
         let transcript: Vec<_> = outcome.transcript.iter().map(|m| (**m).clone()).collect();
-        let figures =
-            sopsim::bench::extract::outcome_figures(&rules(name), &transcript, 0).unwrap();
+        let figures = sopsim_bench::extract::outcome_figures(&rules(name), &transcript, 0).unwrap();
         let expected = match name {
             "prisoners_dilemma" => payoffs_by_hand(name, |own, all| {
                 let other = all.iter().find(|v| *v != own).unwrap_or(&all[0]);

@@ -58,11 +58,11 @@
 //! # The public API
 //!
 //! The front door is [`load`], [`run`] and [`run_async`] with their options and
-//! errors ([`runner`]). Behind it, eleven modules: [`scenario`] (the format),
+//! errors ([`runner`]). Behind it, ten modules: [`scenario`] (the format),
 //! [`simulation`] (what a run gives back: transcript, summary, services), [`setup`]
-//! (model options), [`bench`](mod@bench), [`events`], [`human`], [`error`], [`llm`],
-//! [`embed`], [`models`] and [`tools`]. Everything else is private to the crate; the
-//! few of its types a caller meets are re-exported where the caller meets them: the
+//! (model options, and the services and checks of many runs at once), [`events`],
+//! [`human`], [`error`], [`llm`], [`embed`], [`models`] and [`tools`]. Everything else
+//! is private to the crate; the few of its types a caller meets are re-exported where the caller meets them: the
 //! transcript's [`simulation::Message`], the reply budget [`llm::ReplyBudget`], a run
 //! folder's [`runner::OutputFolder`], the quality figures [`events::ReplyQuality`].
 //!
@@ -97,8 +97,9 @@
 //!   plays, and loading it); [`error`]: run errors, the
 //!   cancellation token, error chains.
 //! - [`models`]: the local models sopsim knows, fetched from PyPI and checked.
-//! - [`bench`](mod@bench): `sopsim bench`: scenario × mode × seed, run many at once, outcomes,
-//!   statistics, report and plots.
+//!
+//! The benchmark (`sopsim bench`: scenario × mode × seed, outcomes, statistics, report
+//! and plots) is the `sopsim-bench` crate, built on this one's front door.
 
 // The core's modules, under the names the rest of this crate uses.
 pub(crate) use sopsim_core::{
@@ -107,7 +108,6 @@ pub(crate) use sopsim_core::{
 };
 
 pub(crate) mod actors;
-pub mod bench;
 pub(crate) mod cancel;
 pub(crate) mod control;
 pub mod embed;

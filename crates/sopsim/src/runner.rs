@@ -4,7 +4,9 @@
 //! prints, exits or installs a signal handler.
 
 pub use crate::control::{Control, RunControl};
-pub use crate::output::{read_run_files, Existing, OutFolderError, RunFiles};
+pub use crate::output::{
+    read_run_files, Existing, FolderLock, OutFolderError, RunFiles, RUN_FILE, WORLD_FILE,
+};
 pub use crate::output_folder::{Entry, FolderFileError, OutputFolder};
 pub use crate::source::{load, Loaded, ScenarioSource};
 
@@ -17,7 +19,7 @@ use crate::error::{CancelToken, SimError};
 use crate::events::{EventSink, FrontendLog};
 use crate::human::{HumanInput, UntilCancelled};
 use crate::journal::{Journal, Journaled, JournaledInput, JOURNAL_FILE};
-use crate::output::{RunDir, RunIdentity, TranscriptWriter, EVENTS_RESUMING, RUN_FILE, WORLD_FILE};
+use crate::output::{RunDir, RunIdentity, TranscriptWriter, EVENTS_RESUMING};
 use crate::scenario::{CommandConsent, Mode, Scenario};
 use crate::setup::{self, ModelOptions, SetupError};
 use crate::simulation::{self, EndReason, RunConfig, RunOutcome, Services};
@@ -185,9 +187,12 @@ pub fn run(opts: &RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
 /// models, asking a server which model it serves, creating files) go to the runtime's
 /// blocking threads, the simulation runs on the caller's system.
 pub async fn run_async(opts: RunOptions, io: RunIo) -> Result<RunOutcome, RunError> {
-    // A built scenario on the caller's services with no files has nothing to block on.
-    let blocks = !matches!(opts.scenario, ScenarioSource::Built(_))
-        || io.services.is_none()
+    // A scenario built or loaded before, on the caller's services with no files, has
+    // nothing to block on.
+    let blocks = !matches!(
+        opts.scenario,
+        ScenarioSource::Built(_) | ScenarioSource::Loaded { .. }
+    ) || io.services.is_none()
         || opts.out.is_some();
     let (opts, prepared) = match blocks {
         false => {

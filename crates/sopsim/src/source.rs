@@ -24,6 +24,13 @@ pub enum ScenarioSource {
     /// A scenario built in code ([`ScenarioBuilder`](crate::scenario::ScenarioBuilder)
     /// validates it) or loaded before.
     Built(Arc<Scenario>),
+    /// A scenario loaded before ([`load`]) from the file `origin`, with what translating
+    /// it left out, which every run reports: many runs of one file share one load.
+    Loaded {
+        origin: PathBuf,
+        scenario: Arc<Scenario>,
+        imported: Imported,
+    },
 }
 
 impl ScenarioSource {
@@ -33,14 +40,15 @@ impl ScenarioSource {
             ScenarioSource::File(path) => path.clone(),
             ScenarioSource::Document { origin, .. } => origin.clone(),
             ScenarioSource::Built(scenario) => PathBuf::from(&scenario.name),
+            ScenarioSource::Loaded { origin, .. } => origin.clone(),
         }
     }
 
-    /// The SHA-256 `run.json` keeps of the scenario: a file's bytes, or the JSON of a
-    /// document or a built scenario.
+    /// The SHA-256 `run.json` keeps of the scenario: a file's bytes (a scenario loaded
+    /// before: its file's), or the JSON of a document or a built scenario.
     pub(crate) fn sha256(&self) -> Result<String, SimError> {
         let json = match self {
-            ScenarioSource::File(path) => {
+            ScenarioSource::File(path) | ScenarioSource::Loaded { origin: path, .. } => {
                 return file_sha256(path).map_err(|source| SimError::Io {
                     what: path.display().to_string(),
                     source,
@@ -118,6 +126,9 @@ pub(crate) fn load_source(
             (Arc::new(scenario), imported)
         }
         ScenarioSource::Built(scenario) => (scenario.clone(), None),
+        ScenarioSource::Loaded {
+            scenario, imported, ..
+        } => (scenario.clone(), Some(imported.clone())),
     };
     setup::check_memory(&source.origin(), &scenario, 1)?;
     Ok((scenario, imported.unwrap_or_default()))
@@ -188,5 +199,30 @@ mod tests {
         );
         let missing = ScenarioSource::File(dir.path().join("gone.json"));
         assert!(matches!(missing.sha256(), Err(SimError::Io { .. })));
+    }
+
+    /// Many runs of one loaded file (a benchmark's) are each what a run of the file
+    /// is: digested as the file, with the notes its translation left.
+    #[test]
+    fn a_scenario_loaded_before_is_its_file_with_its_notes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        std::fs::write(&path, b"{\"name\": \"chat\"}").unwrap();
+        let notes = vec!["the config's `Memory` component was skipped".to_string()];
+        let source = ScenarioSource::Loaded {
+            origin: path.clone(),
+            scenario: Arc::new(built()),
+            imported: Imported {
+                notes: notes.clone(),
+                ..Imported::default()
+            },
+        };
+        assert_eq!(source.origin(), path);
+        assert_eq!(
+            source.sha256().unwrap(),
+            ScenarioSource::File(path).sha256().unwrap()
+        );
+        let (scenario, imported) = load_source(&source, &[]).unwrap();
+        assert_eq!((scenario.name.as_str(), imported.notes), ("chat", notes));
     }
 }

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use sopsim::bench::job::Job;
 use sopsim::runner::{Entry, FolderFileError, OutputFolder};
+use sopsim_bench::job::Job;
 
 /// The largest manifest read whole (a million runs' lines). Everything but the
 /// manifest and the plots is sent as it is read (`stream.rs`).

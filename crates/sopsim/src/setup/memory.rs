@@ -115,10 +115,7 @@ const STYLE_COPIES: u64 = 3;
 
 /// Refuses a turn limit below the turns of one round of the scenario's largest
 /// simultaneous state: the run would end before its first round, having said nothing.
-pub(crate) fn check_round_fits(
-    scenario: &Scenario,
-    max_turns: Option<u64>,
-) -> Result<(), SetupError> {
+pub fn check_round_fits(scenario: &Scenario, max_turns: Option<u64>) -> Result<(), SetupError> {
     let max_turns = max_turns.unwrap_or(scenario.sop.max_turns);
     match scenario.largest_round() {
         Some((state, turns)) if turns > max_turns => Err(SetupError::RoundTooLong {
@@ -133,11 +130,7 @@ pub(crate) fn check_round_fits(
 /// Refuses a scenario with populations whose runs would not fit the memory this machine
 /// has free (`MemAvailable`), before anything starts. Scenarios of named agents are
 /// small, and a machine that does not say what is free is not checked.
-pub(crate) fn check_memory(
-    path: &Path,
-    scenario: &Scenario,
-    runs: usize,
-) -> Result<(), SetupError> {
+pub fn check_memory(path: &Path, scenario: &Scenario, runs: usize) -> Result<(), SetupError> {
     if scenario.populations.is_empty() {
         return Ok(());
     }
@@ -200,7 +193,7 @@ const BYTES_PER_PLANNED_RUN: u64 = 2 << 10;
 
 /// Refuses a benchmark whose plan of `planned` runs would not fit the memory this
 /// machine has free, before anything is planned.
-pub(crate) fn check_plan_fits(planned: u64) -> Result<(), SetupError> {
+pub fn check_plan_fits(planned: u64) -> Result<(), SetupError> {
     let estimate = BASE_BYTES.saturating_add(planned.saturating_mul(BYTES_PER_PLANNED_RUN));
     match available_memory() {
         Some(available) if estimate > available => Err(SetupError::PlanTooBig {

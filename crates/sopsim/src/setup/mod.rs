@@ -23,7 +23,8 @@ pub use backends::local_backend;
 use backends::{embed_service, llm, prices, shared_llm};
 pub use backends::{embedder, local_llm, Llm, DEFAULT_CHAT_MODEL};
 use memory::check_members_fit;
-pub(crate) use memory::{check_memory, check_plan_fits, check_round_fits, BYTES_PER_AGENT};
+pub(crate) use memory::BYTES_PER_AGENT;
+pub use memory::{check_memory, check_plan_fits, check_round_fits};
 
 /// Which model answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -396,7 +397,7 @@ fn layer_models<'a>(
 /// shared by every scenario's runs (the scripted backend, which answers from each
 /// scenario's own script, is one per scenario). The services come back in the order
 /// of `scenarios`.
-pub(crate) fn assemble<'a>(
+pub fn assemble<'a>(
     opts: &ModelOptions,
     scenarios: impl IntoIterator<Item = (&'a mut Scenario, &'a Imported)>,
 ) -> Result<Vec<Services>, SetupError> {

@@ -12,12 +12,13 @@ use tokio::sync::mpsc;
 
 use super::job::Job;
 use super::BenchObserver;
-use crate::error::CancelToken;
-use crate::events::{EventSink, FrontendLog};
-use crate::output::{Existing, RunDir, TranscriptWriter};
-use crate::output_folder::OutputFolder;
-use crate::scenario::Scenario;
-use crate::simulation::{self, EndReason, RunConfig, Services};
+use sopsim::error::CancelToken;
+use sopsim::runner::{Existing, OutputFolder};
+use sopsim::scenario::aiwaves::Imported;
+use sopsim::scenario::Scenario;
+use sopsim::simulation::{EndReason, Services};
+use sopsim::{RunError, RunIo, RunOptions, ScenarioSource};
+use sopsim_core::error_chain::chain;
 
 /// A scenario ready to run: the parsed file and the services its runs use.
 #[derive(Clone)]
@@ -29,7 +30,7 @@ pub struct Prepared {
     /// Reported as warnings in every run (what an imported config left out).
     pub notes: Vec<String>,
     /// The programs the scenario's tools may start.
-    pub commands: crate::scenario::CommandConsent,
+    pub commands: sopsim::scenario::CommandConsent,
 }
 
 /// How one job went.
@@ -59,9 +60,9 @@ pub struct Executed {
     pub failures: HashMap<String, String>,
 }
 
-/// Files a run keeps open (transcript, events) plus those it opens briefly (summary,
-/// environment, error) and a connection to a model server.
-const FILES_PER_RUN: u64 = 6;
+/// Files a run keeps open (transcript, events, journal) plus those it opens briefly
+/// (summary, environment, error) and a connection to a model server.
+const FILES_PER_RUN: u64 = 7;
 /// Left for the process itself: standard streams, model files, the report.
 const FILES_RESERVED: u64 = 64;
 
@@ -179,18 +180,13 @@ async fn lane_loop(
     }
 }
 
-/// Runs one job into its folder, replacing whatever an unfinished attempt left there.
+/// Runs one job into its folder, replacing whatever an unfinished attempt left there,
+/// through the runtime's one way in: a job's folder is a run's folder, as `sopsim run
+/// --out` writes it.
 async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken) -> JobResult {
     let dir_path = job.dir(out);
     let bench = OutputFolder::new(out);
     let rel = job.rel_dir();
-    let failed = |error: String| {
-        let _ = bench.replace_json(
-            &format!("{rel}/error.json"),
-            &serde_json::json!({ "id": job.id, "error": error }),
-        );
-        JobResult::Failed { error }
-    };
     if let Err(e) = bench
         .remove_tree(&rel)
         .and_then(|()| bench.create_dirs(&rel))
@@ -199,64 +195,44 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
             error: format!("cannot clear {}: {e}", dir_path.display()),
         };
     }
-    let dir = match RunDir::create(&dir_path, Existing::Replace) {
-        Ok(d) => d,
-        Err(e) => {
-            return JobResult::Failed {
-                error: format!("{}: {e}", dir_path.display()),
-            }
-        }
-    };
-    let transcript = match TranscriptWriter::create(dir.files(), "transcript.jsonl") {
-        Ok(t) => t,
-        Err(e) => return failed(crate::error_chain::chain(&e)),
-    };
-    let world_log = match prepared.scenario.world {
-        Some(_) => match TranscriptWriter::create(dir.files(), crate::output::WORLD_FILE) {
-            Ok(w) => Some(w),
-            Err(e) => return failed(crate::error_chain::chain(&e)),
-        },
-        None => None,
-    };
-    let conversation = format!("{}-{}-{}", job.scenario, job.mode.as_str(), job.seed);
-    let events = match FrontendLog::create(dir.files(), "events.jsonl", conversation, job.seed) {
-        Ok(e) => Arc::new(e),
-        Err(e) => return failed(crate::error_chain::chain(&e)),
-    };
-    let config = RunConfig {
+    let opts = RunOptions {
+        out: Some(dir_path),
         mode: Some(job.mode),
         seed: job.seed,
         max_turns: prepared.max_turns,
-        notes: prepared.notes.clone(),
-        commands: prepared.commands.clone(),
-        sinks: vec![events.clone() as Arc<dyn EventSink>],
-        transcript: Some(transcript),
-        world_log,
-        cancel: Some(cancel),
-        ..RunConfig::default()
+        allowed_commands: prepared.commands.clone(),
+        existing: Existing::Replace,
+        ..RunOptions::new(ScenarioSource::Loaded {
+            origin: PathBuf::from(&job.file),
+            scenario: prepared.scenario.clone(),
+            imported: Imported {
+                notes: prepared.notes.clone(),
+                ..Imported::default()
+            },
+        })
     };
-    let outcome = match simulation::run(prepared.scenario.clone(), &prepared.services, config).await
-    {
-        Ok(o) => o,
-        Err(e) => return failed(crate::error_chain::chain(&e)),
+    let io = RunIo {
+        services: Some(prepared.services.clone()),
+        cancel,
+        ..RunIo::default()
     };
-    if let Err(e) = dir.write_final(
-        &outcome.environment,
-        &outcome.summary,
-        outcome.network.as_ref(),
-    ) {
-        return failed(crate::error_chain::chain(&e));
-    }
-    if let Some(f) = events.take_failure() {
-        return failed(format!("writing {}: {}", f.what, f.source));
-    }
-    match outcome.summary.ended_by {
-        EndReason::Error => JobResult::Failed {
-            error: outcome.summary.error.unwrap_or_default(),
-        },
-        EndReason::Interrupted => JobResult::Interrupted,
-        _ => JobResult::Finished {
-            turns: outcome.summary.turns,
-        },
-    }
+    let error = match sopsim::run_async(opts, io).await {
+        Ok(outcome) if outcome.summary.ended_by == EndReason::Interrupted => {
+            return JobResult::Interrupted
+        }
+        Ok(outcome) => {
+            return JobResult::Finished {
+                turns: outcome.summary.turns,
+            }
+        }
+        // What the run itself failed of, as its summary says it: where its turns are
+        // is the benchmark's to know.
+        Err(RunError::Failed { source, .. }) => chain(&source),
+        Err(e) => chain(&e),
+    };
+    let _ = bench.replace_json(
+        &format!("{rel}/error.json"),
+        &serde_json::json!({ "id": job.id, "error": error }),
+    );
+    JobResult::Failed { error }
 }

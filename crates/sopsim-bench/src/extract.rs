@@ -7,11 +7,11 @@ use std::collections::HashMap;
 
 use indexmap::IndexMap;
 
-use crate::memory::Message;
-use crate::scenario::{
+use sopsim::scenario::{
     choice_key, evaluate_formula, CompiledDecision, CompiledPayoff, CompiledScore, DecisionValue,
     FormulaInputs, OutcomeRules, Reduce, Take,
 };
+use sopsim_core::memory::Message;
 
 /// A figure per name; `None` where a run has no value (e.g. `turns_to_end` of a run
 /// that never reached the end).
@@ -23,12 +23,12 @@ pub enum OutcomeError {
     #[error("outcomes.payoff.table has no row {0:?}")]
     NoRow(String),
     #[error("outcomes.payoff.pairwise")]
-    Network(#[source] crate::network::NetworkError),
+    Network(#[source] sopsim_core::network::NetworkError),
     #[error("outcomes.payoff.formula: round {round}")]
     Formula {
         round: usize,
         #[source]
-        source: crate::scenario::FormulaError,
+        source: sopsim::scenario::FormulaError,
     },
 }
 
@@ -92,7 +92,7 @@ fn rounds<'a>(decision: &CompiledDecision, transcript: &'a [Message]) -> Vec<Vec
 }
 
 /// A choice or a number as the rule reads it, if it is a valid one.
-fn readable(rule: &crate::scenario::DecisionRule, values: &[String], text: &str) -> Option<Move> {
+fn readable(rule: &sopsim::scenario::DecisionRule, values: &[String], text: &str) -> Option<Move> {
     if values.is_empty() {
         let n: f64 = text.trim().parse().ok()?;
         let in_range = rule.range.is_none_or(|[lo, hi]| (lo..=hi).contains(&n));
@@ -153,8 +153,9 @@ fn decisions(
     let values: Vec<String> = decision.rule.values.iter().map(|v| choice_key(v)).collect();
     let rounds = rounds(decision, transcript);
     let pairs = if rules.pairwise {
-        let neighbours = crate::network::draw_all(rules.populations.iter().map(|(_, p)| p), seed)
-            .map_err(OutcomeError::Network)?;
+        let neighbours =
+            sopsim_core::network::draw_all(rules.populations.iter().map(|(_, p)| p), seed)
+                .map_err(OutcomeError::Network)?;
         Some(Pairs::new(&rules.members, neighbours))
     } else {
         None
@@ -249,7 +250,7 @@ fn decisions(
             None => None,
         };
         if rules.payoff.is_some() {
-            let gini = earned.as_deref().and_then(crate::bench::stats::gini);
+            let gini = earned.as_deref().and_then(crate::stats::gini);
             push_round(series, "gini", r, gini);
         }
         for (total, p) in payoffs.iter_mut().zip(earned.unwrap_or_default()) {
@@ -282,7 +283,7 @@ fn decisions(
         }
         f.insert(
             "equality".into(),
-            crate::bench::stats::gini(&payoffs).map(|g| 1.0 - g),
+            crate::stats::gini(&payoffs).map(|g| 1.0 - g),
         );
     }
     let read: u64 = shares.values().sum();
@@ -355,7 +356,7 @@ fn choice(m: &Option<Move>) -> Option<&str> {
 /// its neighbours are, and where each member sits among the players. Made once a run.
 struct Pairs<'a> {
     members: &'a [Option<(usize, u32)>],
-    neighbours: Vec<crate::network::Neighbours>,
+    neighbours: Vec<sopsim_core::network::Neighbours>,
     /// Player position by (population, member).
     at: HashMap<(usize, u32), usize>,
 }
@@ -363,7 +364,7 @@ struct Pairs<'a> {
 impl<'a> Pairs<'a> {
     fn new(
         members: &'a [Option<(usize, u32)>],
-        neighbours: Vec<crate::network::Neighbours>,
+        neighbours: Vec<sopsim_core::network::Neighbours>,
     ) -> Self {
         let at = members
             .iter()

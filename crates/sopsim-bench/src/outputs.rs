@@ -7,9 +7,9 @@ use super::report::{self, Report};
 #[cfg(feature = "plots")]
 use super::{plot, stats};
 use super::{BenchError, BenchRun};
-use crate::output_folder::OutputFolder;
+use sopsim::runner::OutputFolder;
 #[cfg(feature = "plots")]
-use crate::scenario::Mode;
+use sopsim::scenario::Mode;
 
 pub(super) fn write_outputs(
     out: &StdPath,

@@ -11,7 +11,7 @@ use super::extract::{push_round, Figures, RoundSeries};
 /// least value over the rounds (a per-agent variable's mean over the agents), the
 /// measures; and each variable's series by round.
 pub fn world_figures(
-    w: &crate::scenario::WorldFigures,
+    w: &sopsim::scenario::WorldFigures,
     lines: &[serde_json::Value],
     ended_by: &str,
 ) -> Result<(Figures, RoundSeries), String> {
@@ -62,7 +62,7 @@ pub fn world_figures(
     if !w.measures.is_empty() {
         let ctx = minijinja_context(&finals, &w.initial, &history, rounds, ended_early);
         for (name, formula) in &w.measures {
-            let value = crate::scenario::expr::evaluate(formula, &ctx)
+            let value = sopsim::scenario::expr::evaluate(formula, &ctx)
                 .map_err(|why| format!("outcomes.measures.{name}: {why}"))?;
             f.insert(format!("measure.{name}"), Some(value));
         }

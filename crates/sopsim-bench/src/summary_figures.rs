@@ -26,7 +26,7 @@ pub struct SummaryFigures {
     pub llm_latency_ms: LatencyFigures,
     /// Absent from runs of sopsim versions before it was counted.
     #[serde(default)]
-    pub reply_quality: Option<crate::quality::ReplyQuality>,
+    pub reply_quality: Option<sopsim_core::quality::ReplyQuality>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -68,8 +68,9 @@ pub fn generic_figures(s: &SummaryFigures) -> Figures {
         Some(s.parse_failures.judge_answers as f64),
     );
     let q = s.reply_quality.as_ref();
-    let rate =
-        |pick: fn(&crate::quality::QualityRates) -> Option<f64>| q.and_then(|q| pick(&q.rates));
+    let rate = |pick: fn(&sopsim_core::quality::QualityRates) -> Option<f64>| {
+        q.and_then(|q| pick(&q.rates))
+    };
     f.insert("quality.copy".into(), rate(|r| r.copy));
     f.insert("quality.label".into(), rate(|r| r.label));
     f.insert("quality.narration".into(), rate(|r| r.narration));

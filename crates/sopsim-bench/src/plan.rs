@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 pub use super::job::Job;
 use super::BenchError;
-use crate::output_folder::{FolderFileError, OutputFolder};
-use crate::scenario::Mode;
+use sopsim::runner::{FolderFileError, OutputFolder};
+use sopsim::scenario::Mode;
 
 /// A benchmark's settings in its folder.
 pub const SETTINGS_FILE: &str = "bench.json";
@@ -102,7 +102,7 @@ pub fn expand(files: &[(&str, &Path, &str)], modes: &[Mode], seeds: &[u64]) -> V
 pub fn record(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), BenchError> {
     std::fs::create_dir_all(out).map_err(|e| io_error(out, e))?;
     let folder = OutputFolder::new(out);
-    if folder.entry(crate::output::RUN_FILE)? != crate::output_folder::Entry::Nothing {
+    if folder.entry(sopsim::runner::RUN_FILE)? != sopsim::runner::Entry::Nothing {
         return Err(BenchError::HoldsARun(out.to_path_buf()));
     }
     if let Some(earlier) = read_settings_if_there(&folder)? {

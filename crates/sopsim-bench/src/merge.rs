@@ -11,7 +11,7 @@ use super::exec::Executed;
 use super::plan::{self, Job, Settings};
 use super::shard::{ids_digest, ShardPlan};
 use super::{load, report_folder, BenchError, BenchRun, ReportInput};
-use crate::output_folder::OutputFolder;
+use sopsim::runner::OutputFolder;
 
 /// What to merge, and where.
 #[derive(Debug, Clone)]

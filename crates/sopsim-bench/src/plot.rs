@@ -12,7 +12,7 @@ use plotters::prelude::*;
 use plotters::style::FontStyle;
 
 use super::stats::Summary;
-use crate::scenario::Mode;
+use sopsim::scenario::Mode;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -12,10 +12,10 @@ use super::extract::{self, Figures};
 use super::plan::{Job, MAX_FOLDER_FILE_BYTES};
 use super::summary_figures::{generic_figures, timing_figures, SummaryFigures};
 use super::world_figures::world_figures;
-use crate::error_chain::chain;
-use crate::memory::Message;
-use crate::output_folder::{FolderFileError, OutputFolder};
-use crate::scenario::{Mode, OutcomeRules};
+use sopsim::runner::{FolderFileError, OutputFolder};
+use sopsim::scenario::{Mode, OutcomeRules};
+use sopsim_core::error_chain::chain;
+use sopsim_core::memory::Message;
 
 /// What the report knows of one planned run.
 #[derive(Debug, Clone)]
@@ -90,7 +90,7 @@ pub fn read_run(bench: &OutputFolder, job: &Job, rules: Option<&OutcomeRules>) -
         }
         if let Some(w) = &rules.world {
             let lines = match dir.read_json_lines::<serde_json::Value>(
-                crate::output::WORLD_FILE,
+                sopsim::runner::WORLD_FILE,
                 MAX_TRANSCRIPT_BYTES,
             ) {
                 Ok(lines) => lines,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::Mode;
+use sopsim::scenario::Mode;
 
 /// One simulation of the benchmark.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

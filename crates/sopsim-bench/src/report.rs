@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::plan::{Job, Settings};
 use super::read_back::RunStatus;
 use super::stats::{self, Difference, Method, Summary};
-use crate::scenario::{is_bounded_figure, Mode, OutcomeRules};
+use sopsim::scenario::{is_bounded_figure, Mode, OutcomeRules};
 
 /// One scenario's planned runs with their status.
 pub struct ScenarioRuns<'a> {
@@ -156,9 +156,9 @@ pub fn build(
             .iter()
             .filter(|(_, s)| matches!(s, RunStatus::Finished { .. }))
             .collect();
-        let mut names: Vec<String> = crate::scenario::GENERIC_FIGURES
+        let mut names: Vec<String> = sopsim::scenario::GENERIC_FIGURES
             .iter()
-            .chain(crate::scenario::QUALITY_FIGURES)
+            .chain(sopsim::scenario::QUALITY_FIGURES)
             .map(|s| s.to_string())
             .collect();
         if let Some(rules) = sc.rules {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::job::Job;
-use crate::scenario::Mode;
+use sopsim::scenario::Mode;
 
 /// Shard `index` of `count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,7 +148,7 @@ pub fn ids_digest<'a>(ids: impl Iterator<Item = &'a str>) -> String {
         h.update(id.as_bytes());
         h.update(b"\n");
     }
-    crate::digest::hex(h.finalize())
+    sopsim_core::digest::hex(h.finalize())
 }
 
 #[cfg(test)]

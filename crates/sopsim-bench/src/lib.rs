@@ -1,14 +1,25 @@
-//! `sopsim bench`: cooperative against competitive over many seeds.
+//! sopsim-bench: the benchmark of `sopsim bench`, cooperative against competitive over
+//! many seeds, on the `sopsim` runtime's front door.
 //!
-//! A benchmark expands scenario × mode × seed into jobs ([`plan`]), runs the unfinished
-//! ones up to `--jobs` at a time in one process ([`exec`]), reads every run back from
-//! its folder ([`read_back::read_run`], figures from [`extract`]), summarises them with
-//! [`stats`] and writes `report.json`, `timing.json`, `report.md` and the [`plot`]s.
+//! The front door is [`run`] with [`BenchOptions`], told how it goes through a
+//! [`BenchObserver`]; a folder's results are read back with
+//! [`read_back::read_bench_files`], and the shards of a cluster's benchmark merged with
+//! [`merge::merge`].
+//!
+//! # Layout
+//!
+//! A benchmark expands scenario × mode × seed into jobs ([`plan`], one [`job`] each;
+//! [`shard`] picks a cluster task's share), runs the unfinished ones up to
+//! `BenchOptions::jobs` at a time in one process ([`exec`], each through
+//! `sopsim::run_async` into a run folder of its own), reads every run back from its
+//! folder ([`read_back::read_run`], figures from [`extract`]), summarises them with
+//! [`stats`] and writes `report.json`, `timing.json`, `report.md` ([`report`]) and the
+//! [`plot`]s.
 //!
 //! ```text
 //! OUT/bench.json          settings every run in OUT shares
 //! OUT/manifest.jsonl      one job per line
-//! OUT/runs/SCENARIO/MODE/seed-N/   transcript.jsonl, events.jsonl, summary.json, environment.json
+//! OUT/runs/SCENARIO/MODE/seed-N/   a run's folder: transcript.jsonl, events.jsonl, summary.json, environment.json, run.json, calls.jsonl
 //! OUT/report.json         deterministic: the same runs give the same bytes
 //! OUT/timing.json         wall time, latency, throughput, peak memory
 //! OUT/report.md           both, for people, with the plots
@@ -40,17 +51,17 @@ use std::path::Path as StdPath;
 
 use thiserror::Error;
 
-use crate::error::{CancelToken, SimError};
-use crate::output_folder::OutputFolder;
-use crate::scenario::aiwaves::Imported;
-use crate::scenario::{CommandConsent, Mode, OutcomeRules, Scenario};
-use crate::setup::{self, ModelOptions, Setting, SetupError};
 pub use exec::JobResult;
 use exec::{Executed, Prepared};
 use plan::{Job, Settings};
 use read_back::RunStatus;
 use report::{Report, ScenarioRuns};
 pub use shard::{Shard, ShardError, ShardPlan};
+use sopsim::error::{CancelToken, SimError};
+use sopsim::runner::OutputFolder;
+use sopsim::scenario::aiwaves::Imported;
+use sopsim::scenario::{CommandConsent, Mode, OutcomeRules, Scenario};
+use sopsim::setup::{self, ModelOptions, Setting, SetupError};
 
 /// Seeds one benchmark may plan: each is a run folder per scenario and mode.
 pub const MAX_SEEDS: u64 = 1_000_000;
@@ -130,7 +141,7 @@ pub enum BenchError {
     #[error(transparent)]
     Write(#[from] SimError),
     #[error(transparent)]
-    File(#[from] crate::output_folder::FolderFileError),
+    File(#[from] sopsim::runner::FolderFileError),
     #[cfg(feature = "plots")]
     #[error(transparent)]
     Plot(#[from] plot::PlotError),
@@ -147,7 +158,7 @@ impl BenchError {
             | BenchError::Interrupted => false,
             // A link, a device or a file over its limit in the folder is the folder's
             // fault; a failed write is not.
-            BenchError::File(e) => !matches!(e, crate::output_folder::FolderFileError::Io { .. }),
+            BenchError::File(e) => !matches!(e, sopsim::runner::FolderFileError::Io { .. }),
             #[cfg(feature = "plots")]
             BenchError::Plot(_) => false,
             _ => true,
@@ -242,8 +253,8 @@ struct Loaded {
 }
 
 /// Locks a benchmark's output folder, or fails at once if another process holds it.
-fn lock_folder(out: &StdPath) -> Result<crate::output::FolderLock, BenchError> {
-    crate::output::FolderLock::take(out).map_err(|source| {
+fn lock_folder(out: &StdPath) -> Result<sopsim::runner::FolderLock, BenchError> {
+    sopsim::runner::FolderLock::take(out).map_err(|source| {
         SetupError::Out {
             path: out.to_path_buf(),
             source,
@@ -253,40 +264,39 @@ fn lock_folder(out: &StdPath) -> Result<crate::output::FolderLock, BenchError> {
 }
 
 fn load(path: &StdPath, allowed: &[PathBuf]) -> Result<Loaded, BenchError> {
-    let (scenario, imported) = setup::load(path, allowed)?;
+    let sopsim::Loaded { scenario, imported } = sopsim::load(path, allowed)?;
     if let Some((name, _)) = scenario.agents.iter().find(|(_, a)| a.human) {
         return Err(BenchError::Human {
             path: path.to_path_buf(),
             agent: name.clone(),
         });
     }
-    let bytes = crate::files::read_bounded(path, crate::scenario::MAX_SCENARIO_BYTES).map_err(
-        |source| BenchError::Io {
+    let bytes = sopsim_core::files::read_bounded(path, sopsim::scenario::MAX_SCENARIO_BYTES)
+        .map_err(|source| BenchError::Io {
             path: path.to_path_buf(),
             source,
-        },
-    )?;
+        })?;
     // Validation compiled the outcomes already, so this succeeds for a loaded file.
     // A world's figures are outcomes too, with or without an `outcomes` section.
     let outcomes = match (&scenario.outcomes, &scenario.world) {
         (Some(o), _) => Some(o.clone()),
-        (None, Some(_)) => Some(crate::scenario::Outcomes::default()),
+        (None, Some(_)) => Some(sopsim::scenario::Outcomes::default()),
         (None, None) => None,
     };
     let rules = outcomes.as_ref().and_then(|o| {
         OutcomeRules::compile(
             o,
             &scenario,
-            &crate::scenario::FieldPath::root().key("outcomes"),
+            &sopsim::scenario::FieldPath::root().key("outcomes"),
         )
         .ok()
     });
     Ok(Loaded {
         path: path.to_path_buf(),
-        sha256: crate::digest::sha256_hex(&bytes),
+        sha256: sopsim_core::digest::sha256_hex(&bytes),
         scenario: Arc::new(scenario),
         rules,
-        imported: imported.unwrap_or_default(),
+        imported,
     })
 }
 

@@ -6,7 +6,7 @@ use indexmap::IndexMap;
 
 use super::report::ScenarioReport;
 use super::stats::Summary;
-use crate::scenario::Mode;
+use sopsim::scenario::Mode;
 
 /// A share as a percentage with its interval: `62% [55%, 70%]`.
 fn percent(s: &Summary) -> String {
@@ -140,7 +140,7 @@ pub fn paragraph(sc: &ScenarioReport, modes: &[Mode]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::stats::{summarize, Method};
+    use crate::stats::{summarize, Method};
 
     fn at(values: &[f64]) -> Option<Summary> {
         summarize(values, Method::for_figure(true))

@@ -3,8 +3,8 @@
 
 use super::report::*;
 use super::stats::{Difference, Summary};
-use crate::scenario::Mode;
 use indexmap::IndexMap;
+use sopsim::scenario::Mode;
 use std::fmt::Write as _;
 
 /// Up to three decimals (one from 100 up), without trailing zeros.
@@ -150,7 +150,7 @@ pub fn markdown(
             .filter_map(|h| sc.figures.get_key_value(h))
             .collect();
         table(&mut out, &report.modes, &headline, with_difference);
-        let quality: Vec<(&String, &FigureReport)> = crate::scenario::QUALITY_FIGURES
+        let quality: Vec<(&String, &FigureReport)> = sopsim::scenario::QUALITY_FIGURES
             .iter()
             .filter_map(|f| sc.figures.get_key_value(*f))
             .filter(|(_, f)| f.by_mode.values().any(Option::is_some))
