@@ -5,80 +5,86 @@ use serde_json::Value;
 
 use super::redact::{server_message, shown, without_url};
 use super::retry::{retry_after, retryable_status, with_retries, AttemptError, Cause, GaveUp};
-use super::OpenAiBackend;
+use super::OpenAiOptions;
 use crate::llm::LlmError;
 
-impl OpenAiBackend {
-    /// Asks the server which model it serves (`GET {base}/models`) and uses the first
-    /// (`pick_model`: on OpenAI's API the first chat model); a note says so when it
-    /// serves several. For when no model is named anywhere
-    /// (a flag, the environment, the scenario). Blocking: call it before a run starts.
-    pub fn discover_model(&mut self) -> Result<(), LlmError> {
-        let url = super::config::route(self.endpoint(), "models");
-        let doing = format!(
-            "no model is named, and {} did not say which it serves",
-            shown(&url)
-        );
-        let fail = |why: String| LlmError::failed("openai", format!("{doing}: {why}"));
-        let failed_by = |e: Cause| LlmError::caused_by("openai", format!("{doing}: {e}"), e);
-        let client = reqwest::Client::builder()
-            .connect_timeout(self.options.connect_timeout)
-            .timeout(self.options.read_timeout)
-            .build()
-            .map_err(|e| failed_by(Cause::caused_by(e.to_string(), e)))?;
-        let (key, retry) = (self.options.api_key.clone(), self.options.retry);
-        // A server still loading its model answers 503 (llama.cpp's "Loading model"):
-        // asked again as a model call would be, with the same bounded backoff.
-        let asking = async move {
-            let attempt = |_: u32| {
-                let mut call = client.get(&url);
-                if let Some(key) = &key {
-                    call = call.bearer_auth(key.expose());
-                }
-                models_answer(call, key.clone())
-            };
-            let never = || false;
-            with_retries(
-                &retry,
-                "request for the served models",
-                attempt,
-                tokio::time::sleep,
-                &never,
-            )
-            .await
+/// The model a server serves, and a note when it serves several.
+pub(super) struct Discovered {
+    pub(super) model: String,
+    pub(super) note: Option<String>,
+}
+
+/// Asks the server at `endpoint` which model it serves (`GET {base}/models`) and takes
+/// the first (`pick_model`: on OpenAI's API, `openai`, the first chat model), with a
+/// note when it serves several. Blocking.
+pub(super) fn discover(
+    endpoint: &str,
+    options: &OpenAiOptions,
+    openai: bool,
+) -> Result<Discovered, LlmError> {
+    let url = super::config::route(endpoint, "models");
+    let doing = format!(
+        "no model is named, and {} did not say which it serves",
+        shown(&url)
+    );
+    let fail = |why: String| LlmError::failed("openai", format!("{doing}: {why}"));
+    let failed_by = |e: Cause| LlmError::caused_by("openai", format!("{doing}: {e}"), e);
+    let client = reqwest::Client::builder()
+        .connect_timeout(options.connect_timeout)
+        .timeout(options.read_timeout)
+        .build()
+        .map_err(|e| failed_by(Cause::caused_by(e.to_string(), e)))?;
+    let (key, retry) = (options.api_key.clone(), options.retry);
+    // A server still loading its model answers 503 (llama.cpp's "Loading model"):
+    // asked again as a model call would be, with the same bounded backoff.
+    let asking = async move {
+        let attempt = |_: u32| {
+            let mut call = client.get(&url);
+            if let Some(key) = &key {
+                call = call.bearer_auth(key.expose());
+            }
+            models_answer(call, key.clone())
         };
-        let body = super::wait_for(asking)
-            .map_err(fail)?
-            .map_err(|e| match e {
-                GaveUp::Fatal(cause) => failed_by(cause),
-                exhausted => fail(exhausted.to_string()),
-            })?;
-        let v: Value = serde_json::from_str(&body)
-            .map_err(|e| failed_by(Cause::caused_by(format!("malformed JSON: {e}"), e)))?;
-        let ids: Vec<String> = v["data"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|m| m["id"].as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let first = pick_model(&ids, self.openai)
-            .cloned()
-            .ok_or_else(|| fail("it lists no model".into()))?;
-        if ids.len() > 1 {
-            let shown_ids: Vec<&str> = ids.iter().take(8).map(String::as_str).collect();
-            self.notes.push(format!(
-                "no model named; {} serves {} models ({}{}): using {first}",
-                shown(self.endpoint()),
-                ids.len(),
-                shown_ids.join(", "),
-                if ids.len() > 8 { ", …" } else { "" }
-            ));
-        }
-        self.options.model = Some(first);
-        Ok(())
-    }
+        let never = || false;
+        with_retries(
+            &retry,
+            "request for the served models",
+            attempt,
+            tokio::time::sleep,
+            &never,
+        )
+        .await
+    };
+    let body = super::wait_for(asking)
+        .map_err(fail)?
+        .map_err(|e| match e {
+            GaveUp::Fatal(cause) => failed_by(cause),
+            exhausted => fail(exhausted.to_string()),
+        })?;
+    let v: Value = serde_json::from_str(&body)
+        .map_err(|e| failed_by(Cause::caused_by(format!("malformed JSON: {e}"), e)))?;
+    let ids: Vec<String> = v["data"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|m| m["id"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let first = pick_model(&ids, openai)
+        .cloned()
+        .ok_or_else(|| fail("it lists no model".into()))?;
+    let note = (ids.len() > 1).then(|| {
+        let shown_ids: Vec<&str> = ids.iter().take(8).map(String::as_str).collect();
+        format!(
+            "no model named; {} serves {} models ({}{}): using {first}",
+            shown(endpoint),
+            ids.len(),
+            shown_ids.join(", "),
+            if ids.len() > 8 { ", …" } else { "" }
+        )
+    });
+    Ok(Discovered { model: first, note })
 }
 
 /// Whether a model id of OpenAI's list looks like a chat model (`gpt-4o-mini`,

@@ -11,11 +11,13 @@
 //! it: the slots for requests in flight, and whether the server refused structured
 //! output or the extra sampling fields.
 //!
-//! This file holds [`OpenAiBackend`] and its call with retries; the rest, by job:
+//! This file holds [`OpenAiBackend`] and its call with retries; the rest, by job, each
+//! with types and functions of its own:
 //! - `config.rs`: where the server is ([`OpenAiOptions`]) and what its URL says;
 //! - `discover.rs`: asking the server which model it serves, when none is named;
-//! - `request.rs`: the request body;
-//! - `send.rs`: one attempt, and what a status other than 200 means;
+//! - `request.rs`: how a request is shaped (`RequestShape`: the body, and what the
+//!   server has refused);
+//! - `send.rs`: one attempt (`Transport`), and what a status other than 200 means;
 //! - `reply.rs`: reading a whole reply, and the completion either kind of reply ends in;
 //! - `stream.rs`: reading a streamed reply;
 //! - `choice.rs`: closed choices, asked as structured output and read with their
@@ -61,32 +63,22 @@ pub use token_count::counter_for;
 use super::{ChoiceMethod, Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
 pub use crate::llm::ApiKey;
 use choice::Asking;
+use request::RequestShape;
+use send::Transport;
 
 /// One OpenAI-compatible server as a model backend. A run or a benchmark builds one
 /// and shares it, so that its runs share its request slots and what it learned of
 /// the server.
 pub struct OpenAiBackend {
-    client: reqwest::Client,
-    options: OpenAiOptions,
+    transport: Transport,
+    /// The options, and what the server has refused.
+    shape: RequestShape,
     /// The server's base URL, ending in `/v1`.
     endpoint: String,
-    /// The server is OpenAI's own API, which refuses fields it does not know.
-    openai: bool,
-    /// Where completions are posted, parsed once (a URL is parsed per request otherwise).
-    url: reqwest::Url,
     /// Requests in flight at once: `options.concurrency`, at least one.
     permits: Semaphore,
     /// What discovering the model found worth saying.
     notes: Vec<String>,
-    /// The server answered the extra sampling fields with HTTP 400: never sent again.
-    extras_refused: AtomicBool,
-    /// The server answered structured output (`response_format`) with HTTP 400:
-    /// closed choices are asked in plain text from then on.
-    structured_refused: AtomicBool,
-    /// A closed choice's structured answers were unusable through all its retries: the
-    /// server does not honour `response_format`, and every later choice would pay the
-    /// same retries, so choices are asked in plain text from then on.
-    structured_unusable: AtomicBool,
 }
 
 impl OpenAiBackend {
@@ -127,17 +119,27 @@ impl OpenAiBackend {
         let openai = config::is_openai(&base);
         let permits = Semaphore::new(options.concurrency.max(1));
         Ok(Self {
-            client,
-            options,
+            transport: Transport::new(client, url),
+            shape: RequestShape::new(options, openai),
             endpoint: base,
-            openai,
-            url,
             permits,
             notes,
-            extras_refused: AtomicBool::new(false),
-            structured_refused: AtomicBool::new(false),
-            structured_unusable: AtomicBool::new(false),
         })
+    }
+
+    /// Asks the server which model it serves (`GET {base}/models`) and uses the first
+    /// (on OpenAI's API the first chat model); a note says so when it serves several.
+    /// For when no model is named anywhere (a flag, the environment, the scenario).
+    /// Blocking: call it before a run starts.
+    pub fn discover_model(&mut self) -> Result<(), LlmError> {
+        let found = discover::discover(&self.endpoint, self.options(), self.shape.is_openai())?;
+        self.notes.extend(found.note);
+        self.shape.serve(found.model);
+        Ok(())
+    }
+
+    fn options(&self) -> &OpenAiOptions {
+        self.shape.options()
     }
 
     /// Counts tokens as the models do where sopsim knows their tokenizers: this
@@ -145,7 +147,7 @@ impl OpenAiBackend {
     /// states ask for (a prompt costs the most any of them counts).
     pub fn counter(&self, named: &[&str]) -> std::sync::Arc<dyn crate::tokens::TokenCounter> {
         let mut models = named.to_vec();
-        models.extend(self.options.model.as_deref());
+        models.extend(self.options().model.as_deref());
         counter_for(&models)
     }
 
@@ -156,7 +158,7 @@ impl OpenAiBackend {
     /// The model asked for when a request names none (found by discovery, when no
     /// model was named).
     pub fn served_model(&self) -> Option<&str> {
-        self.options.model.as_deref()
+        self.options().model.as_deref()
     }
 }
 
@@ -172,7 +174,7 @@ impl LlmBackend for OpenAiBackend {
     fn describe(&self) -> String {
         format!(
             "openai:{}@{}",
-            self.options.model.as_deref().unwrap_or("default"),
+            self.options().model.as_deref().unwrap_or("default"),
             shown(self.endpoint())
         )
     }
@@ -221,7 +223,7 @@ impl OpenAiBackend {
         stream: Option<TokenSink>,
         hand_off: &(dyn Fn() -> bool + Sync),
     ) -> Result<Completion, CallFailed> {
-        let deadline = self.options.deadline;
+        let deadline = self.options().deadline;
         match tokio::time::timeout(deadline, self.call_with_retries(request, stream, hand_off))
             .await
         {
@@ -250,11 +252,11 @@ impl OpenAiBackend {
                 e,
             ))
         })?;
-        let policy = self.options.retry;
+        let policy = self.options().retry;
         // Asked again each attempt: a server that refused structured output on
         // the last one is asked in plain text from then on.
         let asking = || {
-            if request.options.is_some() && self.asks_structured() {
+            if request.options.is_some() && self.shape.asks_structured() {
                 Asking::Structured
             } else {
                 Asking::Text
@@ -269,7 +271,10 @@ impl OpenAiBackend {
                 let stream = stream.as_ref();
                 let asking = asking();
                 async move {
-                    let r = self.attempt(request, stream, asking).await;
+                    let r = self
+                        .transport
+                        .attempt(&self.shape, request, stream, asking)
+                        .await;
                     last.store(matches!(r, Err(AttemptError::Again(_))), Ordering::Relaxed);
                     r
                 }
@@ -280,14 +285,15 @@ impl OpenAiBackend {
         .await;
         let mut c = match result {
             Ok(mut c) => {
-                c.settings_unsent = self.extras_unsent(request);
+                c.settings_unsent = self.shape.extras_unsent(request);
                 c
             }
             // A server whose structured answers keep failing is asked in plain
             // text, and its answer read as one of the options.
             Err(GaveUp::Exhausted { .. }) if last_was_bad_answer.load(Ordering::Relaxed) => {
-                self.structured_unusable.store(true, Ordering::Relaxed);
-                self.attempt(request, None, Asking::Text)
+                self.shape.structured_proved_unusable();
+                self.transport
+                    .attempt(&self.shape, request, None, Asking::Text)
                     .await
                     .map_err(|e| {
                         let cause = e.into_cause();
@@ -310,10 +316,7 @@ impl OpenAiBackend {
         };
         // Told apart from a refusal: the run's warning says which it was.
         if let Some(chosen) = &mut c.chosen {
-            if chosen.method == ChoiceMethod::Text
-                && !self.structured_refused.load(Ordering::Relaxed)
-                && self.structured_unusable.load(Ordering::Relaxed)
-            {
+            if chosen.method == ChoiceMethod::Text && self.shape.text_after_unusable() {
                 chosen.method = ChoiceMethod::TextAfterUnusable;
             }
         }

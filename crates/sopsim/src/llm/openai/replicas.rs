@@ -120,7 +120,7 @@ impl Replicas {
     /// Counts a failed attempt of `replica`; one failing as many in a row as a call may
     /// make is left out (`false`: it is the last live server).
     fn failed_attempt(&self, replica: &Replica, why: &LlmError) -> bool {
-        let attempts = replica.backend.options.retry.attempts.max(1);
+        let attempts = replica.backend.options().retry.attempts.max(1);
         if replica.failures.fetch_add(1, Ordering::Relaxed) + 1 >= attempts {
             return self.leave_out(replica, why);
         }
@@ -175,7 +175,7 @@ impl LlmBackend for Replicas {
             .collect();
         format!(
             "openai:{}@[{}]",
-            first.options.model.as_deref().unwrap_or("default"),
+            first.options().model.as_deref().unwrap_or("default"),
             servers.join(", ")
         )
     }
@@ -278,7 +278,7 @@ mod tests {
         p.replicas[1].rest(Duration::from_secs(60));
         assert!(p.pick().is_some(), "when all rest, one is still called");
         let why = LlmError::failed("openai", "HTTP 429");
-        let attempts = p.replicas[0].backend.options.retry.attempts;
+        let attempts = p.replicas[0].backend.options().retry.attempts;
         for _ in 1..attempts {
             assert!(p.failed_attempt(&p.replicas[0], &why));
         }

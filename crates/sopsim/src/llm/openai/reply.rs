@@ -6,8 +6,9 @@ use serde_json::Value;
 
 use super::choice::{read_choice, Asking};
 use super::redact::without_url;
+use super::request::RequestShape;
 use super::retry::{AttemptError, Cause};
-use super::{tools, OpenAiBackend};
+use super::tools;
 use crate::llm::{Completion, LlmRequest, TokenSink, Usage};
 use crate::tokens::{Estimator, TokenCounter};
 
@@ -15,120 +16,126 @@ use crate::tokens::{Estimator, TokenCounter};
 /// log-probabilities are far smaller.
 const MAX_BODY_BYTES: usize = 16 << 20;
 
-impl OpenAiBackend {
-    /// The completion a whole reply holds: its text (handed to `sink` in one piece),
-    /// its tool calls, and for a closed choice the option it names. A reply that
-    /// stalls, cannot be read or is not a chat completion is worth another attempt.
-    pub(super) async fn read_whole(
-        &self,
-        req: &LlmRequest,
-        response: reqwest::Response,
-        sink: Option<&TokenSink>,
-        asking: Asking,
-    ) -> Result<Completion, AttemptError> {
-        let v = self.whole_json(response).await?;
-        let message = &v["choices"][0]["message"];
-        let tool_calls = tools::read_calls(&message["tool_calls"]);
-        let content = match message["content"].as_str() {
-            Some(c) => c.to_string(),
-            // A message that only calls tools may have no content.
-            None if !tool_calls.is_empty() => String::new(),
-            None => {
-                return Err(AttemptError::Retry {
-                    cause: "the response has no choices[0].message.content".into(),
-                    after: None,
-                })
-            }
-        };
-        if let Some(sink) = sink {
-            sink(&content);
+/// The completion a whole reply holds: its text (handed to `sink` in one piece), its
+/// tool calls, and for a closed choice the option it names. A reply that stalls,
+/// cannot be read or is not a chat completion is worth another attempt.
+pub(super) async fn read_whole(
+    shape: &RequestShape,
+    req: &LlmRequest,
+    response: reqwest::Response,
+    sink: Option<&TokenSink>,
+    asking: Asking,
+) -> Result<Completion, AttemptError> {
+    let v = whole_json(shape.options().read_timeout, response).await?;
+    let message = &v["choices"][0]["message"];
+    let tool_calls = tools::read_calls(&message["tool_calls"]);
+    let content = match message["content"].as_str() {
+        Some(c) => c.to_string(),
+        // A message that only calls tools may have no content.
+        None if !tool_calls.is_empty() => String::new(),
+        None => {
+            return Err(AttemptError::Retry {
+                cause: "the response has no choices[0].message.content".into(),
+                after: None,
+            })
         }
-        let mut completion = self.completion(req, content, &v["usage"]);
-        completion.tool_calls = tool_calls;
-        completion.stopped_at = matched_stop(&v["choices"][0]);
-        if let Some(options) = &req.options {
-            completion.chosen = read_choice(
-                &completion.text,
-                options,
-                asking,
-                &v["choices"][0]["logprobs"],
-            )?;
-            if let Some(c) = &completion.chosen {
-                completion.text = options[c.index].clone();
-            }
-        }
-        Ok(completion)
+    };
+    if let Some(sink) = sink {
+        sink(&content);
     }
+    let mut completion = completion(shape, req, content, &v["usage"]);
+    completion.tool_calls = tool_calls;
+    completion.stopped_at = matched_stop(&v["choices"][0]);
+    if let Some(options) = &req.options {
+        completion.chosen = read_choice(
+            &completion.text,
+            options,
+            asking,
+            &v["choices"][0]["logprobs"],
+        )?;
+        if let Some(c) = &completion.chosen {
+            completion.text = options[c.index].clone();
+        }
+    }
+    Ok(completion)
+}
 
-    /// The response's body as JSON, at most [`MAX_BODY_BYTES`] of it, each piece read
-    /// within the read timeout.
-    async fn whole_json(&self, response: reqwest::Response) -> Result<Value, AttemptError> {
-        use futures::StreamExt;
-        let mut body = Vec::new();
-        let mut pieces = response.bytes_stream();
-        loop {
-            let piece = tokio::time::timeout(self.options.read_timeout, pieces.next())
-                .await
-                .map_err(|_| AttemptError::Retry {
-                    cause: "the response stalled".into(),
-                    after: None,
-                })?;
-            let Some(piece) = piece else { break };
-            let piece = piece.map_err(|e| {
-                AttemptError::retry(Cause::caused_by(
-                    format!("reading the response: {}", without_url(&e)),
-                    e.without_url(),
-                ))
+/// The response's body as JSON, at most [`MAX_BODY_BYTES`] of it, each piece read
+/// within `read_timeout`.
+async fn whole_json(
+    read_timeout: std::time::Duration,
+    response: reqwest::Response,
+) -> Result<Value, AttemptError> {
+    use futures::StreamExt;
+    let mut body = Vec::new();
+    let mut pieces = response.bytes_stream();
+    loop {
+        let piece = tokio::time::timeout(read_timeout, pieces.next())
+            .await
+            .map_err(|_| AttemptError::Retry {
+                cause: "the response stalled".into(),
+                after: None,
             })?;
-            if body.len() + piece.len() > MAX_BODY_BYTES {
-                return Err(AttemptError::retry(format!(
-                    "the response is over {} MiB, more than any reply",
-                    MAX_BODY_BYTES >> 20
-                )));
-            }
-            body.extend_from_slice(&piece);
-        }
-        serde_json::from_slice(&body).map_err(|e| {
+        let Some(piece) = piece else { break };
+        let piece = piece.map_err(|e| {
             AttemptError::retry(Cause::caused_by(
-                format!("malformed JSON in the response: {e}"),
-                e,
+                format!("reading the response: {}", without_url(&e)),
+                e.without_url(),
             ))
-        })
+        })?;
+        if body.len() + piece.len() > MAX_BODY_BYTES {
+            return Err(AttemptError::retry(format!(
+                "the response is over {} MiB, more than any reply",
+                MAX_BODY_BYTES >> 20
+            )));
+        }
+        body.extend_from_slice(&piece);
     }
+    serde_json::from_slice(&body).map_err(|e| {
+        AttemptError::retry(Cause::caused_by(
+            format!("malformed JSON in the response: {e}"),
+            e,
+        ))
+    })
+}
 
-    /// The completion of `text`, with the usage the server reported or, where it
-    /// reported none, the prompt and the reply counted here (marked estimated).
-    pub(super) fn completion(&self, req: &LlmRequest, text: String, usage: &Value) -> Completion {
-        let reported = usage["prompt_tokens"]
-            .as_u64()
-            .zip(usage["completion_tokens"].as_u64());
-        let implausible = reported
-            .is_some_and(|(prompt, completion)| !plausible(prompt, completion, prompt_bytes(req)));
-        let usage = match reported.filter(|_| !implausible) {
-            Some((prompt, completion)) => Usage {
-                prompt_tokens: prompt,
-                completion_tokens: completion,
-                cached_prompt_tokens: usage["prompt_tokens_details"]["cached_tokens"]
-                    .as_u64()
-                    .unwrap_or(0),
-                estimated: false,
-                ..Usage::default()
-            },
-            None => Usage {
-                prompt_tokens: req
-                    .messages
-                    .iter()
-                    .map(|m| Estimator.count(&m.content) as u64)
-                    .sum(),
-                completion_tokens: Estimator.count(&text) as u64,
-                cached_prompt_tokens: 0,
-                estimated: true,
-                implausible,
-                ..Usage::default()
-            },
-        };
-        Completion::text(text, usage, self.model(req).to_string())
-    }
+/// The completion of `text`, with the usage the server reported or, where it reported
+/// none, the prompt and the reply counted here (marked estimated).
+pub(super) fn completion(
+    shape: &RequestShape,
+    req: &LlmRequest,
+    text: String,
+    usage: &Value,
+) -> Completion {
+    let reported = usage["prompt_tokens"]
+        .as_u64()
+        .zip(usage["completion_tokens"].as_u64());
+    let implausible = reported
+        .is_some_and(|(prompt, completion)| !plausible(prompt, completion, prompt_bytes(req)));
+    let usage = match reported.filter(|_| !implausible) {
+        Some((prompt, completion)) => Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            cached_prompt_tokens: usage["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap_or(0),
+            estimated: false,
+            ..Usage::default()
+        },
+        None => Usage {
+            prompt_tokens: req
+                .messages
+                .iter()
+                .map(|m| Estimator.count(&m.content) as u64)
+                .sum(),
+            completion_tokens: Estimator.count(&text) as u64,
+            cached_prompt_tokens: 0,
+            estimated: true,
+            implausible,
+            ..Usage::default()
+        },
+    };
+    Completion::text(text, usage, shape.model(req).to_string())
 }
 
 /// The bytes a request's prompt takes: its messages and the tools it offers.

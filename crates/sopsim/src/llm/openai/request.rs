@@ -1,16 +1,17 @@
-//! The body of a chat-completions request: the messages and native tools, the model,
-//! whether to stream, the sampling settings (the extra fields only where the server
-//! may take them), the stop sequences within the server's limit, and a closed
-//! choice's structured output.
+//! How a chat-completions request to one server is shaped ([`RequestShape`]): its body
+//! (the messages and native tools, the model, whether to stream, the sampling settings,
+//! the extra fields only where the server may take them, the stop sequences within the
+//! server's limit, and a closed choice's structured output), and what the server has
+//! refused, which shapes every later request.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::choice::{ask_structured, Asking};
-use super::{sampling_fields, tools, OpenAiBackend};
+use super::{sampling_fields, tools, OpenAiOptions};
 use crate::llm::{CallKind, ChatRole, DecisionFormat, LlmRequest};
 use crate::prompt::ChatMessage;
 
@@ -18,7 +19,47 @@ use crate::prompt::ChatMessage;
 /// SGLang take any number.
 const OPENAI_MAX_STOPS: usize = 4;
 
-impl OpenAiBackend {
+/// How requests to one server are shaped: its options, whether it is OpenAI's own API
+/// (which refuses fields it does not know), and what it has refused so far. Shared by
+/// every call to the server.
+pub(super) struct RequestShape {
+    options: OpenAiOptions,
+    openai: bool,
+    /// The server answered the extra sampling fields with HTTP 400: never sent again.
+    extras_refused: AtomicBool,
+    /// The server answered structured output (`response_format`) with HTTP 400:
+    /// closed choices are asked in plain text from then on.
+    structured_refused: AtomicBool,
+    /// A closed choice's structured answers were unusable through all its retries: the
+    /// server does not honour `response_format`, and every later choice would pay the
+    /// same retries, so choices are asked in plain text from then on.
+    structured_unusable: AtomicBool,
+}
+
+impl RequestShape {
+    pub(super) fn new(options: OpenAiOptions, openai: bool) -> Self {
+        Self {
+            options,
+            openai,
+            extras_refused: AtomicBool::new(false),
+            structured_refused: AtomicBool::new(false),
+            structured_unusable: AtomicBool::new(false),
+        }
+    }
+
+    pub(super) fn options(&self) -> &OpenAiOptions {
+        &self.options
+    }
+
+    /// The model every request names unless it names its own (found by discovery).
+    pub(super) fn serve(&mut self, model: String) {
+        self.options.model = Some(model);
+    }
+
+    pub(super) fn is_openai(&self) -> bool {
+        self.openai
+    }
+
     pub(super) fn body<'r>(&self, req: &'r LlmRequest, asking: Asking) -> Body<'r> {
         let s = &req.settings;
         let mut exchange = Vec::new();
@@ -126,6 +167,40 @@ impl OpenAiBackend {
     /// Whether the request's extra sampling fields go unsent.
     pub(super) fn extras_unsent(&self, req: &LlmRequest) -> bool {
         !sampling_fields::extras(&req.settings).is_empty() && !self.sends_extras(req)
+    }
+
+    /// An HTTP 400 read as the refusal of what the request may go without: the extra
+    /// sampling fields, else structured output, remembered so that it is never sent
+    /// again; `None` names neither (the 400 is about something else). `extras_sent`:
+    /// the request carried the extra sampling fields.
+    pub(super) fn refused(
+        &self,
+        req: &LlmRequest,
+        asking: Asking,
+        extras_sent: bool,
+    ) -> Option<&'static str> {
+        if extras_sent {
+            self.extras_refused.store(true, Ordering::Relaxed);
+            Some("the extra sampling fields")
+        } else if req.options.is_some() && asking == Asking::Structured {
+            self.structured_refused.store(true, Ordering::Relaxed);
+            Some("structured output")
+        } else {
+            None
+        }
+    }
+
+    /// A closed choice's structured answers failed through every retry: choices are
+    /// asked in plain text from then on.
+    pub(super) fn structured_proved_unusable(&self) {
+        self.structured_unusable.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a choice asked in plain text is so because structured answers proved
+    /// unusable, rather than because the server refused structured output.
+    pub(super) fn text_after_unusable(&self) -> bool {
+        !self.structured_refused.load(Ordering::Relaxed)
+            && self.structured_unusable.load(Ordering::Relaxed)
     }
 }
 

@@ -1,28 +1,42 @@
-//! One attempt at a completion: sending the request within the read timeout, and what
-//! an answer other than HTTP 200 means (a retry, a refusal the backend remembers, or
-//! a fatal error). A 200's body is read by `reply.rs` or `stream.rs`.
+//! One attempt at a completion ([`Transport::attempt`]): sending the request within
+//! the read timeout, and what an answer other than HTTP 200 means (a retry, a refusal
+//! the request's shape remembers, or a fatal error). A 200's body is read by
+//! `reply.rs` or `stream.rs`.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::choice::Asking;
 use super::redact::{server_message, shown, without_url};
+use super::request::RequestShape;
 use super::retry::{retry_after, retryable_status, AttemptError, Cause};
-use super::OpenAiBackend;
+use super::{reply, stream};
 use crate::llm::{Completion, LlmRequest, TokenSink};
 
-impl OpenAiBackend {
-    /// One try at `req`: sent, its status checked, its reply read whole or streamed.
+/// The HTTP client of one server and the URL completions are posted to (parsed once:
+/// a URL would be parsed per request otherwise).
+pub(super) struct Transport {
+    client: reqwest::Client,
+    url: reqwest::Url,
+}
+
+impl Transport {
+    pub(super) fn new(client: reqwest::Client, url: reqwest::Url) -> Self {
+        Self { client, url }
+    }
+
+    /// One try at `req`, shaped by `shape`: sent, its status checked, its reply read
+    /// whole or streamed.
     pub(super) async fn attempt(
         &self,
+        shape: &RequestShape,
         req: &LlmRequest,
         stream: Option<&TokenSink>,
         asking: Asking,
     ) -> Result<Completion, AttemptError> {
-        let extras = self.sends_extras(req);
-        let response = self.send(req, asking).await?;
+        let extras = shape.sends_extras(req);
+        let response = self.send(shape, req, asking).await?;
         if response.status().as_u16() != 200 {
-            return Err(self.rejected(req, asking, extras, response).await);
+            return Err(self.rejected(shape, req, asking, extras, response).await);
         }
         // A server that answers a streamed request in one JSON body (some ignore
         // `stream`) is read as it answered.
@@ -31,10 +45,10 @@ impl OpenAiBackend {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|t| t.trim_start().starts_with("application/json"));
-        if self.streams(req) && !whole {
-            self.read_stream(req, response, stream).await
+        if shape.streams(req) && !whole {
+            stream::read_stream(shape, req, response, stream).await
         } else {
-            self.read_whole(req, response, stream, asking).await
+            reply::read_whole(shape, req, response, stream, asking).await
         }
     }
 
@@ -42,20 +56,22 @@ impl OpenAiBackend {
     /// timeout, or a failed connection, is worth another attempt.
     async fn send(
         &self,
+        shape: &RequestShape,
         req: &LlmRequest,
         asking: Asking,
     ) -> Result<reqwest::Response, AttemptError> {
+        let options = shape.options();
         let mut call = self
             .client
             .post(self.url.clone())
-            .json(&self.body(req, asking));
-        if let Some(key) = &self.options.api_key {
+            .json(&shape.body(req, asking));
+        if let Some(key) = &options.api_key {
             call = call.bearer_auth(key.expose());
         }
-        let sent = tokio::time::timeout(self.options.read_timeout, call.send()).await;
+        let sent = tokio::time::timeout(options.read_timeout, call.send()).await;
         match sent {
             Err(_) => Err(AttemptError::Retry {
-                cause: format!("no response within {:?}", self.options.read_timeout).into(),
+                cause: format!("no response within {:?}", options.read_timeout).into(),
                 after: None,
             }),
             Ok(Err(e)) => Err(AttemptError::retry(Cause::caused_by(
@@ -73,6 +89,7 @@ impl OpenAiBackend {
     /// `extras_sent`: the request carried the extra sampling fields.
     async fn rejected(
         &self,
+        shape: &RequestShape,
         req: &LlmRequest,
         asking: Asking,
         extras_sent: bool,
@@ -81,45 +98,24 @@ impl OpenAiBackend {
         let status = response.status().as_u16();
         let after = retry_after(response.headers());
         let text = response.text().await.unwrap_or_default();
-        let said = server_message(&text, self.options.api_key.as_ref());
+        let said = server_message(&text, shape.options().api_key.as_ref());
         let url = shown(self.url.as_str());
-        if status == 400 {
-            if let Some(refusal) = self.refusal(req, asking, extras_sent, &url, &said) {
-                return refusal;
-            }
+        // A refusal of what the request may go without: asked again at once, without it
+        // (the completion says so, and the run warns once).
+        if let Some(refused) = (status == 400)
+            .then(|| shape.refused(req, asking, extras_sent))
+            .flatten()
+        {
+            return AttemptError::Retry {
+                cause: format!("HTTP 400 from {url} to {refused}: {said}").into(),
+                after: Some(Duration::ZERO),
+            };
         }
         match status {
             401 | 403 => AttemptError::Fatal(format!("HTTP {status} from {url}: check the API key (OPENAI_API_KEY); the server said: {said}").into()),
-            404 => AttemptError::Fatal(format!("HTTP 404 from {url}: no model {:?} there, or the base URL is wrong; the server said: {said}", self.model(req)).into()),
+            404 => AttemptError::Fatal(format!("HTTP 404 from {url}: no model {:?} there, or the base URL is wrong; the server said: {said}", shape.model(req)).into()),
             s if retryable_status(s) => AttemptError::Retry { cause: format!("HTTP {s} from {url}: {said}").into(), after },
             s => AttemptError::Fatal(format!("HTTP {s} from {url}: {said}").into()),
         }
-    }
-
-    /// An HTTP 400 read as the refusal of what the request may go without: the extra
-    /// sampling fields, else structured output. The backend remembers it and never
-    /// sends that again (the completion says so, and the run warns once), and the
-    /// request is asked again at once. `None`: the 400 is about something else.
-    fn refusal(
-        &self,
-        req: &LlmRequest,
-        asking: Asking,
-        extras_sent: bool,
-        url: &str,
-        said: &str,
-    ) -> Option<AttemptError> {
-        let refused = if extras_sent {
-            self.extras_refused.store(true, Ordering::Relaxed);
-            "the extra sampling fields"
-        } else if req.options.is_some() && asking == Asking::Structured {
-            self.structured_refused.store(true, Ordering::Relaxed);
-            "structured output"
-        } else {
-            return None;
-        };
-        Some(AttemptError::Retry {
-            cause: format!("HTTP 400 from {url} to {refused}: {said}").into(),
-            after: Some(Duration::ZERO),
-        })
     }
 }
