@@ -1,0 +1,2 @@
+// Cargo considers a package's build dependencies only when it has a build script.
+fn main() {}
