@@ -462,6 +462,15 @@ fn the_report_is_byte_identical_for_the_same_seeds_whatever_the_jobs() {
     }
     let timing: serde_json::Value = serde_json::from_str(&read(&a.join("timing.json"))).unwrap();
     assert_eq!(timing["this_invocation"]["runs"], 16);
+    // Each run's folder is a run's, as `sopsim run --out` writes it, less the journal a
+    // resume reads: a benchmark runs a killed run again from its start.
+    let run = a.join("runs/prisoners_dilemma/competitive/seed-2");
+    let identity: serde_json::Value = serde_json::from_str(&read(&run.join("run.json"))).unwrap();
+    assert_eq!(
+        (identity["seed"].as_u64(), identity["mode"].as_str()),
+        (Some(2), Some("competitive"))
+    );
+    assert!(run.join("summary.json").is_file() && !run.join("calls.jsonl").exists());
 }
 
 #[test]

@@ -60,9 +60,9 @@ pub struct Executed {
     pub failures: HashMap<String, String>,
 }
 
-/// Files a run keeps open (transcript, events, journal) plus those it opens briefly
-/// (summary, environment, error) and a connection to a model server.
-const FILES_PER_RUN: u64 = 7;
+/// Files a run keeps open (its folder's lock, transcript, events) plus those it opens
+/// briefly (summary, environment, error) and a connection to a model server.
+const FILES_PER_RUN: u64 = 6;
 /// Left for the process itself: standard streams, model files, the report.
 const FILES_RESERVED: u64 = 64;
 
@@ -202,6 +202,8 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
         max_turns: prepared.max_turns,
         allowed_commands: prepared.commands.clone(),
         existing: Existing::Replace,
+        // A killed job runs again from its start: no journal to resume it from.
+        resumable: false,
         ..RunOptions::new(ScenarioSource::Loaded {
             origin: PathBuf::from(&job.file),
             scenario: prepared.scenario.clone(),

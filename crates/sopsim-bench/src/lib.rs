@@ -11,7 +11,8 @@
 //! A benchmark expands scenario × mode × seed into jobs ([`plan`], one [`job`] each;
 //! [`shard`] picks a cluster task's share), runs the unfinished ones up to
 //! `BenchOptions::jobs` at a time in one process ([`exec`], each through
-//! `sopsim::run_async` into a run folder of its own), reads every run back from its
+//! `sopsim::run_async` into a run folder of its own, without the journal a resume
+//! would read: a killed job runs again from its start), reads every run back from its
 //! folder ([`read_back::read_run`], figures from [`extract`]), summarises them with
 //! [`stats`] and writes `report.json`, `timing.json`, `report.md` ([`report`]) and the
 //! [`plot`]s.
@@ -19,7 +20,7 @@
 //! ```text
 //! OUT/bench.json          settings every run in OUT shares
 //! OUT/manifest.jsonl      one job per line
-//! OUT/runs/SCENARIO/MODE/seed-N/   a run's folder: transcript.jsonl, events.jsonl, summary.json, environment.json, run.json, calls.jsonl
+//! OUT/runs/SCENARIO/MODE/seed-N/   a run's folder: transcript.jsonl, events.jsonl, summary.json, environment.json, run.json
 //! OUT/report.json         deterministic: the same runs give the same bytes
 //! OUT/timing.json         wall time, latency, throughput, peak memory
 //! OUT/report.md           both, for people, with the plots

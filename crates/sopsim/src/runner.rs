@@ -50,6 +50,10 @@ pub struct RunOptions {
     /// resume it ([`Existing::Resume`]: the same scenario file, seed, mode and models,
     /// continued from its last finished turn).
     pub existing: Existing,
+    /// Keep the journal a killed run is resumed from (`calls.jsonl`: every answer the
+    /// run gets), as `sopsim run` does. A caller that runs a killed run again from its
+    /// start instead (a benchmark) turns it off and saves writing it.
+    pub resumable: bool,
 }
 
 impl RunOptions {
@@ -69,6 +73,7 @@ impl RunOptions {
             allowed_paths: Vec::new(),
             allowed_commands: CommandConsent::Nothing,
             existing: Existing::Refuse,
+            resumable: true,
         }
     }
 }
@@ -273,11 +278,19 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
                 llm: services.llm.describe(),
                 embedder: services.embed.name().to_string(),
             };
-            let folder = RunFolder::open(out, opts.existing, &identity, scenario.world.is_some())?;
-            services.llm = Arc::new(Journaled::new(services.llm, folder.journal.clone()));
-            human_input = human_input.map(|h| {
-                Arc::new(JournaledInput::new(h, folder.journal.clone())) as Arc<dyn HumanInput>
-            });
+            let folder = RunFolder::open(
+                out,
+                opts.existing,
+                &identity,
+                scenario.world.is_some(),
+                opts.resumable,
+            )?;
+            if let Some(journal) = &folder.journal {
+                services.llm = Arc::new(Journaled::new(services.llm, journal.clone()));
+                human_input = human_input.map(|h| {
+                    Arc::new(JournaledInput::new(h, journal.clone())) as Arc<dyn HumanInput>
+                });
+            }
             let dir = folder.dir;
             let conversation = conversation_id(&scenario.name, mode, opts.seed);
             // A resumed run keeps the killed run's event log until it has caught up.
@@ -330,7 +343,8 @@ struct RunFolder {
     transcript: TranscriptWriter,
     /// `world.jsonl`, for a scenario with a `world`.
     world: Option<TranscriptWriter>,
-    journal: Arc<Journal>,
+    /// None for a new run that is not to be resumed.
+    journal: Option<Arc<Journal>>,
 }
 
 impl RunFolder {
@@ -339,6 +353,8 @@ impl RunFolder {
         existing: Existing,
         identity: &RunIdentity,
         world: bool,
+        // A new run's journal: a resumed run's is always reopened.
+        journal: bool,
     ) -> Result<Self, RunError> {
         let folder = |source| SetupError::Out {
             path: out.to_path_buf(),
@@ -354,12 +370,17 @@ impl RunFolder {
                 true => Some(TranscriptWriter::create(dir.files(), WORLD_FILE)?),
                 false => None,
             };
-            let journal = Journal::create(dir.files(), JOURNAL_FILE).map_err(SimError::from)?;
+            let journal = match journal {
+                true => Some(Arc::new(
+                    Journal::create(dir.files(), JOURNAL_FILE).map_err(SimError::from)?,
+                )),
+                false => None,
+            };
             return Ok(Self {
                 dir,
                 transcript,
                 world,
-                journal: Arc::new(journal),
+                journal,
             });
         }
         let differences = identity.differences(&dir.identity().map_err(folder)?);
@@ -389,7 +410,7 @@ impl RunFolder {
             dir,
             transcript,
             world,
-            journal: Arc::new(journal),
+            journal: Some(Arc::new(journal)),
         })
     }
 }
