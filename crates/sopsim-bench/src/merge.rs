@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use super::exec::Executed;
 use super::plan::{self, Job, Settings};
 use super::shard::{ids_digest, ShardPlan};
-use super::{load, report_folder, BenchError, BenchRun, ReportInput};
+use crate::run::{load, lock_folder, report_folder, Loaded, ReportInput};
+use crate::{BenchError, BenchRun};
 use sopsim::runner::OutputFolder;
 
 /// What to merge, and where.
@@ -108,7 +109,7 @@ pub fn merge(opts: &MergeOptions) -> Result<Merged, BenchError> {
         });
     };
     let by_index = by_index(&shards)?;
-    let _lock = super::lock_folder(&opts.out)?;
+    let _lock = lock_folder(&opts.out)?;
     let settings = Settings {
         shard: None,
         ..first.settings.clone()
@@ -301,7 +302,7 @@ fn load_scenarios(
     plan: &ShardPlan,
     jobs: &[Job],
     opts: &MergeOptions,
-) -> Result<Vec<super::Loaded>, BenchError> {
+) -> Result<Vec<Loaded>, BenchError> {
     let mut loaded = Vec::new();
     for name in &plan.scenarios {
         let Some(job) = jobs.iter().find(|j| &j.scenario == name) else {
