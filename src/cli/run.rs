@@ -6,7 +6,7 @@ use std::sync::Arc;
 use sopsim::error::CancelToken;
 use sopsim::events::EventSink;
 use sopsim::human::HumanInput;
-use sopsim::runner::{self, Existing, RunError, RunIo, RunOptions};
+use sopsim::runner::{self, Existing, RunError, RunIo, RunOptions, ScenarioSource};
 use sopsim::scenario::Mode;
 use sopsim::simulation::EndReason;
 use sopsim_bench::{BenchOptions, Shard};
@@ -22,7 +22,7 @@ use super::terminal::TerminalSink;
 use super::view::{self, RunViewer};
 
 pub fn run(args: RunArgs) -> Result<(), Failure> {
-    let opts = RunOptions {
+    let mut opts = RunOptions {
         out: args.out,
         mode: args.mode.map(Mode::from),
         seed: args.seed,
@@ -61,11 +61,12 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let viewer = match args.serve.serve {
         Some(addr) => {
             let token = view::token("--serve", addr, args.serve.serve_token)?;
+            // Loaded once, for the viewer's side panel and the run.
+            let loaded = sopsim::load(args.scenario.as_path(), &opts.allowed_paths).ok();
             let viewer = RunViewer::start(
                 addr,
                 token,
-                &args.scenario,
-                &opts.allowed_paths,
+                loaded.as_ref().map(|l| &l.scenario),
                 human_input,
                 args.start_paused,
                 (opts.mode, opts.seed),
@@ -73,6 +74,13 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             sinks.push(viewer.hub.clone());
             human_input = viewer.input.clone();
             control = Some(viewer.control.clone());
+            if let Some(loaded) = loaded {
+                opts.scenario = ScenarioSource::Loaded {
+                    origin: args.scenario.clone(),
+                    scenario: Arc::new(loaded.scenario),
+                    imported: loaded.imported,
+                };
+            }
             Some(viewer)
         }
         None => None,

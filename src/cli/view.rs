@@ -10,6 +10,7 @@ use std::time::Duration;
 use sopsim::error::CancelToken;
 use sopsim::human::HumanInput;
 use sopsim::runner::RunControl;
+use sopsim::scenario::Scenario;
 
 use super::failure::Failure;
 use super::say;
@@ -47,25 +48,20 @@ pub struct RunViewer {
 }
 
 impl RunViewer {
+    /// The viewer of a run of `scenario`, which its side panel draws (with a
+    /// population's network); none for a file that does not load, which fails the run
+    /// itself a moment later with its own message.
     pub fn start(
         addr: SocketAddr,
         token: Option<String>,
-        scenario_path: &Path,
-        allowed: &[std::path::PathBuf],
+        scenario: Option<&Scenario>,
         terminal: Arc<dyn HumanInput>,
         start_paused: bool,
         (mode, seed): (Option<sopsim::scenario::Mode>, u64),
     ) -> Result<Self, Failure> {
-        // The side panel draws the scenario (and a population's network); a file that
-        // does not load fails the run itself a moment later, with its own message.
-        let loaded = sopsim::load(scenario_path, allowed)
-            .ok()
-            .map(|l| l.scenario);
-        let scenario = loaded
-            .as_ref()
-            .map(serve::scenario_json)
-            .unwrap_or_default();
-        let network = loaded.as_ref().and_then(|s| {
+        let loaded = scenario;
+        let scenario = loaded.map(serve::scenario_json).unwrap_or_default();
+        let network = loaded.and_then(|s| {
             let mode = mode.unwrap_or(s.environment.mode);
             let drawn = sopsim::simulation::draw_networks(s.populations.values(), seed).ok()?;
             let document = sopsim::simulation::network_document(s, mode, seed, &drawn)?;
