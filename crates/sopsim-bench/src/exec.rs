@@ -60,8 +60,9 @@ pub struct Executed {
     pub failures: HashMap<String, String>,
 }
 
-/// Files a run keeps open (its folder's lock, transcript, events) plus those it opens
-/// briefly (summary, environment, error) and a connection to a model server.
+/// Files a run keeps open (its folder's lock, transcript, events, world log), one it
+/// opens briefly at a time (summary, environment, error) and a connection to a model
+/// server.
 const FILES_PER_RUN: u64 = 6;
 /// Left for the process itself: standard streams, model files, the report.
 const FILES_RESERVED: u64 = 64;
