@@ -1,4 +1,5 @@
-//! Why a benchmark could not be planned, run or reported, and whose fault it was.
+//! Why a benchmark could not be planned, run, merged or reported, and whose fault it
+//! was: [`BenchError`], with the errors of a benchmark's folder and of a shard's.
 
 use std::path::PathBuf;
 
@@ -7,9 +8,9 @@ use sopsim::runner::FolderFileError;
 use sopsim::setup::{Setting, SetupError};
 use thiserror::Error;
 
+use crate::job;
 #[cfg(feature = "plots")]
 use crate::plot;
-use crate::{job, merge, plan};
 
 /// Why a benchmark could not be planned, run or reported.
 #[derive(Debug, Error)]
@@ -37,7 +38,7 @@ pub enum BenchError {
     NotABenchmark {
         path: PathBuf,
         #[source]
-        source: plan::Unreadable,
+        source: Unreadable,
     },
     #[error("{0}: it holds a run (its run.json), not a benchmark; use another output folder")]
     HoldsARun(PathBuf),
@@ -58,7 +59,7 @@ pub enum BenchError {
     ShardFolder {
         path: PathBuf,
         #[source]
-        source: merge::ShardFolderError,
+        source: ShardFolderError,
     },
     #[error("{other} is not a shard of the same benchmark as {first} (other settings, scenarios, modes, seeds or shard count)")]
     ShardMismatch { first: PathBuf, other: PathBuf },
@@ -124,4 +125,45 @@ impl BenchError {
             _ => None,
         }
     }
+}
+
+/// Why a folder's `bench.json` or `manifest.jsonl` is not a benchmark's.
+#[derive(Debug, Error)]
+pub enum Unreadable {
+    #[error("{what} at line {line}, column {column}")]
+    Json {
+        what: &'static str,
+        line: usize,
+        column: usize,
+    },
+    #[error("line {line}: run {id:?}: {source}")]
+    UnsafeRun {
+        line: usize,
+        id: String,
+        #[source]
+        source: job::UnsafeName,
+    },
+}
+
+/// What is wrong with a folder given as a shard (or with the merge's own folder).
+#[derive(Debug, Error)]
+pub enum ShardFolderError {
+    #[error("no such folder")]
+    Missing,
+    #[error(transparent)]
+    Unreadable(Box<BenchError>),
+    #[error("a whole benchmark, not a shard")]
+    NotAShard,
+    #[error("name at least one shard folder to merge")]
+    NoShards,
+    #[error("its bench.json does not describe its plan (edited by hand?)")]
+    PlanEdited,
+    #[error("run {id}: {why}")]
+    RunEdited { id: String, why: String },
+    #[error("its bench.json names scenario {name:?}, which {source}")]
+    UnsafeScenario {
+        name: String,
+        #[source]
+        source: job::UnsafeName,
+    },
 }

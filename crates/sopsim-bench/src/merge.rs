@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use super::exec::Executed;
 use super::plan::{self, Job, Settings};
 use super::shard::{ids_digest, ShardPlan};
+pub use crate::error::ShardFolderError;
 use crate::run::{load, lock_folder, report_folder, Loaded, ReportInput};
 use crate::{BenchError, BenchRun};
 use sopsim::runner::OutputFolder;
@@ -39,29 +40,6 @@ struct ShardFolder {
     settings: Settings,
     plan: ShardPlan,
     jobs: Vec<Job>,
-}
-
-/// What is wrong with a folder given as a shard (or with the merge's own folder).
-#[derive(Debug, thiserror::Error)]
-pub enum ShardFolderError {
-    #[error("no such folder")]
-    Missing,
-    #[error(transparent)]
-    Unreadable(Box<BenchError>),
-    #[error("a whole benchmark, not a shard")]
-    NotAShard,
-    #[error("name at least one shard folder to merge")]
-    NoShards,
-    #[error("its bench.json does not describe its plan (edited by hand?)")]
-    PlanEdited,
-    #[error("run {id}: {why}")]
-    RunEdited { id: String, why: String },
-    #[error("its bench.json names scenario {name:?}, which {source}")]
-    UnsafeScenario {
-        name: String,
-        #[source]
-        source: super::job::UnsafeName,
-    },
 }
 
 fn read_shard(dir: &Path) -> Result<ShardFolder, BenchError> {

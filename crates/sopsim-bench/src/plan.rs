@@ -7,7 +7,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use super::job::Job;
-use super::BenchError;
+pub use crate::error::Unreadable;
+use crate::BenchError;
 use sopsim::runner::{FolderFileError, OutputFolder};
 use sopsim::scenario::Mode;
 
@@ -20,24 +21,6 @@ pub const MANIFEST_FILE: &str = "manifest.jsonl";
 /// `summary.json` may hold: a shard folder comes from elsewhere, and one of them as a
 /// link to `/dev/zero` must not fill memory (a FIFO is refused as not a regular file).
 pub const MAX_FOLDER_FILE_BYTES: u64 = 64 << 20;
-
-/// Why a folder's `bench.json` or `manifest.jsonl` is not a benchmark's.
-#[derive(Debug, thiserror::Error)]
-pub enum Unreadable {
-    #[error("{what} at line {line}, column {column}")]
-    Json {
-        what: &'static str,
-        line: usize,
-        column: usize,
-    },
-    #[error("line {line}: run {id:?}: {source}")]
-    UnsafeRun {
-        line: usize,
-        id: String,
-        #[source]
-        source: super::job::UnsafeName,
-    },
-}
 
 /// What every run of one output folder must share for the runs to be comparable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
