@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::retry::{AttemptError, Cause};
 use crate::llm::ApiKey;
 
 /// The URL without credentials, for messages and files: no user name or password, and
@@ -37,6 +38,15 @@ pub(super) fn without_url(e: &reqwest::Error) -> String {
         s = s.replace(url.as_str(), &shown(url.as_str()));
     }
     s
+}
+
+/// A connection or a read that failed, worth another attempt: `what` failed, with
+/// reqwest's words and cause, the URL without credentials.
+pub(super) fn transport_failure(what: &str, e: reqwest::Error) -> AttemptError {
+    AttemptError::retry(Cause::caused_by(
+        format!("{what}: {}", without_url(&e)),
+        e.without_url(),
+    ))
 }
 
 /// What a server said in an error body: its message when the body is OpenAI-style

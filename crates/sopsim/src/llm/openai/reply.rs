@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::choice::{read_choice, Asking};
-use super::redact::without_url;
+use super::redact::transport_failure;
 use super::request::RequestShape;
 use super::retry::{AttemptError, Cause};
 use super::tools;
@@ -77,12 +77,7 @@ async fn whole_json(
                 after: None,
             })?;
         let Some(piece) = piece else { break };
-        let piece = piece.map_err(|e| {
-            AttemptError::retry(Cause::caused_by(
-                format!("reading the response: {}", without_url(&e)),
-                e.without_url(),
-            ))
-        })?;
+        let piece = piece.map_err(|e| transport_failure("reading the response", e))?;
         if body.len() + piece.len() > MAX_BODY_BYTES {
             return Err(AttemptError::retry(format!(
                 "the response is over {} MiB, more than any reply",

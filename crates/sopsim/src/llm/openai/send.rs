@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use super::choice::Asking;
-use super::redact::{server_message, shown, without_url};
+use super::redact::{server_message, shown, transport_failure};
 use super::request::RequestShape;
-use super::retry::{retry_after, retryable_status, AttemptError, Cause};
+use super::retry::{retry_after, retryable_status, AttemptError};
 use super::{reply, stream};
 use crate::llm::{Completion, LlmRequest, TokenSink};
 
@@ -74,10 +74,7 @@ impl Transport {
                 cause: format!("no response within {:?}", options.read_timeout).into(),
                 after: None,
             }),
-            Ok(Err(e)) => Err(AttemptError::retry(Cause::caused_by(
-                format!("connection failed: {}", without_url(&e)),
-                e.without_url(),
-            ))),
+            Ok(Err(e)) => Err(transport_failure("connection failed", e)),
             Ok(Ok(r)) => Ok(r),
         }
     }

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::redact::{server_message, without_url};
+use super::redact::{server_message, transport_failure};
 use super::reply::completion;
 use super::reply::first_stop;
 use super::request::RequestShape;
@@ -57,12 +57,7 @@ pub(super) async fn read_stream(
                 after: None,
             })?;
         let Some(chunk) = next else { break };
-        let chunk = chunk.map_err(|e| {
-            AttemptError::retry(Cause::caused_by(
-                format!("the stream broke: {}", without_url(&e)),
-                e.without_url(),
-            ))
-        })?;
+        let chunk = chunk.map_err(|e| transport_failure("the stream broke", e))?;
         let events = parser
             .push(&chunk)
             .map_err(|e| AttemptError::retry(Cause::caused_by(e.to_string(), e)))?;
