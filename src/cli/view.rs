@@ -59,14 +59,13 @@ impl RunViewer {
         start_paused: bool,
         (mode, seed): (Option<sopsim::scenario::Mode>, u64),
     ) -> Result<Self, Failure> {
-        let loaded = scenario;
-        let scenario = loaded.map(serve::scenario_json).unwrap_or_default();
-        let network = loaded.and_then(|s| {
+        let network = scenario.and_then(|s| {
             let mode = mode.unwrap_or(s.environment.mode);
             let drawn = sopsim::simulation::draw_networks(s.populations.values(), seed).ok()?;
             let document = sopsim::simulation::network_document(s, mode, seed, &drawn)?;
             serde_json::to_value(document).ok()
         });
+        let scenario = scenario.map(serve::scenario_json).unwrap_or_default();
         let name = scenario["name"].as_str().unwrap_or("run").to_string();
         let hub = Arc::new(Hub::new(name));
         let (input, inbox) = WebInput::new(hub.clone(), terminal);
