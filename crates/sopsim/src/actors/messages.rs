@@ -15,8 +15,7 @@ pub use crate::tools::CallOutcome;
 use crate::tools::{Tool, ToolFailure};
 
 /// Director → Environment: a new visit of `state` begins.
-#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EnterVisit {
     pub state: String,
     pub visit: u32,
@@ -24,16 +23,14 @@ pub struct EnterVisit {
 
 /// Agent or Director → Environment: what may be seen now, by the agent named (a
 /// population member may see less than everyone) or by the Director (`None`).
-#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
-#[rtype(result = "Observation")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Observe(pub Option<String>);
 
 /// Director → Environment: turns of `agents` begin (a sequential turn is a round of
 /// one). Until they are committed, what each of these agents' tools return (and what
 /// their `extract` steps read) is kept to that agent's own turn when there are several:
 /// the others decide on the store as it stood when the round began.
-#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BeginRound {
     pub agents: Vec<String>,
 }
@@ -42,8 +39,7 @@ pub struct BeginRound {
 /// first each turn's tool returns and extracted values, in that order (so the store's
 /// `_REF_ID`s do not depend on which reply came first), then every message, with
 /// consecutive `seq` numbers: embed them, append them, summarise if due.
-#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
-#[rtype(result = "Result<Vec<CommittedTurn>, SimError>")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Commit(pub Vec<DraftTurn>);
 
 /// One turn as committed: its tool events (with the `_REF_ID`s the store gave at the
@@ -60,8 +56,7 @@ pub struct CommittedTurn {
 }
 
 /// Director → Agent: speak now.
-#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
-#[rtype(result = "Result<TurnDone, SimError>")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TakeTurn {
     pub state: String,
     pub visit: u32,
@@ -89,13 +84,11 @@ pub enum TurnDone {
 
 /// Agent → Environment: a tool's return in the agent's turn; the stored objects'
 /// `_REF_ID`s as that turn sees them.
-#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
-#[rtype(result = "Vec<String>")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ApplyReturn(pub ToolReturn);
 
 /// Agent → Environment: what a decision prompt shows of the Environment.
-#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
-#[rtype(result = "ToolView")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ViewTools {
     pub agent: String,
     /// Token budget of the rendered store.
@@ -104,8 +97,6 @@ pub struct ViewTools {
 
 /// Agent → Environment: run a tool that reads the Environment (`store_query`,
 /// `knowledge`) for `agent`.
-#[derive(actix::Message)]
-#[rtype(result = "Result<ResultObject, ToolFailure>")]
 pub struct RunInEnvironment {
     pub tool: Arc<Tool>,
     pub agent: String,
@@ -113,27 +104,38 @@ pub struct RunInEnvironment {
 }
 
 /// The Environment's state for `environment.json` and the run's transcript.
-#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
-#[rtype(result = "EnvironmentSnapshot")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Snapshot;
 
 /// Agent → Environment: values an `extract` step read, stored for `template`s.
-#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SetShared {
     pub agent: String,
     pub values: Vec<(String, String)>,
 }
 
 /// Agent → Environment: the knowledge-base text for the latest message.
-#[derive(Debug, Clone, Serialize, Deserialize, actix::Message)]
-#[rtype(result = "Result<String, SimError>")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Consult {
     pub lookup: crate::scenario::KnowledgeLookup,
 }
 
 /// Director → Environment: the world after a round, for the prompts it builds
 /// (observations, summaries).
-#[derive(Debug, Clone, actix::Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
 pub struct SetWorld(pub std::sync::Arc<crate::world::WorldView>);
+
+answered_with! {
+    EnterVisit => ();
+    Observe => Observation;
+    BeginRound => ();
+    Commit => Result<Vec<CommittedTurn>, SimError>;
+    TakeTurn => Result<TurnDone, SimError>;
+    ApplyReturn => Vec<String>;
+    ViewTools => ToolView;
+    RunInEnvironment => Result<ResultObject, ToolFailure>;
+    Snapshot => EnvironmentSnapshot;
+    SetShared => ();
+    Consult => Result<String, SimError>;
+    SetWorld => ();
+}

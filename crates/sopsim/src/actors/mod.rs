@@ -2,6 +2,16 @@
 //! They are thin: each owns its state and message handling and calls into the pure
 //! modules (`sop`, `run_state`, `environment`, `prompt`, `memory`) for every decision.
 
+/// What each message is answered with: actix's `Message` without its derive macros,
+/// which would add two proc-macro crates to every build.
+macro_rules! answered_with {
+    ($($message:ty => $reply:ty;)*) => {
+        $(impl actix::Message for $message {
+            type Result = $reply;
+        })*
+    };
+}
+
 mod agent;
 mod cast;
 mod director;

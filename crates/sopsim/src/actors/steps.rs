@@ -1,18 +1,12 @@
 //! The Director's messages to itself: a run is a chain of `Step` (choose who speaks)
 //! → `Play` (their turns) → `Transit` (apply the transition) → `Step`.
 
-use actix::prelude::*;
-
 use crate::sop::Transition;
 
-#[derive(Message)]
-#[rtype(result = "()")]
 pub(super) struct Step;
 
 /// The next turns: one role's (with its visit's opening line, if it opens), or a
 /// simultaneous round's.
-#[derive(Message)]
-#[rtype(result = "()")]
 pub(super) struct Play {
     pub(super) roles: Vec<String>,
     pub(super) opening: Option<String>,
@@ -29,6 +23,10 @@ impl Play {
     }
 }
 
-#[derive(Message)]
-#[rtype(result = "()")]
 pub(super) struct Transit(pub(super) Transition);
+
+answered_with! {
+    Step => ();
+    Play => ();
+    Transit => ();
+}
