@@ -230,6 +230,26 @@ pub enum ToolSettings {
     Mcp(McpSettings),
 }
 
+/// `$body` with `$settings` bound to whichever kind's settings `$value` holds.
+///
+/// The runtime gives each kind its behaviour by a trait its settings implement, in the
+/// kind's own file; this is the one match over the kinds it needs, kept beside the
+/// enum so that a new kind is its variant here and its file there.
+#[macro_export]
+macro_rules! with_tool_settings {
+    ($value:expr, $settings:ident => $body:expr) => {
+        match $value {
+            $crate::scenario::ToolSettings::Calculator($settings) => $body,
+            $crate::scenario::ToolSettings::JsonLookup($settings) => $body,
+            $crate::scenario::ToolSettings::Knowledge($settings) => $body,
+            $crate::scenario::ToolSettings::StoreQuery($settings) => $body,
+            $crate::scenario::ToolSettings::Dice($settings) => $body,
+            $crate::scenario::ToolSettings::Http($settings) => $body,
+            $crate::scenario::ToolSettings::Mcp($settings) => $body,
+        }
+    };
+}
+
 /// Why a tool's `config` cannot be used; each names the setting.
 #[derive(Debug, Error)]
 pub enum SettingsError {

@@ -5,7 +5,46 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Map, Value};
 
-use super::{ToolCallPlace, ToolFailure};
+use sopsim_core::scenario::DiceSettings;
+
+use super::kind::{Kind, Start};
+use super::{ResultObject, RunsIn, Setup, Tool, ToolCallPlace, ToolFailure, ToolSetupError};
+
+/// Dice: they need nothing but their arguments and where they are rolled.
+struct Dice;
+
+impl Start for DiceSettings {
+    async fn start(self, _: &mut Setup<'_>) -> Result<Box<dyn Kind>, ToolSetupError> {
+        Ok(Box::new(Dice))
+    }
+}
+
+impl Kind for Dice {
+    fn parameters(&self) -> Value {
+        parameters()
+    }
+
+    fn runs_in(&self) -> RunsIn<'_> {
+        RunsIn::Place
+    }
+
+    fn payload_type(&self) -> &'static str {
+        "default"
+    }
+
+    fn message(&self) -> &'static str {
+        "rolled {rolls} (total {total})"
+    }
+
+    fn run_here(
+        &self,
+        tool: &Tool,
+        args: &Map<String, Value>,
+        place: &ToolCallPlace,
+    ) -> Option<Result<ResultObject, ToolFailure>> {
+        Some(run(args, place).map(|o| tool.computed(o)))
+    }
+}
 
 pub fn parameters() -> Value {
     json!({

@@ -6,11 +6,13 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
 use sopsim_core::scenario::{is_loopback, loopback_allowlist, HttpSettings};
 use url::{Host, Url};
 
-use super::ToolFailure;
+use super::kind::{Kind, Start};
+use super::{ResultObject, RunsIn, SettingsError, Setup, Tool, ToolFailure, ToolSetupError};
 use crate::error_chain::chain;
 
 /// A checked `http` configuration.
@@ -19,6 +21,40 @@ pub struct Http {
     allow: Vec<Url>,
     timeout: Duration,
     max_bytes: u64,
+}
+
+impl Start for HttpSettings {
+    async fn start(self, setup: &mut Setup<'_>) -> Result<Box<dyn Kind>, ToolSetupError> {
+        let http =
+            Http::new(&self).map_err(|e| setup.error(&["config"], SettingsError::from(e)))?;
+        Ok(Box::new(http))
+    }
+}
+
+impl Kind for Http {
+    fn parameters(&self) -> Value {
+        parameters()
+    }
+
+    fn runs_in(&self) -> RunsIn<'_> {
+        RunsIn::Outside
+    }
+
+    fn payload_type(&self) -> &'static str {
+        "table"
+    }
+
+    fn run_outside<'a>(
+        &'a self,
+        tool: &'a Tool,
+        args: &'a Map<String, Value>,
+    ) -> Option<BoxFuture<'a, Result<ResultObject, ToolFailure>>> {
+        Some(Box::pin(async move {
+            let objects = self.run(args).await?;
+            let n = objects.len();
+            Ok(tool.result(objects, n))
+        }))
+    }
 }
 
 pub fn parameters() -> Value {

@@ -8,6 +8,12 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
+use sopsim_core::scenario::JsonLookupSettings;
+
+use super::kind::{Kind, Start};
+use super::{
+    ResultObject, RunsIn, Setup, SetupCause, Tool, ToolCallPlace, ToolFailure, ToolSetupError,
+};
 use crate::scenario::{read_objects, DataFile, DataFileError};
 
 const MAX_FILTERS: usize = 8;
@@ -24,6 +30,76 @@ pub const MAX_SCHEMA_FIELDS: usize = 64;
 pub struct Table {
     pub objects: Vec<Map<String, Value>>,
     pub fields: Vec<String>,
+}
+
+/// A lookup in one data file, loaded when the tool is set up.
+struct Lookup {
+    table: Table,
+    /// The file's name without its extension: what results are named by default.
+    name: String,
+}
+
+impl Start for JsonLookupSettings {
+    async fn start(self, setup: &mut Setup<'_>) -> Result<Box<dyn Kind>, ToolSetupError> {
+        let path = Path::new(&self.file);
+        let table = Table::load(path).map_err(|source| {
+            let file = self.file.clone();
+            setup.error(&["config", "file"], SetupCause::Data { file, source })
+        })?;
+        let name = path
+            .file_stem()
+            .map_or("results".into(), |n| n.to_string_lossy().into_owned());
+        Ok(Box::new(Lookup { table, name }))
+    }
+}
+
+impl Kind for Lookup {
+    fn parameters(&self) -> Value {
+        self.table.parameters()
+    }
+
+    fn runs_in(&self) -> RunsIn<'_> {
+        RunsIn::Place
+    }
+
+    fn result_name(&self) -> Option<&str> {
+        Some(&self.name)
+    }
+
+    fn payload_type(&self) -> &'static str {
+        "table"
+    }
+
+    /// The objects matching every filter; when none do, those matching without the
+    /// filters [`Table::relax`] leaves out, saying which.
+    fn run_here(
+        &self,
+        tool: &Tool,
+        args: &Map<String, Value>,
+        _: &ToolCallPlace,
+    ) -> Option<Result<ResultObject, ToolFailure>> {
+        let table = &self.table;
+        let (objects, total) = table.query(args);
+        let relaxed = (total == 0).then(|| table.relax(args)).flatten();
+        let Some(relaxed) = relaxed else {
+            return Some(Ok(tool.result(objects, total)));
+        };
+        let mut left_out = relaxed.dropped.join(", ");
+        if relaxed.without_search {
+            if !left_out.is_empty() {
+                left_out.push_str(" and ");
+            }
+            left_out.push_str("the search words");
+        }
+        let mut r = tool.result(relaxed.objects, relaxed.total);
+        r.metadata.insert("left_out".into(), json!(left_out));
+        r.llm_message = Some(
+            "{name}: nothing matched every filter; without {left_out}, \
+             {num_objects} shown of {total} matching."
+                .into(),
+        );
+        Some(Ok(r))
+    }
 }
 
 impl Table {

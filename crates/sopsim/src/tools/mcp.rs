@@ -18,8 +18,86 @@ use thiserror::Error;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
 
-use super::ToolFailure;
-use sopsim_core::scenario::McpCommand;
+use futures::future::BoxFuture;
+use sopsim_core::scenario::{McpCommand, McpSettings};
+
+use super::kind::{Kind, Start};
+use super::{
+    ResultObject, RunsIn, SettingsError, Setup, SetupCause, Tool, ToolFailure, ToolSetupError,
+};
+
+/// One tool of a running server.
+struct ServerTool {
+    server: Arc<Server>,
+    tool: String,
+    timeout: Duration,
+}
+
+impl Start for McpSettings {
+    /// Starts the server, unless one with the same command runs already, if the user's
+    /// consent allows its program; the server must have the tool named.
+    async fn start(self, setup: &mut Setup<'_>) -> Result<Box<dyn Kind>, ToolSetupError> {
+        let command = self
+            .command()
+            .map_err(|e| setup.error(&["config"], SettingsError::from(e)))?;
+        if !setup.consent.allows(&command.program) {
+            let program = command.program;
+            return Err(setup.error(&["config", "command"], SetupCause::NotAllowed { program }));
+        }
+        let timeout = Duration::from_millis(self.timeout_ms.0);
+        let server = match setup.servers.start(&command, timeout).await {
+            Ok(server) => server,
+            Err(e) => return Err(setup.error(&["config", "command"], e)),
+        };
+        let tool = command.tool;
+        if server.describe(&tool).is_none() {
+            let names = server.names();
+            return Err(setup.error(&["config", "tool"], SetupCause::NoSuchTool { tool, names }));
+        }
+        Ok(Box::new(ServerTool {
+            server,
+            tool,
+            timeout,
+        }))
+    }
+}
+
+impl Kind for ServerTool {
+    fn parameters(&self) -> Value {
+        self.server
+            .describe(&self.tool)
+            .map(|(_, schema)| schema)
+            .unwrap_or_else(|| json!({"type": "object"}))
+    }
+
+    fn description(&self) -> Option<String> {
+        self.server.describe(&self.tool).map(|(text, _)| text)
+    }
+
+    fn runs_in(&self) -> RunsIn<'_> {
+        RunsIn::Outside
+    }
+
+    fn payload_type(&self) -> &'static str {
+        "response"
+    }
+
+    fn run_outside<'a>(
+        &'a self,
+        tool: &'a Tool,
+        args: &'a Map<String, Value>,
+    ) -> Option<BoxFuture<'a, Result<ResultObject, ToolFailure>>> {
+        Some(Box::pin(async move {
+            let o = self.server.call(&self.tool, args, self.timeout).await?;
+            // The server's answer is the message.
+            let mut r = tool.result(vec![o.clone()], 1);
+            // The text goes in through a placeholder: braces in it stay text.
+            r.metadata.insert("text".into(), o["text"].clone());
+            r.llm_message = Some("{text}".into());
+            Ok(r)
+        }))
+    }
+}
 
 /// Characters of a result's text kept.
 const MAX_TEXT: usize = 64 * 1024;

@@ -7,11 +7,14 @@
 //! actor's (`actors::tool_turn`).
 //!
 //! # Layout
+//! - `kind`: what every kind provides, `Start` and `Kind`.
+//!   Each kind's file implements both; this file knows no kind by name.
 //! - [`calculator`], [`dice`], [`json_lookup`]: run here, offline and deterministic.
 //! - [`store_query`]: runs inside the Environment actor, over its store.
 //! - `knowledge`: the Environment actor's knowledge lookup with the model's query.
 //! - [`http`](mod@http): loopback-only JSON calls.
 //! - [`mcp`]: tools of MCP servers run as child processes.
+//! - `unavailable`: the kinds a build's features leave out.
 
 pub use crate::tool_results::{ResultObject, Return, Store};
 
@@ -21,11 +24,14 @@ pub mod dice;
 #[cfg(feature = "openai")]
 pub mod http;
 pub mod json_lookup;
+mod kind;
+mod knowledge;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod store_query;
+#[cfg(not(all(feature = "openai", feature = "mcp")))]
+mod unavailable;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -36,10 +42,10 @@ use sopsim_core::scenario::{ResultDisplay, ToolSettings};
 
 use crate::prompt::ToolDef;
 use crate::scenario::{
-    CommandConsent, DataFileError, FieldPath, Scenario, SchemaError, SettingsError, ToolKind,
-    ToolSpec,
+    CommandConsent, DataFileError, FieldPath, Scenario, SchemaError, SettingsError, ToolSpec,
 };
 pub use crate::tool_results::{CallOutcome, ToolFailure};
+use kind::{Kind, Start};
 
 /// Where a call is made: what seeded tools draw from.
 #[derive(Debug, Clone)]
@@ -65,40 +71,29 @@ pub struct Tool {
     /// `llm_message`).
     display: ResultDisplay,
     validator: jsonschema::Validator,
-    runner: Runner,
+    kind: Box<dyn Kind>,
 }
 
-/// What runs a tool, by where it runs, with what its settings made ready.
-enum Runner {
-    Place(Local),
-    Environment(InEnvironment),
-    Outside(Remote),
-}
-
-/// The kinds that run in the calling agent's turn: offline and deterministic.
-enum Local {
-    Calculator,
-    Dice,
-    /// The data file's objects, and its name (what results are named by default).
-    JsonLookup {
-        table: Arc<json_lookup::Table>,
-        name: String,
-    },
-}
-
-/// The kinds that reach outside the process.
-enum Remote {
-    #[cfg(feature = "openai")]
-    Http(http::Http),
-    /// Built without the HTTP client.
-    #[cfg(not(feature = "openai"))]
-    Http,
+/// What setting up a tool may draw on, and where its settings are in the scenario.
+pub(crate) struct Setup<'a> {
+    /// `tools.NAME`.
+    pub at: FieldPath,
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub consent: &'a CommandConsent,
+    /// The MCP servers started so far: tools of one server share its process.
     #[cfg(feature = "mcp")]
-    Mcp {
-        server: Arc<mcp::Server>,
-        tool: String,
-        timeout: std::time::Duration,
-    },
+    pub servers: &'a mut mcp::Servers,
+}
+
+impl Setup<'_> {
+    /// The error of the setting at `keys` under the tool's entry.
+    pub fn error(&self, keys: &[&str], cause: impl Into<SetupCause>) -> ToolSetupError {
+        let path = keys.iter().fold(self.at.clone(), |at, key| at.key(key));
+        ToolSetupError {
+            path,
+            cause: cause.into(),
+        }
+    }
 }
 
 /// Where a call runs: in the calling agent's turn, in the Environment actor (it reads
@@ -158,31 +153,6 @@ impl From<SettingsError> for SetupCause {
     }
 }
 
-/// A kind's argument schema when the scenario gives none.
-fn default_parameters(runner: &Runner) -> Value {
-    match runner {
-        Runner::Place(Local::Calculator) => calculator::parameters(),
-        Runner::Place(Local::Dice) => dice::parameters(),
-        Runner::Place(Local::JsonLookup { table, .. }) => table.parameters(),
-        Runner::Environment(InEnvironment::StoreQuery { .. }) => store_query::parameters(),
-        Runner::Environment(InEnvironment::Knowledge(_)) => json!({
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": "what to look up", "maxLength": 1000}},
-            "required": ["query"],
-            "additionalProperties": false,
-        }),
-        #[cfg(feature = "openai")]
-        Runner::Outside(Remote::Http(_)) => http::parameters(),
-        #[cfg(not(feature = "openai"))]
-        Runner::Outside(Remote::Http) => json!({"type": "object"}),
-        #[cfg(feature = "mcp")]
-        Runner::Outside(Remote::Mcp { server, tool, .. }) => server
-            .describe(tool)
-            .map(|(_, schema)| schema)
-            .unwrap_or_else(|| json!({"type": "object"})),
-    }
-}
-
 pub use crate::scenario::compile_arguments_schema as compile_schema;
 
 impl ToolBox {
@@ -194,101 +164,26 @@ impl ToolBox {
         scenario: &Scenario,
         consent: &CommandConsent,
     ) -> Result<ToolBox, ToolSetupError> {
-        #[cfg(not(feature = "mcp"))]
-        let _ = consent;
         let mut tools = IndexMap::new();
         #[cfg(feature = "mcp")]
         let mut servers = mcp::Servers::default();
         for (name, spec) in &scenario.tools {
-            let at = FieldPath::root().key("tools").key(name);
-            let fail = |path: FieldPath| move |cause: SetupCause| ToolSetupError { path, cause };
-            let (settings, display) = ToolSettings::read(spec.kind, &spec.config)
-                .map_err(|e| fail(at.key("config"))(e.into()))?;
-            let runner = match settings {
-                ToolSettings::Calculator(_) => Runner::Place(Local::Calculator),
-                ToolSettings::Dice(_) => Runner::Place(Local::Dice),
-                ToolSettings::StoreQuery(s) => Runner::Environment(InEnvironment::StoreQuery {
-                    max_objects: s.max_objects.0 as usize,
-                }),
-                ToolSettings::JsonLookup(s) => {
-                    let table = json_lookup::Table::load(Path::new(&s.file))
-                        .map_err(|source| SetupCause::Data {
-                            file: s.file.clone(),
-                            source,
-                        })
-                        .map_err(fail(at.key("config").key("file")))?;
-                    let name = Path::new(&s.file)
-                        .file_stem()
-                        .map_or("results".into(), |n| n.to_string_lossy().into_owned());
-                    Runner::Place(Local::JsonLookup {
-                        table: Arc::new(table),
-                        name,
-                    })
-                }
-                ToolSettings::Knowledge(s) => Runner::Environment(InEnvironment::Knowledge(
-                    crate::scenario::KnowledgeLookup {
-                        path: s.path,
-                        top_k: s.top_k.0 as usize,
-                        kind: Default::default(),
-                        min_score: None,
-                    },
-                )),
-                #[cfg(feature = "openai")]
-                ToolSettings::Http(s) => Runner::Outside(Remote::Http(
-                    http::Http::new(&s)
-                        .map_err(|e| fail(at.key("config"))(SettingsError::from(e).into()))?,
-                )),
-                #[cfg(not(feature = "openai"))]
-                ToolSettings::Http(_) => Runner::Outside(Remote::Http),
+            let mut setup = Setup {
+                at: FieldPath::root().key("tools").key(name),
+                consent,
                 #[cfg(feature = "mcp")]
-                ToolSettings::Mcp(s) => {
-                    let command = s
-                        .command()
-                        .map_err(|e| fail(at.key("config"))(SettingsError::from(e).into()))?;
-                    if !consent.allows(&command.program) {
-                        return Err(fail(at.key("config").key("command"))(
-                            SetupCause::NotAllowed {
-                                program: command.program,
-                            },
-                        ));
-                    }
-                    let timeout = std::time::Duration::from_millis(s.timeout_ms.0);
-                    let server = servers
-                        .start(&command, timeout)
-                        .await
-                        .map_err(|e| fail(at.key("config").key("command"))(e.into()))?;
-                    let tool = command.tool.as_str();
-                    if server.describe(tool).is_none() {
-                        return Err(fail(at.key("config").key("tool"))(SetupCause::NoSuchTool {
-                            tool: tool.to_string(),
-                            names: server.names(),
-                        }));
-                    }
-                    Runner::Outside(Remote::Mcp {
-                        tool: tool.to_string(),
-                        timeout,
-                        server,
-                    })
-                }
-                #[cfg(not(feature = "mcp"))]
-                ToolSettings::Mcp(_) => return Err(fail(at.key("kind"))(SetupCause::NoMcp)),
+                servers: &mut servers,
             };
-            #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
+            let (settings, display) = ToolSettings::read(spec.kind, &spec.config)
+                .map_err(|e| setup.error(&["config"], e))?;
+            let kind = sopsim_core::with_tool_settings!(settings, s => s.start(&mut setup).await?);
             let mut spec = spec.clone();
-            #[cfg(feature = "mcp")]
-            if let Runner::Outside(Remote::Mcp { server, tool, .. }) = &runner {
-                if let Some((description, _)) = server.describe(tool) {
-                    if spec.description.is_empty() {
-                        spec.description = description;
-                    }
-                }
+            if spec.description.is_empty() {
+                spec.description = kind.description().unwrap_or_default();
             }
-            let parameters = spec
-                .parameters
-                .clone()
-                .unwrap_or_else(|| default_parameters(&runner));
+            let parameters = spec.parameters.clone().unwrap_or_else(|| kind.parameters());
             let validator =
-                compile_schema(&parameters).map_err(|e| fail(at.key("parameters"))(e.into()))?;
+                compile_schema(&parameters).map_err(|e| setup.error(&["parameters"], e))?;
             tools.insert(
                 name.clone(),
                 Arc::new(Tool {
@@ -297,7 +192,7 @@ impl ToolBox {
                     parameters,
                     display,
                     validator,
-                    runner,
+                    kind,
                 }),
             );
         }
@@ -367,119 +262,51 @@ impl Tool {
         args: &Map<String, Value>,
         place: &ToolCallPlace,
     ) -> Option<Result<ResultObject, ToolFailure>> {
-        let single = |o: Map<String, Value>| {
-            // One computed object: its fields are also the metadata, for `llm_message`.
-            let mut r = self.result(vec![o.clone()], 1);
-            r.metadata.extend(o);
-            r
-        };
-        let Runner::Place(local) = &self.runner else {
-            return None;
-        };
-        Some(match local {
-            Local::Calculator => calculator::run(args).map(single),
-            Local::Dice => dice::run(args, place).map(single),
-            Local::JsonLookup { table, .. } => {
-                let (objects, total) = table.query(args);
-                let relaxed = (total == 0).then(|| table.relax(args)).flatten();
-                let Some(relaxed) = relaxed else {
-                    return Some(Ok(self.result(objects, total)));
-                };
-                let mut left_out = relaxed.dropped.join(", ");
-                if relaxed.without_search {
-                    if !left_out.is_empty() {
-                        left_out.push_str(" and ");
-                    }
-                    left_out.push_str("the search words");
-                }
-                let mut r = self.result(relaxed.objects, relaxed.total);
-                r.metadata.insert("left_out".into(), json!(left_out));
-                r.llm_message = Some(
-                    "{name}: nothing matched every filter; without {left_out}, \
-                     {num_objects} shown of {total} matching."
-                        .into(),
-                );
-                Ok(r)
-            }
-        })
+        self.kind.run_here(self, args, place)
+    }
+
+    /// One computed object as a result: its fields are also the metadata, for
+    /// `llm_message`.
+    pub(crate) fn computed(&self, object: Map<String, Value>) -> ResultObject {
+        let mut r = self.result(vec![object.clone()], 1);
+        r.metadata.extend(object);
+        r
     }
 
     /// Where a call of this tool runs.
     pub fn runs_in(&self) -> RunsIn<'_> {
-        match &self.runner {
-            Runner::Place(_) => RunsIn::Place,
-            Runner::Environment(what) => RunsIn::Environment(what),
-            Runner::Outside(_) => RunsIn::Outside,
-        }
+        self.kind.runs_in()
     }
 
     /// Runs a tool that reaches outside (`None` for the others).
-    #[cfg_attr(not(any(feature = "openai", feature = "mcp")), allow(unused_variables))]
     pub async fn run_remote(
         &self,
         args: &Map<String, Value>,
     ) -> Option<Result<ResultObject, ToolFailure>> {
-        let Runner::Outside(remote) = &self.runner else {
-            return None;
-        };
-        match remote {
-            #[cfg(feature = "openai")]
-            Remote::Http(h) => Some(h.run(args).await.map(|objects| {
-                let n = objects.len();
-                self.result(objects, n)
-            })),
-            #[cfg(not(feature = "openai"))]
-            Remote::Http => Some(Err(ToolFailure::unknown(
-                "this sopsim was built without HTTP support (the `openai` feature)",
-            ))),
-            #[cfg(feature = "mcp")]
-            Remote::Mcp {
-                server,
-                tool,
-                timeout,
-            } => Some(server.call(tool, args, *timeout).await.map(|o| {
-                // The server's answer is the message.
-                let mut r = self.result(vec![o.clone()], 1);
-                // The text goes in through a placeholder: braces in it stay text.
-                r.metadata.insert("text".into(), o["text"].clone());
-                r.llm_message = Some("{text}".into());
-                r
-            })),
-        }
+        Some(self.kind.run_outside(self, args)?.await)
     }
 
     /// Elysia's `Result` for `objects` (of `total` that matched): named after the data
     /// file or the kind, with the scenario's `payload_type`, `mapping` and `llm_message`.
     pub fn result(&self, objects: Vec<Map<String, Value>>, total: usize) -> ResultObject {
         let shown = &self.display;
-        let name = shown.name.clone().unwrap_or_else(|| match &self.runner {
-            Runner::Place(Local::JsonLookup { name, .. }) => name.clone(),
-            _ => self.spec.kind.as_str().to_string(),
+        let name = shown.name.clone().unwrap_or_else(|| {
+            self.kind
+                .result_name()
+                .unwrap_or(self.spec.kind.as_str())
+                .to_string()
         });
         let mut r = ResultObject::new(name, objects);
-        r.payload_type = shown.payload_type.clone().unwrap_or_else(|| {
-            match self.spec.kind {
-                ToolKind::JsonLookup | ToolKind::StoreQuery | ToolKind::Http => "table",
-                ToolKind::Mcp => "response",
-                ToolKind::Calculator | ToolKind::Dice | ToolKind::Knowledge => "default",
-            }
-            .into()
-        });
+        r.payload_type = shown
+            .payload_type
+            .clone()
+            .unwrap_or_else(|| self.kind.payload_type().into());
         r.mapping = shown.mapping.as_ref().map(|m| m.0.clone());
         r.metadata.insert("total".into(), json!(total));
         r.llm_message = Some(match &shown.llm_message {
             Some(message) => message.clone(),
             None if total == 0 => "{name}: nothing matched; try other filters.".into(),
-            None => match self.spec.kind {
-                ToolKind::Calculator => "{expression} = {value}",
-                ToolKind::Dice => "rolled {rolls} (total {total})",
-                ToolKind::JsonLookup
-                | ToolKind::Knowledge
-                | ToolKind::StoreQuery
-                | ToolKind::Http
-                | ToolKind::Mcp => "{name}: {num_objects} shown of {total} matching.",
-            }
-            .into(),
+            None => self.kind.message().into(),
         });
         r
     }
@@ -495,7 +322,7 @@ pub fn cut(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
 
     use crate::scenario::CommandConsent;
 

@@ -4,7 +4,36 @@
 
 use serde_json::{json, Map, Value};
 
+use sopsim_core::scenario::StoreQuerySettings;
+
+use super::kind::{Kind, Start};
+use super::{InEnvironment, RunsIn, Setup, ToolSetupError};
 use crate::tool_results::{Entry, Store, REF_ID};
+
+/// A query of the store: the Environment actor runs it, over what the caller may see.
+struct StoreQuery(InEnvironment);
+
+impl Start for StoreQuerySettings {
+    async fn start(self, _: &mut Setup<'_>) -> Result<Box<dyn Kind>, ToolSetupError> {
+        Ok(Box::new(StoreQuery(InEnvironment::StoreQuery {
+            max_objects: self.max_objects.0 as usize,
+        })))
+    }
+}
+
+impl Kind for StoreQuery {
+    fn parameters(&self) -> Value {
+        parameters()
+    }
+
+    fn runs_in(&self) -> RunsIn<'_> {
+        RunsIn::Environment(&self.0)
+    }
+
+    fn payload_type(&self) -> &'static str {
+        "table"
+    }
+}
 
 pub fn parameters() -> Value {
     json!({
