@@ -20,7 +20,7 @@ mod routing_rules;
 mod script;
 mod structure;
 mod table_file;
-mod tool_settings;
+pub mod tool_settings;
 mod tools;
 mod validate;
 mod validate_graph;
@@ -56,9 +56,8 @@ pub use population::{
     MAX_STYLE_BYTES,
 };
 pub use tool_settings::{
-    is_loopback, loopback_allowlist, AllowlistError, CalculatorSettings, DiceSettings, FieldNames,
-    HttpSettings, JsonLookupSettings, KnowledgeSettings, McpCommand, McpConfigError, McpSettings,
-    Millis, ResultDisplay, SettingsError, StoreQuerySettings, ToolKind, ToolSettings, UpTo,
+    is_loopback, loopback_allowlist, AllowlistError, FieldNames, McpCommand, McpConfigError,
+    Millis, ResultDisplay, SettingsError, ToolKind, ToolSettings, UpTo,
 };
 pub use tools::{
     compile_arguments_schema, max_tool_steps, tools_of, AvailableIf, DecisionFormat, RunIf,

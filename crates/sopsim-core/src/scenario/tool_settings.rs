@@ -5,9 +5,10 @@
 //! type are here too: the `http` allowlist (loopback only) and the `mcp` command.
 //!
 //! Adding a kind is a variant of [`ToolKind`] and of [`ToolSettings`] with its
-//! settings type, all here, and its runner in a file of the runtime's `tools` module;
-//! every match over the kinds is exhaustive, so the compiler names each place to fill
-//! in.
+//! settings type, all here (with its arm in [`with_tool_settings!`](crate::with_tool_settings)),
+//! and one new file of the runtime's `tools` module, where its settings start it and
+//! it runs. Every match over the kinds is exhaustive, so the compiler names each place
+//! to fill in.
 
 use std::borrow::Cow;
 
@@ -455,7 +456,7 @@ pub fn loopback_allowlist(list: &[String]) -> Result<Vec<Url>, AllowlistError> {
 }
 
 /// An `mcp` tool's server: `config.command`, `config.args`, and the server's `tool`
-/// ([`McpSettings::command`](super::McpSettings::command)).
+/// ([`McpSettings::command`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct McpCommand {
     pub program: String,

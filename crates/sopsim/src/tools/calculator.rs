@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use sopsim_core::scenario::CalculatorSettings;
+use sopsim_core::scenario::tool_settings::CalculatorSettings;
 
 use super::kind::{Kind, Start};
 use super::{ResultObject, RunsIn, Setup, Tool, ToolCallPlace, ToolFailure, ToolSetupError};

@@ -5,7 +5,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Map, Value};
 
-use sopsim_core::scenario::DiceSettings;
+use sopsim_core::scenario::tool_settings::DiceSettings;
 
 use super::kind::{Kind, Start};
 use super::{ResultObject, RunsIn, Setup, Tool, ToolCallPlace, ToolFailure, ToolSetupError};

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
-use sopsim_core::scenario::{is_loopback, loopback_allowlist, HttpSettings};
+use sopsim_core::scenario::tool_settings::HttpSettings;
+use sopsim_core::scenario::{is_loopback, loopback_allowlist};
 use url::{Host, Url};
 
 use super::kind::{Kind, Start};

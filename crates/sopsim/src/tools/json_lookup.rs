@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-use sopsim_core::scenario::JsonLookupSettings;
+use sopsim_core::scenario::tool_settings::JsonLookupSettings;
 
 use super::kind::{Kind, Start};
 use super::{

@@ -3,7 +3,7 @@
 //! has read.
 
 use serde_json::{json, Value};
-use sopsim_core::scenario::KnowledgeSettings;
+use sopsim_core::scenario::tool_settings::KnowledgeSettings;
 
 use super::kind::{Kind, Start};
 use super::{InEnvironment, RunsIn, Setup, ToolSetupError};

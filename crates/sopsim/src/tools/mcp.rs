@@ -19,7 +19,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
 
 use futures::future::BoxFuture;
-use sopsim_core::scenario::{McpCommand, McpSettings};
+use sopsim_core::scenario::tool_settings::McpSettings;
+use sopsim_core::scenario::McpCommand;
 
 use super::kind::{Kind, Start};
 use super::{

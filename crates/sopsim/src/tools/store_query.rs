@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use sopsim_core::scenario::StoreQuerySettings;
+use sopsim_core::scenario::tool_settings::StoreQuerySettings;
 
 use super::kind::{Kind, Start};
 use super::{InEnvironment, RunsIn, Setup, ToolSetupError};

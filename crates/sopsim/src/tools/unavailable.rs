@@ -5,7 +5,7 @@
 mod http {
     use futures::future::BoxFuture;
     use serde_json::{json, Map, Value};
-    use sopsim_core::scenario::HttpSettings;
+    use sopsim_core::scenario::tool_settings::HttpSettings;
 
     use crate::tools::kind::{Kind, Start};
     use crate::tools::{ResultObject, RunsIn, Setup, Tool, ToolFailure, ToolSetupError};
@@ -49,7 +49,7 @@ mod http {
 /// Without MCP support, a scenario with an `mcp` tool does not start.
 #[cfg(not(feature = "mcp"))]
 mod mcp {
-    use sopsim_core::scenario::McpSettings;
+    use sopsim_core::scenario::tool_settings::McpSettings;
 
     use crate::tools::kind::{Kind, Start};
     use crate::tools::{Setup, SetupCause, ToolSetupError};
