@@ -155,7 +155,7 @@ impl Decider {
                 (outcome, ran)
             }
         };
-        let store = tool.spec.kind != crate::scenario::ToolKind::StoreQuery;
+        let store = tool.stores_results();
         let ended = Ended {
             outcome,
             result,

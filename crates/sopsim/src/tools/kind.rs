@@ -40,6 +40,12 @@ pub(crate) trait Kind: Send + Sync {
         "{name}: {num_objects} shown of {total} matching."
     }
 
+    /// Whether its results go into the Environment's store (a query of the store
+    /// would otherwise store copies of what it found).
+    fn stores_results(&self) -> bool {
+        true
+    }
+
     /// Runs a call in the caller's turn ([`RunsIn::Place`] kinds).
     fn run_here(
         &self,

@@ -278,6 +278,11 @@ impl Tool {
         self.kind.runs_in()
     }
 
+    /// Whether its results go into the Environment's store.
+    pub(crate) fn stores_results(&self) -> bool {
+        self.kind.stores_results()
+    }
+
     /// Runs a tool that reaches outside (`None` for the others).
     pub async fn run_remote(
         &self,
@@ -367,6 +372,42 @@ mod tests {
             panic!("a knowledge tool runs in the Environment");
         };
         assert_eq!((lookup.path.as_str(), lookup.top_k), ("notes.json", 5));
+    }
+
+    /// What each kind gives a result by default, and whether it goes into the store.
+    #[test]
+    fn each_kind_names_and_shows_its_results_unless_the_scenario_says() {
+        let tools = toolbox(json!({
+            "sum": {"kind": "calculator"},
+            "roll": {"kind": "dice"},
+            "seen": {"kind": "store_query", "config": {"max_objects": 7}},
+            "notes": {"kind": "knowledge", "config": {"path": "notes.json"}},
+        }))
+        .unwrap();
+        let shown = |name: &str| {
+            let r = tools.get(name).unwrap().result(vec![Map::new()], 1);
+            (r.name, r.payload_type, r.llm_message.unwrap_or_default())
+        };
+        let listing = "{name}: {num_objects} shown of {total} matching.";
+        let expected = [
+            ("sum", "calculator", "default", "{expression} = {value}"),
+            ("roll", "dice", "default", "rolled {rolls} (total {total})"),
+            ("seen", "store_query", "table", listing),
+            ("notes", "knowledge", "default", listing),
+        ];
+        for (tool, name, payload, message) in expected {
+            assert_eq!(
+                shown(tool),
+                (name.to_string(), payload.to_string(), message.to_string()),
+                "{tool}"
+            );
+        }
+        let stored = |name: &str| tools.get(name).unwrap().stores_results();
+        assert!(stored("sum") && stored("roll") && stored("notes"));
+        assert!(
+            !stored("seen"),
+            "a query of the store does not store what it found"
+        );
     }
 
     #[test]

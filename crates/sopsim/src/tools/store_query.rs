@@ -33,6 +33,10 @@ impl Kind for StoreQuery {
     fn payload_type(&self) -> &'static str {
         "table"
     }
+
+    fn stores_results(&self) -> bool {
+        false
+    }
 }
 
 pub fn parameters() -> Value {
