@@ -37,14 +37,16 @@ fn scratch() -> tempfile::TempDir {
 
 fn bench_jobs(c: &mut Criterion) {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/prisoners_dilemma.json");
-    let scenario = Arc::new(sopsim::load(file.as_path(), &[]).unwrap().scenario);
+    let loaded = sopsim::load(file.as_path(), &[]).unwrap();
+    let scenario = Arc::new(loaded.scenario);
     let prepared = HashMap::from([(
         scenario.name.clone(),
         Prepared {
             services: Services::scripted(&scenario),
             scenario: scenario.clone(),
             max_turns: None,
-            notes: Vec::new(),
+            imported: loaded.imported,
+            sha256: loaded.sha256,
             commands: Default::default(),
         },
     )]);

@@ -79,6 +79,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                     origin: args.scenario.clone(),
                     scenario: Arc::new(loaded.scenario),
                     imported: loaded.imported,
+                    sha256: loaded.sha256,
                 };
             }
             Some(viewer)

@@ -27,8 +27,10 @@ pub struct Prepared {
     pub services: Services,
     /// The turn limit of every run, when set.
     pub max_turns: Option<u64>,
-    /// Reported as warnings in every run (what an imported config left out).
-    pub notes: Vec<String>,
+    /// What an imported config left out, reported as warnings in every run.
+    pub imported: Imported,
+    /// The file's SHA-256 when it was loaded, which every run's `run.json` keeps.
+    pub sha256: String,
     /// The programs the scenario's tools may start.
     pub commands: sopsim::scenario::CommandConsent,
 }
@@ -208,10 +210,8 @@ async fn run_job(job: &Job, prepared: &Prepared, out: &Path, cancel: CancelToken
         ..RunOptions::new(ScenarioSource::Loaded {
             origin: PathBuf::from(&job.file),
             scenario: prepared.scenario.clone(),
-            imported: Imported {
-                notes: prepared.notes.clone(),
-                ..Imported::default()
-            },
+            imported: prepared.imported.clone(),
+            sha256: prepared.sha256.clone(),
         })
     };
     let io = RunIo {

@@ -108,18 +108,17 @@ pub(crate) fn lock_folder(out: &StdPath) -> Result<sopsim::runner::FolderLock, B
 }
 
 pub(crate) fn load(path: &StdPath, allowed: &[PathBuf]) -> Result<Loaded, BenchError> {
-    let sopsim::Loaded { scenario, imported } = sopsim::load(path, allowed)?;
+    let sopsim::Loaded {
+        scenario,
+        imported,
+        sha256,
+    } = sopsim::load(path, allowed)?;
     if let Some((name, _)) = scenario.agents.iter().find(|(_, a)| a.human) {
         return Err(BenchError::Human {
             path: path.to_path_buf(),
             agent: name.clone(),
         });
     }
-    let bytes = sopsim_core::files::read_bounded(path, sopsim::scenario::MAX_SCENARIO_BYTES)
-        .map_err(|source| BenchError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
     // Validation compiled the outcomes already, so this succeeds for a loaded file.
     // A world's figures are outcomes too, with or without an `outcomes` section.
     let outcomes = match (&scenario.outcomes, &scenario.world) {
@@ -137,7 +136,7 @@ pub(crate) fn load(path: &StdPath, allowed: &[PathBuf]) -> Result<Loaded, BenchE
     });
     Ok(Loaded {
         path: path.to_path_buf(),
-        sha256: sopsim_core::digest::sha256_hex(&bytes),
+        sha256,
         scenario: Arc::new(scenario),
         rules,
         imported,
@@ -364,7 +363,8 @@ fn prepare(
                 scenario: l.scenario.clone(),
                 services,
                 max_turns: opts.max_turns,
-                notes: l.imported.notes.clone(),
+                imported: l.imported.clone(),
+                sha256: l.sha256.clone(),
                 commands: opts.allowed_commands.clone(),
             },
         );

@@ -5,9 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::SimError;
 use crate::scenario::aiwaves::Imported;
-use crate::scenario::Scenario;
+use crate::scenario::{FieldPath, Problem, Scenario, ScenarioError};
 use crate::setup::{self, SetupError};
 
 /// The scenario a run plays: `From` a path, a [`Scenario`] or an `Arc` of one.
@@ -25,11 +24,13 @@ pub enum ScenarioSource {
     /// validates it) or loaded before.
     Built(Arc<Scenario>),
     /// A scenario loaded before ([`load`]) from the file `origin`, with what translating
-    /// it left out, which every run reports: many runs of one file share one load.
+    /// it left out, which every run reports, and its digest ([`Loaded::sha256`]): many
+    /// runs of one file share one load.
     Loaded {
         origin: PathBuf,
         scenario: Arc<Scenario>,
         imported: Imported,
+        sha256: String,
     },
 }
 
@@ -45,18 +46,32 @@ impl ScenarioSource {
     }
 
     /// The SHA-256 `run.json` keeps of the scenario: a file's bytes (a scenario loaded
-    /// before: its file's), or the JSON of a document or a built scenario.
-    pub(crate) fn sha256(&self) -> Result<String, SimError> {
+    /// before: its file's when it was loaded), or the JSON of a document or a built
+    /// scenario.
+    pub(crate) fn sha256(&self) -> Result<String, SetupError> {
         let json = match self {
-            ScenarioSource::File(path) | ScenarioSource::Loaded { origin: path, .. } => {
-                return file_sha256(path).map_err(|source| SimError::Io {
-                    what: path.display().to_string(),
+            ScenarioSource::File(path) => {
+                let bytes = crate::files::read_bounded(path, crate::scenario::MAX_SCENARIO_BYTES)
+                    .map_err(|source| ScenarioError::Io {
+                    path: path.clone(),
                     source,
-                })
+                })?;
+                return Ok(crate::digest::sha256_hex(&bytes));
             }
+            ScenarioSource::Loaded { sha256, .. } => return Ok(sha256.clone()),
             ScenarioSource::Document { document, .. } => document.to_string(),
-            ScenarioSource::Built(scenario) => serde_json::to_string(&**scenario)
-                .map_err(|_| SimError::Internal("a built scenario did not serialize"))?,
+            // Derived serializers of string-keyed maps do not fail; were one to, the
+            // scenario could not be told apart from another, so it is refused.
+            ScenarioSource::Built(scenario) => {
+                serde_json::to_string(&**scenario).map_err(|e| ScenarioError::Invalid {
+                    path: PathBuf::from(&scenario.name),
+                    count: 1,
+                    problems: vec![Problem {
+                        path: FieldPath::root(),
+                        message: format!("cannot be written as JSON to digest it: {e}"),
+                    }],
+                })?
+            }
         };
         Ok(crate::digest::sha256_hex(json.as_bytes()))
     }
@@ -98,14 +113,19 @@ impl From<Arc<Scenario>> for ScenarioSource {
 pub struct Loaded {
     pub scenario: Scenario,
     pub imported: Imported,
+    /// What `run.json` keeps of it, so that a resume plays the same scenario: the
+    /// SHA-256 of the file's bytes, or of the JSON of a document or a built scenario.
+    pub sha256: String,
 }
 
 /// Loads and validates a scenario as [`crate::run`] does: files it names (knowledge bases,
 /// tables) must lie in its folder or in `allowed`, and populations this machine has not
 /// the memory to run are refused before their members are made.
 pub fn load(source: impl Into<ScenarioSource>, allowed: &[PathBuf]) -> Result<Loaded, SetupError> {
-    let (scenario, imported) = load_source(&source.into(), allowed)?;
+    let source = source.into();
+    let (scenario, imported) = load_source(&source, allowed)?;
     Ok(Loaded {
+        sha256: source.sha256()?,
         scenario: Arc::unwrap_or_clone(scenario),
         imported,
     })
@@ -132,12 +152,6 @@ pub(crate) fn load_source(
     };
     setup::check_memory(&source.origin(), &scenario, 1)?;
     Ok((scenario, imported.unwrap_or_default()))
-}
-
-/// The SHA-256 of a scenario file, as `run.json` keeps it.
-fn file_sha256(path: &Path) -> std::io::Result<String> {
-    let bytes = crate::files::read_bounded(path, crate::scenario::MAX_SCENARIO_BYTES)?;
-    Ok(crate::digest::sha256_hex(&bytes))
 }
 
 #[cfg(test)]
@@ -198,31 +212,42 @@ mod tests {
             sha(json.as_bytes())
         );
         let missing = ScenarioSource::File(dir.path().join("gone.json"));
-        assert!(matches!(missing.sha256(), Err(SimError::Io { .. })));
+        assert!(matches!(
+            missing.sha256(),
+            Err(SetupError::Scenario(
+                crate::scenario::ScenarioError::Io { .. }
+            ))
+        ));
     }
 
     /// Many runs of one loaded file (a benchmark's) are each what a run of the file
-    /// is: digested as the file, with the notes its translation left.
+    /// was when it was loaded: digested as the file was then, with the notes its
+    /// translation left.
     #[test]
-    fn a_scenario_loaded_before_is_its_file_with_its_notes() {
+    fn a_scenario_loaded_before_is_its_file_as_loaded_with_its_notes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.json");
-        std::fs::write(&path, b"{\"name\": \"chat\"}").unwrap();
+        let text = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/debate.json"),
+        )
+        .unwrap();
+        std::fs::write(&path, &text).unwrap();
+        let loaded = load(path.as_path(), &[]).unwrap();
+        assert_eq!(loaded.sha256, crate::digest::sha256_hex(&text));
+        std::fs::write(&path, b"{\"name\": \"edited since\"}").unwrap();
         let notes = vec!["the config's `Memory` component was skipped".to_string()];
         let source = ScenarioSource::Loaded {
             origin: path.clone(),
-            scenario: Arc::new(built()),
+            scenario: Arc::new(loaded.scenario),
             imported: Imported {
                 notes: notes.clone(),
                 ..Imported::default()
             },
+            sha256: loaded.sha256.clone(),
         };
         assert_eq!(source.origin(), path);
-        assert_eq!(
-            source.sha256().unwrap(),
-            ScenarioSource::File(path).sha256().unwrap()
-        );
+        assert_eq!(source.sha256().unwrap(), loaded.sha256);
         let (scenario, imported) = load_source(&source, &[]).unwrap();
-        assert_eq!((scenario.name.as_str(), imported.notes), ("chat", notes));
+        assert_eq!((scenario.name.as_str(), imported.notes), ("debate", notes));
     }
 }
