@@ -5,8 +5,8 @@ use serde_json::{json, Map, Value};
 
 use sopsim_core::scenario::tool_settings::CalculatorSettings;
 
-use super::kind::{Kind, Start};
-use super::{ResultObject, RunsIn, Setup, Tool, ToolCallPlace, ToolFailure, ToolSetupError};
+use super::kind::{Computed, Kind, Start};
+use super::{Setup, ToolFailure, ToolSetupError};
 
 /// Longest expression accepted; deeper nesting than `MAX_DEPTH` is refused too, so a
 /// hostile expression cannot exhaust the parser's stack.
@@ -28,39 +28,13 @@ pub fn parameters() -> Value {
     })
 }
 
-/// The calculator: it needs nothing but its arguments.
-struct Calculator;
-
 impl Start for CalculatorSettings {
     async fn start(self, _: &mut Setup<'_>) -> Result<Box<dyn Kind>, ToolSetupError> {
-        Ok(Box::new(Calculator))
-    }
-}
-
-impl Kind for Calculator {
-    fn parameters(&self) -> Value {
-        parameters()
-    }
-
-    fn runs_in(&self) -> RunsIn<'_> {
-        RunsIn::Place
-    }
-
-    fn payload_type(&self) -> &'static str {
-        "default"
-    }
-
-    fn message(&self) -> &'static str {
-        "{expression} = {value}"
-    }
-
-    fn run_here(
-        &self,
-        tool: &Tool,
-        args: &Map<String, Value>,
-        _: &ToolCallPlace,
-    ) -> Option<Result<ResultObject, ToolFailure>> {
-        Some(run(args).map(|o| tool.computed(o)))
+        Ok(Box::new(Computed {
+            parameters,
+            run: |args, _| run(args),
+            message: "{expression} = {value}",
+        }))
     }
 }
 

@@ -7,42 +7,16 @@ use serde_json::{json, Map, Value};
 
 use sopsim_core::scenario::tool_settings::DiceSettings;
 
-use super::kind::{Kind, Start};
-use super::{ResultObject, RunsIn, Setup, Tool, ToolCallPlace, ToolFailure, ToolSetupError};
-
-/// Dice: they need nothing but their arguments and where they are rolled.
-struct Dice;
+use super::kind::{Computed, Kind, Start};
+use super::{Setup, ToolCallPlace, ToolFailure, ToolSetupError};
 
 impl Start for DiceSettings {
     async fn start(self, _: &mut Setup<'_>) -> Result<Box<dyn Kind>, ToolSetupError> {
-        Ok(Box::new(Dice))
-    }
-}
-
-impl Kind for Dice {
-    fn parameters(&self) -> Value {
-        parameters()
-    }
-
-    fn runs_in(&self) -> RunsIn<'_> {
-        RunsIn::Place
-    }
-
-    fn payload_type(&self) -> &'static str {
-        "default"
-    }
-
-    fn message(&self) -> &'static str {
-        "rolled {rolls} (total {total})"
-    }
-
-    fn run_here(
-        &self,
-        tool: &Tool,
-        args: &Map<String, Value>,
-        place: &ToolCallPlace,
-    ) -> Option<Result<ResultObject, ToolFailure>> {
-        Some(run(args, place).map(|o| tool.computed(o)))
+        Ok(Box::new(Computed {
+            parameters,
+            run,
+            message: "rolled {rolls} (total {total})",
+        }))
     }
 }
 

@@ -65,3 +65,42 @@ pub(crate) trait Kind: Send + Sync {
         None
     }
 }
+
+/// A kind whose calls compute one object from their arguments and where they are made,
+/// in the caller's turn (the calculator, dice). Its fields are also the result's
+/// metadata, so `message` may name them.
+pub(crate) struct Computed {
+    pub parameters: fn() -> Value,
+    pub run: Compute,
+    pub message: &'static str,
+}
+
+/// A computed kind's call: its arguments and where it is made, to one object.
+type Compute = fn(&Map<String, Value>, &ToolCallPlace) -> Result<Map<String, Value>, ToolFailure>;
+
+impl Kind for Computed {
+    fn parameters(&self) -> Value {
+        (self.parameters)()
+    }
+
+    fn runs_in(&self) -> RunsIn<'_> {
+        RunsIn::Place
+    }
+
+    fn payload_type(&self) -> &'static str {
+        "default"
+    }
+
+    fn message(&self) -> &'static str {
+        self.message
+    }
+
+    fn run_here(
+        &self,
+        tool: &Tool,
+        args: &Map<String, Value>,
+        place: &ToolCallPlace,
+    ) -> Option<Result<ResultObject, ToolFailure>> {
+        Some((self.run)(args, place).map(|o| tool.computed(o)))
+    }
+}
