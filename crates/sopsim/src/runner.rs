@@ -23,7 +23,7 @@ use crate::output::{RunDir, RunIdentity, TranscriptWriter, EVENTS_RESUMING};
 use crate::scenario::{CommandConsent, Mode, Scenario};
 use crate::setup::{self, ModelOptions, SetupError};
 use crate::simulation::{self, EndReason, RunConfig, RunOutcome, Services};
-use crate::source::load_source;
+use crate::source::{load_source, SourceLoaded};
 
 /// What to run and where its files go.
 #[derive(Debug, Clone)]
@@ -248,7 +248,11 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         control,
         services,
     } = io;
-    let (mut scenario, imported) = load_source(&opts.scenario, &opts.allowed_paths)?;
+    let SourceLoaded {
+        mut scenario,
+        imported,
+        known_sha256,
+    } = load_source(&opts.scenario, &opts.allowed_paths)?;
     setup::check_round_fits(&scenario, opts.max_turns)?;
     opts.allowed_commands
         .check(&scenario)
@@ -272,7 +276,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         Some(out) => {
             let identity = RunIdentity {
                 sopsim: env!("CARGO_PKG_VERSION").to_string(),
-                scenario_sha256: opts.scenario.sha256()?,
+                scenario_sha256: opts.scenario.sha256(known_sha256)?,
                 seed: opts.seed,
                 mode,
                 llm: services.llm.describe(),

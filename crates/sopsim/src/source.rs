@@ -45,18 +45,17 @@ impl ScenarioSource {
         }
     }
 
-    /// The SHA-256 `run.json` keeps of the scenario: a file's bytes (a scenario loaded
-    /// before: its file's when it was loaded), or the JSON of a document or a built
-    /// scenario.
-    pub(crate) fn sha256(&self) -> Result<String, SetupError> {
+    /// The SHA-256 `run.json` keeps of the scenario, unless loading gave it (`known`,
+    /// so that a run writing no files digests nothing and a file is read once): a
+    /// file's bytes (a scenario loaded before: its file's when it was loaded), or the
+    /// JSON of a document or a built scenario.
+    pub(crate) fn sha256(&self, known: Option<String>) -> Result<String, SetupError> {
+        if let Some(sha256) = known {
+            return Ok(sha256);
+        }
         let json = match self {
             ScenarioSource::File(path) => {
-                let bytes = crate::files::read_bounded(path, crate::scenario::MAX_SCENARIO_BYTES)
-                    .map_err(|source| ScenarioError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-                return Ok(crate::digest::sha256_hex(&bytes));
+                return Ok(sopsim_core::scenario::read_text_digested(path)?.1);
             }
             ScenarioSource::Loaded { sha256, .. } => return Ok(sha256.clone()),
             ScenarioSource::Document { document, .. } => document.to_string(),
@@ -123,35 +122,55 @@ pub struct Loaded {
 /// the memory to run are refused before their members are made.
 pub fn load(source: impl Into<ScenarioSource>, allowed: &[PathBuf]) -> Result<Loaded, SetupError> {
     let source = source.into();
-    let (scenario, imported) = load_source(&source, allowed)?;
+    let loaded = load_source(&source, allowed)?;
     Ok(Loaded {
-        sha256: source.sha256()?,
-        scenario: Arc::unwrap_or_clone(scenario),
-        imported,
+        sha256: source.sha256(loaded.known_sha256)?,
+        scenario: Arc::unwrap_or_clone(loaded.scenario),
+        imported: loaded.imported,
     })
+}
+
+/// What [`load_source`] loaded.
+pub(crate) struct SourceLoaded {
+    pub scenario: Arc<Scenario>,
+    pub imported: Imported,
+    /// The digest, when loading gave it: a file's, from the one read of its bytes, or
+    /// one carried from a load before.
+    pub known_sha256: Option<String>,
 }
 
 /// [`load`], keeping a built scenario shared.
 pub(crate) fn load_source(
     source: &ScenarioSource,
     allowed: &[PathBuf],
-) -> Result<(Arc<Scenario>, Imported), SetupError> {
-    let (scenario, imported) = match source {
+) -> Result<SourceLoaded, SetupError> {
+    let (scenario, imported, known_sha256) = match source {
         ScenarioSource::File(path) => {
-            let (scenario, imported) = setup::load(path, allowed)?;
-            (Arc::new(scenario), imported)
+            let (scenario, imported, sha256) = setup::load(path, allowed)?;
+            (Arc::new(scenario), imported, Some(sha256))
         }
         ScenarioSource::Document { origin, document } => {
             let (scenario, imported) = setup::load_document(origin, document.clone(), allowed)?;
-            (Arc::new(scenario), imported)
+            (Arc::new(scenario), imported, None)
         }
-        ScenarioSource::Built(scenario) => (scenario.clone(), None),
+        ScenarioSource::Built(scenario) => (scenario.clone(), None, None),
         ScenarioSource::Loaded {
-            scenario, imported, ..
-        } => (scenario.clone(), Some(imported.clone())),
+            scenario,
+            imported,
+            sha256,
+            ..
+        } => (
+            scenario.clone(),
+            Some(imported.clone()),
+            Some(sha256.clone()),
+        ),
     };
     setup::check_memory(&source.origin(), &scenario, 1)?;
-    Ok((scenario, imported.unwrap_or_default()))
+    Ok(SourceLoaded {
+        scenario,
+        imported: imported.unwrap_or_default(),
+        known_sha256,
+    })
 }
 
 #[cfg(test)]
@@ -193,7 +212,7 @@ mod tests {
         std::fs::write(&path, b"{\"name\": \"s\"}").unwrap();
         let sha = |bytes: &[u8]| crate::digest::sha256_hex(bytes);
         assert_eq!(
-            ScenarioSource::File(path.clone()).sha256().unwrap(),
+            ScenarioSource::File(path.clone()).sha256(None).unwrap(),
             sha(b"{\"name\": \"s\"}")
         );
         let document = serde_json::json!({"name": "s", "agents": {}});
@@ -202,18 +221,18 @@ mod tests {
             document: document.clone(),
         };
         assert_eq!(
-            source.sha256().unwrap(),
+            source.sha256(None).unwrap(),
             sha(document.to_string().as_bytes())
         );
         let scenario = built();
         let json = serde_json::to_string(&scenario).unwrap();
         assert_eq!(
-            ScenarioSource::from(scenario).sha256().unwrap(),
+            ScenarioSource::from(scenario).sha256(None).unwrap(),
             sha(json.as_bytes())
         );
         let missing = ScenarioSource::File(dir.path().join("gone.json"));
         assert!(matches!(
-            missing.sha256(),
+            missing.sha256(None),
             Err(SetupError::Scenario(
                 crate::scenario::ScenarioError::Io { .. }
             ))
@@ -246,8 +265,12 @@ mod tests {
             sha256: loaded.sha256.clone(),
         };
         assert_eq!(source.origin(), path);
-        assert_eq!(source.sha256().unwrap(), loaded.sha256);
-        let (scenario, imported) = load_source(&source, &[]).unwrap();
-        assert_eq!((scenario.name.as_str(), imported.notes), ("debate", notes));
+        assert_eq!(source.sha256(None).unwrap(), loaded.sha256);
+        let again = load_source(&source, &[]).unwrap();
+        assert_eq!(again.known_sha256.as_ref(), Some(&loaded.sha256));
+        assert_eq!(
+            (again.scenario.name.as_str(), again.imported.notes),
+            ("debate", notes)
+        );
     }
 }

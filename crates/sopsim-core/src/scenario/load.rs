@@ -169,11 +169,23 @@ fn check_file(kind: ToolKind, path: &Path) -> Result<(), NamedFileError> {
 
 /// Reads a file's text, refusing directories, huge, empty and non-UTF-8 files.
 pub fn read_text(path: &Path) -> Result<String, ScenarioError> {
+    text(path, read_bytes(path)?)
+}
+
+/// [`read_text`], with the SHA-256 of the bytes read (what a run's `run.json` keeps of
+/// its scenario file): one read, so the digest is of the text parsed.
+pub fn read_text_digested(path: &Path) -> Result<(String, String), ScenarioError> {
+    let bytes = read_bytes(path)?;
+    let sha256 = crate::digest::sha256_hex(&bytes);
+    Ok((text(path, bytes)?, sha256))
+}
+
+fn read_bytes(path: &Path) -> Result<Vec<u8>, ScenarioError> {
     let io = |source| ScenarioError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let bytes = crate::files::read_bounded(path, MAX_SCENARIO_BYTES).map_err(|e| {
+    crate::files::read_bounded(path, MAX_SCENARIO_BYTES).map_err(|e| {
         match e
             .get_ref()
             .and_then(|inner| inner.downcast_ref::<crate::files::FileError>())
@@ -187,7 +199,11 @@ pub fn read_text(path: &Path) -> Result<String, ScenarioError> {
             },
             _ => io(e),
         }
-    })?;
+    })
+}
+
+/// A scenario file's bytes as text.
+fn text(path: &Path, bytes: Vec<u8>) -> Result<String, ScenarioError> {
     // A byte-order mark is not part of the JSON (editors on Windows write one).
     let bytes = match bytes.strip_prefix("\u{feff}".as_bytes()) {
         Some(rest) => rest.to_vec(),

@@ -39,8 +39,8 @@ pub use format::{
     SummaryPrompts, TokenWindow, TransitionRule, Turns, UnknownMode,
 };
 pub use load::{
-    from_document, import_aiwaves, load_document_with, parse_json, read_text, translate_aiwaves,
-    validate_built, ScenarioError, MAX_SCENARIO_BYTES,
+    from_document, import_aiwaves, load_document_with, parse_json, read_text, read_text_digested,
+    translate_aiwaves, validate_built, ScenarioError, MAX_SCENARIO_BYTES,
 };
 pub use outcomes::{
     choice_key, compile_formula, evaluate_formula, is_bounded_figure, CompiledDecision,

@@ -318,13 +318,15 @@ impl SetupError {
 /// Loads and validates a scenario file: native, or an aiwaves config translated, with
 /// what the translation could not carry over.
 /// Files the scenario names (knowledge bases) must lie in its folder or in `allowed`.
+/// Also returns the SHA-256 of the bytes it read.
 pub(crate) fn load(
     path: &Path,
     allowed: &[PathBuf],
-) -> Result<(Scenario, Option<Imported>), SetupError> {
-    let text = sopsim_core::scenario::read_text(path)?;
+) -> Result<(Scenario, Option<Imported>, String), SetupError> {
+    let (text, sha256) = sopsim_core::scenario::read_text_digested(path)?;
     let doc = sopsim_core::scenario::parse_json(path, &text)?;
-    load_document(path, doc, allowed)
+    let (scenario, imported) = load_document(path, doc, allowed)?;
+    Ok((scenario, imported, sha256))
 }
 
 /// [`load`] for a document already parsed (made in code): `path` names it, and its
