@@ -10,6 +10,8 @@ mod choices;
 mod cli;
 #[cfg(unix)]
 mod hostile;
+#[cfg(unix)]
+mod limits;
 mod populations;
 mod resume;
 mod shards;

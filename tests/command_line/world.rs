@@ -315,7 +315,9 @@ fn a_world_that_breaks_mid_run_stops_it_naming_the_round_and_keeps_the_turns() {
     let err = stderr(&done);
     assert_eq!(done.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("world.variables.caught.update: round 2, agent Ann: gives inf"),
+        err.contains(
+            "world.variables.caught.update: round 2, agent Ann: `own / (60 - sum)` gives inf"
+        ),
         "{err}"
     );
     let transcript = std::fs::read_to_string(out.join("transcript.jsonl")).unwrap();

@@ -62,6 +62,7 @@ static RUNTIME: Layers = &[
             "control",
             "human",
             "journal",
+            "resume_check",
         ],
     ),
 ];

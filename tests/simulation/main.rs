@@ -12,3 +12,4 @@ mod layers;
 mod library;
 mod populations;
 mod resume;
+mod shipped;

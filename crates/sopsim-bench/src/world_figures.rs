@@ -62,7 +62,7 @@ pub fn world_figures(
     if !w.measures.is_empty() {
         let ctx = minijinja_context(&finals, &w.initial, &history, rounds, ended_early);
         for (name, formula) in &w.measures {
-            let value = sopsim::scenario::expr::evaluate(formula, &ctx)
+            let value = sopsim::scenario::expr::evaluate_measure(formula, &ctx, rounds as u64)
                 .map_err(|why| format!("outcomes.measures.{name}: {why}"))?;
             f.insert(format!("measure.{name}"), Some(value));
         }

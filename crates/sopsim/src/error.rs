@@ -72,6 +72,10 @@ pub enum SimError {
     /// condition or strategy formula that fails; the error names it and the round.
     #[error(transparent)]
     World(#[from] crate::world::WorldError),
+    /// The run was stopped while its world's round was updated; the world is as it
+    /// was before the round.
+    #[error("stopped while the world's round was updated")]
+    Stopped,
     /// The actors broke one of their own rules (a bug, reported rather than a panic).
     #[error("internal error: {0}")]
     Internal(&'static str),
@@ -89,7 +93,7 @@ impl SimError {
     /// Whether a model call was abandoned because the run was stopped: the run ends
     /// as interrupted, not failed.
     pub fn is_cancelled(&self) -> bool {
-        matches!(self, SimError::Llm(e) if e.is_cancelled())
+        matches!(self, SimError::Stopped) || matches!(self, SimError::Llm(e) if e.is_cancelled())
     }
 
     /// Whether the run's settings, rather than something that happened while running,

@@ -120,6 +120,7 @@ pub mod llm;
 pub use sopsim_models as models;
 pub(crate) mod output;
 pub(crate) mod output_folder;
+pub(crate) mod resume_check;
 pub mod runner;
 pub mod scenario;
 pub mod setup;
@@ -135,5 +136,8 @@ pub use runner::{load, run, run_async, Loaded, RunError, RunIo, RunOptions, Scen
 pub mod fuzzing {
     pub use crate::template::{placeholders, render};
     pub use crate::user_json::parse;
+    pub use sopsim_core::memory::{Decision, Message, MessageKind};
     pub use sopsim_core::scenario::{from_document, import_aiwaves, parse_json};
+    pub use sopsim_core::world::view::{render_say, render_state};
+    pub use sopsim_core::world::World;
 }

@@ -187,7 +187,7 @@ const FINAL_FILES: [&str; 4] = [
 ];
 
 /// The world's values after each round, for a scenario with a `world`.
-pub const WORLD_FILE: &str = "world.jsonl";
+pub const WORLD_FILE: &str = crate::resume_check::WORLD_FILE;
 
 /// The files a run writes into its folder.
 pub const RUN_FILES: [&str; 10] = [
@@ -272,6 +272,9 @@ pub enum OutFolderError {
     NoTranscript,
     #[error("its run is another run: {}", .0.join("; "))]
     OtherRun(Vec<String>),
+    /// A file a resume reads back is not as the run wrote it.
+    #[error(transparent)]
+    Unreadable(crate::resume_check::BadLine),
     #[error("{RUN_FILE}")]
     Identity(#[source] serde_json::Error),
     #[error(transparent)]

@@ -286,7 +286,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
                 out,
                 opts.existing,
                 &identity,
-                scenario.world.is_some(),
+                crate::resume_check::world_line_bound(&scenario),
                 opts.resumable,
             )?;
             if let Some(journal) = &folder.journal {
@@ -352,14 +352,16 @@ struct RunFolder {
 }
 
 impl RunFolder {
+    /// `world_line` bounds a line of `world.jsonl`, for a scenario with a world.
     fn open(
         out: &Path,
         existing: Existing,
         identity: &RunIdentity,
-        world: bool,
+        world_line: Option<u64>,
         // A new run's journal: a resumed run's is always reopened.
         journal: bool,
     ) -> Result<Self, RunError> {
+        let world = world_line.is_some();
         let folder = |source| SetupError::Out {
             path: out.to_path_buf(),
             source,
@@ -387,16 +389,35 @@ impl RunFolder {
                 journal,
             });
         }
-        let differences = identity.differences(&dir.identity().map_err(folder)?);
-        if !differences.is_empty() {
+        let then = dir.identity().map_err(folder)?;
+        let differences = identity.differences(&then);
+        // A run its scenario stopped (a template past its limit, a world value that
+        // cannot stand) resumes from the fixed file; its turns are checked as ever.
+        let fixed = differences.len() == 1
+            && identity.scenario_sha256 != then.scenario_sha256
+            && stopped_by_scenario(dir.files());
+        if !differences.is_empty() && !fixed {
             return Err(folder(OutFolderError::OtherRun(differences)).into());
         }
+        // Everything read back is checked before anything is changed.
+        crate::resume_check::check(dir.files(), world_line)
+            .map_err(|e| folder(OutFolderError::Unreadable(e)))?;
         // The journal first: a resume it refuses must not have touched the final files,
         // which a transcript with nothing to retrace lets go of at once.
         let journal = Journal::reopen(dir.files(), JOURNAL_FILE)
             .map_err(|e| folder(OutFolderError::Journal(e)))?;
-        let transcript =
-            TranscriptWriter::resume(dir.files(), "transcript.jsonl", dir.on_caught_up())?;
+        let caught_up = dir.on_caught_up();
+        let caught_up: crate::output::CaughtUp = match fixed {
+            false => caught_up,
+            true => {
+                let (files, identity) = (dir.files().clone(), identity.clone());
+                Box::new(move || {
+                    files.replace_json(RUN_FILE, &identity)?;
+                    caught_up()
+                })
+            }
+        };
+        let transcript = TranscriptWriter::resume(dir.files(), "transcript.jsonl", caught_up)?;
         // The world's rounds are played again with the run's and checked against the
         // killed run's lines, as the transcript's are.
         let world = match world {
@@ -417,6 +438,14 @@ impl RunFolder {
             journal: Some(Arc::new(journal)),
         })
     }
+}
+
+/// Whether the run in `files` ended by an error in its scenario (`summary.json`'s
+/// `error_field`).
+fn stopped_by_scenario(files: &crate::output_folder::OutputFolder) -> bool {
+    files
+        .read_json::<serde_json::Value>("summary.json", 1 << 20)
+        .is_ok_and(|s| s["error_field"].is_string())
 }
 
 /// The conversation id of a run's event payloads (`events.jsonl`).

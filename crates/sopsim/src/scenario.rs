@@ -8,7 +8,7 @@ pub use sopsim_core::scenario::{
 };
 pub use sopsim_core::scenario::{aiwaves, expr, knowledge_file, reference};
 pub use sopsim_core::scenario::{
-    choice_key, compile_formula, evaluate_formula, is_bounded_figure, CompiledDecision,
+    choice_key, compile_formula, evaluate_formula, is_bounded_figure, Bounded, CompiledDecision,
     CompiledPayoff, CompiledScore, DecisionRule, DecisionValue, FormulaError, FormulaInputs,
     OutcomeRules, Outcomes, Payoff, Reduce, ScoreRule, Take, WorldFigures, GENERIC_FIGURES,
     QUALITY_FIGURES,

@@ -138,6 +138,11 @@ pub struct RunSummary {
     pub ended_if: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The scenario's field at fault when the error was in the scenario (a world value
+    /// that cannot stand, a template past its render limit): `--resume` then takes
+    /// the fixed file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_field: Option<String>,
     /// Why a budget stopped the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
@@ -464,6 +469,10 @@ fn summarise(
         ended_by: finish.ended_by,
         ended_if: finish.world.as_ref().and_then(|w| w.ended_if.clone()),
         error: error.map(|e| crate::error_chain::chain(e)),
+        error_field: match error {
+            Some(SimError::World(e)) => Some(e.field.clone()),
+            _ => None,
+        },
         stop_reason: finish.stop_reason,
         llm_calls,
         cost_usd: cost.usd,

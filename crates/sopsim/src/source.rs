@@ -166,6 +166,7 @@ pub(crate) fn load_source(
         ),
     };
     setup::check_memory(&source.origin(), &scenario, 1)?;
+    setup::model_files_valid(&source.origin(), &scenario)?;
     Ok(SourceLoaded {
         scenario,
         imported: imported.unwrap_or_default(),

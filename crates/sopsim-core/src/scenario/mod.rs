@@ -43,7 +43,7 @@ pub use load::{
     translate_aiwaves, validate_built, ScenarioError, MAX_SCENARIO_BYTES,
 };
 pub use outcomes::{
-    choice_key, compile_formula, evaluate_formula, is_bounded_figure, CompiledDecision,
+    choice_key, compile_formula, evaluate_formula, is_bounded_figure, Bounded, CompiledDecision,
     CompiledPayoff, CompiledScore, DecisionRule, DecisionValue, FormulaError, FormulaInputs,
     OutcomeRules, Outcomes, Payoff, Reduce, ScoreRule, Take, WorldFigures, GENERIC_FIGURES,
     QUALITY_FIGURES,

@@ -30,6 +30,10 @@ const RESERVED: &[&str] = &[
     "choice",
 ];
 
+/// The most variables (and end conditions) a world may have: each is checked in
+/// time linear in their number, and every round's line of `world.jsonl` holds them.
+pub const MAX_VARIABLES: usize = 10_000;
+
 /// What a formula or template may read.
 #[derive(Clone, Copy, PartialEq)]
 enum Scope {
@@ -93,44 +97,26 @@ impl Scope {
 struct WorldCheck<'a> {
     s: &'a Scenario,
     out: Vec<(FieldPath, String)>,
+    /// What the scenario gives its formulas and templates, and the render limit.
+    sizes: expr::Sizes,
+    /// What trial evaluations see (`None`: no world).
+    trial_ctx: std::cell::OnceCell<Option<minijinja::Value>>,
 }
 
 /// Every problem with the scenario's world, the texts that show it and its strategy
 /// players.
 pub fn check(s: &Scenario) -> Vec<(FieldPath, String)> {
-    let mut c = WorldCheck { s, out: Vec::new() };
+    let mut c = WorldCheck {
+        s,
+        out: Vec::new(),
+        sizes: expr::sizes_of(s),
+        trial_ctx: std::cell::OnceCell::new(),
+    };
     c.variables();
     c.cycles();
     c.texts();
     c.strategies();
     c.out
-}
-
-/// A path back to `path[0]` along what each variable reads, as the names on it,
-/// `path[0]` at both ends; it avoids `earlier` variables (a cycle through one of them
-/// is told at it).
-fn cycle_from<'a>(
-    at: &'a str,
-    path: &mut Vec<&'a str>,
-    reads: &dyn Fn(&str) -> Vec<&'a str>,
-    earlier: &[&str],
-) -> Option<Vec<&'a str>> {
-    for next in reads(at) {
-        if next == path[0] {
-            let mut cycle = path.clone();
-            cycle.push(next);
-            return Some(cycle);
-        }
-        if path.contains(&next) || earlier.contains(&next) {
-            continue;
-        }
-        path.push(next);
-        if let Some(cycle) = cycle_from(next, path, reads, earlier) {
-            return Some(cycle);
-        }
-        path.pop();
-    }
-    None
 }
 
 fn root() -> FieldPath {
@@ -150,6 +136,17 @@ impl WorldCheck<'_> {
         self.out.push((path, message.into()));
     }
 
+    /// Whether every decision made in `state` is a number.
+    fn numeric(&self, state: &str) -> bool {
+        self.s.sop.states.get(state).is_some_and(|st| {
+            st.components
+                .values()
+                .filter_map(|c| c.choice.as_ref())
+                .flat_map(|c| c.values.iter())
+                .all(|v| v.trim().parse::<f64>().is_ok())
+        })
+    }
+
     fn variables(&mut self) {
         let Some(world) = &self.s.world else { return };
         let at = root().key("world");
@@ -160,6 +157,24 @@ impl WorldCheck<'_> {
         }
         if world.variables.is_empty() {
             self.problem(at.key("variables"), "a world needs at least one variable");
+        }
+        if world.variables.len() > MAX_VARIABLES {
+            return self.problem(
+                at.key("variables"),
+                format!(
+                    "{} variables: a world has at most {MAX_VARIABLES}",
+                    world.variables.len()
+                ),
+            );
+        }
+        if world.end_if.len() > MAX_VARIABLES {
+            return self.problem(
+                at.key("end_if"),
+                format!(
+                    "{} conditions: a world has at most {MAX_VARIABLES}",
+                    world.end_if.len()
+                ),
+            );
         }
         for (name, v) in &world.variables {
             let vat = at.key("variables").key(name);
@@ -218,74 +233,145 @@ impl WorldCheck<'_> {
                 } else {
                     Scope::Global
                 };
-                self.formula(vat.key("update"), update, scope);
+                let numeric = v.state.as_deref().is_some_and(|st| self.numeric(st));
+                self.formula(vat.key("update"), update, scope, numeric);
             }
         }
         for (name, condition) in &world.end_if {
-            self.formula(at.key("end_if").key(name), condition, Scope::Condition);
+            self.formula(
+                at.key("end_if").key(name),
+                condition,
+                Scope::Condition,
+                false,
+            );
         }
     }
 
     /// Variables of one state that read each other round about: each would see the
     /// others at different steps of the same round (the declared order decides which
     /// sees the new value), which is never what a formula means. A variable reading
-    /// its own last value is no cycle.
+    /// its own last value is no cycle. Linear in the variables and what they read:
+    /// those that lead to no cycle are peeled off first, and every one left reads
+    /// another one left, so a walk from it comes round.
     fn cycles(&mut self) {
-        let Some(world) = &self.s.world else { return };
-        let reads = |name: &str| -> Vec<&str> {
-            let v = &world.variables[name];
-            let formula = v.update.as_deref().unwrap_or_default();
-            let names = expr::formula_names(formula).unwrap_or_default();
-            world
-                .variables
-                .iter()
-                .filter(|(other, o)| {
-                    other.as_str() != name
-                        && o.update.is_some()
-                        && o.state == v.state
-                        && names.iter().any(|n| {
-                            let (head, field) = n.split_once('.').unwrap_or((n, ""));
-                            matches!(head, "world" | "me")
-                                && field.split('.').next() == Some(other.as_str())
-                        })
-                })
-                .map(|(other, _)| other.as_str())
-                .collect()
+        let Some(world) = self
+            .s
+            .world
+            .as_ref()
+            .filter(|w| w.variables.len() <= MAX_VARIABLES)
+        else {
+            return;
         };
-        let updated: Vec<&str> = world
+        let leaf = |n: &str| Some(expr::leaf(n, true));
+        let bounded = crate::scenario::Bounded {
+            leaf: &leaf,
+            sizes: self.sizes,
+        };
+        let updated = |v: &super::world::VariableSpec| v.update.is_some() && v.state.is_some();
+        let reads: Vec<Vec<usize>> = world
             .variables
             .iter()
-            .filter(|(_, v)| v.update.is_some() && v.state.is_some())
-            .map(|(n, _)| n.as_str())
+            .enumerate()
+            .map(|(i, (_, v))| {
+                let Some(formula) = v.update.as_deref().filter(|_| updated(v)) else {
+                    return Vec::new();
+                };
+                let names = expr::formula_names(formula, bounded).unwrap_or_default();
+                let mut read: Vec<usize> = names
+                    .iter()
+                    .filter_map(|n| {
+                        let (head, field) = n.split_once('.')?;
+                        let field = field.split('.').next()?;
+                        let (j, _, o) = world.variables.get_full(field)?;
+                        (matches!(head, "world" | "me")
+                            && j != i
+                            && updated(o)
+                            && o.state == v.state)
+                            .then_some(j)
+                    })
+                    .collect();
+                read.sort_unstable();
+                read.dedup();
+                read
+            })
             .collect();
-        for (i, start) in updated.iter().enumerate() {
-            // Each cycle is told once, at its first declared member.
-            let mut path = vec![*start];
-            if let Some(cycle) = cycle_from(start, &mut path, &reads, &updated[..i]) {
-                let state = world.variables[*start].state.as_deref().unwrap_or_default();
-                let at = root()
-                    .key("world")
-                    .key("variables")
-                    .key(start)
-                    .key("update");
-                self.problem(
-                    at,
-                    format!(
-                        "{} read each other in the same round of {state:?} (a cycle): \
-                         each would see the other at a different step; update one in \
-                         another state, or compute both from the round's decisions",
-                        cycle.join(" → ")
-                    ),
-                );
+        let n = reads.len();
+        let mut readers: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, read) in reads.iter().enumerate() {
+            for &j in read {
+                readers[j].push(i);
             }
+        }
+        let mut unread: Vec<usize> = reads.iter().map(Vec::len).collect();
+        let mut left = vec![true; n];
+        let mut peel: Vec<usize> = (0..n).filter(|&i| unread[i] == 0).collect();
+        while let Some(j) = peel.pop() {
+            left[j] = false;
+            for &i in &readers[j] {
+                unread[i] -= 1;
+                if unread[i] == 0 {
+                    peel.push(i);
+                }
+            }
+        }
+        let mut told = vec![false; n];
+        for start in 0..n {
+            if !left[start] || told[start] {
+                continue;
+            }
+            let mut path = vec![start];
+            let mut on_path = std::collections::HashMap::from([(start, 0usize)]);
+            let cycle = loop {
+                let at = path[path.len() - 1];
+                let Some(next) = reads[at].iter().copied().find(|&j| left[j]) else {
+                    break None;
+                };
+                if told[next] {
+                    break None;
+                }
+                if let Some(&from) = on_path.get(&next) {
+                    break Some(path[from..].to_vec());
+                }
+                on_path.insert(next, path.len());
+                path.push(next);
+            };
+            for &i in &path {
+                told[i] = true;
+            }
+            let Some(mut cycle) = cycle else { continue };
+            // Told at its first declared member.
+            let first = (0..cycle.len()).min_by_key(|&k| cycle[k]).unwrap_or(0);
+            cycle.rotate_left(first);
+            cycle.push(cycle[0]);
+            let name = |i: usize| world.variables.get_index(i).map_or("", |(k, _)| k.as_str());
+            let Some((head, v)) = world.variables.get_index(cycle[0]) else {
+                continue;
+            };
+            let state = v.state.as_deref().unwrap_or_default();
+            let at = root().key("world").key("variables").key(head).key("update");
+            let names: Vec<&str> = cycle.iter().map(|&i| name(i)).collect();
+            self.problem(
+                at,
+                format!(
+                    "{} read each other in the same round of {state:?} (a cycle): \
+                     each would see the other at a different step; update one in \
+                     another state, or compute both from the round's decisions",
+                    names.join(" → ")
+                ),
+            );
         }
     }
 
     /// Checks a formula's syntax and names, and that a trial evaluation gives the
     /// right type.
-    fn formula(&mut self, at: FieldPath, formula: &str, scope: Scope) {
+    fn formula(&mut self, at: FieldPath, formula: &str, scope: Scope, numeric: bool) {
         let before = self.out.len();
-        match expr::formula_names(formula) {
+        let leaf = |n: &str| Some(expr::leaf(n, numeric));
+        let bounded = crate::scenario::Bounded {
+            leaf: &leaf,
+            sizes: self.sizes,
+        };
+        match expr::formula_names(formula, bounded) {
             Ok(names) => self.names(at.clone(), &names, scope),
             Err(e) => return self.problem(at, chain(&e)),
         }
@@ -293,7 +379,7 @@ impl WorldCheck<'_> {
         if self.out.len() > before {
             return;
         }
-        if let Some(why) = self.trial(formula, scope) {
+        if let Some(why) = self.trial(formula, scope, bounded) {
             self.problem(at, why);
         }
     }
@@ -301,7 +387,29 @@ impl WorldCheck<'_> {
     /// Evaluates a formula with the world's first values and a made-up round: a
     /// value of the wrong type is an error (one that cannot be evaluated here may
     /// still be fine with a real round's values).
-    fn trial(&self, formula: &str, scope: Scope) -> Option<String> {
+    fn trial(
+        &self,
+        formula: &str,
+        scope: Scope,
+        bounded: crate::scenario::Bounded,
+    ) -> Option<String> {
+        let ctx = self.trial_ctx.get_or_init(|| self.trial_values()).clone()?;
+        let env = expr::environment();
+        let value = crate::scenario::compile_formula(&env, formula, bounded)
+            .ok()?
+            .eval(ctx)
+            .ok()?;
+        let checked = match scope {
+            Scope::Condition => expr::condition(&value).map(|_| ()),
+            _ => expr::number(&value).map(|_| ()),
+        };
+        checked
+            .err()
+            .filter(|why| !why.contains("not a finite number"))
+    }
+
+    /// What a trial evaluation sees, made once for every formula.
+    fn trial_values(&self) -> Option<minijinja::Value> {
         let world = self.s.world.as_ref()?;
         let globals: indexmap::IndexMap<&str, f64> = world
             .variables
@@ -324,23 +432,11 @@ impl WorldCheck<'_> {
                 (k.as_str(), x)
             })
             .collect();
-        let ctx = minijinja::context! {
+        Some(minijinja::context! {
             world => globals, me => me, round => 1, n => 2, sum => 2.0, mean => 1.0,
             min => 1.0, max => 1.0, own => 1.0, others_sum => 1.0, others_mean => 1.0,
             name => "A", counts => minijinja::Value::from_serialize(indexmap::IndexMap::<String, usize>::new()),
-        };
-        let env = expr::environment();
-        let value = crate::scenario::compile_formula(&env, formula)
-            .ok()?
-            .eval(ctx)
-            .ok()?;
-        let checked = match scope {
-            Scope::Condition => expr::condition(&value).map(|_| ()),
-            _ => expr::number(&value).map(|_| ()),
-        };
-        checked
-            .err()
-            .filter(|why| !why.contains("not a finite number"))
+        })
     }
 
     /// Checks the names a formula or template reads against what `scope` offers.
@@ -387,6 +483,8 @@ impl WorldCheck<'_> {
                 },
                 ("me", None) => None,
                 ("counts" | "others_counts", _) => None,
+                // What minijinja gives every template: `range`, and a loop's `loop`.
+                ("range" | "loop", _) => None,
                 (h, _) if scope.plain().contains(&h) => None,
                 (h, _) => Some(format!(
                     "unknown name {h:?} (here: {}, world.NAME{})",
@@ -404,7 +502,7 @@ impl WorldCheck<'_> {
         if !expr::is_template(text) {
             return;
         }
-        match expr::template_names(text) {
+        match expr::template_names(text, self.sizes) {
             Ok(names) => self.names(at, &names, scope),
             Err(e) => self.problem(at, format!("not a template that can be filled: {e}")),
         }
@@ -426,7 +524,7 @@ impl WorldCheck<'_> {
                         if s.world.is_none() {
                             self.problem(cat, "reads the world, and the scenario has no `world`");
                         } else {
-                            self.formula(cat, formula, Scope::Told);
+                            self.formula(cat, formula, Scope::Told, false);
                         }
                     }
                 }
@@ -543,7 +641,12 @@ impl WorldCheck<'_> {
     }
 
     fn formula_strategy(&mut self, at: FieldPath, formula: &str) {
-        match expr::formula_names(formula) {
+        let leaf = |n: &str| Some(expr::leaf(n, false));
+        let bounded = crate::scenario::Bounded {
+            leaf: &leaf,
+            sizes: self.sizes,
+        };
+        match expr::formula_names(formula, bounded) {
             Ok(names) => self.names(at, &names, Scope::Strategy),
             Err(e) => self.problem(at, chain(&e)),
         }

@@ -28,6 +28,13 @@ pub struct WorldSpec {
     /// ends the run (`ended_by: end_if`, `ended_if` naming it).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub end_if: IndexMap<String, String>,
+    /// The most bytes a text that shows the world may render, and a value a formula
+    /// or template makes may hold (default 1 MiB, at most 64 MiB). `validate` refuses
+    /// what can be seen to make more; a render that writes more stops the run, naming
+    /// the text, the round and the limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1024, max = 67108864))]
+    pub max_render_bytes: Option<u64>,
 }
 
 /// One variable of the world.

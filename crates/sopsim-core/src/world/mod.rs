@@ -30,12 +30,14 @@ use crate::scenario::{Distribution, Initial, Scenario, VariableSpec, WorldSpec};
 
 pub use scope::{Aggregates, MemberScope, RoundScope};
 pub use strategy::StrategyMove;
-pub use view::{render, Seen};
+pub use view::render;
+
+use crate::scenario::expr::{self, Sizes};
 
 /// The agents of a run by number (their order in the scenario), and who each sees.
 #[derive(Debug)]
 pub struct Roster {
-    pub names: Vec<String>,
+    pub names: Vec<Arc<str>>,
     pub index: HashMap<String, u32>,
     /// Per agent: the agents whose moves it answers (a population member's network
     /// neighbours); `None`: every other agent.
@@ -44,11 +46,15 @@ pub struct Roster {
 
 impl Roster {
     pub fn new(scenario: &Scenario, drawn: &[Neighbours]) -> Self {
-        let names: Vec<String> = scenario.agents.keys().cloned().collect();
+        let names: Vec<Arc<str>> = scenario
+            .agents
+            .keys()
+            .map(|n| Arc::from(n.as_str()))
+            .collect();
         let index = names
             .iter()
             .enumerate()
-            .map(|(i, n)| (n.clone(), i as u32))
+            .map(|(i, n)| (n.to_string(), i as u32))
             .collect();
         // Members are numbered within their population; the roster by agent order.
         let mut first: HashMap<&str, u32> = HashMap::new();
@@ -106,6 +112,8 @@ pub struct WorldView {
     /// Last moves by state.
     pub moves: Arc<HashMap<String, Moves>>,
     pub roster: Option<Arc<Roster>>,
+    /// The sizes of what its formulas and templates read, and the render limit.
+    pub sizes: Sizes,
 }
 
 /// A variable whose value cannot stand (not a number, out of its bounds, a formula
@@ -120,6 +128,19 @@ pub struct WorldError {
     /// What is wrong, with the value when there is one.
     pub why: String,
 }
+
+/// Why a round could not be closed. The world is left as it was before the round.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RoundError {
+    #[error(transparent)]
+    World(#[from] WorldError),
+    /// The run was stopped while the round's update ran.
+    #[error("stopped while the world's round was updated")]
+    Stopped,
+}
+
+/// Members whose formulas are evaluated between two looks at the stop signal.
+const MEMBERS_BETWEEN_STOPS: usize = 1024;
 
 /// What closing a round gives: the line of `world.jsonl`, and the condition that ends
 /// the run, if one holds.
@@ -191,10 +212,13 @@ pub struct World {
     /// no one chose it).
     values: HashMap<String, Vec<String>>,
     globals: IndexMap<String, f64>,
-    per_agent: IndexMap<String, Arc<Vec<f64>>>,
+    per_agent: Arc<IndexMap<String, Arc<Vec<f64>>>>,
     rounds: u32,
     moves: HashMap<String, Moves>,
     ended_if: Option<String>,
+    /// Per state: whether every decision made there is a number.
+    numeric: HashMap<String, bool>,
+    sizes: Sizes,
 }
 
 impl World {
@@ -234,6 +258,15 @@ impl World {
                 }
             }
         }
+        let numeric = values
+            .iter()
+            .map(|(state, v)| {
+                (
+                    state.clone(),
+                    v.iter().all(|v| v.trim().parse::<f64>().is_ok()),
+                )
+            })
+            .collect();
         let grim = scenario
             .agents
             .iter()
@@ -252,10 +285,12 @@ impl World {
             grim,
             values,
             globals,
-            per_agent,
+            per_agent: Arc::new(per_agent),
             rounds: 0,
             moves: HashMap::new(),
             ended_if: None,
+            numeric,
+            sizes: expr::sizes_of(scenario),
         })
     }
 
@@ -264,9 +299,10 @@ impl World {
         WorldView {
             rounds: self.rounds,
             globals: Arc::new(self.globals.clone()),
-            per_agent: Arc::new(self.per_agent.clone()),
+            per_agent: self.per_agent.clone(),
             moves: Arc::new(self.moves.clone()),
             roster: Some(self.roster.clone()),
+            sizes: self.sizes,
         }
     }
 
@@ -283,13 +319,36 @@ impl World {
 
     /// Closes a round of `state` (its visit `visit`), whose messages were `said`: the
     /// moves made, then every variable `state` updates, then the conditions that end
-    /// the run. `None` when the visit made no move and updates nothing.
+    /// the run. `None` when the visit made no move and updates nothing. `stopped` is
+    /// asked between members; once it says yes, or a value cannot stand, the world is
+    /// left as it was before the round.
     pub fn close_round(
         &mut self,
         state: &str,
         visit: u32,
         said: &[Arc<Message>],
-    ) -> Result<Option<Closed>, WorldError> {
+        stopped: &dyn Fn() -> bool,
+    ) -> Result<Option<Closed>, RoundError> {
+        let before = (
+            self.globals.clone(),
+            self.per_agent.clone(),
+            self.rounds,
+            self.moves.clone(),
+        );
+        let closed = self.close(state, visit, said, stopped);
+        if closed.is_err() {
+            (self.globals, self.per_agent, self.rounds, self.moves) = before;
+        }
+        closed
+    }
+
+    fn close(
+        &mut self,
+        state: &str,
+        visit: u32,
+        said: &[Arc<Message>],
+        stopped: &dyn Fn() -> bool,
+    ) -> Result<Option<Closed>, RoundError> {
         let decided = self.decisions(said);
         let counts_round = self.spec.round_state() == Some(state);
         if decided.is_empty() && !self.keeps(state) {
@@ -311,7 +370,7 @@ impl World {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (name, v) in &updated {
-            self.update(name, v, &round, state)?;
+            self.update(name, v, &round, state, stopped)?;
         }
         let ended_if = match counts_round {
             true => self.ended_if()?,
@@ -324,7 +383,7 @@ impl World {
                 state: state.to_string(),
                 visit,
                 world: self.globals.clone(),
-                agents: self.per_agent.clone(),
+                agents: (*self.per_agent).clone(),
                 ended_if: ended_if.clone(),
             },
             ended_if,
@@ -392,7 +451,8 @@ impl World {
         v: &VariableSpec,
         round: &RoundScope,
         state: &str,
-    ) -> Result<(), WorldError> {
+        stopped: &dyn Fn() -> bool,
+    ) -> Result<(), RoundError> {
         let Some(formula) = &v.update else {
             return Ok(());
         };
@@ -402,51 +462,54 @@ impl World {
             agent: agent.map(String::from),
             why,
         };
-        let env = crate::scenario::expr::environment();
-        let compiled = crate::scenario::compile_formula(&env, formula)
+        let env = expr::environment();
+        let numeric = self.numeric.get(state).copied().unwrap_or(false);
+        let leaf = |n: &str| Some(expr::leaf(n, numeric));
+        let bounded = crate::scenario::Bounded {
+            leaf: &leaf,
+            sizes: self.sizes,
+        };
+        let compiled = crate::scenario::compile_formula(&env, formula, bounded)
             .map_err(|e| error(None, crate::error_chain::chain(&e)))?;
         let base = Arc::new(round.base(self));
         if !v.per_agent {
             let value = compiled
                 .eval(minijinja::Value::from_dyn_object(base))
-                .map_err(|e| error(None, format!("cannot evaluate: {e}")))?;
-            let x = crate::scenario::expr::number(&value).map_err(|why| error(None, why))?;
+                .map_err(|e| error(None, expr::evaluation_error(&e)))?;
+            let x = expr::number(&value).map_err(|why| error(None, why))?;
             check_bounds(x, v).map_err(|why| error(None, why))?;
             self.globals.insert(name.to_string(), x);
             return Ok(());
         }
-        let players = self.players.get(state).cloned().unwrap_or_default();
+        let players = self.players.get(state).map_or(&[][..], Vec::as_slice);
         let before = self.per_agent.clone();
-        let mut values = self.per_agent[name].as_ref().clone();
-        for i in players {
-            let member = MemberScope::new(
-                base.clone(),
-                round,
-                &before,
-                i,
-                &self.roster.names[i as usize],
-            );
+        let mut values = before[name].as_ref().clone();
+        for (k, &i) in players.iter().enumerate() {
+            if k % MEMBERS_BETWEEN_STOPS == 0 && stopped() {
+                return Err(RoundError::Stopped);
+            }
+            let agent = &self.roster.names[i as usize];
+            let member = MemberScope::new(base.clone(), round, &before, i, agent);
             let value = compiled
                 .eval(minijinja::Value::from_object(member))
-                .map_err(|e| {
-                    error(
-                        Some(&self.roster.names[i as usize]),
-                        format!("cannot evaluate: {e}"),
-                    )
-                })?;
-            let agent = || Some(self.roster.names[i as usize].as_str());
-            let x = crate::scenario::expr::number(&value).map_err(|why| error(agent(), why))?;
-            check_bounds(x, v).map_err(|why| error(agent(), why))?;
+                .map_err(|e| error(Some(agent), expr::evaluation_error(&e)))?;
+            let x = expr::number(&value).map_err(|why| error(Some(agent), why))?;
+            check_bounds(x, v).map_err(|why| error(Some(agent), why))?;
             values[i as usize] = x;
         }
-        self.per_agent.insert(name.to_string(), Arc::new(values));
+        Arc::make_mut(&mut self.per_agent).insert(name.to_string(), Arc::new(values));
         Ok(())
     }
 
     /// The first condition that holds after this round, by name.
     fn ended_if(&self) -> Result<Option<String>, WorldError> {
-        let env = crate::scenario::expr::environment();
+        let env = expr::environment();
         let ctx = minijinja::Value::from_dyn_object(Arc::new(RoundScope::default().base(self)));
+        let leaf = |n: &str| Some(expr::leaf(n, false));
+        let bounded = crate::scenario::Bounded {
+            leaf: &leaf,
+            sizes: self.sizes,
+        };
         for (name, condition) in &self.spec.end_if {
             let error = |why: String| WorldError {
                 field: format!("world.end_if.{name}"),
@@ -454,12 +517,12 @@ impl World {
                 agent: None,
                 why,
             };
-            let compiled = crate::scenario::compile_formula(&env, condition)
+            let compiled = crate::scenario::compile_formula(&env, condition, bounded)
                 .map_err(|e| error(crate::error_chain::chain(&e)))?;
             let value = compiled
                 .eval(ctx.clone())
-                .map_err(|e| error(format!("cannot evaluate: {e}")))?;
-            if crate::scenario::expr::condition(&value).map_err(error)? {
+                .map_err(|e| error(expr::evaluation_error(&e)))?;
+            if expr::condition(&value).map_err(error)? {
                 return Ok(Some(name.clone()));
             }
         }

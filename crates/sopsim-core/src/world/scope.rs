@@ -112,7 +112,7 @@ impl Object for BaseScope {
 pub struct MemberScope {
     base: Arc<BaseScope>,
     own: Option<Arc<str>>,
-    name: String,
+    name: Arc<str>,
     me: Value,
 }
 
@@ -120,13 +120,13 @@ impl MemberScope {
     pub fn new(
         base: Arc<BaseScope>,
         round: &RoundScope,
-        per_agent: &IndexMap<String, Arc<Vec<f64>>>,
+        per_agent: &Arc<IndexMap<String, Arc<Vec<f64>>>>,
         agent: u32,
-        name: &str,
+        name: &Arc<str>,
     ) -> Self {
         Self {
             own: round.own(agent).cloned(),
-            name: name.to_string(),
+            name: name.clone(),
             me: Value::from_object(Me {
                 values: per_agent.clone(),
                 agent: agent as usize,
@@ -170,7 +170,7 @@ impl Object for MemberScope {
                 let others = a.n.checked_sub(1).filter(|n| *n > 0)?;
                 Some(Value::from((a.sum? - self.own_number()?) / others as f64))
             }
-            "name" => Some(Value::from(self.name.clone())),
+            "name" => Some(Value::from(self.name.as_ref())),
             "me" => Some(self.me.clone()),
             _ => self.base.get_value(key),
         }
@@ -181,10 +181,10 @@ impl Object for MemberScope {
     }
 }
 
-/// `me`: one agent's per-agent variables.
+/// `me`: one agent's per-agent variables (shared by every member's scope).
 #[derive(Debug)]
 pub struct Me {
-    pub values: IndexMap<String, Arc<Vec<f64>>>,
+    pub values: Arc<IndexMap<String, Arc<Vec<f64>>>>,
     pub agent: usize,
 }
 

@@ -208,11 +208,14 @@ fn formula_move(
         me => me,
     };
     let env = expr::environment();
-    let compiled = crate::scenario::compile_formula(&env, formula)
+    let leaf = |n: &str| Some(expr::leaf(n, false));
+    let bounded = crate::scenario::Bounded {
+        leaf: &leaf,
+        sizes: s.view.sizes,
+    };
+    let compiled = crate::scenario::compile_formula(&env, formula, bounded)
         .map_err(|e| crate::error_chain::chain(&e))?;
-    let value = compiled
-        .eval(ctx)
-        .map_err(|e| format!("cannot evaluate: {e}"))?;
+    let value = compiled.eval(ctx).map_err(|e| expr::evaluation_error(&e))?;
     let text = match value.as_str() {
         Some(t) => t.to_string(),
         None => value.to_string(),

@@ -60,9 +60,9 @@ fn said(name: &str, value: &str) -> Arc<Message> {
     })
 }
 
-fn round(world: &mut World, moves: &[(&str, &str)]) -> Result<Closed, WorldError> {
+fn round(world: &mut World, moves: &[(&str, &str)]) -> Result<Closed, RoundError> {
     let messages: Vec<Arc<Message>> = moves.iter().map(|(n, v)| said(n, v)).collect();
-    Ok(world.close_round("fish", 1, &messages)?.unwrap())
+    Ok(world.close_round("fish", 1, &messages, &|| false)?.unwrap())
 }
 
 #[test]
@@ -111,7 +111,9 @@ fn a_value_that_cannot_stand_names_the_variable_the_round_and_the_value() {
     let fish = s.world.as_mut().unwrap().variables.get_mut("fish").unwrap();
     fish.update = Some("world.fish / (100 - sum)".into());
     let mut w = World::new(&s, 0, &[]).unwrap();
-    let e = round(&mut w, &[("Ann", "50"), ("Bo", "50")]).unwrap_err();
+    let Err(RoundError::World(e)) = round(&mut w, &[("Ann", "50"), ("Bo", "50")]) else {
+        panic!("a world error")
+    };
     assert_eq!(e.field, "world.variables.fish.update");
     assert_eq!(e.round, 1);
     assert!(e.why.contains("inf"), "{e}");
@@ -134,11 +136,11 @@ fn prompts_show_the_world_as_it_stands() {
     let view = w.view();
     let text = "Lake: {{ world.fish }} tons. You have {{ me.wallet }}. Month {{ round }}.";
     assert_eq!(
-        render(text, &view, Some(1), &[]),
+        render(text, &view, Some(1), &[]).unwrap(),
         "Lake: 40 tons. You have 40. Month 2."
     );
     assert_eq!(
-        render("No braces here.", &view, None, &[]),
+        render("No braces here.", &view, None, &[]).unwrap(),
         "No braces here."
     );
 }
@@ -195,7 +197,7 @@ fn play(s: &Scenario, a_moves: &[&str]) -> Vec<String> {
                 ..(*said("B", &b.value)).clone()
             }),
         ];
-        w.close_round("play", 1, &msgs).unwrap();
+        w.close_round("play", 1, &msgs, &|| false).unwrap();
         played.push(b.value);
     }
     played

@@ -7,7 +7,6 @@
 //! allocates more than a small multiple of the file's own size.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::Path;
 
 use memmap2::Mmap;
@@ -139,7 +138,19 @@ impl GgufFile {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
+        // Checked before opening, and opened without waiting: opening a FIFO would
+        // wait for a writer.
+        if !std::fs::metadata(path).map_err(io)?.is_file() {
+            return Err(GgufError::NotARegularFile(path.to_path_buf()));
+        }
+        let file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)
+                .map_err(io)?
+        };
         let meta = file.metadata().map_err(io)?;
         if !meta.is_file() {
             return Err(GgufError::NotARegularFile(path.to_path_buf()));

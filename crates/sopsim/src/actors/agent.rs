@@ -130,7 +130,8 @@ impl AgentActor {
         let chosen = crate::world::strategy::decide(strategy, &situation)
             .map_err(|why| self.world_error(msg, "strategy", why))?;
         let line = match &strategy.say {
-            Some(say) => crate::world::view::render_say(say, &view, agent, &chosen.value),
+            Some(say) => crate::world::view::render_say(say, &view, agent, &chosen.value)
+                .map_err(|why| self.world_error(msg, "strategy.say", why))?,
             None => chosen.value.clone(),
         };
         let message = DraftMessage {
@@ -153,7 +154,7 @@ impl AgentActor {
     fn world_error(&self, msg: &TakeTurn, field: &str, why: String) -> SimError {
         let at = match &self.shared.scenario.agents[&self.name].member {
             Some(m) => format!("populations.{}.{field}", m.population),
-            None if field == "strategy" => format!("agents.{}.strategy", self.name),
+            None if field.starts_with("strategy") => format!("agents.{}.{field}", self.name),
             None => format!("sop.states.{}.components.{}.{field}", msg.state, msg.role),
         };
         SimError::World(crate::world::WorldError {
@@ -204,17 +205,21 @@ impl AgentActor {
         base: DraftMessage,
         choice: Option<ChoiceSpec>,
         options: Vec<String>,
-    ) -> ModelTurn {
+    ) -> Result<ModelTurn, SimError> {
         let (settings, speaker_stops) = self.settings(&msg.state, &msg.role, &base.others);
         let replies = !choice
             .as_ref()
             .is_some_and(|c| c.after == ChoiceTiming::Instead);
         let decider = replies.then(|| self.decider(&msg, &settings)).flatten();
-        let shown = msg.world.as_ref().and_then(|view| {
-            let state = &self.shared.scenario.sop.states[&msg.state];
-            crate::world::view::render_state(state, view, self.index())
-        });
-        ModelTurn {
+        let shown = match msg.world.as_ref() {
+            Some(view) => {
+                let state = &self.shared.scenario.sop.states[&msg.state];
+                crate::world::view::render_state(&msg.state, state, view, self.index())
+                    .map_err(|e| SimError::World(self.agent_named(e)))?
+            }
+            None => None,
+        };
+        Ok(ModelTurn {
             shown,
             env: self.shared.env.clone(),
             scenario: self.shared.scenario.clone(),
@@ -231,6 +236,14 @@ impl AgentActor {
             choice,
             options,
             decider,
+        })
+    }
+
+    /// A world error of this agent's turn, naming the agent.
+    fn agent_named(&self, e: crate::world::WorldError) -> crate::world::WorldError {
+        crate::world::WorldError {
+            agent: Some(self.name.clone()),
+            ..e
         }
     }
 
@@ -329,7 +342,10 @@ impl Handler<TakeTurn> for AgentActor {
         if let Some(human) = self.human.clone() {
             return Box::pin(self.human_turn(human, msg, base, options).into_actor(self));
         }
-        let turn = self.model_turn(msg, base, choice, options);
+        let turn = match self.model_turn(msg, base, choice, options) {
+            Ok(turn) => turn,
+            Err(e) => return Box::pin(fut::ready(Err(e))),
+        };
         Box::pin(turn.run().into_actor(self))
     }
 }

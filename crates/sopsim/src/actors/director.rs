@@ -105,7 +105,7 @@ impl Director {
     /// holds.
     fn close_round(&mut self) -> Result<Option<String>, SimError> {
         match &mut self.world {
-            Some(world) => world.close(&self.cast.sinks, &self.cast.env),
+            Some(world) => world.close(&self.cast.sinks, &self.cast.env, &self.limits.cancel),
             None => Ok(None),
         }
     }
@@ -205,6 +205,7 @@ impl Director {
             {
                 match self.close_round() {
                     Ok(_) => (ended_by, error),
+                    Err(e) if e.is_cancelled() => (EndReason::Interrupted, None),
                     Err(e) => (EndReason::Error, Some(e)),
                 }
             }
@@ -246,7 +247,10 @@ impl Director {
     }
 
     fn fail(&mut self, error: SimError, ctx: &mut Context<Self>) {
-        self.finish(EndReason::Error, Some(error), ctx);
+        match error.is_cancelled() {
+            true => self.finish(EndReason::Interrupted, None, ctx),
+            false => self.finish(EndReason::Error, Some(error), ctx),
+        }
     }
 
     /// Starts the engine's current visit: tell the Environment, then take the first step.
@@ -310,7 +314,10 @@ impl Handler<Step> for Director {
                 simultaneous,
             } => {
                 let opening = match (opening, &self.world) {
-                    (Some(query), Some(world)) => Some(world.shown(&query)),
+                    (Some(query), Some(world)) => match world.shown(state, &query) {
+                        Ok(shown) => Some(shown),
+                        Err(e) => return self.fail(e, ctx),
+                    },
                     (opening, _) => opening,
                 };
                 ctx.notify(Play {
@@ -498,10 +505,14 @@ impl Director {
         let state = self.engine.current_state().to_string();
         // The state as the question shows it: with the world's values, when it shows any.
         let current = &scenario.sop.states[&state];
-        let shown = self
-            .world_view()
-            .and_then(|view| crate::world::view::render_state(current, &view, None))
-            .unwrap_or_else(|| current.clone());
+        let shown = match self.world_view() {
+            Some(view) => match crate::world::view::render_state(&state, current, &view, None) {
+                Ok(shown) => shown,
+                Err(e) => return self.fail(SimError::World(e), ctx),
+            },
+            None => None,
+        }
+        .unwrap_or_else(|| current.clone());
         let asked = Asked {
             settings: scenario.settings_for(&state, None, None),
             scenario,

@@ -74,20 +74,20 @@ impl EnvironmentActor {
         }
     }
 
-    fn summary_request(&self, req: &SummaryRequest, turn: u64) -> LlmRequest {
+    fn summary_request(&self, req: &SummaryRequest, turn: u64) -> Result<LlmRequest, SimError> {
         let state_name = self.env.state();
         let state = &self.scenario.sop.states[state_name];
-        let shown = self
-            .world
-            .as_ref()
-            .and_then(|view| crate::world::view::render_state(state, view, None));
+        let shown = match &self.world {
+            Some(view) => crate::world::view::render_state(state_name, state, view, None)?,
+            None => None,
+        };
         let state = shown.as_ref().unwrap_or(state);
         let assembled = prompt::summary_prompt(&self.scenario, state, req, self.counter.as_ref());
-        LlmRequest::chat(
+        Ok(LlmRequest::chat(
             assembled.messages,
             self.scenario.settings_for(state_name, None, None),
             self.llm.context(CallKind::Summary, state_name, turn, None),
-        )
+        ))
     }
 }
 
@@ -185,7 +185,7 @@ impl Handler<Commit> for EnvironmentActor {
                     .zip(embeddings.iter().map(Vec::as_slice))
                     .collect();
                 let (kept, due) = act.env.record(pairs);
-                let request = due.map(|req| act.summary_request(&req, turn));
+                let request = due.map(|req| act.summary_request(&req, turn)).transpose()?;
                 let kept = kept.into_iter().zip(embeddings).zip(restates);
                 Ok((shapes, kept.collect::<Vec<_>>(), request))
             })

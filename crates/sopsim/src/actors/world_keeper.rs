@@ -9,11 +9,12 @@ use actix::Addr;
 
 use super::environment::EnvironmentActor;
 use super::messages::SetWorld;
+use crate::error::CancelToken;
 use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
 use crate::memory::Message;
 use crate::output::TranscriptWriter;
-use crate::world::{World, WorldSummary, WorldView};
+use crate::world::{RoundError, World, WorldSummary, WorldView};
 
 pub(super) struct WorldKeeper {
     world: World,
@@ -51,10 +52,19 @@ impl WorldKeeper {
         self.said.extend(said.iter().cloned());
     }
 
-    /// `text` (a visit's opening line) with the world's values as the next turns see
-    /// them.
-    pub(super) fn shown(&self, text: &str) -> String {
-        crate::world::render(text, &self.view, None, &[]).into_owned()
+    /// `text` (state `state`'s opening line) with the world's values as the next turns
+    /// see them.
+    pub(super) fn shown(&self, state: &str, text: &str) -> Result<String, SimError> {
+        crate::world::render(text, &self.view, None, &[])
+            .map(std::borrow::Cow::into_owned)
+            .map_err(|why| {
+                SimError::World(crate::world::WorldError {
+                    field: format!("sop.states.{state}.begin_query"),
+                    round: self.view.rounds + 1,
+                    agent: None,
+                    why,
+                })
+            })
     }
 
     /// The view the next turns see.
@@ -65,16 +75,24 @@ impl WorldKeeper {
     /// Ends the visit under way as a round: the world's update, its line in
     /// `world.jsonl`, the event that tells `sinks`, the Environment's new view. The
     /// name of the condition that ends the run, if one holds.
+    /// A stop (`cancel`) during the update leaves the world as it was, and is an error
+    /// that says the run was cancelled.
     pub(super) fn close(
         &mut self,
         sinks: &Sinks,
         env: &Addr<EnvironmentActor>,
+        cancel: &CancelToken,
     ) -> Result<Option<String>, SimError> {
         let said = std::mem::take(&mut self.said);
-        let closed = self
+        let stopped = || cancel.is_cancelled();
+        let closed = match self
             .world
-            .close_round(&self.state, self.visit, &said)
-            .map_err(SimError::World)?;
+            .close_round(&self.state, self.visit, &said, &stopped)
+        {
+            Ok(closed) => closed,
+            Err(RoundError::World(e)) => return Err(SimError::World(e)),
+            Err(RoundError::Stopped) => return Err(SimError::Stopped),
+        };
         let Some(closed) = closed else {
             return Ok(None);
         };

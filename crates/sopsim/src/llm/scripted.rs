@@ -117,7 +117,7 @@ impl ScriptedBackend {
                 "turn" => Cow::Owned(turn.clone()),
                 "n" => Cow::Owned(n.clone()),
                 _ => {
-                    let (alternatives, picked) = one_of(key, ctx)?;
+                    let (alternatives, picked) = one_of(key, ctx, req.options.as_deref())?;
                     let value = alternatives[picked].to_string();
                     drawn.borrow_mut().push(Drawn {
                         alternatives: alternatives.iter().map(|a| a.to_string()).collect(),
@@ -198,10 +198,22 @@ fn scripted_choice(
 }
 
 /// `{one_of:A|B|C}`: one of the options, chosen by the run's seed, the agent and its
-/// reply number, so a scripted run varies from seed to seed but replays exactly.
+/// reply number, so a scripted run varies from seed to seed but replays exactly. In a
+/// closed choice, only the alternatives that name an `offered` option are drawn
+/// among, when any does: a script keeps within the bounds the world sets this turn.
 /// Returns the alternatives and the index drawn.
-fn one_of<'k>(key: &'k str, ctx: &CallContext) -> Option<(Vec<&'k str>, usize)> {
-    let options: Vec<&str> = key.strip_prefix(ONE_OF)?.split('|').collect();
+fn one_of<'k>(
+    key: &'k str,
+    ctx: &CallContext,
+    offered: Option<&[String]>,
+) -> Option<(Vec<&'k str>, usize)> {
+    let mut options: Vec<&str> = key.strip_prefix(ONE_OF)?.split('|').collect();
+    if let Some(offered) = offered {
+        let names = |a: &&str| crate::sop::parse_choice_in(a, offered, "end", &[]).is_some();
+        if options.iter().any(names) {
+            options.retain(names);
+        }
+    }
     let mut hasher = xxhash_rust::xxh3::Xxh3::with_seed(ctx.run_seed);
     hasher.update(ctx.agent.as_deref().unwrap_or("").as_bytes());
     hasher.update(&ctx.index.to_le_bytes());

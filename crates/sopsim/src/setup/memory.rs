@@ -89,7 +89,8 @@ fn estimate(scenario: &Scenario, runs: usize) -> MemoryEstimate {
         .map(|n| n.bytes)
         .fold(0, u64::saturating_add);
     // A per-agent variable is a number an agent, held at most three times at once
-    // (the world's, the view the turns read, the values before a step).
+    // (the world's, the view the turns read, the values before a step), and written
+    // into each round's line of `world.jsonl` (up to 25 bytes a number).
     let variables = scenario
         .world
         .as_ref()
@@ -97,7 +98,7 @@ fn estimate(scenario: &Scenario, runs: usize) -> MemoryEstimate {
         as u64;
     let per_run = BASE_BYTES
         .saturating_add(agents.saturating_mul(BYTES_PER_AGENT))
-        .saturating_add(agents.saturating_mul(variables * 24))
+        .saturating_add(agents.saturating_mul(variables * (24 + 25)))
         .saturating_add(later_turns.saturating_mul(BYTES_PER_TURN))
         .saturating_add(styles);
     MemoryEstimate {

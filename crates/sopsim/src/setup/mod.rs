@@ -17,6 +17,7 @@ use crate::simulation::Services;
 
 mod backends;
 mod memory;
+mod model_files;
 
 #[cfg(feature = "local")]
 pub use backends::local_backend;
@@ -25,6 +26,8 @@ pub use backends::{embedder, local_llm, Llm, DEFAULT_CHAT_MODEL};
 use memory::check_members_fit;
 pub(crate) use memory::BYTES_PER_AGENT;
 pub use memory::{check_memory, check_plan_fits, check_round_fits};
+use model_files::{check_model_file, named_model_files, ModelFileProblem};
+pub use model_files::{missing_model_files, NamedModelFile};
 
 /// Which model answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +168,13 @@ pub enum SetupError {
     Scenario(#[from] ScenarioError),
     #[error("{path}: no such file or folder")]
     Missing { setting: Setting, path: PathBuf },
+    /// A model file the scenario names cannot be run (not there, not a model).
+    #[error("{field}: {}: {why}", .path.display())]
+    ModelFile {
+        field: String,
+        path: PathBuf,
+        why: String,
+    },
     #[cfg(feature = "local")]
     #[error(transparent)]
     LocalModel(crate::llm::local::LoadError),
@@ -284,6 +294,7 @@ impl SetupError {
             SetupError::Scenario(_)
             | SetupError::NoScenarios
             | SetupError::NotAllowed { .. }
+            | SetupError::ModelFile { .. }
             | SetupError::TooBig { .. } => Some(Setting::Scenario),
             SetupError::Missing { setting, .. }
             | SetupError::Server { setting, .. }
@@ -341,6 +352,51 @@ pub(crate) fn load_document(
     Ok(sopsim_core::scenario::load_document_with(
         path, doc, allowed,
     )?)
+}
+
+/// The model files `scenario` names that a run loads (those of layers naming the
+/// local backend, and every one when `local` says the run's backend is local), each
+/// there and a model the engine runs.
+fn model_files_run(scenario: &Scenario, local: bool) -> Result<(), SetupError> {
+    for named in named_model_files(scenario) {
+        if !(named.local || local) {
+            continue;
+        }
+        let why = match check_model_file(&named.path) {
+            Ok(()) => continue,
+            Err(ModelFileProblem::Missing) => "no such file".to_string(),
+            Err(ModelFileProblem::Refused(why)) => why,
+        };
+        return Err(SetupError::ModelFile {
+            field: named.field.to_string(),
+            path: named.path,
+            why,
+        });
+    }
+    Ok(())
+}
+
+/// The model files `scenario` names that are there but are no model sopsim runs, as
+/// problems of the scenario file at `path`.
+pub(crate) fn model_files_valid(path: &Path, scenario: &Scenario) -> Result<(), SetupError> {
+    let problems: Vec<scenario::Problem> = named_model_files(scenario)
+        .into_iter()
+        .filter_map(|named| match check_model_file(&named.path) {
+            Err(ModelFileProblem::Refused(why)) => Some(scenario::Problem {
+                path: named.field,
+                message: format!("{}: {why}", named.path.display()),
+            }),
+            _ => None,
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(SetupError::Scenario(scenario::ScenarioError::Invalid {
+        path: path.to_path_buf(),
+        count: problems.len(),
+        problems,
+    }))
 }
 
 /// Sets how local model work runs, before any of it: `threads` (default one per core)
@@ -409,6 +465,11 @@ pub fn assemble<'a>(
     let Some(first) = scenarios.first() else {
         return Err(SetupError::NoScenarios);
     };
+    if models.replay.is_none() {
+        for scenario in &scenarios {
+            model_files_run(scenario, models.llm == LlmChoice::Local)?;
+        }
+    }
     // A model's replies are also checked for paraphrases and stakes, with MiniLM.
     let checks_replies = models.llm != LlmChoice::Scripted
         && models.embedder == EmbedderChoice::MiniLm

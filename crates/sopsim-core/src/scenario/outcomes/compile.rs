@@ -96,7 +96,11 @@ impl OutcomeRules {
         }
         for (name, formula) in &outcomes.measures {
             let at = path.key("measures").key(name);
-            match crate::scenario::expr::formula_names(formula) {
+            let bounded = crate::scenario::Bounded {
+                leaf: &crate::scenario::expr::measure_leaf,
+                sizes: crate::scenario::expr::measure_sizes(scenario.sop.max_turns),
+            };
+            match crate::scenario::expr::formula_names(formula, bounded) {
                 Ok(names) => {
                     for n in names {
                         let head = n.split('.').next().unwrap_or_default();

@@ -5,6 +5,8 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use thiserror::Error;
 
+use crate::scenario::expr::{bounds, finite, Leaf, Sizes, DEFAULT_RENDER_BYTES};
+
 /// The names a payoff formula may use.
 pub(super) const FORMULA_NAMES: &[&str] = &[
     "own",
@@ -81,11 +83,32 @@ impl FormulaInputs {
     }
 }
 
+impl FormulaInputs {
+    /// What each name holds: `own` a number for numeric decisions, else a text.
+    pub fn leaf(&self, name: &str) -> Option<Leaf> {
+        Some(match name {
+            "own" if self.own.is_number() => Leaf::Number,
+            "own" => Leaf::Text,
+            "counts" => Leaf::Numbers,
+            n if FORMULA_NAMES.contains(&n) => Leaf::Number,
+            _ => return None,
+        })
+    }
+
+    /// The sizes of its texts and lists.
+    pub fn sizes(&self) -> Sizes {
+        let own = self.own.as_str().map_or(0, str::len);
+        let keys = self.counts.keys().map(String::len).max().unwrap_or(0);
+        Sizes {
+            text: own.max(keys) as u64,
+            items: self.counts.len().max(self.n) as u64,
+            limit: DEFAULT_RENDER_BYTES,
+        }
+    }
+}
+
 /// Longest formula accepted, in bytes.
 pub const MAX_FORMULA_BYTES: usize = 4096;
-
-/// Evaluation steps a formula may take (a payoff is a few dozen).
-const FUEL: u64 = 100_000;
 
 /// What is wrong with a payoff formula.
 #[derive(Debug, Error)]
@@ -96,18 +119,32 @@ pub enum FormulaError {
     Delimiter,
     #[error("not a valid expression")]
     Syntax(#[source] minijinja::Error),
+    /// It uses what a formula may not, or can make a value past the limit.
+    #[error("{0}")]
+    Bounds(String),
     #[error("cannot evaluate")]
     Eval(#[source] minijinja::Error),
     #[error("gives {0}, not a finite number")]
     NotANumber(String),
 }
 
-/// Compiles a formula in `env`, refusing what is too long to parse safely and the
-/// template delimiters that make minijinja 2.24's expression lexer panic ("empty lexer
-/// stack", found by fuzzing).
+/// What a formula's names hold and the most a value it makes may hold: it is checked
+/// against them ([`crate::scenario::expr::bounds`]) before minijinja compiles it.
+#[derive(Clone, Copy)]
+pub struct Bounded<'a> {
+    pub leaf: &'a dyn Fn(&str) -> Option<Leaf>,
+    pub sizes: Sizes,
+}
+
+/// Compiles a formula in `env` (one made by [`crate::scenario::expr::environment`],
+/// which checks that each arithmetic step is finite), refusing what is too long to
+/// parse safely, the template delimiters that make minijinja 2.24's expression lexer
+/// panic ("empty lexer stack", found by fuzzing), and what can make a value past
+/// `bounded`'s limit.
 pub fn compile_formula<'e>(
     env: &'e minijinja::Environment<'e>,
     formula: &'e str,
+    bounded: Bounded,
 ) -> Result<minijinja::Expression<'e, 'e>, FormulaError> {
     if formula.len() > MAX_FORMULA_BYTES {
         return Err(FormulaError::TooLong(formula.len()));
@@ -118,16 +155,24 @@ pub fn compile_formula<'e>(
     {
         return Err(FormulaError::Delimiter);
     }
-    env.compile_expression(formula)
-        .map_err(FormulaError::Syntax)
+    minijinja::machinery::parse_expr(formula).map_err(FormulaError::Syntax)?;
+    bounds::check_formula(formula, bounded.leaf, bounded.sizes).map_err(FormulaError::Bounds)?;
+    match finite::watched(formula) {
+        Some(watched) => env.compile_expression_owned(watched),
+        None => env.compile_expression(formula),
+    }
+    .map_err(FormulaError::Syntax)
 }
 
 /// One player's payoff from a formula.
 pub fn evaluate_formula(formula: &str, inputs: &FormulaInputs) -> Result<f64, FormulaError> {
-    let mut env = minijinja::Environment::new();
-    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-    env.set_fuel(Some(FUEL));
-    let expr = compile_formula(&env, formula)?;
+    let env = crate::scenario::expr::environment();
+    let leaf = |name: &str| inputs.leaf(name);
+    let bounded = Bounded {
+        leaf: &leaf,
+        sizes: inputs.sizes(),
+    };
+    let expr = compile_formula(&env, formula, bounded)?;
     let value = expr
         .eval(minijinja::Value::from_serialize(inputs))
         .map_err(FormulaError::Eval)?;
@@ -163,17 +208,22 @@ mod tests {
         let nots = "not ".repeat(MAX_FORMULA_BYTES / 4 - 1) + "own";
         let _ = evaluate_formula(&nots, &inputs);
         let filters = "own".to_string() + &"|abs".repeat(MAX_FORMULA_BYTES / 4 - 1);
-        assert_eq!(evaluate_formula(&filters, &inputs).unwrap(), 1.0);
+        assert!(matches!(
+            evaluate_formula(&filters, &inputs),
+            Err(FormulaError::Bounds(_))
+        ));
         let terms = "own".to_string() + &"+own".repeat(MAX_FORMULA_BYTES / 4 - 1);
         let _ = evaluate_formula(&terms, &inputs);
         // Huge strings and ranges are refused rather than allocated; a repeated list is
         // lazy, and is reported by kind rather than rendered.
-        for heavy in ["('x' * 1000000000) | length", "range(1000000000) | length"] {
-            assert!(
-                matches!(evaluate_formula(heavy, &inputs), Err(FormulaError::Eval(_))),
-                "{heavy}"
-            );
-        }
+        assert!(matches!(
+            evaluate_formula("('x' * 1000000000) | length", &inputs),
+            Err(FormulaError::Bounds(_))
+        ));
+        assert!(matches!(
+            evaluate_formula("range(1000000000) | length", &inputs),
+            Err(FormulaError::Eval(_))
+        ));
         assert_eq!(
             evaluate_formula("([own] * 1000000000) | length", &inputs).unwrap(),
             1e9

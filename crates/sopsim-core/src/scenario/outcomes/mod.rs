@@ -11,7 +11,7 @@ mod compile;
 mod formula;
 
 pub use compile::choice_key;
-pub use formula::{compile_formula, evaluate_formula, FormulaError, FormulaInputs};
+pub use formula::{compile_formula, evaluate_formula, Bounded, FormulaError, FormulaInputs};
 
 /// What a benchmark measures in each run, besides the generic figures (turns, calls,
 /// tokens, latency) every scenario gets.

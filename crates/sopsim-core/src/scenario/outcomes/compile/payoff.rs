@@ -3,7 +3,9 @@
 
 use indexmap::IndexMap;
 
-use super::super::formula::{compile_formula, evaluate_formula, FormulaInputs, FORMULA_NAMES};
+use super::super::formula::{
+    compile_formula, evaluate_formula, Bounded, FormulaInputs, FORMULA_NAMES,
+};
 use super::super::*;
 use crate::scenario::path::FieldPath;
 
@@ -45,8 +47,13 @@ pub(super) fn compile_payoff(
                 let values: Vec<String> = decision.values.iter().map(|v| choice_key(v)).collect();
                 FormulaInputs::choices(&values[0], &values[..1], &values, 1)
             };
-            let env = minijinja::Environment::new();
-            if let Ok(expr) = compile_formula(&env, formula) {
+            let env = crate::scenario::expr::environment();
+            let leaf = |name: &str| trial.leaf(name);
+            let bounded = Bounded {
+                leaf: &leaf,
+                sizes: trial.sizes(),
+            };
+            if let Ok(expr) = compile_formula(&env, formula, bounded) {
                 let mut unknown: Vec<String> = expr
                     .undeclared_variables(false)
                     .into_iter()
