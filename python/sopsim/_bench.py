@@ -69,6 +69,27 @@ class Bench:
         """Per scenario, mode and figure: mean, sd, 95% interval, n and method."""
         return to_pandas(self.figures_records())
 
+    def rounds_records(self) -> List[Dict[str, Any]]:
+        """One dict per scenario, mode, series and round (from 0): the series by round
+        over the runs (a world's variables, decisions, and each probe's figures by
+        asking: panel data), with mean, sd, ci_low, ci_high and n."""
+        rows = []
+        for sc in self.report.get("scenarios", []):
+            for name, by_mode in (sc.get("rounds") or {}).items():
+                for mode, rounds in (by_mode or {}).items():
+                    for r, s in enumerate(rounds or []):
+                        ci = (s or {}).get("ci95") or [None, None]
+                        rows.append({
+                            "scenario": sc["scenario"], "mode": mode, "series": name,
+                            "round": r, "mean": (s or {}).get("mean"), "sd": (s or {}).get("sd"),
+                            "ci_low": ci[0], "ci_high": ci[1], "n": (s or {}).get("n", 0),
+                        })
+        return rows
+
+    def rounds(self) -> DataFrame:
+        """Each series by round and mode, with intervals (see :meth:`rounds_records`)."""
+        return to_pandas(self.rounds_records())
+
     def differences_records(self) -> List[Dict[str, Any]]:
         """One dict per scenario and figure: the paired difference between the modes
         (``report["difference"]`` says which minus which) with its interval and p."""

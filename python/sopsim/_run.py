@@ -33,6 +33,7 @@ class Run:
         environment: Dict[str, Any],
         network: Optional[Dict[str, Any]] = None,
         out: Optional[Path] = None,
+        probes: Optional[List[Dict[str, Any]]] = None,
     ) -> None:
         #: Every message, in order, as ``transcript.jsonl`` holds them.
         self.transcript = transcript
@@ -46,6 +47,8 @@ class Run:
         self.network = network
         #: The run's folder, when it has one.
         self.out = out
+        #: The probes' answers, as ``probes.jsonl`` holds them (empty without probes).
+        self.probes = probes or []
 
     def to_records(self) -> List[Dict[str, Any]]:
         """One dict per message: the transcript's fields, ``decision_value`` and a
@@ -70,6 +73,30 @@ class Run:
         """The transcript as a DataFrame, one row per message (see :meth:`to_records`).
         Needs pandas."""
         return to_pandas(self.to_records())
+
+    def probes_records(self) -> List[Dict[str, Any]]:
+        """One dict per answer to a probe: ``probe``, ``agent``, ``when``, ``asking``
+        (the panel's wave, from 0), ``turn``, ``round``, ``state``, ``answer``,
+        ``value``, and a ``p.OPTION`` per option of a closed answer (``None`` where an
+        answer has none)."""
+        options: List[str] = []
+        for a in self.probes:
+            for option in a.get("probabilities") or {}:
+                if option not in options:
+                    options.append(option)
+        records = []
+        for a in self.probes:
+            row = {k: a.get(k) for k in ("probe", "agent", "when", "asking", "turn", "round", "state", "answer", "value")}
+            probabilities = a.get("probabilities") or {}
+            for option in options:
+                row[f"p.{option}"] = probabilities.get(option)
+            records.append(row)
+        return records
+
+    def probes_pandas(self) -> DataFrame:
+        """The probes' answers as a DataFrame, one row per answer (see
+        :meth:`probes_records`): panel data by agent and ``asking``. Needs pandas."""
+        return to_pandas(self.probes_records())
 
     def __repr__(self) -> str:
         s = self.summary
@@ -140,6 +167,7 @@ def run(
         result["environment"],
         result.get("network"),
         Path(out) if out is not None else None,
+        result.get("probes"),
     )
 
 
@@ -183,4 +211,5 @@ def load_run(folder: PathLike) -> Run:
         files["environment"] or {},
         files["network"],
         d,
+        files.get("probes"),
     )

@@ -226,6 +226,7 @@ fn run(
         "environment": outcome.environment,
         "network": outcome.network,
         "events": events,
+        "probes": outcome.probes,
     })
     .to_string())
 }

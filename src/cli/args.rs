@@ -111,6 +111,9 @@ pub enum Command {
     },
     /// Chat with a local model, one line at a time (Ctrl-D ends).
     Chat(ChatArgs),
+    /// Ask a finished run's agent a question, from its memory at the end (or after a
+    /// round), without running anything again; the run's folder is only read.
+    Interview(InterviewArgs),
     /// Print a shell completion script (e.g. `sopsim completions bash > /etc/bash_completion.d/sopsim`).
     Completions {
         /// The shell.
@@ -315,6 +318,26 @@ pub enum Engine {
     Slurm,
     /// A Kubernetes Indexed Job (YAML).
     K8s,
+}
+
+#[derive(Args)]
+pub struct InterviewArgs {
+    /// A finished run's folder (`sopsim run --out DIR`).
+    pub run: PathBuf,
+    /// The question.
+    pub question: String,
+    /// The agent to ask.
+    #[arg(long, value_name = "NAME")]
+    pub agent: String,
+    /// Ask the agent as it was after round N of the run's world (without a world,
+    /// after the run's Nth visit of a state).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub at: Option<u32>,
+    /// The scenario file the run was made from (default: the one run.json names).
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+    #[command(flatten)]
+    pub models: Box<ModelArgs>,
 }
 
 #[derive(Args)]

@@ -156,6 +156,15 @@ impl From<RunError> for Failure {
     }
 }
 
+impl From<sopsim::InterviewError> for Failure {
+    fn from(e: sopsim::InterviewError) -> Self {
+        match e {
+            sopsim::InterviewError::Setup(e) => e.into(),
+            e => classify(e.is_bad_input(), None, &e),
+        }
+    }
+}
+
 impl From<BenchError> for Failure {
     fn from(e: BenchError) -> Self {
         match e {

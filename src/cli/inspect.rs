@@ -72,7 +72,9 @@ pub fn validate(
                 "states": s.sop.states.len(),
                 "agents": s.agents.len(),
                 "problems": [],
-                "notes": scenario::advice(s).iter().map(|n| json!({"path": n.path.to_string(), "message": n.message})).collect::<Vec<_>>(),
+                "notes": scenario::advice(s).iter().map(|n| json!({"path": n.path.to_string(), "message": n.message}))
+                    .chain(sopsim::setup::missing_model_files(s).iter().map(|m| json!({"path": m.field.to_string(), "message": format!("{} is not there yet: a run refuses it unless it is there by then", m.path.display())})))
+                    .collect::<Vec<_>>(),
                 "starts": scenario::started_programs(s).iter().map(|p| json!({"path": p.field.to_string(), "program": p.program, "args": p.args})).collect::<Vec<_>>(),
             }),
             Err(refused) => {
@@ -85,6 +87,13 @@ pub fn validate(
     let s = loaded.map_err(Refused::failure)?;
     for note in scenario::advice(&s) {
         super::note(&note.to_string());
+    }
+    for missing in sopsim::setup::missing_model_files(&s) {
+        super::note(&format!(
+            "{}: {} is not there yet: a run refuses it unless it is there by then",
+            missing.field,
+            missing.path.display()
+        ));
     }
     say(&format!(
         "{}: valid ({} states, {} agents)",

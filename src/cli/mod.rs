@@ -8,6 +8,7 @@ mod chat;
 mod cluster;
 mod failure;
 mod inspect;
+mod interview;
 mod models;
 mod progress;
 mod run;
@@ -129,6 +130,7 @@ fn execute(command: Command) -> Result<(), Failure> {
             base_url,
         } => models::embed(&texts, embedder, embedder_model, base_url),
         Command::Chat(args) => chat::chat(args),
+        Command::Interview(args) => interview::interview(args),
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "sopsim", &mut out);

@@ -972,3 +972,70 @@ fn two_local_models_play_each_other_the_same_way_at_any_jobs() {
     );
     assert!(figures.contains_key("cooperation_rate.by.run"));
 }
+
+/// Probes on the local model: a debate with a closed and a free-text probe says, byte
+/// for byte, what it says without them (the engine's replies do not depend on what
+/// else it was asked), and `sopsim interview` answers from the finished run.
+#[test]
+fn probes_and_an_interview_leave_a_local_run_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let text =
+        std::fs::read_to_string(crate::common::root().join("scenarios/debate.json")).unwrap();
+    let plain: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut probed = plain.clone();
+    probed["probes"] = serde_json::json!({
+        "stance": {"question": "How sure are you of your side?", "ask": {"roles": ["Lead"]},
+                   "when": ["start", {"every": 2}], "answer": {"choice": {"options": ["unsure", "fairly sure", "certain"]}}},
+        "view": {"question": "In one sentence: what is your main point?", "ask": {"agents": ["Ada"]},
+                 "when": [{"every": 3}], "answer": {"text": {"max_tokens": 40}}}
+    });
+    let sopsim = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
+            .args(args)
+            .env("SOPSIM_MODELS", models_dir())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let mut runs = Vec::new();
+    for (name, doc) in [("plain", &plain), ("probed", &probed)] {
+        let file = dir.path().join(format!("{name}.json"));
+        std::fs::write(&file, doc.to_string()).unwrap();
+        let out = dir.path().join(name);
+        sopsim(&[
+            "run",
+            file.to_str().unwrap(),
+            "-q",
+            "--model",
+            "qwen05",
+            "--embedder",
+            "hash",
+            "--max-turns",
+            "6",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        runs.push(out);
+    }
+    assert_eq!(
+        std::fs::read(runs[0].join("transcript.jsonl")).unwrap(),
+        std::fs::read(runs[1].join("transcript.jsonl")).unwrap()
+    );
+    let answers = std::fs::read_to_string(runs[1].join("probes.jsonl")).unwrap();
+    assert!(answers.lines().count() >= 6, "{answers}");
+    let answer = sopsim(&[
+        "interview",
+        runs[1].to_str().unwrap(),
+        "--agent",
+        "Ada",
+        "--model",
+        "qwen05",
+        "What was the strongest point you made?",
+    ]);
+    assert!(
+        answer.starts_with("Ada: ") && answer.trim().len() > 10,
+        "{answer}"
+    );
+}

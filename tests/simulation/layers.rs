@@ -63,6 +63,7 @@ static RUNTIME: Layers = &[
             "human",
             "journal",
             "resume_check",
+            "interview",
         ],
     ),
 ];

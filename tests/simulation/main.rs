@@ -11,5 +11,6 @@ mod golden;
 mod layers;
 mod library;
 mod populations;
+mod probes;
 mod resume;
 mod shipped;

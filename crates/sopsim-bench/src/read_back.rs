@@ -36,7 +36,12 @@ pub enum RunStatus {
 }
 
 /// Reads one run's folder (in the benchmark's folder `bench`) and computes its figures.
-pub fn read_run(bench: &OutputFolder, job: &Job, rules: Option<&OutcomeRules>) -> RunStatus {
+pub fn read_run(
+    bench: &OutputFolder,
+    job: &Job,
+    rules: Option<&OutcomeRules>,
+    probes: &sopsim::scenario::probes::Probes,
+) -> RunStatus {
     let failed = |e: FolderFileError| RunStatus::Failed {
         error: format!("cannot read {}", chain(&e)),
     };
@@ -104,6 +109,18 @@ pub fn read_run(bench: &OutputFolder, job: &Job, rules: Option<&OutcomeRules>) -
                 Err(error) => return RunStatus::Failed { error },
             }
         }
+    }
+    if !probes.is_empty() {
+        let lines = match dir.read_json_lines::<sopsim::scenario::probes::ProbeLine>(
+            sopsim::runner::PROBES_FILE,
+            MAX_TRANSCRIPT_BYTES,
+        ) {
+            Ok(lines) => lines,
+            Err(e) => return RunStatus::Failed { error: chain(&e) },
+        };
+        let (answers, series) = sopsim::scenario::probes::figures(probes, &lines);
+        figures.extend(answers);
+        rounds.extend(series);
     }
     RunStatus::Finished {
         figures,

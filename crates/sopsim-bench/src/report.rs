@@ -20,6 +20,8 @@ pub struct ScenarioRuns<'a> {
     pub file: String,
     pub sha256: String,
     pub rules: Option<&'a OutcomeRules>,
+    /// The scenario's probes, whose answers it reports.
+    pub probes: &'a sopsim::scenario::probes::Probes,
     pub runs: Vec<(Job, RunStatus)>,
 }
 
@@ -164,6 +166,7 @@ pub fn build(
         if let Some(rules) = sc.rules {
             names.extend(rules.figure_names());
         }
+        names.extend(sopsim::scenario::probes::figure_names(sc.probes));
         let figures = names
             .iter()
             .map(|name| {

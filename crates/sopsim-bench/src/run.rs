@@ -378,6 +378,7 @@ pub(crate) struct ReportInput<'a> {
     path: &'a StdPath,
     sha256: &'a str,
     rules: Option<&'a OutcomeRules>,
+    probes: &'a sopsim::scenario::probes::Probes,
 }
 
 impl<'a> ReportInput<'a> {
@@ -387,6 +388,7 @@ impl<'a> ReportInput<'a> {
             path: &l.path,
             sha256: &l.sha256,
             rules: l.rules.as_ref(),
+            probes: &l.scenario.probes,
         }
     }
 }
@@ -410,11 +412,13 @@ pub(crate) fn report_folder(
             file: l.path.display().to_string(),
             sha256: l.sha256.to_string(),
             rules: l.rules,
+            probes: l.probes,
             runs: jobs
                 .iter()
                 .filter(|j| j.scenario == l.name)
                 .map(|j| {
-                    let status = match read_back::read_run(&OutputFolder::new(out), j, l.rules) {
+                    let folder = OutputFolder::new(out);
+                    let status = match read_back::read_run(&folder, j, l.rules, l.probes) {
                         RunStatus::Unfinished if executed.failures.contains_key(&j.id) => {
                             RunStatus::Failed {
                                 error: executed.failures[&j.id].clone(),

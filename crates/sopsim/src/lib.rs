@@ -114,6 +114,7 @@ pub mod embed;
 pub mod error;
 pub mod events;
 pub mod human;
+pub(crate) mod interview;
 pub(crate) mod journal;
 pub(crate) mod knowledge;
 pub mod llm;
@@ -128,6 +129,7 @@ pub mod simulation;
 pub(crate) mod source;
 pub mod tools;
 
+pub use interview::{interview, Interview, InterviewError, InterviewOptions};
 pub use runner::{load, run, run_async, Loaded, RunError, RunIo, RunOptions, ScenarioSource};
 
 /// Internals the fuzz targets drive directly (`cargo fuzz` builds with `--cfg fuzzing`).

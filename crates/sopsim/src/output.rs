@@ -189,10 +189,14 @@ const FINAL_FILES: [&str; 4] = [
 /// The world's values after each round, for a scenario with a `world`.
 pub const WORLD_FILE: &str = crate::resume_check::WORLD_FILE;
 
+/// The probes' answers, for a scenario with `probes`.
+pub const PROBES_FILE: &str = crate::resume_check::PROBES_FILE;
+
 /// The files a run writes into its folder.
-pub const RUN_FILES: [&str; 10] = [
+pub const RUN_FILES: [&str; 11] = [
     "transcript.jsonl",
     WORLD_FILE,
+    PROBES_FILE,
     "events.jsonl",
     EVENTS_RESUMING,
     "environment.json",
@@ -213,6 +217,10 @@ pub struct RunIdentity {
     /// The version of sopsim that started the run (told, not compared: the resumed
     /// run's lines are checked against the transcript instead).
     pub sopsim: String,
+    /// The scenario file as the run was given it, when it was a file (told, not
+    /// compared: `sopsim interview` finds the scenario by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<String>,
     pub scenario_sha256: String,
     pub seed: u64,
     pub mode: crate::scenario::Mode,
@@ -448,6 +456,8 @@ pub struct RunFiles {
     pub environment: Option<JsonObject>,
     /// `network.json`, for runs with populations.
     pub network: Option<JsonObject>,
+    /// `probes.jsonl`'s answers (empty without probes).
+    pub probes: Vec<JsonObject>,
 }
 
 /// The most a run's line files (`transcript.jsonl`, `events.jsonl`) may hold when they
@@ -481,6 +491,7 @@ pub fn read_run_files(dir: &Path) -> Result<RunFiles, FolderFileError> {
         events: lines("events.jsonl")?,
         environment: json("environment.json")?,
         network: json("network.json")?,
+        probes: lines(PROBES_FILE)?,
     })
 }
 

@@ -1,8 +1,8 @@
 //! What a resume reads back, checked whole before it changes anything: every line of
-//! `transcript.jsonl` and `world.jsonl` is a JSON object of the run's (within a
-//! length bound, read a line at a time, so a huge line costs its bound and no more),
-//! and the world's rounds are rounds of the transcript's visits, each once and in
-//! order. A line appended, edited into another visit or grown past its bound is
+//! `transcript.jsonl`, `world.jsonl` and `probes.jsonl` is a JSON object of the run's,
+//! and every file's lines are within a length bound (read a line at a time, so a huge
+//! line costs its bound and no more), and the world's rounds are rounds of the
+//! transcript's visits, each once and in order. A line appended, edited into another visit or grown past its bound is
 //! refused here, before the resumed run writes its first turn; a resume refused
 //! here leaves the folder byte for byte as it was.
 
@@ -88,6 +88,9 @@ fn visits(
 /// The world's rounds in a run's folder.
 pub(crate) const WORLD_FILE: &str = "world.jsonl";
 
+/// The probes' answers in a run's folder.
+pub(crate) const PROBES_FILE: &str = "probes.jsonl";
+
 /// Checks the transcript and, when `world_line` gives its bound, `world.jsonl`.
 pub(crate) fn check(folder: &OutputFolder, world_line: Option<u64>) -> Result<(), BadLine> {
     if folder
@@ -100,6 +103,13 @@ pub(crate) fn check(folder: &OutputFolder, world_line: Option<u64>) -> Result<()
             MAX_JOURNAL_LINE,
             |_| Ok(()),
         )?;
+    }
+    if folder.entry(PROBES_FILE).is_ok_and(|e| e != Entry::Nothing) {
+        scan(folder, PROBES_FILE, MAX_TRANSCRIPT_LINE, |line| {
+            serde_json::from_slice::<serde_json::Value>(line)
+                .map(|_| ())
+                .map_err(|e| format!("not a JSON line sopsim wrote ({e})"))
+        })?;
     }
     let said = visits(folder, "transcript.jsonl", MAX_TRANSCRIPT_LINE)?;
     let Some(world_line) = world_line else {

@@ -5,7 +5,8 @@
 
 pub use crate::control::{Control, RunControl};
 pub use crate::output::{
-    read_run_files, Existing, FolderLock, OutFolderError, RunFiles, RUN_FILE, WORLD_FILE,
+    read_run_files, Existing, FolderLock, OutFolderError, RunFiles, PROBES_FILE, RUN_FILE,
+    WORLD_FILE,
 };
 pub use crate::output_folder::{Entry, FolderFileError, OutputFolder};
 pub use crate::source::{load, Loaded, ScenarioSource};
@@ -272,10 +273,16 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
     let mode = opts.mode.unwrap_or(scenario.environment.mode);
     let mut human_input = human_input
         .map(|h| Arc::new(UntilCancelled::new(h, cancel.clone())) as Arc<dyn HumanInput>);
-    let (dir, transcript, world_log, events) = match &opts.out {
+    let (dir, transcript, (world_log, probe_log), events) = match &opts.out {
         Some(out) => {
             let identity = RunIdentity {
                 sopsim: env!("CARGO_PKG_VERSION").to_string(),
+                scenario: match &opts.scenario {
+                    ScenarioSource::File(path) | ScenarioSource::Loaded { origin: path, .. } => {
+                        Some(path.display().to_string())
+                    }
+                    _ => None,
+                },
                 scenario_sha256: opts.scenario.sha256(known_sha256)?,
                 seed: opts.seed,
                 mode,
@@ -287,6 +294,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
                 opts.existing,
                 &identity,
                 crate::resume_check::world_line_bound(&scenario),
+                !scenario.probes.is_empty(),
                 opts.resumable,
             )?;
             if let Some(journal) = &folder.journal {
@@ -310,11 +318,11 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
             (
                 Some(dir),
                 Some(folder.transcript),
-                folder.world,
+                (folder.world, folder.probes),
                 Some(events),
             )
         }
-        None => (None, None, None, None),
+        None => (None, None, (None, None), None),
     };
     let config = RunConfig {
         mode: opts.mode,
@@ -325,6 +333,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         sinks,
         transcript,
         world_log,
+        probe_log,
         cancel: Some(cancel),
         control,
         budget_usd: opts.budget_usd,
@@ -347,6 +356,8 @@ struct RunFolder {
     transcript: TranscriptWriter,
     /// `world.jsonl`, for a scenario with a `world`.
     world: Option<TranscriptWriter>,
+    /// `probes.jsonl`, for a scenario with `probes`.
+    probes: Option<TranscriptWriter>,
     /// None for a new run that is not to be resumed.
     journal: Option<Arc<Journal>>,
 }
@@ -358,6 +369,7 @@ impl RunFolder {
         existing: Existing,
         identity: &RunIdentity,
         world_line: Option<u64>,
+        probes: bool,
         // A new run's journal: a resumed run's is always reopened.
         journal: bool,
     ) -> Result<Self, RunError> {
@@ -376,6 +388,10 @@ impl RunFolder {
                 true => Some(TranscriptWriter::create(dir.files(), WORLD_FILE)?),
                 false => None,
             };
+            let probes = match probes {
+                true => Some(TranscriptWriter::create(dir.files(), PROBES_FILE)?),
+                false => None,
+            };
             let journal = match journal {
                 true => Some(Arc::new(
                     Journal::create(dir.files(), JOURNAL_FILE).map_err(SimError::from)?,
@@ -386,6 +402,7 @@ impl RunFolder {
                 dir,
                 transcript,
                 world,
+                probes,
                 journal,
             });
         }
@@ -431,10 +448,24 @@ impl RunFolder {
                 Box::new(|| Ok(())),
             )?),
         };
+        // The probes' answers are asked again from the journal and checked against
+        // the killed run's, as the world's rounds are.
+        let probes = match probes {
+            false => None,
+            true if dir.files().entry(PROBES_FILE).map_err(SimError::from)? == Entry::Nothing => {
+                Some(TranscriptWriter::create(dir.files(), PROBES_FILE)?)
+            }
+            true => Some(TranscriptWriter::resume(
+                dir.files(),
+                PROBES_FILE,
+                Box::new(|| Ok(())),
+            )?),
+        };
         Ok(Self {
             dir,
             transcript,
             world,
+            probes,
             journal: Some(Arc::new(journal)),
         })
     }

@@ -77,6 +77,8 @@ pub(crate) struct RunConfig {
     pub transcript: Option<TranscriptWriter>,
     /// Appends the world after each round to `world.jsonl`.
     pub world_log: Option<TranscriptWriter>,
+    /// Appends the probes' answers to `probes.jsonl`.
+    pub probe_log: Option<TranscriptWriter>,
     /// Cancelled to stop the run at the next turn boundary.
     pub cancel: Option<CancelToken>,
     /// Pause, step and stop the run from outside.
@@ -190,8 +192,23 @@ pub struct RunSummary {
     /// spread.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub world: Option<crate::world::WorldSummary>,
+    /// The probes' calls, tokens and cost, counted apart from the run's own and from
+    /// its budgets, and the answers that could not be had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probes: Option<ProbesRecord>,
     pub warnings: Vec<String>,
     pub wall_ms: u64,
+}
+
+/// `summary.json`'s `probes`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ProbesRecord {
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// US dollars; `null` when a model's price is unknown.
+    pub cost_usd: Option<f64>,
+    pub failed: Vec<crate::actors::ProbeFailure>,
 }
 
 fn no_tool_calls(t: &crate::actors::messages::ToolSummary) -> bool {
@@ -240,6 +257,8 @@ pub struct RunOutcome {
     pub network: Option<NetworkRecord>,
     /// The runtime failure, when `summary.ended_by` is `error`.
     pub error: Option<SimError>,
+    /// The probes' answers, as `probes.jsonl` holds them (empty without probes).
+    pub probes: Vec<crate::scenario::probes::ProbeLine>,
 }
 
 /// Runs one simulation to its end. Must be called inside an actix `System`.
@@ -279,6 +298,16 @@ pub(crate) async fn run(
         cancel,
         control: config.control,
     };
+    let prober = (!scenario.probes.is_empty()).then(|| {
+        crate::actors::Prober::new(
+            scenario.clone(),
+            cast.env.clone(),
+            llm.apart(),
+            cast.counter.clone(),
+            config.seed,
+            config.probe_log.take(),
+        )
+    });
     let director = Director::new(
         cast,
         limits,
@@ -287,8 +316,12 @@ pub(crate) async fn run(
         config.notes,
         done_tx,
     );
-    match crate::world::World::new(&scenario, config.seed, &drawn) {
+    let director = match crate::world::World::new(&scenario, config.seed, &drawn) {
         Some(world) => director.with_world(world, config.world_log),
+        None => director,
+    };
+    match prober {
+        Some(prober) => director.with_probes(prober),
         None => director,
     }
     .start();
@@ -303,6 +336,11 @@ pub(crate) async fn run(
     }
     let snapshot = env.send(Snapshot).await?;
     let error = finish.error.take();
+    let probes = finish
+        .probes
+        .as_mut()
+        .map(|p| std::mem::take(&mut p.answers))
+        .unwrap_or_default();
     let summary = summarise(
         &scenario,
         services,
@@ -320,6 +358,7 @@ pub(crate) async fn run(
         environment: snapshot.record,
         network,
         error,
+        probes,
     })
 }
 
@@ -502,6 +541,13 @@ fn summarise(
         redrawn_replies: ledger.redrawn.clone(),
         reply_tokens: ledger.reply_tokens.clone(),
         world: finish.world,
+        probes: finish.probes.map(|p| ProbesRecord {
+            calls: p.calls,
+            prompt_tokens: p.prompt_tokens,
+            completion_tokens: p.completion_tokens,
+            cost_usd: services.prices.cost(&p.ledger).usd,
+            failed: p.failed,
+        }),
         llm_latency_ms: Latency {
             p50: percentile(&latencies, 0.5),
             p95: percentile(&latencies, 0.95),

@@ -10,6 +10,7 @@
 
 mod draft;
 mod record;
+mod replay;
 mod round;
 
 use std::collections::{BTreeMap, HashMap};
@@ -20,6 +21,7 @@ use serde_json::Value;
 
 pub use draft::{DraftMessage, DraftTurn, HeldEvent};
 pub use record::EnvironmentRecord;
+pub use replay::replayed;
 pub use round::{ToolRecords, ToolReturn, ToolSummary};
 
 use round::{store_result, Round, TurnView};

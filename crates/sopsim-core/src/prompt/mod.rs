@@ -175,6 +175,38 @@ pub fn choice_prompt(
     .fit(scenario.environment.prompt_token_budget, counter)
 }
 
+/// A probe put to an agent: the question, and the options of a closed answer in
+/// the order the agent is shown them (none for free text; a number's range is named
+/// by its ends).
+pub struct ProbePut<'a> {
+    pub question: &'a str,
+    pub options: &'a [String],
+    pub number: Option<(f64, f64)>,
+}
+
+/// The prompt of a probe: the agent's context as for its reply, then the question and
+/// how to answer. Nothing of it enters the run.
+pub fn probe_prompt(
+    scenario: &Scenario,
+    state: &State,
+    who: Persona<'_>,
+    obs: &Observation,
+    put: ProbePut<'_>,
+    counter: &dyn TokenCounter,
+) -> Assembled {
+    let answer = match (put.number, put.options) {
+        (Some((min, max)), _) => format!("Answer with one number from {min} to {max}."),
+        (None, []) => format!("Answer as {}, in a sentence or two.", who.name),
+        (None, options) => format!("Answer with exactly one of: {}.", quoted_list(options)),
+    };
+    Draft {
+        system: role_text(state, who, false).system,
+        sections: context_sections(obs, RANK_LATEST, Some(who.name)),
+        tail: vec![put.question.trim().to_string(), answer],
+    }
+    .fit(scenario.environment.prompt_token_budget, counter)
+}
+
 /// A `template` component with the stored values; unknown keys read as empty, and a
 /// malformed template is shown as written.
 pub fn fill_template(template: &str, obs: &Observation) -> String {

@@ -42,6 +42,7 @@ impl ScenarioBuilder {
                 tools: Default::default(),
                 outcomes: None,
                 world: None,
+                probes: Default::default(),
                 script: None,
             },
         }

@@ -46,6 +46,10 @@ pub struct Scenario {
     /// shown in prompts, updated after each round, and conditions that end the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub world: Option<super::WorldSpec>,
+    /// Questions put to agents during the run that leave no trace in it (surveys,
+    /// interviews), by name; the answers go to `probes.jsonl`.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub probes: IndexMap<String, super::ProbeSpec>,
     /// Replies for the scripted backend (`--llm scripted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<Script>,

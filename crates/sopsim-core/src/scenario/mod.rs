@@ -15,6 +15,7 @@ mod outcomes;
 mod path;
 mod persona;
 mod population;
+pub mod probes;
 pub mod reference;
 mod routing_rules;
 mod script;
@@ -55,6 +56,7 @@ pub use population::{
     Footprint, Member, Neighbourhood, Network, PersonaSource, PopulationSpec, MAX_MEMBERS,
     MAX_STYLE_BYTES,
 };
+pub use probes::{AnswerForm, ProbeAsk, ProbeSpec, ProbeWhen, RunEdge};
 pub use tool_settings::{
     is_loopback, loopback_allowlist, AllowlistError, FieldNames, McpCommand, McpConfigError,
     Millis, ResultDisplay, SettingsError, ToolKind, ToolSettings, UpTo,

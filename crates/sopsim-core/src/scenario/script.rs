@@ -38,4 +38,12 @@ pub struct Script {
     /// The summary template, with `{state}` and `{turn}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// Answers to probes that ask for free text, in order over the run (default: a
+    /// line naming the agent); a closed probe is answered by a seeded draw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<String>,
+    /// A judge's answers, in order over the items it is asked, each naming a score
+    /// (default: a seeded draw among the scale's points).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub judge: Vec<String>,
 }

@@ -32,6 +32,8 @@ pub struct Finish {
     pub reply_quality: ReplyQuality,
     /// The world at the end, in a scenario with one.
     pub world: Option<crate::world::WorldSummary>,
+    /// What the probes cost and which failed, in a scenario with probes.
+    pub probes: Option<super::prober::ProbesSummary>,
 }
 
 /// The actors and services of the Director's simulation.

@@ -50,6 +50,10 @@ pub struct Director {
     seating: Seating,
     /// The run's world, when the scenario keeps one.
     world: Option<super::world_keeper::WorldKeeper>,
+    /// The scenario's probes, when it has any.
+    probes: Option<super::prober::Prober>,
+    /// Whether the run has ended (the end's probes may still be asked).
+    ending: bool,
 }
 
 impl Director {
@@ -65,6 +69,8 @@ impl Director {
     ) -> Self {
         Self {
             world: None,
+            probes: None,
+            ending: false,
             quality: cast.checker(),
             seating: Seating::new(cast.scenario.players()),
             engine: SopEngine::new(cast.scenario.clone(), seed),
@@ -93,6 +99,41 @@ impl Director {
     pub fn with_world(mut self, world: crate::world::World, log: Option<TranscriptWriter>) -> Self {
         self.world = Some(super::world_keeper::WorldKeeper::new(world, log));
         self
+    }
+
+    /// The Director of a run that asks the scenario's probes.
+    pub(crate) fn with_probes(mut self, probes: super::prober::Prober) -> Self {
+        self.probes = Some(probes);
+        self
+    }
+
+    /// Asks the probes due at `occasion`, then goes on with `then`; none due, it goes
+    /// on at once. Nothing of what they answer reaches the run.
+    fn probe(
+        &mut self,
+        occasion: crate::scenario::probes::Occasion<'_>,
+        then: impl FnOnce(&mut Self, &mut Context<Self>) + 'static,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(probes) = self.probes.as_mut().filter(|p| p.due(occasion)) else {
+            return then(self, ctx);
+        };
+        let moment = super::prober::Moment {
+            turn: self.state.turns(),
+            state: self.engine.current_state().to_string(),
+            world: self.world.as_ref().map(|w| w.view()),
+        };
+        probes
+            .ask(occasion, moment)
+            .into_actor(self)
+            .map(move |answers, act, ctx| {
+                let recorded = act.probes.as_mut().map_or(Ok(()), |p| p.record(answers));
+                match recorded {
+                    Ok(()) => then(act, ctx),
+                    Err(e) => act.fail(e, ctx),
+                }
+            })
+            .wait(ctx);
     }
 
     /// The world as the next turns see it.
@@ -139,7 +180,11 @@ impl Actor for Director {
             self.cast.sinks.emit(SimEvent::Resumed { messages });
         }
         let state = self.engine.current_state().to_string();
-        self.enter(state, ctx);
+        self.probe(
+            crate::scenario::probes::Occasion::Start,
+            move |act, ctx| act.enter(state, ctx),
+            ctx,
+        );
     }
 }
 
@@ -198,6 +243,28 @@ impl Director {
     }
 
     fn finish(&mut self, ended_by: EndReason, error: Option<SimError>, ctx: &mut Context<Self>) {
+        if self.ending {
+            return;
+        }
+        self.ending = true;
+        // The end's probes, unless the run was stopped.
+        let stopped = ended_by == EndReason::Interrupted || self.limits.cancel.is_cancelled();
+        if !stopped {
+            return self.probe(
+                crate::scenario::probes::Occasion::End,
+                move |act, ctx| act.finish_now(ended_by, error, ctx),
+                ctx,
+            );
+        }
+        self.finish_now(ended_by, error, ctx)
+    }
+
+    fn finish_now(
+        &mut self,
+        ended_by: EndReason,
+        error: Option<SimError>,
+        ctx: &mut Context<Self>,
+    ) {
         // A round the turn limit or a budget ended before its visit did still counts.
         let (ended_by, error) = match ended_by {
             EndReason::MaxTurns | EndReason::Budget
@@ -241,6 +308,7 @@ impl Director {
                 failures,
                 reply_quality: self.quality.summary(),
                 world: self.world.as_ref().map(|w| w.summary()),
+                probes: self.probes.as_mut().map(|p| p.summary()),
             });
         }
         ctx.stop();
@@ -344,12 +412,26 @@ impl Handler<Transit> for Director {
                 Err(e) => return self.fail(e, ctx),
             },
         };
-        self.engine.apply(&t);
-        match after_transit(t, ended_if.is_some()) {
-            AfterTransit::NextTurn => ctx.notify(Step),
-            AfterTransit::Enter(state) => self.enter(state, ctx),
-            AfterTransit::End => self.finish(EndReason::End, None, ctx),
-            AfterTransit::WorldEnded => self.finish(EndReason::EndIf, None, ctx),
+        let stays = t == Transition::Stay;
+        let go_on = move |act: &mut Self, ctx: &mut Context<Self>| {
+            act.engine.apply(&t);
+            match after_transit(t, ended_if.is_some()) {
+                AfterTransit::NextTurn => ctx.notify(Step),
+                AfterTransit::Enter(state) => act.enter(state, ctx),
+                AfterTransit::End => act.finish(EndReason::End, None, ctx),
+                AfterTransit::WorldEnded => act.finish(EndReason::EndIf, None, ctx),
+            }
+        };
+        // A sequential state's visit is a round of it for the probes (a simultaneous
+        // state's rounds were asked after as they were committed).
+        let state = self.engine.current_state().to_string();
+        let sequential =
+            self.cast.scenario.sop.states[&state].turns != crate::scenario::Turns::Simultaneous;
+        if !stays && sequential {
+            let occasion = crate::scenario::probes::Occasion::AfterRound { state: &state };
+            self.probe(occasion, go_on, ctx)
+        } else {
+            go_on(self, ctx)
         }
     }
 }
@@ -431,6 +513,7 @@ impl Director {
         ctx: &mut Context<Self>,
     ) {
         let mut said = Vec::new();
+        let taken = committed.len() as u64;
         for turn in committed {
             for ret in turn.events {
                 self.cast.sinks.emit(SimEvent::Tool {
@@ -447,6 +530,9 @@ impl Director {
         if let Some(world) = &mut self.world {
             world.heard(&said);
         }
+        let turns = self.state.turns();
+        let before = turns.saturating_sub(taken);
+        let round_of = round.map(|_| state.clone());
         let check = match round {
             Some(round) => {
                 self.cast.sinks.emit(SimEvent::RoundEnded {
@@ -464,7 +550,24 @@ impl Director {
                 None => return self.fail(SimError::Internal("a turn said nothing"), ctx),
             },
         };
-        self.transit_after(check, ctx);
+        // The probes of every few turns, then of a simultaneous state's round.
+        use crate::scenario::probes::Occasion;
+        let after_turns = Occasion::Turns {
+            before,
+            after: turns,
+        };
+        self.probe(
+            after_turns,
+            move |act, ctx| match round_of {
+                Some(state) => act.probe(
+                    Occasion::AfterRound { state: &state },
+                    move |act, ctx| act.transit_after(check, ctx),
+                    ctx,
+                ),
+                None => act.transit_after(check, ctx),
+            },
+            ctx,
+        );
     }
 
     /// Appends finished turns to the transcript and the events, in order.

@@ -246,6 +246,20 @@ impl LlmClient {
         }
     }
 
+    /// A client of the same backend, seed and stop, whose calls are numbered and
+    /// counted apart from this one's (probes and judgements: they change neither the
+    /// run's call numbers nor its spend).
+    pub fn apart(&self) -> Self {
+        Self {
+            backend: self.backend.clone(),
+            ledger: Arc::default(),
+            notices: Arc::default(),
+            run_seed: self.run_seed,
+            numbers: Arc::default(),
+            cancel: self.cancel.clone(),
+        }
+    }
+
     /// The client whose calls are abandoned, failing with [`LlmError::Cancelled`], once
     /// `cancel` is cancelled.
     pub fn stopped_by(mut self, cancel: CancelToken) -> Self {

@@ -18,6 +18,7 @@ use crate::tokens::{Estimator, TokenCounter};
 
 const DEFAULT_LINE: &str = "{name} ({role}) speaks in {state}, turn {turn}.";
 const DEFAULT_SUMMARY: &str = "Summary of {state} up to turn {turn}.";
+const DEFAULT_PROBE: &str = "{name} ({role}) answers at turn {turn}.";
 /// A decision to answer (the `json` decision format).
 const ANSWER_DECISION: &str = "{\"tool\": \"answer\"}";
 
@@ -99,6 +100,9 @@ impl ScriptedBackend {
                 .clone()
                 .unwrap_or_else(|| DEFAULT_SUMMARY.to_string()),
             CallKind::Decide => ANSWER_DECISION.to_string(),
+            CallKind::Probe if req.options.is_some() => draw_line(req),
+            CallKind::Probe => pick(&s.probes).unwrap_or_else(|| DEFAULT_PROBE.to_string()),
+            CallKind::Judge => pick(&s.judge).unwrap_or_else(|| draw_line(req)),
         };
         Ok(line)
     }

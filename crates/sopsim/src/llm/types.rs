@@ -26,9 +26,15 @@ pub enum CallKind {
     Choice,
     /// The decision agent choosing a tool or to answer.
     Decide,
+    /// A probe put to an agent (a survey's question, an interview): its answer
+    /// enters nothing of the run. Counted apart, never among the run's own calls.
+    Probe,
+    /// The judge scoring a finished run on a rubric. Counted apart.
+    Judge,
 }
 
 impl CallKind {
+    /// The kinds of a run's own calls (probes and judgements are counted apart).
     pub const ALL: [CallKind; 7] = [
         CallKind::Act,
         CallKind::Route,
@@ -48,6 +54,8 @@ impl CallKind {
             CallKind::Extract => "extract",
             CallKind::Choice => "choice",
             CallKind::Decide => "decide",
+            CallKind::Probe => "probe",
+            CallKind::Judge => "judge",
         }
     }
 }
