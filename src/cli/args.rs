@@ -114,6 +114,10 @@ pub enum Command {
     /// Ask a finished run's agent a question, from its memory at the end (or after a
     /// round), without running anything again; the run's folder is only read.
     Interview(InterviewArgs),
+    /// Judge finished runs again (a run's or a benchmark's folder) with another judge
+    /// or rubric, without running them again; or export blinded items for people to
+    /// rate, and measure the judge's agreement with them.
+    Judge(JudgeCommand),
     /// Print a shell completion script (e.g. `sopsim completions bash > /etc/bash_completion.d/sopsim`).
     Completions {
         /// The shell.
@@ -318,6 +322,76 @@ pub enum Engine {
     Slurm,
     /// A Kubernetes Indexed Job (YAML).
     K8s,
+}
+
+/// `sopsim judge`, or one of its helpers.
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct JudgeCommand {
+    #[command(subcommand)]
+    pub action: Option<JudgeAction>,
+    #[command(flatten)]
+    pub again: JudgeArgs,
+}
+
+#[derive(Args)]
+pub struct JudgeArgs {
+    /// A finished run's folder, or a benchmark's (every finished run is judged and the
+    /// report written again).
+    #[arg(required = true)]
+    pub folder: Option<PathBuf>,
+    /// The judge: a JSON file of the form of a scenario's `judge` section (default:
+    /// the scenario's own).
+    #[arg(long, value_name = "FILE")]
+    pub judge: Option<PathBuf>,
+    /// The scenario file the runs were made from (default: the one run.json names).
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+    /// The file each judgement goes to in its run's folder; another name than
+    /// judgement.json keeps a second judge's beside the first (and leaves the report).
+    #[arg(long, value_name = "NAME.json", default_value = "judgement.json")]
+    pub into: String,
+    #[command(flatten)]
+    pub models: Box<ModelArgs>,
+}
+
+#[derive(Subcommand)]
+pub enum JudgeAction {
+    /// Write the judged items of a run's or a benchmark's folder for people to rate,
+    /// blinded: items.csv and a self-contained form.html in OUT, the key apart in
+    /// OUT/key.json.
+    Export {
+        /// The run's or benchmark's folder.
+        folder: PathBuf,
+        /// Where the items, the form and the key go.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// The judgement whose items are exported.
+        #[arg(long, value_name = "NAME.json", default_value = "judgement.json")]
+        judgement: String,
+        /// The seed the labels are shuffled with.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// How far raters agree: people's ratings among themselves and with the judge, or
+    /// two judges with each other (Krippendorff's alpha and Spearman's rho, with
+    /// bootstrap intervals).
+    Agreement {
+        /// The folder `judge export` wrote (its key.json).
+        items: PathBuf,
+        /// People's ratings: CSV with columns rater,item,score.
+        #[arg(long, value_name = "FILE.csv")]
+        ratings: Option<PathBuf>,
+        /// The judgement the judge gave (in each item's run folder).
+        #[arg(long, value_name = "NAME.json", default_value = "judgement.json")]
+        judgement: String,
+        /// A second judge's judgement, for judge-to-judge agreement.
+        #[arg(long, value_name = "NAME.json")]
+        second: Option<String>,
+        /// How the report is printed.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
 }
 
 #[derive(Args)]

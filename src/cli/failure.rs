@@ -165,6 +165,15 @@ impl From<sopsim::InterviewError> for Failure {
     }
 }
 
+impl From<sopsim::JudgeError> for Failure {
+    fn from(e: sopsim::JudgeError) -> Self {
+        match e {
+            sopsim::JudgeError::Setup(e) => (*e).into(),
+            e => classify(e.is_bad_input(), None, &e),
+        }
+    }
+}
+
 impl From<BenchError> for Failure {
     fn from(e: BenchError) -> Self {
         match e {

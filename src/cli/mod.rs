@@ -9,6 +9,8 @@ mod cluster;
 mod failure;
 mod inspect;
 mod interview;
+mod judge;
+mod judge_items;
 mod models;
 mod progress;
 mod run;
@@ -131,6 +133,7 @@ fn execute(command: Command) -> Result<(), Failure> {
         } => models::embed(&texts, embedder, embedder_model, base_url),
         Command::Chat(args) => chat::chat(args),
         Command::Interview(args) => interview::interview(args),
+        Command::Judge(args) => judge::judge(args),
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "sopsim", &mut out);

@@ -10,6 +10,7 @@ mod choices;
 mod cli;
 #[cfg(unix)]
 mod hostile;
+mod judging;
 #[cfg(unix)]
 mod limits;
 mod populations;

@@ -41,7 +41,7 @@ static CORE: Layers = &[
             "quality",
         ],
     ),
-    ("state", &["environment", "run_state", "world"]),
+    ("state", &["environment", "run_state", "world", "judging"]),
 ];
 
 /// sopsim: the runtime, on top of the core (whose modules it uses under their names).
@@ -64,6 +64,9 @@ static RUNTIME: Layers = &[
             "journal",
             "resume_check",
             "interview",
+            "judgement",
+            "judge_again",
+            "finished_run",
         ],
     ),
 ];

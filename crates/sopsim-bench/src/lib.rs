@@ -15,7 +15,8 @@
 //! would read: a killed job runs again from its start), reads every run back from its
 //! folder ([`read_back::read_run`], figures from [`extract`]), summarises them with
 //! [`stats`] and writes `report.json`, `timing.json`, `report.md` ([`report`]) and the
-//! [`plot`]s.
+//! [`plot`]s. A benchmark's runs are judged again by [`rejudge`], which writes the
+//! report again.
 //!
 //! ```text
 //! OUT/bench.json          settings every run in OUT shares
@@ -27,11 +28,14 @@
 //! OUT/plots/              SVG and PNG
 //! ```
 
+pub mod agreement;
+pub mod bradley_terry;
 mod brief;
 mod error;
 pub mod exec;
 pub mod extract;
 pub mod job;
+pub mod judged_items;
 mod markdown;
 pub mod merge;
 mod outputs;
@@ -39,6 +43,7 @@ pub mod plan;
 #[cfg(feature = "plots")]
 pub mod plot;
 pub mod read_back;
+mod rejudge;
 pub mod report;
 mod run;
 pub mod shard;
@@ -48,5 +53,6 @@ mod world_figures;
 
 pub use error::BenchError;
 pub use exec::JobResult;
+pub use rejudge::{rejudge, Rejudged};
 pub use run::{run, BenchObserver, BenchOptions, BenchRun, Unobserved, MAX_SEEDS};
 pub use shard::{Shard, ShardError, ShardPlan};

@@ -110,6 +110,14 @@ pub fn read_run(
             }
         }
     }
+    match dir.read_json::<sopsim::simulation::Judgement>(
+        sopsim::runner::JUDGEMENT_FILE,
+        MAX_FOLDER_FILE_BYTES,
+    ) {
+        Ok(judgement) => figures.extend(sopsim::simulation::judged_figures(&judgement)),
+        Err(e) if e.is_missing() => {}
+        Err(e) => return RunStatus::Failed { error: chain(&e) },
+    }
     if !probes.is_empty() {
         let lines = match dir.read_json_lines::<sopsim::scenario::probes::ProbeLine>(
             sopsim::runner::PROBES_FILE,

@@ -167,6 +167,16 @@ pub fn build(
             names.extend(rules.figure_names());
         }
         names.extend(sopsim::scenario::probes::figure_names(sc.probes));
+        // A judge's figures are its rubric's, as the runs' judgements give them.
+        for (_, status) in &finished {
+            if let RunStatus::Finished { figures, .. } = status {
+                for name in figures.keys().filter(|n| n.starts_with("judge.")) {
+                    if !names.contains(name) {
+                        names.push(name.clone());
+                    }
+                }
+            }
+        }
         let figures = names
             .iter()
             .map(|name| {

@@ -41,6 +41,7 @@ pub mod digest;
 pub mod environment;
 pub mod error_chain;
 pub mod files;
+pub mod judging;
 pub mod memory;
 pub mod network;
 pub mod prompt;

@@ -72,6 +72,9 @@ pub enum SimError {
     /// condition or strategy formula that fails; the error names it and the round.
     #[error(transparent)]
     World(#[from] crate::world::WorldError),
+    /// The judge's rubric could not be read.
+    #[error("the judge")]
+    Judge(#[source] Box<crate::scenario::judge::RubricError>),
     /// The run was stopped while its world's round was updated; the world is as it
     /// was before the round.
     #[error("stopped while the world's round was updated")]
@@ -105,6 +108,7 @@ impl SimError {
                 | SimError::Knowledge { .. }
                 | SimError::NoHumanInput { .. }
                 | SimError::Tools(_)
+                | SimError::Judge(_)
                 | SimError::ResumeDiverged { .. }
                 | SimError::ResumeEnded { .. }
                 | SimError::ResumeBelowLimit { .. }

@@ -6,9 +6,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::finished_run::FinishedRunError;
 use crate::llm::{CallKind, LlmClient, LlmRequest};
 use crate::memory::{Message, Summary};
-use crate::output::{RunIdentity, RUN_FILE, WORLD_FILE};
+use crate::output::WORLD_FILE;
 use crate::output_folder::{FolderFileError, OutputFolder};
 use crate::prompt::{self, ProbePut};
 use crate::scenario::Persona;
@@ -50,17 +51,9 @@ pub struct Interview {
 #[derive(Debug, thiserror::Error)]
 pub enum InterviewError {
     #[error(transparent)]
+    Run(#[from] FinishedRunError),
+    #[error(transparent)]
     File(#[from] FolderFileError),
-    #[error(
-        "{RUN_FILE} names no scenario file (the run was made from a document or in code): give the scenario"
-    )]
-    NoScenario,
-    #[error("{path}: not the scenario this run was made from (its SHA-256 {now} differs from the run's {then})")]
-    OtherScenario {
-        path: PathBuf,
-        now: String,
-        then: String,
-    },
     #[error("{name:?} is not an agent of this run (agents: {known})")]
     UnknownAgent { name: String, known: String },
     #[error("{name:?} is played by a person: ask them")]
@@ -79,7 +72,9 @@ impl InterviewError {
     /// Whether the user's input is at fault (exit 2), rather than the model.
     pub fn is_bad_input(&self) -> bool {
         match self {
-            InterviewError::Setup(e) => e.is_bad_input(),
+            InterviewError::Setup(e) | InterviewError::Run(FinishedRunError::Setup(e)) => {
+                e.is_bad_input()
+            }
             InterviewError::Call(_) | InterviewError::Runtime(_) => false,
             _ => true,
         }
@@ -91,22 +86,9 @@ const MAX_FILE_BYTES: u64 = 1 << 30;
 
 /// Puts the question to the agent and returns its answer (blocking).
 pub fn interview(opts: &InterviewOptions) -> Result<Interview, InterviewError> {
-    let folder = OutputFolder::new(&opts.folder);
-    let identity: RunIdentity = folder.read_json(RUN_FILE, 64 * 1024)?;
-    let path = opts
-        .scenario
-        .clone()
-        .or_else(|| identity.scenario.clone().map(PathBuf::from))
-        .ok_or(InterviewError::NoScenario)?;
-    let loaded = crate::source::load(path.as_path(), &[])?;
-    if loaded.sha256 != identity.scenario_sha256 {
-        return Err(InterviewError::OtherScenario {
-            path,
-            now: loaded.sha256[..12.min(loaded.sha256.len())].to_string(),
-            then: identity.scenario_sha256[..12.min(identity.scenario_sha256.len())].to_string(),
-        });
-    }
-    let mut scenario = loaded.scenario;
+    let run = crate::finished_run::read(&opts.folder, opts.scenario.as_deref())?;
+    let (folder, identity, log) = (run.folder, run.identity, run.transcript);
+    let mut scenario = run.scenario;
     let agent = scenario.agents.get(&opts.agent).ok_or_else(|| {
         let known: Vec<&str> = scenario
             .agents
@@ -124,7 +106,6 @@ pub fn interview(opts: &InterviewOptions) -> Result<Interview, InterviewError> {
             name: opts.agent.clone(),
         });
     }
-    let log: Vec<Arc<Message>> = folder.read_json_lines("transcript.jsonl", MAX_FILE_BYTES)?;
     let summaries = read_summaries(&folder)?;
     let through = match opts.at {
         None => None,
@@ -149,7 +130,7 @@ pub fn interview(opts: &InterviewOptions) -> Result<Interview, InterviewError> {
     let mut models = opts.models.clone();
     // Nothing is embedded for an interview.
     models.embedder = EmbedderChoice::Hash;
-    let imported = loaded.imported;
+    let imported = run.imported;
     let services = crate::setup::assemble(&models, [(&mut scenario, &imported)])?
         .pop()
         .ok_or(SetupError::NoScenarios)?;

@@ -103,8 +103,8 @@
 
 // The core's modules, under the names the rest of this crate uses.
 pub(crate) use sopsim_core::{
-    action, digest, environment, error_chain, files, memory, network, prompt, quality, run_state,
-    sentence, sop, template, tokens, tool_results, user_json, world,
+    action, digest, environment, error_chain, files, judging, memory, network, prompt, quality,
+    run_state, sentence, sop, template, tokens, tool_results, user_json, world,
 };
 
 pub(crate) mod actors;
@@ -113,9 +113,12 @@ pub(crate) mod control;
 pub mod embed;
 pub mod error;
 pub mod events;
+pub(crate) mod finished_run;
 pub mod human;
 pub(crate) mod interview;
 pub(crate) mod journal;
+pub(crate) mod judge_again;
+pub(crate) mod judgement;
 pub(crate) mod knowledge;
 pub mod llm;
 pub use sopsim_models as models;
@@ -129,7 +132,9 @@ pub mod simulation;
 pub(crate) mod source;
 pub mod tools;
 
+pub use finished_run::FinishedRunError;
 pub use interview::{interview, Interview, InterviewError, InterviewOptions};
+pub use judge_again::{judge_again, JudgeError, JudgeOptions};
 pub use runner::{load, run, run_async, Loaded, RunError, RunIo, RunOptions, ScenarioSource};
 
 /// Internals the fuzz targets drive directly (`cargo fuzz` builds with `--cfg fuzzing`).

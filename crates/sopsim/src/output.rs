@@ -179,8 +179,9 @@ impl TranscriptWriter {
 pub const EVENTS_RESUMING: &str = "events.resuming.jsonl";
 
 /// The files a run writes at its end, which a resumed run writes again.
-const FINAL_FILES: [&str; 4] = [
+const FINAL_FILES: [&str; 5] = [
     "environment.json",
+    JUDGEMENT_FILE,
     "summary.json",
     "error.json",
     "network.json",
@@ -189,12 +190,16 @@ const FINAL_FILES: [&str; 4] = [
 /// The world's values after each round, for a scenario with a `world`.
 pub const WORLD_FILE: &str = crate::resume_check::WORLD_FILE;
 
+/// The judge's scores, for a scenario with a judge.
+pub const JUDGEMENT_FILE: &str = "judgement.json";
+
 /// The probes' answers, for a scenario with `probes`.
 pub const PROBES_FILE: &str = crate::resume_check::PROBES_FILE;
 
 /// The files a run writes into its folder.
-pub const RUN_FILES: [&str; 11] = [
+pub const RUN_FILES: [&str; 12] = [
     "transcript.jsonl",
+    JUDGEMENT_FILE,
     WORLD_FILE,
     PROBES_FILE,
     "events.jsonl",
@@ -423,11 +428,15 @@ impl RunDir {
         environment: &impl serde::Serialize,
         summary: &impl serde::Serialize,
         network: Option<&crate::network::NetworkRecord>,
+        judgement: Option<&crate::judging::Judgement>,
     ) -> Result<(), SimError> {
         let environment = self
             .files
             .replace_json("environment.json", environment)
             .map_err(SimError::from);
+        let judged = judgement.map_or(Ok(()), |j| {
+            Ok(self.files.replace_json(JUDGEMENT_FILE, j)?)
+        });
         let network = network.map_or(Ok(()), |n| {
             Ok(self.files.replace_json("network.json", n)?)
         });
@@ -435,7 +444,7 @@ impl RunDir {
             .files
             .replace_json("summary.json", summary)
             .map_err(SimError::from);
-        environment.and(network).and(summary)
+        environment.and(network).and(judged).and(summary)
     }
 }
 
@@ -509,6 +518,7 @@ mod tests {
             .write_final(
                 &serde_json::json!({}),
                 &serde_json::json!({"turns": 1}),
+                None,
                 None,
             )
             .unwrap_err();

@@ -5,8 +5,8 @@
 
 pub use crate::control::{Control, RunControl};
 pub use crate::output::{
-    read_run_files, Existing, FolderLock, OutFolderError, RunFiles, PROBES_FILE, RUN_FILE,
-    WORLD_FILE,
+    read_run_files, Existing, FolderLock, OutFolderError, RunFiles, JUDGEMENT_FILE, PROBES_FILE,
+    RUN_FILE, WORLD_FILE,
 };
 pub use crate::output_folder::{Entry, FolderFileError, OutputFolder};
 pub use crate::source::{load, Loaded, ScenarioSource};
@@ -55,6 +55,9 @@ pub struct RunOptions {
     /// run gets), as `sopsim run` does. A caller that runs a killed run again from its
     /// start instead (a benchmark) turns it off and saves writing it.
     pub resumable: bool,
+    /// Judge the finished run by this judge (a `--judge` file: its spec, and the folder
+    /// its rubric file is read from) rather than the scenario's own `judge`.
+    pub judge: Option<(crate::scenario::judge::JudgeSpec, PathBuf)>,
 }
 
 impl RunOptions {
@@ -75,6 +78,7 @@ impl RunOptions {
             allowed_commands: CommandConsent::Nothing,
             existing: Existing::Refuse,
             resumable: true,
+            judge: None,
         }
     }
 }
@@ -255,6 +259,19 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         known_sha256,
     } = load_source(&opts.scenario, &opts.allowed_paths)?;
     setup::check_round_fits(&scenario, opts.max_turns)?;
+    // The judge given for this run takes the scenario's place, before the services it
+    // names are made; its rubric file is read from its own folder.
+    let judge_folder = match &opts.judge {
+        Some((spec, folder)) => {
+            Arc::make_mut(&mut scenario).judge = Some(spec.clone());
+            Some(folder.clone())
+        }
+        None => opts
+            .scenario
+            .origin()
+            .parent()
+            .map(std::path::Path::to_path_buf),
+    };
     opts.allowed_commands
         .check(&scenario)
         .map_err(|refused| SetupError::NotAllowed {
@@ -334,6 +351,7 @@ fn prepare(opts: &RunOptions, io: RunIo) -> Result<Prepared, RunError> {
         transcript,
         world_log,
         probe_log,
+        judge_folder,
         cancel: Some(cancel),
         control,
         budget_usd: opts.budget_usd,
@@ -512,6 +530,7 @@ fn finish(
             &outcome.environment,
             &outcome.summary,
             outcome.network.as_ref(),
+            outcome.judgement.as_ref(),
         ),
         None => Ok(()),
     };

@@ -6,6 +6,7 @@
 //! Any number of simulations can run at once in one actix `System`; they share the
 //! [`Services`] (the model backend and the embedding service) and nothing else.
 
+pub use crate::judging::{figures as judged_figures, Judgement};
 pub use crate::memory::{Decision, Message, MessageKind};
 pub use crate::network::{
     document as network_document, draw_all as draw_networks, NetworkRecord, PopulationNetwork,
@@ -79,6 +80,9 @@ pub(crate) struct RunConfig {
     pub world_log: Option<TranscriptWriter>,
     /// Appends the probes' answers to `probes.jsonl`.
     pub probe_log: Option<TranscriptWriter>,
+    /// Where the judge's rubric file is read from (the scenario's folder, or a
+    /// `--judge` file's).
+    pub judge_folder: Option<std::path::PathBuf>,
     /// Cancelled to stop the run at the next turn boundary.
     pub cancel: Option<CancelToken>,
     /// Pause, step and stop the run from outside.
@@ -259,6 +263,9 @@ pub struct RunOutcome {
     pub error: Option<SimError>,
     /// The probes' answers, as `probes.jsonl` holds them (empty without probes).
     pub probes: Vec<crate::scenario::probes::ProbeLine>,
+    /// The judge's scores (`judgement.json`), for a scenario with a judge whose run
+    /// ran its course.
+    pub judgement: Option<crate::judging::Judgement>,
 }
 
 /// Runs one simulation to its end. Must be called inside an actix `System`.
@@ -352,6 +359,26 @@ pub(crate) async fn run(
         started,
     );
     let network = crate::network::document(&scenario, mode, config.seed, &drawn);
+    let judgement = match (&scenario.judge, summary.ended_by) {
+        (
+            Some(spec),
+            EndReason::End | EndReason::EndIf | EndReason::MaxTurns | EndReason::Budget,
+        ) => {
+            let folder = config.judge_folder.clone().unwrap_or_default();
+            let run_models = summary.tokens_by_model.keys().cloned().collect();
+            let judged = crate::judgement::judge(
+                &scenario,
+                spec,
+                &folder,
+                &snapshot.transcript,
+                llm.apart(),
+                run_models,
+            )
+            .await;
+            Some(judged.map_err(|e| SimError::Judge(Box::new(e)))?)
+        }
+        _ => None,
+    };
     Ok(RunOutcome {
         summary,
         transcript: snapshot.transcript,
@@ -359,6 +386,7 @@ pub(crate) async fn run(
         network,
         error,
         probes,
+        judgement,
     })
 }
 

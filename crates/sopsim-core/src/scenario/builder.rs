@@ -43,6 +43,7 @@ impl ScenarioBuilder {
                 outcomes: None,
                 world: None,
                 probes: Default::default(),
+                judge: None,
                 script: None,
             },
         }

@@ -46,6 +46,10 @@ pub struct Scenario {
     /// shown in prompts, updated after each round, and conditions that end the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub world: Option<super::WorldSpec>,
+    /// How the finished run is judged: a rubric's dimensions scored by a model, for
+    /// each agent or the episode, into `judgement.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<super::JudgeSpec>,
     /// Questions put to agents during the run that leave no trace in it (surveys,
     /// interviews), by name; the answers go to `probes.jsonl`.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
@@ -458,6 +462,10 @@ impl Scenario {
                     .map(|c| c.llm.as_ref()),
             );
         let mut named: Vec<(BackendKind, Option<String>)> = layers
+            .chain(self.probes.values().map(|p| p.llm.as_ref()))
+            .chain(std::iter::once(
+                self.judge.as_ref().and_then(|j| j.llm.as_ref()),
+            ))
             .flatten()
             .filter_map(|l| Some((l.backend?, l.model.clone())))
             .collect();

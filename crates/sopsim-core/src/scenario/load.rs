@@ -264,11 +264,36 @@ fn from_document_in(path: &Path, doc: Value, folder: &Folder) -> Result<Scenario
     if !problems.is_empty() {
         return Err(invalid(problems));
     }
-    let problems = validate::check(&scenario, &Estimator);
+    let mut problems = validate::check(&scenario, &Estimator);
+    if let Some(judge) = &scenario.judge {
+        problems.extend(check_judge(judge, folder));
+    }
     if !problems.is_empty() {
         return Err(invalid(problems));
     }
     Ok(scenario)
+}
+
+/// The judge's rubric, read from the scenario's folder when it names a file, and its
+/// dimensions and prompts checked.
+fn check_judge(judge: &super::judge::JudgeSpec, folder: &Folder) -> Vec<Problem> {
+    let at = super::path::FieldPath::root().key("judge");
+    if let Some(name) = judge
+        .rubric
+        .as_deref()
+        .filter(|n| super::judge::built_in(n).is_none())
+    {
+        if let Err(e) = folder.confined(name) {
+            return vec![Problem {
+                path: at.key("rubric"),
+                message: e.to_string(),
+            }];
+        }
+    }
+    super::judge::check(judge, &folder.dir, at)
+        .into_iter()
+        .map(|(path, message)| Problem { path, message })
+        .collect()
 }
 
 /// Makes every population's members (reading its persona table and edge list) and

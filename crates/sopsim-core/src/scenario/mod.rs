@@ -8,6 +8,7 @@ mod commands;
 mod data_file;
 pub mod expr;
 mod format;
+pub mod judge;
 pub mod knowledge_file;
 mod llm_settings;
 mod load;
@@ -39,6 +40,7 @@ pub use format::{
     LlmSettings, Mode, Players, RangeError, Scenario, Script, Sop, SpeakerRule, State,
     SummaryPrompts, TokenWindow, TransitionRule, Turns, UnknownMode,
 };
+pub use judge::JudgeSpec;
 pub use load::{
     from_document, import_aiwaves, load_document_with, parse_json, read_text, read_text_digested,
     translate_aiwaves, validate_built, ScenarioError, MAX_SCENARIO_BYTES,

@@ -1,0 +1,76 @@
+//! A finished run's folder read back for work done on it afterwards (an interview, a
+//! judgement made again): its identity, the scenario it was made from (found by
+//! `run.json`, or given, and checked against the run's digest) and its transcript.
+//! The folder is only read.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::memory::Message;
+use crate::output::{RunIdentity, RUN_FILE};
+use crate::output_folder::{FolderFileError, OutputFolder};
+use crate::scenario::aiwaves::Imported;
+use crate::scenario::Scenario;
+use crate::setup::SetupError;
+
+/// Why a finished run's folder cannot be worked on.
+#[derive(Debug, thiserror::Error)]
+pub enum FinishedRunError {
+    #[error(transparent)]
+    File(#[from] FolderFileError),
+    #[error(
+        "{RUN_FILE} names no scenario file (the run was made from a document or in code): give the scenario"
+    )]
+    NoScenario,
+    #[error("{path}: not the scenario this run was made from (its SHA-256 {now} differs from the run's {then})")]
+    OtherScenario {
+        path: PathBuf,
+        now: String,
+        then: String,
+    },
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+}
+
+/// What a finished run's folder holds for work done on it afterwards.
+pub(crate) struct FinishedRun {
+    pub folder: OutputFolder,
+    pub identity: RunIdentity,
+    pub scenario: Scenario,
+    pub imported: Imported,
+    /// The scenario file's path.
+    pub path: PathBuf,
+    pub transcript: Vec<Arc<Message>>,
+}
+
+/// The most a run's transcript may hold when it is read back.
+const MAX_TRANSCRIPT_BYTES: u64 = 1 << 30;
+
+/// Reads the run in `dir`, with its scenario from `scenario` when given, else from the
+/// file `run.json` names.
+pub(crate) fn read(dir: &Path, scenario: Option<&Path>) -> Result<FinishedRun, FinishedRunError> {
+    let folder = OutputFolder::new(dir);
+    let identity: RunIdentity = folder.read_json(RUN_FILE, 64 * 1024)?;
+    let path = scenario
+        .map(Path::to_path_buf)
+        .or_else(|| identity.scenario.clone().map(PathBuf::from))
+        .ok_or(FinishedRunError::NoScenario)?;
+    let loaded = crate::source::load(path.as_path(), &[])?;
+    if loaded.sha256 != identity.scenario_sha256 {
+        let short = |s: &str| s[..12.min(s.len())].to_string();
+        return Err(FinishedRunError::OtherScenario {
+            path,
+            now: short(&loaded.sha256),
+            then: short(&identity.scenario_sha256),
+        });
+    }
+    let transcript = folder.read_json_lines("transcript.jsonl", MAX_TRANSCRIPT_BYTES)?;
+    Ok(FinishedRun {
+        folder,
+        identity,
+        scenario: loaded.scenario,
+        imported: loaded.imported,
+        path,
+        transcript,
+    })
+}
