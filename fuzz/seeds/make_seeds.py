@@ -50,6 +50,16 @@ def outcomes():
     put("outcomes", "counts", "counts.COOPERATE * 3 - (own == 'DEFECT') | abs\n{}")
 
 
+def world():
+    put("world", "shipped", "me.catch + own\nworld.fish < 5\n"
+        "The lake holds {{ world.fish }} tons in month {{ round }}; you took {{ me.catch }}.")
+    put("world", "loops", "own * 2 + sum / n\n(world.fish / 10) > 2\n"
+        "{% for i in range(world.fish) %}{{ i }},{% endfor %} {{ choice }} {{ '-' * 20 }}")
+    put("world", "hostile", "(('x' * 90000000) ~ ('x' * 90000000)) | length\n"
+        "world.fish / (world.fish - world.fish) > 1\n"
+        "{% set a='x'*100000000 %}{{ a~a~a~a }}{% macro f(n) %}{{ f(n) }}{% endmacro %}")
+
+
 def small_texts():
     put("script_template", "line", "{name} says {one_of:yes|no} at turn {turn}, reply {n}")
     put("script_template", "braces", "{{literal}} and {state} {role}")
@@ -166,6 +176,7 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--scenarios"]:
         sys.exit(0)
     outcomes()
+    world()
     small_texts()
     model_files()
     tiny_model("llama")
