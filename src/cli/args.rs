@@ -114,6 +114,10 @@ pub enum Command {
     /// Ask a finished run's agent a question, from its memory at the end (or after a
     /// round), without running anything again; the run's folder is only read.
     Interview(InterviewArgs),
+    /// Play a roster of players (strategies, local models, servers) against each other
+    /// in a game scenario, every seed of every group, and rate them: mean payoff,
+    /// Bradley–Terry, TrueSkill, the payoff matrix. Rerun to resume.
+    Tournament(TournamentArgs),
     /// Judge finished runs again (a run's or a benchmark's folder) with another judge
     /// or rubric, without running them again; or export blinded items for people to
     /// rate, and measure the judge's agreement with them.
@@ -322,6 +326,34 @@ pub enum Engine {
     Slurm,
     /// A Kubernetes Indexed Job (YAML).
     K8s,
+}
+
+#[derive(Args)]
+pub struct TournamentArgs {
+    /// The game: a scenario whose `outcomes.players` are the seats and whose
+    /// `outcomes.payoff` pays them.
+    pub game: PathBuf,
+    /// The roster: the players, how they meet, their noise (JSON).
+    #[arg(long, value_name = "ROSTER.json")]
+    pub players: PathBuf,
+    /// Games per group, with seeds 0, 1, …
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub seeds: u64,
+    /// Games run at once in this process (sharing the models).
+    #[arg(long, short, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub jobs: u32,
+    /// The tournament's folder: its games' run folders, report and plots.
+    #[arg(long, value_name = "DIR", default_value = "tournament-out")]
+    pub out: PathBuf,
+    /// Every player's noise: the probability that each move is flipped (over the
+    /// roster's).
+    #[arg(long, value_name = "P", value_parser = parse_probability)]
+    pub noise: Option<f64>,
+    #[command(flatten)]
+    pub models: Box<ModelArgs>,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// `sopsim judge`, or one of its helpers.
@@ -586,6 +618,13 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
         _ => Err(format!(
             "{s:?} is not a number of seconds from 0.001 to 86400"
         )),
+    }
+}
+
+fn parse_probability(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a probability from 0 to 1")),
     }
 }
 

@@ -18,6 +18,7 @@ mod serve;
 mod signals;
 mod stdin;
 mod terminal;
+mod tournament;
 mod view;
 
 use std::io::Write;
@@ -134,6 +135,7 @@ fn execute(command: Command) -> Result<(), Failure> {
         Command::Chat(args) => chat::chat(args),
         Command::Interview(args) => interview::interview(args),
         Command::Judge(args) => judge::judge(args),
+        Command::Tournament(args) => tournament::tournament(args),
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "sopsim", &mut out);

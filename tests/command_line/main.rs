@@ -18,6 +18,7 @@ mod resume;
 mod shards;
 #[cfg(unix)]
 mod stop;
+mod tournament;
 // chromedriver runs in a process group of its own (Unix).
 #[cfg(unix)]
 mod viewer;

@@ -1039,3 +1039,59 @@ fn probes_and_an_interview_leave_a_local_run_as_it_was() {
         "{answer}"
     );
 }
+
+/// A mixed roster on the local models: two models and two strategies meet in a short
+/// prisoner's dilemma, every model loaded once for all its games, and are rated.
+#[test]
+fn a_mixed_roster_plays_on_the_local_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let text =
+        std::fs::read_to_string(crate::common::root().join("scenarios/tournaments/ipd_10.json"))
+            .unwrap();
+    let mut game: serde_json::Value = serde_json::from_str(&text).unwrap();
+    game["sop"]["states"]["play"]["transition"]["max_visits"] = serde_json::json!(2);
+    let game_file = dir.path().join("ipd_2.json");
+    std::fs::write(&game_file, game.to_string()).unwrap();
+    let roster = dir.path().join("roster.json");
+    std::fs::write(
+        &roster,
+        serde_json::json!({"players": {
+            "qwen05": {"llm": {"backend": "local", "model": "qwen05"}},
+            "qwen15": {"llm": {"backend": "local", "model": "qwen15"}},
+            "tit_for_tat": {"strategy": {"rule": "tit_for_tat"}},
+            "always_defect": {"strategy": {"rule": "always_defect"}}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let done = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .args([
+            "tournament",
+            game_file.to_str().unwrap(),
+            "--players",
+            roster.to_str().unwrap(),
+        ])
+        .args(["-q", "--embedder", "hash", "--out", out.to_str().unwrap()])
+        .env("SOPSIM_MODELS", models_dir())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{err}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["games"], 6, "{report}");
+    for player in ["qwen05", "qwen15", "tit_for_tat", "always_defect"] {
+        assert_eq!(report["ratings"][player]["games"], 3, "{player}");
+    }
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("runs/qwen05-vs-qwen15/cooperative/seed-0/summary.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        summary["tokens_by_model"].as_object().unwrap().len(),
+        2,
+        "{summary}"
+    );
+}

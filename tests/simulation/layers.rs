@@ -39,6 +39,7 @@ static CORE: Layers = &[
             "action",
             "tool_results",
             "quality",
+            "noise",
         ],
     ),
     ("state", &["environment", "run_state", "world", "judging"]),

@@ -17,6 +17,9 @@ use crate::plot;
 pub enum BenchError {
     #[error(transparent)]
     Setup(#[from] SetupError),
+    /// A tournament's roster (or game) cannot be played, each problem by its field.
+    #[error(transparent)]
+    Roster(Box<crate::tournament::roster::RosterError>),
     #[error("{path}: a benchmark runs without people, but agent {agent:?} is human")]
     Human { path: PathBuf, agent: String },
     #[error("{path}: name {name:?} {source}; a benchmark keeps each scenario's runs in a folder of that name")]

@@ -49,6 +49,7 @@ mod run;
 pub mod shard;
 pub mod stats;
 mod summary_figures;
+pub mod tournament;
 mod world_figures;
 
 pub use error::BenchError;

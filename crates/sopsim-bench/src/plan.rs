@@ -174,8 +174,13 @@ pub fn read_jobs(out: &Path) -> Result<Vec<Job>, BenchError> {
 
 /// Writes a benchmark folder's `bench.json` and `manifest.jsonl` as given.
 pub fn write(out: &Path, settings: &Settings, jobs: &[Job]) -> Result<(), BenchError> {
+    OutputFolder::new(out).replace_json(SETTINGS_FILE, settings)?;
+    write_manifest(out, jobs)
+}
+
+/// Writes a folder's `manifest.jsonl`: one job per line.
+pub fn write_manifest(out: &Path, jobs: &[Job]) -> Result<(), BenchError> {
     let folder = OutputFolder::new(out);
-    folder.replace_json(SETTINGS_FILE, settings)?;
     let mut text = String::new();
     for job in jobs {
         let line = serde_json::to_string(job)

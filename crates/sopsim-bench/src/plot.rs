@@ -343,3 +343,159 @@ where
     }
     root.present().map_err(err)
 }
+
+/// A tournament's payoff matrix as a heat map: each cell the row player's mean payoff
+/// against the column player, darker for more, its value written in it.
+pub fn payoff_matrix(
+    stem: &Path,
+    players: &[String],
+    matrix: &[Vec<Option<f64>>],
+) -> Result<(), PlotError> {
+    svg_and_png!(stem, draw_matrix(players, matrix))
+}
+
+fn draw_matrix<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    players: &[String],
+    matrix: &[Vec<Option<f64>>],
+) -> Result<(), BoxError>
+where
+    DB::ErrorType: 'static,
+{
+    let n = players.len().max(1) as f64;
+    let (lo, hi) = bounds(matrix.iter().flatten().flatten().copied());
+    // Cells centred on whole numbers, so each label sits under its cell.
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "Mean payoff per round, row against column",
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(130)
+        .build_cartesian_2d(-0.5..n - 0.5, -0.5..n - 0.5)
+        .map_err(err)?;
+    let name = |i: f64, flip: bool| {
+        let at = i.round() as isize;
+        let at = if flip {
+            players.len() as isize - 1 - at
+        } else {
+            at
+        };
+        usize::try_from(at)
+            .ok()
+            .and_then(|k| players.get(k))
+            .filter(|_| (i - i.round()).abs() < 1e-6)
+            .cloned()
+            .unwrap_or_default()
+    };
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_labels(players.len() * 2 + 1)
+        .y_labels(players.len() * 2 + 1)
+        .x_label_formatter(&|x| name(*x, false))
+        .y_label_formatter(&|y| name(*y, true))
+        .draw()
+        .map_err(err)?;
+    for (i, row) in matrix.iter().enumerate() {
+        for (j, v) in row.iter().enumerate() {
+            let (x, y) = (j as f64, n - 1.0 - i as f64);
+            let shade = v.map_or(1.0, |v| 1.0 - 0.8 * (v - lo) / (hi - lo).max(1e-9));
+            let colour = RGBColor(
+                (31.0 + (255.0 - 31.0) * shade) as u8,
+                (119.0 + (255.0 - 119.0) * shade) as u8,
+                (180.0 + (255.0 - 180.0) * shade) as u8,
+            );
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(x - 0.5, y - 0.5), (x + 0.5, y + 0.5)],
+                    colour.filled(),
+                )))
+                .map_err(err)?;
+            let text = v.map_or("-".to_string(), |v| format!("{v:.2}"));
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    text,
+                    (x - 0.15, y + 0.05),
+                    ("sans-serif", 14).into_font(),
+                )))
+                .map_err(err)?;
+        }
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// A tournament's ranking: each player's mean payoff per round with its 95% interval,
+/// best at the top.
+pub fn ranking(
+    stem: &Path,
+    ranked: &[(String, Option<super::tournament::ratings::Estimate>)],
+) -> Result<(), PlotError> {
+    svg_and_png!(stem, draw_ranking(ranked))
+}
+
+fn draw_ranking<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    ranked: &[(String, Option<super::tournament::ratings::Estimate>)],
+) -> Result<(), BoxError>
+where
+    DB::ErrorType: 'static,
+{
+    let values = ranked.iter().filter_map(|(_, e)| *e).flat_map(|e| {
+        let [lo, hi] = e.ci95.unwrap_or([e.value, e.value]);
+        [e.value, lo, hi]
+    });
+    let (lo, hi) = bounds(values);
+    let n = ranked.len().max(1) as f64;
+    // Rows centred on whole numbers, so each label sits beside its row.
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "Ranking: mean payoff per round (95% interval)",
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(130)
+        .build_cartesian_2d(lo..hi, -0.5..n - 0.5)
+        .map_err(err)?;
+    let name = |y: f64| {
+        let at = ranked.len() as isize - 1 - y.round() as isize;
+        usize::try_from(at)
+            .ok()
+            .and_then(|k| ranked.get(k))
+            .filter(|_| (y - y.round()).abs() < 1e-6)
+            .map(|(p, _)| p.clone())
+            .unwrap_or_default()
+    };
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(ranked.len() * 2 + 1)
+        .y_label_formatter(&|y| name(*y))
+        .draw()
+        .map_err(err)?;
+    for (i, (_, e)) in ranked.iter().enumerate() {
+        let Some(e) = e else { continue };
+        let y = n - 1.0 - i as f64;
+        let [a, b] = e.ci95.unwrap_or([e.value, e.value]);
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(a, y), (b, y)],
+                COLOURS[0].stroke_width(2),
+            )))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Circle::new(
+                (e.value, y),
+                5,
+                COLOURS[0].filled(),
+            )))
+            .map_err(err)?;
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}

@@ -96,6 +96,18 @@ pub(crate) struct Loaded {
     imported: Imported,
 }
 
+impl Loaded {
+    /// The figures its runs give (its outcomes, compiled), if it has any.
+    pub(crate) fn rules(&self) -> Option<&OutcomeRules> {
+        self.rules.as_ref()
+    }
+
+    /// The scenario as loaded.
+    pub(crate) fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+}
+
 /// Locks a benchmark's output folder, or fails at once if another process holds it.
 pub(crate) fn lock_folder(out: &StdPath) -> Result<sopsim::runner::FolderLock, BenchError> {
     sopsim::runner::FolderLock::take(out).map_err(|source| {

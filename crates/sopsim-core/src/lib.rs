@@ -44,6 +44,7 @@ pub mod files;
 pub mod judging;
 pub mod memory;
 pub mod network;
+pub mod noise;
 pub mod prompt;
 pub mod quality;
 pub mod run_state;

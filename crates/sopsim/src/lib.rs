@@ -103,8 +103,8 @@
 
 // The core's modules, under the names the rest of this crate uses.
 pub(crate) use sopsim_core::{
-    action, digest, environment, error_chain, files, judging, memory, network, prompt, quality,
-    run_state, sentence, sop, template, tokens, tool_results, user_json, world,
+    action, digest, environment, error_chain, files, judging, memory, network, noise, prompt,
+    quality, run_state, sentence, sop, template, tokens, tool_results, user_json, world,
 };
 
 pub(crate) mod actors;

@@ -161,6 +161,12 @@ pub struct AgentSpec {
     /// one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<std::sync::Arc<super::StrategySpec>>,
+    /// The probability that each move the agent makes in a closed choice is flipped
+    /// to another option (a tremble, drawn from the run's seed): noise, for a strategy
+    /// and a model alike.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub noise: Option<f64>,
     /// Set on the agents a population generated.
     #[serde(skip)]
     #[schemars(skip)]

@@ -498,6 +498,7 @@ pub fn expand(
             llm: spec.llm.clone().map(Box::new),
             human: false,
             strategy: strategy.clone(),
+            noise: None,
             member: Some(Member {
                 population: key.to_string(),
                 index: i as u32,

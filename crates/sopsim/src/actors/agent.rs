@@ -127,8 +127,25 @@ impl AgentActor {
             defect: defect.as_deref(),
             seed: self.shared.seed,
         };
-        let chosen = crate::world::strategy::decide(strategy, &situation)
+        let mut chosen = crate::world::strategy::decide(strategy, &situation)
             .map_err(|why| self.world_error(msg, "strategy", why))?;
+        if let Some(p) = scenario.agents[&self.name].noise.filter(|p| *p > 0.0) {
+            // The move trembles; its probabilities are then the tremble's.
+            let intended = chosen.value.clone();
+            chosen.value = crate::noise::tremble(
+                self.shared.seed,
+                &self.name,
+                msg.turn,
+                p,
+                options,
+                &intended,
+            );
+            let others = options.len().saturating_sub(1).max(1) as f64;
+            chosen.probabilities = options
+                .iter()
+                .map(|o| (o.clone(), if *o == intended { 1.0 - p } else { p / others }))
+                .collect();
+        }
         let line = match &strategy.say {
             Some(say) => crate::world::view::render_say(say, &view, agent, &chosen.value)
                 .map_err(|why| self.world_error(msg, "strategy.say", why))?,
@@ -236,6 +253,7 @@ impl AgentActor {
             choice,
             options,
             decider,
+            seed: self.shared.seed,
         })
     }
 

@@ -49,6 +49,8 @@ pub(super) struct ModelTurn {
     pub decider: Option<Decider>,
     /// The state with the world's values shown in its texts, when it shows any.
     pub shown: Option<State>,
+    /// The run's seed (a noisy agent's trembles are drawn from it).
+    pub seed: u64,
 }
 
 impl ModelTurn {
@@ -73,7 +75,18 @@ impl ModelTurn {
         }
         let reply = self.reply(&obs, found.as_deref()).await?;
         let own_reply = reply.as_ref().map(|(text, _)| text.as_str());
-        let decision = self.choose(&obs, own_reply).await?;
+        let mut decision = self.choose(&obs, own_reply).await?;
+        if let (Some(d), Some(p)) = (decision.as_mut(), self.noise()) {
+            // The move trembles; the probabilities stay the model's own.
+            d.value = crate::noise::tremble(
+                self.seed,
+                &self.base.name,
+                self.msg.turn,
+                p,
+                &self.options,
+                &d.value,
+            );
+        }
         let stopped = reply.as_ref().is_some_and(|(_, stopped)| *stopped);
         let (response, kind) = said(reply.map(|(text, _)| text), decision.as_ref());
         let name = self.base.name.clone();
@@ -107,6 +120,13 @@ impl ModelTurn {
         self.shown
             .as_ref()
             .unwrap_or(&self.scenario.sop.states[&self.msg.state])
+    }
+
+    /// The agent's noise, when its moves tremble.
+    fn noise(&self) -> Option<f64> {
+        self.scenario.agents[&self.base.name]
+            .noise
+            .filter(|p| *p > 0.0)
     }
 
     fn who(&self) -> Persona<'_> {
