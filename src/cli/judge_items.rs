@@ -5,7 +5,8 @@ use std::path::Path;
 
 use super::args::Format;
 use super::failure::Failure;
-use sopsim_bench::judged_items::{self, Estimate, ItemsError};
+use sopsim_bench::judged_items::{self, ItemsError};
+use sopsim_bench::stats::Estimate;
 
 fn failure(e: ItemsError) -> Failure {
     Failure::BadInput(sopsim::error::chain(&e))
@@ -50,7 +51,7 @@ pub fn agreement(
     let shown = |e: &Option<Estimate>| match e {
         Some(Estimate {
             value,
-            ci95: Some((lo, hi)),
+            ci95: Some([lo, hi]),
         }) => format!("{value:.3} [{lo:.3}, {hi:.3}]"),
         Some(Estimate { value, ci95: None }) => format!("{value:.3}"),
         None => "-".into(),

@@ -55,6 +55,21 @@ fn the_format_reference_is_generated_from_the_format() {
 }
 
 #[test]
+fn the_measuring_files_reference_is_generated_from_their_types() {
+    let path = root().join("docs/reference/measuring-files.md");
+    let generated = sopsim_bench::files_reference::markdown();
+    if std::env::var_os("SOPSIM_UPDATE_DOCS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let written = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        written == generated,
+        "{} is not what the types generate: run `SOPSIM_UPDATE_DOCS=1 cargo test --test simulation docs`",
+        path.display()
+    );
+}
+
+#[test]
 fn the_tools_guide_lists_the_settings_each_kind_reads() {
     let path = root().join("docs/guide/tools.md");
     let text = std::fs::read_to_string(&path).unwrap();

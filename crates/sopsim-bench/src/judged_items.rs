@@ -21,6 +21,7 @@ use sopsim::runner::OutputFolder;
 use sopsim::simulation::{Judgement, Message};
 
 use crate::agreement::{bootstrap_interval, krippendorff_alpha, spearman, Level};
+use crate::stats::Estimate;
 
 /// Why items could not be exported or agreement measured.
 #[derive(Debug, thiserror::Error)]
@@ -350,25 +351,22 @@ pub fn read_ratings(path: &Path, key: &Key) -> Result<Vec<Rating>, ItemsError> {
     Ok(out)
 }
 
-/// A statistic and its bootstrap interval over the items.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Estimate {
-    pub value: f64,
-    pub ci95: Option<(f64, f64)>,
-}
-
 /// One dimension's agreement.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct DimensionAgreement {
+    /// Items of the dimension in the key.
     pub items: usize,
+    /// People who rated at least one of them.
     pub raters: usize,
     /// Krippendorff's alpha (interval) among the people.
     pub people_alpha: Option<Estimate>,
-    /// The judge against the people's mean: alpha and Spearman's rho.
+    /// Krippendorff's alpha (interval) between the judge and the people's mean.
     pub judge_alpha: Option<Estimate>,
+    /// Spearman's rho between the judge and the people's mean.
     pub judge_rho: Option<Estimate>,
-    /// A second judge against the first.
+    /// Krippendorff's alpha (interval) between a second judge and the first.
     pub judges_alpha: Option<Estimate>,
+    /// Spearman's rho between the two judges.
     pub judges_rho: Option<Estimate>,
 }
 
@@ -513,7 +511,7 @@ fn estimate(matrix: &[Vec<Option<f64>>], stat: Stat) -> Option<Estimate> {
     let value = of(&all)?;
     Some(Estimate {
         value,
-        ci95: bootstrap_interval(items, &of, RESAMPLES, 0, 0.95),
+        ci95: bootstrap_interval(items, &of, RESAMPLES, 0, 0.95).map(|(lo, hi)| [lo, hi]),
     })
 }
 
@@ -716,7 +714,7 @@ mod tests {
         assert!(close(&goal.judge_alpha, 0.9597189439819909), "{goal:?}");
         assert!(close(&goal.judge_rho, 0.9894548898363074), "{goal:?}");
         assert!(close(&goal.judges_alpha, 1.0), "a judge agrees with itself");
-        let (lo, hi) = goal.people_alpha.unwrap().ci95.unwrap();
+        let [lo, hi] = goal.people_alpha.unwrap().ci95.unwrap();
         assert!(lo <= 0.9465511014806789 && 0.9465511014806789 <= hi);
     }
 

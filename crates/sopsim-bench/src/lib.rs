@@ -34,6 +34,7 @@ mod brief;
 mod error;
 pub mod exec;
 pub mod extract;
+pub mod files_reference;
 pub mod job;
 pub mod judged_items;
 mod markdown;

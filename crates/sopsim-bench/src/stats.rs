@@ -12,6 +12,7 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use schemars::JsonSchema;
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
@@ -74,6 +75,17 @@ pub struct Summary {
     pub min: f64,
     pub max: f64,
     pub method: Method,
+}
+
+/// A statistic and its 95% interval (a bootstrap's, where the statistic has no
+/// formula for one).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, JsonSchema)]
+pub struct Estimate {
+    /// The statistic.
+    pub value: f64,
+    /// Absent where there is too little to resample.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci95: Option<[f64; 2]>,
 }
 
 /// The paired difference `b − a` over the seeds both modes have a value for.

@@ -6,6 +6,7 @@
 //! form, and the figures a benchmark reports of it. The calls are the runtime's.
 
 use indexmap::IndexMap;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::memory::Message;
@@ -133,13 +134,18 @@ pub fn prompt(
 
 /// One item's scores: each sample's value and what the judge answered, their mean and
 /// spread, and the mean expected value where the judge gave probabilities.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ItemScore {
+    /// The mean of the samples that chose a point of the scale.
     pub score: f64,
+    /// The samples' standard deviation (n − 1), with two samples or more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sd: Option<f64>,
+    /// The mean over samples of the scale's expected value under the judge's
+    /// probabilities, where the backend gave them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected: Option<f64>,
+    /// Each sample's point of the scale; a sample that chose none is left out.
     pub samples: Vec<f64>,
     /// The judge's answers as given, one a sample: a judgement replays from them.
     pub raw: Vec<String>,
@@ -188,18 +194,23 @@ pub fn score(item: &Item, answers: &[Answer]) -> Option<ItemScore> {
 }
 
 /// An item the judge could not score: counted and listed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ItemFailure {
+    /// The agent scored, or `episode`.
     pub subject: String,
+    /// The rubric's dimension.
     pub dimension: String,
+    /// Why: the backend's error, or an answer that named no point of the scale.
     pub error: String,
 }
 
 /// `judgement.json`: a run's scores by subject (each agent, and `episode`) and
 /// dimension, with the judge and rubric that gave them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Judgement {
+    /// The rubric's name.
     pub rubric: String,
+    /// Where the rubric comes from, as its file cites it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// The model that judged.
@@ -207,15 +218,22 @@ pub struct Judgement {
     /// The run's models: a judge that shares one with the agents may prefer its own
     /// replies (self-preference), which a report says.
     pub run_models: Vec<String>,
+    /// Whether the judge is one of `run_models`.
     pub shares_a_model: bool,
+    /// Samples the judge drew per item.
     pub samples: u32,
     /// Each dimension's scale, lowest and highest point.
     #[serde(default)]
     pub scales: IndexMap<String, [i32; 2]>,
+    /// Subject (each agent, and `episode`) → dimension → its scores.
     pub scores: IndexMap<String, IndexMap<String, ItemScore>>,
+    /// The items no sample could score.
     pub failed: Vec<ItemFailure>,
+    /// The judge's model calls.
     pub calls: u64,
+    /// Prompt tokens the judge read.
     pub prompt_tokens: u64,
+    /// Tokens the judge generated.
     pub completion_tokens: u64,
 }
 

@@ -12,6 +12,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use crate::agreement::bootstrap_interval;
+pub use crate::stats::Estimate;
 
 /// One game: its players in seat order, and what each earned.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,18 +31,12 @@ impl Game {
     }
 }
 
-/// A figure with its 95% interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Estimate {
-    pub value: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ci95: Option<[f64; 2]>,
-}
-
 /// A player's TrueSkill rating after every game.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Skill {
+    /// The rating's mean (25 at the start).
     pub mu: f64,
+    /// Its uncertainty (25/3 at the start).
     pub sigma: f64,
     /// `mu − 3σ`, the rating TrueSkill ranks by.
     pub conservative: f64,

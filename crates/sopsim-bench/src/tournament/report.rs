@@ -7,18 +7,24 @@
 use std::path::Path;
 
 use indexmap::IndexMap;
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sopsim::runner::{FolderFileError, OutputFolder};
 
 use super::ratings::{self, Estimate, Game, Skill};
 use super::roster::Roster;
 use crate::error::BenchError;
 use crate::exec::Executed;
 
-/// `report.json`.
-#[derive(Debug, Clone, Serialize)]
+/// A tournament's `report.json`: every group's payoffs, the payoff matrix, each
+/// player's ratings and the ranking.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TournamentReport {
+    /// The game scenario's name.
     pub game: String,
+    /// The roster's players, in its order.
     pub players: Vec<String>,
+    /// Games played: groups × seeds.
     pub games: usize,
     /// Each group's mean payoffs over its seeds, by player, with intervals.
     pub groups: Vec<GroupReport>,
@@ -26,6 +32,7 @@ pub struct TournamentReport {
     /// against the column player, two-player games only; `null` where they never met.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matrix: Option<Vec<Vec<Option<f64>>>>,
+    /// Each player's ratings, by name.
     pub ratings: IndexMap<String, PlayerRatings>,
     /// The players, best first: by mean payoff per round (per game without rounds),
     /// ties in the roster's order.
@@ -37,34 +44,57 @@ pub struct TournamentReport {
     /// Why Bradley–Terry strengths could not be estimated, when they could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bradley_terry_note: Option<String>,
+    /// The games that gave no payoffs, left out of every figure.
     pub failed: Vec<FailedGame>,
 }
 
 /// One group's games.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct GroupReport {
+    /// The group's players, in seat order.
     pub players: Vec<String>,
+    /// Seeds the group played.
     pub seeds: usize,
     /// Mean payoff per game of each seat, in seat order.
     pub payoffs: Vec<Option<Estimate>>,
 }
 
 /// A player's ratings.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PlayerRatings {
+    /// Games the player played with others.
     pub games: usize,
+    /// Mean payoff per game, with a bootstrap interval over those games.
     pub mean_payoff: Option<Estimate>,
+    /// Mean payoff per round, for games with rounds.
     pub mean_payoff_per_round: Option<Estimate>,
+    /// Bradley–Terry strength (the players' geometric mean is 1) from the two-player
+    /// games' wins, a tie half a win each way, with a bootstrap interval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bradley_terry: Option<Estimate>,
+    /// TrueSkill after every game, each ranked by payoff.
     pub trueskill: Skill,
 }
 
 /// A game that gave no payoffs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct FailedGame {
+    /// The game's run folder, under `runs/`.
     pub id: String,
+    /// Why it gave none.
     pub error: String,
+}
+
+/// The report's file in a tournament's folder.
+const REPORT_FILE: &str = "report.json";
+
+/// The most bytes of a `report.json` read back.
+const MAX_REPORT_BYTES: u64 = 256 << 20;
+
+/// Reads the report a tournament wrote into `dir` (`sopsim tournament --out`): only a
+/// regular file inside it, within a limit, of the report's shape.
+pub fn read(dir: &Path) -> Result<TournamentReport, FolderFileError> {
+    OutputFolder::new(dir).read_json(REPORT_FILE, MAX_REPORT_BYTES)
 }
 
 /// The seed of every bootstrap here: a report is the same whatever ran it.
@@ -218,7 +248,7 @@ fn payoff_matrix(players: &[String], played: &[Game]) -> Vec<Vec<Option<f64>>> {
 /// Writes `report.json`, `report.md`, `timing.json` and the plots into `out`.
 pub fn write(out: &Path, report: &TournamentReport, executed: &Executed) -> Result<(), BenchError> {
     let folder = sopsim::runner::OutputFolder::new(out);
-    folder.replace_json("report.json", report)?;
+    folder.replace_json(REPORT_FILE, report)?;
     folder.replace_json(
         "timing.json",
         &serde_json::json!({

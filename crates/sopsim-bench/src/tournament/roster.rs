@@ -20,7 +20,7 @@ pub struct RosterError {
 }
 
 /// A tournament's roster file.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Roster {
     /// How many players a game seats, when the roster is for games of one size: a
@@ -48,19 +48,26 @@ pub struct Roster {
 }
 
 /// One player: a strategy or a model, and its own noise.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Player {
+    /// A strategy that plays the game's moves by rule (as a scenario's agent's
+    /// `strategy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<StrategySpec>,
+    /// A model that plays: its `backend` (`local`, `openai` or `scripted`), `model` and
+    /// sampling, over the game's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmSettings>,
+    /// The probability that each of its moves is flipped, over the roster's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<f64>,
 }
 
 /// How a tournament's players meet.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Format {
     /// Every group of distinct players, once (with `self_play`, each with itself too).

@@ -26,6 +26,31 @@ pub fn markdown() -> String {
     out
 }
 
+/// A reference page for files sopsim writes: for each file (its name, a line on how it
+/// is laid out, and the JSON Schema of the type it is written from), its fields, then
+/// every part those types hold, once.
+pub fn files_markdown(title: &str, intro: &str, files: &[(&str, &str, Value)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# {title}\n\n{intro}\n");
+    let mut parts = Map::new();
+    for (file, layout, schema) in files {
+        let defs = schema["$defs"].as_object().cloned().unwrap_or_default();
+        let _ = writeln!(out, "## {file}\n\n{layout}\n");
+        section_body(&mut out, schema, &defs);
+        for (name, def) in defs {
+            parts.entry(name).or_insert(def);
+        }
+    }
+    if !parts.is_empty() {
+        let _ = writeln!(out, "## Parts\n");
+    }
+    for (name, def) in &parts {
+        let _ = writeln!(out, "### {name}\n");
+        section_body(&mut out, def, &parts);
+    }
+    out
+}
+
 /// Each tool kind's settings (its `config`), from the types they are read into: a
 /// part of the reference, and the tools guide's settings tables.
 pub fn tool_settings() -> String {
@@ -124,8 +149,15 @@ fn settings_table(out: &mut String, schema: &Value, none: &str) {
 
 fn section(out: &mut String, name: &str, schema: &Value, defs: &Map<String, Value>) {
     let _ = writeln!(out, "## {name}\n");
+    section_body(out, schema, defs);
+}
+
+fn section_body(out: &mut String, schema: &Value, defs: &Map<String, Value>) {
     if let Some(d) = schema["description"].as_str() {
         let _ = writeln!(out, "{}\n", one_paragraph(d));
+    }
+    if schema.get("properties").is_none() && schema["additionalProperties"].is_object() {
+        let _ = writeln!(out, "A {}, by name.\n", type_of(schema));
     }
     if let Some(props) = schema["properties"].as_object() {
         fields(out, props, schema, defs);

@@ -56,7 +56,9 @@ pub struct Rubric {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Dimension {
+    /// The scale's lowest point.
     pub min: i32,
+    /// The scale's highest point.
     pub max: i32,
     /// What the judge is told the dimension is.
     pub description: String,
@@ -85,7 +87,9 @@ fn is_agent(s: &Scored) -> bool {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RubricPrompts {
+    /// The judge's system prompt.
     pub system: String,
+    /// Each item's question (the template above).
     pub item: String,
 }
 

@@ -49,10 +49,13 @@ pub struct ProbeSpec {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeAsk {
+    /// Agents by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<String>,
+    /// Every agent that plays one of these roles in some state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roles: Vec<String>,
+    /// A population's members.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub population: Option<String>,
     /// Ask only this many of them each time, drawn from the run's seed (a panel of
@@ -189,10 +192,12 @@ pub fn due<'p>(probes: &'p Probes, occasion: Occasion<'_>) -> Vec<(&'p str, Stri
         .collect()
 }
 
-/// One answer to a probe: a line of `probes.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One answer to a probe: a line of `probes.jsonl`, written as the answer comes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ProbeLine {
+    /// The probe's name in the scenario's `probes`.
     pub probe: String,
+    /// The agent (or population member) that answered.
     pub agent: String,
     /// What it was asked at: `start`, `end`, `after:STATE`, `every:N`.
     pub when: String,
