@@ -12,6 +12,7 @@ from ._bench import Bench, bench, load_bench
 from ._errors import FolderError, RunError, ScenarioError
 from ._run import Run, load_run, run, run_async
 from ._scenario import Scenario
+from ._tournament import Tournament, load_tournament
 from ._sopsim import __version__
 
 __all__ = [
@@ -21,10 +22,12 @@ __all__ = [
     "RunError",
     "Scenario",
     "ScenarioError",
+    "Tournament",
     "__version__",
     "bench",
     "load_bench",
     "load_run",
+    "load_tournament",
     "models",
     "run",
     "run_async",

@@ -34,6 +34,7 @@ class Run:
         network: Optional[Dict[str, Any]] = None,
         out: Optional[Path] = None,
         probes: Optional[List[Dict[str, Any]]] = None,
+        judgement: Optional[Dict[str, Any]] = None,
     ) -> None:
         #: Every message, in order, as ``transcript.jsonl`` holds them.
         self.transcript = transcript
@@ -49,6 +50,8 @@ class Run:
         self.out = out
         #: The probes' answers, as ``probes.jsonl`` holds them (empty without probes).
         self.probes = probes or []
+        #: The judge's scores, as ``judgement.json`` (``None`` for a run not judged).
+        self.judgement = judgement
 
     def to_records(self) -> List[Dict[str, Any]]:
         """One dict per message: the transcript's fields, ``decision_value`` and a
@@ -97,6 +100,30 @@ class Run:
         """The probes' answers as a DataFrame, one row per answer (see
         :meth:`probes_records`): panel data by agent and ``asking``. Needs pandas."""
         return to_pandas(self.probes_records())
+
+    def judgement_records(self) -> List[Dict[str, Any]]:
+        """One dict per judged item: ``subject`` (an agent, or ``episode``),
+        ``dimension``, ``score`` (the samples' mean), ``sd``, ``expected``, ``samples``
+        (how many chose a point of the scale), ``min`` and ``max`` of the scale, and
+        the ``judge``. Empty for a run not judged."""
+        j = self.judgement or {}
+        scales = j.get("scales") or {}
+        rows = []
+        for subject, dims in (j.get("scores") or {}).items():
+            for dimension, s in (dims or {}).items():
+                lo, hi = (scales.get(dimension) or [None, None])[:2]
+                rows.append({
+                    "subject": subject, "dimension": dimension, "score": s.get("score"),
+                    "sd": s.get("sd"), "expected": s.get("expected"),
+                    "samples": len(s.get("samples") or []), "min": lo, "max": hi,
+                    "judge": j.get("judge"),
+                })
+        return rows
+
+    def judgement_pandas(self) -> DataFrame:
+        """The judged scores as a DataFrame, one row per subject and dimension (see
+        :meth:`judgement_records`). Needs pandas."""
+        return to_pandas(self.judgement_records())
 
     def __repr__(self) -> str:
         s = self.summary
@@ -168,6 +195,7 @@ def run(
         result.get("network"),
         Path(out) if out is not None else None,
         result.get("probes"),
+        result.get("judgement"),
     )
 
 
@@ -212,4 +240,5 @@ def load_run(folder: PathLike) -> Run:
         files["network"],
         d,
         files.get("probes"),
+        files.get("judgement"),
     )

@@ -227,6 +227,7 @@ fn run(
         "network": outcome.network,
         "events": events,
         "probes": outcome.probes,
+        "judgement": outcome.judgement,
     })
     .to_string())
 }
@@ -299,6 +300,15 @@ fn load_bench(py: Python<'_>, folder: String) -> PyResult<String> {
     serde_json::to_string(&files).map_err(|e| python_error(py, "FolderError", (e.to_string(),)))
 }
 
+/// The tournament the command line wrote into `folder`, as its `report.json`'s text.
+#[pyfunction]
+fn load_tournament(py: Python<'_>, folder: String) -> PyResult<String> {
+    let report =
+        py.detach(|| sopsim_bench::tournament::report::read(std::path::Path::new(&folder)));
+    let report = report.map_err(|e| folder_error(py, &e, "not a tournament's folder"))?;
+    serde_json::to_string(&report).map_err(|e| python_error(py, "FolderError", (e.to_string(),)))
+}
+
 /// The models sopsim knows, as JSON text: name, status, folder, bytes, description.
 #[pyfunction]
 fn models_list(py: Python<'_>) -> PyResult<String> {
@@ -336,6 +346,7 @@ fn _sopsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(load_run, m)?)?;
     m.add_function(wrap_pyfunction!(load_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(load_tournament, m)?)?;
     m.add_function(wrap_pyfunction!(models_list, m)?)?;
     m.add_function(wrap_pyfunction!(models_fetch, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;

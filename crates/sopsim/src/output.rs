@@ -467,6 +467,8 @@ pub struct RunFiles {
     pub network: Option<JsonObject>,
     /// `probes.jsonl`'s answers (empty without probes).
     pub probes: Vec<JsonObject>,
+    /// `judgement.json`, for a judged run.
+    pub judgement: Option<JsonObject>,
 }
 
 /// The most a run's line files (`transcript.jsonl`, `events.jsonl`) may hold when they
@@ -501,6 +503,7 @@ pub fn read_run_files(dir: &Path) -> Result<RunFiles, FolderFileError> {
         environment: json("environment.json")?,
         network: json("network.json")?,
         probes: lines(PROBES_FILE)?,
+        judgement: json(JUDGEMENT_FILE)?,
     })
 }
 
