@@ -53,6 +53,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("live.js", include_str!("assets/js/live.js")),
     ("replay.js", include_str!("assets/js/replay.js")),
     ("bench.js", include_str!("assets/js/bench.js")),
+    ("measures.js", include_str!("assets/js/measures.js")),
 ];
 const STYLE: &str = include_str!("assets/style.css");
 
@@ -209,6 +210,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/api/{control}", post(control))
         .route("/api/events", get(folder_events))
         .route("/api/network", get(network))
+        .route("/api/probes", get(folder_probes))
+        .route("/api/judgement", get(folder_judgement))
         .route("/api/runs/{*rest}", get(run_part))
         .route("/plots/{name}", get(plot))
         .fallback(not_found)
@@ -596,6 +599,8 @@ enum Part {
     Events,
     Summary,
     Network,
+    Probes,
+    Judgement,
 }
 
 impl Part {
@@ -604,6 +609,8 @@ impl Part {
             Part::Events => "events.jsonl",
             Part::Summary => "summary.json",
             Part::Network => "network.json",
+            Part::Probes => "probes.jsonl",
+            Part::Judgement => "judgement.json",
         }
     }
 
@@ -612,6 +619,8 @@ impl Part {
             Part::Events => "no such run",
             Part::Summary => "no such run, or it has no summary",
             Part::Network => NO_NETWORK,
+            Part::Probes => "no probes: the run asked none, or no such run",
+            Part::Judgement => "no judgement: the run was not judged, or no such run",
         }
     }
 }
@@ -634,8 +643,8 @@ fn run_file(state: &AppState, id: Option<&str>, part: Part) -> Response {
         return stream::busy();
     };
     match part {
-        Part::Events => stream::events_array(slot, file),
-        Part::Summary | Part::Network => {
+        Part::Events | Part::Probes => stream::json_lines_array(slot, file),
+        Part::Summary | Part::Network | Part::Judgement => {
             stream::json_document(slot, file, String::new(), String::new())
         }
     }
@@ -643,6 +652,16 @@ fn run_file(state: &AppState, id: Option<&str>, part: Part) -> Response {
 
 async fn folder_events(State(state): State<Arc<AppState>>) -> Response {
     run_file(&state, None, Part::Events)
+}
+
+/// A served run's probes' answers; 404 for a run without probes (or a live run).
+async fn folder_probes(State(state): State<Arc<AppState>>) -> Response {
+    run_file(&state, None, Part::Probes)
+}
+
+/// A served run's `judgement.json`; 404 for a run not judged (or a live run).
+async fn folder_judgement(State(state): State<Arc<AppState>>) -> Response {
+    run_file(&state, None, Part::Judgement)
 }
 
 /// What a run without populations has instead of a network.
@@ -656,7 +675,8 @@ async fn network(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-/// `/api/runs/{id}/events`, `/summary` or `/network` of a benchmark's run, whose id may
+/// `/api/runs/{id}/events`, `/summary`, `/network`, `/probes` or `/judgement` of a
+/// benchmark's run, whose id may
 /// hold slashes.
 async fn run_part(State(state): State<Arc<AppState>>, Path(rest): Path<String>) -> Response {
     let Some((id, part)) = rest.rsplit_once('/') else {
@@ -666,6 +686,8 @@ async fn run_part(State(state): State<Arc<AppState>>, Path(rest): Path<String>) 
         "events" => Part::Events,
         "summary" => Part::Summary,
         "network" => Part::Network,
+        "probes" => Part::Probes,
+        "judgement" => Part::Judgement,
         _ => return not_found().await,
     };
     run_file(&state, Some(id), part)

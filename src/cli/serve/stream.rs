@@ -1,6 +1,6 @@
-//! Files of a served folder sent as they are read: a run's `events.jsonl` as a JSON
-//! array, and JSON documents (`report.json`, `summary.json`, `network.json`) as they
-//! stand, each checked first without being held. A response holds a few chunks at a
+//! Files of a served folder sent as they are read: a run's `events.jsonl` and
+//! `probes.jsonl` as JSON arrays, and JSON documents (`report.json`, `summary.json`,
+//! `network.json`, `judgement.json`) as they stand, each checked first without being held. A response holds a few chunks at a
 //! time, whatever the file's size; reading and checking run on a blocking thread, off
 //! the server's one thread, and stop when the browser goes away. At most
 //! [`MAX_FILE_RESPONSES`] are sent at once; more are told to come back (503), as the
@@ -106,9 +106,9 @@ fn streamed(
         .into_response()
 }
 
-/// A run's events as one JSON array, a line of `events.jsonl` an element; lines that
-/// are not JSON (a line a killed run left torn) are left out.
-pub fn events_array(slot: OwnedSemaphorePermit, file: File) -> Response {
+/// A run's JSON lines (`events.jsonl`, `probes.jsonl`) as one JSON array, a line an
+/// element; lines that are not JSON (a line a killed run left torn) are left out.
+pub fn json_lines_array(slot: OwnedSemaphorePermit, file: File) -> Response {
     streamed(slot, move |out| {
         let mut reader = BufReader::with_capacity(CHUNK_BYTES, file);
         let mut line = Vec::new();

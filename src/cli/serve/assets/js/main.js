@@ -12,22 +12,31 @@ import { setStatus } from './panel.js';
 import { startLive } from './live.js';
 import { startReplay } from './replay.js';
 import { startBench } from './bench.js';
+import { drawJudgement, drawProbes } from './measures.js';
 
-// The run's networks, or null for a run without populations (a 404).
-async function network(url) {
+// A run's file that it may not have (its networks, probes, judgement): null on a 404.
+async function optional(url) {
   const r = await fetch(url, { credentials: 'same-origin' });
   return r.ok ? r.json() : null;
+}
+
+// A finished run's measures beside its replay; a run without them shows none.
+async function measures(base) {
+  const [probes, judgement] = await Promise.all([optional(`${base}/probes`), optional(`${base}/judgement`)]);
+  drawProbes(probes);
+  drawJudgement(judgement);
 }
 
 async function main() {
   const state = await getJson('/api/state');
   if (state.mode === 'live') {
-    view.network = await network('/api/network');
+    view.network = await optional('/api/network');
     return startLive(state);
   }
   if (state.mode === 'run') {
     $('title').textContent = (state.summary && state.summary.scenario) || 'sopsim run';
-    view.network = await network('/api/network');
+    view.network = await optional('/api/network');
+    await measures('/api');
     return startReplay(await getJson('/api/events'), state.summary);
   }
   if (state.mode === 'bench') {
@@ -38,9 +47,10 @@ async function main() {
     const [events, summary, net] = await Promise.all([
       getJson(`${base}/events`),
       getJson(`${base}/summary`).catch(() => null),
-      network(`${base}/network`),
+      optional(`${base}/network`),
     ]);
     view.network = net;
+    await measures(base);
     return startReplay(events, summary);
   }
 }
