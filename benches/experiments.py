@@ -4,6 +4,7 @@
 
     python3 benches/experiments.py run --sopsim target/release/sopsim --model qwen15 \
         --seeds 8 --out /tmp/experiments            # runs what is not finished yet
+    python3 benches/experiments.py run --model qwen05 --only govsim_pasture  # one file
     python3 benches/experiments.py table /tmp/experiments
 
 `run` writes each benchmark to OUT/MODEL/SCENARIO (a rerun resumes it). `table` reads
@@ -24,12 +25,16 @@ MEASURES = {
     "govsim_fishery": [
         ("survival time (months)", "rounds_survived"),
         ("survival rate", "ended_early"),
-        ("total gain (tons)", "welfare"),
+        ("total gain (units)", "welfare"),
         ("efficiency", "measure.efficiency"),
         ("equality", "equality"),
         ("over-usage", "measure.over_usage"),
     ],
     "govsim_fishery_universalization": None,  # as govsim_fishery
+    "govsim_pasture": None,
+    "govsim_pasture_universalization": None,
+    "govsim_pollution": None,
+    "govsim_pollution_universalization": None,
     "akata_pd_vs_always_defect": [("cooperation rate", "cooperation_rate.by.run")],
     "akata_pd_vs_defect_once": [("cooperation rate (forgiveness)", "cooperation_rate.by.run")],
     "akata_pd_self_play": [("cooperation rate", "cooperation_rate")],
@@ -43,7 +48,7 @@ MEASURES = {
 
 
 def run(args):
-    for name in MEASURES:
+    for name in args.only or MEASURES:
         out = Path(args.out) / args.model / name
         cmd = [
             args.sopsim, "bench", str(ROOT / "scenarios/experiments" / f"{name}.json"),
@@ -101,6 +106,7 @@ def main():
     r.add_argument("--seeds", type=int, default=8)
     r.add_argument("--jobs", type=int, default=2)
     r.add_argument("--out", default="/tmp/experiments")
+    r.add_argument("--only", action="append", choices=list(MEASURES), help="run only this file (repeatable)")
     t = sub.add_parser("table")
     t.add_argument("out")
     args = p.parse_args()

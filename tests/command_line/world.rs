@@ -1,5 +1,6 @@
 //! Worlds and strategy players through the command line: a scripted commons whose lake
-//! after each round, collapse round and `ended_by` are computed here by hand; a
+//! after each round, collapse round and `ended_by` are computed here by hand, and so
+//! are GovSim's pasture and river; a
 //! strategy against a scripted opponent; a killed run that resumes to the same world;
 //! bad worlds refused naming their fields; a world that breaks mid-run keeping every
 //! finished turn; and the benchmark's world figures.
@@ -477,4 +478,104 @@ fn two_models_play_each_other_with_figures_by_model_whatever_the_jobs() {
         "You always cooperate"
     );
     assert!(figures["payoff.by.scripted:beta"]["by_mode"]["cooperative"]["mean"].is_number());
+}
+
+/// A shipped GovSim commons with its first member's amounts scripted month by month
+/// and the others' fixed, run to its end: its world's lines.
+fn scripted_commons(dir: &Path, file: &str, first: &[u32], others: u32) -> Vec<Value> {
+    let text = std::fs::read_to_string(crate::common::root().join(file)).unwrap();
+    let mut doc: Value = serde_json::from_str(&text).unwrap();
+    let roles: Vec<String> = doc["script"]["choices"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    for (i, role) in roles.iter().enumerate() {
+        let amounts: Vec<String> = match i {
+            0 => first.iter().map(u32::to_string).collect(),
+            _ => vec![others.to_string()],
+        };
+        doc["script"]["choices"][role] = json!(amounts);
+    }
+    let path = dir.join("commons.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let out = dir.join("run");
+    let done = sopsim(&[
+        "run",
+        path.to_str().unwrap(),
+        "--llm",
+        "scripted",
+        "--embedder",
+        "hash",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        (&summary["ended_by"], &summary["ended_if"]),
+        (&json!("end_if"), &json!("collapse"))
+    );
+    lines(&out.join("world.jsonl"))
+}
+
+#[test]
+fn govsims_pasture_and_river_run_as_computed_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    // The pasture: the first shepherd grazes 30 then 40 flocks, the others 10 each.
+    // Month 1: 100 − (30 + 40) = 30 left → 60 hectares; month 2: 60 − (40 + 40) < 0,
+    // nothing left: the pasture collapses.
+    let world = scripted_commons(
+        dir.path(),
+        "scenarios/experiments/govsim_pasture.json",
+        &[30, 40],
+        10,
+    );
+    let at = |state: &str, key: &str| -> Vec<f64> {
+        world
+            .iter()
+            .filter(|l| l["state"] == state)
+            .map(|l| l["world"][key].as_f64().unwrap())
+            .collect()
+    };
+    assert_eq!(at("graze", "left"), [30.0, 0.0]);
+    assert_eq!(at("talk", "grass"), [60.0]);
+    let last = world.last().unwrap();
+    assert_eq!(
+        last["agents"]["income"],
+        json!([70.0, 20.0, 20.0, 20.0, 20.0])
+    );
+    // Over a tenth of the pasture at the month's start (10, then 6): 30 and 40, and
+    // the others' 10 in month 2.
+    assert_eq!(last["agents"]["overused"], json!([2.0, 1.0, 1.0, 1.0, 1.0]));
+
+    // The river: the first owner makes 25 and 45 pallets in turn, the others 5 each.
+    // 100 − 45 = 55 → 100%; 100 − 65 = 35 → 70%; 70 − 45 = 25 → 50%; 50 − 65 < 0:
+    // the river collapses in month 4.
+    let dir = tempfile::tempdir().unwrap();
+    let world = scripted_commons(
+        dir.path(),
+        "scenarios/experiments/govsim_pollution.json",
+        &[25, 45],
+        5,
+    );
+    let at = |state: &str, key: &str| -> Vec<f64> {
+        world
+            .iter()
+            .filter(|l| l["state"] == state)
+            .map(|l| l["world"][key].as_f64().unwrap())
+            .collect()
+    };
+    assert_eq!(at("produce", "left"), [55.0, 35.0, 25.0, 0.0]);
+    assert_eq!(at("talk", "water"), [100.0, 70.0, 50.0]);
+    let last = world.last().unwrap();
+    assert_eq!(
+        last["agents"]["income"],
+        json!([140.0, 20.0, 20.0, 20.0, 20.0])
+    );
+    // Over a tenth of the river (10, 10, 7 and 5) every month; 5 is not over 5.
+    assert_eq!(last["agents"]["overused"], json!([4.0, 0.0, 0.0, 0.0, 0.0]));
 }
