@@ -87,6 +87,7 @@ fn use_the_library() {
         allowed_paths: Vec::new(),
         allowed_commands: Default::default(),
         shard: None,
+        judge: None,
     };
     let twice = BenchOptions {
         modes: vec![Mode::Cooperative, Mode::Cooperative],

@@ -157,6 +157,7 @@ pub fn bench_options(json: &str) -> Result<BenchOptions, String> {
         models: models(&v)?,
         allowed_paths: Vec::new(),
         shard: None,
+        judge: None,
         allowed_commands: CommandConsent::Nothing,
     })
 }

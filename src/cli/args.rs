@@ -180,6 +180,10 @@ pub struct RunArgs {
     /// With --serve: start paused; the page's Step and Resume buttons start it.
     #[arg(long, requires = "serve")]
     pub start_paused: bool,
+    /// Judge the finished run with this judge, in the scenario's judge's place: a JSON
+    /// file of the form of a scenario's `judge` section.
+    #[arg(long, value_name = "FILE")]
+    pub judge: Option<PathBuf>,
 }
 
 /// The programs a scenario's tools may start: a scenario file alone starts none.
@@ -224,6 +228,10 @@ pub struct BenchArgs {
     /// Scenario files (JSON, native or aiwaves configs).
     #[arg(required = true)]
     pub scenarios: Vec<PathBuf>,
+    /// Judge every finished run with this judge, in the scenarios' judges' place: a
+    /// JSON file of the form of a scenario's `judge` section.
+    #[arg(long, value_name = "FILE")]
+    pub judge: Option<PathBuf>,
     /// The modes to compare, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [ModeArg::Cooperative, ModeArg::Competitive])]
     pub modes: Vec<ModeArg>,

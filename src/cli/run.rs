@@ -21,6 +21,14 @@ use super::stdin::StdinInput;
 use super::terminal::TerminalSink;
 use super::view::{self, RunViewer};
 
+/// A `--judge` file's spec and the folder its rubric is read from.
+fn judge_file(
+    path: &std::path::Path,
+) -> Result<(sopsim::scenario::judge::JudgeSpec, std::path::PathBuf), Failure> {
+    sopsim_bench::judged_items::read_judge_file(path)
+        .map_err(|e| Failure::BadInput(format!("--judge: {}", sopsim::error::chain(&e))))
+}
+
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let mut opts = RunOptions {
         out: args.out,
@@ -38,6 +46,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             (_, true) => Existing::Resume,
             _ => Existing::Refuse,
         },
+        judge: args.judge.as_deref().map(judge_file).transpose()?,
         ..RunOptions::new(args.scenario.clone())
     };
     let cancel = CancelToken::new();
@@ -195,6 +204,7 @@ fn bench_run(args: BenchArgs) -> Result<(), Failure> {
         allowed_paths: args.allowed_paths,
         allowed_commands: args.consent.consent(),
         shard,
+        judge: args.judge.as_deref().map(judge_file).transpose()?,
     };
     let cancel = CancelToken::new();
     let signals = StopSignals::watch(

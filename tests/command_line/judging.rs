@@ -162,6 +162,94 @@ fn a_benchmark_judged_again_changes_only_its_judgements_and_report() {
 }
 
 #[test]
+fn a_judge_file_judges_a_run_and_every_run_of_a_benchmark() {
+    let dir = tempfile::tempdir().unwrap();
+    // The README's debate has no judge of its own; the file gives one, with a rubric
+    // of its own beside it.
+    let judges = dir.path().join("judges");
+    std::fs::create_dir_all(&judges).unwrap();
+    std::fs::write(
+        judges.join("clarity.json"),
+        json!({"name": "clarity", "dimensions": {"clarity": {"min": 1, "max": 5,
+            "description": "How clearly the agent argued."}},
+            "prompts": {"system": "You rate debates.", "item": "{transcript}\nRate {agent}'s {dimension} from {min} to {max}."}})
+        .to_string(),
+    )
+    .unwrap();
+    let judge = judges.join("judge.json");
+    std::fs::write(&judge, json!({"rubric": "clarity.json"}).to_string()).unwrap();
+    let debate = root().join("scenarios/debate.json");
+    let out = dir.path().join("run");
+    let (code, _, err) = sopsim(&[
+        "run",
+        debate.to_str().unwrap(),
+        "--judge",
+        judge.to_str().unwrap(),
+        "-q",
+        "--llm",
+        "scripted",
+        "--embedder",
+        "hash",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let j = read(&out.join("judgement.json"));
+    assert_eq!(j["rubric"], "clarity");
+    assert_eq!(j["scales"]["clarity"], json!([1, 5]));
+    let bench = dir.path().join("bench");
+    let (code, _, err) = sopsim(&[
+        "bench",
+        debate.to_str().unwrap(),
+        "--judge",
+        judge.to_str().unwrap(),
+        "--seeds",
+        "1",
+        "--llm",
+        "scripted",
+        "--embedder",
+        "hash",
+        "-q",
+        "--out",
+        bench.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let report = read(&bench.join("report.json"));
+    let figure = &report["scenarios"][0]["figures"]["judge.clarity"];
+    assert_eq!(figure["by_mode"]["competitive"]["n"], 1, "{figure}");
+    // The same folder with another judge is another benchmark.
+    std::fs::write(&judge, json!({"rubric": "sotopia"}).to_string()).unwrap();
+    let (code, _, err) = sopsim(&[
+        "bench",
+        debate.to_str().unwrap(),
+        "--judge",
+        judge.to_str().unwrap(),
+        "--seeds",
+        "1",
+        "--llm",
+        "scripted",
+        "--embedder",
+        "hash",
+        "-q",
+        "--out",
+        bench.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("judged by"), "{err}");
+    std::fs::write(&judge, "{\"rubric\": \"sotopia\", \"samples\": 0}").unwrap();
+    let (code, _, err) = sopsim(&[
+        "run",
+        debate.to_str().unwrap(),
+        "--judge",
+        judge.to_str().unwrap(),
+        "--llm",
+        "scripted",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--judge") && err.contains("samples"), "{err}");
+}
+
+#[test]
 fn bad_judges_ratings_and_interviews_are_refused_naming_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = judged_debate(dir.path());

@@ -33,6 +33,9 @@ pub struct Settings {
     /// For one shard of a benchmark: which, and the whole plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<super::shard::ShardPlan>,
+    /// The judge given for every run in the scenarios' judges' place, as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
 }
 
 /// A run that finished (any end but an error or an interruption) has its
@@ -149,7 +152,14 @@ pub(super) fn describe(s: &Settings) -> String {
             )
         })
         .unwrap_or_default();
-    format!("llm {}, embedder {}{turns}{shard}", s.llm, s.embedder)
+    let judge = match &s.judge {
+        Some(spec) => format!(", judged by {spec}"),
+        None => String::new(),
+    };
+    format!(
+        "llm {}, embedder {}{turns}{shard}{judge}",
+        s.llm, s.embedder
+    )
 }
 
 /// Reads a benchmark folder's `bench.json`.

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use sopsim::error::CancelToken;
 use sopsim::runner::OutputFolder;
 use sopsim::scenario::aiwaves::Imported;
+use sopsim::scenario::judge::{built_in, JudgeSpec};
 use sopsim::scenario::{CommandConsent, Mode, OutcomeRules, Scenario};
 use sopsim::setup::{self, ModelOptions, Setting, SetupError};
 
@@ -53,6 +54,9 @@ pub struct BenchOptions {
     pub shard: Option<Shard>,
     /// The programs the scenarios' tools may start (none unless the user allows them).
     pub allowed_commands: CommandConsent,
+    /// A judge for every run in the scenarios' own judges' place: its spec, and the
+    /// folder its rubric file is read from.
+    pub judge: Option<(JudgeSpec, PathBuf)>,
 }
 
 /// What a benchmark invocation ran and concluded.
@@ -172,6 +176,21 @@ pub fn run(
 ) -> Result<BenchRun, BenchError> {
     check_counts(opts)?;
     let mut loaded = load_all(&opts.scenarios, &opts.allowed_paths)?;
+    // The judge given takes each scenario's judge's place before the services it names
+    // are made, its rubric file named from its own folder.
+    let judge = opts.judge.as_ref().map(|(spec, folder)| {
+        let mut spec = spec.clone();
+        spec.rubric = spec.rubric.map(|r| match built_in(&r) {
+            Some(_) => r,
+            None => folder.join(&r).display().to_string(),
+        });
+        spec
+    });
+    if let Some(spec) = &judge {
+        for l in &mut loaded {
+            Arc::make_mut(&mut l.scenario).judge = Some(spec.clone());
+        }
+    }
     for l in &loaded {
         opts.allowed_commands
             .check(&l.scenario)
@@ -226,6 +245,7 @@ pub fn run(
         embedder,
         max_turns: opts.max_turns,
         shard: shard_plan,
+        judge: judge.map(|spec| serde_json::to_string(&spec).unwrap_or_default()),
     };
     // Held until the report is written: two benchmarks into one folder would run the
     // same jobs into the same run folders.
@@ -470,6 +490,7 @@ mod tests {
             models: ModelOptions::default(),
             allowed_paths: Vec::new(),
             shard: None,
+            judge: None,
             allowed_commands: CommandConsent::Nothing,
         }
     }

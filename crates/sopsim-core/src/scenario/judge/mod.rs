@@ -32,7 +32,7 @@ pub struct JudgeSpec {
     pub prompts: Option<RubricPrompts>,
     /// Answers drawn for each item, averaged (their spread is reported); default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 64))]
+    #[schemars(range(min = 1, max = MAX_SAMPLES))]
     pub samples: Option<u32>,
     /// The judge's model and sampling over the run's (`backend`, `model`,
     /// `temperature`): a second server, another local model, or the run's own.
@@ -95,6 +95,9 @@ pub struct RubricPrompts {
 
 /// The rubric built in as `"sotopia"`.
 pub const SOTOPIA: &str = include_str!("sotopia.json");
+
+/// The most answers drawn for one item.
+const MAX_SAMPLES: u32 = 64;
 
 /// The longest scale a dimension may have.
 const MAX_SCALE_POINTS: i64 = 101;
@@ -202,6 +205,12 @@ pub fn check(
         out.push((
             at.clone(),
             "judges nothing: name a `rubric` or give `dimensions`".into(),
+        ));
+    }
+    if let Some(n) = spec.samples.filter(|n| !(1..=MAX_SAMPLES).contains(n)) {
+        out.push((
+            at.key("samples"),
+            format!("{n}: must be within 1 to {MAX_SAMPLES}"),
         ));
     }
     for (name, d) in &rubric.dimensions {
