@@ -39,6 +39,7 @@ MEASURES = {
     "akata_pd_vs_defect_once": [("cooperation rate (forgiveness)", "cooperation_rate.by.run")],
     "akata_pd_self_play": [("cooperation rate", "cooperation_rate")],
     "akata_bos": [("coordination", "measure.coordination")],
+    "pd_cooper_1996": [("cooperation rate", "cooperation_rate")],
     "akata_bos_predict": [("coordination", "measure.coordination")],
     "public_goods_punishment": [
         ("contribution (share of 20)", "measure.contribution_share"),

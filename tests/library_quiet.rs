@@ -88,6 +88,7 @@ fn use_the_library() {
         allowed_commands: Default::default(),
         shard: None,
         judge: None,
+        reference: None,
     };
     let twice = BenchOptions {
         modes: vec![Mode::Cooperative, Mode::Cooperative],

@@ -90,6 +90,35 @@ class Bench:
         """Each series by round and mode, with intervals (see :meth:`rounds_records`)."""
         return to_pandas(self.rounds_records())
 
+    def people_records(self) -> List[Dict[str, Any]]:
+        """People's data beside the models' (a scenario's ``reference``, or
+        ``--reference``): one dict per scenario, series, mode and round (``round`` is
+        ``None`` for the whole game), with the people's ``people_mean`` and ``people_n``,
+        the models' ``mean``, ``ci_low`` and ``ci_high``, and ``covered`` (whether the
+        models' interval holds the people's mean)."""
+        rows = []
+        for sc in self.report.get("scenarios", []):
+            for name, c in (sc.get("people") or {}).items():
+                points = [(r.get("round"), r) for r in c.get("by_round") or []]
+                if c.get("overall"):
+                    points.append((None, c["overall"]))
+                for round_, point in points:
+                    for mode, model in (point.get("model") or {}).items():
+                        ci = (model or {}).get("ci95") or [None, None]
+                        rows.append({
+                            "scenario": sc["scenario"], "series": name, "figure": c.get("figure"),
+                            "mode": mode, "round": round_,
+                            "people_mean": point["people"]["mean"], "people_n": point["people"]["n"],
+                            "mean": (model or {}).get("mean"), "ci_low": ci[0], "ci_high": ci[1],
+                            "covered": (point.get("covered") or {}).get(mode),
+                        })
+        return rows
+
+    def people(self) -> DataFrame:
+        """People's data beside the models', one row per series, mode and round (see
+        :meth:`people_records`)."""
+        return to_pandas(self.people_records())
+
     def differences_records(self) -> List[Dict[str, Any]]:
         """One dict per scenario and figure: the paired difference between the modes
         (``report["difference"]`` says which minus which) with its interval and p."""

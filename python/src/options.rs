@@ -158,6 +158,7 @@ pub fn bench_options(json: &str) -> Result<BenchOptions, String> {
         allowed_paths: Vec::new(),
         shard: None,
         judge: None,
+        reference: None,
         allowed_commands: CommandConsent::Nothing,
     })
 }

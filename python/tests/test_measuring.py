@@ -58,3 +58,14 @@ def test_a_folder_without_a_report_is_no_tournament(tmp_path):
         assert "report.json" in str(e)
     else:
         raise AssertionError("an empty folder was read as a tournament")
+
+
+def test_peoples_data_stands_beside_the_models(scenarios, tmp_path):
+    bench = sopsim.bench(scenarios / "experiments" / "pd_cooper_1996.json", seeds=2, modes=["cooperative"],
+                         out=tmp_path / "b", llm="scripted", embedder="hash")
+    rows = bench.people_records()
+    by_round = [r for r in rows if r["series"] == "cooperation_by_round"]
+    assert [r["round"] for r in by_round] == list(range(1, 11))
+    assert by_round[-1]["people_mean"] == 0.2 and by_round[-1]["people_n"] == 30
+    overall = [r for r in rows if r["series"] == "cooperation"]
+    assert len(overall) == 1 and overall[0]["round"] is None and overall[0]["people_mean"] == 0.523

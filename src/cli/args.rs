@@ -232,6 +232,10 @@ pub struct BenchArgs {
     /// JSON file of the form of a scenario's `judge` section.
     #[arg(long, value_name = "FILE")]
     pub judge: Option<PathBuf>,
+    /// Set people's data beside the figures: a JSON file of the form of a scenario's
+    /// `reference` section, whose design every scenario must share.
+    #[arg(long, value_name = "FILE")]
+    pub reference: Option<PathBuf>,
     /// The modes to compare, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [ModeArg::Cooperative, ModeArg::Competitive])]
     pub modes: Vec<ModeArg>,

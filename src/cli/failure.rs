@@ -62,6 +62,7 @@ pub fn flag(setting: Setting) -> Option<&'static str> {
         Setting::Modes => "--modes",
         Setting::MaxTurns => "--max-turns",
         Setting::DraftModel => "--draft-model",
+        Setting::Reference => "--reference",
     })
 }
 

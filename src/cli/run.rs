@@ -205,6 +205,7 @@ fn bench_run(args: BenchArgs) -> Result<(), Failure> {
         allowed_commands: args.consent.consent(),
         shard,
         judge: args.judge.as_deref().map(judge_file).transpose()?,
+        reference: args.reference,
     };
     let cancel = CancelToken::new();
     let signals = StopSignals::watch(

@@ -13,6 +13,7 @@ mod hostile;
 mod judging;
 #[cfg(unix)]
 mod limits;
+mod people;
 mod populations;
 mod resume;
 mod shards;

@@ -51,6 +51,14 @@ pub enum BenchError {
         earlier: String,
         now: String,
     },
+    /// People's data that cannot be set beside the scenarios' figures.
+    #[error("{}: {}", .path.display(), .problems.join("; "))]
+    Reference {
+        /// The `--reference` file's, or the scenario's own section's.
+        setting: Setting,
+        path: PathBuf,
+        problems: Vec<String>,
+    },
     #[error("{file}: the file changed since {id} ran in {out}; use another output folder, or delete {runs} to run it again")]
     ScenarioChanged {
         file: String,
@@ -125,6 +133,7 @@ impl BenchError {
             BenchError::NotABenchmark { .. }
             | BenchError::OtherSettings { .. }
             | BenchError::HoldsARun(_) => Some(Setting::Out),
+            BenchError::Reference { setting, .. } => Some(*setting),
             _ => None,
         }
     }

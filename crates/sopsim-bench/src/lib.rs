@@ -40,6 +40,7 @@ pub mod judged_items;
 mod markdown;
 pub mod merge;
 mod outputs;
+pub mod people;
 pub mod plan;
 #[cfg(feature = "plots")]
 pub mod plot;

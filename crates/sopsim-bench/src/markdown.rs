@@ -54,6 +54,64 @@ fn fmt_difference(d: &Option<Difference>) -> String {
     }
 }
 
+/// People's data beside the models': each series' distance per mode, then its rounds.
+fn people(out: &mut String, sc: &ScenarioReport, modes: &[Mode]) {
+    for (name, c) in &sc.people {
+        let _ = writeln!(
+            out,
+            "\nPeople: `{name}` ({}), from {}\n",
+            c.figure, c.source
+        );
+        for (mode, d) in &c.distance {
+            let nrmse = d
+                .nrmse
+                .map(|n| format!(", NRMSE {}", fmt_num(n)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "- {}: RMSE {}{nrmse} over {} rounds; the models' interval holds the people's mean in {} of them.",
+                mode.as_str(),
+                fmt_num(d.rmse),
+                d.rounds,
+                d.covered
+            );
+        }
+        if let Some(o) = &c.overall {
+            for mode in modes {
+                let model = o.model.get(mode).cloned().flatten();
+                let _ = writeln!(
+                    out,
+                    "- {} over the game: people {} (n={}), models {}.",
+                    mode.as_str(),
+                    fmt_num(o.people.mean),
+                    o.people.n,
+                    fmt_summary(&model)
+                );
+            }
+        }
+        if c.by_round.is_empty() {
+            continue;
+        }
+        let heads: Vec<&str> = modes.iter().map(|m| m.as_str()).collect();
+        let _ = writeln!(out, "\n| round | people | {} |", heads.join(" | "));
+        let _ = writeln!(out, "|---|---|{}", "---|".repeat(modes.len()));
+        for r in &c.by_round {
+            let cells: Vec<String> = modes
+                .iter()
+                .map(|m| fmt_summary(&r.model.get(m).cloned().flatten()))
+                .collect();
+            let _ = writeln!(
+                out,
+                "| {} | {} (n={}) | {} |",
+                r.round,
+                fmt_num(r.people.mean),
+                r.people.n,
+                cells.join(" | ")
+            );
+        }
+    }
+}
+
 fn table(
     out: &mut String,
     modes: &[Mode],
@@ -162,6 +220,7 @@ pub fn markdown(
             );
             table(&mut out, &report.modes, &quality, with_difference);
         }
+        people(&mut out, sc, &report.modes);
         if !sc.failed_runs.is_empty() {
             let _ = writeln!(out, "\nFailed runs:\n");
             for f in &sc.failed_runs {

@@ -89,12 +89,19 @@ fn draw_plots(out: &StdPath, report: &Report) -> Result<Vec<(String, Vec<String>
             }
             let series: Vec<(Mode, Vec<Option<stats::Summary>>)> =
                 by_mode.iter().map(|(m, v)| (*m, v.clone())).collect();
+            let people: Vec<f64> = sc
+                .people
+                .values()
+                .find(|c| &c.figure == name && !c.by_round.is_empty())
+                .map(|c| c.by_round.iter().map(|r| r.people.mean).collect())
+                .unwrap_or_default();
             let file = format!("{}-by-round-{}", safe(&sc.scenario), safe(name));
             plot::by_round(
                 &dir.join(&file),
                 &format!("{}: {name} by round", sc.scenario),
                 name,
                 &series,
+                &people,
             )?;
             files.push(format!("plots/{file}.png"));
         }

@@ -36,6 +36,10 @@ pub struct Settings {
     /// The judge given for every run in the scenarios' judges' place, as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<String>,
+    /// People's data (a `--reference` file) set beside every scenario's figures, as
+    /// JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
 }
 
 /// A run that finished (any end but an error or an interruption) has its

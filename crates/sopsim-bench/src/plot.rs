@@ -267,12 +267,14 @@ where
 }
 
 /// A per-round series (e.g. a choice's share), one line per mode with each round's 95%
-/// interval over the runs.
+/// interval over the runs, and people's means of it (from round 1) as a black line of
+/// points where there are people's data.
 pub fn by_round(
     stem: &Path,
     title: &str,
     name: &str,
     series: &[(Mode, Vec<Option<Summary>>)],
+    people: &[f64],
 ) -> Result<(), PlotError> {
     let rounds = series
         .iter()
@@ -280,13 +282,17 @@ pub fn by_round(
         .max()
         .unwrap_or(0)
         .max(1);
+    let rounds = rounds.max(people.len());
     let all = series.iter().flat_map(|(_, v)| {
         v.iter()
             .flatten()
             .flat_map(|s| std::iter::once(s.mean).chain(s.ci95.into_iter().flatten()))
     });
-    let (lo, hi) = bounds(all);
-    svg_and_png!(stem, draw_rounds(title, name, series, rounds, lo, hi))
+    let range = bounds(all.chain(people.iter().copied()));
+    svg_and_png!(
+        stem,
+        draw_rounds(title, name, series, people, rounds, range)
+    )
 }
 
 fn draw_rounds<DB: DrawingBackend>(
@@ -294,9 +300,9 @@ fn draw_rounds<DB: DrawingBackend>(
     title: &str,
     name: &str,
     series: &[(Mode, Vec<Option<Summary>>)],
+    people: &[f64],
     rounds: usize,
-    lo: f64,
-    hi: f64,
+    (lo, hi): (f64, f64),
 ) -> Result<(), BoxError>
 where
     DB::ErrorType: 'static,
@@ -337,6 +343,26 @@ where
                     let [a, b] = s.ci95.unwrap_or([s.mean, s.mean]);
                     ErrorBar::new_vertical(*x, a, s.mean, b, colour.stroke_width(1), 8)
                 }))
+                .map_err(err)?;
+        }
+        if !people.is_empty() {
+            let points: Vec<(f64, f64)> = people
+                .iter()
+                .enumerate()
+                .map(|(r, v)| (r as f64 + 1.0, *v))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().copied(),
+                    BLACK.stroke_width(1),
+                ))
+                .map_err(err)?
+                .label("people")
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(1))
+                });
+            chart
+                .draw_series(points.iter().map(|p| Circle::new(*p, 3, BLACK.filled())))
                 .map_err(err)?;
         }
         legend(&mut chart)?;

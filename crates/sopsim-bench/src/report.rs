@@ -52,6 +52,9 @@ pub struct ScenarioReport {
     /// `gini`) → mode → each round's summary (`null` where no run has a value).
     #[serde(skip_serializing_if = "IndexMap::is_empty")]
     pub rounds: IndexMap<String, IndexMap<Mode, Vec<Option<Summary>>>>,
+    /// People's data beside the models' figures, by series name.
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub people: IndexMap<String, crate::people::Comparison>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -257,6 +260,7 @@ pub fn build(
             figures,
             prompt_tokens_by_turn,
             rounds,
+            people: IndexMap::new(),
         });
     }
     let report = Report {

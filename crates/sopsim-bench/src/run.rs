@@ -11,6 +11,7 @@ use sopsim::error::CancelToken;
 use sopsim::runner::OutputFolder;
 use sopsim::scenario::aiwaves::Imported;
 use sopsim::scenario::judge::{built_in, JudgeSpec};
+use sopsim::scenario::people::PeopleReference;
 use sopsim::scenario::{CommandConsent, Mode, OutcomeRules, Scenario};
 use sopsim::setup::{self, ModelOptions, Setting, SetupError};
 
@@ -19,7 +20,7 @@ use crate::plan::{self, Job, Settings};
 use crate::read_back::{self, RunStatus};
 use crate::report::{self, Report, ScenarioRuns};
 use crate::shard::{Shard, ShardPlan};
-use crate::{job, outputs, BenchError};
+use crate::{job, outputs, people, BenchError};
 
 /// Seeds one benchmark may plan: each is a run folder per scenario and mode.
 pub const MAX_SEEDS: u64 = 1_000_000;
@@ -57,6 +58,8 @@ pub struct BenchOptions {
     /// A judge for every run in the scenarios' own judges' place: its spec, and the
     /// folder its rubric file is read from.
     pub judge: Option<(JudgeSpec, PathBuf)>,
+    /// People's data to set beside every scenario's figures (a `reference` file).
+    pub reference: Option<PathBuf>,
 }
 
 /// What a benchmark invocation ran and concluded.
@@ -191,6 +194,7 @@ pub fn run(
             Arc::make_mut(&mut l.scenario).judge = Some(spec.clone());
         }
     }
+    let reference = check_references(&loaded, opts.reference.as_deref())?;
     for l in &loaded {
         opts.allowed_commands
             .check(&l.scenario)
@@ -246,6 +250,7 @@ pub fn run(
         max_turns: opts.max_turns,
         shard: shard_plan,
         judge: judge.map(|spec| serde_json::to_string(&spec).unwrap_or_default()),
+        reference: reference.map(|r| serde_json::to_string(&r).unwrap_or_default()),
     };
     // Held until the report is written: two benchmarks into one folder would run the
     // same jobs into the same run folders.
@@ -278,6 +283,41 @@ pub fn run(
         executed,
         skipped,
     )
+}
+
+/// The `--reference` file read, and it and each scenario's own `reference` checked
+/// against the scenarios they are set beside, before anything runs.
+fn check_references(
+    loaded: &[Loaded],
+    file: Option<&StdPath>,
+) -> Result<Option<PeopleReference>, BenchError> {
+    for l in loaded {
+        if let Some(own) = &l.scenario.reference {
+            let problems = people::unknown_figures(own, &l.scenario, l.rules.as_ref());
+            if !problems.is_empty() {
+                return Err(BenchError::Reference {
+                    setting: Setting::Scenario,
+                    path: l.path.clone(),
+                    problems: problems.iter().map(|p| format!("reference.{p}")).collect(),
+                });
+            }
+        }
+    }
+    let Some(path) = file else {
+        return Ok(None);
+    };
+    let reference = people::read_file(path)?;
+    for l in loaded {
+        let problems = people::check(&reference, &l.scenario, l.rules.as_ref());
+        if !problems.is_empty() {
+            return Err(BenchError::Reference {
+                setting: Setting::Reference,
+                path: path.to_path_buf(),
+                problems,
+            });
+        }
+    }
+    Ok(Some(reference))
 }
 
 /// Refuses a benchmark of nothing: no scenario, no seed, no run at a time.
@@ -411,6 +451,8 @@ pub(crate) struct ReportInput<'a> {
     sha256: &'a str,
     rules: Option<&'a OutcomeRules>,
     probes: &'a sopsim::scenario::probes::Probes,
+    /// The scenario's own people's data.
+    people: Option<&'a PeopleReference>,
 }
 
 impl<'a> ReportInput<'a> {
@@ -421,6 +463,7 @@ impl<'a> ReportInput<'a> {
             sha256: &l.sha256,
             rules: l.rules.as_ref(),
             probes: &l.scenario.probes,
+            people: l.scenario.reference.as_ref(),
         }
     }
 }
@@ -463,7 +506,18 @@ pub(crate) fn report_folder(
                 .collect(),
         })
         .collect();
-    let (report, timing) = report::build(settings, modes, seeds, &scenario_runs);
+    let (mut report, timing) = report::build(settings, modes, seeds, &scenario_runs);
+    // People's data beside the figures: the scenario's own, then the file's.
+    let file: Option<PeopleReference> = settings
+        .reference
+        .as_deref()
+        .and_then(|text| serde_json::from_str(text).ok());
+    for (sc, input) in report.scenarios.iter_mut().zip(scenarios) {
+        for reference in input.people.into_iter().chain(file.as_ref()) {
+            let compared = people::compare(reference, sc, modes);
+            sc.people.extend(compared);
+        }
+    }
     let run = BenchRun {
         report,
         executed,
@@ -491,6 +545,7 @@ mod tests {
             allowed_paths: Vec::new(),
             shard: None,
             judge: None,
+            reference: None,
             allowed_commands: CommandConsent::Nothing,
         }
     }

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use super::extract::Figures;
 
 /// The parts of `summary.json` the report uses.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub struct SummaryFigures {
     pub turns: u64,
     /// The run's seed (its networks are drawn from it).

@@ -6,7 +6,7 @@
 pub use sopsim_core::scenario::{
     advice, check, check_structure, schema, AgentBuilder, ScenarioBuilder, StateBuilder,
 };
-pub use sopsim_core::scenario::{aiwaves, expr, judge, knowledge_file, probes, reference};
+pub use sopsim_core::scenario::{aiwaves, expr, judge, knowledge_file, people, probes, reference};
 pub use sopsim_core::scenario::{
     choice_key, compile_formula, evaluate_formula, is_bounded_figure, Bounded, CompiledDecision,
     CompiledPayoff, CompiledScore, DecisionRule, DecisionValue, FormulaError, FormulaInputs,

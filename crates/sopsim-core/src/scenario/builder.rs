@@ -43,6 +43,8 @@ impl ScenarioBuilder {
                 outcomes: None,
                 world: None,
                 probes: Default::default(),
+                design: Default::default(),
+                reference: None,
                 judge: None,
                 script: None,
             },

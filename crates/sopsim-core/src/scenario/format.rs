@@ -54,6 +54,15 @@ pub struct Scenario {
     /// interviews), by name; the answers go to `probes.jsonl`.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub probes: IndexMap<String, super::ProbeSpec>,
+    /// The experiment this scenario plays, in the terms a published design is stated
+    /// in (`group_size`, `rounds`, `payoffs`, `treatment`…): people's data is compared
+    /// only with a scenario of the same design.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub design: IndexMap<String, serde_json::Value>,
+    /// People's data from a published experiment of the same `design`, set beside the
+    /// models' figures by `sopsim bench` (as `--reference FILE` does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<super::PeopleReference>,
     /// Replies for the scripted backend (`--llm scripted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<Script>,

@@ -14,6 +14,7 @@ mod llm_settings;
 mod load;
 mod outcomes;
 mod path;
+pub mod people;
 mod persona;
 mod population;
 pub mod probes;
@@ -52,6 +53,7 @@ pub use outcomes::{
     QUALITY_FIGURES,
 };
 pub use path::FieldPath;
+pub use people::{PeoplePoint, PeopleReference, PeopleSeries};
 pub use persona::{identity, role_text, speak_as, Persona, RoleText, OPENING_NOTE};
 pub use population::{
     expand as expand_population, footprint, member_count, member_name, Distribution, ExpandError,

@@ -27,6 +27,7 @@ pub fn check(s: &Scenario, counter: &dyn TokenCounter) -> Vec<Problem> {
         super::validate_tools::check(s),
         super::validate_world::check(s),
         super::probes::check(s),
+        super::people::check_scenario(s),
     ];
     for (path, message) in elsewhere.into_iter().flatten() {
         v.problem(path, message);

@@ -159,6 +159,7 @@ pub enum Setting {
     Modes,
     MaxTurns,
     DraftModel,
+    Reference,
 }
 
 /// What could not be set up, and which setting it is about.
