@@ -1,6 +1,6 @@
 //! Running a scenario file from Rust as `sopsim run` runs it: typed options in, a typed
 //! outcome or error out, your own event sink, and a token any thread may cancel to stop
-//! the run at its next turn boundary (here a timer does).
+//! the run at once, its finished turns kept (here a timer does).
 //!
 //! `cargo run --example run_file [SCENARIO] [OUT_DIR]` (default: the debate, on the
 //! scripted backend, so it needs no model)

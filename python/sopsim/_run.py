@@ -157,8 +157,8 @@ def run(
     script); ``embedder`` is ``"minilm"``, ``"openai"`` or ``"hash"``. With ``out`` the
     run's files are written there (``resume=True`` continues a killed run in it).
     ``on_event`` is called with each event's payload. The GIL is released while the run
-    goes on; Ctrl-C (KeyboardInterrupt) stops it at the next turn boundary, keeps the
-    finished turns (in ``out``) and is raised.
+    goes on; Ctrl-C (KeyboardInterrupt) stops it at once, keeps the finished turns (in
+    ``out``) and is raised.
     """
     source = as_scenario(scenario)._run_source()
     check_mode(mode, "mode")
@@ -201,8 +201,8 @@ def run(
 
 async def run_async(scenario: Any, **options: Any) -> Run:
     """:func:`run` for code inside an event loop (a Jupyter notebook): the run goes on a
-    worker thread and the loop keeps running. Cancelling the task stops the run at its
-    next turn boundary (its finished turns are kept in ``out``) and waits for it to
+    worker thread and the loop keeps running. Cancelling the task stops the run at once
+    (its finished turns are kept in ``out``) and waits for it to
     let go of its folder before the cancellation is raised."""
     stop = _sopsim.Stop()
     work = asyncio.ensure_future(asyncio.to_thread(_stoppable, scenario, stop, options))

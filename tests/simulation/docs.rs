@@ -188,3 +188,66 @@ fn every_benchmark_the_performance_page_names_has_a_row_in_its_tables() {
     }
     assert!(checked > 0, "the page names no benchmark");
 }
+
+/// Every file of the repository, as paths relative to its root with `/` between parts
+/// (what git would track: builds, fetched models and git's own folder left out).
+fn repository_files() -> Vec<String> {
+    fn walk(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let top = dir == base;
+            if name == ".git" || name == "target" || (top && name == "models") {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, base, out);
+            } else if let Ok(rel) = path.strip_prefix(base) {
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root(), &root(), &mut out);
+    out
+}
+
+#[test]
+fn every_path_architecture_md_names_exists() {
+    // Files a run or a benchmark writes, named as such: not files of the repository.
+    const WRITTEN: &[&str] = &[
+        "bench.json",
+        "environment.json",
+        "judgement.json",
+        "network.json",
+        "report.json",
+        "report.md",
+        "run.json",
+        "timing.json",
+    ];
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let files = repository_files();
+    let quoted = regex::Regex::new(r"`([A-Za-z0-9_./-]+)`").unwrap();
+    let file_like = regex::Regex::new(r"\.(rs|md|py|js|json|sh|toml|css|html)$").unwrap();
+    let mut missing = Vec::new();
+    for c in quoted.captures_iter(&text) {
+        let named = &c[1];
+        if !(named.contains('/') || file_like.is_match(named)) || WRITTEN.contains(&named) {
+            continue;
+        }
+        let path = named.trim_end_matches('/');
+        let found = files.iter().any(|f| {
+            f == path
+                || f.ends_with(&format!("/{path}"))
+                || f.starts_with(&format!("{path}/"))
+                || f.contains(&format!("/{path}/"))
+        });
+        if !found {
+            missing.push(named.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names paths that are not there: {missing:?}"
+    );
+}

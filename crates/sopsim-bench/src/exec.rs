@@ -1,7 +1,7 @@
 //! Running the planned jobs: up to `jobs` simulations at once, spread over one actix
 //! arbiter per core and sharing the model and embedding services; each run writes its
-//! own folder. Cancelling stops every run at its next turn boundary and leaves the
-//! unfinished ones for the next invocation.
+//! own folder. Cancelling stops every run at once, keeping its finished turns, and leaves
+//! the unfinished ones for the next invocation.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};

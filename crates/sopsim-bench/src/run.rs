@@ -171,7 +171,7 @@ fn peak_rss_mib() -> Option<f64> {
 }
 
 /// Runs the benchmark and writes its report, telling `observer` how it goes and
-/// stopping every run at its next turn once `cancel` is cancelled.
+/// stopping every run at once when `cancel` is cancelled.
 pub fn run(
     opts: &BenchOptions,
     observer: &dyn BenchObserver,

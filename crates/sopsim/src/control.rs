@@ -16,7 +16,7 @@ pub enum Control {
     Resume,
     /// While paused: run exactly one more turn (a simultaneous round counts as one).
     Step,
-    /// End the run at the next turn boundary, as cancelling does.
+    /// End the run at the next turn boundary (cancelling ends it at once).
     Stop,
 }
 

@@ -31,7 +31,8 @@
 //! ```
 //!
 //! A scenario file runs as `sopsim run` runs it, with the caller's event sinks and a
-//! token that stops it at the next turn boundary (from another thread, a web handler…).
+//! token that stops it at once, keeping every finished turn (from another thread, a web
+//! handler…).
 //! The library never prints, exits or installs signal handlers; errors are typed and
 //! name the setting at fault ([`setup::SetupError::setting`]).
 //!

@@ -174,8 +174,9 @@ pub struct RunIo {
     pub services: Option<Services>,
 }
 
-/// Runs a scenario as `sopsim run` does, telling `io.sinks` what happens, stopping
-/// at the next turn boundary once `io.cancel` is cancelled.
+/// Runs a scenario as `sopsim run` does, telling `io.sinks` what happens, stopping at
+/// once (the model call or wait in progress abandoned, every finished turn kept) when
+/// `io.cancel` is cancelled.
 ///
 /// It blocks: it starts an actix `System` (with a tokio runtime of its own) in the
 /// calling thread, so it panics when called from inside an async runtime, tokio's

@@ -83,7 +83,7 @@ pub(crate) struct RunConfig {
     /// Where the judge's rubric file is read from (the scenario's folder, or a
     /// `--judge` file's).
     pub judge_folder: Option<std::path::PathBuf>,
-    /// Cancelled to stop the run at the next turn boundary.
+    /// Cancelled to stop the run at once, keeping every finished turn.
     pub cancel: Option<CancelToken>,
     /// Pause, step and stop the run from outside.
     pub control: Option<RunControl>,

@@ -96,7 +96,7 @@ pub struct Limits {
     pub budget_usd: Option<f64>,
     pub max_total_tokens: Option<u64>,
     pub prices: Arc<PriceTable>,
-    /// Cancelled to stop at the next turn boundary.
+    /// Cancelled to stop at once, abandoning the turn in flight.
     pub cancel: CancelToken,
     /// Pause, step and stop from outside the run.
     pub control: Option<RunControl>,
