@@ -46,6 +46,8 @@ const INDEX: &str = include_str!("assets/index.html");
 const SCRIPTS: &[(&str, &str)] = &[
     ("main.js", include_str!("assets/js/main.js")),
     ("dom.js", include_str!("assets/js/dom.js")),
+    ("state.js", include_str!("assets/js/state.js")),
+    ("draw.js", include_str!("assets/js/draw.js")),
     ("transcript.js", include_str!("assets/js/transcript.js")),
     ("world.js", include_str!("assets/js/world.js")),
     ("population.js", include_str!("assets/js/population.js")),
@@ -390,6 +392,48 @@ mod tests {
 
     fn at(port: u16) -> std::net::SocketAddr {
         std::net::SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    /// The modules each page module imports.
+    fn imports(source: &str) -> Vec<&str> {
+        source
+            .lines()
+            .filter(|l| l.starts_with("import "))
+            .filter_map(|l| l.split("from './").nth(1)?.split('\'').next())
+            .collect()
+    }
+
+    #[test]
+    fn the_page_modules_import_in_layers_without_a_circle() {
+        let names: Vec<&str> = super::SCRIPTS.iter().map(|(n, _)| *n).collect();
+        for (name, source) in super::SCRIPTS {
+            for imported in imports(source) {
+                assert!(
+                    names.contains(&imported),
+                    "{name} imports {imported}, not served"
+                );
+            }
+        }
+        // Modules are taken in layers: each once every module it imports is in.
+        let mut placed: Vec<&str> = Vec::new();
+        while placed.len() < names.len() {
+            let next: Vec<&str> = super::SCRIPTS
+                .iter()
+                .filter(|(n, s)| {
+                    !placed.contains(n) && imports(s).iter().all(|i| placed.contains(i))
+                })
+                .map(|(n, _)| *n)
+                .collect();
+            let left: Vec<&&str> = names.iter().filter(|n| !placed.contains(n)).collect();
+            assert!(
+                !next.is_empty(),
+                "these modules import each other in a circle: {left:?}"
+            );
+            placed.extend(next);
+        }
+        assert_eq!(placed.last(), Some(&"main.js"), "{placed:?}");
+        let at = |m: &str| placed.iter().position(|p| *p == m).unwrap();
+        assert!(at("state.js") < at("transcript.js") && at("panel.js") < at("transcript.js"));
     }
 }
 

@@ -1,7 +1,8 @@
 // A live run: server-sent events, the controls, a person's turn.
 
 import { $, el, post } from './dom.js';
-import { dropStreaming, render, streamToken, view } from './transcript.js';
+import { dropStreaming, render, streamToken } from './transcript.js';
+import { view } from './state.js';
 import { drawPopulation } from './population.js';
 import { drawAgents, drawCounters, drawGraph, setStatus } from './panel.js';
 

@@ -7,7 +7,7 @@
 // Each concern is a module of its own, loaded by the browser as it is (no build step).
 
 import { $, getJson, params } from './dom.js';
-import { view } from './transcript.js';
+import { view } from './state.js';
 import { setStatus } from './panel.js';
 import { startLive } from './live.js';
 import { startReplay } from './replay.js';

@@ -1,7 +1,7 @@
 // The side panel: the SOP's graph, the agents, the counters and the status.
 
 import { $, el, roleColour } from './dom.js';
-import { view } from './transcript.js';
+import { view } from './state.js';
 import { members } from './population.js';
 
 // The scenario's states and transitions when the page has the scenario (a live run);

@@ -1,7 +1,8 @@
 // A population: choice shares by round, the network, one member's view.
 
 import { $, el } from './dom.js';
-import { view } from './transcript.js';
+import { view } from './state.js';
+import { PALETTE, svgEl } from './draw.js';
 
 // Member name -> { population, index, neighbours: Set of names | null (complete) }.
 export function members() {
@@ -60,19 +61,11 @@ export function viewAs(name) {
   drawNetwork();
 }
 
-export const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'];
-
 export function choiceColours() {
   const values = [];
   for (const counts of view.shares.values()) for (const v of Object.keys(counts)) if (!values.includes(v)) values.push(v);
   values.sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
   return new Map(values.map((v, i) => [v, PALETTE[i % PALETTE.length]]));
-}
-
-export function svgEl(tag, attrs) {
-  const node = document.createElementNS('http://www.w3.org/2000/svg', tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  return node;
 }
 
 // Each choice's share of the round's decisions, round by round: the share on the y

@@ -1,28 +1,13 @@
 // The transcript: sections by state and visit, messages and simultaneous rounds,
-// replies as they stream, tool results, and the view every part of the page shares.
+// replies as they stream, and tool results. It sits above the side panel, the world
+// and the population, which it tells what the run said.
 
 import { $, el, roleColour } from './dom.js';
-import { worldStatus } from './world.js';
+import { onNextFrame, view } from './state.js';
+import { recordWorld } from './world.js';
 import { nearest, sees } from './population.js';
 import { drawAgents, drawGraph } from './panel.js';
 
-export const view = {
-  visits: new Map(), // "state#visit" -> section element
-  visited: new Map(), // state -> how many times the run entered it
-  seen: [], // states in the order the run first entered them
-  moves: new Set(), // "from\u0000to": transitions the run made
-  speakers: new Map(), // name -> roles seen, for a run whose scenario the page lacks
-  current: null,
-  streaming: null, // { name, node } while a reply streams in
-  scenario: null,
-  messages: 0,
-  round: null, // the block of the simultaneous round in progress
-  network: null, // the populations' networks (network.json), for a population run
-  shares: new Map(), // round -> { choice -> how many chose it }
-  world: new Map(), // round -> { variable -> value (a per-agent one's mean) }
-  lastChoice: new Map(), // member -> its latest decision
-  viewer: null, // the member whose view the transcript shows, or null for everyone
-};
 
 export function section(state, visit) {
   const key = `${state}#${visit}`;
@@ -110,18 +95,6 @@ export function addMessage(text, meta) {
   onNextFrame('scroll', () => view.newest && view.newest.isConnected && view.newest.scrollIntoView({ block: 'nearest' }));
 }
 
-// Runs `draw` once before the next frame, however often it is asked for until then:
-// a replayed round of 100,000 messages lays the page out and lists its speakers once,
-// not once per message.
-export const pendingFrames = new Map();
-export function onNextFrame(key, draw) {
-  if (pendingFrames.has(key)) return;
-  pendingFrames.set(key, requestAnimationFrame(() => {
-    pendingFrames.delete(key);
-    draw();
-  }));
-}
-
 export function dropStreaming() {
   if (view.streaming) view.streaming.node.remove();
   view.streaming = null;
@@ -168,7 +141,10 @@ export function render(p) {
       const meta = body.metadata || {};
       const m = /^Entering (.+) \(visit (\d+)\)$/.exec(body.text || '');
       if (m) enterState(m[1], Number(m[2]));
-      else if (meta.event === 'world') worldStatus(body.text, meta);
+      else if (meta.event === 'world') {
+        here().append(el('div', 'status', body.text));
+        recordWorld(meta);
+      }
       else if (meta.round !== undefined) roundStatus(body.text, meta);
       else here().append(el('div', 'status', body.text));
       break;

@@ -1,13 +1,12 @@
 // The world: its variables after each round, charted.
 
-import { $, el } from './dom.js';
-import { here, onNextFrame, view } from './transcript.js';
-import { PALETTE, svgEl } from './population.js';
+import { $ } from './dom.js';
+import { onNextFrame, view } from './state.js';
+import { PALETTE, svgEl } from './draw.js';
 
-// The world after a round: a status line, and the round's values for the chart (the
-// last status of a round wins: a round may update the world in several states).
-export function worldStatus(text, meta) {
-  here().append(el('div', 'status', text));
+// The world after a round: the round's values for the chart (the last status of a
+// round wins: a round may update the world in several states).
+export function recordWorld(meta) {
   const values = { ...(meta.world || {}) };
   for (const [name, spread] of Object.entries(meta.agents || {})) values[name] = spread.mean;
   view.world.set(meta.round, values);
