@@ -414,6 +414,22 @@ fn http_reaches_allowed_loopback_urls_only_and_replays_from_the_recording() {
     );
 }
 
+#[test]
+fn http_reaches_localhost_on_the_port_its_url_names() {
+    let (base, connections) = weather_service();
+    let base = base.replace("127.0.0.1", "localhost");
+    let scenario = forecaster(&base);
+    let outcome = run(
+        scenario.clone(),
+        Arc::new(ScriptedBackend::new(scenario.script.clone())),
+    );
+    assert_eq!(
+        outcome.environment.store["weather"]["http"][0]["objects"][0]["forecast"],
+        "rain"
+    );
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+}
+
 fn rules_scenario() -> Scenario {
     let knowledge = root().join("scenarios/aiwaves/oculist_agent/database.json");
     scenario_with(

@@ -22,6 +22,9 @@ pub struct Http {
     allow: Vec<Url>,
     timeout: Duration,
     max_bytes: u64,
+    /// Made at the first call and shared by every call after it (its connections
+    /// with it); why it could not be made, if it could not.
+    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
 }
 
 impl Start for HttpSettings {
@@ -78,6 +81,29 @@ impl Http {
             allow: loopback_allowlist(&settings.allow)?,
             timeout: Duration::from_millis(settings.timeout_ms.0),
             max_bytes: settings.max_bytes.0,
+            client: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The client every call shares: no proxy, no redirects, and the allowed names
+    /// (`localhost`) pinned to 127.0.0.1 rather than trusted to the resolver, whatever
+    /// port a URL names.
+    fn client(&self) -> Result<&reqwest::Client, ToolFailure> {
+        let made = self.client.get_or_init(|| {
+            let mut client = reqwest::Client::builder()
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(self.timeout);
+            for allowed in &self.allow {
+                if let Some(Host::Domain(d)) = allowed.host() {
+                    // Port 0: the URL's own port is the one used.
+                    client = client.resolve(d, (IpAddr::V4(Ipv4Addr::LOCALHOST), 0).into());
+                }
+            }
+            client.build().map_err(|e| e.to_string())
+        });
+        made.as_ref().map_err(|e| {
+            ToolFailure::unknown(format!("the HTTP client could not start: {e}"))
         })
     }
 
@@ -123,18 +149,7 @@ impl Http {
     ) -> Result<Vec<Map<String, Value>>, ToolFailure> {
         let url = self.permit(args.get("url").and_then(Value::as_str).unwrap_or_default())?;
         let post = args.get("method").and_then(Value::as_str) == Some("POST");
-        let mut client = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(self.timeout);
-        if let Some(Host::Domain(d)) = url.host() {
-            // `localhost` is pinned to 127.0.0.1 rather than trusted to the resolver.
-            let port = url.port_or_known_default().unwrap_or(80);
-            client = client.resolve(d, (IpAddr::V4(Ipv4Addr::LOCALHOST), port).into());
-        }
-        let client = client
-            .build()
-            .map_err(|e| ToolFailure::unknown(format!("the HTTP client could not start: {e}")))?;
+        let client = self.client()?;
         let request = if post {
             client
                 .post(url.clone())
