@@ -166,7 +166,7 @@ pub fn markdown(
     };
     let _ = writeln!(
         out,
-        "LLM `{}`, embedder `{}`, {seeds} per mode. Each cell: mean [95% confidence interval] over the finished runs: a bootstrap percentile interval for rates, shares, probabilities and indices (which stays within [0, 1]), Student-t for the rest.",
+        "LLM `{}`, embedder `{}`, {seeds} per mode. Each cell: mean [95% confidence interval] over the finished runs: a bootstrap percentile interval for rates, shares, probabilities, indices and scores on a scale (judged dimensions, probes' answers), which stays within their bounds, Student-t for the rest.",
         s.llm, s.embedder
     );
     if let Some(d) = &report.difference {

@@ -237,13 +237,14 @@ pub const GENERIC_FIGURES: &[&str] = &[
     "judge_failures",
 ];
 
-/// Whether a figure is a rate, share, probability or index within [0, 1] (its interval
-/// must stay inside that range).
+/// Whether a figure is bounded: a rate, share, probability or index within [0, 1], or
+/// a score on a scale (a judged dimension, a probe's answer). Its interval must stay
+/// inside the bounds.
 pub fn is_bounded_figure(name: &str) -> bool {
     matches!(
         name,
         "cooperation_rate" | "equality" | "reached_end" | "ended_early"
-    ) || ["share.", "p.", "quality.", "cooperation_rate."]
+    ) || ["share.", "p.", "quality.", "cooperation_rate.", "judge.", "probe."]
         .iter()
         .any(|prefix| name.starts_with(prefix))
 }
