@@ -339,42 +339,6 @@ fn mean_by<T>(
 }
 
 /// Sets round `r` of series `name`, creating it (with earlier rounds empty) if new.
-/// The figures a benchmark reports of `scenario`'s runs (its outcomes', its probes'
-/// and those every run has), and its series by round, by name: what a `reference`
-/// series may name. A judge's figures are the `judge.` ones its rubric makes.
-pub fn figure_names(
-    scenario: &sopsim::scenario::Scenario,
-    rules: Option<&OutcomeRules>,
-) -> (Vec<String>, Vec<String>) {
-    let every_run = crate::summary_figures::generic_figures(&Default::default());
-    let mut overall: Vec<String> = every_run.into_keys().collect();
-    let mut by_round = Vec::new();
-    if let Some(rules) = rules {
-        overall.extend(rules.figure_names());
-        if let Some(d) = &rules.decision {
-            match d.rule.values.is_empty() {
-                true => by_round.push("mean_decision".to_string()),
-                false => by_round.extend(
-                    d.rule
-                        .values
-                        .iter()
-                        .map(|v| format!("share.{}", choice_key(v))),
-                ),
-            }
-        }
-        if rules.payoff.is_some() {
-            by_round.push("gini".into());
-        }
-        if let Some(w) = &rules.world {
-            by_round.extend(w.variables.iter().map(|(name, _)| format!("world.{name}")));
-        }
-    }
-    let probes = sopsim::scenario::probes::figure_names(&scenario.probes);
-    overall.extend(probes.iter().cloned());
-    by_round.extend(probes);
-    (overall, by_round)
-}
-
 pub(super) fn push_round(series: &mut RoundSeries, name: &str, r: usize, value: Option<f64>) {
     let values = series.entry(name.to_string()).or_default();
     values.resize(r, None);

@@ -14,7 +14,6 @@ use sopsim::scenario::people::{self, PeoplePoint, PeopleReference, PeopleSeries}
 use sopsim::scenario::{FieldPath, Mode, OutcomeRules, Scenario};
 use sopsim::setup::Setting;
 
-use crate::report::ScenarioReport;
 use crate::stats::Summary;
 use crate::BenchError;
 
@@ -64,7 +63,7 @@ pub fn unknown_figures(
     scenario: &Scenario,
     rules: Option<&OutcomeRules>,
 ) -> Vec<String> {
-    let (overall, by_round) = crate::extract::figure_names(scenario, rules);
+    let (overall, by_round) = figure_names(scenario, rules);
     let mut out = Vec::new();
     for (name, s) in &reference.series {
         let judged = s.figure.starts_with("judge.") && scenario.judge.is_some();
@@ -84,6 +83,42 @@ pub fn unknown_figures(
         }
     }
     out
+}
+
+/// The figures a benchmark reports of `scenario`'s runs (its outcomes', its probes'
+/// and those every run has), and its series by round, by name: what a `reference`
+/// series may name. A judge's figures are the `judge.` ones its rubric makes.
+fn figure_names(
+    scenario: &sopsim::scenario::Scenario,
+    rules: Option<&OutcomeRules>,
+) -> (Vec<String>, Vec<String>) {
+    let every_run = crate::summary_figures::generic_figures(&Default::default());
+    let mut overall: Vec<String> = every_run.into_keys().collect();
+    let mut by_round = Vec::new();
+    if let Some(rules) = rules {
+        overall.extend(rules.figure_names());
+        if let Some(d) = &rules.decision {
+            match d.rule.values.is_empty() {
+                true => by_round.push("mean_decision".to_string()),
+                false => by_round.extend(
+                    d.rule
+                        .values
+                        .iter()
+                        .map(|v| format!("share.{}", sopsim::scenario::choice_key(v))),
+                ),
+            }
+        }
+        if rules.payoff.is_some() {
+            by_round.push("gini".into());
+        }
+        if let Some(w) = &rules.world {
+            by_round.extend(w.variables.iter().map(|(name, _)| format!("world.{name}")));
+        }
+    }
+    let probes = sopsim::scenario::probes::figure_names(&scenario.probes);
+    overall.extend(probes.iter().cloned());
+    by_round.extend(probes);
+    (overall, by_round)
 }
 
 /// One series of people's data beside the models'.
@@ -172,20 +207,23 @@ fn r6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
-/// Every series of `reference` beside the models' figures in `report`.
+/// A scenario's series by round in a report: series → mode → each round's summary.
+pub type RoundSummaries = IndexMap<String, IndexMap<Mode, Vec<Option<Summary>>>>;
+
+/// Every series of `reference` beside the models': their series by round (`rounds`)
+/// and each figure's summary per mode (`figure`).
 pub fn compare(
     reference: &PeopleReference,
-    report: &ScenarioReport,
+    rounds: &RoundSummaries,
+    figure: &dyn Fn(&str, Mode) -> Option<Summary>,
     modes: &[Mode],
 ) -> IndexMap<String, Comparison> {
     reference
         .series
         .iter()
         .map(|(name, s)| {
-            (
-                name.clone(),
-                compare_one(s, &reference.design, report, modes),
-            )
+            let c = compare_one(s, &reference.design, rounds, figure, modes);
+            (name.clone(), c)
         })
         .collect()
 }
@@ -193,10 +231,11 @@ pub fn compare(
 fn compare_one(
     s: &PeopleSeries,
     design: &IndexMap<String, Value>,
-    report: &ScenarioReport,
+    rounds: &RoundSummaries,
+    figure: &dyn Fn(&str, Mode) -> Option<Summary>,
     modes: &[Mode],
 ) -> Comparison {
-    let rounds = report.rounds.get(&s.figure);
+    let rounds = rounds.get(&s.figure);
     let at =
         |mode: &Mode, r: usize| -> Option<Summary> { rounds?.get(mode)?.get(r).cloned().flatten() };
     let by_round: Vec<RoundComparison> = s
@@ -225,16 +264,8 @@ fn compare_one(
             .collect()
     };
     let overall = s.overall.map(|p| {
-        let model: IndexMap<Mode, Option<Summary>> = modes
-            .iter()
-            .map(|m| {
-                let summary = report
-                    .figures
-                    .get(&s.figure)
-                    .and_then(|f| f.by_mode.get(m).cloned().flatten());
-                (*m, summary)
-            })
-            .collect();
+        let model: IndexMap<Mode, Option<Summary>> =
+            modes.iter().map(|m| (*m, figure(&s.figure, *m))).collect();
         OverallComparison {
             people: p,
             difference: model

@@ -514,7 +514,11 @@ pub(crate) fn report_folder(
         .and_then(|text| serde_json::from_str(text).ok());
     for (sc, input) in report.scenarios.iter_mut().zip(scenarios) {
         for reference in input.people.into_iter().chain(file.as_ref()) {
-            let compared = people::compare(reference, sc, modes);
+            let figure = |name: &str, mode: Mode| {
+                let f = sc.figures.get(name)?;
+                f.by_mode.get(&mode).cloned().flatten()
+            };
+            let compared = people::compare(reference, &sc.rounds, &figure, modes);
             sc.people.extend(compared);
         }
     }

@@ -102,9 +102,8 @@ impl Http {
             }
             client.build().map_err(|e| e.to_string())
         });
-        made.as_ref().map_err(|e| {
-            ToolFailure::unknown(format!("the HTTP client could not start: {e}"))
-        })
+        made.as_ref()
+            .map_err(|e| ToolFailure::unknown(format!("the HTTP client could not start: {e}")))
     }
 
     /// The URL to call, if the allowlist permits it; otherwise why not.

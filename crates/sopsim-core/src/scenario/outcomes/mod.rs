@@ -244,9 +244,16 @@ pub fn is_bounded_figure(name: &str) -> bool {
     matches!(
         name,
         "cooperation_rate" | "equality" | "reached_end" | "ended_early"
-    ) || ["share.", "p.", "quality.", "cooperation_rate.", "judge.", "probe."]
-        .iter()
-        .any(|prefix| name.starts_with(prefix))
+    ) || [
+        "share.",
+        "p.",
+        "quality.",
+        "cooperation_rate.",
+        "judge.",
+        "probe.",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
 }
 
 /// The reply-quality figures ([`ReplyQuality`](crate::quality::ReplyQuality)), shown as a table of their own.
