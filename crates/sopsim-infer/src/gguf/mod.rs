@@ -173,6 +173,7 @@ impl ModelShape {
             ));
         }
         let context = get_usize(f, &k("context_length"), Some(2048), usize::MAX)?;
+        refuse_scaled_positions(f, a)?;
         Ok(Self {
             arch,
             layers: get_usize(f, &k("block_count"), None, 1024)?,
@@ -186,6 +187,44 @@ impl ModelShape {
             positions: context.min(MAX_POSITIONS),
         })
     }
+}
+
+/// Refuses a file whose rotary positions are scaled (Llama 3.1 and 3.2 carry a
+/// `rope_freqs` tensor; other files name a scaling): the forward pass applies none, so
+/// such a model would run with every position computed wrongly, without a word.
+fn refuse_scaled_positions(f: &GgufFile, arch: &str) -> Result<(), GgufError> {
+    if f.tensors.contains_key("rope_freqs.weight") {
+        return Err(GgufError::Tensor {
+            name: "rope_freqs.weight".into(),
+            message: "scaled rotary positions (Llama 3.1 and 3.2) are not supported yet; \
+                      the model would compute every position wrongly"
+                .into(),
+        });
+    }
+    let scaling = format!("{arch}.rope.scaling.type");
+    match f.get(&scaling).and_then(Value::as_str) {
+        None | Some("none") => {}
+        Some(other) => {
+            return Err(GgufError::meta(
+                &scaling,
+                format!("{other:?}: scaled rotary positions are not supported yet"),
+            ))
+        }
+    }
+    for key in [
+        format!("{arch}.rope.scaling.factor"),
+        format!("{arch}.rope.scale_linear"),
+    ] {
+        if let Some(v) = f.get(&key) {
+            if v.as_f64().is_some_and(|x| x != 0.0 && x != 1.0) {
+                return Err(GgufError::meta(
+                    &key,
+                    format!("{v:?}: scaled rotary positions are not supported yet"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The model's chat template (Jinja), if the file has one.
@@ -259,6 +298,31 @@ mod hostile {
             let e = shape_error(&with(key, value.clone()));
             assert!(e.contains(key), "{key} = {value:?}: {e}");
         }
+    }
+
+    #[test]
+    fn scaled_rotary_positions_are_refused_rather_than_run_wrongly() {
+        let (_dir, path) = file(
+            &shape_metadata(),
+            &[("rope_freqs.weight", vec![4], 0, vec![0u8; 16])],
+        );
+        let e = ModelShape::read(&GgufFile::open(&path).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("rope_freqs.weight") && e.contains("not supported"),
+            "{e}"
+        );
+        for (key, value) in [
+            ("llama.rope.scaling.type", Value::String("yarn".into())),
+            ("llama.rope.scaling.factor", Value::F32(8.0)),
+        ] {
+            let e = shape_error(&with(key, value));
+            assert!(e.contains(key) && e.contains("not supported"), "{e}");
+        }
+        let none = with("llama.rope.scaling.type", Value::String("none".into()));
+        let (_dir, path) = file(&none, &[]);
+        assert!(ModelShape::read(&GgufFile::open(&path).unwrap()).is_ok());
     }
 
     #[test]
