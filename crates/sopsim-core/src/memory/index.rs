@@ -1,7 +1,9 @@
 //! The relevant-history index: one embedding per message, searched by cosine similarity.
 //!
 //! Vectors are stored L2-normalised in one contiguous buffer, so a search is a dot
-//! product per candidate and allocation-free apart from the k results.
+//! product per candidate and allocation-free apart from the k results. A message that
+//! nothing reads by meaning has no vector (`quality::Meaning`), yet keeps its position,
+//! so positions in the index are positions in the log.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -10,8 +12,12 @@ use std::collections::BinaryHeap;
 #[derive(Debug, Clone, Default)]
 pub struct EmbeddingIndex {
     dim: usize,
+    /// Each message's row in `data`, or [`NO_ROW`] when it has no vector.
+    rows: Vec<usize>,
     data: Vec<f32>,
 }
+
+const NO_ROW: usize = usize::MAX;
 
 /// A search hit: the message's position in the log and its similarity.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -21,42 +27,45 @@ pub struct Hit {
 }
 
 impl EmbeddingIndex {
-    /// How many messages are indexed.
+    /// How many messages are indexed, with a vector or without.
     pub fn len(&self) -> usize {
-        self.data.len().checked_div(self.dim).unwrap_or(0)
+        self.rows.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.rows.is_empty()
     }
 
-    /// Appends the next message's embedding (normalised here).
+    /// Appends the next message's embedding (normalised here). An empty vector, or one
+    /// of another width than the first (a second embedder), leaves the message without
+    /// a vector: it is never found, and is never a query.
     pub fn push(&mut self, vector: &[f32]) {
         if self.dim == 0 {
             self.dim = vector.len();
         }
-        debug_assert_eq!(vector.len(), self.dim, "one embedder per index");
+        if vector.is_empty() || vector.len() != self.dim {
+            self.rows.push(NO_ROW);
+            return;
+        }
+        self.rows.push(self.data.len() / self.dim);
         let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
         let scale = if norm > 0.0 { 1.0 / norm } else { 0.0 };
         self.data.extend(vector.iter().map(|x| x * scale));
     }
 
-    fn row(&self, i: usize) -> &[f32] {
-        &self.data[i * self.dim..(i + 1) * self.dim]
-    }
-
     /// The `k` positions in `range` most similar to the message at `query`, best first;
     /// ties go to the earlier message.
     pub fn top_k(&self, query: usize, range: std::ops::Range<usize>, k: usize) -> Vec<Hit> {
-        if k == 0 || query >= self.len() {
-            return Vec::new();
+        match self.vector(query) {
+            Some(q) => self.nearest(q, range, k),
+            None => Vec::new(),
         }
-        self.nearest(self.row(query), range, k)
     }
 
-    /// The stored (normalised) vector at `position`.
+    /// The stored (normalised) vector at `position`, if the message has one.
     pub fn vector(&self, position: usize) -> Option<&[f32]> {
-        (position < self.len()).then(|| self.row(position))
+        let row = *self.rows.get(position)?;
+        (row != NO_ROW).then(|| &self.data[row * self.dim..(row + 1) * self.dim])
     }
 
     /// The `k` positions in `range` most similar to a normalised vector `q`, best first.
@@ -64,7 +73,7 @@ impl EmbeddingIndex {
         self.nearest_in(q, range.start..range.end.min(self.len()), k)
     }
 
-    /// The `k` of `positions` (ascending, all stored) most similar to a normalised
+    /// The `k` of `positions` (ascending, all stored) with a vector most similar to a normalised
     /// vector `q`, best first.
     pub fn nearest_in(
         &self,
@@ -78,9 +87,12 @@ impl EmbeddingIndex {
         let dot = dot_kernel();
         let mut heap: BinaryHeap<Worst> = BinaryHeap::with_capacity(k + 1);
         for position in positions {
+            let Some(v) = self.vector(position) else {
+                continue;
+            };
             let hit = Hit {
                 position,
-                score: dot(q, self.row(position)),
+                score: dot(q, v),
             };
             // Scanning in log order, a later hit with an equal score never displaces.
             if heap.len() == k
@@ -192,6 +204,25 @@ mod tests {
             vec![2, 1]
         );
         assert!(idx.top_k(4, 0..4, 0).is_empty());
+    }
+
+    #[test]
+    fn a_message_without_a_vector_keeps_its_place_and_is_never_found() {
+        let mut idx = EmbeddingIndex::default();
+        for v in [&[1.0, 0.0][..], &[], &[0.9, 0.1], &[0.0; 3], &[1.0, 0.1]] {
+            idx.push(v);
+        }
+        assert_eq!(idx.len(), 5);
+        assert_eq!((idx.vector(1), idx.vector(3)), (None, None));
+        assert!(idx.vector(4).is_some());
+        assert!(idx.top_k(1, 0..1, 2).is_empty(), "no vector, no query");
+        assert_eq!(
+            idx.top_k(4, 0..4, 4)
+                .iter()
+                .map(|h| h.position)
+                .collect::<Vec<_>>(),
+            vec![2, 0]
+        );
     }
 
     #[test]

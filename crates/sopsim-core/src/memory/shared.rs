@@ -353,4 +353,20 @@ mod tests {
         mem.begin_visit();
         assert_eq!(mem.observe(), Observation::default());
     }
+
+    #[test]
+    fn only_replies_embedded_keeps_each_vector_beside_its_message() {
+        // A round of choices nothing reads by meaning, then a reply that is embedded,
+        // then more choices: as a simultaneous round with the paraphrase check runs.
+        let mut mem = SharedMemory::new(Mode::Cooperative, 10, 2);
+        mem.begin_visit();
+        for (content, vector) in [("3", &[][..]), ("We fish less.", &[1.0, 0.0]), ("1", &[])] {
+            let seq = mem.next_seq();
+            mem.record(msg(seq, "a", content), vector);
+        }
+        let obs = mem.observe();
+        assert_eq!(obs.recent.len(), 3);
+        assert_eq!(obs.recent_vectors, vec![vec![], vec![1.0, 0.0], vec![]]);
+        assert_eq!(mem.latest_vector(), None);
+    }
 }
