@@ -154,6 +154,25 @@ fn noise_flips_moves_and_replays() {
     // Without noise always_cooperate earns exactly 3 against tit_for_tat; with it, not.
     let matrix = &report["matrix"];
     assert_ne!(matrix[0][2].as_f64().unwrap(), 3.0, "{matrix}");
+
+    // A game's run plays the roster's document, not the game file: it is interviewed
+    // as any run is, from the game's scenario written beside its runs.
+    let game = a.join("runs/always_cooperate-vs-tit_for_tat");
+    assert!(game.join("scenario.json").is_file());
+    let run = game.join("cooperative/seed-0");
+    let (code, said, err) = sopsim(&[
+        "interview",
+        run.to_str().unwrap(),
+        "--agent",
+        "Column",
+        "--at",
+        "3",
+        "--llm",
+        "scripted",
+        "What did the other player choose?",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(said.starts_with("Column: "), "{said}");
 }
 
 #[test]

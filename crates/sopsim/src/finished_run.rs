@@ -2,6 +2,10 @@
 //! judgement made again): its identity, the scenario it was made from (found by
 //! `run.json`, or given, and checked against the run's digest) and its transcript.
 //! The folder is only read.
+//!
+//! A tournament's run plays a document made from the game file and the roster, not the
+//! file: the tournament writes it as [`GAME_SCENARIO_FILE`] in the game's folder, two
+//! levels above each of its runs, where it is found when no scenario is given.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,6 +36,9 @@ pub enum FinishedRunError {
     Setup(#[from] SetupError),
 }
 
+/// A tournament game's scenario document, beside the game's runs (`runs/<game>/`).
+pub const GAME_SCENARIO_FILE: &str = "scenario.json";
+
 /// What a finished run's folder holds for work done on it afterwards.
 pub(crate) struct FinishedRun {
     pub folder: OutputFolder,
@@ -55,7 +62,12 @@ pub(crate) fn read(dir: &Path, scenario: Option<&Path>) -> Result<FinishedRun, F
         .map(Path::to_path_buf)
         .or_else(|| identity.scenario.clone().map(PathBuf::from))
         .ok_or(FinishedRunError::NoScenario)?;
-    let loaded = crate::source::load(path.as_path(), &[])?;
+    let mut loaded = crate::source::load(path.as_path(), &[])?;
+    if loaded.sha256 != identity.scenario_sha256 && scenario.is_none() {
+        if let Some(game) = game_document(dir, &path, &identity.scenario_sha256)? {
+            loaded = game;
+        }
+    }
     if loaded.sha256 != identity.scenario_sha256 {
         let short = |s: &str| s[..12.min(s.len())].to_string();
         return Err(FinishedRunError::OtherScenario {
@@ -73,4 +85,28 @@ pub(crate) fn read(dir: &Path, scenario: Option<&Path>) -> Result<FinishedRun, F
         path,
         transcript,
     })
+}
+
+/// The tournament game's document the run in `dir` played, when the game's folder holds
+/// one with the run's digest; its files are looked up beside `origin`, the game file.
+fn game_document(
+    dir: &Path,
+    origin: &Path,
+    sha256: &str,
+) -> Result<Option<crate::Loaded>, FinishedRunError> {
+    let Some(game) = dir.parent().and_then(Path::parent) else {
+        return Ok(None);
+    };
+    let folder = OutputFolder::new(game);
+    let document: serde_json::Value = match folder.read_json(GAME_SCENARIO_FILE, 8 << 20) {
+        Ok(document) => document,
+        Err(e) if e.is_missing() => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let source = crate::ScenarioSource::Document {
+        origin: origin.to_path_buf(),
+        document,
+    };
+    let loaded = crate::source::load(source, &[])?;
+    Ok((loaded.sha256 == sha256).then_some(loaded))
 }

@@ -138,11 +138,13 @@ pub fn run(
     // Every group's game, checked as a scenario: a strategy the game cannot seat is
     // the roster's error, named by its player.
     let mut games: Vec<(String, Vec<String>, sopsim::Loaded)> = Vec::new();
+    let mut documents: Vec<(String, serde_json::Value)> = Vec::new();
     for group in &groups {
         let (name, doc) = roster::game_of(&roster, &game_doc, &seats, group);
         if games.iter().any(|(n, _, _)| *n == name) {
             continue;
         }
+        documents.push((name.clone(), doc.clone()));
         let loaded = sopsim::load(
             ScenarioSource::Document {
                 origin: opts.game.clone(),
@@ -207,6 +209,13 @@ pub fn run(
         source,
     })?;
     folder.replace_json(SETTINGS_FILE, &settings)?;
+    // Each game's scenario beside its runs, in the bytes its runs' digest is of: a
+    // game's run is then interviewed or judged again as any other run is.
+    for (name, doc) in &documents {
+        let rel = format!("runs/{name}/{}", sopsim::GAME_SCENARIO_FILE);
+        folder.create_dirs(&format!("runs/{name}"))?;
+        folder.replace(&rel, doc.to_string().as_bytes())?;
+    }
     let mut prepared: HashMap<String, Prepared> = HashMap::new();
     let mut jobs: Vec<Job> = Vec::new();
     for ((name, _, loaded), (scenario, services)) in games
