@@ -155,6 +155,21 @@ fn noise_flips_moves_and_replays() {
     let matrix = &report["matrix"];
     assert_ne!(matrix[0][2].as_f64().unwrap(), 3.0, "{matrix}");
 
+    // The game's path spelt another way, from another folder, resumes the same games.
+    let again = Command::new(env!("CARGO_BIN_EXE_sopsim"))
+        .current_dir(root().join("scenarios"))
+        .args([
+            "tournament",
+            "tournaments/../tournaments/ipd_200.json",
+            "--players",
+        ])
+        .arg(root().join("scenarios/tournaments/axelrod_noisy.json"))
+        .args(["-q", "--out"])
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{again:?}");
+
     // A game's run plays the roster's document, not the game file: it is interviewed
     // as any run is, from the game's scenario written beside its runs.
     let game = a.join("runs/always_cooperate-vs-tit_for_tat");

@@ -183,7 +183,11 @@ pub fn run(
         .map(|s| s.llm.describe())
         .unwrap_or_default();
     let settings = Settings {
-        game: opts.game.display().to_string(),
+        // However the path was spelt, a rerun from another folder resumes.
+        game: std::fs::canonicalize(&opts.game)
+            .unwrap_or_else(|_| opts.game.clone())
+            .display()
+            .to_string(),
         game_sha256: game.sha256.clone(),
         roster_sha256: sopsim_core::digest::sha256_hex(roster_text.as_bytes()),
         seeds: opts.seeds,

@@ -20,7 +20,8 @@ pub struct LlmSettings {
     /// unless `backend` names it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// Sampling temperature; 0 takes the most likely token.
+    /// Sampling temperature; 0 takes the most likely token. Unset, a reply on the local
+    /// models samples at 0.7 and a choice takes its most probable option.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 2.0))]
     pub temperature: Option<f32>,
