@@ -197,6 +197,31 @@ fn a_judge_file_judges_a_run_and_every_run_of_a_benchmark() {
     let j = read(&out.join("judgement.json"));
     assert_eq!(j["rubric"], "clarity");
     assert_eq!(j["scales"]["clarity"], json!([1, 5]));
+    // The shipped judge of the measuring guide's debate, beside the first judgement.
+    let shipped = root().join("scenarios/judges/sotopia_debate.json");
+    let (code, _, err) = sopsim(&[
+        "judge",
+        out.to_str().unwrap(),
+        "--judge",
+        shipped.to_str().unwrap(),
+        "--llm",
+        "scripted",
+        "--into",
+        "sotopia.json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let scales = read(&out.join("sotopia.json"))["scales"].clone();
+    let dimensions: Vec<&String> = scales.as_object().unwrap().keys().collect();
+    assert_eq!(
+        dimensions,
+        [
+            "believability",
+            "relationship",
+            "knowledge",
+            "social_rules",
+            "goal"
+        ]
+    );
     let bench = dir.path().join("bench");
     let (code, _, err) = sopsim(&[
         "bench",
