@@ -17,6 +17,7 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::cast::{Cast, Finish, Limits};
+use super::director_rules::{self as rules, CheckOn, RoundEnd};
 use super::messages::*;
 use super::routing::{self, Asked, BuildCall};
 use super::seating::{Seat, Seating};
@@ -247,9 +248,7 @@ impl Director {
             return;
         }
         self.ending = true;
-        // The end's probes, unless the run was stopped.
-        let stopped = ended_by == EndReason::Interrupted || self.limits.cancel.is_cancelled();
-        if !stopped {
+        if rules::asks_end_probes(ended_by, self.limits.cancel.is_cancelled()) {
             return self.probe(
                 crate::scenario::probes::Occasion::End,
                 move |act, ctx| act.finish_now(ended_by, error, ctx),
@@ -265,18 +264,10 @@ impl Director {
         error: Option<SimError>,
         ctx: &mut Context<Self>,
     ) {
-        // A round the turn limit or a budget ended before its visit did still counts.
-        let (ended_by, error) = match ended_by {
-            EndReason::MaxTurns | EndReason::Budget
-                if self.world.as_ref().is_some_and(|w| w.open()) =>
-            {
-                match self.close_round() {
-                    Ok(_) => (ended_by, error),
-                    Err(e) if e.is_cancelled() => (EndReason::Interrupted, None),
-                    Err(e) => (EndReason::Error, Some(e)),
-                }
-            }
-            _ => (ended_by, error),
+        let round_open = self.world.as_ref().is_some_and(|w| w.open());
+        let (ended_by, error) = match rules::closes_round(ended_by, round_open) {
+            true => rules::after_closing((ended_by, error), self.close_round().map(|_| ())),
+            false => (ended_by, error),
         };
         // A resumed run that ends by its own course short of its killed run's
         // transcript would leave lines it never said.
@@ -284,10 +275,7 @@ impl Director {
             .transcript
             .as_ref()
             .and_then(|t| t.shortfall(ended_by, self.state.max_turns()));
-        let (ended_by, error) = match short {
-            Some(e) if error.is_none() => (EndReason::Error, Some(e)),
-            _ => (ended_by, error),
-        };
+        let (ended_by, error) = rules::with_shortfall((ended_by, error), short);
         self.backend_warnings();
         let turns = self.state.turns();
         tracing::debug!(scenario = %self.cast.scenario.name, ended_by = ended_by.as_str(), turns, "run finished");
@@ -315,10 +303,8 @@ impl Director {
     }
 
     fn fail(&mut self, error: SimError, ctx: &mut Context<Self>) {
-        match error.is_cancelled() {
-            true => self.finish(EndReason::Interrupted, None, ctx),
-            false => self.finish(EndReason::Error, Some(error), ctx),
-        }
+        let (ended_by, error) = rules::ended_by_error(error);
+        self.finish(ended_by, error, ctx)
     }
 
     /// Starts the engine's current visit: tell the Environment, then take the first step.
@@ -412,7 +398,8 @@ impl Handler<Transit> for Director {
                 Err(e) => return self.fail(e, ctx),
             },
         };
-        let stays = t == Transition::Stay;
+        let state = self.engine.current_state().to_string();
+        let probes = rules::probes_after_visit(&t, self.cast.scenario.sop.states[&state].turns);
         let go_on = move |act: &mut Self, ctx: &mut Context<Self>| {
             act.engine.apply(&t);
             match after_transit(t, ended_if.is_some()) {
@@ -422,12 +409,7 @@ impl Handler<Transit> for Director {
                 AfterTransit::WorldEnded => act.finish(EndReason::EndIf, None, ctx),
             }
         };
-        // A sequential state's visit is a round of it for the probes (a simultaneous
-        // state's rounds were asked after as they were committed).
-        let state = self.engine.current_state().to_string();
-        let sequential =
-            self.cast.scenario.sop.states[&state].turns != crate::scenario::Turns::Simultaneous;
-        if !stays && sequential {
+        if probes {
             let occasion = crate::scenario::probes::Occasion::AfterRound { state: &state };
             self.probe(occasion, go_on, ctx)
         } else {
@@ -440,13 +422,8 @@ impl Handler<Play> for Director {
     type Result = ();
     fn handle(&mut self, msg: Play, ctx: &mut Context<Self>) {
         let (state, visit) = (self.engine.current_state().to_string(), self.engine.visit());
-        // A sequential turn is one role's, whose state validation gave one player.
         let seats = match self.seating.seats(&state, &msg.roles, &self.cast.agents) {
-            Ok(seats) if msg.simultaneous => seats,
-            Ok(mut seats) => {
-                seats.truncate(1);
-                seats
-            }
+            Ok(seats) => rules::seats_to_play(seats, msg.simultaneous),
             Err(e) => return self.fail(e, ctx),
         };
         let names: Vec<String> = seats.iter().map(|s| s.name.clone()).collect();
@@ -483,19 +460,18 @@ impl Handler<Play> for Director {
         let reach = (self.cast.sinks.clone(), self.limits.cancel.clone());
         play_round(turns, n, names, self.cast.env.clone(), reach)
             .into_actor(self)
-            .map(move |res, act, ctx| match res {
-                Ok(Some(committed)) => act.committed(committed, (state, visit, round), msg, ctx),
-                other => {
+            .map(move |res, act, ctx| {
+                let end = rules::round_end(res, act.limits.cancel.is_cancelled());
+                if !matches!(end, RoundEnd::Committed(_)) {
                     act.state.abandon(n); // nothing of the turns was committed
-                    match other {
-                        Err(e) if !e.is_cancelled() => act.fail(e, ctx),
-                        // A read or a turn a Ctrl-C cut short ends the run as
-                        // interrupted.
-                        _ if act.limits.cancel.is_cancelled() => {
-                            act.finish(EndReason::Interrupted, None, ctx)
-                        }
-                        _ => act.finish(EndReason::InputClosed, None, ctx),
+                }
+                match end {
+                    RoundEnd::Committed(committed) => {
+                        act.committed(committed, (state, visit, round), msg, ctx)
                     }
+                    RoundEnd::Failed(e) => act.fail(e, ctx),
+                    RoundEnd::Interrupted => act.finish(EndReason::Interrupted, None, ctx),
+                    RoundEnd::InputClosed => act.finish(EndReason::InputClosed, None, ctx),
                 }
             })
             .wait(ctx);
@@ -533,22 +509,23 @@ impl Director {
         let turns = self.state.turns();
         let before = turns.saturating_sub(taken);
         let round_of = round.map(|_| state.clone());
-        let check = match round {
-            Some(round) => {
-                self.cast.sinks.emit(SimEvent::RoundEnded {
-                    state,
-                    visit,
-                    round,
-                    roles: msg.roles,
-                });
-                let texts: Vec<&str> = said.iter().map(|m| m.content.as_str()).collect();
+        if let Some(round) = round {
+            self.cast.sinks.emit(SimEvent::RoundEnded {
+                state,
+                visit,
+                round,
+                roles: msg.roles,
+            });
+        }
+        let check = match rules::check_on(round.is_some(), &said) {
+            CheckOn::Round(texts) => {
                 self.engine.record_round();
                 self.engine.check_round(&texts)
             }
-            None => match said.last() {
-                Some(reply) => self.engine.check_transition(&reply.content),
-                None => return self.fail(SimError::Internal("a turn said nothing"), ctx),
-            },
+            CheckOn::Reply(reply) => self.engine.check_transition(reply),
+            CheckOn::NothingSaid => {
+                return self.fail(SimError::Internal("a turn said nothing"), ctx)
+            }
         };
         // The probes of every few turns, then of a simultaneous state's round.
         use crate::scenario::probes::Occasion;

@@ -15,6 +15,7 @@ macro_rules! answered_with {
 mod agent;
 mod cast;
 mod director;
+mod director_rules;
 mod environment;
 pub mod messages;
 mod model_turn;
