@@ -462,6 +462,16 @@ fn the_report_is_byte_identical_for_the_same_seeds_whatever_the_jobs() {
     }
     let timing: serde_json::Value = serde_json::from_str(&read(&a.join("timing.json"))).unwrap();
     assert_eq!(timing["this_invocation"]["runs"], 16);
+    // What the model's cache held depends on what else ran beside: the share of prompt
+    // tokens read from it, over the run and by state, is timing, not the report.
+    let figures = &timing["by_scenario"]["prisoners_dilemma"];
+    for figure in ["prompt_cache_share", "prompt_cache_share.round"] {
+        assert!(
+            figures[figure]["cooperative"]["n"].as_u64() == Some(4),
+            "{figures}"
+        );
+    }
+    assert!(!read(&a.join("report.json")).contains("prompt_cache_share"));
     // Each run's folder is a run's, as `sopsim run --out` writes it, less the journal a
     // resume reads: a benchmark runs a killed run again from its start.
     let run = a.join("runs/prisoners_dilemma/competitive/seed-2");

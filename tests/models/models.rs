@@ -503,6 +503,17 @@ fn a_scenario_runs_on_the_local_models() {
             .all(|m| !m.content.is_empty()),
         "the model spoke"
     );
+    // Each state's share of prompt tokens read from the cache is its own tokens' share.
+    let by_state = &outcome.summary.tokens_by_state;
+    assert!(!by_state.is_empty());
+    for (state, usage) in by_state {
+        let share = usage.cached_prompt_tokens as f64 / usage.prompt_tokens as f64;
+        assert_eq!(usage.prompt_cache_share, Some(share), "{state}");
+    }
+    assert!(
+        outcome.summary.prompt_cache_share.is_some_and(|s| s > 0.0),
+        "a later turn continues an earlier prompt"
+    );
 }
 
 /// Our tokenizer and forward pass against llama.cpp on the same file: the prompt's ids,

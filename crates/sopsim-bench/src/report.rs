@@ -115,6 +115,21 @@ fn values(runs: &[&(Job, RunStatus)], mode: Mode, figure: &str, timing: bool) ->
         .collect()
 }
 
+/// The timing figures of the finished runs, each once, in the order they first come.
+fn timing_names(runs: &[&(Job, RunStatus)]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for (_, status) in runs {
+        if let RunStatus::Finished { timing, .. } = status {
+            for name in timing.keys() {
+                if !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
+        }
+    }
+    names
+}
+
 fn only_values(pairs: &[(u64, f64)]) -> Vec<f64> {
     pairs.iter().map(|(_, v)| *v).collect()
 }
@@ -231,22 +246,22 @@ pub fn build(
             .map(|m| (*m, mean_by_turn(&finished, *m)))
             .collect();
         let rounds = round_summaries(&finished, modes);
-        let timing_figures = ["wall_ms", "latency_p50_ms", "latency_p95_ms"]
-            .iter()
+        let timing_figures = timing_names(&finished)
+            .into_iter()
             .map(|f| {
+                // A share stays within 0 and 1.
+                let method = match f.starts_with("prompt_cache_share") {
+                    true => Method::Bootstrap,
+                    false => Method::StudentT,
+                };
                 let by_mode = modes
                     .iter()
                     .map(|m| {
-                        (
-                            *m,
-                            stats::summarize(
-                                &only_values(&values(&finished, *m, f, true)),
-                                Method::StudentT,
-                            ),
-                        )
+                        let pairs = values(&finished, *m, &f, true);
+                        (*m, stats::summarize(&only_values(&pairs), method))
                     })
                     .collect();
-                (f.to_string(), by_mode)
+                (f, by_mode)
             })
             .collect();
         timing.scenarios.insert(sc.name.clone(), timing_figures);

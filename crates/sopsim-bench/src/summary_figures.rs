@@ -26,6 +26,11 @@ pub struct SummaryFigures {
     pub llm_latency_ms: LatencyFigures,
     /// Absent from runs of sopsim versions before it was counted.
     #[serde(default)]
+    pub prompt_cache_share: Option<f64>,
+    #[serde(default)]
+    pub tokens_by_state: IndexMap<String, StateTokens>,
+    /// Absent from runs of sopsim versions before it was counted.
+    #[serde(default)]
     pub reply_quality: Option<sopsim_core::quality::ReplyQuality>,
 }
 
@@ -33,6 +38,13 @@ pub struct SummaryFigures {
 pub struct ParseFailureFigures {
     pub controller_answers: u64,
     pub judge_answers: u64,
+}
+
+/// A state's model calls, as far as the report uses them.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct StateTokens {
+    #[serde(default)]
+    pub prompt_cache_share: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -87,11 +99,24 @@ pub fn generic_figures(s: &SummaryFigures) -> Figures {
     f
 }
 
-/// Wall time and model latency: real, so never part of the deterministic report.
+/// Wall time, model latency, and the share of prompt tokens read from the cache (over
+/// the run and by state): real, or dependent on what else shared the model's cache at
+/// the time, so never part of the deterministic report.
 pub fn timing_figures(s: &SummaryFigures) -> Figures {
-    IndexMap::from([
+    let mut f = IndexMap::from([
         ("wall_ms".to_string(), Some(s.wall_ms as f64)),
         ("latency_p50_ms".to_string(), Some(s.llm_latency_ms.p50)),
         ("latency_p95_ms".to_string(), Some(s.llm_latency_ms.p95)),
-    ])
+        ("prompt_cache_share".to_string(), s.prompt_cache_share),
+    ]);
+    for (state, tokens) in &s.tokens_by_state {
+        f.insert(
+            format!("{CACHE_SHARE_BY_STATE}{state}"),
+            tokens.prompt_cache_share,
+        );
+    }
+    f
 }
+
+/// The prefix of a state's `prompt_cache_share` among the timing figures.
+const CACHE_SHARE_BY_STATE: &str = "prompt_cache_share.";

@@ -40,6 +40,8 @@ pub struct KindUsage {
     pub completion_tokens: u64,
     /// Prompt tokens the backend reused from a cache.
     pub cached_prompt_tokens: u64,
+    /// `cached_prompt_tokens` over `prompt_tokens`, when any prompt was read.
+    pub prompt_cache_share: Option<f64>,
     /// With speculative decoding: the model's checks of drafts, and the drafts drawn
     /// and kept.
     #[serde(skip_serializing_if = "is_zero")]
@@ -67,6 +69,8 @@ impl KindUsage {
         self.cached_prompt_tokens = self
             .cached_prompt_tokens
             .saturating_add(c.usage.cached_prompt_tokens);
+        self.prompt_cache_share = (self.prompt_tokens > 0)
+            .then(|| self.cached_prompt_tokens as f64 / self.prompt_tokens as f64);
     }
 }
 
