@@ -359,6 +359,25 @@ fn bad_flags_exit_2() {
         "a --model that is not GGUF is bad input: {stderr}"
     );
     assert!(stderr.contains("not a GGUF file"), "{stderr}");
+    // A GGUF of an architecture the engine does not run: version 3, no tensors, one
+    // key, `general.architecture` = "gemma3".
+    let mut gguf = b"GGUF".to_vec();
+    gguf.extend(3u32.to_le_bytes());
+    gguf.extend(0u64.to_le_bytes());
+    gguf.extend(1u64.to_le_bytes());
+    gguf.extend(20u64.to_le_bytes());
+    gguf.extend(b"general.architecture");
+    gguf.extend(8u32.to_le_bytes()); // a string
+    gguf.extend(6u64.to_le_bytes());
+    gguf.extend(b"gemma3");
+    let dir = tempfile::tempdir().unwrap();
+    let gemma = dir.path().join("gemma.gguf");
+    std::fs::write(&gemma, gguf).unwrap();
+    let (code, stderr) = local(gemma.to_str().unwrap());
+    assert_eq!(code, Some(2), "{stderr}");
+    for says in ["\"gemma3\" is not supported", "OpenAI-compatible server"] {
+        assert!(stderr.contains(says), "{says}: {stderr}");
+    }
 }
 
 #[test]

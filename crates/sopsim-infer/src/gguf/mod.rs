@@ -132,6 +132,10 @@ fn get_f32(
     }
 }
 
+/// What a refusal of an architecture or tokenizer adds: where such a model runs.
+pub(crate) const ANY_MODEL: &str =
+    "an OpenAI-compatible server, such as llama.cpp's, runs any model";
+
 impl ModelShape {
     pub fn read(f: &GgufFile) -> Result<Self, GgufError> {
         let key = "general.architecture";
@@ -141,7 +145,7 @@ impl ModelShape {
             Some(other) => {
                 return Err(GgufError::meta(
                     key,
-                    format!("{other:?} is not supported (llama and qwen2 are)"),
+                    format!("{other:?} is not supported (llama and qwen2 are; {ANY_MODEL})"),
                 ))
             }
             None => return Err(GgufError::meta(key, "missing or not a string")),
@@ -323,6 +327,37 @@ mod hostile {
         let none = with("llama.rope.scaling.type", Value::String("none".into()));
         let (_dir, path) = file(&none, &[]);
         assert!(ModelShape::read(&GgufFile::open(&path).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn another_architecture_or_tokenizer_is_refused_saying_what_runs_it() {
+        let e = shape_error(&with(
+            "general.architecture",
+            Value::String("gemma3".into()),
+        ));
+        for says in [
+            "general.architecture",
+            "\"gemma3\"",
+            "llama and qwen2",
+            "OpenAI-compatible",
+        ] {
+            assert!(e.contains(says), "{says}: {e}");
+        }
+        let (_dir, path) = file(
+            &[("tokenizer.ggml.model", Value::String("llama".into()))],
+            &[],
+        );
+        let e = tokenizer(&GgufFile::open(&path).unwrap(), 10)
+            .unwrap_err()
+            .to_string();
+        for says in [
+            "tokenizer.ggml.model",
+            "\"llama\"",
+            "\"gpt2\"",
+            "OpenAI-compatible",
+        ] {
+            assert!(e.contains(says), "{says}: {e}");
+        }
     }
 
     #[test]

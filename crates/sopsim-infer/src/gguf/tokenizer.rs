@@ -71,7 +71,10 @@ pub fn tokenizer(f: &GgufFile, vocab_rows: usize) -> Result<(Tokenizer, SpecialT
         Some(other) => {
             return Err(GgufError::meta(
                 model_key,
-                format!("{other:?} is not supported (GPT-2-style byte-level BPE, \"gpt2\", is)"),
+                format!(
+                    "{other:?} is not supported (GPT-2-style byte-level BPE, \"gpt2\", is; {})",
+                    super::ANY_MODEL
+                ),
             ))
         }
         None => return Err(GgufError::meta(model_key, "missing or not a string")),
