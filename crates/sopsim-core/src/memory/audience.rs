@@ -103,6 +103,14 @@ impl Audience {
         (!whole).then_some(id as usize)
     }
 
+    /// How many log positions `viewer` sees: as many as [`Self::visible`] gives without
+    /// a limit, counted without listing them; `None` when it sees what everyone sees.
+    pub fn visible_count(&self, viewer: &str, public_from: usize) -> Option<usize> {
+        let id = self.narrowed(viewer)?;
+        let first_public = self.public.partition_point(|&p| (p as usize) < public_from);
+        Some(self.inbox[id].len() + self.public.len() - first_public)
+    }
+
     /// The log positions `viewer` sees, oldest first: the last `limit` of them (all
     /// with `usize::MAX`); `None` when it sees what everyone sees. Public messages
     /// count from `public_from` (the visit's start in competitive mode).
@@ -182,6 +190,8 @@ mod tests {
             None,
             "the host sees everything"
         );
+        assert_eq!(a.visible_count("P1", 0), Some(4));
+        assert_eq!(a.visible_count("Host", 0), None);
     }
 
     #[test]
@@ -196,5 +206,6 @@ mod tests {
             [3],
             "the public record of earlier visits is gone"
         );
+        assert_eq!(a.visible_count("P3", 1), Some(1));
     }
 }

@@ -176,23 +176,30 @@ impl SharedMemory {
     }
 
     /// What `viewer` sees now: [`Self::observe`], or for a population member whose view
-    /// is narrower, the last `max_chat_history` messages it may see and the `top_k`
-    /// older ones it may see most similar to the latest of them. The summary covers
-    /// messages it may not see, so it is left out.
+    /// is narrower, the latest messages it may see and the `top_k` older ones it may
+    /// see most similar to the latest of them. The latest move a block of
+    /// `max_chat_history` at a time, as in [`Self::observe`], so the member's prompt only
+    /// grows between moves. The summary covers messages it may not see, so it is left
+    /// out.
     pub fn observe_as(&self, viewer: &str) -> Observation {
-        let limit = if self.top_k == 0 {
-            self.max_chat_history
-        } else {
-            usize::MAX
-        };
-        let Some(seen) = self
+        let start = self.window_start();
+        let Some((audience, count)) = self
             .audience
             .as_ref()
-            .and_then(|a| a.visible(viewer, self.window_start(), limit))
+            .and_then(|a| Some((a, a.visible_count(viewer, start)?)))
         else {
             return self.observe();
         };
-        let (older, recent) = seen.split_at(seen.len().saturating_sub(self.max_chat_history));
+        let recent_len = latest_len(count, self.max_chat_history);
+        let limit = if self.top_k == 0 {
+            recent_len
+        } else {
+            usize::MAX
+        };
+        let Some(seen) = audience.visible(viewer, start, limit) else {
+            return self.observe();
+        };
+        let (older, recent) = seen.split_at(seen.len().saturating_sub(recent_len));
         let relevant = match recent.last().and_then(|&p| self.index.vector(p)) {
             Some(q) if !older.is_empty() => self
                 .index
@@ -221,9 +228,7 @@ impl SharedMemory {
     pub fn observe(&self) -> Observation {
         let start = self.window_start();
         let end = self.log.len();
-        let block = self.max_chat_history.max(1);
-        let blocks = (end - start.min(end)) / block;
-        let recent_from = start + blocks.saturating_sub(1) * block;
+        let recent_from = end - latest_len(end - start.min(end), self.max_chat_history);
         let relevant = if end > start && recent_from > start {
             self.index
                 .top_k(end - 1, start..recent_from, self.top_k)
@@ -247,6 +252,16 @@ impl SharedMemory {
                 .collect(),
             shared: BTreeMap::new(),
         }
+    }
+}
+
+/// How many of `count` messages are the latest an agent sees: all of them up to
+/// `block`, then a whole number of blocks in, between `block` and twice that less one.
+fn latest_len(count: usize, block: usize) -> usize {
+    let block = block.max(1);
+    match count / block {
+        0 => count,
+        _ => block + count % block,
     }
 }
 
@@ -352,6 +367,64 @@ mod tests {
         fill(&mut mem, "a", 5);
         mem.begin_visit();
         assert_eq!(mem.observe(), Observation::default());
+    }
+
+    #[test]
+    fn the_latest_are_all_up_to_a_block_then_between_one_block_and_two() {
+        let lens: Vec<usize> = (0..10).map(|n| latest_len(n, 3)).collect();
+        assert_eq!(lens, [0, 1, 2, 3, 4, 5, 3, 4, 5, 3]);
+        assert_eq!(latest_len(4, 0), 1, "a block of at least one");
+    }
+
+    #[test]
+    fn a_members_latest_messages_move_a_block_at_a_time_too() {
+        let scenario = crate::scenario::from_document(
+            std::path::Path::new("t.json"),
+            serde_json::json!({
+                "name": "ring",
+                "agents": {"Host": {"roles": {"open": "Host"}}},
+                "populations": {"crowd": {
+                    "name": "P{i}", "count": 6, "roles": {"play": "Player"},
+                    "network": {"kind": "ring"}
+                }},
+                "sop": {"start": "open", "states": {
+                    "open": {"roles": ["Host"], "transition": {"max_turns": 1}, "next": ["play"]},
+                    "play": {"roles": ["Player"], "turns": "simultaneous",
+                             "transition": {"max_rounds": 4}, "next": ["end"]}
+                }}
+            }),
+        )
+        .unwrap();
+        let drawn = crate::network::draw_all(scenario.populations.values(), 0).unwrap();
+        let audience = Audience::of(&scenario, Mode::Cooperative, &drawn).unwrap();
+        let mut mem = SharedMemory::new(Mode::Cooperative, 3, 0);
+        mem.set_audience(audience);
+        mem.begin_visit();
+        let mut speak = |mem: &mut SharedMemory, name: &str| {
+            let seq = mem.next_seq();
+            let mut m = msg(seq, "play", &format!("{name} {seq}"));
+            m.name = name.into();
+            mem.record(m, &[]);
+        };
+        speak(&mut mem, "Host");
+        // P1 sees the host, itself and its neighbours P2 and P6: 13 messages in 4 rounds.
+        let mut firsts: Vec<u64> = Vec::new();
+        let mut before: Vec<u64> = Vec::new();
+        for _ in 0..4 {
+            for i in 1..=6 {
+                speak(&mut mem, &format!("P{i}"));
+                let now: Vec<u64> = mem.observe_as("P1").recent.iter().map(|m| m.seq).collect();
+                if firsts.last() != now.first() {
+                    firsts.push(now[0]);
+                } else {
+                    assert!(now.starts_with(&before), "{before:?} then {now:?}");
+                }
+                assert!(now.len() <= 5, "{now:?}");
+                before = now;
+            }
+        }
+        // The latest move when the 6th, 9th and 12th message P1 sees comes.
+        assert_eq!(firsts, [0, 6, 12, 18]);
     }
 
     #[test]

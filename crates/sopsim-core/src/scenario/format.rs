@@ -76,7 +76,9 @@ pub struct EnvironmentSettings {
     #[serde(rename = "type", default)]
     pub mode: Mode,
     /// Recent messages shown verbatim, and the summary cadence: a new short-term summary
-    /// every this many messages.
+    /// every this many messages. The latest messages move a block of this many at a
+    /// time (from this many up to twice that less one), so a prompt only grows between
+    /// moves.
     #[serde(default = "default_max_chat_history")]
     #[schemars(range(min = 1, max = 1000))]
     pub max_chat_history: usize,
