@@ -138,7 +138,7 @@ fn axelrods_tournament_ranks_and_scores_as_the_axelrod_package_does() {
 }
 
 #[test]
-fn noise_flips_moves_and_replays() {
+fn noise_flips_moves_and_replays_and_a_game_is_resumed_and_interviewed_from_anywhere() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     for out in [&a, &b] {

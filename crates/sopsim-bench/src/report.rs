@@ -1,8 +1,8 @@
 //! The benchmark report: the figures of every planned run (read back by
 //! `read_back.rs`) summarised per scenario and mode, the paired difference between the
 //! modes, and the three files: `report.json` (deterministic: the same runs give the
-//! same bytes), `timing.json` (wall time and latency, which are not) and `report.md`
-//! (both, for people).
+//! same bytes), `timing.json` (wall time, latency and the prompt cache's share, which
+//! are not) and `report.md` (both, for people).
 
 use std::collections::BTreeMap;
 
@@ -249,8 +249,8 @@ pub fn build(
         let timing_figures = timing_names(&finished)
             .into_iter()
             .map(|f| {
-                // A share stays within 0 and 1.
-                let method = match f.starts_with("prompt_cache_share") {
+                // A share's interval stays within 0 and 1.
+                let method = match crate::summary_figures::is_share(&f) {
                     true => Method::Bootstrap,
                     false => Method::StudentT,
                 };

@@ -27,6 +27,7 @@ pub struct SummaryFigures {
     /// Absent from runs of sopsim versions before it was counted.
     #[serde(default)]
     pub prompt_cache_share: Option<f64>,
+    /// Each state's model calls; absent as `prompt_cache_share` is.
     #[serde(default)]
     pub tokens_by_state: IndexMap<String, StateTokens>,
     /// Absent from runs of sopsim versions before it was counted.
@@ -120,3 +121,8 @@ pub fn timing_figures(s: &SummaryFigures) -> Figures {
 
 /// The prefix of a state's `prompt_cache_share` among the timing figures.
 const CACHE_SHARE_BY_STATE: &str = "prompt_cache_share.";
+
+/// Whether a timing figure is a share (within 0 and 1), not a time.
+pub fn is_share(figure: &str) -> bool {
+    figure == "prompt_cache_share" || figure.starts_with(CACHE_SHARE_BY_STATE)
+}

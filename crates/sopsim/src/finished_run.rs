@@ -39,6 +39,9 @@ pub enum FinishedRunError {
 /// A tournament game's scenario document, beside the game's runs (`runs/<game>/`).
 pub const GAME_SCENARIO_FILE: &str = "scenario.json";
 
+/// A tournament's settings, in its output folder.
+pub const TOURNAMENT_FILE: &str = "tournament.json";
+
 /// What a finished run's folder holds for work done on it afterwards.
 pub(crate) struct FinishedRun {
     pub folder: OutputFolder,
@@ -62,12 +65,16 @@ pub(crate) fn read(dir: &Path, scenario: Option<&Path>) -> Result<FinishedRun, F
         .map(Path::to_path_buf)
         .or_else(|| identity.scenario.clone().map(PathBuf::from))
         .ok_or(FinishedRunError::NoScenario)?;
-    let mut loaded = crate::source::load(path.as_path(), &[])?;
-    if loaded.sha256 != identity.scenario_sha256 && scenario.is_none() {
-        if let Some(game) = game_document(dir, &path, &identity.scenario_sha256)? {
-            loaded = game;
-        }
-    }
+    // A tournament game's own document first, when no scenario is given: the game
+    // file it was made from may have moved, or be named relative to another folder.
+    let game = match scenario {
+        None => game_document(dir, &path, &identity.scenario_sha256),
+        Some(_) => None,
+    };
+    let loaded = match game {
+        Some(game) => game,
+        None => crate::source::load(path.as_path(), &[])?,
+    };
     if loaded.sha256 != identity.scenario_sha256 {
         let short = |s: &str| s[..12.min(s.len())].to_string();
         return Err(FinishedRunError::OtherScenario {
@@ -87,26 +94,24 @@ pub(crate) fn read(dir: &Path, scenario: Option<&Path>) -> Result<FinishedRun, F
     })
 }
 
-/// The tournament game's document the run in `dir` played, when the game's folder holds
-/// one with the run's digest; its files are looked up beside `origin`, the game file.
-fn game_document(
-    dir: &Path,
-    origin: &Path,
-    sha256: &str,
-) -> Result<Option<crate::Loaded>, FinishedRunError> {
-    let Some(game) = dir.parent().and_then(Path::parent) else {
-        return Ok(None);
-    };
-    let folder = OutputFolder::new(game);
-    let document: serde_json::Value = match folder.read_json(GAME_SCENARIO_FILE, 8 << 20) {
-        Ok(document) => document,
-        Err(e) if e.is_missing() => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
+/// The tournament game's document the run in `dir` (`OUT/runs/GAME/MODE/seed-N`)
+/// played, when the game's folder holds one with the run's digest and the tournament's
+/// settings sit in `OUT`; its files are looked up beside `origin`, the game file.
+fn game_document(dir: &Path, origin: &Path, sha256: &str) -> Option<crate::Loaded> {
+    let game = dir.parent()?.parent()?;
+    let runs = game.parent()?;
+    let out = runs.parent()?;
+    if runs.file_name()? != "runs" || !out.join(TOURNAMENT_FILE).is_file() {
+        return None;
+    }
+    let document: serde_json::Value = OutputFolder::new(game)
+        .read_json(GAME_SCENARIO_FILE, 8 << 20)
+        .ok()?;
     let source = crate::ScenarioSource::Document {
         origin: origin.to_path_buf(),
         document,
     };
-    let loaded = crate::source::load(source, &[])?;
-    Ok((loaded.sha256 == sha256).then_some(loaded))
+    crate::source::load(source, &[])
+        .ok()
+        .filter(|loaded| loaded.sha256 == sha256)
 }

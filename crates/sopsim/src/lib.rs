@@ -133,7 +133,7 @@ pub mod simulation;
 pub(crate) mod source;
 pub mod tools;
 
-pub use finished_run::{FinishedRunError, GAME_SCENARIO_FILE};
+pub use finished_run::{FinishedRunError, GAME_SCENARIO_FILE, TOURNAMENT_FILE};
 pub use interview::{interview, Interview, InterviewError, InterviewOptions};
 pub use judge_again::{judge_again, JudgeError, JudgeOptions};
 pub use runner::{load, run, run_async, Loaded, RunError, RunIo, RunOptions, ScenarioSource};

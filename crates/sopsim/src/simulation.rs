@@ -548,8 +548,10 @@ fn summarise(
         prompt_tokens: ledger.prompt_tokens(),
         completion_tokens: ledger.completion_tokens(),
         cached_prompt_tokens: ledger.cached_prompt_tokens(),
-        prompt_cache_share: (ledger.prompt_tokens() > 0)
-            .then(|| ledger.cached_prompt_tokens() as f64 / ledger.prompt_tokens() as f64),
+        prompt_cache_share: crate::llm::cache_share(
+            ledger.cached_prompt_tokens(),
+            ledger.prompt_tokens(),
+        ),
         speculation: Speculation::of(&ledger),
         tokens_estimated: ledger.tokens_estimated,
         tokens_by_kind: ledger

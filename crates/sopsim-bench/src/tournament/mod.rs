@@ -9,6 +9,7 @@
 //! ```text
 //! OUT/tournament.json   what the tournament is: game, roster, seeds, model
 //! OUT/manifest.jsonl    one game (a group and a seed) per line
+//! OUT/runs/GROUP/scenario.json  the group's game: the game file with its players seated
 //! OUT/runs/GROUP/MODE/seed-N/   a game's run folder
 //! OUT/report.json, report.md, timing.json, plots/
 //! ```
@@ -18,7 +19,7 @@ pub mod report;
 pub mod roster;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -71,7 +72,7 @@ struct Settings {
     noise: Option<f64>,
 }
 
-const SETTINGS_FILE: &str = "tournament.json";
+const SETTINGS_FILE: &str = sopsim::TOURNAMENT_FILE;
 
 /// Plays the tournament (blocking), telling `observer`; `cancel` stops it, leaving
 /// the unfinished games for the next invocation.
@@ -81,6 +82,9 @@ pub fn run(
     cancel: CancelToken,
 ) -> Result<TournamentRun, BenchError> {
     let game = crate::run::load(&opts.game, &[])?;
+    // However the path was spelt, the runs name the same file and a rerun from another
+    // folder resumes.
+    let game_file = canonical(&opts.game);
     let roster_error = |problems: Vec<(String, String)>| {
         BenchError::Roster(Box::new(RosterError {
             path: opts.roster.clone(),
@@ -147,7 +151,7 @@ pub fn run(
         documents.push((name.clone(), doc.clone()));
         let loaded = sopsim::load(
             ScenarioSource::Document {
-                origin: opts.game.clone(),
+                origin: game_file.clone(),
                 document: doc,
             },
             &[],
@@ -183,11 +187,7 @@ pub fn run(
         .map(|s| s.llm.describe())
         .unwrap_or_default();
     let settings = Settings {
-        // However the path was spelt, a rerun from another folder resumes.
-        game: std::fs::canonicalize(&opts.game)
-            .unwrap_or_else(|_| opts.game.clone())
-            .display()
-            .to_string(),
+        game: game_file.display().to_string(),
         game_sha256: game.sha256.clone(),
         roster_sha256: sopsim_core::digest::sha256_hex(roster_text.as_bytes()),
         seeds: opts.seeds,
@@ -196,7 +196,13 @@ pub fn run(
     };
     let _lock = crate::run::lock_folder(&opts.out)?;
     let folder = OutputFolder::new(&opts.out);
-    match folder.read_json::<Settings>(SETTINGS_FILE, 1 << 20) {
+    let earlier = folder
+        .read_json::<Settings>(SETTINGS_FILE, 1 << 20)
+        .map(|earlier| Settings {
+            game: canonical(Path::new(&earlier.game)).display().to_string(),
+            ..earlier
+        });
+    match earlier {
         Ok(earlier) if earlier != settings => {
             return Err(BenchError::OtherSettings {
                 out: opts.out.clone(),
@@ -228,7 +234,7 @@ pub fn run(
     {
         let mode = scenario.environment.mode;
         for seed in 0..opts.seeds {
-            jobs.push(Job::new(name, &opts.game, &loaded.sha256, mode, seed));
+            jobs.push(Job::new(name, &game_file, &loaded.sha256, mode, seed));
         }
         prepared.insert(
             name.clone(),
@@ -297,4 +303,9 @@ pub fn run(
         executed,
         skipped,
     })
+}
+
+/// `path` as the file system names it, or as given when it cannot be resolved.
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }

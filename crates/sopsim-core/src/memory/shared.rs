@@ -255,8 +255,9 @@ impl SharedMemory {
     }
 }
 
-/// How many of `count` messages are the latest an agent sees: all of them up to
-/// `block`, then a whole number of blocks in, between `block` and twice that less one.
+/// How many of `count` messages are the latest an agent sees: all of them until there
+/// are twice `block`, then from a whole number of blocks in: between `block` and twice
+/// that less one.
 fn latest_len(count: usize, block: usize) -> usize {
     let block = block.max(1);
     match count / block {

@@ -265,9 +265,10 @@ impl Director {
         ctx: &mut Context<Self>,
     ) {
         let round_open = self.world.as_ref().is_some_and(|w| w.open());
-        let (ended_by, error) = match rules::closes_round(ended_by, round_open) {
-            true => rules::after_closing((ended_by, error), self.close_round().map(|_| ())),
-            false => (ended_by, error),
+        let (ended_by, error) = if rules::closes_round(ended_by, round_open) {
+            rules::after_closing((ended_by, error), self.close_round().map(|_| ()))
+        } else {
+            (ended_by, error)
         };
         // A resumed run that ends by its own course short of its killed run's
         // transcript would leave lines it never said.

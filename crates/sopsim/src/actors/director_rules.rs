@@ -100,8 +100,8 @@ pub(super) enum CheckOn<'a> {
     NothingSaid,
 }
 
-/// What a finished round's transition is checked on: `said` holds its messages but
-/// its tool results.
+/// What a finished round's transition is checked on: `said` holds its messages
+/// without their tool results.
 pub(super) fn check_on(simultaneous_round: bool, said: &[Arc<Message>]) -> CheckOn<'_> {
     match (simultaneous_round, said.last()) {
         (true, _) => CheckOn::Round(said.iter().map(|m| m.content.as_str()).collect()),

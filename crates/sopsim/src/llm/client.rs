@@ -69,9 +69,14 @@ impl KindUsage {
         self.cached_prompt_tokens = self
             .cached_prompt_tokens
             .saturating_add(c.usage.cached_prompt_tokens);
-        self.prompt_cache_share = (self.prompt_tokens > 0)
-            .then(|| self.cached_prompt_tokens as f64 / self.prompt_tokens as f64);
+        self.prompt_cache_share = cache_share(self.cached_prompt_tokens, self.prompt_tokens);
     }
+}
+
+/// The share of `prompt` tokens read from the cache (`cached` of them), when any were
+/// read.
+pub(crate) fn cache_share(cached: u64, prompt: u64) -> Option<f64> {
+    (prompt > 0).then(|| cached as f64 / prompt as f64)
 }
 
 /// Everything a simulation spent on its model.

@@ -17,6 +17,7 @@ pub mod scripted;
 mod types;
 
 pub use api_key::ApiKey;
+pub(crate) use client::cache_share;
 pub use client::{CallError, KindUsage, Ledger, LlmClient, Redrawn, ReplyTokens};
 pub use routed::{BackendKey, Routed};
 pub use scripted::ScriptedBackend;
