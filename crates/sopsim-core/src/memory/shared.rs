@@ -401,7 +401,7 @@ mod tests {
         let mut mem = SharedMemory::new(Mode::Cooperative, 3, 0);
         mem.set_audience(audience);
         mem.begin_visit();
-        let mut speak = |mem: &mut SharedMemory, name: &str| {
+        let speak = |mem: &mut SharedMemory, name: &str| {
             let seq = mem.next_seq();
             let mut m = msg(seq, "play", &format!("{name} {seq}"));
             m.name = name.into();
