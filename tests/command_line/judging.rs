@@ -223,42 +223,31 @@ fn a_judge_file_judges_a_run_and_every_run_of_a_benchmark() {
         ]
     );
     let bench = dir.path().join("bench");
-    let (code, _, err) = sopsim(&[
-        "bench",
-        debate.to_str().unwrap(),
-        "--judge",
-        judge.to_str().unwrap(),
-        "--seeds",
-        "1",
-        "--llm",
-        "scripted",
-        "--embedder",
-        "hash",
-        "-q",
-        "--out",
-        bench.to_str().unwrap(),
-    ]);
+    let judged_bench = || {
+        sopsim(&[
+            "bench",
+            debate.to_str().unwrap(),
+            "--judge",
+            judge.to_str().unwrap(),
+            "--seeds",
+            "1",
+            "--llm",
+            "scripted",
+            "--embedder",
+            "hash",
+            "-q",
+            "--out",
+            bench.to_str().unwrap(),
+        ])
+    };
+    let (code, _, err) = judged_bench();
     assert_eq!(code, 0, "{err}");
     let report = read(&bench.join("report.json"));
     let figure = &report["scenarios"][0]["figures"]["judge.clarity"];
     assert_eq!(figure["by_mode"]["competitive"]["n"], 1, "{figure}");
     // The same folder with another judge is another benchmark.
     std::fs::write(&judge, json!({"rubric": "sotopia"}).to_string()).unwrap();
-    let (code, _, err) = sopsim(&[
-        "bench",
-        debate.to_str().unwrap(),
-        "--judge",
-        judge.to_str().unwrap(),
-        "--seeds",
-        "1",
-        "--llm",
-        "scripted",
-        "--embedder",
-        "hash",
-        "-q",
-        "--out",
-        bench.to_str().unwrap(),
-    ]);
+    let (code, _, err) = judged_bench();
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("judged by"), "{err}");
     std::fs::write(&judge, "{\"rubric\": \"sotopia\", \"samples\": 0}").unwrap();
