@@ -5,3 +5,4 @@ mod common;
 
 mod fuzz_regressions;
 mod models;
+mod tiny_models;

@@ -1,5 +1,6 @@
 //! The local models: MiniLM against sentence-transformers, the GGUF tokenizers and the
-//! forward passes (llama: SmolLM2; qwen2: Qwen2.5-Coder-0.5B) against llama.cpp's ids
+//! forward passes (llama: SmolLM2; qwen2: Qwen2.5-Coder-0.5B; qwen3 and Llama 3 on tiny
+//! files in `tiny_models.rs`) against llama.cpp's ids
 //! and logits, generation (determinism, stops, streaming, prefix reuse, batching) and
 //! choices. These need the model files; the helpers fetch them on first use (one fetch
 //! however many tests ask at once).
@@ -832,7 +833,7 @@ fn tojson_in_templates_renders_as_transformers_does() {
                 .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
                 .collect();
             assert_eq!(
-                template.render(&messages).unwrap(),
+                template.render(&messages, false).unwrap(),
                 case["rendered"].as_str().unwrap(),
                 "{name}: {messages:?}"
             );

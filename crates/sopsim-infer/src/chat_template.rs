@@ -424,8 +424,9 @@ impl ChatTemplate {
     }
 
     /// The prompt text for `messages` (role, content), ending where the assistant's
-    /// reply begins.
-    pub fn render(&self, messages: &[(&str, &str)]) -> Result<String, InferError> {
+    /// reply begins. `thinking` is the template's `enable_thinking` (Qwen3's switch; templates
+    /// without one ignore it).
+    pub fn render(&self, messages: &[(&str, &str)], thinking: bool) -> Result<String, InferError> {
         let msgs: Vec<Value> = messages
             .iter()
             .map(|(role, content)| {
@@ -436,7 +437,7 @@ impl ChatTemplate {
             })
             .collect();
         let tmpl = self.env.get_template("chat")?;
-        tmpl.render(context! { messages => msgs, add_generation_prompt => true, bos_token => self.bos, eos_token => self.eos })
+        tmpl.render(context! { messages => msgs, add_generation_prompt => true, bos_token => self.bos, eos_token => self.eos, enable_thinking => thinking })
             .map_err(InferError::from)
     }
 }
@@ -475,8 +476,17 @@ mod tests {
     fn render_one(source: &str, messages: &[(&str, &str)]) -> String {
         ChatTemplate::new(Some(source.into()), None, "</s>".into())
             .unwrap()
-            .render(messages)
+            .render(messages, false)
             .unwrap()
+    }
+
+    #[test]
+    fn thinking_is_the_templates_enable_thinking() {
+        let qwen3 = "{{ messages[0]['content'] }}|{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}";
+        let t = ChatTemplate::new(Some(qwen3.into()), None, "</s>".into()).unwrap();
+        let m = [("user", "hi")];
+        assert_eq!(t.render(&m, false).unwrap(), "hi|<think>\n\n</think>\n\n");
+        assert_eq!(t.render(&m, true).unwrap(), "hi|");
     }
 
     #[test]
@@ -520,7 +530,7 @@ mod tests {
             "</s>".into(),
         )
         .unwrap();
-        let InferError::Template(err) = t.render(&[("user", "hi")]).unwrap_err() else {
+        let InferError::Template(err) = t.render(&[("user", "hi")], false).unwrap_err() else {
             panic!("not a template error");
         };
         assert_eq!(err.kind(), minijinja::ErrorKind::OutOfFuel, "{err}");
@@ -530,7 +540,9 @@ mod tests {
     fn whitespace_control_and_loop_controls_as_hugging_face_renders() {
         let src = "{% for m in messages %}\n  {% if m.role == 'system' %}{% continue %}{% endif %}\n[{{ m.content | tojson }}]\n{% endfor %}";
         let t = ChatTemplate::new(Some(src.into()), None, "</s>".into()).unwrap();
-        let out = t.render(&[("system", "s"), ("user", "a \"b\"")]).unwrap();
+        let out = t
+            .render(&[("system", "s"), ("user", "a \"b\"")], false)
+            .unwrap();
         assert_eq!(out, "[\"a \\\"b\\\"\"]\n");
     }
 }

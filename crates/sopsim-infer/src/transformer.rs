@@ -1,4 +1,4 @@
-//! The transformer forward pass (llama and qwen2) over a batch of rows from any number
+//! The transformer forward pass (llama, qwen2 and qwen3) over a batch of rows from any number
 //! of sequences, each row at its own position in its own sequence's KV cache.
 //!
 //! Products read the weights once per step for every row in it (see [`crate::quant`]),
@@ -35,6 +35,9 @@ struct Layer {
     q_bias: Option<Vec<f32>>,
     k_bias: Option<Vec<f32>>,
     v_bias: Option<Vec<f32>>,
+    /// Qwen3's per-head RMS norms of Q and K (one head's width each).
+    q_norm: Option<Vec<f32>>,
+    k_norm: Option<Vec<f32>>,
     o: Packed,
     ffn_norm: Vec<f32>,
     gate: Packed,
@@ -159,7 +162,13 @@ impl Model {
             let bias = |part: &str, len: usize| -> Result<Option<Vec<f32>>, GgufError> {
                 match s.arch {
                     Arch::Qwen2 => vector(&file, &n(part), len).map(Some),
-                    Arch::Llama => Ok(None),
+                    Arch::Llama | Arch::Qwen3 => Ok(None),
+                }
+            };
+            let head_norm = |part: &str| -> Result<Option<Vec<f32>>, GgufError> {
+                match s.arch {
+                    Arch::Qwen3 => vector(&file, &n(part), s.head_dim).map(Some),
+                    Arch::Llama | Arch::Qwen2 => Ok(None),
                 }
             };
             let mut next = |(name, rows, cols): (String, usize, usize)| {
@@ -174,6 +183,8 @@ impl Model {
                 q_bias: bias("attn_q.bias", qd)?,
                 k_bias: bias("attn_k.bias", kvd)?,
                 v_bias: bias("attn_v.bias", kvd)?,
+                q_norm: head_norm("attn_q_norm.weight")?,
+                k_norm: head_norm("attn_k_norm.weight")?,
                 o: next(o)?,
                 ffn_norm: vector(&file, &n("ffn_norm.weight"), s.dim)?,
                 gate: next(gate)?,
@@ -190,8 +201,23 @@ impl Model {
         };
         let norm = vector(&file, "output_norm.weight", s.dim)?;
         let half = s.head_dim / 2;
+        // Llama 3.1 and 3.2 divide each pair's frequency by a factor of their own, as
+        // llama.cpp does with this tensor.
+        let factors = match file.tensors.contains_key(ROPE_FREQS) {
+            true => vector(&file, ROPE_FREQS, half)?,
+            false => vec![1.0; half],
+        };
+        if let Some(bad) = factors.iter().find(|f| **f <= 0.0) {
+            return Err(GgufError::Tensor {
+                name: ROPE_FREQS.into(),
+                message: format!("a frequency factor of {bad} (they must be positive)"),
+            });
+        }
         let inv_freq = (0..half)
-            .map(|i| f64::from(s.rope_base).powf(-2.0 * i as f64 / s.head_dim as f64))
+            .map(|i| {
+                f64::from(s.rope_base).powf(-2.0 * i as f64 / s.head_dim as f64)
+                    / f64::from(factors[i])
+            })
             .collect();
         Ok(Self {
             shape,
@@ -313,6 +339,11 @@ impl Model {
                     for row in buf.chunks_exact_mut(b.len()) {
                         row.iter_mut().zip(b).for_each(|(x, b)| *x += b);
                     }
+                }
+            }
+            for (buf, norm) in [(&mut sc.q, &layer.q_norm), (&mut sc.k, &layer.k_norm)] {
+                if let Some(w) = norm {
+                    rms_norm_in_place(buf, w, s.rms_eps);
                 }
             }
             let half = hd / 2;
@@ -532,7 +563,7 @@ impl Model {
             for (i, &(sin, cos)) in rot.iter().enumerate() {
                 let (a, b) = match self.shape.arch {
                     Arch::Llama => (2 * i, 2 * i + 1),
-                    Arch::Qwen2 => (i, i + half),
+                    Arch::Qwen2 | Arch::Qwen3 => (i, i + half),
                 };
                 let (x0, x1) = (head[a], head[b]);
                 head[a] = x0 * cos - x1 * sin;
@@ -574,6 +605,19 @@ fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>) {
         }
     }
 }
+
+/// [`rms_norm`] of each `w.len()`-wide piece of `x`, in place (Qwen3's per-head norms).
+fn rms_norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
+    let dim = w.len();
+    for row in x.chunks_exact_mut(dim) {
+        let sum: f64 = row.iter().map(|v| f64::from(*v) * f64::from(*v)).sum();
+        let scale = 1.0 / ((sum / dim as f64) as f32 + eps).sqrt();
+        row.iter_mut().zip(w).for_each(|(v, w)| *v = *v * scale * w);
+    }
+}
+
+/// Llama 3.1's and 3.2's per-pair rotary frequency factors.
+const ROPE_FREQS: &str = "rope_freqs.weight";
 
 fn missing(name: &str) -> GgufError {
     GgufError::Tensor {

@@ -113,6 +113,12 @@ pub struct LlmSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 8))]
     pub candidates: Option<u32>,
+    /// Let a model that thinks before it answers (Qwen3's `<think>` blocks) think
+    /// (default: off, where its chat template can turn it off). The thinking never
+    /// enters the transcript, memory or a choice; its tokens count in `max_tokens`
+    /// and in the usage's `thinking_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<bool>,
 }
 
 /// How many tokens a penalty looks back over.
@@ -194,6 +200,7 @@ impl LlmSettings {
             forbid: self.forbid.clone().or_else(|| outer.forbid.clone()),
             redraws: self.redraws.or(outer.redraws),
             candidates: self.candidates.or(outer.candidates),
+            thinking: self.thinking.or(outer.thinking),
         }
     }
 }

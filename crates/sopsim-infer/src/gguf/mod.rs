@@ -61,6 +61,10 @@ pub enum Arch {
     Llama,
     /// Qwen2: biases on Q, K and V; rotary embedding on the two halves (NeoX style).
     Qwen2,
+    /// Qwen3: as Qwen2 without the biases, with each head's Q and K RMS-normalised
+    /// before the rotary embedding, and heads whose width need not divide the
+    /// embedding.
+    Qwen3,
 }
 
 impl Arch {
@@ -68,6 +72,7 @@ impl Arch {
         match self {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
         }
     }
 }
@@ -142,10 +147,11 @@ impl ModelShape {
         let arch = match f.get(key).and_then(Value::as_str) {
             Some("llama") => Arch::Llama,
             Some("qwen2") => Arch::Qwen2,
+            Some("qwen3") => Arch::Qwen3,
             Some(other) => {
                 return Err(GgufError::meta(
                     key,
-                    format!("{other:?} is not supported (llama and qwen2 are; {ANY_MODEL})"),
+                    format!("{other:?} is not supported (llama, qwen2 and qwen3 are; {ANY_MODEL})"),
                 ))
             }
             None => return Err(GgufError::meta(key, "missing or not a string")),
@@ -161,13 +167,26 @@ impl ModelShape {
                 format!("{kv_heads} does not divide the {heads} query heads"),
             ));
         }
-        if dim % heads != 0 {
-            return Err(GgufError::meta(
-                &k("attention.head_count"),
-                format!("{heads} heads do not divide the embedding length {dim}"),
-            ));
-        }
-        let head_dim = dim / heads;
+        let head_dim = match f.get(&k("attention.key_length")) {
+            Some(_) => {
+                let key_length = get_usize(f, &k("attention.key_length"), None, 1 << 12)?;
+                let value_key = k("attention.value_length");
+                if get_usize(f, &value_key, Some(key_length), 1 << 12)? != key_length {
+                    return Err(GgufError::meta(
+                        &value_key,
+                        "differs from attention.key_length (not supported)",
+                    ));
+                }
+                key_length
+            }
+            None if dim % heads != 0 => {
+                return Err(GgufError::meta(
+                    &k("attention.head_count"),
+                    format!("{heads} heads do not divide the embedding length {dim}"),
+                ));
+            }
+            None => dim / heads,
+        };
         let rope_key = k("rope.dimension_count");
         let rope_dims = get_usize(f, &rope_key, Some(head_dim), 1 << 16)?;
         if rope_dims != head_dim || head_dim % 2 != 0 {
@@ -193,18 +212,10 @@ impl ModelShape {
     }
 }
 
-/// Refuses a file whose rotary positions are scaled (Llama 3.1 and 3.2 carry a
-/// `rope_freqs` tensor; other files name a scaling): the forward pass applies none, so
-/// such a model would run with every position computed wrongly, without a word.
+/// Refuses a file whose rotary positions are scaled by a rule the forward pass does
+/// not apply (linear, YaRN): such a model would run with every position computed
+/// wrongly, without a word. Llama 3's per-pair factors (`rope_freqs`) are applied.
 fn refuse_scaled_positions(f: &GgufFile, arch: &str) -> Result<(), GgufError> {
-    if f.tensors.contains_key("rope_freqs.weight") {
-        return Err(GgufError::Tensor {
-            name: "rope_freqs.weight".into(),
-            message: "scaled rotary positions (Llama 3.1 and 3.2) are not supported yet; \
-                      the model would compute every position wrongly"
-                .into(),
-        });
-    }
     let scaling = format!("{arch}.rope.scaling.type");
     match f.get(&scaling).and_then(Value::as_str) {
         None | Some("none") => {}
@@ -306,17 +317,6 @@ mod hostile {
 
     #[test]
     fn scaled_rotary_positions_are_refused_rather_than_run_wrongly() {
-        let (_dir, path) = file(
-            &shape_metadata(),
-            &[("rope_freqs.weight", vec![4], 0, vec![0u8; 16])],
-        );
-        let e = ModelShape::read(&GgufFile::open(&path).unwrap())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("rope_freqs.weight") && e.contains("not supported"),
-            "{e}"
-        );
         for (key, value) in [
             ("llama.rope.scaling.type", Value::String("yarn".into())),
             ("llama.rope.scaling.factor", Value::F32(8.0)),
@@ -338,7 +338,7 @@ mod hostile {
         for says in [
             "general.architecture",
             "\"gemma3\"",
-            "llama and qwen2",
+            "llama, qwen2 and qwen3",
             "OpenAI-compatible",
         ] {
             assert!(e.contains(says), "{says}: {e}");

@@ -33,6 +33,8 @@ pub struct SpecialTokens {
     pub eos_id: u32,
     /// Every control token (`<|im_end|>`…): generation stops at any of them.
     pub stop_ids: Vec<u32>,
+    /// `</think>`, in a model that thinks before it answers (Qwen3).
+    pub think_end: Option<u32>,
 }
 
 fn strings(f: &GgufFile, key: &str) -> Result<Vec<String>, GgufError> {
@@ -184,6 +186,10 @@ pub fn tokenizer(f: &GgufFile, vocab_rows: usize) -> Result<(Tokenizer, SpecialT
         eos: name(eos_id),
         eos_id,
         stop_ids,
+        think_end: special
+            .iter()
+            .copied()
+            .find(|&i| tokens[i as usize] == "</think>"),
     };
     Ok((tok, special))
 }

@@ -50,6 +50,9 @@ pub struct KindUsage {
     pub drafted_tokens: u64,
     #[serde(skip_serializing_if = "is_zero")]
     pub accepted_drafts: u64,
+    /// Of `completion_tokens`, those spent thinking before answering.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub thinking_tokens: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -61,6 +64,7 @@ impl KindUsage {
         self.draft_checks = self.draft_checks.saturating_add(c.usage.draft_checks);
         self.drafted_tokens = self.drafted_tokens.saturating_add(c.usage.drafted_tokens);
         self.accepted_drafts = self.accepted_drafts.saturating_add(c.usage.accepted_drafts);
+        self.thinking_tokens = self.thinking_tokens.saturating_add(c.usage.thinking_tokens);
         self.calls += 1;
         self.prompt_tokens = self.prompt_tokens.saturating_add(c.usage.prompt_tokens);
         self.completion_tokens = self

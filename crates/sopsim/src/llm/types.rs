@@ -411,6 +411,9 @@ pub struct Usage {
     pub drafted_tokens: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub accepted_drafts: u64,
+    /// Of `completion_tokens`, those the model spent thinking before it answered.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub thinking_tokens: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -51,6 +51,16 @@ impl Admission<'_> {
         Ok((phase, prompt))
     }
 
+    /// The token that ends the model's thinking, when this request lets it think: a
+    /// reply (not a choice or a decision's JSON) whose settings turn thinking on, on a
+    /// model that has it.
+    fn think_end(&self, request: &LlmRequest) -> Option<u32> {
+        let reply = request.options.is_none() && request.tools.is_none();
+        (reply && request.settings.thinking == Some(true))
+            .then_some(self.text.special.think_end)
+            .flatten()
+    }
+
     fn prepare(&self, request: &LlmRequest) -> Result<(String, Vec<u32>), LlmError> {
         let messages: Vec<(&str, &str)> = request
             .messages
@@ -67,7 +77,7 @@ impl Admission<'_> {
         let rendered = self
             .text
             .template
-            .render(&messages)
+            .render(&messages, self.think_end(request).is_some())
             .map_err(|e| self.who.failed("rendering the prompt", e))?;
         let prompt = super::encode(&self.text.tokenizer, &rendered)
             .map_err(|e| self.who.failed("tokenizing the prompt", e))?;
@@ -138,7 +148,9 @@ impl Admission<'_> {
                     sampler: Sampler::new(params, seed),
                     context: prompt.to_vec(),
                     generated: Vec::new(),
-                    text: TextStream::default(),
+                    text: self
+                        .think_end(req)
+                        .map_or_else(TextStream::default, TextStream::thinking),
                     min_tokens: req.redraw.as_ref().map_or(0, |r| r.min_tokens()),
                     max_tokens: budget.map_or(max_tokens, |b| b.hard).min(room),
                     soft: budget.map(|b| b.soft),

@@ -221,6 +221,7 @@ impl Decoder<'_> {
                 draft_checks: reply.spec_stats.checks,
                 drafted_tokens: reply.spec_stats.drafted,
                 accepted_drafts: reply.spec_stats.accepted,
+                thinking_tokens: reply.text.thinking_tokens(reply.generated.len()) as u64,
             },
             stopped_at: reply.stopped_at.take(),
             chosen: None,

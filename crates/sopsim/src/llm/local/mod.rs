@@ -141,9 +141,10 @@ impl LocalModel {
     }
 
     /// The prompt text the model's chat template makes of `messages` (role, content),
-    /// ending where the assistant's reply begins.
+    /// ending where the assistant's reply begins, with thinking off (as agents have it
+    /// unless their settings turn it on).
     pub fn render(&self, messages: &[(&str, &str)]) -> Result<String, LocalError> {
-        Ok(self.text.template.render(messages)?)
+        Ok(self.text.template.render(messages, false)?)
     }
 
     /// The token ids of `text` (control tokens such as `<|im_start|>` are single ids).

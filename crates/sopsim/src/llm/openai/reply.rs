@@ -102,6 +102,7 @@ pub(super) fn completion(
     text: String,
     usage: &Value,
 ) -> Completion {
+    let text = without_thinking(text);
     let reported = usage["prompt_tokens"]
         .as_u64()
         .zip(usage["completion_tokens"].as_u64());
@@ -115,6 +116,9 @@ pub(super) fn completion(
                 .as_u64()
                 .unwrap_or(0),
             estimated: false,
+            thinking_tokens: usage["completion_tokens_details"]["reasoning_tokens"]
+                .as_u64()
+                .unwrap_or(0),
             ..Usage::default()
         },
         None => Usage {
@@ -131,6 +135,19 @@ pub(super) fn completion(
         },
     };
     Completion::text(text, usage, shape.model(req).to_string())
+}
+
+/// A reply's text without the thinking a model wrote before it (`<think>…</think>`, as
+/// a server without a reasoning parser returns Qwen3's): all of it is thinking when the
+/// block never closes.
+fn without_thinking(text: String) -> String {
+    let Some(thinking) = text.trim_start().strip_prefix("<think>") else {
+        return text;
+    };
+    match thinking.split_once("</think>") {
+        Some((_, answer)) => answer.trim_start().to_string(),
+        None => String::new(),
+    }
 }
 
 /// The bytes a request's prompt takes: its messages and the tools it offers.
@@ -181,5 +198,21 @@ mod tests {
             Some("\nBen:")
         );
         assert_eq!(matched_stop(&json!({"stop_reason": 151645})), None);
+    }
+
+    #[test]
+    fn thinking_never_reaches_the_reply() {
+        let cases = [
+            (
+                "<think>\nBen wants it cheap.\n</think>\n\nIt pays for itself.",
+                "It pays for itself.",
+            ),
+            ("<think>still thinking when the budget ran out", ""),
+            ("It pays for itself.", "It pays for itself."),
+            ("I <think> it pays.", "I <think> it pays."),
+        ];
+        for (text, reply) in cases {
+            assert_eq!(without_thinking(text.to_string()), reply, "{text:?}");
+        }
     }
 }
