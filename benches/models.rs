@@ -8,7 +8,7 @@
 //! The anchors: PyTorch + sentence-transformers (`benches/anchors/st_embed.py`, the same
 //! sentences), and llama.cpp's own `llama-bench` (`benches/anchors/llama_bench.sh`):
 //! `anchor_shape/*` measures sopsim in its shape, a 512-token prompt (pp512) and 128
-//! generated tokens (tg128), for qwen05 and qwen15 (when fetched), and after each tg128
+//! generated tokens (tg128), for qwen05, qwen15 and gemma3 (when fetched), and after each tg128
 //! prints decode's roofline: the weight bytes a token reads over the read bandwidth
 //! measured right then (`read_bandwidth` measures that bandwidth on its own).
 //! `anchor_speculative/*` is qwen15's tg128 alone and with qwen05 drafting, against
@@ -23,7 +23,7 @@ use criterion::{
 use sopsim::embed::{Embedder, MiniLm};
 use sopsim::llm::local::{LocalBackend, LocalModel, LocalOptions};
 use sopsim::llm::{CallContext, CallKind, ChatMessage, LlmBackend, LlmRequest};
-use sopsim::models::{ModelSpec, Quiet, MINILM, QWEN05, QWEN15, SMOLLM2};
+use sopsim::models::{ModelSpec, Quiet, GEMMA3, MINILM, QWEN05, QWEN15, SMOLLM2};
 use sopsim::scenario::LlmSettings;
 
 /// Where the benchmarks find the models: `$SOPSIM_MODELS`, else the checkout's `models/`.
@@ -447,7 +447,11 @@ fn bench_anchor_shape(c: &mut Criterion) {
     group
         .sample_size(10)
         .measurement_time(Duration::from_secs(10));
-    for (name, spec) in [("qwen05", &QWEN05), ("qwen15", &QWEN15)] {
+    for (name, spec) in [
+        ("qwen05", &QWEN05),
+        ("qwen15", &QWEN15),
+        ("gemma3", &GEMMA3),
+    ] {
         if !spec.is_present(&models_dir()) {
             eprintln!("anchor_shape/{name}: not fetched (sopsim models fetch {name}), skipped");
             continue;

@@ -360,7 +360,7 @@ fn bad_flags_exit_2() {
     );
     assert!(stderr.contains("not a GGUF file"), "{stderr}");
     // A GGUF of an architecture the engine does not run: version 3, no tensors, one
-    // key, `general.architecture` = "gemma3".
+    // key, `general.architecture` = "falcon".
     let mut gguf = b"GGUF".to_vec();
     gguf.extend(3u32.to_le_bytes());
     gguf.extend(0u64.to_le_bytes());
@@ -369,13 +369,13 @@ fn bad_flags_exit_2() {
     gguf.extend(b"general.architecture");
     gguf.extend(8u32.to_le_bytes()); // a string
     gguf.extend(6u64.to_le_bytes());
-    gguf.extend(b"gemma3");
+    gguf.extend(b"falcon");
     let dir = tempfile::tempdir().unwrap();
-    let gemma = dir.path().join("gemma.gguf");
-    std::fs::write(&gemma, gguf).unwrap();
-    let (code, stderr) = local(gemma.to_str().unwrap());
+    let falcon = dir.path().join("falcon.gguf");
+    std::fs::write(&falcon, gguf).unwrap();
+    let (code, stderr) = local(falcon.to_str().unwrap());
     assert_eq!(code, Some(2), "{stderr}");
-    for says in ["\"gemma3\" is not supported", "OpenAI-compatible server"] {
+    for says in ["\"falcon\" is not supported", "OpenAI-compatible server"] {
         assert!(stderr.contains(says), "{says}: {stderr}");
     }
 }

@@ -4,5 +4,6 @@
 mod common;
 
 mod fuzz_regressions;
+mod gemma3;
 mod models;
 mod tiny_models;

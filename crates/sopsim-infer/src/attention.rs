@@ -22,7 +22,7 @@ use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
 use crate::kv::{key_at, KEY_BLOCK};
-use crate::math::{softmax_weights, L};
+use crate::math::{softmax_weights_from, L};
 
 const _: () = assert!(KEY_BLOCK == L, "a key block fills one register");
 
@@ -38,10 +38,12 @@ pub struct HeadCache<'a> {
     pub offset: usize,
 }
 
-/// One row's query heads of the group (`heads × head size`, one after another), how
-/// many positions it attends to (`0..len`), and where its outputs go (same shape).
+/// One row's query heads of the group (`heads × head size`, one after another), the
+/// positions it attends to (`from..len`: `from` is 0 but in a sliding-window layer),
+/// and where its outputs go (same shape).
 pub struct Query<'a> {
     pub q: &'a [f32],
+    pub from: usize,
     pub len: usize,
     pub out: &'a mut [f32],
 }
@@ -144,7 +146,7 @@ fn attend_with(
             for (q, out) in query.q.chunks_exact(hd).zip(query.out.chunks_exact_mut(hd)) {
                 // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F, and
                 // the cache holds the positions asserted above.
-                unsafe { x86::head(q, query.len, scale, cache, &mut s.scores, out) };
+                unsafe { x86::head(q, query.from, query.len, scale, cache, &mut s.scores, out) };
             }
         }
         return;
@@ -183,7 +185,7 @@ fn attend_with(
         let len = query.len;
         for (q, out) in query.q.chunks_exact(hd).zip(query.out.chunks_exact_mut(hd)) {
             scores(q, len, padded, scale, &s.keys, &mut s.scores);
-            let inv = 1.0 / softmax_weights(len, &mut s.scores);
+            let inv = 1.0 / softmax_weights_from(query.from, len, &mut s.scores);
             match hd {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `avx2` says the CPU has AVX2 and FMA.
@@ -249,12 +251,31 @@ mod x86 {
     use crate::kv::key_at;
     use crate::math::{sum16, EXP_POLY, L, LN2_HI, LN2_LO};
 
+    /// Which of block `b`'s sixteen positions lie in `from..len`.
+    #[inline(always)]
+    fn window_mask(b: usize, from: usize, len: usize) -> __mmask16 {
+        let valid = len.saturating_sub(b * L).min(L);
+        let upto: u32 = if valid == L {
+            0xFFFF
+        } else {
+            (1u32 << valid) - 1
+        };
+        let skipped = from.saturating_sub(b * L).min(L);
+        let before: u32 = if skipped == L {
+            0xFFFF
+        } else {
+            (1u32 << skipped) - 1
+        };
+        (upto & !before) as __mmask16
+    }
+
     /// # Safety
     /// The CPU must have AVX-512F, and `cache` must hold `len` rounded up to 64
     /// positions of keys and `len` of values (`attend_with` asserts both).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,fma")]
     pub unsafe fn head(
         q: &[f32],
+        from: usize,
         len: usize,
         scale: f32,
         cache: &HeadCache<'_>,
@@ -290,24 +311,14 @@ mod x86 {
         // The maximum over the first `len` scores (NaN ignored, as f32::max does).
         let mut lanes = _mm512_set1_ps(f32::NEG_INFINITY);
         for (b, block) in scores.chunks_exact(L).enumerate() {
-            let valid = len.saturating_sub(b * L).min(L);
-            let mask: __mmask16 = if valid == L {
-                0xFFFF
-            } else {
-                (1u32 << valid) as u16 - 1
-            };
+            let mask = window_mask(b, from, len);
             let v = _mm512_loadu_ps(block.as_ptr());
             lanes = _mm512_mask_max_ps(lanes, mask, v, lanes);
         }
         let max = _mm512_set1_ps(_mm512_reduce_max_ps(lanes));
         let mut total = _mm512_setzero_ps();
         for (b, block) in scores.chunks_exact_mut(L).enumerate() {
-            let valid = len.saturating_sub(b * L).min(L);
-            let mask: __mmask16 = if valid == L {
-                0xFFFF
-            } else {
-                (1u32 << valid) as u16 - 1
-            };
+            let mask = window_mask(b, from, len);
             let x = _mm512_sub_ps(_mm512_loadu_ps(block.as_ptr()), max);
             let e = _mm512_maskz_mov_ps(mask, exp(x));
             _mm512_storeu_ps(block.as_mut_ptr(), e);
@@ -508,6 +519,7 @@ mod tests {
             hd,
             0.25,
             &mut [Query {
+                from: 0,
                 q: &q,
                 len: n,
                 out: &mut out,
@@ -543,6 +555,7 @@ mod tests {
             hd,
             0.25,
             &mut [Query {
+                from: 0,
                 q: &q,
                 len: n,
                 out: &mut portable,
@@ -575,6 +588,7 @@ mod tests {
             hd,
             0.2,
             &mut [Query {
+                from: 0,
                 q: &q,
                 len: 17,
                 out: &mut alone,
@@ -588,11 +602,13 @@ mod tests {
             0.2,
             &mut [
                 Query {
+                    from: 0,
                     q: &q,
                     len: 40,
                     out: &mut b,
                 },
                 Query {
+                    from: 0,
                     q: &q,
                     len: 17,
                     out: &mut a,
@@ -633,6 +649,7 @@ mod tests {
                     hd,
                     0.125,
                     &mut [Query {
+                        from: 0,
                         q: &q,
                         len,
                         out: &mut out,

@@ -63,8 +63,15 @@ pub fn exp(x: [f32; L]) -> [f32; L] {
 /// their sum, added lane by lane and then across the lanes in a fixed order.
 #[inline(always)]
 pub fn softmax_weights(len: usize, scores: &mut [f32]) -> f32 {
+    softmax_weights_from(0, len, scores)
+}
+
+/// [`softmax_weights`] over positions `from..len` only: those before `from` weigh
+/// nothing (a sliding-window layer's keys out of its window).
+#[inline(always)]
+pub fn softmax_weights_from(from: usize, len: usize, scores: &mut [f32]) -> f32 {
     let mut max = f32::NEG_INFINITY;
-    for v in &scores[..len] {
+    for v in &scores[from.min(len)..len] {
         max = max.max(*v);
     }
     let mut total = [0f32; L];
@@ -75,8 +82,9 @@ pub fn softmax_weights(len: usize, scores: &mut [f32]) -> f32 {
         }
         let e = exp(x);
         for l in 0..L {
-            // Positions past `len` weigh nothing.
-            block[l] = if b * L + l < len { e[l] } else { 0.0 };
+            // Positions outside `from..len` weigh nothing.
+            let at = b * L + l;
+            block[l] = if at >= from && at < len { e[l] } else { 0.0 };
             total[l] += block[l];
         }
     }
@@ -195,9 +203,82 @@ fn silu_mul_generic(gate: &mut [f32], up: &[f32]) {
     }
 }
 
+/// `gate[i] = gelu(gate[i]) · up[i]` with GELU's tanh approximation (Gemma's MLP),
+/// written as `x / (1 + e^(−2y))` with `y = √(2/π)·(x + 0.044715·x³)`, sixteen at a
+/// time with [`exp`].
+pub fn gelu_mul(gate: &mut [f32], up: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::quant::Kernels;
+        let k = Kernels::detect();
+        if k >= Kernels::Avx512 {
+            // SAFETY: AVX-512 kernels are chosen only on CPUs with AVX-512F.
+            return unsafe { gelu_mul_avx512(gate, up) };
+        }
+        if k >= Kernels::Avx2 {
+            // SAFETY: AVX2 kernels are chosen only on CPUs with AVX2 and FMA.
+            return unsafe { gelu_mul_avx2(gate, up) };
+        }
+    }
+    gelu_mul_generic(gate, up)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
+unsafe fn gelu_mul_avx512(gate: &mut [f32], up: &[f32]) {
+    gelu_mul_generic(gate, up)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gelu_mul_avx2(gate: &mut [f32], up: &[f32]) {
+    gelu_mul_generic(gate, up)
+}
+
+/// `−2·√(2/π)`: GELU's tanh argument, doubled and negated for the sigmoid form.
+const GELU_K: f32 = -1.595_769;
+
+#[inline(always)]
+fn gelu_mul_generic(gate: &mut [f32], up: &[f32]) {
+    let arg = |x: f32| GELU_K * (0.044_715 * x * x).mul_add(x, x);
+    let mut g16 = gate.chunks_exact_mut(L);
+    let mut u16 = up.chunks_exact(L);
+    for (g, u) in (&mut g16).zip(&mut u16) {
+        let mut z = [0f32; L];
+        for l in 0..L {
+            z[l] = arg(g[l]);
+        }
+        let e = exp(z);
+        for l in 0..L {
+            g[l] = g[l] / (1.0 + e[l]) * u[l];
+        }
+    }
+    for (g, u) in g16.into_remainder().iter_mut().zip(u16.remainder()) {
+        let e = exp([arg(*g); L])[0];
+        *g = *g / (1.0 + e) * u;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gelu_is_the_tanh_approximation() {
+        let xs: Vec<f32> = (0..40).map(|i| i as f32 * 0.3 - 6.0).collect();
+        let mut g = xs.clone();
+        gelu_mul(&mut g, &vec![1.0; xs.len()]);
+        for (x, got) in xs.iter().zip(&g) {
+            let x = f64::from(*x);
+            let want = 0.5
+                * x
+                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh());
+            assert!(
+                (f64::from(*got) - want).abs() < 1e-5,
+                "gelu({x}) = {got}, not {want}"
+            );
+        }
+    }
 
     #[test]
     fn exp_is_close_to_the_library_exp() {

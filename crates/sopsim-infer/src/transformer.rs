@@ -1,4 +1,4 @@
-//! The transformer forward pass (llama, qwen2 and qwen3) over a batch of rows from any number
+//! The transformer forward pass (llama, qwen2, qwen3 and gemma3) over a batch of rows from any number
 //! of sequences, each row at its own position in its own sequence's KV cache.
 //!
 //! Products read the weights once per step for every row in it (see [`crate::quant`]),
@@ -39,6 +39,9 @@ struct Layer {
     q_norm: Option<Vec<f32>>,
     k_norm: Option<Vec<f32>>,
     o: Packed,
+    /// Gemma 3's norms of the attention's and the MLP's outputs.
+    post_attn_norm: Option<Vec<f32>>,
+    post_ffn_norm: Option<Vec<f32>>,
     ffn_norm: Vec<f32>,
     gate: Packed,
     up: Packed,
@@ -58,6 +61,8 @@ pub struct Model {
     kernels: Kernels,
     /// Rotary frequencies, one per pair of dimensions.
     inv_freq: Vec<f64>,
+    /// Sliding-window layers' own (Gemma 3).
+    window_inv_freq: Option<Vec<f64>>,
 }
 
 /// Which logits a row asks for.
@@ -89,8 +94,10 @@ pub struct Scratch {
     gate: Vec<f32>,
     up: Vec<f32>,
     acts: Acts,
-    /// Per row, the rotary (sin, cos) of each pair of dimensions.
+    /// Per row, the rotary (sin, cos) of each pair of dimensions: global layers', and
+    /// sliding-window layers'.
     rotary: Vec<(f32, f32)>,
+    window_rotary: Vec<(f32, f32)>,
     logits: Vec<f32>,
 }
 
@@ -162,13 +169,19 @@ impl Model {
             let bias = |part: &str, len: usize| -> Result<Option<Vec<f32>>, GgufError> {
                 match s.arch {
                     Arch::Qwen2 => vector(&file, &n(part), len).map(Some),
-                    Arch::Llama | Arch::Qwen3 => Ok(None),
+                    Arch::Llama | Arch::Qwen3 | Arch::Gemma3 => Ok(None),
                 }
             };
             let head_norm = |part: &str| -> Result<Option<Vec<f32>>, GgufError> {
                 match s.arch {
-                    Arch::Qwen3 => vector(&file, &n(part), s.head_dim).map(Some),
+                    Arch::Qwen3 | Arch::Gemma3 => vector(&file, &n(part), s.head_dim).map(Some),
                     Arch::Llama | Arch::Qwen2 => Ok(None),
+                }
+            };
+            let post_norm = |part: &str| -> Result<Option<Vec<f32>>, GgufError> {
+                match s.arch {
+                    Arch::Gemma3 => vector(&file, &n(part), s.dim).map(Some),
+                    Arch::Llama | Arch::Qwen2 | Arch::Qwen3 => Ok(None),
                 }
             };
             let mut next = |(name, rows, cols): (String, usize, usize)| {
@@ -186,6 +199,8 @@ impl Model {
                 q_norm: head_norm("attn_q_norm.weight")?,
                 k_norm: head_norm("attn_k_norm.weight")?,
                 o: next(o)?,
+                post_attn_norm: post_norm("post_attention_norm.weight")?,
+                post_ffn_norm: post_norm("post_ffw_norm.weight")?,
                 ffn_norm: vector(&file, &n("ffn_norm.weight"), s.dim)?,
                 gate: next(gate)?,
                 up: next(up)?,
@@ -213,12 +228,16 @@ impl Model {
                 message: format!("a frequency factor of {bad} (they must be positive)"),
             });
         }
-        let inv_freq = (0..half)
-            .map(|i| {
-                f64::from(s.rope_base).powf(-2.0 * i as f64 / s.head_dim as f64)
-                    / f64::from(factors[i])
-            })
-            .collect();
+        let frequencies = |base: f32| -> Vec<f64> {
+            (0..half)
+                .map(|i| {
+                    f64::from(base).powf(-2.0 * i as f64 / s.head_dim as f64)
+                        / f64::from(factors[i])
+                })
+                .collect()
+        };
+        let inv_freq = frequencies(s.rope_base);
+        let window_inv_freq = s.window.as_ref().map(|w| frequencies(w.rope_base));
         Ok(Self {
             shape,
             vocab,
@@ -228,6 +247,7 @@ impl Model {
             head,
             kernels: Kernels::detect(),
             inv_freq,
+            window_inv_freq,
             file,
         })
     }
@@ -318,7 +338,14 @@ impl Model {
         {
             embed.dequantize_row(*tok as usize, &mut sc.x[r * dim..(r + 1) * dim]);
         }
-        self.rotary_table(&rows, &mut sc.rotary);
+        if s.arch == Arch::Gemma3 {
+            let scale = (dim as f32).sqrt();
+            sc.x.iter_mut().for_each(|v| *v *= scale);
+        }
+        rotary_table(&self.inv_freq, &rows, &mut sc.rotary);
+        if let Some(freq) = &self.window_inv_freq {
+            rotary_table(freq, &rows, &mut sc.window_rotary);
+        }
         for (li, layer) in self.layers.iter().enumerate() {
             rms_norm(&sc.x, &layer.attn_norm, s.rms_eps, &mut sc.h);
             self.products(
@@ -347,8 +374,13 @@ impl Model {
                 }
             }
             let half = hd / 2;
+            let windowed = s.window.as_ref().filter(|w| w.covers(li));
+            let table = match windowed {
+                Some(_) => &sc.window_rotary,
+                None => &sc.rotary,
+            };
             for r in 0..n {
-                let rot = &sc.rotary[r * half..(r + 1) * half];
+                let rot = &table[r * half..(r + 1) * half];
                 self.rope(&mut sc.q[r * qd..(r + 1) * qd], rot);
                 self.rope(&mut sc.k[r * kvd..(r + 1) * kvd], rot);
             }
@@ -361,8 +393,12 @@ impl Model {
                 );
             }
             sc.att.resize(n * qd, 0.0);
-            self.attention(li, segments, &rows, &sc.q, &mut sc.att);
+            let window = windowed.map(|w| w.size);
+            self.attention(li, window, segments, &rows, &sc.q, &mut sc.att);
             self.products(&sc.att, &mut sc.acts, &mut [(&layer.o, &mut sc.h)]);
+            if let Some(w) = &layer.post_attn_norm {
+                rms_norm_in_place(&mut sc.h, w, s.rms_eps);
+            }
             add(&mut sc.x, &sc.h);
             rms_norm(&sc.x, &layer.ffn_norm, s.rms_eps, &mut sc.h);
             self.products(
@@ -370,8 +406,15 @@ impl Model {
                 &mut sc.acts,
                 &mut [(&layer.gate, &mut sc.gate), (&layer.up, &mut sc.up)],
             );
-            silu_all(&mut sc.gate, &sc.up, s.ffn);
+            let activation = match s.arch {
+                Arch::Gemma3 => crate::math::gelu_mul,
+                Arch::Llama | Arch::Qwen2 | Arch::Qwen3 => crate::math::silu_mul,
+            };
+            gated_all(activation, &mut sc.gate, &sc.up, s.ffn);
             self.products(&sc.gate, &mut sc.acts, &mut [(&layer.down, &mut sc.h)]);
+            if let Some(w) = &layer.post_ffn_norm {
+                rms_norm_in_place(&mut sc.h, w, s.rms_eps);
+            }
             add(&mut sc.x, &sc.h);
         }
         for seg in segments.iter_mut() {
@@ -477,12 +520,14 @@ impl Model {
         }
     }
 
-    /// Attention of every row over its sequence's cache in layer `li`, one task per
-    /// sequence and KV head (and per part of a sequence's rows when there are fewer
-    /// tasks than threads to keep busy).
+    /// Attention of every row over its sequence's cache in layer `li` (over the last
+    /// `window` positions only, in a sliding-window layer), one task per sequence and
+    /// KV head (and per part of a sequence's rows when there are fewer tasks than
+    /// threads to keep busy).
     fn attention(
         &self,
         li: usize,
+        window: Option<usize>,
         segments: &[Segment<'_>],
         rows: &[(usize, usize)],
         q: &[f32],
@@ -532,6 +577,7 @@ impl Model {
                         .into_iter()
                         .map(|(r, out)| Query {
                             q: &q[(r * kv_heads + g) * width..][..width],
+                            from: window.map_or(0, |w| (rows[r].1 + 1).saturating_sub(w)),
                             len: rows[r].1 + 1,
                             out,
                         })
@@ -543,17 +589,6 @@ impl Model {
         crate::compute::run_all(tasks);
     }
 
-    /// The rotary (sin, cos) of every pair of dimensions at each row's position.
-    fn rotary_table(&self, rows: &[(usize, usize)], table: &mut Vec<(f32, f32)>) {
-        table.clear();
-        for &(_, pos) in rows {
-            table.extend(self.inv_freq.iter().map(|f| {
-                let (sin, cos) = (pos as f64 * f).sin_cos();
-                (sin as f32, cos as f32)
-            }));
-        }
-    }
-
     /// Rotary position embedding, in place, for every head in `x` (`rot`: the row's
     /// (sin, cos) per pair of dimensions).
     fn rope(&self, x: &mut [f32], rot: &[(f32, f32)]) {
@@ -563,7 +598,7 @@ impl Model {
             for (i, &(sin, cos)) in rot.iter().enumerate() {
                 let (a, b) = match self.shape.arch {
                     Arch::Llama => (2 * i, 2 * i + 1),
-                    Arch::Qwen2 | Arch::Qwen3 => (i, i + half),
+                    Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => (i, i + half),
                 };
                 let (x0, x1) = (head[a], head[b]);
                 head[a] = x0 * cos - x1 * sin;
@@ -578,14 +613,27 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<AttentionScratch> = std::cell::RefCell::default();
 }
 
-/// [`crate::math::silu_mul`] over every row, spread over the compute threads.
-fn silu_all(gate: &mut [f32], up: &[f32], width: usize) {
+/// The rotary (sin, cos) of every pair of dimensions (`inv_freq`) at each row's
+/// position.
+fn rotary_table(inv_freq: &[f64], rows: &[(usize, usize)], table: &mut Vec<(f32, f32)>) {
+    table.clear();
+    for &(_, pos) in rows {
+        table.extend(inv_freq.iter().map(|f| {
+            let (sin, cos) = (pos as f64 * f).sin_cos();
+            (sin as f32, cos as f32)
+        }));
+    }
+}
+
+/// A gated activation (`gate = act(gate) · up`, such as [`crate::math::silu_mul`]) over
+/// every row, spread over the compute threads.
+fn gated_all(activation: fn(&mut [f32], &[f32]), gate: &mut [f32], up: &[f32], width: usize) {
     let rows = gate.len() / width;
     let per = rows.div_ceil(crate::compute::threads()).max(1) * width;
     let tasks: Vec<_> = gate
         .chunks_mut(per)
         .zip(up.chunks(per))
-        .map(|(g, u)| move || crate::math::silu_mul(g, u))
+        .map(|(g, u)| move || activation(g, u))
         .collect();
     crate::compute::run_all(tasks);
 }

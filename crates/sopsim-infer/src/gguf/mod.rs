@@ -3,6 +3,7 @@
 //! each value checked against sane limits before anything is allocated from it.
 
 mod file;
+mod sentencepiece;
 mod tokenizer;
 
 use std::path::PathBuf;
@@ -65,6 +66,10 @@ pub enum Arch {
     /// before the rotary embedding, and heads whose width need not divide the
     /// embedding.
     Qwen3,
+    /// Gemma 3: the embedding scaled by √dim, Q/K norms as Qwen3, norms after attention
+    /// and after the MLP too, a GELU-gated MLP, and five sliding-window layers (their own
+    /// rotary base) to each global one.
+    Gemma3,
 }
 
 impl Arch {
@@ -73,6 +78,7 @@ impl Arch {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
+            Arch::Gemma3 => "gemma3",
         }
     }
 }
@@ -94,6 +100,25 @@ pub struct ModelShape {
     pub rope_base: f32,
     /// Positions the model runs at: its trained context, at most [`MAX_POSITIONS`].
     pub positions: usize,
+    /// Set where some layers attend only to the latest positions (Gemma 3).
+    pub window: Option<Window>,
+}
+
+/// Sliding-window attention: which layers have it, how far they see, and their
+/// rotary base.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    /// Positions a windowed layer's row sees: its own and the `size − 1` before it.
+    pub size: usize,
+    /// Every `period`-th layer (the last of each group) is global; the rest windowed.
+    pub period: usize,
+    pub rope_base: f32,
+}
+
+impl Window {
+    pub fn covers(&self, layer: usize) -> bool {
+        !(layer + 1).is_multiple_of(self.period)
+    }
 }
 
 fn get_usize(
@@ -148,10 +173,13 @@ impl ModelShape {
             Some("llama") => Arch::Llama,
             Some("qwen2") => Arch::Qwen2,
             Some("qwen3") => Arch::Qwen3,
+            Some("gemma3") => Arch::Gemma3,
             Some(other) => {
                 return Err(GgufError::meta(
                     key,
-                    format!("{other:?} is not supported (llama, qwen2 and qwen3 are; {ANY_MODEL})"),
+                    format!(
+                    "{other:?} is not supported (llama, qwen2, qwen3 and gemma3 are; {ANY_MODEL})"
+                ),
                 ))
             }
             None => return Err(GgufError::meta(key, "missing or not a string")),
@@ -208,6 +236,15 @@ impl ModelShape {
             rms_eps: get_f32(f, &k("attention.layer_norm_rms_epsilon"), 1e-5, 0.0..=1.0)?,
             rope_base: get_f32(f, &k("rope.freq_base"), 10_000.0, 1.0..=1e12)?,
             positions: context.min(MAX_POSITIONS),
+            window: match arch {
+                // llama.cpp's pattern for Gemma 3: five windowed layers, then a global one.
+                Arch::Gemma3 => Some(Window {
+                    size: get_usize(f, &k("attention.sliding_window"), None, MAX_POSITIONS)?,
+                    period: 6,
+                    rope_base: 10_000.0,
+                }),
+                _ => None,
+            },
         })
     }
 }
@@ -242,12 +279,27 @@ fn refuse_scaled_positions(f: &GgufFile, arch: &str) -> Result<(), GgufError> {
     Ok(())
 }
 
-/// The model's chat template (Jinja), if the file has one.
+/// The model's chat template (Jinja), if the file has one; Gemma's turns for a Gemma
+/// file without one (its pretrained models carry none, but know the turn tokens).
 pub fn chat_template(f: &GgufFile) -> Option<String> {
-    f.get("tokenizer.chat_template")?
-        .as_str()
-        .map(str::to_string)
+    match f.get("tokenizer.chat_template").and_then(Value::as_str) {
+        Some(t) => Some(t.to_string()),
+        None if f.get("general.architecture").and_then(Value::as_str) == Some("gemma3") => {
+            Some(GEMMA_TURNS.to_string())
+        }
+        None => None,
+    }
 }
+
+/// Gemma's chat format: the system message opens the first user turn; the assistant
+/// is `model`.
+const GEMMA_TURNS: &str = "{{ bos_token }}\
+{% set first = messages[0]['content'] + '\\n\\n' if messages[0]['role'] == 'system' else '' %}\
+{% for m in (messages[1:] if messages[0]['role'] == 'system' else messages) %}\
+<start_of_turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n\
+{{ (first if loop.first else '') + m['content'] | trim }}<end_of_turn>\n\
+{% endfor %}\
+{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}";
 
 /// Hostile files, each a few hundred bytes of metadata: every one is refused with the
 /// key or tensor at fault, never a panic, an abort or a huge allocation.
@@ -331,14 +383,11 @@ mod hostile {
 
     #[test]
     fn another_architecture_or_tokenizer_is_refused_saying_what_runs_it() {
-        let e = shape_error(&with(
-            "general.architecture",
-            Value::String("gemma3".into()),
-        ));
+        let e = shape_error(&with("general.architecture", Value::String("phi3".into())));
         for says in [
             "general.architecture",
-            "\"gemma3\"",
-            "llama, qwen2 and qwen3",
+            "\"phi3\"",
+            "llama, qwen2, qwen3 and gemma3",
             "OpenAI-compatible",
         ] {
             assert!(e.contains(says), "{says}: {e}");

@@ -1,5 +1,6 @@
 //! The tokenizer from `tokenizer.ggml.*`: GPT-2-style byte-level BPE with the
-//! pre-tokenizer the file names (`tokenizer.ggml.pre`), as llama.cpp builds it.
+//! pre-tokenizer the file names (`tokenizer.ggml.pre`), as llama.cpp builds it, or
+//! SentencePiece BPE (`llama`, Gemma's) from the pieces' scores.
 //! (candle's own GGUF tokenizer ignores `pre` for SmolLM2 and adds a prefix space,
 //! which gives wrong ids.)
 
@@ -68,19 +69,20 @@ fn split(pattern: &str) -> Result<PreTokenizerWrapper, GgufError> {
 /// rows of the token embedding: every token id must have one.
 pub fn tokenizer(f: &GgufFile, vocab_rows: usize) -> Result<(Tokenizer, SpecialTokens), GgufError> {
     let model_key = "tokenizer.ggml.model";
-    match f.get(model_key).and_then(Value::as_str) {
-        Some("gpt2") => {}
+    let sentencepiece = match f.get(model_key).and_then(Value::as_str) {
+        Some("gpt2") => false,
+        Some("llama") => true,
         Some(other) => {
             return Err(GgufError::meta(
                 model_key,
                 format!(
-                    "{other:?} is not supported (GPT-2-style byte-level BPE, \"gpt2\", is; {})",
+                    "{other:?} is not supported (GPT-2-style byte-level BPE, \"gpt2\", and SentencePiece BPE, \"llama\", are; {})",
                     super::ANY_MODEL
                 ),
             ))
         }
         None => return Err(GgufError::meta(model_key, "missing or not a string")),
-    }
+    };
     let tokens = strings(f, "tokenizer.ggml.tokens")?;
     if tokens.is_empty() || tokens.len() > vocab_rows {
         return Err(GgufError::meta(
@@ -107,46 +109,10 @@ pub fn tokenizer(f: &GgufFile, vocab_rows: usize) -> Result<(Tokenizer, SpecialT
             items.iter().map(|t| t.as_i64().unwrap_or(1)).collect()
         }
     };
-    let merges_key = "tokenizer.ggml.merges";
-    let merges = strings(f, merges_key)?
-        .into_iter()
-        .enumerate()
-        .map(|(i, m)| {
-            m.split_once(' ')
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .ok_or_else(|| GgufError::meta(merges_key, format!("item {i} is not two tokens")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let vocab: tokenizers::models::bpe::Vocab = tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.clone(), i as u32))
-        .collect();
-    let bpe = BPE::builder()
-        .vocab_and_merges(vocab, merges)
-        .build()
-        .map_err(|e| GgufError::meta(merges_key, e.to_string()))?;
-    let mut tok = Tokenizer::new(bpe);
-    let pre = f
-        .get("tokenizer.ggml.pre")
-        .and_then(Value::as_str)
-        .unwrap_or("gpt2");
-    let gpt2_bytes = ByteLevel::new(false, true, true);
-    let raw_bytes = ByteLevel::new(false, false, false);
-    let pre_tokenizer: PreTokenizerWrapper = match pre {
-        "smollm" => Sequence::new(vec![Digits::new(true).into(), gpt2_bytes.into()]).into(),
-        "qwen2" => {
-            tok.with_normalizer(Some(NFC))
-                .map_err(|e| GgufError::meta("tokenizer.ggml.pre", e.to_string()))?;
-            Sequence::new(vec![split(QWEN2)?, raw_bytes.into()]).into()
-        }
-        "llama3" | "llama-bpe" | "smaug-bpe" => {
-            Sequence::new(vec![split(LLAMA3)?, raw_bytes.into()]).into()
-        }
-        _ => gpt2_bytes.into(),
+    let mut tok = match sentencepiece {
+        true => super::sentencepiece::tokenizer(f, &tokens, &types)?,
+        false => byte_level(f, &tokens)?,
     };
-    tok.with_pre_tokenizer(Some(pre_tokenizer));
-    tok.with_decoder(Some(ByteLevelDecoder::default()));
     // Control and user-defined tokens are matched whole in the text (the chat template
     // writes them); control tokens also end a generation.
     let special: Vec<u32> = types
@@ -192,4 +158,49 @@ pub fn tokenizer(f: &GgufFile, vocab_rows: usize) -> Result<(Tokenizer, SpecialT
             .find(|&i| tokens[i as usize] == "</think>"),
     };
     Ok((tok, special))
+}
+
+/// GPT-2-style byte-level BPE from the file's merges, with the pre-tokenizer it names.
+fn byte_level(f: &GgufFile, tokens: &[String]) -> Result<Tokenizer, GgufError> {
+    let merges_key = "tokenizer.ggml.merges";
+    let merges = strings(f, merges_key)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            m.split_once(' ')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .ok_or_else(|| GgufError::meta(merges_key, format!("item {i} is not two tokens")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let vocab: tokenizers::models::bpe::Vocab = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), i as u32))
+        .collect();
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, merges)
+        .build()
+        .map_err(|e| GgufError::meta(merges_key, e.to_string()))?;
+    let mut tok = Tokenizer::new(bpe);
+    let pre = f
+        .get("tokenizer.ggml.pre")
+        .and_then(Value::as_str)
+        .unwrap_or("gpt2");
+    let gpt2_bytes = ByteLevel::new(false, true, true);
+    let raw_bytes = ByteLevel::new(false, false, false);
+    let pre_tokenizer: PreTokenizerWrapper = match pre {
+        "smollm" => Sequence::new(vec![Digits::new(true).into(), gpt2_bytes.into()]).into(),
+        "qwen2" => {
+            tok.with_normalizer(Some(NFC))
+                .map_err(|e| GgufError::meta("tokenizer.ggml.pre", e.to_string()))?;
+            Sequence::new(vec![split(QWEN2)?, raw_bytes.into()]).into()
+        }
+        "llama3" | "llama-bpe" | "smaug-bpe" => {
+            Sequence::new(vec![split(LLAMA3)?, raw_bytes.into()]).into()
+        }
+        _ => gpt2_bytes.into(),
+    };
+    tok.with_pre_tokenizer(Some(pre_tokenizer));
+    tok.with_decoder(Some(ByteLevelDecoder::default()));
+    Ok(tok)
 }
