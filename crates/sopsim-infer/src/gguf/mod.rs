@@ -393,7 +393,7 @@ mod hostile {
             assert!(e.contains(says), "{says}: {e}");
         }
         let (_dir, path) = file(
-            &[("tokenizer.ggml.model", Value::String("llama".into()))],
+            &[("tokenizer.ggml.model", Value::String("bert".into()))],
             &[],
         );
         let e = tokenizer(&GgufFile::open(&path).unwrap(), 10)
@@ -401,8 +401,9 @@ mod hostile {
             .to_string();
         for says in [
             "tokenizer.ggml.model",
-            "\"llama\"",
+            "\"bert\"",
             "\"gpt2\"",
+            "\"llama\"",
             "OpenAI-compatible",
         ] {
             assert!(e.contains(says), "{says}: {e}");
