@@ -445,4 +445,91 @@ mod hostile {
             .to_string();
         assert!(e.contains("token_embd.weight"), "{e}");
     }
+
+    /// The tiny Qwen3 file (`tests/reference/tiny_models.py`) written again with
+    /// `change` applied to its metadata.
+    fn tiny_qwen3_with(change: impl Fn(&mut Vec<(String, Value)>)) -> Vec<u8> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/reference/tiny/qwen3.gguf");
+        let f = GgufFile::open(&path).unwrap();
+        let mut metadata: Vec<(String, Value)> = f
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        metadata.sort_by(|a, b| a.0.cmp(&b.0));
+        change(&mut metadata);
+        let tensors: Vec<(&str, Vec<u64>, u32, Vec<u8>)> = f
+            .order
+            .iter()
+            .map(|name| {
+                let t = &f.tensors[name];
+                let ty = crate::quant::WeightType::from_ggml(t.ggml_type).unwrap();
+                let rows: u64 = t.dims[1..].iter().product();
+                let len = ty.row_bytes(t.dims[0] as usize) * rows as usize;
+                let data = f.slice(t.start, len).unwrap().to_vec();
+                (name.as_str(), t.dims.clone(), t.ggml_type, data)
+            })
+            .collect();
+        let metadata: Vec<(&str, Value)> = metadata
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        write_gguf(&metadata, &tensors)
+    }
+
+    fn load_error(bytes: &[u8]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        std::fs::write(&path, bytes).unwrap();
+        match crate::transformer::Model::load(&path) {
+            Ok(model) => tokenizer(model.file(), model.vocab)
+                .err()
+                .expect("refused")
+                .to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_damaged_model_is_refused_naming_what_is_wrong() {
+        let whole = tiny_qwen3_with(|_| {});
+        assert!(crate::transformer::Model::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/reference/tiny/qwen3.gguf")
+        )
+        .is_ok());
+        // Cut short: the tensors run past the end.
+        let e = load_error(&whole[..whole.len() * 2 / 3]);
+        assert!(e.contains("past the end") || e.contains("truncated"), "{e}");
+        // Tensors that do not fit the shape the metadata gives.
+        let e = load_error(&tiny_qwen3_with(|m| {
+            for (k, v) in m.iter_mut() {
+                if k == "qwen3.feed_forward_length" {
+                    *v = Value::U32(96);
+                }
+            }
+        }));
+        assert!(
+            e.contains("blk.0.ffn_gate.weight") && e.contains("dimensions"),
+            "{e}"
+        );
+        // More tokens than the embedding has rows.
+        let e = load_error(&tiny_qwen3_with(|m| {
+            for (k, v) in m.iter_mut() {
+                if let (
+                    "tokenizer.ggml.tokens" | "tokenizer.ggml.token_type",
+                    Value::Array(items),
+                ) = (k.as_str(), v)
+                {
+                    let extra = items[0].clone();
+                    items.extend(std::iter::repeat_n(extra, 40));
+                }
+            }
+        }));
+        assert!(
+            e.contains("tokenizer.ggml.tokens") && e.contains("rows"),
+            "{e}"
+        );
+    }
 }
