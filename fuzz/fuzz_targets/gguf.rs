@@ -19,7 +19,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = special;
     }
     if let Ok(t) = ChatTemplate::new(chat_template(&file), None, "</s>".into()) {
-        let _ = t.render(&[("system", "s"), ("user", "u")]);
+        for thinking in [false, true] {
+            let _ = t.render(&[("system", "s"), ("user", "u")], thinking);
+        }
     }
     let _ = Model::from_file(file);
 });

@@ -80,20 +80,20 @@ fn var(name: &str) -> Option<String> {
 /// Where the local models live, and the Python that fetches them
 /// ([`sopsim::models::place`] over the environment). The bindings are the library's
 /// edge in Python, as the command line is in a shell.
-pub fn models_place() -> (PathBuf, sopsim::models::Pip) {
+pub(crate) fn models_place() -> (PathBuf, sopsim::models::Pip) {
     let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     sopsim::models::place(&var, &here)
 }
 
 /// How local model work runs, from `SOPSIM_THREADS` and `SOPSIM_KERNELS`.
-pub fn compute_settings() {
+pub(crate) fn compute_settings() {
     sopsim::setup::set_compute_from(&var);
 }
 
 /// A run's options: `scenario` (a path), `document` (the scenario as JSON, when it was
 /// made from a dict), `mode`, `seed`, `max_turns`, `out`, `overwrite`, `resume` and the
 /// model settings.
-pub fn run_options(json: &str) -> Result<RunOptions, String> {
+pub(crate) fn run_options(json: &str) -> Result<RunOptions, String> {
     let v: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
     let file = path(&v, "scenario").ok_or("scenario: missing")?;
     let scenario = match v.get("document").filter(|d| !d.is_null()) {
@@ -121,7 +121,7 @@ pub fn run_options(json: &str) -> Result<RunOptions, String> {
 
 /// The scenario's name and the mode its file sets (`name`, `file_mode`), which name a
 /// run's events as the command line names them.
-pub fn identity(json: &str) -> Result<(String, Mode), String> {
+pub(crate) fn identity(json: &str) -> Result<(String, Mode), String> {
     let v: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
     let name = text(&v, "name").ok_or("name: missing")?.to_string();
     Ok((name, mode(text(&v, "file_mode").unwrap_or("cooperative"))?))
@@ -129,7 +129,7 @@ pub fn identity(json: &str) -> Result<(String, Mode), String> {
 
 /// A benchmark's options: `scenarios` (paths), `seeds`, `first_seed`, `modes`, `jobs`,
 /// `out`, `max_turns` and the model settings.
-pub fn bench_options(json: &str) -> Result<BenchOptions, String> {
+pub(crate) fn bench_options(json: &str) -> Result<BenchOptions, String> {
     let v: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
     let scenarios = v
         .get("scenarios")

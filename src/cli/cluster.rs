@@ -11,7 +11,7 @@ use super::args::{Cli, Command, Engine};
 use super::failure::Failure;
 use super::say;
 
-pub fn merge(
+pub(super) fn merge(
     out: &Path,
     shards: &[std::path::PathBuf],
     allow_missing: bool,
@@ -41,7 +41,7 @@ pub fn merge(
 }
 
 /// What a template is made from.
-pub struct Template<'a> {
+pub(super) struct Template<'a> {
     pub engine: Engine,
     pub shards: u64,
     pub max_parallel: Option<u64>,
@@ -52,7 +52,7 @@ pub struct Template<'a> {
 }
 
 /// The job description, after checking the bench arguments as `sopsim bench` would.
-pub fn template(t: &Template) -> Result<String, Failure> {
+pub(super) fn template(t: &Template) -> Result<String, Failure> {
     let args: Vec<String> = ["sopsim", "bench"]
         .iter()
         .map(|s| s.to_string())

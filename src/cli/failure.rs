@@ -15,7 +15,7 @@ use sopsim_bench::BenchError;
 
 /// A command's failure, ready to print.
 #[derive(Debug)]
-pub enum Failure {
+pub(super) enum Failure {
     /// The user's input is at fault: exit 2.
     BadInput(String),
     /// Something failed while running: exit 1.
@@ -25,11 +25,11 @@ pub enum Failure {
 }
 
 impl Failure {
-    pub fn runtime(e: &(dyn std::error::Error + 'static)) -> Self {
+    pub(super) fn runtime(e: &(dyn std::error::Error + 'static)) -> Self {
         Failure::Runtime(describe(e))
     }
 
-    pub fn exit_code(&self) -> ExitCode {
+    pub(super) fn exit_code(&self) -> ExitCode {
         ExitCode::from(match self {
             Failure::BadInput(_) => 2,
             Failure::Runtime(_) => 1,
@@ -37,7 +37,7 @@ impl Failure {
         })
     }
 
-    pub fn message(&self) -> &str {
+    pub(super) fn message(&self) -> &str {
         match self {
             Failure::BadInput(m) | Failure::Runtime(m) | Failure::Interrupted(m, _) => m,
         }
@@ -45,7 +45,7 @@ impl Failure {
 }
 
 /// The command-line spelling of a library setting.
-pub fn flag(setting: Setting) -> Option<&'static str> {
+pub(super) fn flag(setting: Setting) -> Option<&'static str> {
     Some(match setting {
         // The scenario errors name the file and the field already.
         Setting::Scenario => return None,

@@ -50,7 +50,7 @@ fn to_json(value: &serde_json::Value) -> Result<String, Failure> {
     serde_json::to_string_pretty(value).map_err(|e| Failure::runtime(&e))
 }
 
-pub fn validate(
+pub(super) fn validate(
     path: &Path,
     format: Format,
     allowed: &[std::path::PathBuf],
@@ -115,7 +115,7 @@ pub fn validate(
     Ok(())
 }
 
-pub fn schema(format: SchemaFormat) -> Result<(), Failure> {
+pub(super) fn schema(format: SchemaFormat) -> Result<(), Failure> {
     match format {
         SchemaFormat::Json => say(&to_json(scenario::schema())?),
         SchemaFormat::Markdown => say(scenario::reference::markdown().trim_end()),
@@ -123,7 +123,7 @@ pub fn schema(format: SchemaFormat) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn import_aiwaves(config: &Path) -> Result<(), Failure> {
+pub(super) fn import_aiwaves(config: &Path) -> Result<(), Failure> {
     let (native, imported) = scenario::translate_aiwaves(config).map_err(bad)?;
     for note in &imported.notes {
         super::note(&note.to_string());

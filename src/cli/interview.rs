@@ -8,7 +8,7 @@ use super::failure::Failure;
 use super::progress::FetchProgress;
 use super::terminal::printable;
 
-pub fn interview(args: InterviewArgs) -> Result<(), Failure> {
+pub(super) fn interview(args: InterviewArgs) -> Result<(), Failure> {
     let opts = sopsim::InterviewOptions {
         folder: args.run,
         agent: args.agent,

@@ -7,7 +7,7 @@ use super::args::{JudgeAction, JudgeArgs, JudgeCommand};
 use super::failure::Failure;
 use super::progress::FetchProgress;
 
-pub fn judge(command: JudgeCommand) -> Result<(), Failure> {
+pub(super) fn judge(command: JudgeCommand) -> Result<(), Failure> {
     match command.action {
         None => again(command.again),
         Some(JudgeAction::Export {

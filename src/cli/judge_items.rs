@@ -12,7 +12,7 @@ fn failure(e: ItemsError) -> Failure {
     Failure::BadInput(sopsim::error::chain(&e))
 }
 
-pub fn export(folder: &Path, out: &Path, judgement: &str, seed: u64) -> Result<(), Failure> {
+pub(super) fn export(folder: &Path, out: &Path, judgement: &str, seed: u64) -> Result<(), Failure> {
     let key = judged_items::export(folder, out, judgement, seed).map_err(failure)?;
     println!(
         "{} item(s) for people to rate: {} and {}; the key is {} (keep it from the raters)",
@@ -24,7 +24,7 @@ pub fn export(folder: &Path, out: &Path, judgement: &str, seed: u64) -> Result<(
     Ok(())
 }
 
-pub fn agreement(
+pub(super) fn agreement(
     items: &Path,
     ratings: Option<&Path>,
     judgement: &str,

@@ -33,7 +33,7 @@ use args::{Cli, Command, ImportFormat, ModelsAction};
 use failure::Failure;
 
 /// Parses the command line, runs the command, and returns the exit code.
-pub fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

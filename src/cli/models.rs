@@ -10,7 +10,7 @@ use super::failure::Failure;
 use super::progress::FetchProgress;
 use super::say;
 
-pub fn fetch(names: &[String]) -> Result<(), Failure> {
+pub(super) fn fetch(names: &[String]) -> Result<(), Failure> {
     let (root, pip) = models_place();
     for spec in models::named(names)? {
         if spec.is_present(&root) {
@@ -26,7 +26,7 @@ pub fn fetch(names: &[String]) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn list(format: Format) -> Result<(), Failure> {
+pub(super) fn list(format: Format) -> Result<(), Failure> {
     let (root, _) = models_place();
     if format == Format::Json {
         let doc = json!({"folder": root.display().to_string(), "models": models::listing(&root)?});
@@ -58,7 +58,7 @@ pub fn list(format: Format) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn embed(
+pub(super) fn embed(
     texts: &[String],
     embedder: EmbedderArg,
     embedder_model: Option<std::path::PathBuf>,

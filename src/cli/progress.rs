@@ -10,7 +10,7 @@ use sopsim_bench::{BenchObserver, JobResult};
 
 /// Shows a model fetch: what runs, and a bar of the bytes checked.
 #[derive(Default)]
-pub struct FetchProgress {
+pub(super) struct FetchProgress {
     bar: Mutex<Option<ProgressBar>>,
 }
 
@@ -70,14 +70,14 @@ fn bytes_bar(total: u64, message: String, template: &str) -> ProgressBar {
 }
 
 /// A bar of a benchmark's runs, with failures printed above it as they happen.
-pub struct BenchProgress {
+pub(super) struct BenchProgress {
     bar: ProgressBar,
     failed: Mutex<usize>,
 }
 
 impl BenchProgress {
     /// Drawn on stderr unless `quiet`.
-    pub fn new(quiet: bool) -> Self {
+    pub(super) fn new(quiet: bool) -> Self {
         let target = if quiet {
             ProgressDrawTarget::hidden()
         } else {
@@ -96,7 +96,7 @@ impl BenchProgress {
     }
 
     /// A line above the bar (or on stderr when there is none).
-    pub fn println(&self, text: &str) {
+    pub(super) fn println(&self, text: &str) {
         let text = super::terminal::printable(text);
         if self.bar.is_hidden() {
             eprintln!("{text}");
@@ -105,7 +105,7 @@ impl BenchProgress {
         }
     }
 
-    pub fn finish(&self) {
+    pub(super) fn finish(&self) {
         self.bar.finish_and_clear();
     }
 }
@@ -129,7 +129,7 @@ impl BenchObserver for BenchProgress {
 /// A bar of a long simultaneous round's turns on stderr (a population's round can take
 /// minutes, and its messages are shown only once all are in).
 #[derive(Default)]
-pub struct RoundBar {
+pub(super) struct RoundBar {
     bar: Mutex<Option<ProgressBar>>,
 }
 

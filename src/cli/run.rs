@@ -29,7 +29,7 @@ fn judge_file(
         .map_err(|e| Failure::BadInput(format!("--judge: {}", sopsim::error::chain(&e))))
 }
 
-pub fn run(args: RunArgs) -> Result<(), Failure> {
+pub(super) fn run(args: RunArgs) -> Result<(), Failure> {
     let mut opts = RunOptions {
         out: args.out,
         mode: args.mode.map(Mode::from),
@@ -142,7 +142,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn bench(command: BenchCommand) -> Result<(), Failure> {
+pub(super) fn bench(command: BenchCommand) -> Result<(), Failure> {
     match command.action {
         None => bench_run(command.run),
         Some(BenchAction::Merge {

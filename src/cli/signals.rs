@@ -17,7 +17,7 @@ use sopsim::error::CancelToken;
 static GRACE: OnceLock<Duration> = OnceLock::new();
 
 /// Sets the grace `--stop-grace` asks for (default 10 s); once, before any signal.
-pub fn set_grace(grace: Duration) {
+pub(super) fn set_grace(grace: Duration) {
     let _ = GRACE.set(grace);
 }
 
@@ -31,7 +31,7 @@ const SIGTERM: u8 = 15;
 
 /// Which stop signal came first, once one has.
 #[derive(Clone, Default)]
-pub struct StopSignals {
+pub(super) struct StopSignals {
     first: Arc<AtomicU8>,
     /// What the first signal is said to do.
     notice: Arc<Mutex<&'static str>>,
@@ -40,7 +40,7 @@ pub struct StopSignals {
 impl StopSignals {
     /// Watches for the stop signals on a thread of its own and cancels `token` at the
     /// first; `notice` is printed then.
-    pub fn watch(token: CancelToken, notice: &'static str) -> StopSignals {
+    pub(super) fn watch(token: CancelToken, notice: &'static str) -> StopSignals {
         let signals = StopSignals::default();
         signals.set_notice(notice);
         let (first, notice) = (signals.first.clone(), signals.notice.clone());
@@ -77,12 +77,12 @@ impl StopSignals {
 
     /// What the first signal will be said to do from now on (a run that has ended
     /// stops nothing but the viewer).
-    pub fn set_notice(&self, notice: &'static str) {
+    pub(super) fn set_notice(&self, notice: &'static str) {
         *self.notice.lock().unwrap_or_else(|p| p.into_inner()) = notice;
     }
 
     /// 128 + the first stop signal's number; 130 when the run was stopped otherwise.
-    pub fn exit_status(&self) -> u8 {
+    pub(super) fn exit_status(&self) -> u8 {
         match self.first.load(Ordering::SeqCst) {
             0 => 128 + SIGINT,
             n => 128 + n,

@@ -16,15 +16,15 @@ use tokio::sync::mpsc;
 use sopsim::human::HumanInput;
 
 /// The longest turn a person can type, in bytes.
-pub const MAX_LINE_BYTES: usize = 64 * 1024;
+pub(super) const MAX_LINE_BYTES: usize = 64 * 1024;
 
 /// Lines typed on standard input.
-pub struct StdinInput {
+pub(super) struct StdinInput {
     lines: tokio::sync::Mutex<Option<mpsc::Receiver<String>>>,
 }
 
 impl StdinInput {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             lines: tokio::sync::Mutex::new(None),
         }
@@ -52,7 +52,7 @@ impl StdinInput {
 
 /// The next line without its ending, or its next `limit` bytes when it is longer;
 /// invalid UTF-8 is replaced, not fatal. `None` at the end of input or on a read error.
-pub fn read_line(input: &mut impl BufRead, limit: usize) -> Option<String> {
+pub(super) fn read_line(input: &mut impl BufRead, limit: usize) -> Option<String> {
     let mut line = Vec::new();
     let mut ended = false;
     loop {
@@ -89,7 +89,7 @@ pub fn read_line(input: &mut impl BufRead, limit: usize) -> Option<String> {
 }
 
 /// What the terminal shows in place of a round's move.
-pub const HIDDEN: &str = "[hidden until the round is in]";
+pub(super) const HIDDEN: &str = "[hidden until the round is in]";
 
 impl StdinInput {
     /// The next non-empty line, after a prompt when a person is typing; with `hide`,
@@ -139,11 +139,11 @@ mod echo {
     static SAVED: Mutex<Option<libc::termios>> = Mutex::new(None);
 
     /// The echo is off until this is dropped.
-    pub struct Hidden;
+    pub(super) struct Hidden;
 
     impl Hidden {
         /// `None` when standard input is not a terminal whose settings can be changed.
-        pub fn start() -> Option<Self> {
+        pub(super) fn start() -> Option<Self> {
             // SAFETY: tcgetattr and tcsetattr only read and write the termios given.
             unsafe {
                 let mut t: libc::termios = std::mem::zeroed();
@@ -168,7 +168,7 @@ mod echo {
     }
 
     /// Puts the echo back if a move is being typed.
-    pub fn restore() {
+    pub(super) fn restore() {
         if let Some(saved) = SAVED.lock().unwrap_or_else(|p| p.into_inner()).take() {
             // SAFETY: as above; `saved` came from tcgetattr.
             unsafe {
@@ -194,7 +194,7 @@ mod echo {
 }
 
 /// Puts the terminal's echo back (for an exit in the middle of a hidden move).
-pub fn restore_terminal() {
+pub(super) fn restore_terminal() {
     echo::restore();
 }
 

@@ -15,7 +15,7 @@ use sopsim::events::{EventSink, SimEvent};
 
 /// Whether to colour a stream: a terminal, and `NO_COLOR` unset or empty
 /// (<https://no-color.org>).
-pub fn use_color(is_terminal: bool) -> bool {
+pub(super) fn use_color(is_terminal: bool) -> bool {
     is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
@@ -23,7 +23,7 @@ pub fn use_color(is_terminal: bool) -> bool {
 /// `\u{..}` escape (ESC, BEL, backspace, carriage return, C1 controls, DEL), and the
 /// bidirectional overrides and isolates too (U+202A–U+202E, U+2066–U+2069, and the
 /// marks U+200E, U+200F, U+061C), which can make a line read as something else.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+pub(super) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| {
         (c.is_control() && c != '\n' && c != '\t')
             || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
@@ -53,7 +53,7 @@ const PALETTE: [AnsiColor; 6] = [
 ];
 
 /// Prints the conversation as it happens, each role in its own colour on a terminal.
-pub struct TerminalSink {
+pub(super) struct TerminalSink {
     out: Mutex<TerminalState>,
     color: bool,
     /// Stdout is a terminal: replies being generated show on a provisional line.
@@ -117,7 +117,7 @@ fn probabilities(d: &sopsim::simulation::Decision) -> String {
 
 impl TerminalSink {
     /// Colour only when stdout is a terminal and `NO_COLOR` is unset or empty.
-    pub fn stdout() -> Self {
+    pub(super) fn stdout() -> Self {
         let live = std::io::stdout().is_terminal();
         Self {
             out: Mutex::new(TerminalState {
@@ -132,7 +132,7 @@ impl TerminalSink {
     }
 
     /// For a resumed run: the turns its killed run finished are not shown again.
-    pub fn resuming(self) -> Self {
+    pub(super) fn resuming(self) -> Self {
         self.out.lock().unwrap_or_else(|p| p.into_inner()).replaying = true;
         self
     }

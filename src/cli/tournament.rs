@@ -9,7 +9,7 @@ use super::failure::Failure;
 use super::progress::{BenchProgress, FetchProgress};
 use super::signals::StopSignals;
 
-pub fn tournament(args: TournamentArgs) -> Result<(), Failure> {
+pub(super) fn tournament(args: TournamentArgs) -> Result<(), Failure> {
     let opts = sopsim_bench::tournament::TournamentOptions {
         game: args.game,
         roster: args.players,

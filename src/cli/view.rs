@@ -19,7 +19,7 @@ use super::signals::StopSignals;
 
 /// The token requests must carry: none on a loopback address unless asked; required
 /// on any other, where `auto` makes one up. `flag` is the one that gave `addr`.
-pub fn token(
+pub(super) fn token(
     flag: &str,
     addr: SocketAddr,
     given: Option<String>,
@@ -40,7 +40,7 @@ pub fn token(
 }
 
 /// The viewer beside a run: its sink, input, controls and server.
-pub struct RunViewer {
+pub(super) struct RunViewer {
     pub hub: Arc<Hub>,
     pub input: Arc<dyn HumanInput>,
     pub control: RunControl,
@@ -51,7 +51,7 @@ impl RunViewer {
     /// The viewer of a run of `scenario`, which its side panel draws (with a
     /// population's network); none for a file that does not load, which fails the run
     /// itself a moment later with its own message.
-    pub fn start(
+    pub(super) fn start(
         addr: SocketAddr,
         token: Option<String>,
         scenario: Option<&Scenario>,
@@ -93,7 +93,7 @@ impl RunViewer {
 
     /// After the run: the page stays up until a stop signal cancels `cancel` (at once
     /// if a stop signal is what ended the run).
-    pub fn linger(self, cancel: &CancelToken) {
+    pub(super) fn linger(self, cancel: &CancelToken) {
         if !cancel.is_cancelled() {
             say(&format!(
                 "the run ended; still serving {} — press Ctrl-C to stop",
@@ -113,7 +113,11 @@ fn bind_failure(e: serve::ServeError) -> Failure {
 }
 
 /// `sopsim serve DIR`.
-pub fn serve_folder(dir: &Path, addr: SocketAddr, token: Option<String>) -> Result<(), Failure> {
+pub(super) fn serve_folder(
+    dir: &Path,
+    addr: SocketAddr,
+    token: Option<String>,
+) -> Result<(), Failure> {
     let token = self::token("--addr", addr, token)?;
     let folder = Folder::open(dir).map_err(|e| Failure::BadInput(e.to_string()))?;
     let server = serve::start(addr, token, Source::Folder(folder)).map_err(|e| match e {

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-pub mod server;
+pub(crate) mod server;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ use sopsim::simulation::{RunOutcome, Services};
 use sopsim::{RunIo, RunOptions};
 
 /// Runs the `sopsim` binary with `input` on stdin: its exit code, stdout and stderr.
-pub fn run_with_input(args: &[&str], input: &str) -> (i32, String, String) {
+pub(crate) fn run_with_input(args: &[&str], input: &str) -> (i32, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sopsim"))
         .args(args)
         .stdin(Stdio::piped())
@@ -40,21 +40,21 @@ pub fn run_with_input(args: &[&str], input: &str) -> (i32, String, String) {
     )
 }
 
-pub fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-pub fn example(name: &str) -> Scenario {
+pub(crate) fn example(name: &str) -> Scenario {
     load(&root().join("scenarios").join(format!("{name}.json")))
 }
 
 /// Loads a scenario file as `sopsim run` does.
-pub fn load(path: &Path) -> Scenario {
+pub(crate) fn load(path: &Path) -> Scenario {
     sopsim::load(path, &[]).expect("scenario loads").scenario
 }
 
 /// Loads a scenario document made in code, its files looked up beside `origin`.
-pub fn load_document(
+pub(crate) fn load_document(
     origin: &Path,
     document: serde_json::Value,
 ) -> Result<Scenario, sopsim::setup::SetupError> {
@@ -67,7 +67,7 @@ pub fn load_document(
 
 /// Runs a scenario on `services` (the library's one way in), with `opts` and `io` as
 /// the caller sets them.
-pub fn run_on(
+pub(crate) fn run_on(
     scenario: impl Into<Arc<Scenario>>,
     services: &Services,
     opts: impl FnOnce(RunOptions) -> RunOptions,
@@ -82,20 +82,20 @@ pub fn run_on(
 }
 
 /// Wraps a backend and keeps every request it sees.
-pub struct Recording {
+pub(crate) struct Recording {
     pub inner: Arc<dyn LlmBackend>,
     pub requests: Mutex<Vec<LlmRequest>>,
 }
 
 impl Recording {
-    pub fn new(inner: Arc<dyn LlmBackend>) -> Arc<Self> {
+    pub(crate) fn new(inner: Arc<dyn LlmBackend>) -> Arc<Self> {
         Arc::new(Self {
             inner,
             requests: Mutex::new(Vec::new()),
         })
     }
 
-    pub fn take(&self) -> Vec<LlmRequest> {
+    pub(crate) fn take(&self) -> Vec<LlmRequest> {
         std::mem::take(&mut self.requests.lock().unwrap())
     }
 }
@@ -120,7 +120,7 @@ impl LlmBackend for Recording {
     }
 }
 
-pub fn services_with(llm: Arc<dyn LlmBackend>) -> Services {
+pub(crate) fn services_with(llm: Arc<dyn LlmBackend>) -> Services {
     Services {
         llm,
         embed: EmbedService::inline(Arc::new(HashEmbedder::default())),
@@ -130,7 +130,7 @@ pub fn services_with(llm: Arc<dyn LlmBackend>) -> Services {
 }
 
 /// Runs a scenario with its script, recording every model request.
-pub fn run_recorded(
+pub(crate) fn run_recorded(
     scenario: &Scenario,
     mode: Option<Mode>,
     seed: u64,
@@ -153,7 +153,7 @@ pub fn run_recorded(
 }
 
 /// The transcript as `transcript.jsonl` text.
-pub fn jsonl(outcome: &RunOutcome) -> String {
+pub(crate) fn jsonl(outcome: &RunOutcome) -> String {
     outcome
         .transcript
         .iter()
@@ -162,7 +162,7 @@ pub fn jsonl(outcome: &RunOutcome) -> String {
 }
 
 /// Compares with `tests/golden/<name>`, or rewrites it when `UPDATE_GOLDEN=1`.
-pub fn assert_golden(name: &str, actual: &str) {
+pub(crate) fn assert_golden(name: &str, actual: &str) {
     let path: &Path = &root().join("tests/golden").join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(path, actual).unwrap();
@@ -176,7 +176,7 @@ pub fn assert_golden(name: &str, actual: &str) {
 }
 
 /// All text sent to the model in one request.
-pub fn prompt_text(req: &LlmRequest) -> String {
+pub(crate) fn prompt_text(req: &LlmRequest) -> String {
     req.messages
         .iter()
         .map(|m| m.content.as_str())

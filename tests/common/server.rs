@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 #[derive(Clone)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// Streamed pieces, then (optionally) usage, then (optionally) `[DONE]`.
     Stream {
         pieces: Vec<String>,
@@ -50,7 +50,7 @@ pub enum Reply {
     },
 }
 
-pub fn ok(pieces: &[&str]) -> Reply {
+pub(crate) fn ok(pieces: &[&str]) -> Reply {
     Reply::Stream {
         pieces: pieces.iter().map(|s| s.to_string()).collect(),
         usage: true,
@@ -58,14 +58,14 @@ pub fn ok(pieces: &[&str]) -> Reply {
     }
 }
 
-pub struct Server {
+pub(crate) struct Server {
     pub base: String,
     pub requests: Arc<Mutex<Vec<(String, Value)>>>,
 }
 
 /// How the server behaves beyond its scripted replies.
 #[derive(Clone, Default)]
-pub struct Behaviour {
+pub(crate) struct Behaviour {
     /// Answer every request with `response_format` with HTTP 400, as servers without
     /// structured outputs do.
     pub refuse_structured: bool,
@@ -87,12 +87,12 @@ pub struct Behaviour {
 
 impl Server {
     /// Serves `replies` in order, then `ok(["Fine, thank you."])` forever.
-    pub fn start(replies: Vec<Reply>) -> Self {
+    pub(crate) fn start(replies: Vec<Reply>) -> Self {
         Self::start_with(replies, Behaviour::default())
     }
 
     /// Serves `replies` in order, behaving as `behaviour` says.
-    pub fn start_with(replies: Vec<Reply>, behaviour: Behaviour) -> Self {
+    pub(crate) fn start_with(replies: Vec<Reply>, behaviour: Behaviour) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -107,7 +107,7 @@ impl Server {
         Self { base, requests }
     }
 
-    pub fn requests(&self) -> Vec<(String, Value)> {
+    pub(crate) fn requests(&self) -> Vec<(String, Value)> {
         self.requests.lock().unwrap().clone()
     }
 }
@@ -384,7 +384,7 @@ fn handle(
 /// its requests are answered anyway and `lonely` counts them, so a test of
 /// simultaneity fails instead of hanging. `completed` lists the roles in the order
 /// their replies were sent. Replies stream when the request asks.
-pub struct GatedServer {
+pub(crate) struct GatedServer {
     pub base: String,
     pub requests: Arc<Mutex<Vec<Value>>>,
     pub lonely: Arc<Mutex<usize>>,
@@ -411,7 +411,7 @@ struct Gated {
 }
 
 impl GatedServer {
-    pub fn start(group: usize, order: &[&str]) -> Self {
+    pub(crate) fn start(group: usize, order: &[&str]) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let shared = Arc::new(Gated {
@@ -440,7 +440,7 @@ impl GatedServer {
 }
 
 /// The mark a reply carries: the request's messages, hashed.
-pub fn mark_of(body: &Value) -> String {
+pub(crate) fn mark_of(body: &Value) -> String {
     let text = body["messages"].to_string();
     let h = text.bytes().fold(0xcbf29ce484222325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
@@ -449,7 +449,7 @@ pub fn mark_of(body: &Value) -> String {
 }
 
 /// The role a request was made for, from its system prompt.
-pub fn role_of(body: &Value) -> Option<String> {
+pub(crate) fn role_of(body: &Value) -> Option<String> {
     let system = body["messages"][0]["content"].as_str()?;
     let rest = system.split("play the role of ").nth(1)?;
     Some(rest.split('.').next()?.to_string())

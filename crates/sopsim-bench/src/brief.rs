@@ -118,7 +118,7 @@ fn sentence(
 
 /// The paragraph for a scenario whose runs made per-round choices; `None` for one
 /// without rounds (a scenario of named agents).
-pub fn paragraph(sc: &ScenarioReport, modes: &[Mode]) -> Option<String> {
+pub(crate) fn paragraph(sc: &ScenarioReport, modes: &[Mode]) -> Option<String> {
     let sentences: Vec<String> = modes
         .iter()
         .filter_map(|m| sentence(*m, &sc.rounds))

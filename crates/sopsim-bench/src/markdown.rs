@@ -151,7 +151,7 @@ fn table(
 
 /// `report.md`: the headline table per scenario, every figure, failed runs, plots and
 /// timing.
-pub fn markdown(
+pub(crate) fn markdown(
     report: &Report,
     timing: &Timing,
     run: &super::BenchRun,

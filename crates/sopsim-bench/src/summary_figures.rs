@@ -8,7 +8,7 @@ use super::extract::Figures;
 
 /// The parts of `summary.json` the report uses.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct SummaryFigures {
+pub(crate) struct SummaryFigures {
     pub turns: u64,
     /// The run's seed (its networks are drawn from it).
     #[serde(default)]
@@ -36,26 +36,26 @@ pub struct SummaryFigures {
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct ParseFailureFigures {
+pub(crate) struct ParseFailureFigures {
     pub controller_answers: u64,
     pub judge_answers: u64,
 }
 
 /// A state's model calls, as far as the report uses them.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct StateTokens {
+pub(crate) struct StateTokens {
     #[serde(default)]
     pub prompt_cache_share: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct LatencyFigures {
+pub(crate) struct LatencyFigures {
     pub p50: f64,
     pub p95: f64,
 }
 
 /// The generic figures every run has.
-pub fn generic_figures(s: &SummaryFigures) -> Figures {
+pub(crate) fn generic_figures(s: &SummaryFigures) -> Figures {
     let reached = s.ended_by == "end";
     let calls = |k: &str| Some(s.llm_calls.get(k).copied().unwrap_or(0) as f64);
     let mut f = Figures::new();
@@ -103,7 +103,7 @@ pub fn generic_figures(s: &SummaryFigures) -> Figures {
 /// Wall time, model latency, and the share of prompt tokens read from the cache (over
 /// the run and by state): real, or dependent on what else shared the model's cache at
 /// the time, so never part of the deterministic report.
-pub fn timing_figures(s: &SummaryFigures) -> Figures {
+pub(crate) fn timing_figures(s: &SummaryFigures) -> Figures {
     let mut f = IndexMap::from([
         ("wall_ms".to_string(), Some(s.wall_ms as f64)),
         ("latency_p50_ms".to_string(), Some(s.llm_latency_ms.p50)),
@@ -123,6 +123,6 @@ pub fn timing_figures(s: &SummaryFigures) -> Figures {
 const CACHE_SHARE_BY_STATE: &str = "prompt_cache_share.";
 
 /// Whether a timing figure is a share (within 0 and 1), not a time.
-pub fn is_share(figure: &str) -> bool {
+pub(crate) fn is_share(figure: &str) -> bool {
     figure == "prompt_cache_share" || figure.starts_with(CACHE_SHARE_BY_STATE)
 }

@@ -10,7 +10,7 @@ use super::extract::{push_round, Figures, RoundSeries};
 /// state): rounds played, whether an `end_if` ended it, each variable's last, mean and
 /// least value over the rounds (a per-agent variable's mean over the agents), the
 /// measures; and each variable's series by round.
-pub fn world_figures(
+pub(crate) fn world_figures(
     w: &sopsim::scenario::WorldFigures,
     lines: &[serde_json::Value],
     ended_by: &str,

@@ -27,7 +27,7 @@ use crate::math::{softmax_weights_from, L};
 const _: () = assert!(KEY_BLOCK == L, "a key block fills one register");
 
 /// Where one KV head's keys and values are in a sequence's cache.
-pub struct HeadCache<'a> {
+pub(crate) struct HeadCache<'a> {
     /// Keys laid out by [`crate::kv::key_at`], room for every position up to the
     /// longest query's length rounded up to 64.
     pub k: &'a [u16],
@@ -41,7 +41,7 @@ pub struct HeadCache<'a> {
 /// One row's query heads of the group (`heads × head size`, one after another), the
 /// positions it attends to (`from..len`: `from` is 0 but in a sliding-window layer),
 /// and where its outputs go (same shape).
-pub struct Query<'a> {
+pub(crate) struct Query<'a> {
     pub q: &'a [f32],
     pub from: usize,
     pub len: usize,
@@ -50,7 +50,7 @@ pub struct Query<'a> {
 
 /// Buffers reused from call to call.
 #[derive(Default)]
-pub struct Scratch {
+pub(crate) struct Scratch {
     /// Keys as floats, transposed: `[dimension][position]` (portable path).
     keys: Vec<f32>,
     /// Values as floats: `[position][dimension]`.
@@ -59,7 +59,7 @@ pub struct Scratch {
 }
 
 /// Attention of every query over `cache` (head size `hd`, a multiple of 16).
-pub fn attend(
+pub(crate) fn attend(
     cache: &HeadCache<'_>,
     hd: usize,
     scale: f32,
@@ -215,7 +215,7 @@ mod avx2 {
     /// # Safety
     /// The CPU must have AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn weighted(len: usize, e: &[f32], values: &[f32], out: &mut [f32]) {
+    pub(super) unsafe fn weighted(len: usize, e: &[f32], values: &[f32], out: &mut [f32]) {
         match out.len() {
             32 => head::<4>(len, e, values, out),
             64 => head::<8>(len, e, values, out),
@@ -273,7 +273,7 @@ mod x86 {
     /// The CPU must have AVX-512F, and `cache` must hold `len` rounded up to 64
     /// positions of keys and `len` of values (`attend_with` asserts both).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,fma")]
-    pub unsafe fn head(
+    pub(super) unsafe fn head(
         q: &[f32],
         from: usize,
         len: usize,

@@ -19,7 +19,7 @@ const PARALLEL_MACS: usize = 1 << 22;
 
 /// A matrix `[n, k]` in panels of [`PANEL`] rows, each stored input by input
 /// (`data[(p · k + i) · PANEL + c] = w[p · PANEL + c][i]`, rows past `n` zero).
-pub struct Panels {
+pub(crate) struct Panels {
     n: usize,
     k: usize,
     data: Vec<f32>,
@@ -28,7 +28,7 @@ pub struct Panels {
 impl Panels {
     /// The layout of `w`, `[n, k]` row by row; `None` where the CPU lacks AVX2 or FMA
     /// or the sizes do not match.
-    pub fn new(w: &[f32], n: usize, k: usize) -> Option<Panels> {
+    pub(crate) fn new(w: &[f32], n: usize, k: usize) -> Option<Panels> {
         if !available() || n == 0 || k == 0 || w.len() != n * k {
             return None;
         }
@@ -44,7 +44,7 @@ impl Panels {
     }
 
     /// `out[t] += x[t] · wᵀ` for `rows` rows of `k` values (`out` is `rows × n`).
-    pub fn product(&self, x: &[f32], rows: usize, out: &mut [f32]) {
+    pub(crate) fn product(&self, x: &[f32], rows: usize, out: &mut [f32]) {
         assert!(x.len() >= rows * self.k && out.len() >= rows * self.n);
         let panels = self.n.div_ceil(PANEL);
         let parts = if rows * self.n * self.k >= PARALLEL_MACS {
@@ -144,7 +144,7 @@ unsafe impl Sync for SharedOut {}
 
 /// Whether the CPU runs the panel products: AVX2 and FMA without AVX-512 (whose CPUs
 /// `gemm` serves with sixteen-lane kernels) on x86-64.
-pub fn available() -> bool {
+pub(crate) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         crate::quant::Kernels::detect() == crate::quant::Kernels::Avx2

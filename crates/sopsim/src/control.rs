@@ -73,7 +73,7 @@ impl RunControl {
 
 /// When the next turn may start, given the controls received so far.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     paused: bool,
     /// Turns granted by `Step` while paused and not yet started.
     steps: u32,
@@ -84,7 +84,7 @@ pub struct Pacer {
 
 /// What the Director does after a control arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wake {
+pub(crate) enum Wake {
     /// Nothing: the run was not waiting.
     Nothing,
     /// Take the step it was waiting for (it may now stop, if told to).
@@ -93,24 +93,24 @@ pub enum Wake {
 
 impl Pacer {
     /// A pacer that starts paused or running.
-    pub fn starting(paused: bool) -> Self {
+    pub(crate) fn starting(paused: bool) -> Self {
         Self {
             paused,
             ..Self::default()
         }
     }
 
-    pub fn paused(&self) -> bool {
+    pub(crate) fn paused(&self) -> bool {
         self.paused
     }
 
-    pub fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         self.stopped
     }
 
     /// At a turn boundary: whether the turn may start now. If not, the run waits
     /// until [`Pacer::receive`] says `Continue`.
-    pub fn may_start_turn(&mut self) -> bool {
+    pub(crate) fn may_start_turn(&mut self) -> bool {
         if self.stopped || !self.paused {
             return true;
         }
@@ -123,7 +123,7 @@ impl Pacer {
     }
 
     /// Takes a control; says whether a waiting run should go on.
-    pub fn receive(&mut self, control: Control) -> Wake {
+    pub(crate) fn receive(&mut self, control: Control) -> Wake {
         match control {
             Control::Pause => self.paused = true,
             Control::Resume => self.paused = false,
@@ -140,12 +140,12 @@ impl Pacer {
     }
 
     /// Whether the run waits at a turn boundary (it checks for cancellation now and then).
-    pub fn parked(&self) -> bool {
+    pub(crate) fn parked(&self) -> bool {
         self.parked
     }
 
     /// Cancellation reached a waiting run: it goes on to end.
-    pub fn unpark(&mut self) {
+    pub(crate) fn unpark(&mut self) {
         self.parked = false;
     }
 }

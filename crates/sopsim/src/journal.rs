@@ -24,7 +24,7 @@ use crate::llm::{Completion, LlmBackend, LlmError, LlmRequest, TokenSink};
 use crate::output_folder::{FolderFileError, OutputFolder};
 
 /// The journal's file name in a run's folder.
-pub const JOURNAL_FILE: &str = "calls.jsonl";
+pub(crate) const JOURNAL_FILE: &str = "calls.jsonl";
 
 /// The largest journal a resume reads.
 const MAX_JOURNAL_BYTES: u64 = 1 << 30;
@@ -58,7 +58,7 @@ pub enum JournalError {
 
 /// The answers of a run so far, and the file they are appended to.
 #[derive(Debug)]
-pub struct Journal {
+pub(crate) struct Journal {
     path: PathBuf,
     state: Mutex<State>,
 }
@@ -79,7 +79,7 @@ struct State {
 
 impl Journal {
     /// A new, empty journal, `name` in `folder` (an older file there is replaced).
-    pub fn create(folder: &OutputFolder, name: &str) -> Result<Self, FolderFileError> {
+    pub(crate) fn create(folder: &OutputFolder, name: &str) -> Result<Self, FolderFileError> {
         Ok(Self::with(
             &folder.path(name),
             folder.create(name)?,
@@ -91,7 +91,7 @@ impl Journal {
     /// The journal of a killed run (`name` in `folder`), its answers ready to be given
     /// again; a torn last line is cut off the file, and new entries are appended after
     /// the others.
-    pub fn reopen(folder: &OutputFolder, name: &str) -> Result<Self, JournalError> {
+    pub(crate) fn reopen(folder: &OutputFolder, name: &str) -> Result<Self, JournalError> {
         let path = folder.path(name);
         let bytes = folder
             .read_if_there(name, MAX_JOURNAL_BYTES)?
@@ -133,7 +133,7 @@ impl Journal {
         }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -163,11 +163,11 @@ impl Journal {
     }
 
     /// The killed run's answer to the request keyed `key`, if it had one.
-    pub fn take_answer(&self, key: &str) -> Option<Completion> {
+    pub(crate) fn take_answer(&self, key: &str) -> Option<Completion> {
         self.state().answers.remove(key).map(Completion::from)
     }
 
-    pub fn keep_answer(&self, key: String, completion: &Completion) -> std::io::Result<()> {
+    pub(crate) fn keep_answer(&self, key: String, completion: &Completion) -> std::io::Result<()> {
         self.append(&Entry::Llm {
             key,
             answer: Answer::from(completion),
@@ -175,11 +175,11 @@ impl Journal {
     }
 
     /// The next line `name` typed in the killed run, if there are more.
-    pub fn take_line(&self, name: &str) -> Option<String> {
+    pub(crate) fn take_line(&self, name: &str) -> Option<String> {
         self.state().people.get_mut(name)?.pop_front()
     }
 
-    pub fn keep_line(&self, name: &str, line: &str) -> std::io::Result<()> {
+    pub(crate) fn keep_line(&self, name: &str, line: &str) -> std::io::Result<()> {
         self.append(&Entry::Person {
             name: name.to_string(),
             line: line.to_string(),
@@ -223,13 +223,13 @@ impl Kept {
 }
 
 /// A backend whose answers go into a journal, and which answers from it first.
-pub struct Journaled {
+pub(crate) struct Journaled {
     inner: Arc<dyn LlmBackend>,
     journal: Arc<Journal>,
 }
 
 impl Journaled {
-    pub fn new(inner: Arc<dyn LlmBackend>, journal: Arc<Journal>) -> Self {
+    pub(crate) fn new(inner: Arc<dyn LlmBackend>, journal: Arc<Journal>) -> Self {
         Self { inner, journal }
     }
 }
@@ -293,13 +293,13 @@ impl LlmBackend for Journaled {
 }
 
 /// A person's lines: the killed run's first, then the ones typed now, each kept.
-pub struct JournaledInput {
+pub(crate) struct JournaledInput {
     inner: Arc<dyn HumanInput>,
     journal: Arc<Journal>,
 }
 
 impl JournaledInput {
-    pub fn new(inner: Arc<dyn HumanInput>, journal: Arc<Journal>) -> Self {
+    pub(crate) fn new(inner: Arc<dyn HumanInput>, journal: Arc<Journal>) -> Self {
         Self { inner, journal }
     }
 

@@ -13,7 +13,7 @@ use tokio::sync::OnceCell;
 use crate::embed::EmbedService;
 use crate::memory::EmbeddingIndex;
 use crate::scenario::knowledge_file::KnowledgeFileError;
-pub use crate::scenario::knowledge_file::{read_entries, Entry};
+pub(crate) use crate::scenario::knowledge_file::{read_entries, Entry};
 use crate::scenario::{KnowledgeKind, KnowledgeLookup};
 
 /// A knowledge base that cannot be used.
@@ -27,14 +27,14 @@ pub enum KnowledgeError {
 
 /// Entries and their embeddings, for one kind of lookup.
 #[derive(Debug)]
-pub struct KnowledgeBase {
+pub(crate) struct KnowledgeBase {
     entries: Vec<Entry>,
     index: EmbeddingIndex,
 }
 
 impl KnowledgeBase {
     /// Embeds every entry's key text through the shared embedding service.
-    pub async fn build(
+    pub(crate) async fn build(
         entries: Vec<Entry>,
         kind: KnowledgeKind,
         embed: &EmbedService,
@@ -54,7 +54,7 @@ impl KnowledgeBase {
     }
 
     /// The prompt text for a lookup with the (normalised) query vector.
-    pub fn lookup(&self, query: &[f32], spec: &KnowledgeLookup) -> String {
+    pub(crate) fn lookup(&self, query: &[f32], spec: &KnowledgeLookup) -> String {
         let min = spec.min_score.unwrap_or(match spec.kind {
             KnowledgeKind::Qa => 0.75,
             KnowledgeKind::Text => 0.5,
@@ -80,11 +80,11 @@ type Key = (PathBuf, KnowledgeKind);
 /// lookups use it. Owned by the run's Environment: a knowledge file edited between runs
 /// is read again by the next run.
 #[derive(Default, Clone)]
-pub struct KnowledgeBases(Arc<DashMap<Key, Arc<OnceCell<Arc<KnowledgeBase>>>>>);
+pub(crate) struct KnowledgeBases(Arc<DashMap<Key, Arc<OnceCell<Arc<KnowledgeBase>>>>>);
 
 impl KnowledgeBases {
     /// The knowledge base for `spec`, built on first use.
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         spec: &KnowledgeLookup,
         embed: &EmbedService,

@@ -17,7 +17,7 @@ use crate::run_state::EndReason;
 /// A resumed run's writer holds the killed run's lines: the run's first messages must
 /// be those lines byte for byte (they are checked, not written again), the next ones
 /// are appended after them.
-pub struct TranscriptWriter {
+pub(crate) struct TranscriptWriter {
     path: PathBuf,
     file: File,
     /// The bytes of whole lines in the file.
@@ -28,7 +28,7 @@ pub struct TranscriptWriter {
 
 /// What a resumed run does once it has said all of the killed run's lines again: until
 /// then, a resume that is refused leaves the folder's other files as they were.
-pub type CaughtUp = Box<dyn FnOnce() -> Result<(), SimError> + Send>;
+pub(crate) type CaughtUp = Box<dyn FnOnce() -> Result<(), SimError> + Send>;
 
 /// The killed run's lines, and how far the resumed run has come through them.
 struct Resumed {
@@ -43,7 +43,7 @@ const MAX_TRANSCRIPT_BYTES: u64 = 1 << 30;
 
 impl TranscriptWriter {
     /// A new transcript, `name` in `folder`.
-    pub fn create(folder: &OutputFolder, name: &str) -> Result<Self, SimError> {
+    pub(crate) fn create(folder: &OutputFolder, name: &str) -> Result<Self, SimError> {
         let file = folder.create(name)?;
         Ok(Self {
             path: folder.path(name),
@@ -57,7 +57,7 @@ impl TranscriptWriter {
     /// The writer of a resumed run: the transcript `name` in `folder` keeps its whole
     /// lines (a torn last one is cut off) and the run's messages are checked against
     /// them. `caught_up` runs once the run has said them all.
-    pub fn resume(
+    pub(crate) fn resume(
         folder: &OutputFolder,
         name: &str,
         caught_up: CaughtUp,
@@ -93,25 +93,25 @@ impl TranscriptWriter {
     }
 
     /// Whether this writer continues a killed run's transcript.
-    pub fn is_resumed(&self) -> bool {
+    pub(crate) fn is_resumed(&self) -> bool {
         self.resumed.is_some()
     }
 
     /// Whether the run has said all of the killed run's lines again (always, for a
     /// run that was not resumed).
-    pub fn caught_up(&self) -> bool {
+    pub(crate) fn caught_up(&self) -> bool {
         self.resumed.as_ref().is_none_or(|r| r.at >= r.lines.len())
     }
 
     /// How many of the killed run's lines the run has not said again yet.
-    pub fn lines_ahead(&self) -> u64 {
+    pub(crate) fn lines_ahead(&self) -> u64 {
         self.resumed.as_ref().map_or(0, |r| {
             r.lines[r.at..].iter().filter(|b| **b == b'\n').count() as u64
         })
     }
 
     /// Appends one line (a message of the transcript, a round of `world.jsonl`).
-    pub fn append<T: serde::Serialize>(&mut self, item: &T) -> Result<(), SimError> {
+    pub(crate) fn append<T: serde::Serialize>(&mut self, item: &T) -> Result<(), SimError> {
         self.line.clear();
         serde_json::to_writer(&mut self.line, item).map_err(|e| SimError::Io {
             what: self.path.display().to_string(),
@@ -157,7 +157,7 @@ impl TranscriptWriter {
     /// The error of a resumed run that ended by its own course (`ended_by`) before
     /// saying all of the killed run's lines, which it would leave unsaid: at the turn
     /// limit, the limit (`max_turns`) is below the killed run's.
-    pub fn shortfall(&self, ended_by: EndReason, max_turns: u64) -> Option<SimError> {
+    pub(crate) fn shortfall(&self, ended_by: EndReason, max_turns: u64) -> Option<SimError> {
         let left = self.lines_ahead();
         if left == 0 || !ended_by.ends_the_course() {
             return None;
@@ -176,7 +176,7 @@ impl TranscriptWriter {
 
 /// The event log a resumed run writes until it has caught up; it then replaces
 /// `events.jsonl`.
-pub const EVENTS_RESUMING: &str = "events.resuming.jsonl";
+pub(crate) const EVENTS_RESUMING: &str = "events.resuming.jsonl";
 
 /// The files a run writes at its end, which a resumed run writes again.
 const FINAL_FILES: [&str; 5] = [
@@ -197,7 +197,7 @@ pub const JUDGEMENT_FILE: &str = "judgement.json";
 pub const PROBES_FILE: &str = crate::resume_check::PROBES_FILE;
 
 /// The files a run writes into its folder.
-pub const RUN_FILES: [&str; 12] = [
+pub(crate) const RUN_FILES: [&str; 12] = [
     "transcript.jsonl",
     JUDGEMENT_FILE,
     WORLD_FILE,
@@ -218,7 +218,7 @@ pub const RUN_FILE: &str = "run.json";
 /// What makes a run the run it is, as a resume checks it: the same scenario file, seed,
 /// mode and models give the same turns.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RunIdentity {
+pub(crate) struct RunIdentity {
     /// The version of sopsim that started the run (told, not compared: the resumed
     /// run's lines are checked against the transcript instead).
     pub sopsim: String,
@@ -237,7 +237,7 @@ pub struct RunIdentity {
 impl RunIdentity {
     /// How `self` (a run about to resume) differs from `folder`'s run, said for each
     /// difference.
-    pub fn differences(&self, folder: &RunIdentity) -> Vec<String> {
+    pub(crate) fn differences(&self, folder: &RunIdentity) -> Vec<String> {
         let mut d = Vec::new();
         if self.scenario_sha256 != folder.scenario_sha256 {
             d.push(format!(
@@ -336,7 +336,7 @@ impl FolderLock {
 }
 
 /// The output folder of one run, locked while it is written.
-pub struct RunDir {
+pub(crate) struct RunDir {
     files: OutputFolder,
     _lock: FolderLock,
 }
@@ -344,7 +344,7 @@ pub struct RunDir {
 impl RunDir {
     /// Creates and locks the folder; a run already in it is refused or replaced as
     /// `existing` says.
-    pub fn create(dir: &Path, existing: Existing) -> Result<Self, OutFolderError> {
+    pub(crate) fn create(dir: &Path, existing: Existing) -> Result<Self, OutFolderError> {
         let lock = FolderLock::take(dir)?;
         let files = OutputFolder::new(dir);
         if files.entry("bench.json")? != Entry::Nothing {
@@ -373,18 +373,18 @@ impl RunDir {
     }
 
     /// The folder's files, opened only as regular files inside it.
-    pub fn files(&self) -> &OutputFolder {
+    pub(crate) fn files(&self) -> &OutputFolder {
         &self.files
     }
 
     /// The identity of the run in the folder (`run.json`).
-    pub fn identity(&self) -> Result<RunIdentity, OutFolderError> {
+    pub(crate) fn identity(&self) -> Result<RunIdentity, OutFolderError> {
         Ok(self.files.read_json(RUN_FILE, 64 * 1024)?)
     }
 
     /// What a resumed run does once it has caught up: it removes the files the run
     /// wrote at its end, and its event log replaces the killed run's.
-    pub fn on_caught_up(&self) -> CaughtUp {
+    pub(crate) fn on_caught_up(&self) -> CaughtUp {
         let files = self.files.clone();
         Box::new(move || {
             for name in FINAL_FILES {
@@ -399,7 +399,7 @@ impl RunDir {
     }
 
     /// How many whole lines the transcript on disk holds, if it can be read.
-    pub fn transcript_lines(&self) -> Option<u64> {
+    pub(crate) fn transcript_lines(&self) -> Option<u64> {
         let bytes = self
             .files
             .read("transcript.jsonl", MAX_TRANSCRIPT_BYTES)
@@ -409,21 +409,21 @@ impl RunDir {
 
     /// Whether this is a resumed run that has not yet said all of the killed run's
     /// lines again (its event log is still beside the killed run's).
-    pub fn is_retracing(&self) -> bool {
+    pub(crate) fn is_retracing(&self) -> bool {
         self.files
             .entry(EVENTS_RESUMING)
             .is_ok_and(|e| e != Entry::Nothing)
     }
 
     /// After a refused resume: the folder is left as the killed run left it.
-    pub fn drop_resume(&self) -> Result<(), FolderFileError> {
+    pub(crate) fn drop_resume(&self) -> Result<(), FolderFileError> {
         self.files.remove(EVENTS_RESUMING)
     }
 
     /// Writes `environment.json`, `summary.json` and, for a run with populations,
     /// `network.json`. Each is tried even when another fails; the first failure is
     /// returned.
-    pub fn write_final(
+    pub(crate) fn write_final(
         &self,
         environment: &impl serde::Serialize,
         summary: &impl serde::Serialize,
@@ -450,7 +450,7 @@ impl RunDir {
 
 /// A JSON object, as every file of a run holds (one per line in the `.jsonl` files):
 /// JSON of another shape is refused as not what sopsim wrote.
-pub type JsonObject = serde_json::Map<String, serde_json::Value>;
+pub(crate) type JsonObject = serde_json::Map<String, serde_json::Value>;
 
 /// What a finished (or killed) run's folder holds, read back as JSON objects.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -22,7 +22,6 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::actors::messages::Snapshot;
-pub use crate::actors::EndReason;
 use crate::actors::{
     AgentActor, AgentShared, Cast, Director, EnvironmentActor, Finish, Limits, ParseFailures,
     QualityEmbeddings,
@@ -36,6 +35,7 @@ use crate::human::HumanInput;
 use crate::llm::cost::PriceTable;
 use crate::llm::{CallKind, KindUsage, LlmBackend, LlmClient, ScriptedBackend};
 use crate::output::TranscriptWriter;
+pub use crate::run_state::EndReason;
 use crate::scenario::{CommandConsent, Mode, Scenario};
 use crate::tokens::{Estimator, TokenCounter};
 

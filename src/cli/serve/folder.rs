@@ -19,7 +19,7 @@ const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
 const MAX_PLOT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// What a folder holds.
-pub enum Folder {
+pub(crate) enum Folder {
     /// One run: `events.jsonl`, `summary.json`.
     Run(OutputFolder),
     /// A benchmark: `manifest.jsonl`, `report.json`, `plots/`, `runs/<id>/`.
@@ -31,7 +31,7 @@ pub enum Folder {
 
 /// Why a folder cannot be served.
 #[derive(Debug, thiserror::Error)]
-pub enum FolderError {
+pub(crate) enum FolderError {
     #[error("{0}: no such folder")]
     Missing(PathBuf),
     #[error("{0}: a file, not a run or bench folder")]
@@ -43,7 +43,7 @@ pub enum FolderError {
 }
 
 impl Folder {
-    pub fn open(dir: &Path) -> Result<Self, FolderError> {
+    pub(crate) fn open(dir: &Path) -> Result<Self, FolderError> {
         if dir.is_file() {
             return Err(FolderError::NotAFolder(dir.to_path_buf()));
         }
@@ -82,7 +82,7 @@ impl Folder {
     /// What `/api/state` says about the folder, around the document it carries
     /// (a run's `summary.json`, a bench's `report.json`): the JSON before and after it,
     /// and the file, or `None` with what is said in its place.
-    pub fn state(&self) -> (String, String, Option<std::fs::File>) {
+    pub(crate) fn state(&self) -> (String, String, Option<std::fs::File>) {
         let (document, opened) = match self {
             Folder::Run(files) => ("summary.json", files.open_to_read("summary.json")),
             Folder::Bench { files, .. } => ("report.json", files.open_to_read("report.json")),
@@ -121,7 +121,7 @@ impl Folder {
     }
 
     /// `file` of run `id` opened to be sent; `None` when there is no such run.
-    pub fn open_file(
+    pub(crate) fn open_file(
         &self,
         id: Option<&str>,
         file: &str,
@@ -130,7 +130,7 @@ impl Folder {
     }
 
     /// A plot's bytes and content type, if `name` is one of the bench's plots.
-    pub fn plot(&self, name: &str) -> Option<(Vec<u8>, &'static str)> {
+    pub(crate) fn plot(&self, name: &str) -> Option<(Vec<u8>, &'static str)> {
         let Folder::Bench { files, .. } = self else {
             return None;
         };
@@ -157,7 +157,7 @@ fn read_text(files: &OutputFolder, name: &str) -> Result<String, FolderError> {
 }
 
 /// Why `name` is not shown, in words for the page (the folder's own path left out).
-pub fn unreadable(name: &str, e: &FolderFileError) -> String {
+pub(super) fn unreadable(name: &str, e: &FolderFileError) -> String {
     match e {
         e if e.is_missing() => format!("{name}: not written (the run has not finished)"),
         FolderFileError::Link { .. } => format!(

@@ -21,16 +21,16 @@ use tokio::sync::mpsc;
 use sopsim::events::{to_return_in, EventSink, Progress, Rounds, SimEvent};
 
 /// Live events a browser may be behind before it is dropped.
-pub const CLIENT_BUFFER: usize = 256;
+pub(super) const CLIENT_BUFFER: usize = 256;
 /// Browsers connected at once; one more is answered 503.
-pub const MAX_CLIENTS: usize = 64;
+pub(super) const MAX_CLIENTS: usize = 64;
 /// Events kept for browsers that connect later.
-pub const MAX_KEPT: usize = 20_000;
+pub(super) const MAX_KEPT: usize = 20_000;
 
 /// One event as a browser is sent it: its server-sent event name, its sequence number
 /// when it is kept, and its JSON.
 #[derive(Debug, Clone)]
-pub struct Frame {
+pub(crate) struct Frame {
     pub name: &'static str,
     pub id: Option<u64>,
     pub data: Arc<str>,
@@ -50,7 +50,7 @@ struct Client {
 
 /// What `/api/state` reports besides the scenario.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct LiveState {
+pub(crate) struct LiveState {
     pub state: Option<String>,
     pub visit: u32,
     pub progress: Progress,
@@ -65,7 +65,7 @@ pub struct LiveState {
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Waiting {
+pub(crate) struct Waiting {
     pub name: String,
     pub role: String,
 }
@@ -82,14 +82,14 @@ struct HubState {
 }
 
 /// The live run's events and the browsers watching them.
-pub struct Hub {
+pub(crate) struct Hub {
     inner: Mutex<HubState>,
     conversation: String,
     started: std::time::Instant,
 }
 
 impl Hub {
-    pub fn new(conversation: String) -> Self {
+    pub(crate) fn new(conversation: String) -> Self {
         Self {
             inner: Mutex::new(HubState::default()),
             conversation,
@@ -101,7 +101,7 @@ impl Hub {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn live(&self) -> LiveState {
+    pub(crate) fn live(&self) -> LiveState {
         let st = self.lock();
         let mut live = st.live.clone();
         live.clients = st.clients.len();
@@ -109,7 +109,7 @@ impl Hub {
     }
 
     /// Marks the run as waiting for `who` to type too, and tells the browsers.
-    pub fn add_waiting(&self, who: Waiting) {
+    pub(crate) fn add_waiting(&self, who: Waiting) {
         let mut st = self.lock();
         st.live.waiting.retain(|w| w.name != who.name);
         st.live.waiting.push(who);
@@ -117,7 +117,7 @@ impl Hub {
     }
 
     /// `name` no longer has to type; tells the browsers.
-    pub fn remove_waiting(&self, name: &str) {
+    pub(crate) fn remove_waiting(&self, name: &str) {
         let mut st = self.lock();
         let before = st.live.waiting.len();
         st.live.waiting.retain(|w| w.name != name);
@@ -164,7 +164,7 @@ impl Hub {
     /// A browser's stream: the kept events after `last_id`, read from the hub as the
     /// browser takes them, then every new one; `None` when [`MAX_CLIENTS`] browsers
     /// are connected already.
-    pub fn subscribe(
+    pub(crate) fn subscribe(
         self: &Arc<Self>,
         last_id: u64,
     ) -> Option<impl Stream<Item = Frame> + Send + use<>> {

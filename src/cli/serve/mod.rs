@@ -36,9 +36,9 @@ use serde_json::{json, Value};
 use sopsim::runner::{Control, RunControl};
 use sopsim::scenario::Scenario;
 
-pub use folder::Folder;
-pub use hub::Hub;
-pub use web_input::{Inbox, Refused, WebInput};
+pub(super) use folder::Folder;
+pub(super) use hub::Hub;
+pub(super) use web_input::{Inbox, Refused, WebInput};
 
 const INDEX: &str = include_str!("assets/index.html");
 /// The page's modules, each loaded by the browser as it is (no build step); `main.js`
@@ -76,13 +76,13 @@ const TOKEN_COOKIE: &str = "sopsim_token";
 const BODY_LIMIT: usize = 256 * 1024;
 
 /// What the server shows.
-pub enum Source {
+pub(super) enum Source {
     Live(Live),
     Folder(Folder),
 }
 
 /// A run in progress and its handles.
-pub struct Live {
+pub(super) struct Live {
     pub hub: Arc<Hub>,
     pub control: RunControl,
     /// Where the page's lines for the people the run waits for go.
@@ -95,7 +95,7 @@ pub struct Live {
 
 /// Why the server did not start.
 #[derive(Debug, thiserror::Error)]
-pub enum ServeError {
+pub(super) enum ServeError {
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -106,7 +106,7 @@ pub enum ServeError {
 }
 
 /// A server running on a thread of its own.
-pub struct Server {
+pub(super) struct Server {
     pub url: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -115,7 +115,7 @@ pub struct Server {
 impl Server {
     /// Stops accepting requests, closes the open event streams, and waits for the
     /// server's thread.
-    pub fn stop(mut self) {
+    pub(super) fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -126,7 +126,7 @@ impl Server {
 }
 
 /// The scenario as the page draws it: states with their roles and edges, the agents.
-pub fn scenario_json(s: &Scenario) -> Value {
+pub(super) fn scenario_json(s: &Scenario) -> Value {
     json!({
         "name": s.name,
         "start": s.sop.start,
@@ -142,7 +142,7 @@ pub fn scenario_json(s: &Scenario) -> Value {
 
 /// Binds `addr` now (so a port in use is reported before anything runs) and serves
 /// `source` from a thread of its own.
-pub fn start(
+pub(super) fn start(
     addr: SocketAddr,
     token: Option<String>,
     source: Source,

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 /// Files sent at once, all requests together.
-pub const MAX_FILE_RESPONSES: usize = 8;
+pub(super) const MAX_FILE_RESPONSES: usize = 8;
 
 /// The size of each piece sent, and the pieces a response holds ahead of the browser.
 const CHUNK_BYTES: usize = 64 * 1024;
@@ -29,7 +29,7 @@ const _: () = assert!(MAX_BUFFERED_BYTES <= 4 << 20);
 
 /// The slots for file responses.
 #[derive(Clone)]
-pub struct FileSlots(Arc<Semaphore>);
+pub(super) struct FileSlots(Arc<Semaphore>);
 
 impl Default for FileSlots {
     fn default() -> Self {
@@ -39,13 +39,13 @@ impl Default for FileSlots {
 
 impl FileSlots {
     /// A slot, if one is free.
-    pub fn take(&self) -> Option<OwnedSemaphorePermit> {
+    pub(super) fn take(&self) -> Option<OwnedSemaphorePermit> {
         self.0.clone().try_acquire_owned().ok()
     }
 }
 
 /// The answer when every slot is taken: come back shortly.
-pub fn busy() -> Response {
+pub(super) fn busy() -> Response {
     (
         StatusCode::SERVICE_UNAVAILABLE,
         [(header::RETRY_AFTER, "2")],
@@ -108,7 +108,7 @@ fn streamed(
 
 /// A run's JSON lines (`events.jsonl`, `probes.jsonl`) as one JSON array, a line an
 /// element; lines that are not JSON (a line a killed run left torn) are left out.
-pub fn json_lines_array(slot: OwnedSemaphorePermit, file: File) -> Response {
+pub(super) fn json_lines_array(slot: OwnedSemaphorePermit, file: File) -> Response {
     streamed(slot, move |out| {
         let mut reader = BufReader::with_capacity(CHUNK_BYTES, file);
         let mut line = Vec::new();
@@ -138,7 +138,7 @@ pub fn json_lines_array(slot: OwnedSemaphorePermit, file: File) -> Response {
 
 /// A JSON document as it stands, between `before` and `after` (to place it in an
 /// object of the response's own), or `null` in its place when it is not JSON.
-pub fn json_document(
+pub(super) fn json_document(
     slot: OwnedSemaphorePermit,
     file: File,
     before: String,

@@ -15,7 +15,7 @@ use super::hub::{Hub, Waiting};
 
 /// Why the page's line was not taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// Nobody of that name is waiting to type.
     NotWaiting,
     /// The turn ended as the line arrived (the terminal answered first).
@@ -23,7 +23,7 @@ pub enum Refused {
 }
 
 /// The people waiting for a line from the page, each with where their line goes.
-pub struct Inbox {
+pub(crate) struct Inbox {
     hub: Arc<Hub>,
     waiting: Mutex<HashMap<String, oneshot::Sender<String>>>,
 }
@@ -35,7 +35,7 @@ impl Inbox {
 
     /// Gives `text` to the turn waiting for `name`; from then on the page shows
     /// `name` as no longer waiting.
-    pub fn deliver(&self, name: &str, text: String) -> Result<(), Refused> {
+    pub(crate) fn deliver(&self, name: &str, text: String) -> Result<(), Refused> {
         let tx = self.lock().remove(name).ok_or(Refused::NotWaiting)?;
         tx.send(text).map_err(|_| Refused::Gone)?;
         self.hub.remove_waiting(name);
@@ -43,7 +43,7 @@ impl Inbox {
     }
 }
 
-pub struct WebInput {
+pub(crate) struct WebInput {
     hub: Arc<Hub>,
     inbox: Arc<Inbox>,
     terminal: Arc<dyn HumanInput>,
@@ -51,7 +51,7 @@ pub struct WebInput {
 
 impl WebInput {
     /// Lines the page sends go through the returned inbox.
-    pub fn new(hub: Arc<Hub>, terminal: Arc<dyn HumanInput>) -> (Self, Arc<Inbox>) {
+    pub(crate) fn new(hub: Arc<Hub>, terminal: Arc<dyn HumanInput>) -> (Self, Arc<Inbox>) {
         let inbox = Arc::new(Inbox {
             hub: hub.clone(),
             waiting: Mutex::default(),

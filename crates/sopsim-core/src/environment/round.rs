@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::tool_results::{error_line, CallOutcome, Return, Store, ToolFailure};
 
 /// Agent → tool → standing self-healing error lines.
-pub type Errors = IndexMap<String, IndexMap<String, Vec<String>>>;
+pub(super) type Errors = IndexMap<String, IndexMap<String, Vec<String>>>;
 
 /// A tool's return for the Environment: a result goes into the store (with the agent,
 /// state, visit and turn that made it in the entry's metadata), an error into the
@@ -150,7 +150,7 @@ pub(super) struct TurnView {
 
 impl TurnView {
     /// A turn starting from what the Environment knows now.
-    pub fn starting(agent: &str, records: &ToolRecords) -> Self {
+    pub(super) fn starting(agent: &str, records: &ToolRecords) -> Self {
         Self {
             ran: records.ran.clone(),
             errors: records
@@ -163,7 +163,7 @@ impl TurnView {
     }
 
     /// Notes a return in this turn's own view.
-    pub fn note(&mut self, ret: &ToolReturn) {
+    pub(super) fn note(&mut self, ret: &ToolReturn) {
         note_return(&mut self.ran, &mut self.errors, ret);
     }
 }

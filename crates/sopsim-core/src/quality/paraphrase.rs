@@ -50,7 +50,7 @@ const STOP_WORDS: &[&str] = &[
 /// content words with one of the latest messages and their embeddings are within
 /// [`PARAPHRASE_COSINE`]. Only the messages a screen picks are ever embedded.
 #[derive(Debug, Clone)]
-pub struct ParaphraseScreen {
+pub(super) struct ParaphraseScreen {
     stop: FxHashSet<u64>,
     remembered: VecDeque<Remembered>,
     next: u64,
@@ -66,7 +66,7 @@ struct Remembered {
 
 /// A reply waiting for its verdict: it and the earlier messages the screen picked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Suspect {
+pub(super) struct Suspect {
     pub reply: u64,
     pub earlier: Vec<u64>,
 }
@@ -85,7 +85,7 @@ impl ParaphraseScreen {
     /// Takes in the next message; for a reply, the earlier messages it shares enough
     /// words with, if any. The message's id is the suspect's `reply`, or the one
     /// returned when it is not a suspect.
-    pub fn add(&mut self, text: &str, is_reply: bool) -> (u64, Option<Suspect>) {
+    pub(super) fn add(&mut self, text: &str, is_reply: bool) -> (u64, Option<Suspect>) {
         let words: FxHashSet<u64> = words(text)
             .into_iter()
             .filter(|w| !self.stop.contains(w))
@@ -116,7 +116,7 @@ impl ParaphraseScreen {
     }
 
     /// The messages among `suspects` whose embeddings are still to be made, by id.
-    pub fn unembedded<'a>(
+    pub(super) fn unembedded<'a>(
         &'a self,
         suspects: impl IntoIterator<Item = &'a Suspect>,
     ) -> Vec<(u64, Arc<str>)> {
@@ -134,7 +134,7 @@ impl ParaphraseScreen {
     }
 
     /// Keeps a message's embedding (a message already forgotten is skipped).
-    pub fn embedded(&mut self, id: u64, vector: Arc<[f32]>) {
+    pub(super) fn embedded(&mut self, id: u64, vector: Arc<[f32]>) {
         if let Some(r) = self.remembered.iter_mut().find(|r| r.id == id) {
             r.vector = Some(vector);
         }
@@ -142,7 +142,7 @@ impl ParaphraseScreen {
 
     /// Whether the suspect restates one of its earlier messages, from the embeddings
     /// kept so far (a pair missing one is not a paraphrase).
-    pub fn restates(&self, suspect: &Suspect) -> bool {
+    pub(super) fn restates(&self, suspect: &Suspect) -> bool {
         let Some(reply) = self.get(suspect.reply).and_then(|r| r.vector.as_deref()) else {
             return false;
         };
@@ -175,7 +175,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// How much closer to another participant's stake than to its own a reply may be.
-pub const OFF_STAKE_MARGIN: f32 = 0.10;
+pub(super) const OFF_STAKE_MARGIN: f32 = 0.10;
 
 /// Every participant's stake embedded, by name (only those with a stake).
 #[derive(Debug, Clone, Default)]

@@ -7,7 +7,7 @@
 
 /// A declared side: for or against, and the first words of what it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Side {
+pub(super) struct Side {
     pub for_it: bool,
     pub object: Vec<String>,
 }
@@ -16,13 +16,13 @@ pub struct Side {
 const OBJECT_WORDS: usize = 2;
 
 /// The side the first sentence of `stake` declares, if it declares one.
-pub fn of_stake(stake: &str) -> Option<Side> {
+pub(super) fn of_stake(stake: &str) -> Option<Side> {
     let first = stake.split(['.', '!', '?', ';', '\n']).next()?;
     sides_in(first).into_iter().next()
 }
 
 /// Whether `reply` declares the side opposite to `side` on the same thing.
-pub fn contradicts(reply: &str, side: &Side) -> bool {
+pub(super) fn contradicts(reply: &str, side: &Side) -> bool {
     reply
         .split(['.', '!', '?', ';', '\n', ','])
         .flat_map(sides_in)

@@ -75,7 +75,7 @@ const AS_VERBS: &[&str] = &[
 /// an action in brackets or asterisks, or it carries a piece of its cue anywhere: a
 /// cue phrase, a note on length as a sentence of its own, or brackets that repeat the
 /// instructions.
-pub fn has_direction(text: &str, repeats: impl Fn(&str) -> bool) -> bool {
+pub(super) fn has_direction(text: &str, repeats: impl Fn(&str) -> bool) -> bool {
     let body = text.trim_start();
     let first = body.lines().next().unwrap_or("").trim();
     // A line that ends in a colon, or a bold heading that does ("**Rebuttal:** …").
@@ -194,7 +194,7 @@ const REFUSALS: &[&str] = &[
 
 /// The refusal in `text`, as written, if it has one: from its phrase to the end of
 /// that sentence.
-pub fn refusal(text: &str) -> Option<&str> {
+pub(super) fn refusal(text: &str) -> Option<&str> {
     static PHRASES: std::sync::LazyLock<aho_corasick::AhoCorasick> =
         std::sync::LazyLock::new(|| {
             // Each phrase also with a typographic apostrophe, as models write them.
@@ -246,7 +246,7 @@ fn lower_words(text: &str) -> Vec<String> {
 /// Whether `text` speaks as a participant other than `speaker`: "As Rosa, …",
 /// "As Rosa (Chair), …", "I am Rosa", "I'm Rosa", "This is Rosa", "Rosa here" —
 /// at its start or a sentence's.
-pub fn speaks_as_other<'a>(
+pub(super) fn speaks_as_other<'a>(
     text: &str,
     speaker: &str,
     others: impl IntoIterator<Item = &'a str>,
@@ -312,7 +312,7 @@ pub enum Script {
 
 /// The script of a letter or of CJK punctuation; `None` for what every script shares
 /// (digits, spaces, common punctuation, symbols, emoji).
-pub fn script_of(c: char) -> Option<Script> {
+pub(super) fn script_of(c: char) -> Option<Script> {
     let u = c as u32;
     let script = match u {
         0x3000..=0x303F | 0xFF00..=0xFFEF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF => {
@@ -334,14 +334,14 @@ pub fn script_of(c: char) -> Option<Script> {
 }
 
 /// The scripts `text` is written in.
-pub fn scripts_in(text: &str) -> std::collections::BTreeSet<Script> {
+pub(super) fn scripts_in(text: &str) -> std::collections::BTreeSet<Script> {
     text.chars().filter_map(script_of).collect()
 }
 
 /// Whether `text` holds a letter of a script outside `allowed`, or words run together
 /// into one ("theonlywayicanreachthepharmacy"): a run of [`GLUED_LETTERS`] lower-case
 /// letters or more, longer than any word a speaker would say.
-pub fn has_foreign(text: &str, allowed: &std::collections::BTreeSet<Script>) -> bool {
+pub(super) fn has_foreign(text: &str, allowed: &std::collections::BTreeSet<Script>) -> bool {
     let glued = text
         .split(|c: char| !c.is_lowercase())
         .any(|run| run.chars().count() >= GLUED_LETTERS);

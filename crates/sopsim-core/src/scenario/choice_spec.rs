@@ -39,7 +39,7 @@ pub enum ChoiceTiming {
 }
 
 /// Numeric choices are at most this many options.
-pub const MAX_RANGE_OPTIONS: usize = 1000;
+pub(super) const MAX_RANGE_OPTIONS: usize = 1000;
 
 impl ChoiceSpec {
     /// The options, in order: `values`, or the numbers of `range` written as briefly as

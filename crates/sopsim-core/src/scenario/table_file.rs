@@ -13,7 +13,7 @@ const MAX_TABLE_BYTES: u64 = 64 << 20;
 
 /// A table that cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum TableFileError {
+pub(super) enum TableFileError {
     #[error(transparent)]
     Read(std::io::Error),
     #[error(transparent)]
@@ -55,7 +55,7 @@ fn csv_reader(
 }
 
 /// A persona table's rows, in order, each field as text.
-pub fn read_rows(path: &Path) -> Result<Vec<IndexMap<String, Value>>, TableFileError> {
+pub(super) fn read_rows(path: &Path) -> Result<Vec<IndexMap<String, Value>>, TableFileError> {
     if !is_csv(path) {
         let file = read_objects(path).map_err(TableFileError::Objects)?;
         return Ok(file
@@ -85,7 +85,7 @@ pub fn read_rows(path: &Path) -> Result<Vec<IndexMap<String, Value>>, TableFileE
 }
 
 /// An edge list's pairs of names, in order.
-pub fn read_edges(path: &Path) -> Result<Vec<(String, String)>, TableFileError> {
+pub(super) fn read_edges(path: &Path) -> Result<Vec<(String, String)>, TableFileError> {
     let mut reader = csv_reader(path, false)?;
     reader
         .records()

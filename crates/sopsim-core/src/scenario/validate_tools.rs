@@ -11,7 +11,7 @@ use super::tools::ToolSpec;
 use crate::error_chain::chain;
 
 /// Every problem with the scenario's tools, as `(path, message)`.
-pub fn check(s: &Scenario) -> Vec<(FieldPath, String)> {
+pub(super) fn check(s: &Scenario) -> Vec<(FieldPath, String)> {
     let mut out = Vec::new();
     let root = FieldPath::root();
     for (name, spec) in &s.tools {

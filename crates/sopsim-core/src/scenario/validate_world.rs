@@ -32,7 +32,7 @@ const RESERVED: &[&str] = &[
 
 /// The most variables (and end conditions) a world may have: each is checked in
 /// time linear in their number, and every round's line of `world.jsonl` holds them.
-pub const MAX_VARIABLES: usize = 10_000;
+pub(super) const MAX_VARIABLES: usize = 10_000;
 
 /// What a formula or template may read.
 #[derive(Clone, Copy, PartialEq)]
@@ -105,7 +105,7 @@ struct WorldCheck<'a> {
 
 /// Every problem with the scenario's world, the texts that show it and its strategy
 /// players.
-pub fn check(s: &Scenario) -> Vec<(FieldPath, String)> {
+pub(super) fn check(s: &Scenario) -> Vec<(FieldPath, String)> {
     let mut c = WorldCheck {
         s,
         out: Vec::new(),

@@ -85,7 +85,7 @@ pub struct Store {
 }
 
 /// Hash of an object's content, ignoring `_REF_ID` and key order.
-pub fn content_hash(object: &Map<String, Value>) -> u64 {
+pub(super) fn content_hash(object: &Map<String, Value>) -> u64 {
     let mut h = Xxh3::new();
     hash_map(&mut h, object, true);
     h.finish()

@@ -183,7 +183,7 @@ impl Object for MemberScope {
 
 /// `me`: one agent's per-agent variables (shared by every member's scope).
 #[derive(Debug)]
-pub struct Me {
+pub(super) struct Me {
     pub values: Arc<IndexMap<String, Arc<Vec<f64>>>>,
     pub agent: usize,
 }

@@ -64,7 +64,7 @@ struct Shared {
 unsafe impl Sync for Shared {}
 unsafe impl Send for Shared {}
 
-pub struct Team {
+pub(super) struct Team {
     shared: Arc<Shared>,
     helpers: Vec<Thread>,
     busy: Mutex<()>,
@@ -73,7 +73,7 @@ pub struct Team {
 impl Team {
     /// A team of the caller and `helpers` threads. Helpers that cannot be started are
     /// left out.
-    pub fn new(helpers: usize) -> Team {
+    pub(super) fn new(helpers: usize) -> Team {
         let shared = Arc::new(Shared {
             epoch: AtomicU64::new(0),
             open: AtomicBool::new(false),
@@ -107,7 +107,7 @@ impl Team {
     /// Calls `work(i)` for every `i` in `0..pieces`, on the caller and the helpers,
     /// and returns when all are done. A panic in a piece is raised here once every
     /// other piece has finished.
-    pub fn run(&self, pieces: usize, work: &(dyn Fn(usize) + Sync)) {
+    pub(super) fn run(&self, pieces: usize, work: &(dyn Fn(usize) + Sync)) {
         let guard = match self.busy.try_lock() {
             Ok(guard) if pieces > 1 && !self.helpers.is_empty() => guard,
             _ => return (0..pieces).for_each(work),

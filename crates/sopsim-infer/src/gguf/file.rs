@@ -401,7 +401,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// Writes a GGUF file from metadata and tensors (name, dims, type, bytes).
-    pub fn write_gguf(
+    pub(crate) fn write_gguf(
         metadata: &[(&str, Value)],
         tensors: &[(&str, Vec<u64>, u32, Vec<u8>)],
     ) -> Vec<u8> {

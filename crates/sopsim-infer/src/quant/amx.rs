@@ -23,10 +23,10 @@ use super::x86_512::{by_format, finish, scales, subs, widen, Format};
 /// Fewer tokens than this go to the AVX-512 kernel, which is faster for them: a tile's
 /// products cost about the same whether it multiplies 1 or 16 tokens (measured with
 /// `kernel_speed`: AMX overtakes AVX-512 VNNI at about 12 tokens).
-pub const MIN_TOKENS: usize = 12;
+pub(super) const MIN_TOKENS: usize = 12;
 
 /// Whether the CPU has AMX-INT8 and the operating system lets this process use it.
-pub fn supported() -> bool {
+pub(super) fn supported() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
         let leaf = __cpuid_count(7, 0);
@@ -108,7 +108,7 @@ struct Panel<'a> {
 /// # Safety
 /// [`supported`] must hold, and `dest` must be valid for `panels` (see [`Dest`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
-pub unsafe fn matmul(w: &Packed, acts: &Acts, panels: Range<usize>, dest: Dest) {
+pub(super) unsafe fn matmul(w: &Packed, acts: &Acts, panels: Range<usize>, dest: Dest) {
     let Some(layout) = w.layout() else { return };
     let config = Config::new();
     asm!("ldtilecfg [{}]", in(reg) config.0.as_ptr(), options(nostack, readonly));

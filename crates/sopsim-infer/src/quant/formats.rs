@@ -159,7 +159,7 @@ pub(super) enum Scale {
 
 impl Scale {
     /// Bytes per row in each block's tile.
-    pub fn bytes(self) -> usize {
+    pub(super) fn bytes(self) -> usize {
         match self {
             Scale::F16 => 2,
             Scale::Super => 0,
@@ -168,7 +168,7 @@ impl Scale {
     }
 
     /// Bytes per row in the super-block's header.
-    pub fn header_bytes(self) -> usize {
+    pub(super) fn header_bytes(self) -> usize {
         match self {
             Scale::F16 => 0,
             Scale::Super | Scale::SuperTimesU8 => 2,

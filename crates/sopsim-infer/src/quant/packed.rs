@@ -30,7 +30,7 @@ pub(super) const TILE_VALUES: usize = PANEL * 32;
 
 impl Bits {
     /// Bytes of a tile's integers.
-    pub fn bytes(self) -> usize {
+    pub(super) fn bytes(self) -> usize {
         match self {
             Bits::Four => 256,
             Bits::Five => 320,
@@ -82,7 +82,7 @@ pub(super) const HEADER_MINS_AT: usize = 2 * PANEL;
 
 impl TileLayout {
     #[inline(always)]
-    pub fn of(ints: Ints) -> Self {
+    pub(super) fn of(ints: Ints) -> Self {
         let scales_at = ints.bits.bytes();
         let mins_at = scales_at + PANEL * ints.scale.bytes();
         let subs_at = mins_at + ints.min.map_or(0, |m| PANEL * m.bytes());
@@ -99,12 +99,12 @@ impl TileLayout {
     }
 
     /// Bytes of a group: its header and its tiles.
-    pub fn group_bytes(&self) -> usize {
+    pub(super) fn group_bytes(&self) -> usize {
         self.header + self.ints.group_blocks * self.bytes
     }
 
     /// Bytes of a panel of `blocks` tiles.
-    pub fn panel_bytes(&self, blocks: usize) -> usize {
+    pub(super) fn panel_bytes(&self, blocks: usize) -> usize {
         blocks / self.ints.group_blocks * self.group_bytes()
     }
 }
@@ -472,7 +472,7 @@ impl Dest {
     /// # Safety
     /// The destination must hold `t`'s row and this piece must own panel `p`.
     #[inline(always)]
-    pub unsafe fn put(&self, t: usize, p: usize, n: usize, v: f32) {
+    pub(super) unsafe fn put(&self, t: usize, p: usize, n: usize, v: f32) {
         let r = p * PANEL + n;
         if r < self.rows {
             *self.ptr.add(t * self.stride + r - self.first) = v;

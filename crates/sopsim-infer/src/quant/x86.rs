@@ -24,20 +24,26 @@ const fn group_of<F: Format>() -> usize {
     }
 }
 
-pub fn has_avx2() -> bool {
+pub(super) fn has_avx2() -> bool {
     is_x86_feature_detected!("avx2")
         && is_x86_feature_detected!("fma")
         && is_x86_feature_detected!("f16c")
 }
 
-pub fn has_vnni() -> bool {
+pub(super) fn has_vnni() -> bool {
     is_x86_feature_detected!("avxvnni")
 }
 
 /// # Safety
 /// The CPU must support `kernels` (AVX2, FMA, F16C, and AVX-VNNI for
 /// [`Kernels::AvxVnni`]); `dest` must be valid for `panels` (see [`Dest`]).
-pub unsafe fn matmul(kernels: Kernels, w: &Packed, acts: &Acts, panels: Range<usize>, dest: Dest) {
+pub(super) unsafe fn matmul(
+    kernels: Kernels,
+    w: &Packed,
+    acts: &Acts,
+    panels: Range<usize>,
+    dest: Dest,
+) {
     if kernels == Kernels::AvxVnni {
         run_vnni(w, acts, panels, dest)
     } else {

@@ -18,7 +18,7 @@ const GROUP: usize = 8;
 /// How many tiles ahead the weights are prefetched.
 const PREFETCH: usize = 16;
 
-pub fn supported() -> bool {
+pub(super) fn supported() -> bool {
     is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vl")
@@ -83,7 +83,7 @@ pub(super) use by_format;
 /// The CPU must support the features [`supported`] checks, and `dest` must be valid
 /// for `panels` (see [`Dest`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
-pub unsafe fn matmul(w: &Packed, acts: &Acts, panels: Range<usize>, dest: Dest) {
+pub(super) unsafe fn matmul(w: &Packed, acts: &Acts, panels: Range<usize>, dest: Dest) {
     let Some(layout) = w.layout() else { return };
     by_format!(w.ty(), panels_of, w, &layout, acts, panels, dest)
 }

@@ -22,7 +22,7 @@ use crate::scenario::{ChoiceSpec, ChoiceTiming, LlmSettings, Scenario};
 use crate::sop::parse_choice;
 use crate::tokens::TokenCounter;
 
-pub struct AgentActor {
+pub(crate) struct AgentActor {
     pub(crate) name: String,
     /// Set when a person plays this agent.
     pub(crate) human: Option<Arc<dyn HumanInput>>,

@@ -20,7 +20,7 @@ use crate::tokens::TokenCounter;
 
 /// How a run ended, as the Director saw it.
 #[derive(Debug)]
-pub struct Finish {
+pub(crate) struct Finish {
     pub ended_by: EndReason,
     pub error: Option<SimError>,
     pub turns: u64,
@@ -37,7 +37,7 @@ pub struct Finish {
 }
 
 /// The actors and services of the Director's simulation.
-pub struct Cast {
+pub(crate) struct Cast {
     pub scenario: Arc<Scenario>,
     pub agents: HashMap<String, Addr<AgentActor>>,
     pub env: Addr<EnvironmentActor>,
@@ -55,7 +55,7 @@ pub struct Cast {
 impl Cast {
     /// How far the run is after `turns` (and whether it is `paused`): tokens, cost,
     /// calls by kind, reply quality.
-    pub fn progress(
+    pub(crate) fn progress(
         &self,
         (turns, paused): (u64, bool),
         prices: &PriceTable,
@@ -78,7 +78,7 @@ impl Cast {
     }
 
     /// What judges every committed message of the run.
-    pub fn checker(&self) -> Checker {
+    pub(crate) fn checker(&self) -> Checker {
         let mut checker = Checker::new(self.instructions.clone());
         if self.paraphrases {
             checker = checker.counting_paraphrases();
@@ -91,7 +91,7 @@ impl Cast {
 }
 
 /// When the Director ends a run early, between turns.
-pub struct Limits {
+pub(crate) struct Limits {
     pub max_turns: u64,
     pub budget_usd: Option<f64>,
     pub max_total_tokens: Option<u64>,
@@ -104,7 +104,7 @@ pub struct Limits {
 
 impl Limits {
     /// What a run has spent, as the budget checks read it.
-    pub fn spend(&self, llm: &LlmClient) -> Spend {
+    pub(crate) fn spend(&self, llm: &LlmClient) -> Spend {
         let ledger = llm.ledger_totals();
         Spend {
             tokens: ledger

@@ -36,7 +36,7 @@ use crate::sop::{
     SopEngine, Transition,
 };
 
-pub struct Director {
+pub(crate) struct Director {
     cast: Cast,
     limits: Limits,
     engine: SopEngine,
@@ -60,7 +60,7 @@ pub struct Director {
 impl Director {
     /// A Director at the start of the scenario's first state; `notes` start its
     /// warnings; `done` receives how the run ended.
-    pub fn new(
+    pub(crate) fn new(
         cast: Cast,
         limits: Limits,
         transcript: Option<TranscriptWriter>,
@@ -97,7 +97,11 @@ impl Director {
 
 impl Director {
     /// The Director of a run whose world is `world`, its rounds appended to `log`.
-    pub fn with_world(mut self, world: crate::world::World, log: Option<TranscriptWriter>) -> Self {
+    pub(crate) fn with_world(
+        mut self,
+        world: crate::world::World,
+        log: Option<TranscriptWriter>,
+    ) -> Self {
         self.world = Some(super::world_keeper::WorldKeeper::new(world, log));
         self
     }

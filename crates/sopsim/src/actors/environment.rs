@@ -23,14 +23,14 @@ use crate::tools::{store_query, InEnvironment, RunsIn, ToolFailure};
 
 /// What reply quality reads from the committed messages' embeddings.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct QualityEmbeddings {
+pub(crate) struct QualityEmbeddings {
     /// Paraphrases are counted (the screened replies are embedded).
     pub paraphrases: bool,
     /// Replies are checked against stakes (every reply is embedded).
     pub stakes: bool,
 }
 
-pub struct EnvironmentActor {
+pub(crate) struct EnvironmentActor {
     env: Environment,
     scenario: Arc<Scenario>,
     /// Which committed messages are embedded, and the paraphrase verdicts.
@@ -45,7 +45,7 @@ pub struct EnvironmentActor {
 }
 
 impl EnvironmentActor {
-    pub fn new(
+    pub(crate) fn new(
         scenario: Arc<Scenario>,
         mode: crate::scenario::Mode,
         embed: EmbedService,

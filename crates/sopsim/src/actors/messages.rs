@@ -5,18 +5,18 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::environment::{
+pub(crate) use crate::environment::{
     DraftMessage, DraftTurn, EnvironmentSnapshot, HeldEvent, ToolReturn, ToolSummary, ToolView,
 };
 use crate::error::SimError;
 use crate::memory::{Message, Observation};
 use crate::tool_results::{ResultObject, Return};
-pub use crate::tools::CallOutcome;
+pub(crate) use crate::tools::CallOutcome;
 use crate::tools::{Tool, ToolFailure};
 
 /// Director → Environment: a new visit of `state` begins.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EnterVisit {
+pub(crate) struct EnterVisit {
     pub state: String,
     pub visit: u32,
 }
@@ -24,14 +24,14 @@ pub struct EnterVisit {
 /// Agent or Director → Environment: what may be seen now, by the agent named (a
 /// population member may see less than everyone) or by the Director (`None`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Observe(pub Option<String>);
+pub(crate) struct Observe(pub Option<String>);
 
 /// Director → Environment: turns of `agents` begin (a sequential turn is a round of
 /// one). Until they are committed, what each of these agents' tools return (and what
 /// their `extract` steps read) is kept to that agent's own turn when there are several:
 /// the others decide on the store as it stood when the round began.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BeginRound {
+pub(crate) struct BeginRound {
     pub agents: Vec<String>,
 }
 
@@ -40,12 +40,12 @@ pub struct BeginRound {
 /// `_REF_ID`s do not depend on which reply came first), then every message, with
 /// consecutive `seq` numbers: embed them, append them, summarise if due.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Commit(pub Vec<DraftTurn>);
+pub(crate) struct Commit(pub Vec<DraftTurn>);
 
 /// One turn as committed: its tool events (with the `_REF_ID`s the store gave at the
 /// commit), then its messages as kept in memory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CommittedTurn {
+pub(crate) struct CommittedTurn {
     pub name: String,
     pub events: Vec<Return>,
     pub messages: Vec<Arc<Message>>,
@@ -57,7 +57,7 @@ pub struct CommittedTurn {
 
 /// Director → Agent: speak now.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TakeTurn {
+pub(crate) struct TakeTurn {
     pub state: String,
     pub visit: u32,
     pub role: String,
@@ -75,7 +75,7 @@ pub struct TakeTurn {
 
 /// Agent → Director: the turn's outcome.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum TurnDone {
+pub(crate) enum TurnDone {
     /// The turn, for the Director to commit with the rest of its round.
     Drafted(DraftTurn),
     /// A human agent's input ended; the run ends cleanly.
@@ -85,11 +85,11 @@ pub enum TurnDone {
 /// Agent → Environment: a tool's return in the agent's turn; the stored objects'
 /// `_REF_ID`s as that turn sees them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ApplyReturn(pub ToolReturn);
+pub(crate) struct ApplyReturn(pub ToolReturn);
 
 /// Agent → Environment: what a decision prompt shows of the Environment.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ViewTools {
+pub(crate) struct ViewTools {
     pub agent: String,
     /// Token budget of the rendered store.
     pub budget: usize,
@@ -97,7 +97,7 @@ pub struct ViewTools {
 
 /// Agent → Environment: run a tool that reads the Environment (`store_query`,
 /// `knowledge`) for `agent`.
-pub struct RunInEnvironment {
+pub(crate) struct RunInEnvironment {
     pub tool: Arc<Tool>,
     pub agent: String,
     pub arguments: serde_json::Map<String, serde_json::Value>,
@@ -105,25 +105,25 @@ pub struct RunInEnvironment {
 
 /// The Environment's state for `environment.json` and the run's transcript.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Snapshot;
+pub(crate) struct Snapshot;
 
 /// Agent → Environment: values an `extract` step read, stored for `template`s.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SetShared {
+pub(crate) struct SetShared {
     pub agent: String,
     pub values: Vec<(String, String)>,
 }
 
 /// Agent → Environment: the knowledge-base text for the latest message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Consult {
+pub(crate) struct Consult {
     pub lookup: crate::scenario::KnowledgeLookup,
 }
 
 /// Director → Environment: the world after a round, for the prompts it builds
 /// (observations, summaries).
 #[derive(Debug, Clone)]
-pub struct SetWorld(pub std::sync::Arc<crate::world::WorldView>);
+pub(crate) struct SetWorld(pub std::sync::Arc<crate::world::WorldView>);
 
 answered_with! {
     EnterVisit => ();

@@ -54,7 +54,7 @@ pub(super) struct ModelTurn {
 }
 
 impl ModelTurn {
-    pub async fn run(mut self) -> Result<TurnDone, SimError> {
+    pub(super) async fn run(mut self) -> Result<TurnDone, SimError> {
         let viewer = Some(self.base.name.clone());
         let mut obs: Observation = self.env.send(Observe(viewer)).await?;
         if super::participants::others_seen(&self.scenario) {

@@ -43,7 +43,7 @@ pub(super) struct Offer<'a> {
 }
 
 impl<'a> Offer<'a> {
-    pub fn of(a: &'a decision::Availability<'_>) -> Self {
+    pub(super) fn of(a: &'a decision::Availability<'_>) -> Self {
         Self {
             available: a.available.iter().map(|t| t.name.as_str()).collect(),
             unavailable: a
@@ -70,7 +70,11 @@ impl Tries {
     /// again), or `None` when it is to be made, and is then counted as made. A call
     /// refused because its tool could not be called was not made: the same call once
     /// the tool is available is no repeat.
-    pub fn refusal(&mut self, call: &ToolCall, offer: &Offer<'_>) -> Option<(CallOutcome, String)> {
+    pub(super) fn refusal(
+        &mut self,
+        call: &ToolCall,
+        offer: &Offer<'_>,
+    ) -> Option<(CallOutcome, String)> {
         if !offer.available.contains(&call.name.as_str()) {
             return Some(unknown_tool(&call.name, offer));
         }
@@ -91,7 +95,7 @@ impl Tries {
     }
 
     /// Counts a bad step; true when no tries are left.
-    pub fn out_of_tries(&mut self) -> bool {
+    pub(super) fn out_of_tries(&mut self) -> bool {
         self.retries += 1;
         self.retries > MAX_RETRIES
     }

@@ -36,7 +36,7 @@ use crate::tools::{cut, RunsIn, Tool, ToolCallPlace, ToolFailure};
 const REPLY_OBJECTS_CHARS: usize = 4000;
 
 /// Who is deciding, where, and with what.
-pub struct Decider {
+pub(super) struct Decider {
     pub env: Addr<EnvironmentActor>,
     pub llm: LlmClient,
     pub sinks: Sinks,
@@ -60,7 +60,7 @@ pub struct Decider {
 
 /// What the tool steps of a turn leave for the reply.
 #[derive(Default)]
-pub struct ToolTurn {
+pub(super) struct ToolTurn {
     /// The tool calls and results, as draft messages, in order.
     pub messages: Vec<DraftMessage>,
     /// What the reply prompt adds: each result, to build the reply on.
@@ -300,7 +300,7 @@ impl Decider {
     }
 
     /// The tool steps of one turn. `base` is the role's prompt for its reply.
-    pub async fn run(
+    pub(super) async fn run(
         &self,
         base: &[ChatMessage],
         format: DecisionFormat,

@@ -10,7 +10,7 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::{EmbedError, Embedder};
 
-pub const DEFAULT_DIM: usize = 384;
+pub(super) const DEFAULT_DIM: usize = 384;
 
 #[derive(Debug, Clone)]
 pub struct HashEmbedder {

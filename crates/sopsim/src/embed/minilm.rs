@@ -24,7 +24,7 @@ pub struct MiniLm {
 
 /// Why the MiniLM files cannot be used: the file, and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
-pub enum MiniLmError {
+pub(super) enum MiniLmError {
     #[error("{}", .path.display())]
     Read {
         path: PathBuf,
@@ -49,7 +49,7 @@ pub enum MiniLmError {
 
 /// A `config.json` value the model code cannot build with.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub(super) enum ConfigError {
     #[error("{name} is {value}; expected 1 to {max}")]
     OutOfRange {
         name: &'static str,

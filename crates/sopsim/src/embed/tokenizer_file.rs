@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// Why a tokenizer file cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum TokenizerFileError {
+pub(super) enum TokenizerFileError {
     #[error(transparent)]
     Json(#[from] serde_json::Error),
     #[error("post_processor: special token {name:?} has {ids} ids for {tokens} tokens")]
@@ -27,7 +27,7 @@ pub enum TokenizerFileError {
 /// inside `decoder` panics), and a `TemplateProcessing` post-processor whose template
 /// names a special token it does not define, uses the second sequence in `single`, or
 /// gives a special token different numbers of ids and tokens (each panics at encode).
-pub fn check(bytes: &[u8]) -> Result<(), TokenizerFileError> {
+pub(super) fn check(bytes: &[u8]) -> Result<(), TokenizerFileError> {
     // Read into values, not skipped: skipping does not check strings' escapes and UTF-8.
     let doc: Value = serde_json::from_slice(bytes)?;
     check_processor(&doc["post_processor"])

@@ -87,7 +87,7 @@ pub(crate) struct Setup<'a> {
 
 impl Setup<'_> {
     /// The error of the setting at `keys` under the tool's entry.
-    pub fn error(&self, keys: &[&str], cause: impl Into<SetupCause>) -> ToolSetupError {
+    pub(crate) fn error(&self, keys: &[&str], cause: impl Into<SetupCause>) -> ToolSetupError {
         let path = keys.iter().fold(self.at.clone(), |at, key| at.key(key));
         ToolSetupError {
             path,

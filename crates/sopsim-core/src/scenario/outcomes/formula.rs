@@ -108,7 +108,7 @@ impl FormulaInputs {
 }
 
 /// Longest formula accepted, in bytes.
-pub const MAX_FORMULA_BYTES: usize = 4096;
+pub(super) const MAX_FORMULA_BYTES: usize = 4096;
 
 /// What is wrong with a payoff formula.
 #[derive(Debug, Error)]

@@ -19,7 +19,7 @@ use tokenizers::Tokenizer;
 /// Why decoding under a schema failed. A matcher's own complaint about a schema is
 /// text (llguidance's `get_error`); its other errors are kept with their causes.
 #[derive(Debug, thiserror::Error)]
-pub enum ConstrainError {
+pub(super) enum ConstrainError {
     #[error("the schema could not be compiled")]
     SchemaPanicked,
     #[error("{0}")]
@@ -37,7 +37,7 @@ pub enum ConstrainError {
 }
 
 /// What a model needs to decode under schemas: the parser factory over its vocabulary.
-pub struct Constraints {
+pub(super) struct Constraints {
     factory: Arc<ParserFactory>,
 }
 
@@ -80,7 +80,7 @@ fn byte_of_char() -> HashMap<char, u8> {
 impl Constraints {
     /// Builds the trie for a byte-level BPE `tokenizer` whose logits have `vocab_rows`
     /// entries; `stop_ids` end a reply.
-    pub fn new(
+    pub(super) fn new(
         tokenizer: &Tokenizer,
         vocab_rows: usize,
         stop_ids: &[u32],
@@ -135,7 +135,7 @@ impl Constraints {
 
     /// A matcher for one generation under `schema`, compact JSON (no free whitespace,
     /// which small models fill with newlines).
-    pub fn matcher(&self, schema: &Value) -> Result<Matcher, ConstrainError> {
+    pub(super) fn matcher(&self, schema: &Value) -> Result<Matcher, ConstrainError> {
         let mut schema = schema.clone();
         if let Value::Object(o) = &mut schema {
             o.insert(
@@ -156,7 +156,7 @@ impl Constraints {
 }
 
 /// Sets the logits of tokens `m` does not allow next to −∞.
-pub fn mask(m: &mut Matcher, logits: &mut [f32]) -> Result<(), ConstrainError> {
+pub(super) fn mask(m: &mut Matcher, logits: &mut [f32]) -> Result<(), ConstrainError> {
     let allowed = catch_unwind(AssertUnwindSafe(|| m.compute_mask()))
         .map_err(|_| ConstrainError::Panicked)?
         .map_err(|e| ConstrainError::Matcher(e.into()))?;
@@ -170,7 +170,7 @@ pub fn mask(m: &mut Matcher, logits: &mut [f32]) -> Result<(), ConstrainError> {
 }
 
 /// Commits a sampled token; `Ok(true)` when the grammar is complete.
-pub fn consume(m: &mut Matcher, token: u32) -> Result<bool, ConstrainError> {
+pub(super) fn consume(m: &mut Matcher, token: u32) -> Result<bool, ConstrainError> {
     catch_unwind(AssertUnwindSafe(|| m.consume_token(token)))
         .map_err(|_| ConstrainError::Panicked)?
         .map_err(|e| ConstrainError::Matcher(e.into()))?;

@@ -15,19 +15,19 @@ use crate::llm::Redraw;
 use crate::scenario::{LlmSettings, TokenWindow};
 
 /// The engine's defaults, for settings a scenario leaves unset.
-pub mod defaults {
-    pub const TEMPERATURE: f32 = 0.7;
+pub(super) mod defaults {
+    pub(crate) const TEMPERATURE: f32 = 0.7;
     /// llama.cpp's default: the long tail of a 150,000-token vocabulary is where a
     /// small model's garbled and foreign words come from.
-    pub const MIN_P: f32 = 0.05;
-    pub const REPEAT_PENALTY: f32 = 1.1;
-    pub const REPEAT_WINDOW: usize = 64;
-    pub const DRY_MULTIPLIER: f32 = 0.8;
-    pub const DRY_BASE: f32 = 1.75;
-    pub const DRY_ALLOWED_LENGTH: usize = 2;
-    pub const DRY_BREAKERS: [&str; 4] = ["\n", ":", "\"", "*"];
+    pub(crate) const MIN_P: f32 = 0.05;
+    pub(crate) const REPEAT_PENALTY: f32 = 1.1;
+    pub(crate) const REPEAT_WINDOW: usize = 64;
+    pub(crate) const DRY_MULTIPLIER: f32 = 0.8;
+    pub(crate) const DRY_BASE: f32 = 1.75;
+    pub(crate) const DRY_ALLOWED_LENGTH: usize = 2;
+    pub(crate) const DRY_BREAKERS: [&str; 4] = ["\n", ":", "\"", "*"];
     /// Subtracted from the logits of a redrawn reply's avoided tokens, per attempt.
-    pub const REDRAW_PENALTY: f32 = 2.0;
+    pub(crate) const REDRAW_PENALTY: f32 = 2.0;
 }
 
 fn window(w: Option<TokenWindow>, default: Window) -> Window {
@@ -42,7 +42,7 @@ fn window(w: Option<TokenWindow>, default: Window) -> Window {
 /// string lists already looked up (DRY's breakers, forbidden strings), and the word
 /// tokens' twins.
 #[derive(Default)]
-pub struct TokenTexts {
+pub(super) struct TokenTexts {
     texts: Option<Vec<String>>,
     found: HashMap<Vec<String>, Vec<u32>>,
     twins: Option<Arc<[(u32, u32)]>>,
@@ -116,7 +116,7 @@ impl TokenTexts {
 /// What the sampler draws with for a request's `settings` (and its redraw, if it is
 /// one). `free_text` is a reply or a summary, which `forbid` applies to; a decision's
 /// JSON and an extract step's tags are written under their own rules.
-pub fn params(
+pub(super) fn params(
     settings: &LlmSettings,
     redraw: Option<&Redraw>,
     free_text: bool,

@@ -71,7 +71,7 @@ struct Load {
 }
 
 impl Worker {
-    pub fn new(
+    pub(super) fn new(
         model: Model,
         text: Text,
         options: LocalOptions,
@@ -136,7 +136,7 @@ impl Worker {
         });
     }
 
-    pub fn run(mut self, jobs: Receiver<Job>) {
+    pub(super) fn run(mut self, jobs: Receiver<Job>) {
         let mut waiting: VecDeque<Job> = VecDeque::new();
         loop {
             if self.active.is_empty() && waiting.is_empty() {

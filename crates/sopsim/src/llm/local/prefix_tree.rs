@@ -34,7 +34,7 @@ pub(super) struct PrefixTree {
 
 impl PrefixTree {
     /// A tree holding at most `budget` bytes of keys and values.
-    pub fn new(budget: usize) -> Self {
+    pub(super) fn new(budget: usize) -> Self {
         Self {
             nodes: vec![Some(Node {
                 blocks: None,
@@ -50,7 +50,7 @@ impl PrefixTree {
     }
 
     /// Bytes of keys and values held.
-    pub fn bytes(&self) -> usize {
+    pub(super) fn bytes(&self) -> usize {
         self.bytes
     }
 
@@ -98,7 +98,7 @@ impl PrefixTree {
     }
 
     /// How many tokens of `ids` [`take`](Self::take) would give.
-    pub fn matched(&self, ids: &[u32]) -> usize {
+    pub(super) fn matched(&self, ids: &[u32]) -> usize {
         let usable = (ids.len().saturating_sub(1) / KEY_BLOCK) * KEY_BLOCK;
         let (path, partial) = self.walk(&ids[..usable]);
         let blocks: usize = path
@@ -112,7 +112,11 @@ impl PrefixTree {
     /// A cache holding the longest prefix of `ids` the tree has, in whole blocks and
     /// short of the last token (which must run to give the logits); `None` when it
     /// holds no block of it.
-    pub fn take(&mut self, ids: &[u32], new_cache: impl FnOnce() -> KvCache) -> Option<KvCache> {
+    pub(super) fn take(
+        &mut self,
+        ids: &[u32],
+        new_cache: impl FnOnce() -> KvCache,
+    ) -> Option<KvCache> {
         let usable = (ids.len().saturating_sub(1) / KEY_BLOCK) * KEY_BLOCK;
         let (path, partial) = self.walk(&ids[..usable]);
         if path.is_empty() && partial.is_none() {
@@ -145,7 +149,7 @@ impl PrefixTree {
     /// Keeps the whole blocks of a finished sequence's cache: what the tree holds of
     /// them already is shared, the rest added as a new leaf; then the least recently
     /// used leaves go until the tree is within its budget.
-    pub fn insert(&mut self, cache: &KvCache) {
+    pub(super) fn insert(&mut self, cache: &KvCache) {
         if self.budget == 0 {
             return;
         }

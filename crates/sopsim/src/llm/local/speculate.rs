@@ -68,7 +68,7 @@ pub(super) struct Spec {
 
 /// What speculation did for one reply.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SpecStats {
+pub(super) struct SpecStats {
     /// Checks by the model (each one pass over the drafts).
     pub checks: u64,
     pub drafted: u64,
@@ -78,7 +78,7 @@ pub struct SpecStats {
 impl Spec {
     /// Speculation for a reply drawn with `params` and `seed` (its drafts from a
     /// generator of their own), with drafts that cost `draft_cost`.
-    pub fn new(params: SamplingParams, seed: u64, draft_cost: f64) -> Self {
+    pub(super) fn new(params: SamplingParams, seed: u64, draft_cost: f64) -> Self {
         Self {
             cache: None,
             sampler: Sampler::new(params, seed ^ 0x5eed_d4af_7000_0001),
@@ -94,7 +94,7 @@ impl Spec {
 
     /// The drafts to draw this step: the length that pays best, or, while none does,
     /// one draft every [`PROBE_EVERY`] steps to see whether acceptance has risen.
-    pub fn wanted(&mut self) -> usize {
+    pub(super) fn wanted(&mut self) -> usize {
         let best = best_length(self.acceptance, self.draft_cost);
         if best > 0 {
             return best;
@@ -110,7 +110,7 @@ impl Spec {
     /// After the model kept `accepted` of this cycle's drafts: the estimate of
     /// acceptance takes in this check, and the draft cache is cut back to what the
     /// model kept.
-    pub fn settle(&mut self, accepted: usize) {
+    pub(super) fn settle(&mut self, accepted: usize) {
         let k = self.drafted.len();
         self.stats.checks += 1;
         self.stats.drafted += k as u64;
@@ -129,7 +129,7 @@ impl Spec {
     }
 
     /// Keeps the draft cache's whole blocks for later prompts.
-    pub fn finish(self, draft: &mut Draft) {
+    pub(super) fn finish(self, draft: &mut Draft) {
         if let Some(c) = &self.cache {
             draft.tree.insert(c);
         }
@@ -167,7 +167,7 @@ pub(super) struct DraftJob<'a> {
 
 impl Draft {
     /// The draft model for `target`, keeping `cache_bytes` of prompt prefixes.
-    pub fn new(model: Model, target: &Model, cache_bytes: usize) -> Self {
+    pub(super) fn new(model: Model, target: &Model, cache_bytes: usize) -> Self {
         let draft_cost = model.decode_bytes() as f64 / target.decode_bytes().max(1) as f64;
         tracing::debug!(
             draft_cost,
@@ -184,7 +184,7 @@ impl Draft {
 
     /// Draws each job's drafts: one pass of the draft model per draft, every job in
     /// it; the first pass also reads what the draft has not seen of each context.
-    pub fn draw(
+    pub(super) fn draw(
         &mut self,
         jobs: &mut [DraftJob<'_>],
     ) -> Result<(), sopsim_infer::error::InferError> {

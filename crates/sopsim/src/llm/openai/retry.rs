@@ -227,7 +227,7 @@ impl RetryPolicy {
 }
 
 /// The wait a response's `Retry-After` header asks for, if it has a readable one.
-pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+pub(super) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     headers
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())

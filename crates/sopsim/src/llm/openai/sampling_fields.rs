@@ -23,7 +23,7 @@ fn last_n(w: TokenWindow) -> i64 {
 }
 
 /// The penalties OpenAI's API itself takes, a redraw's extra variety included.
-pub fn standard(s: &LlmSettings, redraw: Option<&Redraw>, body: &mut Map<String, Value>) {
+pub(super) fn standard(s: &LlmSettings, redraw: Option<&Redraw>, body: &mut Map<String, Value>) {
     let extra = redraw.map_or(0.0, |r| REDRAW_FREQUENCY_STEP * r.attempt as f32);
     let frequency = s.frequency_penalty.unwrap_or(0.0) + extra;
     if s.frequency_penalty.is_some() || extra > 0.0 {
@@ -35,7 +35,7 @@ pub fn standard(s: &LlmSettings, redraw: Option<&Redraw>, body: &mut Map<String,
 }
 
 /// The extra fields the settings ask for (none when they set none of them).
-pub fn extras(s: &LlmSettings) -> Map<String, Value> {
+pub(super) fn extras(s: &LlmSettings) -> Map<String, Value> {
     let mut m = Map::new();
     if let Some(p) = s.repeat_penalty {
         m.insert("repeat_penalty".into(), json!(p));

@@ -13,7 +13,7 @@
 use thiserror::Error;
 
 /// The longest line or event sopsim holds while waiting for its end.
-pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+pub(super) const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// One parsed event.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use crate::llm::{ToolCall, ToolDef, ToolExchange};
 /// Most calls read from one reply; the rest are ignored.
 const MAX_CALLS: usize = 16;
 
-pub fn definitions(tools: &[ToolDef]) -> Value {
+pub(super) fn definitions(tools: &[ToolDef]) -> Value {
     Value::Array(
         tools
             .iter()
@@ -25,7 +25,7 @@ pub fn definitions(tools: &[ToolDef]) -> Value {
 }
 
 /// Each earlier call as the assistant message that made it and the tool's answer.
-pub fn exchange_messages(exchange: &[ToolExchange]) -> Vec<Value> {
+pub(super) fn exchange_messages(exchange: &[ToolExchange]) -> Vec<Value> {
     exchange
         .iter()
         .flat_map(|e| {
@@ -41,7 +41,7 @@ pub fn exchange_messages(exchange: &[ToolExchange]) -> Vec<Value> {
 }
 
 /// The calls of a whole `message.tool_calls`; entries without a name are skipped.
-pub fn read_calls(v: &Value) -> Vec<ToolCall> {
+pub(super) fn read_calls(v: &Value) -> Vec<ToolCall> {
     let Some(items) = v.as_array() else {
         return Vec::new();
     };
@@ -74,12 +74,12 @@ fn arguments_text(v: &Value) -> String {
 /// Calls assembled from streamed `delta.tool_calls`: the first delta of a call brings
 /// its `index`, `id` and name, later ones pieces of its arguments.
 #[derive(Default)]
-pub struct StreamedCalls {
+pub(super) struct StreamedCalls {
     calls: BTreeMap<u64, ToolCall>,
 }
 
 impl StreamedCalls {
-    pub fn push(&mut self, deltas: &Value) {
+    pub(super) fn push(&mut self, deltas: &Value) {
         let Some(items) = deltas.as_array() else {
             return;
         };
@@ -104,7 +104,7 @@ impl StreamedCalls {
         }
     }
 
-    pub fn finish(self) -> Vec<ToolCall> {
+    pub(super) fn finish(self) -> Vec<ToolCall> {
         self.calls
             .into_values()
             .filter(|c| !c.name.is_empty())
