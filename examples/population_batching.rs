@@ -65,7 +65,7 @@ fn main() {
     // The local engine reports its load (prompt and decode rows and seconds) at debug
     // level when its worker stops, at the end of each run.
     let engine = tracing_subscriber::filter::Targets::new()
-        .with_target("sopsim::llm::local::engine", tracing::Level::DEBUG);
+        .with_target("sopsim_llm::local::engine", tracing::Level::DEBUG);
     tracing_subscriber::registry()
         .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
         .with(engine)

@@ -3,9 +3,9 @@
 
 use thiserror::Error;
 
-pub use crate::cancel::CancelToken;
 use crate::embed::EmbedError;
-pub use crate::error_chain::chain;
+pub use sopsim_core::error_chain::chain;
+pub use sopsim_llm::CancelToken;
 
 #[derive(Debug, Error)]
 pub enum SimError {
@@ -39,7 +39,7 @@ pub enum SimError {
     #[error("no agent plays role {role:?} in state {state:?}")]
     NoAgent { state: String, role: String },
     #[error("the population's network")]
-    Network(#[source] crate::network::NetworkError),
+    Network(#[source] sopsim_core::network::NetworkError),
     #[error("the scenario's tools")]
     Tools(#[source] Box<crate::tools::ToolSetupError>),
     /// A resumed run said something else than the killed run's transcript at `line`.
@@ -71,7 +71,7 @@ pub enum SimError {
     /// A world variable that cannot stand (not a number, out of bounds), or a
     /// condition or strategy formula that fails; the error names it and the round.
     #[error(transparent)]
-    World(#[from] crate::world::WorldError),
+    World(#[from] sopsim_core::world::WorldError),
     /// The judge's rubric could not be read.
     #[error("the judge")]
     Judge(#[source] Box<crate::scenario::judge::RubricError>),

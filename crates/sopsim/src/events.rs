@@ -4,8 +4,8 @@
 //! A simultaneous round's messages come between its `RoundStarted` and `RoundEnded`;
 //! [`Rounds`] follows that, so each message's payload can say which round it is in.
 
-pub use crate::quality::{RedrawCause, ReplyQuality};
-pub use crate::world::{Spread, WorldSummary};
+pub use sopsim_core::quality::{RedrawCause, ReplyQuality};
+pub use sopsim_core::world::{Spread, WorldSummary};
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -15,8 +15,8 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Map, Value};
 
-use crate::memory::Message;
-use crate::tool_results::Return;
+use sopsim_core::memory::Message;
+use sopsim_core::tool_results::Return;
 
 /// Something that happened in a run.
 #[derive(Debug, Clone)]
@@ -39,7 +39,7 @@ pub enum SimEvent {
     /// wrong with it), and its next draw streams from the start.
     Redrawn {
         name: String,
-        cause: crate::quality::RedrawCause,
+        cause: sopsim_core::quality::RedrawCause,
     },
     Message(Arc<Message>),
     /// A simultaneous round begins: every one of `roles` acts on the same information.
@@ -111,7 +111,7 @@ pub struct Progress {
     /// Model calls by kind (`act`, `route`, `transit`, `summary`, …).
     pub calls: std::collections::BTreeMap<String, u64>,
     /// The replies' quality so far.
-    pub reply_quality: crate::quality::ReplyQuality,
+    pub reply_quality: sopsim_core::quality::ReplyQuality,
 }
 
 /// Receives a run's events. Implementations must be cheap: they are called inline.

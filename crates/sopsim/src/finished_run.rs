@@ -10,12 +10,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::memory::Message;
 use crate::output::{RunIdentity, RUN_FILE};
 use crate::output_folder::{FolderFileError, OutputFolder};
 use crate::scenario::aiwaves::Imported;
 use crate::scenario::Scenario;
 use crate::setup::SetupError;
+use sopsim_core::memory::Message;
 
 /// Why a finished run's folder cannot be worked on.
 #[derive(Debug, thiserror::Error)]

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use crate::finished_run::FinishedRunError;
 use crate::llm::{CallKind, LlmClient, LlmRequest};
-use crate::memory::{Message, Summary};
 use crate::output::WORLD_FILE;
 use crate::output_folder::{FolderFileError, OutputFolder};
-use crate::prompt::{self, ProbePut};
 use crate::scenario::Persona;
 use crate::setup::{EmbedderChoice, ModelOptions, SetupError};
+use sopsim_core::memory::{Message, Summary};
+use sopsim_core::prompt::{self, ProbePut};
 
 /// What to ask whom, in which run.
 #[derive(Debug, Clone)]
@@ -111,7 +111,8 @@ pub fn interview(opts: &InterviewOptions) -> Result<Interview, InterviewError> {
         None => None,
         Some(at) => through_round(&folder, &log, at)?,
     };
-    let env = crate::environment::replayed(&scenario, identity.mode, &log, &summaries, through);
+    let env =
+        sopsim_core::environment::replayed(&scenario, identity.mode, &log, &summaries, through);
     let obs = env.observe(Some(&opts.agent));
     let remembered = obs.recent.last().map(|m| m.seq);
     // The agent speaks as the role it played last, else its first.

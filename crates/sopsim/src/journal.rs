@@ -96,7 +96,7 @@ impl Journal {
         let bytes = folder
             .read_if_there(name, MAX_JOURNAL_BYTES)?
             .unwrap_or_default();
-        let whole = crate::files::whole_lines(&bytes);
+        let whole = sopsim_core::files::whole_lines(&bytes);
         let mut kept = Kept::default();
         for (i, line) in whole.split(|b| *b == b'\n').enumerate() {
             if line.is_empty() {

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 
 use crate::finished_run::FinishedRunError;
 use crate::judgement::judge;
-use crate::judging::Judgement;
 use crate::llm::LlmClient;
 use crate::output_folder::FolderFileError;
 use crate::scenario::judge::{JudgeSpec, RubricError};
 use crate::setup::{EmbedderChoice, ModelOptions, SetupError};
+use sopsim_core::judging::Judgement;
 
 /// What to judge again, and how.
 #[derive(Debug, Clone)]

@@ -7,11 +7,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::judging::{self, Answer, ItemFailure, Judgement};
 use crate::llm::{CallKind, LlmClient, LlmRequest};
-use crate::memory::Message;
 use crate::scenario::judge::{rubric_of, JudgeSpec, RubricError};
 use crate::scenario::Scenario;
+use sopsim_core::judging::{self, Answer, ItemFailure, Judgement};
+use sopsim_core::memory::Message;
 
 /// Judges the run of `scenario` whose messages are `log`, by `spec` (its rubric file
 /// read relative to `folder`), through `llm` (a client apart from the run's); `run_models`
@@ -66,7 +66,7 @@ pub(crate) async fn judge(
                                 raw: c.text,
                             })
                         }
-                        Err(e) => return (item, model, Err(crate::error_chain::chain(&e))),
+                        Err(e) => return (item, model, Err(sopsim_core::error_chain::chain(&e))),
                     }
                 }
                 (item, model, Ok(answers))

@@ -11,10 +11,10 @@ use dashmap::DashMap;
 use tokio::sync::OnceCell;
 
 use crate::embed::EmbedService;
-use crate::memory::EmbeddingIndex;
 use crate::scenario::knowledge_file::KnowledgeFileError;
 pub(crate) use crate::scenario::knowledge_file::{read_entries, Entry};
 use crate::scenario::{KnowledgeKind, KnowledgeLookup};
+use sopsim_core::memory::EmbeddingIndex;
 
 /// A knowledge base that cannot be used.
 #[derive(Debug, thiserror::Error)]

@@ -72,7 +72,7 @@
 //! The pure logic (the scenario format, SOP routing, memory, prompts, the
 //! Environment's rules, reply quality, the Director's state between turns) is the
 //! `sopsim-core` crate, free of actors and model calls; its modules are used here
-//! under their own names (`crate::memory`, `crate::prompt`…); [`scenario`] re-exports
+//! under their own names (`sopsim_core::memory`, `sopsim_core::prompt`…); [`scenario`] re-exports
 //! the format's types, not the core's loaders. This crate runs simulations on it.
 //!
 //! - [`tools`]: the built-in tool kinds, and the decision agent's logic (what a
@@ -82,7 +82,8 @@
 //!   a link, every read bounded).
 //!
 //! Services shared by every simulation in a process:
-//! - [`llm`]: the `LlmBackend` trait, the scripted backend, per-simulation accounting.
+//! - [`llm`]: the `sopsim-llm` crate: the `LlmBackend` trait, the OpenAI-compatible
+//!   and local backends, recording, the scripted backend, per-simulation accounting.
 //! - [`embed`]: the `Embedder` trait, the hash embedder, the batching worker service.
 //! - `knowledge`: knowledge bases for the `knowledge` component, embedded once a run.
 //!
@@ -102,14 +103,7 @@
 //! The benchmark (`sopsim bench`: scenario × mode × seed, outcomes, statistics, report
 //! and plots) is the `sopsim-bench` crate, built on this one's front door.
 
-// The core's modules, under the names the rest of this crate uses.
-pub(crate) use sopsim_core::{
-    action, digest, environment, error_chain, files, judging, memory, network, noise, prompt,
-    quality, run_state, sentence, sop, template, tokens, tool_results, user_json, world,
-};
-
 pub(crate) mod actors;
-pub(crate) mod cancel;
 pub(crate) mod control;
 pub mod embed;
 pub mod error;
@@ -121,7 +115,7 @@ pub(crate) mod journal;
 pub(crate) mod judge_again;
 pub(crate) mod judgement;
 pub(crate) mod knowledge;
-pub mod llm;
+pub use sopsim_llm as llm;
 pub use sopsim_models as models;
 pub(crate) mod output;
 pub(crate) mod output_folder;
@@ -142,10 +136,10 @@ pub use runner::{load, run, run_async, Loaded, RunError, RunIo, RunOptions, Scen
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing {
-    pub use crate::template::{placeholders, render};
-    pub use crate::user_json::parse;
     pub use sopsim_core::memory::{Decision, Message, MessageKind};
     pub use sopsim_core::scenario::{from_document, import_aiwaves, parse_json};
+    pub use sopsim_core::template::{placeholders, render};
+    pub use sopsim_core::user_json::parse;
     pub use sopsim_core::world::view::{render_say, render_state};
     pub use sopsim_core::world::World;
 }

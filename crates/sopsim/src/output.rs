@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::SimError;
 use crate::output_folder::{Entry, FolderFileError, OutputFolder};
-use crate::run_state::EndReason;
+use sopsim_core::run_state::EndReason;
 
 /// Appends each finished turn as one JSON line, written with one call before the next
 /// turn, so an interrupted or killed run keeps every finished turn and no torn line
@@ -64,7 +64,7 @@ impl TranscriptWriter {
     ) -> Result<Self, SimError> {
         let path = folder.path(name);
         let bytes = folder.read(name, MAX_TRANSCRIPT_BYTES)?;
-        let lines = crate::files::whole_lines(&bytes).to_vec();
+        let lines = sopsim_core::files::whole_lines(&bytes).to_vec();
         let mut file = folder.reopen(name)?;
         let io = |source| SimError::Io {
             what: path.display().to_string(),
@@ -427,8 +427,8 @@ impl RunDir {
         &self,
         environment: &impl serde::Serialize,
         summary: &impl serde::Serialize,
-        network: Option<&crate::network::NetworkRecord>,
-        judgement: Option<&crate::judging::Judgement>,
+        network: Option<&sopsim_core::network::NetworkRecord>,
+        judgement: Option<&sopsim_core::judging::Judgement>,
     ) -> Result<(), SimError> {
         let environment = self
             .files

@@ -295,7 +295,7 @@ impl OutputFolder {
     /// file, never written through).
     pub fn replace(&self, name: &str, bytes: &[u8]) -> Result<(), FolderFileError> {
         let path = self.checked(name)?;
-        crate::files::replace_file(&path, bytes)
+        sopsim_core::files::replace_file(&path, bytes)
             .map_err(|source| FolderFileError::Io { path, source })
     }
 
@@ -307,7 +307,7 @@ impl OutputFolder {
         value: &T,
     ) -> Result<(), FolderFileError> {
         let path = self.checked(name)?;
-        crate::files::replace_file_with(&path, |file| {
+        sopsim_core::files::replace_file_with(&path, |file| {
             let mut out = std::io::BufWriter::new(file);
             serde_json::to_writer_pretty(&mut out, value)?;
             out.write_all(b"\n")?;
@@ -497,7 +497,7 @@ mod tests {
             turns: u64,
         }
         let e = f.read_json::<Summary>("summary.json", 100).unwrap_err();
-        let text = crate::error_chain::chain(&e);
+        let text = sopsim_core::error_chain::chain(&e);
         assert!(
             text.contains("summary.json") && text.contains("line 1"),
             "{text}"

@@ -39,7 +39,7 @@ fn scan(
     };
     let file = folder
         .open_to_read(name)
-        .map_err(|e| bad(0, crate::error_chain::chain(&e)))?;
+        .map_err(|e| bad(0, sopsim_core::error_chain::chain(&e)))?;
     let mut reader = BufReader::new(file);
     let mut buf = Vec::new();
     for line in 1u64.. {

@@ -6,9 +6,9 @@
 //! Any number of simulations can run at once in one actix `System`; they share the
 //! [`Services`] (the model backend and the embedding service) and nothing else.
 
-pub use crate::judging::{figures as judged_figures, Judgement};
-pub use crate::memory::{Decision, Message, MessageKind};
-pub use crate::network::{
+pub use sopsim_core::judging::{figures as judged_figures, Judgement};
+pub use sopsim_core::memory::{Decision, Message, MessageKind};
+pub use sopsim_core::network::{
     document as network_document, draw_all as draw_networks, NetworkRecord, PopulationNetwork,
 };
 
@@ -28,16 +28,16 @@ use crate::actors::{
 };
 use crate::control::RunControl;
 use crate::embed::{EmbedService, HashEmbedder};
-use crate::environment::EnvironmentSnapshot;
 use crate::error::{CancelToken, SimError};
 use crate::events::{EventSink, Sinks};
 use crate::human::HumanInput;
 use crate::llm::cost::PriceTable;
 use crate::llm::{CallKind, KindUsage, LlmBackend, LlmClient, ScriptedBackend};
 use crate::output::TranscriptWriter;
-pub use crate::run_state::EndReason;
 use crate::scenario::{CommandConsent, Mode, Scenario};
-use crate::tokens::{Estimator, TokenCounter};
+use sopsim_core::environment::EnvironmentSnapshot;
+pub use sopsim_core::run_state::EndReason;
+use sopsim_core::tokens::{Estimator, TokenCounter};
 
 /// Process-wide services every simulation shares.
 #[derive(Clone)]
@@ -187,7 +187,7 @@ pub struct RunSummary {
     pub tools: crate::actors::messages::ToolSummary,
     /// Copies, labels, narration, echoes and empty replies among the replies
     /// ([`ReplyQuality`](crate::events::ReplyQuality)).
-    pub reply_quality: crate::quality::ReplyQuality,
+    pub reply_quality: sopsim_core::quality::ReplyQuality,
     /// Replies drawn again because a draw was flawed (see [`ReplyQuality`](crate::events::ReplyQuality)).
     pub redrawn_replies: crate::llm::Redrawn,
     /// Tokens decoded for the replies, over every draw, against the kept replies' own.
@@ -195,7 +195,7 @@ pub struct RunSummary {
     /// The world at the end: rounds played, its variables, each per-agent variable's
     /// spread.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub world: Option<crate::world::WorldSummary>,
+    pub world: Option<sopsim_core::world::WorldSummary>,
     /// The probes' calls, tokens and cost, counted apart from the run's own and from
     /// its budgets, and the answers that could not be had.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -255,7 +255,7 @@ pub struct RunOutcome {
     pub summary: RunSummary,
     pub transcript: Vec<Arc<Message>>,
     /// The Environment at the end (`environment.json`).
-    pub environment: crate::environment::EnvironmentRecord,
+    pub environment: sopsim_core::environment::EnvironmentRecord,
     /// The populations' networks drawn for the run (`network.json`); `None` without
     /// populations.
     pub network: Option<NetworkRecord>,
@@ -265,7 +265,7 @@ pub struct RunOutcome {
     pub probes: Vec<crate::scenario::probes::ProbeLine>,
     /// The judge's scores (`judgement.json`), for a scenario with a judge whose run
     /// ran its course.
-    pub judgement: Option<crate::judging::Judgement>,
+    pub judgement: Option<sopsim_core::judging::Judgement>,
 }
 
 /// Runs one simulation to its end. Must be called inside an actix `System`.
@@ -291,9 +291,9 @@ pub(crate) async fn run(
         sinks.emit(crate::events::SimEvent::Warning { text: text.clone() });
     }
     // Each population's network, drawn once: who sees whom, and network.json.
-    let drawn = crate::network::draw_all(scenario.populations.values(), config.seed)
+    let drawn = sopsim_core::network::draw_all(scenario.populations.values(), config.seed)
         .map_err(SimError::Network)?;
-    let audience = crate::memory::Audience::of(&scenario, mode, &drawn);
+    let audience = sopsim_core::memory::Audience::of(&scenario, mode, &drawn);
     let cast = cast(&scenario, services, &config, mode, &llm, sinks, audience).await?;
     let env = cast.env.clone();
     let (done_tx, done_rx) = oneshot::channel();
@@ -323,7 +323,7 @@ pub(crate) async fn run(
         config.notes,
         done_tx,
     );
-    let director = match crate::world::World::new(&scenario, config.seed, &drawn) {
+    let director = match sopsim_core::world::World::new(&scenario, config.seed, &drawn) {
         Some(world) => director.with_world(world, config.world_log),
         None => director,
     };
@@ -358,7 +358,7 @@ pub(crate) async fn run(
         &snapshot,
         started,
     );
-    let network = crate::network::document(&scenario, mode, config.seed, &drawn);
+    let network = sopsim_core::network::document(&scenario, mode, config.seed, &drawn);
     let judgement = match (&scenario.judge, summary.ended_by) {
         (
             Some(spec),
@@ -422,7 +422,7 @@ async fn cast(
     mode: Mode,
     llm: &LlmClient,
     sinks: Sinks,
-    audience: Option<crate::memory::Audience>,
+    audience: Option<sopsim_core::memory::Audience>,
 ) -> Result<Cast, SimError> {
     // Paraphrases are measured with MiniLM's embeddings, whose threshold is known;
     // a population's members each speak once a round, which no loop check needs.
@@ -444,7 +444,9 @@ async fn cast(
             )
             .await?;
             let names = staked.into_iter().map(|(n, _)| n.clone());
-            Some(Arc::new(crate::quality::Stakes::new(names.zip(vectors))))
+            Some(Arc::new(sopsim_core::quality::Stakes::new(
+                names.zip(vectors),
+            )))
         }
         false => None,
     };
@@ -462,7 +464,7 @@ async fn cast(
     )
     .start();
     let tools = Arc::new(crate::tools::ToolBox::start(scenario, &config.commands).await?);
-    let instructions = crate::quality::Instructions::of(scenario);
+    let instructions = sopsim_core::quality::Instructions::of(scenario);
     let shared = Arc::new(AgentShared {
         scenario: scenario.clone(),
         env: env.clone(),
@@ -535,7 +537,7 @@ fn summarise(
         final_state: finish.final_state,
         ended_by: finish.ended_by,
         ended_if: finish.world.as_ref().and_then(|w| w.ended_if.clone()),
-        error: error.map(|e| crate::error_chain::chain(e)),
+        error: error.map(|e| sopsim_core::error_chain::chain(e)),
         error_field: match error {
             Some(SimError::World(e)) => Some(e.field.clone()),
             _ => None,

@@ -72,7 +72,7 @@ impl ScenarioSource {
                 })?
             }
         };
-        Ok(crate::digest::sha256_hex(json.as_bytes()))
+        Ok(sopsim_core::digest::sha256_hex(json.as_bytes()))
     }
 }
 
@@ -211,7 +211,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.json");
         std::fs::write(&path, b"{\"name\": \"s\"}").unwrap();
-        let sha = |bytes: &[u8]| crate::digest::sha256_hex(bytes);
+        let sha = |bytes: &[u8]| sopsim_core::digest::sha256_hex(bytes);
         assert_eq!(
             ScenarioSource::File(path.clone()).sha256(None).unwrap(),
             sha(b"{\"name\": \"s\"}")
@@ -253,7 +253,7 @@ mod tests {
         .unwrap();
         std::fs::write(&path, &text).unwrap();
         let loaded = load(path.as_path(), &[]).unwrap();
-        assert_eq!(loaded.sha256, crate::digest::sha256_hex(&text));
+        assert_eq!(loaded.sha256, sopsim_core::digest::sha256_hex(&text));
         std::fs::write(&path, b"{\"name\": \"edited since\"}").unwrap();
         let notes = vec!["the config's `Memory` component was skipped".to_string()];
         let source = ScenarioSource::Loaded {

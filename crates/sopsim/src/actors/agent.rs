@@ -17,10 +17,10 @@ use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
 use crate::human::HumanInput;
 use crate::llm::{LlmClient, TokenSink};
-use crate::memory::{Decision, MessageKind};
 use crate::scenario::{ChoiceSpec, ChoiceTiming, LlmSettings, Scenario};
-use crate::sop::parse_choice;
-use crate::tokens::TokenCounter;
+use sopsim_core::memory::{Decision, MessageKind};
+use sopsim_core::sop::parse_choice;
+use sopsim_core::tokens::TokenCounter;
 
 pub(crate) struct AgentActor {
     pub(crate) name: String,
@@ -40,7 +40,7 @@ pub(crate) struct AgentShared {
     pub(crate) tools: Arc<crate::tools::ToolBox>,
     pub(crate) seed: u64,
     /// What a reply must not copy or echo.
-    pub(crate) instructions: crate::quality::Instructions,
+    pub(crate) instructions: sopsim_core::quality::Instructions,
 }
 
 impl Actor for AgentActor {
@@ -117,7 +117,7 @@ impl AgentActor {
         let view = msg.world.clone().unwrap_or_default();
         let agent = self.index().unwrap_or_default();
         let (cooperate, defect) = crate::scenario::strategy_moves(scenario, &self.name, strategy);
-        let situation = crate::world::strategy::Situation {
+        let situation = sopsim_core::world::strategy::Situation {
             view: &view,
             state: &msg.state,
             agent,
@@ -127,12 +127,12 @@ impl AgentActor {
             defect: defect.as_deref(),
             seed: self.shared.seed,
         };
-        let mut chosen = crate::world::strategy::decide(strategy, &situation)
+        let mut chosen = sopsim_core::world::strategy::decide(strategy, &situation)
             .map_err(|why| self.world_error(msg, "strategy", why))?;
         if let Some(p) = scenario.agents[&self.name].noise.filter(|p| *p > 0.0) {
             // The move trembles; its probabilities are then the tremble's.
             let intended = chosen.value.clone();
-            chosen.value = crate::noise::tremble(
+            chosen.value = sopsim_core::noise::tremble(
                 self.shared.seed,
                 &self.name,
                 msg.turn,
@@ -147,7 +147,7 @@ impl AgentActor {
                 .collect();
         }
         let line = match &strategy.say {
-            Some(say) => crate::world::view::render_say(say, &view, agent, &chosen.value)
+            Some(say) => sopsim_core::world::view::render_say(say, &view, agent, &chosen.value)
                 .map_err(|why| self.world_error(msg, "strategy.say", why))?,
             None => chosen.value.clone(),
         };
@@ -174,7 +174,7 @@ impl AgentActor {
             None if field.starts_with("strategy") => format!("agents.{}.{field}", self.name),
             None => format!("sop.states.{}.components.{}.{field}", msg.state, msg.role),
         };
-        SimError::World(crate::world::WorldError {
+        SimError::World(sopsim_core::world::WorldError {
             field: at,
             round: msg.world.as_ref().map_or(0, |v| v.rounds + 1),
             agent: Some(self.name.clone()),
@@ -231,7 +231,7 @@ impl AgentActor {
         let shown = match msg.world.as_ref() {
             Some(view) => {
                 let state = &self.shared.scenario.sop.states[&msg.state];
-                crate::world::view::render_state(&msg.state, state, view, self.index())
+                sopsim_core::world::view::render_state(&msg.state, state, view, self.index())
                     .map_err(|e| SimError::World(self.agent_named(e)))?
             }
             None => None,
@@ -258,8 +258,8 @@ impl AgentActor {
     }
 
     /// A world error of this agent's turn, naming the agent.
-    fn agent_named(&self, e: crate::world::WorldError) -> crate::world::WorldError {
-        crate::world::WorldError {
+    fn agent_named(&self, e: sopsim_core::world::WorldError) -> sopsim_core::world::WorldError {
+        sopsim_core::world::WorldError {
             agent: Some(self.name.clone()),
             ..e
         }
@@ -341,7 +341,7 @@ impl Handler<TakeTurn> for AgentActor {
         // A choice the world bounds offers what the world allows this turn.
         let bound = choice.as_ref().and_then(|c| c.at_most.as_deref());
         if let (Some(at_most), Some(view)) = (bound, &msg.world) {
-            match crate::world::view::bounded_options(&options, at_most, view, self.index()) {
+            match sopsim_core::world::view::bounded_options(&options, at_most, view, self.index()) {
                 Ok(kept) => options = kept,
                 Err(why) => {
                     return Box::pin(fut::ready(Err(self.world_error(

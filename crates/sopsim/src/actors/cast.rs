@@ -13,10 +13,10 @@ use crate::error::{CancelToken, SimError};
 use crate::events::{Progress, Sinks};
 use crate::llm::cost::PriceTable;
 use crate::llm::LlmClient;
-use crate::quality::{Checker, ReplyQuality};
-use crate::run_state::{EndReason, ParseFailures, Spend};
 use crate::scenario::Scenario;
-use crate::tokens::TokenCounter;
+use sopsim_core::quality::{Checker, ReplyQuality};
+use sopsim_core::run_state::{EndReason, ParseFailures, Spend};
+use sopsim_core::tokens::TokenCounter;
 
 /// How a run ended, as the Director saw it.
 #[derive(Debug)]
@@ -31,7 +31,7 @@ pub(crate) struct Finish {
     pub failures: ParseFailures,
     pub reply_quality: ReplyQuality,
     /// The world at the end, in a scenario with one.
-    pub world: Option<crate::world::WorldSummary>,
+    pub world: Option<sopsim_core::world::WorldSummary>,
     /// What the probes cost and which failed, in a scenario with probes.
     pub probes: Option<super::prober::ProbesSummary>,
 }
@@ -47,9 +47,9 @@ pub(crate) struct Cast {
     /// Whether paraphrases are counted (the Environment's verdicts come with commits).
     pub paraphrases: bool,
     /// The participants' stakes embedded, when replies are checked against them.
-    pub stakes: Option<Arc<crate::quality::Stakes>>,
+    pub stakes: Option<Arc<sopsim_core::quality::Stakes>>,
     /// What replies are checked against, made once for the run's agents and Director.
-    pub instructions: crate::quality::Instructions,
+    pub instructions: sopsim_core::quality::Instructions,
 }
 
 impl Cast {

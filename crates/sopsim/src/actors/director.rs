@@ -26,12 +26,12 @@ use super::turns::play_round;
 use crate::control::{Control, Pacer, RunControl, Wake};
 use crate::error::SimError;
 use crate::events::SimEvent;
-use crate::memory::Message;
 use crate::output::TranscriptWriter;
-use crate::quality::Checker;
-use crate::run_state::EndReason;
-use crate::run_state::{Begun, Gate, RunState, TurnLimits};
-use crate::sop::{
+use sopsim_core::memory::Message;
+use sopsim_core::quality::Checker;
+use sopsim_core::run_state::EndReason;
+use sopsim_core::run_state::{Begun, Gate, RunState, TurnLimits};
+use sopsim_core::sop::{
     after_transit, controller_choice, judge_options, next_turns, AfterTransit, Check, NextTurns,
     SopEngine, Transition,
 };
@@ -99,7 +99,7 @@ impl Director {
     /// The Director of a run whose world is `world`, its rounds appended to `log`.
     pub(crate) fn with_world(
         mut self,
-        world: crate::world::World,
+        world: sopsim_core::world::World,
         log: Option<TranscriptWriter>,
     ) -> Self {
         self.world = Some(super::world_keeper::WorldKeeper::new(world, log));
@@ -142,7 +142,7 @@ impl Director {
     }
 
     /// The world as the next turns see it.
-    fn world_view(&self) -> Option<std::sync::Arc<crate::world::WorldView>> {
+    fn world_view(&self) -> Option<std::sync::Arc<sopsim_core::world::WorldView>> {
         self.world.as_ref().map(|w| w.view())
     }
 
@@ -591,10 +591,12 @@ impl Director {
         // The state as the question shows it: with the world's values, when it shows any.
         let current = &scenario.sop.states[&state];
         let shown = match self.world_view() {
-            Some(view) => match crate::world::view::render_state(&state, current, &view, None) {
-                Ok(shown) => shown,
-                Err(e) => return self.fail(SimError::World(e), ctx),
-            },
+            Some(view) => {
+                match sopsim_core::world::view::render_state(&state, current, &view, None) {
+                    Ok(shown) => shown,
+                    Err(e) => return self.fail(SimError::World(e), ctx),
+                }
+            }
             None => None,
         }
         .unwrap_or_else(|| current.clone());

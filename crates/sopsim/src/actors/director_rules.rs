@@ -6,10 +6,10 @@
 use std::sync::Arc;
 
 use crate::error::SimError;
-use crate::memory::Message;
-use crate::run_state::EndReason;
 use crate::scenario::Turns;
-use crate::sop::Transition;
+use sopsim_core::memory::Message;
+use sopsim_core::run_state::EndReason;
+use sopsim_core::sop::Transition;
 
 /// What a round of turns came to.
 #[derive(Debug)]
@@ -120,7 +120,7 @@ pub(super) fn probes_after_visit(t: &Transition, turns: Turns) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::MessageKind;
+    use sopsim_core::memory::MessageKind;
 
     fn said(contents: &[&str]) -> Vec<Arc<Message>> {
         contents

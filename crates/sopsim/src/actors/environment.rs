@@ -1,4 +1,4 @@
-//! The Environment actor: a thin shell around [`crate::environment::Environment`],
+//! The Environment actor: a thin shell around [`sopsim_core::environment::Environment`],
 //! which holds the state and the rules. The actor sequences the work around it:
 //! embedding committed messages (the embedding service batches them with other
 //! simulations'), asking for a summary when one is due, and running the tools that
@@ -11,15 +11,15 @@ use serde_json::{json, Map, Value};
 
 use super::messages::*;
 use crate::embed::EmbedService;
-use crate::environment::{Environment, SettledTurn};
 use crate::error::SimError;
 use crate::llm::{CallKind, LlmClient, LlmRequest};
-use crate::memory::{Message, SummaryRequest};
-use crate::prompt;
 use crate::scenario::Scenario;
-use crate::tokens::TokenCounter;
-use crate::tool_results::ResultObject;
 use crate::tools::{store_query, InEnvironment, RunsIn, ToolFailure};
+use sopsim_core::environment::{Environment, SettledTurn};
+use sopsim_core::memory::{Message, SummaryRequest};
+use sopsim_core::prompt;
+use sopsim_core::tokens::TokenCounter;
+use sopsim_core::tool_results::ResultObject;
 
 /// What reply quality reads from the committed messages' embeddings.
 #[derive(Debug, Clone, Copy, Default)]
@@ -34,14 +34,14 @@ pub(crate) struct EnvironmentActor {
     env: Environment,
     scenario: Arc<Scenario>,
     /// Which committed messages are embedded, and the paraphrase verdicts.
-    meaning: crate::quality::Meaning,
+    meaning: sopsim_core::quality::Meaning,
     embed: EmbedService,
     /// The knowledge bases this run has built.
     knowledge: crate::knowledge::KnowledgeBases,
     llm: LlmClient,
     counter: Arc<dyn TokenCounter>,
     /// The world after the last round, for the summaries' prompts.
-    world: Option<Arc<crate::world::WorldView>>,
+    world: Option<Arc<sopsim_core::world::WorldView>>,
 }
 
 impl EnvironmentActor {
@@ -51,7 +51,7 @@ impl EnvironmentActor {
         embed: EmbedService,
         llm: LlmClient,
         counter: Arc<dyn TokenCounter>,
-        audience: Option<crate::memory::Audience>,
+        audience: Option<sopsim_core::memory::Audience>,
         quality: QualityEmbeddings,
     ) -> Self {
         let mut env = Environment::new(&scenario, mode);
@@ -60,7 +60,7 @@ impl EnvironmentActor {
         }
         Self {
             env,
-            meaning: crate::quality::Meaning::new(
+            meaning: sopsim_core::quality::Meaning::new(
                 scenario.needs_embeddings(),
                 quality.stakes,
                 quality.paraphrases,
@@ -78,7 +78,7 @@ impl EnvironmentActor {
         let state_name = self.env.state();
         let state = &self.scenario.sop.states[state_name];
         let shown = match &self.world {
-            Some(view) => crate::world::view::render_state(state_name, state, view, None)?,
+            Some(view) => sopsim_core::world::view::render_state(state_name, state, view, None)?,
             None => None,
         };
         let state = shown.as_ref().unwrap_or(state);
@@ -238,7 +238,7 @@ impl Handler<Commit> for EnvironmentActor {
 }
 
 /// Each settled turn's name, events and number of messages, and every message in order.
-type Shapes = Vec<(String, Vec<crate::tool_results::Return>, usize)>;
+type Shapes = Vec<(String, Vec<sopsim_core::tool_results::Return>, usize)>;
 
 fn shapes(settled: Vec<SettledTurn>) -> (Shapes, Vec<Message>) {
     let mut shapes = Vec::with_capacity(settled.len());
@@ -335,7 +335,7 @@ mod tests {
     use crate::actors::messages::{ApplyReturn, CallOutcome, Snapshot, ToolReturn};
     use crate::llm::LlmClient;
     use crate::scenario::Mode;
-    use crate::tool_results::{ResultObject, Return};
+    use sopsim_core::tool_results::{ResultObject, Return};
 
     #[test]
     fn tool_results_go_to_the_store_and_errors_to_the_tool() {

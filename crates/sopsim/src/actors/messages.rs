@@ -5,14 +5,14 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub(crate) use crate::environment::{
-    DraftMessage, DraftTurn, EnvironmentSnapshot, HeldEvent, ToolReturn, ToolSummary, ToolView,
-};
 use crate::error::SimError;
-use crate::memory::{Message, Observation};
-use crate::tool_results::{ResultObject, Return};
 pub(crate) use crate::tools::CallOutcome;
 use crate::tools::{Tool, ToolFailure};
+pub(crate) use sopsim_core::environment::{
+    DraftMessage, DraftTurn, EnvironmentSnapshot, HeldEvent, ToolReturn, ToolSummary, ToolView,
+};
+use sopsim_core::memory::{Message, Observation};
+use sopsim_core::tool_results::{ResultObject, Return};
 
 /// Director → Environment: a new visit of `state` begins.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -70,7 +70,7 @@ pub(crate) struct TakeTurn {
     pub live: bool,
     /// The world as the turn sees it, in a scenario with one (or strategy players).
     #[serde(skip)]
-    pub world: Option<std::sync::Arc<crate::world::WorldView>>,
+    pub world: Option<std::sync::Arc<sopsim_core::world::WorldView>>,
 }
 
 /// Agent → Director: the turn's outcome.
@@ -123,7 +123,7 @@ pub(crate) struct Consult {
 /// Director → Environment: the world after a round, for the prompts it builds
 /// (observations, summaries).
 #[derive(Debug, Clone)]
-pub(crate) struct SetWorld(pub std::sync::Arc<crate::world::WorldView>);
+pub(crate) struct SetWorld(pub std::sync::Arc<sopsim_core::world::WorldView>);
 
 answered_with! {
     EnterVisit => ();

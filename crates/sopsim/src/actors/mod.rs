@@ -29,7 +29,6 @@ mod tool_turn;
 mod turns;
 mod world_keeper;
 
-pub(crate) use crate::run_state::ParseFailures;
 pub(crate) use agent::AgentActor;
 pub(crate) use agent::AgentShared;
 pub(crate) use cast::{Cast, Finish, Limits};
@@ -37,3 +36,4 @@ pub(crate) use director::Director;
 pub(crate) use environment::{EnvironmentActor, QualityEmbeddings};
 pub(crate) use prober::ProbeFailure;
 pub(crate) use prober::Prober;
+pub(crate) use sopsim_core::run_state::ParseFailures;

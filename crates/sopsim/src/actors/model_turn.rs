@@ -16,11 +16,11 @@ use crate::events::{SimEvent, Sinks};
 use crate::llm::{
     CallContext, CallKind, Chosen, Completion, LlmClient, LlmRequest, Redraw, Screen, TokenSink,
 };
-use crate::memory::{Decision, MessageKind, Observation};
-use crate::prompt::{self, ChatMessage};
-use crate::quality::{Checker, Instructions, RedrawCause, DEFAULT_REDRAWS};
 use crate::scenario::{ChoiceSpec, LlmSettings, Persona, Scenario, State};
-use crate::tokens::TokenCounter;
+use sopsim_core::memory::{Decision, MessageKind, Observation};
+use sopsim_core::prompt::{self, ChatMessage};
+use sopsim_core::quality::{Checker, Instructions, RedrawCause, DEFAULT_REDRAWS};
+use sopsim_core::tokens::TokenCounter;
 
 /// Everything a model turn needs, taken from the Agent when the turn begins.
 pub(super) struct ModelTurn {
@@ -78,7 +78,7 @@ impl ModelTurn {
         let mut decision = self.choose(&obs, own_reply).await?;
         if let (Some(d), Some(p)) = (decision.as_mut(), self.noise()) {
             // The move trembles; the probabilities stay the model's own.
-            d.value = crate::noise::tremble(
+            d.value = sopsim_core::noise::tremble(
                 self.seed,
                 &self.base.name,
                 self.msg.turn,
@@ -291,7 +291,7 @@ impl ModelTurn {
                 for completion in drawn {
                     // Judged as it would be recorded.
                     let (text, _) =
-                        crate::action::recorded_reply(&completion.text, &self.base.others);
+                        sopsim_core::action::recorded_reply(&completion.text, &self.base.others);
                     let verdict = match completion.abandoned {
                         Some(cause) => Some((cause, checker.avoid(&self.base.name, text, cause))),
                         None => checker.redraw(&self.base.name, text),

@@ -1,8 +1,8 @@
 //! Who the other participants of a turn are: the names and roles a reply must not go
 //! on as (it is cut there, and the model is stopped there).
 
-use crate::memory::Observation;
 use crate::scenario::Scenario;
+use sopsim_core::memory::Observation;
 
 /// Scenarios with at most this many agents name every other participant as a speaker
 /// a reply stops at; in a larger one (a population) an agent's turn names those its
@@ -67,7 +67,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::memory::{Message, MessageKind};
+    use sopsim_core::memory::{Message, MessageKind};
 
     fn said(name: &str, role: &str) -> Arc<Message> {
         Arc::new(Message {

@@ -16,11 +16,11 @@ use super::messages::Observe;
 use crate::error::SimError;
 use crate::llm::{CallKind, LlmClient, LlmRequest};
 use crate::output::TranscriptWriter;
-use crate::prompt::{self, ProbePut};
 use crate::scenario::probes::{self, AnswerForm, Occasion, ProbeLine, ProbeSpec};
 use crate::scenario::{Persona, Scenario};
-use crate::tokens::TokenCounter;
-use crate::world::WorldView;
+use sopsim_core::prompt::{self, ProbePut};
+use sopsim_core::tokens::TokenCounter;
+use sopsim_core::world::WorldView;
 
 /// A probe that could not be answered: counted and listed in `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -243,13 +243,13 @@ impl Shared {
         let plain = &scenario.sop.states[state_name];
         let index = scenario.agents.get_index_of(&a.agent).map(|i| i as u32);
         let shown = match &self.moment.world {
-            Some(view) => crate::world::view::render_state(state_name, plain, view, index)
+            Some(view) => sopsim_core::world::view::render_state(state_name, plain, view, index)
                 .map_err(|e| failed(e.to_string()))?,
             None => None,
         };
         let state = shown.as_ref().unwrap_or(plain);
         let question = match &self.moment.world {
-            Some(view) => crate::world::view::render(&a.spec.question, view, index, &[])
+            Some(view) => sopsim_core::world::view::render(&a.spec.question, view, index, &[])
                 .map_err(&failed)?
                 .into_owned(),
             None => a.spec.question.clone(),
@@ -312,7 +312,7 @@ impl Shared {
                 let offered = probes::svo::options(item);
                 let completion = ask(&put, &offered, context.clone())
                     .await
-                    .map_err(|e| failed(crate::error_chain::chain(&e)))?;
+                    .map_err(|e| failed(sopsim_core::error_chain::chain(&e)))?;
                 let chosen = completion.chosen.ok_or_else(|| {
                     failed(format!("no allocation was read for item {}", item + 1))
                 })?;
@@ -342,7 +342,7 @@ impl Shared {
             .ok_or_else(|| failed("no call".into()))?;
         let completion = ask(&question, &shown_options, context)
             .await
-            .map_err(|e| failed(crate::error_chain::chain(&e)))?;
+            .map_err(|e| failed(sopsim_core::error_chain::chain(&e)))?;
         let mut line = ProbeLine {
             probe: a.probe,
             agent: a.agent,

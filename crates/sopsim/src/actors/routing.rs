@@ -11,10 +11,10 @@ use super::environment::EnvironmentActor;
 use super::messages::Observe;
 use crate::error::SimError;
 use crate::llm::{CallContext, CallKind, LlmClient, LlmRequest};
-use crate::memory::Observation;
-use crate::prompt::{self, Assembled};
 use crate::scenario::{LlmSettings, Scenario, State};
-use crate::tokens::TokenCounter;
+use sopsim_core::memory::Observation;
+use sopsim_core::prompt::{self, Assembled};
+use sopsim_core::tokens::TokenCounter;
 
 /// A routing call (the speaker controller or the transition judge): its prompt and
 /// the options offered.

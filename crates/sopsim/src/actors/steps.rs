@@ -1,7 +1,7 @@
 //! The Director's messages to itself: a run is a chain of `Step` (choose who speaks)
 //! → `Play` (their turns) → `Transit` (apply the transition) → `Step`.
 
-use crate::sop::Transition;
+use sopsim_core::sop::Transition;
 
 pub(super) struct Step;
 

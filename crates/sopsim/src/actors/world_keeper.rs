@@ -12,9 +12,9 @@ use super::messages::SetWorld;
 use crate::error::CancelToken;
 use crate::error::SimError;
 use crate::events::{SimEvent, Sinks};
-use crate::memory::Message;
 use crate::output::TranscriptWriter;
-use crate::world::{RoundError, World, WorldSummary, WorldView};
+use sopsim_core::memory::Message;
+use sopsim_core::world::{RoundError, World, WorldSummary, WorldView};
 
 pub(super) struct WorldKeeper {
     world: World,
@@ -55,10 +55,10 @@ impl WorldKeeper {
     /// `text` (state `state`'s opening line) with the world's values as the next turns
     /// see them.
     pub(super) fn shown(&self, state: &str, text: &str) -> Result<String, SimError> {
-        crate::world::render(text, &self.view, None, &[])
+        sopsim_core::world::render(text, &self.view, None, &[])
             .map(std::borrow::Cow::into_owned)
             .map_err(|why| {
-                SimError::World(crate::world::WorldError {
+                SimError::World(sopsim_core::world::WorldError {
                     field: format!("sop.states.{state}.begin_query"),
                     round: self.view.rounds + 1,
                     agent: None,

@@ -129,7 +129,7 @@ pub fn tokenizer_from_json(bytes: &[u8]) -> Result<Tokenizer, tokenizers::Error>
 
 fn read(dir: &Path, name: &str, limit: u64) -> Result<Vec<u8>, EmbedError> {
     let path = dir.join(name);
-    crate::files::read_bounded(&path, limit)
+    sopsim_core::files::read_bounded(&path, limit)
         .map_err(|source| failed(MiniLmError::Read { path, source }))
 }
 

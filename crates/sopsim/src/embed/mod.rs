@@ -51,7 +51,7 @@ use thiserror::Error;
 /// source, so that code showing only the message shows why.
 #[derive(Debug, Clone, Error)]
 pub enum EmbedError {
-    #[error("embedder {embedder}: {}", crate::error_chain::chain(&**.source))]
+    #[error("embedder {embedder}: {}", sopsim_core::error_chain::chain(&**.source))]
     Failed {
         embedder: String,
         #[source]

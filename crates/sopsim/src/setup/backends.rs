@@ -13,7 +13,7 @@ use crate::llm::record::{Recorder, Replayer};
 use crate::llm::{LlmBackend, ScriptedBackend};
 use crate::models;
 use crate::scenario::Scenario;
-use crate::tokens::{Estimator, TokenCounter};
+use sopsim_core::tokens::{Estimator, TokenCounter};
 
 #[cfg(feature = "local")]
 fn existing(setting: Setting, path: &Path) -> Result<(), SetupError> {

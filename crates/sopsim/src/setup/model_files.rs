@@ -99,11 +99,11 @@ pub(crate) fn check_model_file(path: &Path) -> Result<(), ModelFileProblem> {
 
 #[cfg(feature = "local")]
 fn readable_model(path: &Path) -> Result<(), String> {
-    let file =
-        sopsim_infer::gguf::GgufFile::open(path).map_err(|e| crate::error_chain::chain(&e))?;
+    let file = sopsim_infer::gguf::GgufFile::open(path)
+        .map_err(|e| sopsim_core::error_chain::chain(&e))?;
     sopsim_infer::gguf::ModelShape::read(&file)
         .map(|_| ())
-        .map_err(|e| crate::error_chain::chain(&e))
+        .map_err(|e| sopsim_core::error_chain::chain(&e))
 }
 
 #[cfg(not(feature = "local"))]

@@ -7,9 +7,9 @@ use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
 
 use super::{cut, Tool};
-use crate::prompt::ChatMessage;
 use crate::scenario::DecisionFormat;
-pub use crate::tool_results::{error_line, render_environment};
+use sopsim_core::prompt::ChatMessage;
+pub use sopsim_core::tool_results::{error_line, render_environment};
 
 pub use crate::scenario::ANSWER;
 
@@ -353,7 +353,7 @@ pub fn results_for_reply(tasks: &[Task], objects: &[String]) -> Option<String> {
     if tasks.is_empty() {
         return None;
     }
-    let mut text = format!("{}\n", crate::prompt::TOOL_FACTS_NOTE);
+    let mut text = format!("{}\n", sopsim_core::prompt::TOOL_FACTS_NOTE);
     for t in tasks {
         text.push_str(&format!("- {} {}: {}\n", t.tool, t.arguments, t.parsed));
     }

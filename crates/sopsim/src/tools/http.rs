@@ -14,7 +14,7 @@ use url::{Host, Url};
 
 use super::kind::{Kind, Start};
 use super::{ResultObject, RunsIn, SettingsError, Setup, Tool, ToolFailure, ToolSetupError};
-use crate::error_chain::chain;
+use sopsim_core::error_chain::chain;
 
 /// A checked `http` configuration.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::{RunsIn, Setup, Tool, ToolCallPlace, ToolSetupError};
-use crate::tool_results::{ResultObject, ToolFailure};
+use sopsim_core::tool_results::{ResultObject, ToolFailure};
 
 /// A kind's settings, made ready to run: data files loaded, servers started.
 pub(crate) trait Start {

@@ -16,7 +16,7 @@
 //! - [`mcp`]: tools of MCP servers run as child processes.
 //! - `unavailable`: the kinds a build's features leave out.
 
-pub use crate::tool_results::{ResultObject, Return, Store};
+pub use sopsim_core::tool_results::{ResultObject, Return, Store};
 
 pub mod calculator;
 pub mod decision;
@@ -40,12 +40,12 @@ use thiserror::Error;
 
 use sopsim_core::scenario::{ResultDisplay, ToolSettings};
 
-use crate::prompt::ToolDef;
 use crate::scenario::{
     CommandConsent, DataFileError, FieldPath, Scenario, SchemaError, SettingsError, ToolSpec,
 };
-pub use crate::tool_results::{CallOutcome, ToolFailure};
 use kind::{Kind, Start};
+use sopsim_core::prompt::ToolDef;
+pub use sopsim_core::tool_results::{CallOutcome, ToolFailure};
 
 /// Where a call is made: what seeded tools draw from.
 #[derive(Debug, Clone)]
@@ -450,7 +450,7 @@ mod tests {
         };
         assert_eq!(e.path.to_string(), "tools.seen.config");
         assert_eq!(
-            crate::error_chain::chain(&e.cause),
+            sopsim_core::error_chain::chain(&e.cause),
             "max_objects: expected a whole number from 1 to 1000"
         );
     }

@@ -8,7 +8,7 @@ use sopsim_core::scenario::tool_settings::StoreQuerySettings;
 
 use super::kind::{Kind, Start};
 use super::{InEnvironment, RunsIn, Setup, ToolSetupError};
-use crate::tool_results::{Entry, Store, REF_ID};
+use sopsim_core::tool_results::{Entry, Store, REF_ID};
 
 /// A query of the store: the Environment actor runs it, over what the caller may see.
 struct StoreQuery(InEnvironment);
