@@ -25,12 +25,12 @@ use crate::llm::{
     CallKind, Completion, DecisionFormat, LlmClient, LlmRequest, ToolCall, ToolExchange,
     ToolRequest,
 };
-use crate::memory::MessageKind;
-use crate::prompt::ChatMessage;
 use crate::scenario::LlmSettings;
-use crate::tool_results::{tag_refs, ResultObject, Return};
 use crate::tools::decision::{self, DecisionView, Task};
 use crate::tools::{cut, RunsIn, Tool, ToolCallPlace, ToolFailure};
+use sopsim_core::memory::MessageKind;
+use sopsim_core::prompt::ChatMessage;
+use sopsim_core::tool_results::{tag_refs, ResultObject, Return};
 
 /// Characters of a tool's objects the reply prompt shows.
 const REPLY_OBJECTS_CHARS: usize = 4000;
@@ -519,4 +519,178 @@ struct Outcome {
     objects: Vec<String>,
     /// Returns applied so far this turn.
     returns: usize,
+}
+
+/// One agent's tool steps, on the shop assistant's tools (a catalogue lookup and a
+/// calculator) with the scripted backend deciding as each test says.
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{json, Value};
+
+    use super::{Decider, ToolTurn};
+    use crate::actors::environment::EnvironmentActor;
+    use crate::actors::QualityEmbeddings;
+    use crate::events::Sinks;
+    use crate::llm::{DecisionFormat, LlmClient};
+    use crate::scenario::{LlmSettings, Mode};
+    use crate::tools::ToolBox;
+    use sopsim_core::memory::MessageKind;
+    use sopsim_core::prompt::ChatMessage;
+    use sopsim_core::tool_results::Return;
+
+    /// Mia's turn with `decisions` scripted, at most `max_steps` decisions.
+    fn turn(decisions: Value, max_steps: u32) -> ToolTurn {
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scenarios/shop_assistant.json"
+        );
+        let mut scenario = crate::runner::load(std::path::Path::new(file), &[])
+            .unwrap()
+            .scenario;
+        scenario.script.as_mut().expect("a script").decisions = [(
+            "Mia".to_string(),
+            serde_json::from_value(decisions).unwrap(),
+        )]
+        .into();
+        let scenario = Arc::new(scenario);
+        actix::System::new().block_on(async {
+            let services = crate::simulation::Services::scripted(&scenario);
+            let llm = LlmClient::new(services.llm.clone(), 0);
+            let env = actix::Actor::start(EnvironmentActor::new(
+                scenario.clone(),
+                Mode::Cooperative,
+                services.embed.clone(),
+                llm.clone(),
+                services.counter.clone(),
+                None,
+                QualityEmbeddings::default(),
+            ));
+            let toolbox = ToolBox::start(&scenario, &Default::default())
+                .await
+                .unwrap();
+            let tools = ["catalogue", "calculator"]
+                .map(|t| toolbox.get(t).unwrap().clone())
+                .to_vec();
+            let decider = Decider {
+                env,
+                llm,
+                sinks: Sinks::new(Vec::new()),
+                name: "Mia".into(),
+                role: "Assistant".into(),
+                state: "shop".into(),
+                visit: 1,
+                turn: 1,
+                run_seed: 0,
+                settings: LlmSettings::default(),
+                tools,
+                max_steps,
+                environment_budget: 512,
+                last_message: None,
+                live: false,
+            };
+            let base = [ChatMessage::user("What boots do you have?")];
+            decider.run(&base, DecisionFormat::Json).await.unwrap()
+        })
+    }
+
+    /// The turn's tool messages as `(kind, text)`.
+    fn lines(turn: &ToolTurn) -> Vec<(MessageKind, String)> {
+        turn.messages
+            .iter()
+            .map(|m| (m.kind, m.response.clone()))
+            .collect()
+    }
+
+    fn calculator(expression: Value) -> Value {
+        json!({"tool": "calculator", "arguments": {"expression": expression}})
+    }
+
+    #[test]
+    fn a_call_then_an_answer_leaves_its_result_for_the_reply() {
+        let turn = turn(json!([calculator(json!("149 + 120")), "answer"]), 3);
+        let lines = lines(&turn);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[0].0, MessageKind::ToolCall);
+        assert!(lines[0].1.contains("calculator"), "{lines:?}");
+        assert_eq!(lines[1].0, MessageKind::ToolResult);
+        assert!(lines[1].1.contains("269"), "{lines:?}");
+        let reply = turn.for_reply.expect("the result is offered to the reply");
+        assert!(reply.contains("269"), "{reply}");
+        // Not live: the events wait for the round's commit, results among them.
+        assert!(turn
+            .events
+            .iter()
+            .any(|e| matches!(e.ret, Return::Result(_))));
+    }
+
+    #[test]
+    fn invalid_arguments_are_an_error_the_next_decision_can_mend() {
+        let turn = turn(
+            json!([calculator(json!(42)), calculator(json!("2 * 21")), "answer"]),
+            3,
+        );
+        let results: Vec<String> = lines(&turn)
+            .into_iter()
+            .filter(|(k, _)| *k == MessageKind::ToolResult)
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(results.len(), 2, "{results:?}");
+        assert!(results[0].contains("error"), "{results:?}");
+        assert!(results[1].contains("42"), "{results:?}");
+    }
+
+    #[test]
+    fn an_unknown_tool_gets_two_more_tries_then_the_agent_replies() {
+        let nope = json!({"tool": "weather", "arguments": {}});
+        let turn = turn(json!([nope, nope, nope, nope, nope]), 5);
+        let results: Vec<String> = lines(&turn)
+            .into_iter()
+            .filter(|(k, _)| *k == MessageKind::ToolResult)
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(results.len(), 3, "three tries in all: {results:?}");
+        assert!(results.iter().all(|r| r.contains("weather")), "{results:?}");
+        // The reply is told what went wrong, so it does not claim a result.
+        let reply = turn.for_reply.expect("the errors are offered to the reply");
+        assert!(reply.contains("there is no tool `weather`"), "{reply}");
+    }
+
+    #[test]
+    fn the_step_limit_ends_the_tool_steps() {
+        let sums = json!([
+            calculator(json!("1 + 1")),
+            calculator(json!("2 + 2")),
+            calculator(json!("3 + 3")),
+            "answer"
+        ]);
+        let calls = |turn: &ToolTurn| {
+            lines(turn)
+                .iter()
+                .filter(|(k, _)| *k == MessageKind::ToolCall)
+                .count()
+        };
+        assert_eq!(calls(&turn(sums.clone(), 2)), 2);
+        assert_eq!(calls(&turn(sums, 5)), 3);
+    }
+
+    #[test]
+    fn a_tool_that_fails_is_an_error_not_the_end_of_the_turn() {
+        let turn = turn(
+            json!([
+                calculator(json!("1 / 0")),
+                calculator(json!("6 * 7")),
+                "answer"
+            ]),
+            3,
+        );
+        let results: Vec<String> = lines(&turn)
+            .into_iter()
+            .filter(|(k, _)| *k == MessageKind::ToolResult)
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(results.len(), 2, "{results:?}");
+        assert!(results[1].contains("42"), "{results:?}");
+    }
 }
