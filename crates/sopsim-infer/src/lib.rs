@@ -7,7 +7,7 @@
 //!   the tokenizer and the chat template, every metadata value checked.
 //! - [`quant`]: quantised matrix products whose results do not depend on the batch
 //!   (AVX-512 VNNI, AVX2 and AVX-VNNI kernels matching a scalar reference bit for bit).
-//! - [`transformer`]: the llama, qwen2 and qwen3 forward pass over rows of many sequences, each with
+//! - [`transformer`]: the llama, qwen2, qwen3 and gemma3 forward pass over rows of many sequences, each with
 //!   its own [`kv::KvCache`]; attention per row and head.
 //! - [`choice`]: choosing among options by their probability (a trie of tokens).
 //! - [`penalties`], [`sampling`], [`chat_template`]: what a sequence's context does to its

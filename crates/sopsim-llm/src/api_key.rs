@@ -10,6 +10,7 @@ pub struct ApiKey(
 );
 
 impl ApiKey {
+    /// A key from `key`, trimmed of surrounding whitespace; `None` when nothing is left.
     pub fn new(key: impl Into<String>) -> Option<Self> {
         let key = key.into();
         (!key.trim().is_empty()).then(|| Self(key.trim().to_string()))

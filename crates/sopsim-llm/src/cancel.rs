@@ -20,6 +20,7 @@ struct Cancelled {
 }
 
 impl CancelToken {
+    /// A token that is not cancelled yet.
     pub fn new() -> Self {
         Self::default()
     }
@@ -30,6 +31,7 @@ impl CancelToken {
         self.0.waiters.notify_waiters();
     }
 
+    /// Whether the token has been cancelled.
     pub fn is_cancelled(&self) -> bool {
         self.0.flag.load(Ordering::SeqCst)
     }

@@ -20,7 +20,9 @@ use super::{
 #[derive(Debug, thiserror::Error)]
 #[error("model call failed at turn {turn}")]
 pub struct CallError {
+    /// The run's turn (from 1) the call belongs to.
     pub turn: u64,
+    /// Why the call failed.
     #[source]
     pub source: LlmError,
 }
@@ -35,8 +37,11 @@ impl CallError {
 /// Totals for one kind of call or one agent.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KindUsage {
+    /// Calls made.
     pub calls: u64,
+    /// Prompt tokens sent, over every call.
     pub prompt_tokens: u64,
+    /// Tokens generated, over every call.
     pub completion_tokens: u64,
     /// Prompt tokens the backend reused from a cache.
     pub cached_prompt_tokens: u64,
@@ -46,8 +51,10 @@ pub struct KindUsage {
     /// and kept.
     #[serde(skip_serializing_if = "is_zero")]
     pub draft_checks: u64,
+    /// Tokens drafted for the model to check.
     #[serde(skip_serializing_if = "is_zero")]
     pub drafted_tokens: u64,
+    /// Drafted tokens the model kept.
     #[serde(skip_serializing_if = "is_zero")]
     pub accepted_drafts: u64,
     /// Of `completion_tokens`, those spent thinking before answering.
@@ -86,10 +93,15 @@ pub fn cache_share(cached: u64, prompt: u64) -> Option<f64> {
 /// Everything a simulation spent on its model.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Ledger {
+    /// Totals by kind of call.
     pub by_kind: BTreeMap<CallKind, KindUsage>,
+    /// Totals by the agent that made the calls.
     pub by_agent: BTreeMap<String, KindUsage>,
+    /// Totals by the role the calling agent played.
     pub by_role: BTreeMap<String, KindUsage>,
+    /// Totals by the state the run was in.
     pub by_state: BTreeMap<String, KindUsage>,
+    /// Totals by the model that answered, as the backend names it.
     pub by_model: BTreeMap<String, KindUsage>,
     /// Whether any figure came from the estimator instead of the model.
     pub tokens_estimated: bool,
@@ -111,6 +123,7 @@ pub struct Ledger {
 /// draw's tokens (candidates and redraws), and the kept replies' own.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ReplyTokens {
+    /// Replies kept.
     pub replies: u64,
     /// Tokens decoded over every draw of those replies.
     pub decoded: u64,
@@ -142,24 +155,28 @@ pub struct Redrawn {
 }
 
 impl Ledger {
+    /// Calls made, of every kind.
     pub fn calls(&self) -> u64 {
         self.by_kind
             .values()
             .map(|k| k.calls)
             .fold(0, u64::saturating_add)
     }
+    /// Prompt tokens sent, over every call.
     pub fn prompt_tokens(&self) -> u64 {
         self.by_kind
             .values()
             .map(|k| k.prompt_tokens)
             .fold(0, u64::saturating_add)
     }
+    /// Tokens generated, over every call.
     pub fn completion_tokens(&self) -> u64 {
         self.by_kind
             .values()
             .map(|k| k.completion_tokens)
             .fold(0, u64::saturating_add)
     }
+    /// Prompt tokens the backend reused from a cache, over every call.
     pub fn cached_prompt_tokens(&self) -> u64 {
         self.by_kind
             .values()
@@ -307,6 +324,7 @@ impl LlmClient {
         }
     }
 
+    /// The backend's short description, for summaries and logs.
     pub fn describe(&self) -> String {
         self.backend.describe()
     }
@@ -440,6 +458,7 @@ impl LlmClient {
         )
     }
 
+    /// Everything the simulation has spent so far, its series by turn and by call included.
     pub fn ledger(&self) -> Ledger {
         self.ledger
             .lock()

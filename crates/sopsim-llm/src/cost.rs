@@ -13,7 +13,9 @@ use super::Ledger;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Price {
+    /// Dollars per million prompt tokens.
     pub input: f64,
+    /// Dollars per million generated tokens.
     pub output: f64,
 }
 
@@ -22,11 +24,11 @@ pub struct Price {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PriceTable(BTreeMap<String, Price>);
 
-/// OpenAI's list prices for common models (USD per 1M tokens, standard tier); override
-/// or extend them with `--prices FILE`.
 /// The largest price file read.
 const MAX_PRICE_FILE_BYTES: u64 = 1024 * 1024;
 
+/// OpenAI's list prices for common models (USD per 1M tokens, standard tier); a price
+/// file overrides or extends them.
 const BUILT_IN: &[(&str, f64, f64)] = &[
     ("gpt-4o-mini", 0.15, 0.60),
     ("gpt-4o", 2.50, 10.00),
@@ -40,15 +42,19 @@ const BUILT_IN: &[(&str, f64, f64)] = &[
 /// A price file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PriceError {
+    /// The file cannot be read.
     #[error("cannot read it")]
     Read(#[source] std::io::Error),
+    /// The file is not a JSON object of prices by model name.
     #[error("expected {{\"model\": {{\"input\": USD per 1M tokens, \"output\": …}}}}")]
     Json(#[source] serde_json::Error),
+    /// A model's price (named here) is negative or not a number.
     #[error("{0}: prices must be zero or more")]
     Negative(String),
 }
 
 impl PriceTable {
+    /// OpenAI's list prices for common models (USD per 1M tokens, standard tier).
     pub fn built_in() -> Self {
         Self(
             BUILT_IN
@@ -89,6 +95,8 @@ impl PriceTable {
         Ok(table)
     }
 
+    /// The price of `model`, by the longest listed name it starts with (`None` if none
+    /// fits); local and scripted models cost nothing.
     pub fn price(&self, model: &str) -> Option<Price> {
         if model == "scripted" || model.starts_with("local:") {
             return Some(Price {
@@ -127,6 +135,7 @@ impl PriceTable {
 pub struct Cost {
     /// `null` when some model's price is unknown.
     pub usd: Option<f64>,
+    /// The cost of each model used, `null` where its price is unknown.
     pub by_model: BTreeMap<String, Option<f64>>,
 }
 

@@ -13,6 +13,8 @@
 //! - [`openai`], [`local`], [`record`], [`scripted`], [`cost`]: the backends and prices;
 //! - `cancel`: [`CancelToken`].
 
+#![warn(missing_docs)]
+
 pub use sopsim_core::sentence::{ends_sentence, ReplyBudget};
 pub use sopsim_core::tokens::{Estimator, TokenCounter, MESSAGE_OVERHEAD};
 
@@ -48,10 +50,15 @@ use thiserror::Error;
 /// Any error, kept as the cause of an [`LlmError`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Why a call to a language model backend failed.
 #[derive(Debug, Error)]
 pub enum LlmError {
+    /// The scripted backend's script lacks something a call needs.
     #[error("the scripted backend needs {what}")]
-    Script { what: String },
+    Script {
+        /// What the script lacks, e.g. a route answer.
+        what: String,
+    },
     /// A line of the script is not a template the backend can fill.
     #[error("the scripted backend needs a valid line")]
     ScriptLine(#[source] sopsim_core::template::TemplateError),
@@ -59,16 +66,22 @@ pub enum LlmError {
     /// made it fail when there is one.
     #[error("{backend}: {message}")]
     Backend {
+        /// The backend that failed, as it describes itself.
         backend: String,
+        /// What was being done, or what went wrong.
         message: String,
+        /// The error that made the call fail, when there is one.
         #[source]
         source: Option<BoxError>,
     },
     /// The backend's settings cannot work (a malformed server URL…).
     #[error("{backend}: {message}")]
     Config {
+        /// The backend whose settings are wrong.
         backend: String,
+        /// What is wrong with the settings.
         message: String,
+        /// The error behind the problem, when there is one.
         #[source]
         source: Option<BoxError>,
     },

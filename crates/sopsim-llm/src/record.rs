@@ -173,6 +173,8 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// A recorder of `inner`'s answers into `dir`, created if missing; its `backend.txt`
+    /// names `inner`.
     pub fn new(inner: Arc<dyn LlmBackend>, dir: &Path) -> std::io::Result<Self> {
         if dir.is_file() {
             return Err(std::io::Error::new(
@@ -273,6 +275,7 @@ pub struct Replayer {
 }
 
 impl Replayer {
+    /// A replayer of the recording in `dir`; fails unless `dir` is a folder `--record` made.
     pub fn new(dir: &Path) -> std::io::Result<Self> {
         if !dir.is_dir() {
             return Err(std::io::Error::new(
@@ -394,7 +397,9 @@ pub fn parse_entry(bytes: &[u8]) -> Result<Completion, serde_json::Error> {
 /// never runs those tools.
 #[derive(Debug, Clone)]
 pub enum ToolTape {
+    /// Recording: results are kept under this folder.
     Record(PathBuf),
+    /// Replaying: results are read back from this folder, and the tools never run.
     Replay(PathBuf),
     /// A run's journal first, then the tape of the backend the journal wraps.
     Journal(Arc<dyn ToolJournal>, Option<Box<ToolTape>>),
@@ -405,6 +410,7 @@ pub enum ToolTape {
 pub trait ToolJournal: Send + Sync + std::fmt::Debug {
     /// The resumed run's result of the call keyed `key`, given once.
     fn take(&self, key: &str) -> Option<TapedResult>;
+    /// Keeps the result of the call keyed `key` as it comes.
     fn keep(&self, key: String, result: &TapedResult) -> std::io::Result<()>;
 }
 
@@ -415,11 +421,17 @@ pub type TapedResult =
 /// Identifies one tool call in a run.
 #[derive(Serialize)]
 pub struct TapedCall<'a> {
+    /// The run's `--seed`.
     pub run_seed: u64,
+    /// The agent that made the call.
     pub agent: &'a str,
+    /// The run's turn the call belongs to.
     pub turn: u64,
+    /// The turn's tool step (from 1) that made the call.
     pub step: u32,
+    /// The name of the tool called.
     pub tool: &'a str,
+    /// The call's arguments, as the model's raw JSON text.
     pub arguments: &'a str,
 }
 

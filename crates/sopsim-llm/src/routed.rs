@@ -21,6 +21,8 @@ pub struct Routed {
 }
 
 impl Routed {
+    /// The run's backend `default` and the `named` ones; a request goes to the one its
+    /// settings name, else to `default`.
     pub fn new(
         default: Arc<dyn LlmBackend>,
         named: Vec<(BackendKey, Arc<dyn LlmBackend>)>,

@@ -33,6 +33,7 @@ pub struct ScriptedBackend {
 }
 
 impl ScriptedBackend {
+    /// A backend answering from `script`, or from default lines when there is none.
     pub fn new(script: Option<Script>) -> Self {
         Self {
             script: Arc::new(script.unwrap_or_default()),

@@ -45,6 +45,7 @@ impl CallKind {
         CallKind::Decide,
     ];
 
+    /// The kind's lowercase name (`act`, `route`…), as in files and logs.
     pub fn as_str(self) -> &'static str {
         match self {
             CallKind::Act => "act",
@@ -64,11 +65,15 @@ impl CallKind {
 /// answers from it, and the ledger counts by it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallContext {
+    /// Why the call is made.
     pub kind: CallKind,
+    /// The state the run is in.
     pub state: String,
     /// The run's turn number (from 1) the call belongs to.
     pub turn: u64,
+    /// The agent making the call (`None`: the run itself).
     pub agent: Option<String>,
+    /// The role that agent plays.
     pub role: Option<String>,
     /// How many calls of this kind by this agent (by no agent: in the run) came before,
     /// from 0; an `extract` step is numbered as the reply it comes before.
@@ -116,9 +121,13 @@ impl CallContext {
 /// of each, without free text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmRequest {
+    /// The conversation sent to the model.
     pub messages: Vec<ChatMessage>,
+    /// The model and sampling settings that apply to the call.
     pub settings: LlmSettings,
+    /// Where in the run the call happens.
     pub context: CallContext,
+    /// Set for a closed choice: the options to choose among.
     pub options: Option<Vec<String>>,
     /// Set for a decision: the tools the model may call.
     pub tools: Option<ToolRequest>,
@@ -143,6 +152,7 @@ pub struct Screen {
 }
 
 impl Screen {
+    /// The check `checker` makes of a reply drawn for `speaker`.
     pub fn new(checker: std::sync::Arc<sopsim_core::quality::Checker>, speaker: &str) -> Self {
         Self {
             checker,
@@ -255,11 +265,14 @@ impl Redraw {
 /// they returned (sent as `assistant` `tool_calls` and `tool` messages natively).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolRequest {
+    /// The tools the model may call.
     pub tools: Vec<ToolDef>,
+    /// How the decision is asked for: native tool calls or JSON.
     pub format: DecisionFormat,
     /// Sent as the API's `tool_choice` only when the scenario sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<String>,
+    /// This turn's calls so far, with what they returned.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exchange: Vec<ToolExchange>,
     /// The JSON Schema a `json` decision answers under: one object per available tool,
@@ -270,7 +283,9 @@ pub struct ToolRequest {
 /// A call the model made and the text its result gave back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolExchange {
+    /// The call the model made.
     pub call: ToolCall,
+    /// The text the tool's result gave back.
     pub result: String,
 }
 
@@ -278,8 +293,11 @@ pub struct ToolExchange {
 /// parse.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
+    /// The id the model gave the call.
     pub id: String,
+    /// The name of the tool called.
     pub name: String,
+    /// The call's arguments, as the model wrote them.
     pub arguments: String,
 }
 
@@ -392,7 +410,9 @@ pub enum ChoiceMethod {
 /// Token usage of one call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Tokens of the prompt.
     pub prompt_tokens: u64,
+    /// Tokens the model generated.
     pub completion_tokens: u64,
     /// Prompt tokens served from a cache instead of being processed again.
     #[serde(default)]
@@ -407,8 +427,10 @@ pub struct Usage {
     /// and those it kept.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub draft_checks: u64,
+    /// Tokens drafted for the model to check.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub drafted_tokens: u64,
+    /// Drafted tokens the model kept.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub accepted_drafts: u64,
     /// Of `completion_tokens`, those the model spent thinking before it answered.
@@ -420,10 +442,12 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// A backend's answer to one request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
     /// The reply; for a choice, the chosen option.
     pub text: String,
+    /// The tokens the call used.
     pub usage: Usage,
     /// The model that answered, as the backend names it (prices are looked up by it).
     pub model: String,

@@ -18,6 +18,7 @@ const fn whole(
     }
 }
 
+/// The default embedding model, all-MiniLM-L6-v2 (384-dimensional sentence embeddings).
 pub const MINILM: ModelSpec = ModelSpec {
     name: "minilm",
     description: "sentence-transformers all-MiniLM-L6-v2 (embeddings, 384 dimensions)",
@@ -119,6 +120,7 @@ pub const QWEN05: ModelSpec = ModelSpec {
     }],
 };
 
+/// The smallest and fastest chat model, SmolLM2-135M-Instruct; fetched on request.
 pub const SMOLLM2: ModelSpec = ModelSpec {
     name: "smollm2",
     description: "SmolLM2-135M-Instruct, GGUF Q4_1 (chat, small and fast)",
@@ -348,4 +350,5 @@ pub const GEMMA3: ModelSpec = ModelSpec {
     }],
 };
 
+/// Every model sopsim knows, in the order listings show them.
 pub const KNOWN: &[ModelSpec] = &[MINILM, QWEN05, SMOLLM2, QWEN15, GEMMA3];

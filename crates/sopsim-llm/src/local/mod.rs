@@ -73,28 +73,42 @@ impl Default for LocalOptions {
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {source}")]
 pub struct LoadError {
+    /// The file that could not be loaded.
     pub path: PathBuf,
+    /// What went wrong with it.
     #[source]
     pub source: LoadProblem,
 }
 
+/// Why a GGUF model could not be loaded or started.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadProblem {
+    /// The file could not be read, or its metadata or tensors are not a model sopsim runs.
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    /// The model's chat template could not be used.
     #[error(transparent)]
     Template(sopsim_infer::error::InferError),
+    /// The worker thread that runs the model could not be started.
     #[error("cannot start the model thread")]
     Thread(#[source] std::io::Error),
+    /// The draft model cannot serve this model, e.g. its vocabulary differs.
     #[error("the draft model {draft}: {why}")]
-    Draft { draft: PathBuf, why: String },
+    Draft {
+        /// The draft model's file.
+        draft: PathBuf,
+        /// Why it cannot serve.
+        why: String,
+    },
 }
 
 /// Why a loaded model could not tokenize or compute.
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
+    /// The tokenizer failed on the text.
     #[error("the tokenizer")]
     Tokenizer(#[source] tokenizers::Error),
+    /// The model's computation failed.
     #[error(transparent)]
     Infer(#[from] sopsim_infer::error::InferError),
 }
@@ -107,6 +121,7 @@ pub struct LocalModel {
 }
 
 impl LocalModel {
+    /// Loads the GGUF file at `path` with its tokenizer and chat template.
     pub fn load(path: &Path) -> Result<Self, LoadError> {
         let err = |source: LoadProblem| LoadError {
             path: path.to_path_buf(),
@@ -136,6 +151,7 @@ impl LocalModel {
         })
     }
 
+    /// The model's tokenizer.
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.text.tokenizer
     }

@@ -12,6 +12,7 @@ use crate::ApiKey;
 pub struct OpenAiOptions {
     /// With or without a trailing `/v1`.
     pub base_url: String,
+    /// The key sent as a bearer token in the `Authorization` header (`None`: no key).
     pub api_key: Option<ApiKey>,
     /// The model when a request names none; `None`: ask the server
     /// ([`super::OpenAiBackend::discover_model`]).
@@ -19,12 +20,14 @@ pub struct OpenAiOptions {
     /// Stream agents' replies (SSE). Controller, judge and summary answers are short and
     /// shown whole, so they are always asked for in one piece.
     pub stream: bool,
+    /// Longest wait for a connection to the server.
     pub connect_timeout: Duration,
     /// Longest silence while waiting for a response or the next piece of a streamed
     /// reply (keep-alive comments are not pieces).
     pub read_timeout: Duration,
     /// Longest a model call may take, its retries and waits included.
     pub deadline: Duration,
+    /// When failed requests are tried again, and how long to wait between attempts.
     pub retry: RetryPolicy,
     /// Requests in flight at once through one backend, and so from every run that
     /// shares it (at least one).

@@ -19,7 +19,9 @@ use rand::Rng;
 pub struct RetryPolicy {
     /// Attempts in all, the first included.
     pub attempts: u32,
+    /// The longest wait before the first retry; the ceiling doubles with each attempt.
     pub base: Duration,
+    /// The longest wait between attempts; a server asking for more is not waited for.
     pub max_delay: Duration,
 }
 
@@ -80,7 +82,9 @@ impl From<&str> for Cause {
 pub enum AttemptError {
     /// Worth another attempt after the policy's wait, or the server's `after`.
     Retry {
+        /// What went wrong.
         cause: Cause,
+        /// The wait the server asked for (`Retry-After`), if it did.
         after: Option<Duration>,
     },
     /// Worth another attempt at once (the answer, not the server, was at fault).
@@ -112,9 +116,12 @@ impl AttemptError {
 /// which is also the source.
 #[derive(Debug, thiserror::Error)]
 pub enum GaveUp {
+    /// Every attempt the policy allows failed.
     #[error("gave up after {attempts} attempt(s); last: {last}")]
     Exhausted {
+        /// Attempts made.
         attempts: u32,
+        /// Why the last attempt failed.
         #[source]
         last: Cause,
     },
@@ -125,8 +132,11 @@ pub enum GaveUp {
         .asked.as_secs(), .most.as_secs()
     )]
     WaitTooLong {
+        /// The wait the server asked for.
         asked: Duration,
+        /// The policy's longest wait.
         most: Duration,
+        /// Why the last attempt failed.
         #[source]
         last: Cause,
     },
@@ -134,10 +144,13 @@ pub enum GaveUp {
     /// is not spent.
     #[error("handed to another server; last: {last}")]
     HandedOff {
+        /// The wait this server needs before another attempt.
         rest: Duration,
+        /// Why the last attempt failed.
         #[source]
         last: Cause,
     },
+    /// An attempt failed in a way not worth retrying.
     #[error(transparent)]
     Fatal(Cause),
 }

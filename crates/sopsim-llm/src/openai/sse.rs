@@ -18,7 +18,9 @@ pub(super) const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 /// One parsed event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
+    /// An event's data, its lines joined with newlines.
     Data(String),
+    /// `data: [DONE]`: the stream is over.
     Done,
 }
 
