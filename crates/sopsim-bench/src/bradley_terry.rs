@@ -12,30 +12,61 @@ const MAX_ITERATIONS: usize = 100_000;
 /// Why a matrix of wins has no Bradley–Terry strengths.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum BradleyTerryError {
+    /// The matrix has no rows: there are no players.
     #[error("no players")]
     Empty,
+    /// A row does not have one entry for each player.
     #[error("row {row} has {len} entries, not one for each of the {players} players")]
     NotSquare {
+        /// The row's index, from 0.
         row: usize,
+        /// How many entries the row has.
         len: usize,
+        /// How many players (rows) there are.
         players: usize,
     },
+    /// A count of wins is negative, infinite or not a number.
     #[error("player {winner} has {value} wins against player {loser}; a count of wins is finite and at least 0")]
     BadCount {
+        /// The winning player's index (the row).
         winner: usize,
+        /// The losing player's index (the column).
         loser: usize,
+        /// The count given.
         value: f64,
     },
+    /// A player has wins against itself: the diagonal is not zero.
     #[error("player {player} has {value} wins against itself; a player plays only others")]
-    AgainstItself { player: usize, value: f64 },
+    AgainstItself {
+        /// The player's index.
+        player: usize,
+        /// The wins against itself given.
+        value: f64,
+    },
+    /// A player won no game, so its strength has no finite estimate.
     #[error("player {player} won no game, so its strength has no finite estimate (it tends to 0)")]
-    NoWins { player: usize },
+    NoWins {
+        /// The player's index.
+        player: usize,
+    },
+    /// A player lost no game, so its strength has no finite estimate.
     #[error("player {player} lost no game, so its strength has no finite estimate (it grows without bound)")]
-    NoLosses { player: usize },
+    NoLosses {
+        /// The player's index.
+        player: usize,
+    },
+    /// Some players are not linked to player 0 by any chain of games played.
     #[error("players {players:?} never played player 0, directly or through others, so nothing ties their strengths to its")]
-    NotConnected { players: Vec<usize> },
+    NotConnected {
+        /// The players not linked to player 0, by index.
+        players: Vec<usize>,
+    },
+    /// Some players never lost to any of the others, so nothing bounds their strengths.
     #[error("players {players:?} never lost to any of the other players, so nothing bounds how much stronger they are")]
-    Unbeaten { players: Vec<usize> },
+    Unbeaten {
+        /// The players of that group, by index.
+        players: Vec<usize>,
+    },
 }
 
 /// The Bradley–Terry strengths `p` of players, where `wins[i][j]` is how many games

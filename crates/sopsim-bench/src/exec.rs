@@ -23,7 +23,9 @@ use sopsim_core::error_chain::chain;
 /// A scenario ready to run: the parsed file and the services its runs use.
 #[derive(Clone)]
 pub struct Prepared {
+    /// The parsed scenario.
     pub scenario: Arc<Scenario>,
+    /// The model and embedding services its runs share.
     pub services: Services,
     /// The turn limit of every run, when set.
     pub max_turns: Option<u64>,
@@ -38,18 +40,32 @@ pub struct Prepared {
 /// How one job went.
 #[derive(Debug, Clone, PartialEq)]
 pub enum JobResult {
-    Finished { turns: u64 },
-    Failed { error: String },
+    /// The run ended, by any end but an error or an interruption.
+    Finished {
+        /// The turns it took.
+        turns: u64,
+    },
+    /// The run could not start or failed while running.
+    Failed {
+        /// Why it failed.
+        error: String,
+    },
+    /// The run was stopped by the benchmark's cancellation; it runs again next time.
     Interrupted,
 }
 
 /// What one invocation ran.
 #[derive(Debug, Clone, Default)]
 pub struct Executed {
+    /// Runs that finished.
     pub finished: usize,
+    /// Runs that failed.
     pub failed: usize,
+    /// Runs that were interrupted.
     pub interrupted: usize,
+    /// Turns taken by the finished runs, in all.
     pub turns: u64,
+    /// Wall-clock time the invocation spent running its jobs.
     pub wall: Duration,
     /// Jobs that were in flight at once, at most.
     pub concurrency: usize,

@@ -20,13 +20,18 @@ pub type Figures = IndexMap<String, Option<f64>>;
 /// Why a finished run's outcomes could not be read out.
 #[derive(Debug, thiserror::Error)]
 pub enum OutcomeError {
+    /// The payoff table has no row for the choices made, given as its key.
     #[error("outcomes.payoff.table has no row {0:?}")]
     NoRow(String),
+    /// The networks pairwise payoffs are played on could not be drawn.
     #[error("outcomes.payoff.pairwise")]
     Network(#[source] sopsim_core::network::NetworkError),
+    /// The payoff formula could not be evaluated in a round.
     #[error("outcomes.payoff.formula: round {round}")]
     Formula {
+        /// The round, from 1.
         round: usize,
+        /// Why the formula failed.
         #[source]
         source: sopsim::scenario::FormulaError,
     },

@@ -16,28 +16,39 @@ use sopsim::scenario::Mode;
 pub struct Job {
     /// `scenario/mode/seed-N`, also the run folder under `runs/`.
     pub id: String,
+    /// The scenario's name, the first folder of the id.
     pub scenario: String,
     /// The scenario file as given on the command line.
     pub file: String,
     /// SHA-256 of the scenario file, so a changed file is not mixed with old runs.
     pub sha256: String,
+    /// The mode the scenario runs in: cooperative or competitive.
     pub mode: Mode,
+    /// The run's seed.
     pub seed: u64,
 }
 
 /// Why a name cannot be one folder of a run's path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnsafeName {
+    /// The name is empty.
     #[error("is empty")]
     Empty,
+    /// The name is `.` or `..`.
     #[error("is `.` or `..`")]
     Dots,
+    /// The name contains a path separator, `/` or `\`.
     #[error("contains a path separator ({0:?})")]
     Separator(char),
+    /// The name contains a control character.
     #[error("contains a control character")]
     Control,
+    /// The id is not the one its scenario, mode and seed make.
     #[error("is not {expected:?}, the id of its scenario, mode and seed")]
-    NotItsRun { expected: String },
+    NotItsRun {
+        /// The id its scenario, mode and seed make.
+        expected: String,
+    },
 }
 
 /// Checks that `name` is one plain folder name: not empty, not `.` or `..`, with no
@@ -59,6 +70,8 @@ pub fn check_folder_name(name: &str) -> Result<(), UnsafeName> {
 }
 
 impl Job {
+    /// The run of `scenario` (from `file`, of digest `sha256`) in `mode` with `seed`,
+    /// its id made from the three.
     pub fn new(scenario: &str, file: &Path, sha256: &str, mode: Mode, seed: u64) -> Self {
         Self {
             id: format!("{scenario}/{}/seed-{seed}", mode.as_str()),

@@ -26,14 +26,25 @@ use crate::stats::Estimate;
 /// Why items could not be exported or agreement measured.
 #[derive(Debug, thiserror::Error)]
 pub enum ItemsError {
+    /// A file could not be read, parsed or written.
     #[error("{path}: {why}")]
-    File { path: PathBuf, why: String },
-    #[error("{path}, line {line}: {why}")]
-    Ratings {
+    File {
+        /// The file.
         path: PathBuf,
-        line: usize,
+        /// What went wrong.
         why: String,
     },
+    /// A line of a ratings file is not a rating of a known item on its scale.
+    #[error("{path}, line {line}: {why}")]
+    Ratings {
+        /// The ratings file.
+        path: PathBuf,
+        /// The line, from 1 (the header's).
+        line: usize,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The folder has no run with a judgement to export.
     #[error("{0}: no judged run (run `sopsim judge` on it first)")]
     NothingJudged(PathBuf),
 }
@@ -43,9 +54,13 @@ pub enum ItemsError {
 pub struct KeyItem {
     /// The run's folder.
     pub run: PathBuf,
+    /// Whom the item scores: an agent, or `episode` for the conversation as a whole.
     pub subject: String,
+    /// The rubric dimension it is scored on.
     pub dimension: String,
+    /// The scale's lowest point.
     pub min: i32,
+    /// The scale's highest point.
     pub max: i32,
     /// Label → agent.
     pub labels: BTreeMap<String, String>,
@@ -54,8 +69,11 @@ pub struct KeyItem {
 /// `key.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Key {
+    /// The seed the labels were drawn from.
     pub seed: u64,
+    /// The judgement file the items were read from, in each run's folder.
     pub judgement: String,
+    /// The items by id (`item-0001`, …), in the order exported.
     pub items: IndexMap<String, KeyItem>,
 }
 
@@ -292,8 +310,11 @@ document.getElementById("save").onclick = () => {
 /// One rater's score of one item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rating {
+    /// The rater's name, as the file gives it.
     pub rater: String,
+    /// The item's id.
     pub item: String,
+    /// The score, on the item's scale.
     pub score: f64,
 }
 

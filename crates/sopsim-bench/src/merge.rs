@@ -18,7 +18,9 @@ use sopsim::runner::OutputFolder;
 /// What to merge, and where.
 #[derive(Debug, Clone)]
 pub struct MergeOptions {
+    /// The folder the shards are merged into.
     pub out: PathBuf,
+    /// The shards' folders, one for each shard of the benchmark.
     pub shards: Vec<PathBuf>,
     /// Write the report even when runs are missing (they count as unfinished).
     pub allow_missing: bool,
@@ -28,6 +30,7 @@ pub struct MergeOptions {
 
 /// What a merge gathered.
 pub struct Merged {
+    /// The report written into the merged folder (the merge itself runs nothing).
     pub run: BenchRun,
     /// Runs gathered from the shards.
     pub gathered: usize,

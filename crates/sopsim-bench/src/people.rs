@@ -124,12 +124,16 @@ fn figure_names(
 /// One series of people's data beside the models'.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
+    /// The benchmark's figure (or per-round series) the people's values are set beside.
     pub figure: String,
+    /// Where the people's numbers were read, as the reference says.
     pub source: String,
     /// The design both played.
     pub design: IndexMap<String, Value>,
+    /// Each round the people's data has, from round 1.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub by_round: Vec<RoundComparison>,
+    /// The whole game, where the people's data has a value for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overall: Option<OverallComparison>,
     /// Per mode: how far the models' series is from the people's.
@@ -140,8 +144,11 @@ pub struct Comparison {
 /// A round's people's mean beside the models' per mode.
 #[derive(Debug, Clone, Serialize)]
 pub struct RoundComparison {
+    /// The round, from 1.
     pub round: usize,
+    /// The people's value in the round.
     pub people: PeoplePoint,
+    /// Per mode: the models' summary over the runs in the round, where they have one.
     pub model: IndexMap<Mode, Option<Summary>>,
     /// Whether the models' 95% interval holds the people's mean.
     pub covered: IndexMap<Mode, Option<bool>>,
@@ -150,10 +157,13 @@ pub struct RoundComparison {
 /// The whole game's people's mean beside the models'.
 #[derive(Debug, Clone, Serialize)]
 pub struct OverallComparison {
+    /// The people's value over the whole game.
     pub people: PeoplePoint,
+    /// Per mode: the models' summary of the figure over the runs, where they have one.
     pub model: IndexMap<Mode, Option<Summary>>,
     /// The models' mean less the people's.
     pub difference: IndexMap<Mode, Option<f64>>,
+    /// Whether the models' 95% interval holds the people's mean.
     pub covered: IndexMap<Mode, Option<bool>>,
 }
 

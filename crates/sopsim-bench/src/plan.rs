@@ -27,6 +27,7 @@ pub const MAX_FOLDER_FILE_BYTES: u64 = 64 << 20;
 pub struct Settings {
     /// The model backend as it describes itself (e.g. `local:SmolLM2…`, `scripted`).
     pub llm: String,
+    /// The embedding service's name.
     pub embedder: String,
     /// `--max-turns`, when given.
     pub max_turns: Option<u64>,

@@ -20,7 +20,9 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Debug, thiserror::Error)]
 #[error("drawing {path}")]
 pub struct PlotError {
+    /// The file being drawn, SVG or PNG.
     pub path: PathBuf,
+    /// Why it could not be drawn or written.
     #[source]
     pub source: BoxError,
 }
@@ -48,8 +50,11 @@ fn register_font() {
 
 /// One mode's values of a figure and their summary.
 pub struct Series<'a> {
+    /// The mode.
     pub mode: Mode,
+    /// The figure's value in each run that has one.
     pub values: Vec<f64>,
+    /// The values' summary (mean and 95% interval), where there is one.
     pub summary: Option<&'a Summary>,
 }
 

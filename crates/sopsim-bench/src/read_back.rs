@@ -20,15 +20,24 @@ use sopsim_core::memory::Message;
 /// What the report knows of one planned run.
 #[derive(Debug, Clone)]
 pub enum RunStatus {
+    /// The run finished (any end but an error or an interruption) and its files agree.
     Finished {
+        /// Its figures: its summary's, its outcomes', its world's, its judgement's and its
+        /// probes'.
         figures: Figures,
         /// Per-round aggregates of the decisions (share of each choice, mean, Gini).
         rounds: Box<extract::RoundSeries>,
+        /// Its wall time, model latency and prompt cache shares, which differ between
+        /// runs of the same seed.
         timing: Figures,
+        /// How it ended, as its summary's `ended_by` says.
         ended_by: String,
+        /// The prompt tokens sent in each of its turns.
         prompt_tokens_by_turn: Vec<u64>,
     },
+    /// The run failed, or its files could not be read or disagree.
     Failed {
+        /// Why it failed.
         error: String,
     },
     /// Not run yet, or interrupted.
@@ -170,6 +179,7 @@ pub(super) fn summary_matches(
 /// A benchmark's folder read back: `report.json`, and how each of its runs ended.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct BenchFiles {
+    /// The folder's `report.json`, known to have a report's shape.
     pub report: serde_json::Value,
     /// Run id (`SCENARIO/MODE/seed-N`) → its summary's `ended_by`, for every run of
     /// the report that has a summary.
@@ -179,12 +189,17 @@ pub struct BenchFiles {
 /// Why a benchmark's folder cannot be read back.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchFilesError {
+    /// A file of the folder could not be read, or is not what sopsim writes.
     #[error(transparent)]
     File(#[from] FolderFileError),
+    /// `report.json` names a scenario whose name cannot be a folder's.
     #[error("{}: scenario {name:?} {source}", .path.display())]
     UnsafeName {
+        /// The `report.json` file.
         path: std::path::PathBuf,
+        /// The scenario's name.
         name: String,
+        /// Why the name cannot be a folder's.
         #[source]
         source: super::job::UnsafeName,
     },

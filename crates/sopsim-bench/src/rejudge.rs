@@ -13,6 +13,7 @@ pub struct Rejudged {
     /// The report written again (none when the judgements went to another file than
     /// the one the report reads).
     pub run: Option<BenchRun>,
+    /// How many finished runs were judged again.
     pub judged: usize,
     /// The runs that could not be judged, with why.
     pub failed: Vec<(String, String)>,

@@ -16,35 +16,53 @@ use sopsim::scenario::{is_bounded_figure, Mode, OutcomeRules};
 
 /// One scenario's planned runs with their status.
 pub struct ScenarioRuns<'a> {
+    /// The scenario's name.
     pub name: String,
+    /// The scenario file, as given.
     pub file: String,
+    /// The scenario file's SHA-256.
     pub sha256: String,
+    /// The scenario's outcome rules, compiled, if it has outcomes.
     pub rules: Option<&'a OutcomeRules>,
     /// The scenario's probes, whose answers it reports.
     pub probes: &'a sopsim::scenario::probes::Probes,
+    /// Each planned run of the scenario with its status.
     pub runs: Vec<(Job, RunStatus)>,
 }
 
+/// `report.json`: every scenario's planned runs counted and their figures summarised
+/// per mode.
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// The settings every run of the benchmark shares.
     pub settings: Settings,
+    /// The modes each scenario ran in, in order.
     pub modes: Vec<Mode>,
+    /// The seeds each scenario ran with in each mode, in order.
     pub seeds: Vec<u64>,
     /// What `difference` means, e.g. `competitive - cooperative`, paired by seed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub difference: Option<String>,
+    /// Each scenario's runs and figures.
     pub scenarios: Vec<ScenarioReport>,
 }
 
+/// One scenario's runs and figures in `report.json`.
 #[derive(Debug, Default, Serialize)]
 pub struct ScenarioReport {
+    /// The scenario's name.
     pub scenario: String,
+    /// The scenario file, as given.
     pub file: String,
+    /// The scenario file's SHA-256.
     pub sha256: String,
+    /// Per mode: how many runs were planned, finished, failed and unfinished.
     pub runs: IndexMap<Mode, RunCounts>,
     /// Every run that failed, with its error: counted, never dropped silently.
     pub failed_runs: Vec<FailedRun>,
+    /// The figures of the report's headline table, in order.
     pub headline: Vec<String>,
+    /// Every figure of the scenario by name, over its finished runs.
     pub figures: IndexMap<String, FigureReport>,
     /// Mean prompt tokens sent in each turn, over the runs that reached that turn.
     pub prompt_tokens_by_turn: IndexMap<Mode, Vec<f64>>,
@@ -57,30 +75,44 @@ pub struct ScenarioReport {
     pub people: IndexMap<String, crate::people::Comparison>,
 }
 
+/// How one mode's planned runs of a scenario went.
 #[derive(Debug, Default, Serialize)]
 pub struct RunCounts {
+    /// Runs planned.
     pub planned: usize,
+    /// Runs that finished (any end but an error or an interruption).
     pub finished: usize,
+    /// Runs that failed.
     pub failed: usize,
+    /// Runs not run yet, or interrupted.
     pub unfinished: usize,
     /// Finished runs by how they ended.
     pub ended_by: BTreeMap<String, usize>,
 }
 
+/// A run that failed, with why.
 #[derive(Debug, Serialize)]
 pub struct FailedRun {
+    /// The run's id, `SCENARIO/MODE/seed-N`.
     pub id: String,
+    /// The mode it ran in.
     pub mode: Mode,
+    /// Its seed.
     pub seed: u64,
+    /// Why it failed.
     pub error: String,
 }
 
+/// One figure of a scenario over its finished runs.
 #[derive(Debug, Serialize)]
 pub struct FigureReport {
+    /// Per mode: the figure's summary over the runs with a value (`null` where none has).
     pub by_mode: IndexMap<Mode, Option<Summary>>,
     /// Each run's value, in the order of `seeds` (`null`: failed, unfinished, or no value).
     #[serde(skip_serializing_if = "IndexMap::is_empty")]
     pub values: IndexMap<Mode, Vec<Option<f64>>>,
+    /// The paired difference the report's `difference` names, when there are two modes
+    /// and a seed with a value in both.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub difference: Option<Difference>,
 }
@@ -88,6 +120,8 @@ pub struct FigureReport {
 /// The timing side of the report.
 #[derive(Debug, Serialize)]
 pub struct Timing {
+    /// Scenario → timing figure (`wall_ms`, `latency_p50_ms`…) → mode → its summary
+    /// over the finished runs (`null` where none has a value).
     pub scenarios: IndexMap<String, IndexMap<String, IndexMap<Mode, Option<Summary>>>>,
 }
 

@@ -41,13 +41,21 @@ impl BenchObserver for Unobserved {}
 /// What `sopsim bench` was asked to do.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
+    /// The scenario files to run, each under its own scenario name.
     pub scenarios: Vec<PathBuf>,
+    /// The modes each scenario runs in, in order.
     pub modes: Vec<Mode>,
+    /// How many seeds each scenario runs in each mode (at most `MAX_SEEDS`).
     pub seeds: u64,
+    /// The first seed; the others follow it one by one.
     pub first_seed: u64,
+    /// How many runs go at once, at most.
     pub jobs: usize,
+    /// The benchmark's output folder.
     pub out: PathBuf,
+    /// The turn limit of every run, when set.
     pub max_turns: Option<u64>,
+    /// The model and embedding backends the runs use.
     pub models: ModelOptions,
     /// Folders besides each scenario's own that its files may be in.
     pub allowed_paths: Vec<PathBuf>,
@@ -64,7 +72,9 @@ pub struct BenchOptions {
 
 /// What a benchmark invocation ran and concluded.
 pub struct BenchRun {
+    /// The report it wrote, of every run the plan holds.
     pub report: Report,
+    /// What this invocation ran.
     pub executed: Executed,
     /// Runs already finished by an earlier invocation.
     pub skipped: usize,
@@ -73,11 +83,13 @@ pub struct BenchRun {
 }
 
 impl BenchRun {
+    /// Runs this invocation finished or failed, per second of its wall time.
     pub fn runs_per_s(&self) -> f64 {
         let runs = (self.executed.finished + self.executed.failed) as f64;
         runs / self.executed.wall.as_secs_f64().max(1e-9)
     }
 
+    /// Turns of the runs this invocation finished, per second of its wall time.
     pub fn turns_per_s(&self) -> f64 {
         self.executed.turns as f64 / self.executed.wall.as_secs_f64().max(1e-9)
     }

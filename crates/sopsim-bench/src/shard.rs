@@ -12,28 +12,47 @@ use sopsim::scenario::Mode;
 /// Shard `index` of `count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shard {
+    /// This shard's index, from 0.
     pub index: u64,
+    /// How many shards the benchmark is split into.
     pub count: u64,
 }
 
 /// Why a shard was not understood.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ShardError {
+    /// The text given is not `I/N`.
     #[error("{0:?} is not I/N (shard I of N, from 0)")]
     Syntax(String),
+    /// The index is not below the shard count.
     #[error("shard {index} of {count} does not exist (shards count from 0 to {})", .count.saturating_sub(1))]
-    OutOfRange { index: u64, count: u64 },
+    OutOfRange {
+        /// The index given.
+        index: u64,
+        /// The shard count given.
+        count: u64,
+    },
+    /// The shard count is 0.
     #[error("there must be at least one shard")]
     NoShards,
+    /// Neither a Slurm array task's nor a Kubernetes Indexed Job's variable is set.
     #[error("none of SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX is set: not inside a Slurm array task or a Kubernetes Indexed Job")]
     NoEngine,
+    /// An environment variable's value is not a whole number.
     #[error("{var}={value:?} is not a shard number")]
-    BadVariable { var: &'static str, value: String },
+    BadVariable {
+        /// The variable's name.
+        var: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// No shard count was given, and the environment does not tell it.
     #[error("the shard count is not known: give it (SLURM_ARRAY_TASK_COUNT is not set)")]
     NoCount,
 }
 
 impl Shard {
+    /// Shard `index` of `count`, refused unless `index` is below a `count` of at least 1.
     pub fn new(index: u64, count: u64) -> Result<Self, ShardError> {
         if count == 0 {
             return Err(ShardError::NoShards);
@@ -102,18 +121,24 @@ impl Shard {
 /// What a shard's `bench.json` records about the whole benchmark.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardPlan {
+    /// Which shard of the plan the folder holds.
     pub shard: Shard,
     /// Scenario names in plan order, the modes in order, and the seeds.
     pub scenarios: Vec<String>,
+    /// The modes, in plan order.
     pub modes: Vec<Mode>,
+    /// The first seed; the others follow it one by one.
     pub first_seed: u64,
+    /// How many seeds each scenario runs in each mode.
     pub seeds: u64,
     /// Runs in the whole plan, and a digest of their ids in plan order.
     pub runs: usize,
+    /// The SHA-256 of the whole plan's run ids in plan order, one a line.
     pub ids_sha256: String,
 }
 
 impl ShardPlan {
+    /// The plan of `jobs` (the whole plan's, in order) as `shard` of it records it.
     pub fn new(shard: Shard, jobs: &[Job], modes: &[Mode], first_seed: u64, seeds: u64) -> Self {
         let mut scenarios: Vec<String> = Vec::new();
         for j in jobs {

@@ -67,13 +67,17 @@ const EXACT_FLIPS: usize = 16;
 pub struct Summary {
     /// Runs with a value for this figure.
     pub n: usize,
+    /// The mean over those runs.
     pub mean: f64,
     /// Sample standard deviation (n − 1); `null` for a single run.
     pub sd: Option<f64>,
     /// 95% confidence interval of the mean (by `method`); `null` for a single run.
     pub ci95: Option<[f64; 2]>,
+    /// The least value.
     pub min: f64,
+    /// The greatest value.
     pub max: f64,
+    /// How `ci95` was computed.
     pub method: Method,
 }
 
@@ -91,13 +95,19 @@ pub struct Estimate {
 /// The paired difference `b − a` over the seeds both modes have a value for.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Difference {
+    /// Seeds with a value in both modes: the pairs.
     pub n: usize,
+    /// The mean of the differences.
     pub mean: f64,
+    /// Sample standard deviation of the differences (n − 1); `null` for a single pair.
     pub sd: Option<f64>,
+    /// 95% confidence interval of the mean difference (by `method`); `null` for a single
+    /// pair.
     pub ci95: Option<[f64; 2]>,
     /// Two-sided p-value of the paired test (by `method`); `null` when it is undefined
     /// (fewer than two pairs, or all differences equal).
     pub p: Option<f64>,
+    /// How `ci95` and `p` were computed.
     pub method: Method,
 }
 

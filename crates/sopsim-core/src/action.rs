@@ -5,10 +5,15 @@ use crate::memory::{Decision, Message, MessageKind};
 /// The output of one agent turn, before it enters memory.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Action {
+    /// The agent's name.
     pub name: String,
+    /// The agent's role in the current state.
     pub role: String,
+    /// The turn's text: a model's reply, a typed turn, an opening line, or a tool line.
     pub response: String,
+    /// How the message came about.
     pub kind: MessageKind,
+    /// The turn's closed choice, if it made one.
     pub decision: Option<Decision>,
     /// How the other participants are labelled (their names and roles): a reply is cut
     /// where a line starts with one of them and a colon.
@@ -18,8 +23,11 @@ pub struct Action {
 /// Where in the run's log the action's message goes.
 #[derive(Debug, Clone, Copy)]
 pub struct LogPlace<'a> {
+    /// The message's position in the run's log, from 0.
     pub seq: u64,
+    /// The state the message is said in.
     pub state: &'a str,
+    /// The state's visit number within the run, from 1.
     pub visit: u32,
 }
 
@@ -27,7 +35,9 @@ pub struct LogPlace<'a> {
 /// another participant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Processed {
+    /// The message as it goes into memory.
     pub memory: Message,
+    /// Whether the reply was cut where it went on as another participant.
     pub cut: bool,
 }
 

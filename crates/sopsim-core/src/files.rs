@@ -10,12 +10,18 @@ use std::path::Path;
 /// Why a user's file was not read (kept as the source of an [`std::io::Error`]).
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
+    /// The path names a folder.
     #[error("is a folder, not a file")]
     Folder,
+    /// The path names a device, a pipe or a socket.
     #[error("is not a regular file (a device, a pipe or a socket)")]
     NotRegular,
+    /// The file is longer than the limit.
     #[error("is over the {limit}-byte limit")]
-    TooLarge { limit: u64 },
+    TooLarge {
+        /// The most bytes that would be read.
+        limit: u64,
+    },
 }
 
 fn refuse(kind: ErrorKind, e: FileError) -> std::io::Error {

@@ -19,6 +19,7 @@ use crate::scenario::Scenario;
 pub struct Item {
     /// The agent's name, or [`EPISODE`].
     pub subject: String,
+    /// The name of the rubric's dimension it is scored on.
     pub dimension: String,
     /// The scale's points, lowest first, as the judge chooses among them.
     pub options: Vec<String>,
@@ -155,8 +156,11 @@ pub struct ItemScore {
 /// probability where the backend could tell.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
+    /// The position of the option chosen in the item's `options`, if the answer chose one.
     pub chosen: Option<usize>,
+    /// Each option's probability, in the order of the item's `options`.
     pub probabilities: Option<Vec<f64>>,
+    /// The judge's answer as given.
     pub raw: String,
 }
 

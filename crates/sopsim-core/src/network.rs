@@ -22,7 +22,9 @@ pub type Neighbours = Option<Vec<Vec<u32>>>;
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("the {kind} network cannot link {count} members with these parameters")]
 pub struct NetworkError {
+    /// The network's kind, as the scenario names it (`ring`, `small_world`…).
     pub kind: &'static str,
+    /// How many members the population has.
     pub count: usize,
 }
 
@@ -68,17 +70,24 @@ pub fn draw_all<'a>(
 /// and links (pairs of member numbers, each once; `None` for a complete network).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NetworkRecord {
+    /// The run's mode: `cooperative` or `competitive`.
     pub mode: &'static str,
+    /// The run's seed, which the random networks were drawn from.
     pub seed: u64,
+    /// Each population's network, in the scenario's order.
     pub populations: Vec<PopulationNetwork>,
 }
 
 /// One population's network in [`NetworkRecord`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PopulationNetwork {
+    /// The population's name in the scenario.
     pub name: String,
+    /// The network's kind, as the scenario names it (`complete`, `ring`, `small_world`…).
     pub kind: &'static str,
+    /// The population's members' agent names, in order of member number.
     pub members: Vec<String>,
+    /// Each link once, as two member numbers, lower first; `None` for a complete network.
     pub links: Option<Vec<[u32; 2]>>,
 }
 

@@ -27,6 +27,7 @@ pub enum EndReason {
 }
 
 impl EndReason {
+    /// The reason as `ended_by` names it (`end`, `max_turns`, `end_if`…).
     pub fn as_str(self) -> &'static str {
         match self {
             EndReason::End => "end",
@@ -63,14 +64,18 @@ pub struct ParseFailures {
 /// The limits a run keeps between turns.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TurnLimits {
+    /// The most turns the run may play.
     pub max_turns: u64,
+    /// The spend in US dollars at which the run stops (`--budget-usd`), if set.
     pub budget_usd: Option<f64>,
+    /// The tokens (prompt and completion) at which the run stops (`--max-total-tokens`).
     pub max_total_tokens: Option<u64>,
 }
 
 /// What a run has spent so far, as the budget checks read it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Spend {
+    /// Prompt and completion tokens used.
     pub tokens: u64,
     /// US dollars; `None` when a model's price is unknown.
     pub usd: Option<f64>,
@@ -81,6 +86,7 @@ pub struct Spend {
 /// Whether the next turn may start.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Gate {
+    /// The next turn may start.
     Go,
     /// Paused: wait for a control.
     Wait,
@@ -134,6 +140,7 @@ impl RunState {
         self.turn
     }
 
+    /// The most turns the run may play.
     pub fn max_turns(&self) -> u64 {
         self.limits.max_turns
     }

@@ -10,7 +10,9 @@
 /// at `hard` tokens it stops wherever it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplyBudget {
+    /// The tokens from which the reply stops at the first sentence end.
     pub soft: usize,
+    /// The tokens at which the reply stops wherever it is.
     pub hard: usize,
 }
 

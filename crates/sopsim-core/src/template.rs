@@ -6,12 +6,16 @@
 
 use thiserror::Error;
 
+/// Why a template cannot be filled.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum TemplateError {
+    /// A placeholder with no value; its key.
     #[error("unknown placeholder {{{0}}}")]
     UnknownPlaceholder(String),
+    /// A `{` that is never closed, at this byte of the template.
     #[error("unclosed '{{' at byte {0}")]
     Unclosed(usize),
+    /// A `}` that closes no placeholder and is not doubled, at this byte of the template.
     #[error("single '}}' at byte {0} (write '}}}}' for a literal brace)")]
     StrayClose(usize),
 }

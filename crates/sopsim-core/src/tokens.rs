@@ -33,6 +33,7 @@ pub fn fixed_prompt_tokens(
 
 /// Counts the tokens of a text.
 pub trait TokenCounter: Send + Sync {
+    /// How many tokens `text` takes.
     fn count(&self, text: &str) -> usize;
     /// A figure never below [`count`](Self::count)'s that costs no tokenizer: whether
     /// a prompt fits a budget is settled by it first, and counted only when it does
@@ -151,6 +152,7 @@ pub const CACHED_COUNTS: usize = 1 << 16;
 const SHORT_TEXT: usize = 64;
 
 impl<C> Cached<C> {
+    /// A cache in front of `inner`, holding no counts yet.
     pub fn new(inner: C) -> Self {
         Self {
             inner,

@@ -18,13 +18,21 @@ use crate::compute;
 /// The shape of a BERT encoder.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BertShape {
+    /// Entries in the vocabulary.
     pub vocab: usize,
+    /// Width of the hidden state.
     pub hidden: usize,
+    /// Encoder layers.
     pub layers: usize,
+    /// Attention heads per layer.
     pub heads: usize,
+    /// Width of the feed-forward layer.
     pub intermediate: usize,
+    /// Most tokens a sentence may have (rows of the position embeddings).
     pub positions: usize,
+    /// Token types the weights hold embeddings for.
     pub type_vocab: usize,
+    /// The layer norms' epsilon.
     pub eps: f32,
 }
 
@@ -73,12 +81,16 @@ impl Dense {
 /// 30,522 rows, 47 MB in all; a mapped file would keep every page a row was read
 /// from, and the pages around it, resident).
 pub enum Words {
+    /// All rows in memory.
     Owned(Vec<f32>),
+    /// Rows read from a file when needed.
     #[cfg(unix)]
     InFile {
+        /// The file holding the rows.
         file: std::fs::File,
         /// Where the rows start: little-endian f32 values, row after row.
         offset: u64,
+        /// f32 values in all rows together.
         values: usize,
     },
 }
@@ -132,6 +144,7 @@ impl Words {
     }
 }
 
+/// A BERT sentence encoder with its weights, ready to embed sentences.
 pub struct Bert {
     shape: BertShape,
     words: Words,
@@ -146,7 +159,9 @@ pub struct Bert {
 #[derive(Debug, thiserror::Error)]
 #[error("{name}: {problem}")]
 pub struct WeightError {
+    /// The tensor's name.
     pub name: String,
+    /// What is wrong with it: missing, or how many values it has against those expected.
     pub problem: String,
 }
 

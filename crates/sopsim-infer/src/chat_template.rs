@@ -17,6 +17,7 @@ use minijinja::{context, Environment, Error, ErrorKind, Value};
 /// thousand).
 const FUEL: u64 = 20_000_000;
 
+/// A model's chat template, compiled, with its BOS and EOS token texts.
 pub struct ChatTemplate {
     env: Environment<'static>,
     bos: String,
@@ -399,6 +400,8 @@ fn python_float(x: f64) -> String {
 }
 
 impl ChatTemplate {
+    /// Compiles `source`, or ChatML when there is none; `bos` and `eos` are the texts the
+    /// template sees as `bos_token` and `eos_token`.
     pub fn new(
         source: Option<String>,
         bos: Option<String>,

@@ -13,7 +13,9 @@ use crate::error::InferError;
 /// A point where the options part ways: the model's logits for `children` after the prompt and `path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Branching {
+    /// The tokens, after the prompt, that lead to this point.
     pub path: Vec<u32>,
+    /// The tokens that continue some option from here.
     pub children: Vec<u32>,
 }
 
@@ -22,6 +24,7 @@ struct Node {
     children: Vec<(u32, usize)>,
 }
 
+/// The options of a choice as a trie of their tokens, with each option's path through it.
 #[derive(Debug)]
 pub struct OptionTrie {
     nodes: Vec<Node>,

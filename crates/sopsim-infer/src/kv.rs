@@ -25,6 +25,7 @@ pub fn key_at(pos: usize, width: usize, c: usize) -> usize {
     ((pos / KEY_BLOCK) * width + c) * KEY_BLOCK + pos % KEY_BLOCK
 }
 
+/// One sequence's keys and values, layer by layer, with the tokens they belong to.
 pub struct KvCache {
     /// Floats per position per layer: KV heads × head size.
     width: usize,
@@ -36,6 +37,7 @@ pub struct KvCache {
 }
 
 impl KvCache {
+    /// An empty cache for `layers` layers of `width` values per position.
     pub fn new(layers: usize, width: usize) -> Self {
         Self {
             width,
@@ -46,14 +48,17 @@ impl KvCache {
         }
     }
 
+    /// Positions held: the tokens whose keys and values are stored.
     pub fn len(&self) -> usize {
         self.tokens.len()
     }
 
+    /// Whether no positions are held.
     pub fn is_empty(&self) -> bool {
         self.tokens.is_empty()
     }
 
+    /// The tokens whose keys and values are stored, in order.
     pub fn tokens(&self) -> &[u32] {
         &self.tokens
     }
@@ -130,6 +135,7 @@ impl KvCache {
         self.tokens.extend_from_slice(tokens);
     }
 
+    /// Layer `layer`'s keys and values, as f16 bit patterns.
     pub fn layer(&self, layer: usize) -> (&[u16], &[u16]) {
         (&self.k[layer], &self.v[layer])
     }
@@ -176,6 +182,7 @@ pub struct KvBlocks {
 }
 
 impl KvBlocks {
+    /// The tokens the blocks belong to.
     pub fn tokens(&self) -> &[u32] {
         &self.tokens
     }
@@ -185,6 +192,7 @@ impl KvBlocks {
         self.tokens.len() / KEY_BLOCK
     }
 
+    /// Whether no blocks are held.
     pub fn is_empty(&self) -> bool {
         self.tokens.is_empty()
     }

@@ -23,6 +23,7 @@ pub fn sum16(a: &[f32; L]) -> f32 {
 
 /// ln 2 in two parts, so that `x − n·ln 2` loses nothing for the `n` that occur.
 pub const LN2_HI: f32 = 0.693_145_75;
+/// The low part: what `LN2_HI` leaves of ln 2.
 pub const LN2_LO: f32 = 1.428_606_8e-6;
 /// Horner coefficients of e^r's Taylor polynomial, highest power first (the constant
 /// 1 is added last).

@@ -31,9 +31,13 @@ impl Window {
 /// longest such sequence.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dry {
+    /// Scale of the penalty (0: off).
     pub multiplier: f32,
+    /// Growth of the penalty per token of repeat beyond `allowed_length`.
     pub base: f32,
+    /// Shortest repeat that is penalised (0: off).
     pub allowed_length: usize,
+    /// Where repeats are looked for.
     pub window: Window,
     /// Tokens no repeat may run across (those holding a breaker string: a newline, a
     /// colon, a quote…). Sorted.
@@ -56,9 +60,11 @@ pub struct Penalties {
     pub presence: f32,
     /// Where repeat, frequency and presence penalties count tokens.
     pub window: Window,
+    /// The DRY penalty, if any.
     pub dry: Option<Dry>,
     /// Tokens that lose `avoid_penalty` whatever the context (sorted).
     pub avoid: Vec<u32>,
+    /// Subtracted from each of `avoid`'s logits.
     pub avoid_penalty: f32,
     /// Tokens never drawn, whatever the context (sorted).
     pub forbidden: Vec<u32>,

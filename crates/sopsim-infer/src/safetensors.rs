@@ -15,6 +15,7 @@ use serde::Deserialize;
 /// The longest header read: MiniLM's is 9 KB.
 const MAX_HEADER: u64 = 64 << 20;
 
+/// An open safetensors file and its header's index of tensors, read as f32 on demand.
 pub struct F32Tensors {
     file: File,
     /// Where the data starts: after the length and the header.
@@ -29,6 +30,7 @@ struct Entry {
 }
 
 impl F32Tensors {
+    /// Opens `path` and reads its header; the tensors' data is read later.
     pub fn open(path: &Path) -> io::Result<Self> {
         let mut file = File::open(path)?;
         let mut len = [0u8; 8];
@@ -58,6 +60,7 @@ impl F32Tensors {
         })
     }
 
+    /// The open file.
     pub fn file(&self) -> &File {
         &self.file
     }

@@ -18,13 +18,21 @@ const NEGLIGIBLE: f64 = 30.0;
 /// top-k, top-p and min-p.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SamplingParams {
+    /// Divides the logits before the draw; 0 or less always takes the most likely token.
     pub temperature: f32,
+    /// Draws only among this many most likely tokens (`None` or 0: no limit).
     pub top_k: Option<u32>,
+    /// Draws only among the most likely tokens whose probabilities reach this sum
+    /// (used when strictly between 0 and 1).
     pub top_p: Option<f32>,
+    /// Leaves out tokens less likely than this times the most likely one (used when
+    /// above 0 and at most 1).
     pub min_p: Option<f32>,
+    /// What the sequence's context does to the logits before the draw.
     pub penalties: Penalties,
 }
 
+/// Draws tokens by `SamplingParams`, from a generator seeded once.
 pub struct Sampler {
     rng: ChaCha8Rng,
     temperature: f32,
@@ -36,6 +44,7 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// A sampler drawing by `params`, its generator seeded with `seed`.
     pub fn new(params: SamplingParams, seed: u64) -> Self {
         Self {
             rng: ChaCha8Rng::seed_from_u64(seed),
@@ -98,7 +107,9 @@ impl Sampler {
 /// (temperature 0), or tokens with their probabilities (in id order, summing to 1).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Dist {
+    /// This token, for certain.
     Certain(u32),
+    /// Tokens with their probabilities, in id order.
     Weighted(Vec<(u32, f64)>),
 }
 

@@ -48,8 +48,10 @@ struct Layer {
     down: Packed,
 }
 
+/// A loaded model: its GGUF file, checked shape and repacked weights, ready to run.
 pub struct Model {
     file: GgufFile,
+    /// The architecture's shape, as read from the file.
     pub shape: ModelShape,
     /// Rows of the token embedding (and of the output head).
     pub vocab: usize,
@@ -76,7 +78,9 @@ pub enum Want {
 
 /// Tokens to run after what `cache` holds, and the rows whose logits are wanted.
 pub struct Segment<'a> {
+    /// The sequence's cache, which the tokens' keys and values are appended to.
     pub cache: &'a mut KvCache,
+    /// The new tokens, in order.
     pub tokens: &'a [u32],
     /// (index into `tokens`, what to compute there).
     pub wants: Vec<(usize, Want)>,
@@ -252,10 +256,12 @@ impl Model {
         })
     }
 
+    /// The GGUF file the model was loaded from.
     pub fn file(&self) -> &GgufFile {
         &self.file
     }
 
+    /// The kernels the model's products run on.
     pub fn kernels(&self) -> Kernels {
         self.kernels
     }
@@ -277,6 +283,7 @@ impl Model {
         layers + self.head.bytes()
     }
 
+    /// An empty KV cache sized for this model's layers and KV heads.
     pub fn new_cache(&self) -> KvCache {
         KvCache::new(self.shape.layers, self.shape.kv_heads * self.shape.head_dim)
     }

@@ -13,8 +13,6 @@
 //! - [`openai`], [`local`], [`record`], [`scripted`], [`cost`]: the backends and prices;
 //! - `cancel`: [`CancelToken`].
 
-#![warn(missing_docs)]
-
 pub use sopsim_core::sentence::{ends_sentence, ReplyBudget};
 pub use sopsim_core::tokens::{Estimator, TokenCounter, MESSAGE_OVERHEAD};
 

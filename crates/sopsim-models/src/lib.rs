@@ -13,8 +13,6 @@
 //!
 //! Nothing here prints: fetching reports its progress to a [`FetchObserver`].
 
-#![warn(missing_docs)]
-
 mod catalogue;
 mod fetch;
 mod ready;

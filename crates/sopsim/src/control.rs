@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 pub enum Control {
     /// No new turn starts until `Resume` or `Step`; the turn in flight finishes.
     Pause,
+    /// Lifts a pause so turns start again one after another.
     Resume,
     /// While paused: run exactly one more turn (a simultaneous round counts as one).
     Step,
@@ -35,6 +36,7 @@ impl Default for RunControl {
 }
 
 impl RunControl {
+    /// A handle on a run that starts unpaused.
     pub fn new() -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         Self {

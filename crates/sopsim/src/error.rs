@@ -7,54 +7,94 @@ use crate::embed::EmbedError;
 pub use sopsim_core::error_chain::chain;
 pub use sopsim_llm::CancelToken;
 
+/// Why a simulation could not start or went wrong while running.
 #[derive(Debug, Error)]
 pub enum SimError {
+    /// A model call failed.
     #[error(transparent)]
     Llm(#[from] crate::llm::CallError),
+    /// Texts could not be embedded.
     #[error("embedding failed")]
     Embed(#[from] EmbedError),
+    /// A message to an actor could not be delivered or answered.
     #[error("an actor stopped unexpectedly")]
     Mailbox(#[from] actix::MailboxError),
+    /// A file, or a tool's recording, could not be read or written.
     #[error("writing {what}")]
     Io {
+        /// What was being read or written (mostly a file's path).
         what: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     /// A file of the run's folder could not be opened, read or written.
     #[error(transparent)]
     File(#[from] crate::output_folder::FolderFileError),
+    /// A knowledge base could not be loaded.
     #[error("the knowledge base {path}")]
     Knowledge {
+        /// The knowledge base's path, as the lookup gives it.
         path: String,
+        /// Why it could not be loaded.
         #[source]
         source: crate::knowledge::KnowledgeError,
     },
+    /// A person was asked to play a name that is not one of the scenario's agents.
     #[error(
         "{name:?} is not an agent of this scenario (agents: {known}), so no person can play it"
     )]
-    UnknownHuman { name: String, known: String },
+    UnknownHuman {
+        /// The name given for a person to play.
+        name: String,
+        /// The scenario's agent names, comma-separated.
+        known: String,
+    },
+    /// An agent is played by a person, but the run has no input for people.
     #[error("a person plays {agent:?}, but the run was given no input for people")]
-    NoHumanInput { agent: String },
+    NoHumanInput {
+        /// An agent played by a person.
+        agent: String,
+    },
+    /// No agent is seated in a role that a state needs.
     #[error("no agent plays role {role:?} in state {state:?}")]
-    NoAgent { state: String, role: String },
+    NoAgent {
+        /// The state that needs the role.
+        state: String,
+        /// The role nobody plays.
+        role: String,
+    },
+    /// The population's network could not be built.
     #[error("the population's network")]
     Network(#[source] sopsim_core::network::NetworkError),
+    /// The scenario's tools could not be set up.
     #[error("the scenario's tools")]
     Tools(#[source] Box<crate::tools::ToolSetupError>),
     /// A resumed run said something else than the killed run's transcript at `line`.
     #[error("{path}, line {line}: the resumed run does not say what this line says (was the run made by another version of sopsim?)")]
-    ResumeDiverged { path: String, line: u64 },
+    ResumeDiverged {
+        /// The path of the killed run's file.
+        path: String,
+        /// The 1-based line number where the runs differ.
+        line: u64,
+    },
     /// A resumed run ended before it reached the end of the killed run's transcript.
     #[error(
         "the resumed run ended {left} line(s) before the end of {path} (was it given fewer turns?)"
     )]
-    ResumeEnded { path: String, left: u64 },
+    ResumeEnded {
+        /// The path of the killed run's file.
+        path: String,
+        /// How many of its lines the resumed run did not say.
+        left: u64,
+    },
     /// A resumed run ended otherwise (interrupted, its people's input closed) before it
     /// had said all of the killed run's lines again.
     #[error("the resumed run ended ({ended_by}) before it had said every line of {path} again")]
     ResumeUnfinished {
+        /// The path of the killed run's transcript.
         path: String,
+        /// How the resumed run ended (the `ended_by` of the summary).
         ended_by: &'static str,
     },
     /// A resumed run reached its turn limit before the end of the killed run's
@@ -64,8 +104,11 @@ pub enum SimError {
          {path}: a resumed run's turn limit can only be raised"
     )]
     ResumeBelowLimit {
+        /// The path of the killed run's file.
         path: String,
+        /// How many of its lines the resumed run did not say.
         left: u64,
+        /// The resumed run's turn limit.
         max_turns: u64,
     },
     /// A world variable that cannot stand (not a number, out of bounds), or a

@@ -21,49 +21,73 @@ use sopsim_core::tool_results::Return;
 /// Something that happened in a run.
 #[derive(Debug, Clone)]
 pub enum SimEvent {
+    /// The run entered a state for a new visit.
     StateEntered {
+        /// The state entered.
         state: String,
+        /// The 1-based number of this visit within the run.
         visit: u32,
     },
+    /// An agent's turn begins (not told for the turns of a simultaneous round).
     TurnStarted {
+        /// The agent whose turn it is.
         name: String,
+        /// The role it plays in this turn.
         role: String,
+        /// Whether a person plays the agent.
         human: bool,
     },
     /// A streamed piece of the current reply.
     Token {
+        /// The agent replying.
         name: String,
+        /// The piece of text.
         text: String,
     },
     /// The reply streamed so far is dropped: it is being drawn again (`cause`: what was
     /// wrong with it), and its next draw streams from the start.
     Redrawn {
+        /// The agent replying.
         name: String,
+        /// Why the reply is drawn again.
         cause: sopsim_core::quality::RedrawCause,
     },
+    /// A message committed to the run's transcript.
     Message(Arc<Message>),
     /// A simultaneous round begins: every one of `roles` acts on the same information.
     RoundStarted {
+        /// The state the round is in.
         state: String,
+        /// The 1-based number of the state's visit.
         visit: u32,
+        /// The 1-based number of the round within the run.
         round: u32,
+        /// The roles acting in the round.
         roles: Vec<String>,
     },
     /// A simultaneous round's messages are all in (they were sent just before).
     RoundEnded {
+        /// The state the round is in.
         state: String,
+        /// The 1-based number of the state's visit.
         visit: u32,
+        /// The 1-based number of the round within the run.
         round: u32,
+        /// The roles that acted in the round.
         roles: Vec<String>,
     },
     /// How many of a simultaneous round's turns are in (`done` of `of`), told about a
     /// hundred times a round, for a progress bar; the turns' messages come with
     /// [`SimEvent::RoundEnded`].
     RoundProgress {
+        /// Turns of the round drafted so far.
         done: u64,
+        /// Turns in the round.
         of: u64,
     },
+    /// A warning about the run, to show to the user.
     Warning {
+        /// The warning's text.
         text: String,
     },
     /// At each turn boundary and on pause or resume: how far the run is and what it
@@ -72,29 +96,41 @@ pub enum SimEvent {
     /// What a tool returned, or the decision agent decided, in an agent's turn: an
     /// Elysia `result`, `self_healing_error`, `status` or `tree_update` payload.
     Tool {
+        /// The agent whose turn it is.
         name: String,
+        /// The 1-based number of the state's visit.
         visit: u32,
+        /// What the tool returned or the decision agent decided.
         ret: Box<Return>,
     },
     /// A resumed run has said again the `messages` its killed run had said (from its
     /// journal, asking no model); what follows is new.
     Resumed {
+        /// How many messages were said again.
         messages: u64,
     },
     /// The world after a round: its global variables, each per-agent variable's
     /// spread, and the condition that ends the run, if one holds (a round's every
     /// per-agent value is in `world.jsonl`, not in events).
     World {
+        /// The state the round was in.
         state: String,
+        /// The 1-based number of the state's visit.
         visit: u32,
+        /// The world's rounds closed so far, this one included.
         round: u32,
+        /// Each global variable's value.
         world: indexmap::IndexMap<String, f64>,
+        /// Each per-agent variable's mean, least and largest value.
         agents: indexmap::IndexMap<String, Spread>,
+        /// The name of the end condition that holds, if one does.
         ended_if: Option<String>,
     },
     /// The run ended; `ended_by` as in `summary.json`.
     Finished {
+        /// How the run ended.
         ended_by: String,
+        /// Turns taken in the run.
         turns: u64,
     },
 }
@@ -102,9 +138,13 @@ pub enum SimEvent {
 /// The running totals of [`SimEvent::Progress`].
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Progress {
+    /// Turns taken so far.
     pub turns: u64,
+    /// Whether the run is paused.
     pub paused: bool,
+    /// Prompt tokens of every model call so far.
     pub prompt_tokens: u64,
+    /// Completion tokens of every model call so far.
     pub completion_tokens: u64,
     /// `None` while some model has no known price.
     pub cost_usd: Option<f64>,
@@ -116,6 +156,7 @@ pub struct Progress {
 
 /// Receives a run's events. Implementations must be cheap: they are called inline.
 pub trait EventSink: Send + Sync {
+    /// Takes one event.
     fn emit(&self, event: &SimEvent);
 
     /// Whether this sink does anything with [`SimEvent::Token`]. A run whose sinks all
@@ -134,7 +175,9 @@ pub trait EventSink: Send + Sync {
 /// A write an event sink could not make.
 #[derive(Debug)]
 pub struct SinkFailure {
+    /// The file that could not be written.
     pub what: String,
+    /// The I/O error.
     pub source: std::io::Error,
 }
 
@@ -143,16 +186,19 @@ pub struct SinkFailure {
 pub struct Sinks(Arc<Vec<Arc<dyn EventSink>>>);
 
 impl Sinks {
+    /// Sinks that receive each event in the order given.
     pub fn new(sinks: Vec<Arc<dyn EventSink>>) -> Self {
         Self(Arc::new(sinks))
     }
 
+    /// Gives `event` to every sink, in order.
     pub fn emit(&self, event: SimEvent) {
         for s in self.0.iter() {
             s.emit(&event);
         }
     }
 
+    /// Whether any sink does anything with `SimEvent::Token`.
     pub fn wants_tokens(&self) -> bool {
         self.0.iter().any(|s| s.wants_tokens())
     }

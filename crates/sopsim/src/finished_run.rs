@@ -20,18 +20,25 @@ use sopsim_core::memory::Message;
 /// Why a finished run's folder cannot be worked on.
 #[derive(Debug, thiserror::Error)]
 pub enum FinishedRunError {
+    /// A file of the run's folder could not be read.
     #[error(transparent)]
     File(#[from] FolderFileError),
+    /// No scenario was given and `run.json` names no scenario file.
     #[error(
         "{RUN_FILE} names no scenario file (the run was made from a document or in code): give the scenario"
     )]
     NoScenario,
+    /// The scenario's SHA-256 differs from that of the scenario the run was made from.
     #[error("{path}: not the scenario this run was made from (its SHA-256 {now} differs from the run's {then})")]
     OtherScenario {
+        /// The scenario file's path.
         path: PathBuf,
+        /// The first 12 hex digits of the file's SHA-256 now.
         now: String,
+        /// The first 12 hex digits of the SHA-256 the run recorded.
         then: String,
     },
+    /// The scenario could not be loaded.
     #[error(transparent)]
     Setup(#[from] SetupError),
 }

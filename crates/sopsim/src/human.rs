@@ -28,6 +28,7 @@ pub trait HumanInput: Send + Sync {
 pub struct LinesInput(Mutex<VecDeque<String>>);
 
 impl LinesInput {
+    /// A source that gives `lines` in order, one per turn.
     pub fn new<I: IntoIterator<Item = S>, S: Into<String>>(lines: I) -> Self {
         Self(Mutex::new(lines.into_iter().map(Into::into).collect()))
     }

@@ -20,7 +20,9 @@ use sopsim_core::prompt::{self, ProbePut};
 pub struct InterviewOptions {
     /// The run's folder (`sopsim run --out`).
     pub folder: PathBuf,
+    /// The agent to ask.
     pub agent: String,
+    /// The question put to the agent.
     pub question: String,
     /// Ask the agent as it was after this round of the run's world (without a world:
     /// after this visit of a state); `None`: at the end.
@@ -35,35 +37,62 @@ pub struct InterviewOptions {
 /// An interview's answer.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Interview {
+    /// The agent asked.
     pub agent: String,
+    /// The question put to it.
     pub question: String,
+    /// The agent's answer, trimmed.
     pub answer: String,
     /// The model that answered, and the one the run was made with.
     pub model: String,
+    /// The model the run was made with, as `run.json` names it.
     pub run_model: String,
     /// The last message of the run the agent remembers.
     pub through_seq: Option<u64>,
+    /// Prompt tokens of the call that answered.
     pub prompt_tokens: u64,
+    /// Completion tokens of the call that answered.
     pub completion_tokens: u64,
 }
 
 /// Why an interview could not be held.
 #[derive(Debug, thiserror::Error)]
 pub enum InterviewError {
+    /// The run's folder or its scenario could not be read.
     #[error(transparent)]
     Run(#[from] FinishedRunError),
+    /// A file of the run's folder could not be read.
     #[error(transparent)]
     File(#[from] FolderFileError),
+    /// The agent is not one of the run's agents, or plays no role.
     #[error("{name:?} is not an agent of this run (agents: {known})")]
-    UnknownAgent { name: String, known: String },
+    UnknownAgent {
+        /// The agent asked for.
+        name: String,
+        /// The run's agents (the first 20, comma-separated), or why the agent cannot be asked.
+        known: String,
+    },
+    /// The agent is played by a person.
     #[error("{name:?} is played by a person: ask them")]
-    Person { name: String },
+    Person {
+        /// The agent asked for.
+        name: String,
+    },
+    /// The run has no such round of its world (without a world, no such visit).
     #[error("the run has no round {at}: it closed {rounds}")]
-    NoSuchRound { at: u32, rounds: u32 },
+    NoSuchRound {
+        /// The round (or visit) asked for.
+        at: u32,
+        /// How far the run went: its world's last round, or its last visit.
+        rounds: u32,
+    },
+    /// The model could not be set up.
     #[error(transparent)]
     Setup(#[from] SetupError),
+    /// The model call failed.
     #[error(transparent)]
     Call(#[from] crate::llm::CallError),
+    /// The runtime that runs the model call could not be started.
     #[error("the model could not be run")]
     Runtime(#[source] std::io::Error),
 }

@@ -32,18 +32,25 @@ pub struct JudgeOptions {
 /// Why a run could not be judged again.
 #[derive(Debug, thiserror::Error)]
 pub enum JudgeError {
+    /// The run's folder or its scenario could not be read.
     #[error(transparent)]
     Run(Box<FinishedRunError>),
+    /// Neither the scenario nor the options give a judge for the run in this folder.
     #[error("{0}: neither the scenario nor the options give a judge")]
     NoJudge(String),
+    /// The judgement file name given is not a plain name ending in `.json`.
     #[error("{0}: a judgement's file name is a plain name ending in .json")]
     BadName(String),
+    /// The judge's rubric could not be read.
     #[error(transparent)]
     Rubric(#[from] RubricError),
+    /// The judging model could not be set up.
     #[error(transparent)]
     Setup(Box<SetupError>),
+    /// A file of the run's folder could not be read or written.
     #[error(transparent)]
     File(#[from] FolderFileError),
+    /// The runtime that runs the model calls could not be started.
     #[error("the model could not be run")]
     Runtime(#[source] std::io::Error),
 }

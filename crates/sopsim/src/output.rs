@@ -269,31 +269,43 @@ const LOCK_FILE: &str = ".sopsim.lock";
 /// Why a folder cannot take a run's or a benchmark's files.
 #[derive(Debug, thiserror::Error)]
 pub enum OutFolderError {
+    /// Another sopsim process holds the folder's lock.
     #[error("another sopsim process is writing into it")]
     Busy,
+    /// The path is a file, not a folder.
     #[error("it is a file")]
     IsAFile,
+    /// The folder holds a benchmark's `bench.json`.
     #[error("it holds a benchmark (its bench.json)")]
     HoldsABenchmark,
+    /// The folder already holds a run: the named file has something in it.
     #[error("it holds a run already (its {0})")]
     HoldsARun(&'static str),
+    /// The named run file is a link, a folder or a device, not a regular file.
     #[error("its {0} is a link, a folder or a device, not a file sopsim wrote")]
     NotAFile(&'static str),
+    /// A resume found no `run.json` in the folder.
     #[error("it holds no run to resume (no {RUN_FILE})")]
     NoRun,
+    /// A resume found no `transcript.jsonl` in the folder.
     #[error("it holds no transcript to resume (no transcript.jsonl)")]
     NoTranscript,
+    /// The run to resume differs from the folder's run in each of the listed ways.
     #[error("its run is another run: {}", .0.join("; "))]
     OtherRun(Vec<String>),
     /// A file a resume reads back is not as the run wrote it.
     #[error(transparent)]
     Unreadable(crate::resume_check::BadLine),
+    /// `run.json` could not be parsed.
     #[error("{RUN_FILE}")]
     Identity(#[source] serde_json::Error),
+    /// The run's journal could not be reopened for a resume.
     #[error(transparent)]
     Journal(#[from] crate::journal::JournalError),
+    /// A file of the folder could not be opened, read or written.
     #[error(transparent)]
     File(#[from] FolderFileError),
+    /// The folder could not be created or locked.
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

@@ -15,24 +15,51 @@ use std::path::{Component, Path, PathBuf};
 /// Why a file of a folder was not opened or read.
 #[derive(Debug, thiserror::Error)]
 pub enum FolderFileError {
+    /// The name is not a plain relative name (empty, absolute, or with `.` or `..` steps).
     #[error("{}: not a plain name inside the folder", .path.display())]
-    NotInside { path: PathBuf },
+    NotInside {
+        /// The name joined to the folder's path.
+        path: PathBuf,
+    },
+    /// A step of the path, or the file itself, is a symbolic link.
     #[error("{}: is a symbolic link; only regular files inside the folder are opened", .path.display())]
-    Link { path: PathBuf },
+    Link {
+        /// The path up to and including the link.
+        path: PathBuf,
+    },
+    /// The file is not a regular file (a folder, a device, a pipe or a socket), or a
+    /// step on the way to it is not a folder.
     #[error("{}: is not a regular file (a folder, a device, a pipe or a socket)", .path.display())]
-    NotRegular { path: PathBuf },
+    NotRegular {
+        /// The path up to and including the offending step.
+        path: PathBuf,
+    },
+    /// The file holds more than a read allows.
     #[error("{}: is over the {limit}-byte limit", .path.display())]
-    TooLarge { path: PathBuf, limit: u64 },
+    TooLarge {
+        /// The file's path.
+        path: PathBuf,
+        /// The most bytes the read allows.
+        limit: u64,
+    },
+    /// The file's JSON could not be read; says where, not what it found.
     #[error("{}: {what} at line {line}, column {column}", .path.display())]
     Json {
+        /// The file's path.
         path: PathBuf,
+        /// The kind of error (not valid JSON, cut short, of the wrong shape, unreadable).
         what: &'static str,
+        /// The 1-based line of the error.
         line: usize,
+        /// The 1-based column of the error.
         column: usize,
     },
+    /// Opening, reading or writing the file failed.
     #[error("{}", .path.display())]
     Io {
+        /// The file's path.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
@@ -102,6 +129,7 @@ impl OutputFolder {
         Self { root: root.into() }
     }
 
+    /// The folder's own path.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -377,6 +405,7 @@ impl OutputFolder {
 /// What is at a name in a folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Entry {
+    /// Nothing is there.
     Nothing,
     /// A regular file and its length.
     File(u64),

@@ -29,13 +29,18 @@ use crate::source::{load_source, SourceLoaded};
 /// What to run and where its files go.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// The scenario to run.
     pub scenario: ScenarioSource,
     /// Write `transcript.jsonl`, `events.jsonl`, `environment.json` and `summary.json`
     /// here.
     pub out: Option<PathBuf>,
+    /// The mode to run in (default: the scenario's own).
     pub mode: Option<Mode>,
+    /// The seed of the run's random draws.
     pub seed: u64,
+    /// Overrides the scenario's `sop.max_turns`.
     pub max_turns: Option<u64>,
+    /// The models, embedder and their settings to run on.
     pub models: ModelOptions,
     /// Agents a person plays.
     pub humans: Vec<String>,
@@ -95,9 +100,11 @@ pub enum RunError {
     /// The run stopped on an error; `kept` says what of it is on disk.
     #[error("the run stopped after {turns} finished turn(s){}", .kept.as_ref().map(ToString::to_string).unwrap_or_default())]
     Failed {
+        /// Turns finished before the run stopped.
         turns: u64,
         /// Boxed: it would make every `RunError` large.
         kept: Option<Box<Kept>>,
+        /// The error that stopped the run.
         #[source]
         source: SimError,
     },
@@ -105,7 +112,9 @@ pub enum RunError {
     /// killed run's transcript, so it left the folder's run files as they were.
     #[error("the resumed run stopped before it had retraced {}'s transcript, and {} is as it was", .out.display(), .out.display())]
     ResumeStopped {
+        /// The run's output folder.
         out: PathBuf,
+        /// The error that stopped the resumed run.
         #[source]
         source: SimError,
     },
@@ -120,6 +129,7 @@ impl From<SetupError> for RunError {
 /// What a failed run left in its output folder (none without `--out`).
 #[derive(Debug)]
 pub struct Kept {
+    /// The run's output folder.
     pub out: PathBuf,
     /// When writing the transcript failed: the whole messages it holds. Otherwise
     /// every finished turn is in it.
@@ -165,9 +175,13 @@ impl RunError {
 /// its own.
 #[derive(Clone, Default)]
 pub struct RunIo {
+    /// Where the run's events go, besides its own files.
     pub sinks: Vec<Arc<dyn EventSink>>,
+    /// Where the turns of agents a person plays come from.
     pub human_input: Option<Arc<dyn HumanInput>>,
+    /// Stops the run at once when cancelled.
     pub cancel: CancelToken,
+    /// Pauses, steps and stops the run between turns.
     pub control: Option<RunControl>,
     /// The model backend, embedder and prices to run on instead of those
     /// `RunOptions::models` names ([`Services::scripted`], a backend of the caller's).

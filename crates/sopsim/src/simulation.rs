@@ -42,9 +42,13 @@ use sopsim_core::tokens::{Estimator, TokenCounter};
 /// Process-wide services every simulation shares.
 #[derive(Clone)]
 pub struct Services {
+    /// The model backend that answers every call.
     pub llm: Arc<dyn LlmBackend>,
+    /// The embedding service.
     pub embed: EmbedService,
+    /// Counts the tokens of prompts.
     pub counter: Arc<dyn TokenCounter>,
+    /// The prices that turn tokens into US dollars.
     pub prices: Arc<PriceTable>,
 }
 
@@ -101,8 +105,11 @@ pub(crate) struct RunConfig {
 /// What speculative decoding did over a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Speculation {
+    /// The model's checks of drafts.
     pub checks: u64,
+    /// Tokens drafted for the model to check.
     pub drafted: u64,
+    /// Drafted tokens the model kept.
     pub accepted: u64,
     /// Drafts kept over drafts drawn.
     pub acceptance: f64,
@@ -130,18 +137,28 @@ impl Speculation {
 /// The figures of `summary.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunSummary {
+    /// The scenario's name.
     pub scenario: String,
+    /// The mode the run played in.
     pub mode: Mode,
+    /// The run's seed.
     pub seed: u64,
+    /// The model backend, as it describes itself.
     pub llm: String,
+    /// The embedder's name.
     pub embedder: String,
+    /// Turns played.
     pub turns: u64,
+    /// State visits in the run.
     pub visits: u32,
+    /// The state the run ended in.
     pub final_state: String,
+    /// How the run ended.
     pub ended_by: EndReason,
     /// The world's condition that ended the run (`ended_by: end_if`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_if: Option<String>,
+    /// The error that ended the run, with its causes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The scenario's field at fault when the error was in the scenario (a world value
@@ -156,7 +173,9 @@ pub struct RunSummary {
     pub llm_calls: IndexMap<String, u64>,
     /// Embedding calls (one per message; knowledge-base lookups reuse them).
     pub embeddings: u64,
+    /// Prompt tokens of the run's own model calls (the probes' are apart).
     pub prompt_tokens: u64,
+    /// Completion tokens of the run's own model calls.
     pub completion_tokens: u64,
     /// Prompt tokens the backend reused from its prefix cache instead of processing.
     pub cached_prompt_tokens: u64,
@@ -170,15 +189,23 @@ pub struct RunSummary {
     pub tokens_estimated: bool,
     /// US dollars; `null` when a model's price is unknown.
     pub cost_usd: Option<f64>,
+    /// The cost of each model used, `null` where its price is unknown.
     pub cost_by_model: BTreeMap<String, Option<f64>>,
+    /// Calls and tokens by kind of call.
     pub tokens_by_kind: BTreeMap<String, KindUsage>,
+    /// Calls and tokens by the agent that made the calls.
     pub by_agent: BTreeMap<String, KindUsage>,
+    /// Calls and tokens by the role the calling agent played.
     pub tokens_by_role: BTreeMap<String, KindUsage>,
+    /// Calls and tokens by the state the run was in.
     pub tokens_by_state: BTreeMap<String, KindUsage>,
+    /// Calls and tokens by the model that answered.
     pub tokens_by_model: BTreeMap<String, KindUsage>,
     /// Prompt tokens sent during each turn (element 0 is turn 1), every call kind.
     pub prompt_tokens_by_turn: Vec<u64>,
+    /// The run's model calls' median and 95th-percentile latency, in milliseconds.
     pub llm_latency_ms: Latency,
+    /// Answers of the speaker controller and the judge that could not be used.
     pub parse_failures: ParseFailures,
     /// Agent replies cut where they went on as another participant (`Bob: …`).
     pub cut_replies: u64,
@@ -200,18 +227,24 @@ pub struct RunSummary {
     /// its budgets, and the answers that could not be had.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probes: Option<ProbesRecord>,
+    /// Warnings the run collected, and one for each tool some of whose calls failed.
     pub warnings: Vec<String>,
+    /// The run's wall-clock time, in milliseconds.
     pub wall_ms: u64,
 }
 
 /// `summary.json`'s `probes`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ProbesRecord {
+    /// The probes' model calls.
     pub calls: u64,
+    /// Prompt tokens of the probes' calls.
     pub prompt_tokens: u64,
+    /// Completion tokens of the probes' calls.
     pub completion_tokens: u64,
     /// US dollars; `null` when a model's price is unknown.
     pub cost_usd: Option<f64>,
+    /// The probes that could not be answered.
     pub failed: Vec<crate::actors::ProbeFailure>,
 }
 
@@ -235,9 +268,12 @@ fn tool_warnings(t: &crate::actors::messages::ToolSummary) -> Vec<String> {
         .collect()
 }
 
+/// Median and 95th-percentile latency of the model calls, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Latency {
+    /// The median.
     pub p50: f64,
+    /// The 95th percentile.
     pub p95: f64,
 }
 
@@ -252,7 +288,9 @@ fn percentile(sorted_us: &[u64], p: f64) -> f64 {
 /// Everything a finished run produced.
 #[derive(Debug)]
 pub struct RunOutcome {
+    /// The figures of `summary.json`.
     pub summary: RunSummary,
+    /// The run's messages, in order.
     pub transcript: Vec<Arc<Message>>,
     /// The Environment at the end (`environment.json`).
     pub environment: sopsim_core::environment::EnvironmentRecord,

@@ -17,7 +17,9 @@ pub enum ScenarioSource {
     /// A scenario document made in code (a Python dict): `origin` names it, and its
     /// folder is where the files it names are looked up.
     Document {
+        /// The path that names the document; its folder is where its files are looked up.
         origin: PathBuf,
+        /// The scenario document.
         document: serde_json::Value,
     },
     /// A scenario built in code ([`ScenarioBuilder`](crate::scenario::ScenarioBuilder)
@@ -27,9 +29,13 @@ pub enum ScenarioSource {
     /// it left out, which every run reports, and its digest ([`Loaded::sha256`]): many
     /// runs of one file share one load.
     Loaded {
+        /// The file it was loaded from.
         origin: PathBuf,
+        /// The loaded scenario.
         scenario: Arc<Scenario>,
+        /// What translating an aiwaves config could not carry over.
         imported: Imported,
+        /// The SHA-256 of the file's bytes when it was loaded.
         sha256: String,
     },
 }
@@ -110,7 +116,9 @@ impl From<Arc<Scenario>> for ScenarioSource {
 /// over.
 #[derive(Debug, Clone)]
 pub struct Loaded {
+    /// The validated scenario.
     pub scenario: Scenario,
+    /// What translating an aiwaves config could not carry over.
     pub imported: Imported,
     /// What `run.json` keeps of it, so that a resume plays the same scenario: the
     /// SHA-256 of the file's bytes, or of the JSON of a document or a built scenario.

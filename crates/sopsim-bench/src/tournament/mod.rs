@@ -42,10 +42,13 @@ pub use roster::{Roster, RosterError};
 pub struct TournamentOptions {
     /// The game's scenario file: its `outcomes.players` are the seats.
     pub game: PathBuf,
+    /// The roster file: the players and how they meet.
     pub roster: PathBuf,
+    /// The tournament's output folder.
     pub out: PathBuf,
     /// Seeds per group: 0, 1, … seeds − 1.
     pub seeds: u64,
+    /// How many games run at once, at most.
     pub jobs: usize,
     /// The model every model player without a backend of its own answers through.
     pub models: ModelOptions,
@@ -55,7 +58,9 @@ pub struct TournamentOptions {
 
 /// A finished tournament: its report, and what this invocation ran.
 pub struct TournamentRun {
+    /// The report written.
     pub report: TournamentReport,
+    /// What this invocation ran.
     pub executed: Executed,
     /// Games finished by an earlier invocation.
     pub skipped: usize,

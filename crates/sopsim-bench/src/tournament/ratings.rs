@@ -17,8 +17,11 @@ pub use crate::stats::Estimate;
 /// One game: its players in seat order, and what each earned.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Game {
+    /// The players' names, in seat order.
     pub players: Vec<String>,
+    /// The game's seed.
     pub seed: u64,
+    /// What each seat earned, in seat order.
     pub payoffs: Vec<f64>,
     /// The game's rounds, when it has any.
     pub rounds: Option<f64>,

@@ -15,7 +15,9 @@ use sopsim::scenario::{LlmSettings, StrategySpec};
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {}", .problems.iter().map(|(at, why)| format!("{at}: {why}")).collect::<Vec<_>>().join("; "))]
 pub struct RosterError {
+    /// The roster file, or the game's file for a problem of the game.
     pub path: std::path::PathBuf,
+    /// Each problem: the field it is at, and what is wrong.
     pub problems: Vec<(String, String)>,
 }
 

@@ -10,12 +10,17 @@ use crate::tool_results::Return;
 /// One message of a drafted turn: a tool call, a tool's result, or what the agent said.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DraftMessage {
+    /// The agent's name.
     pub name: String,
+    /// The agent's role in the current state.
     pub role: String,
     /// The text; a stored result's `_REF_ID`s are added at the commit (see `stored`).
     pub response: String,
+    /// How the message came about.
     pub kind: MessageKind,
+    /// The run's turn number, from 1.
     pub turn: u64,
+    /// The turn's closed choice, if it made one.
     pub decision: Option<Decision>,
     /// The other participants' names and roles: a reply is cut where it goes on as one.
     pub others: Vec<String>,
@@ -29,6 +34,7 @@ pub struct DraftMessage {
 /// A turn as its agent hands it back to the Director.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DraftTurn {
+    /// The agent whose turn it is.
     pub name: String,
     /// Its tool calls and results, then what it said.
     pub messages: Vec<DraftMessage>,
@@ -39,6 +45,7 @@ pub struct DraftTurn {
 /// A tool event of a turn, shown when the turn is committed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HeldEvent {
+    /// The tool event.
     pub ret: Return,
     /// The turn's return (from 0) whose stored objects this result shows: they get the
     /// `_REF_ID`s the store gives them at the commit.

@@ -69,24 +69,31 @@ pub struct ToolView {
 /// commit) and its messages, numbered, not yet in memory.
 #[derive(Debug, Clone)]
 pub struct SettledTurn {
+    /// The agent whose turn it is.
     pub name: String,
+    /// Its tool events, with the `_REF_ID`s its stored results got at the commit.
     pub events: Vec<Return>,
+    /// Its messages, numbered from the log's next position.
     pub messages: Vec<Message>,
 }
 
 /// The Environment's state for `environment.json` and the run's transcript.
 #[derive(Debug, Clone)]
 pub struct EnvironmentSnapshot {
+    /// Every message in the run's log, in order.
     pub transcript: Vec<Arc<Message>>,
+    /// What `environment.json` holds of the Environment.
     pub record: EnvironmentRecord,
     /// Replies cut where they went on as another participant.
     pub cut_replies: u64,
     /// Embedding calls the simulation made (one per message recorded with one).
     pub embeddings: u64,
+    /// Tool use over the run, for `summary.json`.
     pub tools: ToolSummary,
 }
 
 impl Environment {
+    /// An empty Environment for `scenario` in `mode`, at the SOP's start state.
     pub fn new(scenario: &Scenario, mode: Mode) -> Self {
         let env = &scenario.environment;
         Self {
@@ -110,6 +117,7 @@ impl Environment {
         self.memory.begin_visit();
     }
 
+    /// The state being visited.
     pub fn state(&self) -> &str {
         &self.state
     }
@@ -323,6 +331,7 @@ impl Environment {
         self.memory.record_all(messages)
     }
 
+    /// Stores a new short-term summary, covering the log up to its latest message.
     pub fn set_summary(&mut self, text: String) {
         self.memory.set_summary(text);
     }

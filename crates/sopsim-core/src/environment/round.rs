@@ -24,10 +24,15 @@ pub(super) type Errors = IndexMap<String, IndexMap<String, Vec<String>>>;
 /// agent's error list for that tool, which a later success of the same tool clears.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolReturn {
+    /// The tool called.
     pub tool: String,
+    /// The agent whose turn called it.
     pub agent: String,
+    /// The run's turn number, from 1.
     pub turn: u64,
+    /// What the tool returned.
     pub ret: Return,
+    /// How the call ended.
     pub outcome: CallOutcome,
     /// An earlier call this turn failed.
     pub retry: bool,
@@ -59,6 +64,7 @@ pub struct ToolRecords {
 }
 
 impl ToolRecords {
+    /// Tool use so far, for `summary.json`.
     pub fn summary(&self) -> ToolSummary {
         self.summary.clone()
     }

@@ -32,6 +32,7 @@ impl EmbeddingIndex {
         self.rows.len()
     }
 
+    /// Whether no message is indexed.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }

@@ -31,7 +31,9 @@ impl MessageKind {
 /// option when the backend can tell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
+    /// The option chosen.
     pub value: String,
+    /// Each option's probability, when the backend can tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probabilities: Option<indexmap::IndexMap<String, f64>>,
 }
@@ -46,6 +48,7 @@ pub struct Decision {
 pub struct Message {
     /// Position in the run's log, from 0.
     pub seq: u64,
+    /// The SOP state the message was said in.
     pub state: String,
     /// The state's visit number within the run, from 1.
     pub visit: u32,
@@ -53,7 +56,9 @@ pub struct Message {
     pub role: String,
     /// aiwaves' `send_name`.
     pub name: String,
+    /// What was said.
     pub content: String,
+    /// How the message came about.
     pub kind: MessageKind,
     /// The turn's closed choice, if its role has a `choice` component.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -18,6 +18,7 @@ use crate::scenario::Mode;
 /// The short-term summary and how far it reaches.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// The summary's text.
     pub text: String,
     /// The `seq` of the last message it covers.
     pub through_seq: u64,
@@ -26,6 +27,7 @@ pub struct Summary {
 /// What an agent sees before it speaks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
+    /// The short-term summary, when there is one and the viewer may read it.
     pub summary: Option<String>,
     /// Older messages relevant to the latest one, most relevant first.
     pub relevant: Vec<Arc<Message>>,
@@ -40,7 +42,9 @@ pub struct Observation {
 /// What a summary call needs: the summary so far and the messages since.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SummaryRequest {
+    /// The summary so far, if there is one.
     pub previous: Option<String>,
+    /// The messages recorded since the last summary, oldest first.
     pub messages: Vec<Arc<Message>>,
 }
 
@@ -64,6 +68,8 @@ pub struct SharedMemory {
 }
 
 impl SharedMemory {
+    /// An empty memory for `mode`, summarising in blocks of `max_chat_history` messages
+    /// (at least 1) and retrieving the `top_k` most relevant older ones.
     pub fn new(mode: Mode, max_chat_history: usize, top_k: usize) -> Self {
         Self {
             mode,
@@ -84,18 +90,22 @@ impl SharedMemory {
         self.audience = Some(audience);
     }
 
+    /// Every message recorded, in order.
     pub fn log(&self) -> &[Arc<Message>] {
         &self.log
     }
 
+    /// The current short-term summary, if there is one.
     pub fn summary(&self) -> Option<&Summary> {
         self.summary.as_ref()
     }
 
+    /// Every summary made, oldest first.
     pub fn summaries(&self) -> &[Summary] {
         &self.summaries
     }
 
+    /// The log position the next message gets.
     pub fn next_seq(&self) -> u64 {
         self.log.len() as u64
     }

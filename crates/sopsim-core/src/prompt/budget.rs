@@ -11,7 +11,9 @@ use crate::tokens::{join_lines as join, TokenCounter, MESSAGE_OVERHEAD};
 /// One group of context lines under a header; the header is shown only if a line is left.
 #[derive(Debug, Clone)]
 pub struct Section {
+    /// The line shown above the section's items.
     pub header: String,
+    /// The section's lines, in order.
     pub items: Vec<Item>,
     /// The lines are the conversation, sent as chat turns of their own rather than as
     /// lines of text: the speaker's own lines as its assistant turns, the others' as
@@ -20,8 +22,10 @@ pub struct Section {
     pub as_turns: bool,
 }
 
+/// One context line of a section, which may be dropped to fit the budget.
 #[derive(Debug, Clone)]
 pub struct Item {
+    /// The line's text.
     pub text: String,
     /// Lower ranks are dropped first.
     pub drop_rank: u32,
@@ -33,14 +37,18 @@ pub struct Item {
 /// A prompt before budgeting.
 #[derive(Debug, Clone, Default)]
 pub struct Draft {
+    /// The system part's lines.
     pub system: Vec<String>,
+    /// The context sections, in order.
     pub sections: Vec<Section>,
+    /// The closing instructions, after the sections.
     pub tail: Vec<String>,
 }
 
 /// A prompt ready to send.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Assembled {
+    /// The messages to send, the system part first.
     pub messages: Vec<ChatMessage>,
     /// Context items left out to fit.
     pub dropped: usize,
@@ -129,6 +137,8 @@ impl Draft {
         order
     }
 
+    /// The prompt within `budget` tokens: context items are dropped lowest rank first,
+    /// and the fixed text is cut only if it alone is too long.
     pub fn fit(self, budget: usize, counter: &dyn TokenCounter) -> Assembled {
         let system = join(&self.system);
         let mut kept: Vec<Vec<bool>> = self

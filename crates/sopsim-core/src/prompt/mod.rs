@@ -133,7 +133,9 @@ pub fn agent_prompt(
 
 /// A closed choice put to an agent.
 pub struct ChoicePut<'a> {
+    /// The role's `choice` component.
     pub spec: &'a crate::scenario::ChoiceSpec,
+    /// The options offered this turn, in the order the agent is shown them.
     pub options: &'a [String],
     /// What the agent just said, when it speaks before it chooses.
     pub own_reply: Option<&'a str>,
@@ -179,8 +181,11 @@ pub fn choice_prompt(
 /// the order the agent is shown them (none for free text; a number's range is named
 /// by its ends).
 pub struct ProbePut<'a> {
+    /// The question.
     pub question: &'a str,
+    /// The options of a closed answer, in the order shown; empty for a free-text answer.
     pub options: &'a [String],
+    /// For a numeric answer: the lowest and highest number allowed.
     pub number: Option<(f64, f64)>,
 }
 

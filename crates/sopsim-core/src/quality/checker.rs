@@ -43,6 +43,7 @@ struct Counts {
 }
 
 impl Checker {
+    /// A checker for a run with `instructions`, which has seen nothing yet.
     pub fn new(instructions: Instructions) -> Self {
         Self {
             instructions,
@@ -199,6 +200,7 @@ impl Checker {
         self.seen.extend(grams.iter().copied());
     }
 
+    /// The run's reply quality so far, as `summary.json` holds it.
     pub fn summary(&self) -> ReplyQuality {
         let c = self.counts;
         let rate = |n: u64| (c.replies > 0).then(|| n as f64 / c.replies as f64);

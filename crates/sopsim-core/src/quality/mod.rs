@@ -88,16 +88,30 @@ pub const DEFAULT_CANDIDATES: u32 = 2;
 /// What is wrong with one reply (each a count of 0 or 1 when summed).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Flaws {
+    /// It shares a run of `COPY_WORDS` words with an earlier message of the run.
     pub copy: bool,
+    /// It carries another participant's speaker label or a role's, or opens with its own.
     pub label: bool,
+    /// It speaks of its speaker in the third person, or reports on the conversation
+    /// instead of taking part.
     pub narration: bool,
+    /// It shares a run of `ECHO_WORDS` words with the instructions.
     pub echo: bool,
+    /// It has fewer than `EMPTY_WORDS` words, or nothing but participants' names and roles.
     pub empty: bool,
+    /// It does not end where a sentence ends.
     pub cut: bool,
+    /// It carries a stage direction: a lead-in built from the instructions, an action in
+    /// brackets, or a piece of its cue.
     pub stage: bool,
+    /// It speaks as another participant.
     pub impersonation: bool,
+    /// It holds letters of a script the scenario does not use, or words run together.
     pub foreign: bool,
+    /// It restates an earlier message (known only once the reply is recorded).
     pub paraphrase: bool,
+    /// It declares the side opposite to its speaker's stake, or is closer to another
+    /// participant's stake than to its own.
     pub off_stake: bool,
     /// An assistant declining ("I'm sorry, but I can't assist with that"), wherever in
     /// the reply.
@@ -111,14 +125,23 @@ pub struct Flaws {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RedrawCause {
+    /// It copies an earlier message.
     Copy,
+    /// It carries a speaker label.
     Label,
+    /// It echoes the instructions.
     Echo,
+    /// It narrates instead of speaking as its speaker.
     Narration,
+    /// It says next to nothing.
     Empty,
+    /// It speaks as another participant.
     Impersonation,
+    /// It carries a stage direction.
     Stage,
+    /// It holds letters of another script, or words run together.
     Foreign,
+    /// An assistant declines in it instead of the participant speaking.
     Refusal,
 }
 
@@ -248,6 +271,8 @@ impl Instructions {
 }
 
 impl Instructions {
+    /// The checks' side of `scenario`: its participants and roles, the scripts it is
+    /// written in, its instructions' runs of words, and the sides its stakes declare.
     pub fn of(scenario: &Scenario) -> Self {
         let identities: Vec<String> = scenario
             .agents
@@ -373,18 +398,28 @@ impl Instructions {
 /// A run's reply quality, as `summary.json` holds it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReplyQuality {
+    /// Replies checked.
     pub replies: u64,
+    /// Replies that copy an earlier message.
     pub copy: u64,
+    /// Replies that carry a speaker label.
     pub label: u64,
+    /// Replies that narrate instead of speaking as their speaker.
     pub narration: u64,
+    /// Replies that echo the instructions.
     pub echo: u64,
+    /// Replies with next to no words, or nothing but participants' names and roles.
     pub empty: u64,
+    /// Replies that do not end where a sentence ends.
     #[serde(default)]
     pub cut: u64,
+    /// Replies that carry a stage direction.
     #[serde(default)]
     pub stage: u64,
+    /// Replies that speak as another participant.
     #[serde(default)]
     pub impersonation: u64,
+    /// Replies with letters of a script the scenario does not use, or words run together.
     #[serde(default)]
     pub foreign: u64,
     /// `null` when the run's embedder is not one paraphrases are measured with.
@@ -400,28 +435,42 @@ pub struct ReplyQuality {
     pub refusal: u64,
     /// Each count over `replies` (`null` without replies).
     pub rates: QualityRates,
+    /// The share of distinct word bigrams among the replies' bigrams (`null` without any).
     pub distinct_2: Option<f64>,
 }
 
+/// Each reply-quality count as a share of the replies.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct QualityRates {
+    /// The share of replies that copy an earlier message.
     pub copy: Option<f64>,
+    /// The share of replies that carry a speaker label.
     pub label: Option<f64>,
+    /// The share of replies that narrate instead of speaking as their speaker.
     pub narration: Option<f64>,
+    /// The share of replies that echo the instructions.
     pub echo: Option<f64>,
+    /// The share of replies with next to no words.
     pub empty: Option<f64>,
+    /// The share of replies that do not end where a sentence ends.
     #[serde(default)]
     pub cut: Option<f64>,
+    /// The share of replies that carry a stage direction.
     #[serde(default)]
     pub stage: Option<f64>,
+    /// The share of replies that speak as another participant.
     #[serde(default)]
     pub impersonation: Option<f64>,
+    /// The share of replies with letters of a foreign script or words run together.
     #[serde(default)]
     pub foreign: Option<f64>,
+    /// The share of replies that restate an earlier message (`null` when not measured).
     #[serde(default)]
     pub paraphrase: Option<f64>,
+    /// The share of replies off their speaker's stake (`null` when not measured).
     #[serde(default)]
     pub off_stake: Option<f64>,
+    /// The share of replies in which an assistant declines.
     #[serde(default)]
     pub refusal: Option<f64>,
 }

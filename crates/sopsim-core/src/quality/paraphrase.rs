@@ -184,6 +184,7 @@ pub struct Stakes {
 }
 
 impl Stakes {
+    /// The stakes from each participant's name and stake embedding; empty ones are left out.
     pub fn new(vectors: impl IntoIterator<Item = (String, Vec<f32>)>) -> Self {
         Self {
             vectors: vectors
@@ -194,6 +195,7 @@ impl Stakes {
         }
     }
 
+    /// Whether no participant's stake is embedded.
     pub fn is_empty(&self) -> bool {
         self.vectors.is_empty()
     }

@@ -297,16 +297,27 @@ fn sentence_starts(text: &str) -> Vec<&str> {
 /// A writing system, as far as telling a reply's words apart from the scenario's goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Script {
+    /// Latin letters, with their accented and extended forms.
     Latin,
+    /// Greek letters.
     Greek,
+    /// Cyrillic letters.
     Cyrillic,
+    /// Hebrew letters.
     Hebrew,
+    /// Arabic letters.
     Arabic,
+    /// The scripts of India and its neighbours (Devanagari to Sinhala).
     Indic,
+    /// Thai letters.
     Thai,
+    /// Chinese characters, and CJK punctuation and full-width forms.
     Han,
+    /// Japanese kana.
     Kana,
+    /// Korean hangul.
     Hangul,
+    /// Letters of any other script.
     Other,
 }
 

@@ -24,6 +24,7 @@ pub struct ScenarioBuilder {
 }
 
 impl ScenarioBuilder {
+    /// Starts a scenario named `name`, with default settings and no agents or states.
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             scenario: Scenario {
@@ -51,21 +52,25 @@ impl ScenarioBuilder {
         }
     }
 
+    /// Sets the environment's mode (how much history agents share).
     pub fn mode(mut self, mode: Mode) -> Self {
         self.scenario.environment.mode = mode;
         self
     }
 
+    /// Changes the environment settings in place.
     pub fn environment(mut self, f: impl FnOnce(&mut EnvironmentSettings)) -> Self {
         f(&mut self.scenario.environment);
         self
     }
 
+    /// Sets the scenario's default LLM settings.
     pub fn llm(mut self, settings: LlmSettings) -> Self {
         self.scenario.llm = settings;
         self
     }
 
+    /// Adds an agent named `name`, built by `f`.
     pub fn agent(
         mut self,
         name: impl Into<String>,
@@ -76,6 +81,7 @@ impl ScenarioBuilder {
         self
     }
 
+    /// Adds a state named `name`; the first state added is the start state.
     pub fn state(mut self, name: impl Into<String>, state: StateBuilder) -> Self {
         let name = name.into();
         if self.scenario.sop.start.is_empty() {
@@ -85,11 +91,13 @@ impl ScenarioBuilder {
         self
     }
 
+    /// Sets the limit on turns in the whole run.
     pub fn max_turns(mut self, n: u64) -> Self {
         self.scenario.sop.max_turns = n;
         self
     }
 
+    /// Sets the replies for the scripted backend.
     pub fn script(mut self, script: Script) -> Self {
         self.scenario.script = Some(script);
         self
@@ -110,6 +118,7 @@ impl ScenarioBuilder {
 pub struct AgentBuilder(AgentSpec);
 
 impl AgentBuilder {
+    /// Sets how the agent speaks.
     pub fn style(mut self, style: impl Into<String>) -> Self {
         self.0.style = style.into();
         self
@@ -121,11 +130,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Makes the agent a human, whose turns a person types.
     pub fn human(mut self) -> Self {
         self.0.human = true;
         self
     }
 
+    /// Sets the agent's own LLM settings.
     pub fn llm(mut self, settings: LlmSettings) -> Self {
         self.0.llm = Some(Box::new(settings));
         self
@@ -137,6 +148,7 @@ impl AgentBuilder {
 pub struct StateBuilder(State);
 
 impl StateBuilder {
+    /// Starts a state with these roles, in speaking order.
     pub fn new<I, S>(roles: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -155,21 +167,25 @@ impl StateBuilder {
         self
     }
 
+    /// Sets the scene description put in front of every prompt in the state.
     pub fn environment_prompt(mut self, text: impl Into<String>) -> Self {
         self.0.environment_prompt = text.into();
         self
     }
 
+    /// Sets what `role` is told in this state.
     pub fn components(mut self, role: impl Into<String>, components: Components) -> Self {
         self.0.components.insert(role.into(), components);
         self
     }
 
+    /// Sets who speaks next within the state.
     pub fn speaker(mut self, rule: SpeakerRule) -> Self {
         self.0.speaker = rule;
         self
     }
 
+    /// Leaves the state after `n` turns in one visit.
     pub fn max_turns(mut self, n: u32) -> Self {
         self.0.transition.max_turns = Some(n);
         self
@@ -188,6 +204,7 @@ impl StateBuilder {
         self
     }
 
+    /// Moves to `to` when the last message contains `keyword`.
     pub fn keyword(mut self, keyword: impl Into<String>, to: impl Into<String>) -> Self {
         self.0.transition.keywords.push(KeywordRule {
             keyword: keyword.into(),
@@ -196,11 +213,13 @@ impl StateBuilder {
         self
     }
 
+    /// Lets an LLM judge choose, after each turn, between staying and each of `next`.
     pub fn judge(mut self, prompts: JudgePrompts) -> Self {
         self.0.transition.judge = Some(prompts);
         self
     }
 
+    /// Sets the states (or the end) this state may move to.
     pub fn next<I, S>(mut self, next: I) -> Self
     where
         I: IntoIterator<Item = S>,

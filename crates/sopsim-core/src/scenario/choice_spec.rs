@@ -33,8 +33,10 @@ pub struct ChoiceSpec {
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ChoiceTiming {
+    /// The agent speaks freely, then makes the choice.
     #[default]
     Reply,
+    /// The choice is the whole turn.
     Instead,
 }
 
@@ -67,14 +69,33 @@ impl ChoiceSpec {
 /// Why `[min, max, step]` is not a usable range of numbers.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RangeError {
+    /// One of the three numbers is infinite or not a number.
     #[error("the range must be three finite numbers")]
     NotFinite,
+    /// `min` is not below `max`.
     #[error("[{min}, {max}, {step}] is empty or inverted: min must be below max")]
-    Empty { min: f64, max: f64, step: f64 },
+    Empty {
+        /// The range's first number.
+        min: f64,
+        /// The range's last number.
+        max: f64,
+        /// The step between options.
+        step: f64,
+    },
+    /// The step is zero or negative.
     #[error("the step {0} must be positive")]
     Step(f64),
+    /// The step does not divide the distance from `min` to `max` a whole number of times.
     #[error("the step {step} does not divide the range {min}..{max}")]
-    Uneven { min: f64, max: f64, step: f64 },
+    Uneven {
+        /// The range's first number.
+        min: f64,
+        /// The range's last number.
+        max: f64,
+        /// The step between options.
+        step: f64,
+    },
+    /// The range would hold this many options, more than allowed.
     #[error("{0} options; at most {MAX_RANGE_OPTIONS}")]
     TooMany(f64),
 }

@@ -10,7 +10,9 @@ use super::{FieldPath, Scenario, ToolSettings};
 pub struct StartedProgram {
     /// The field that names it: `tools.NAME.config.command`.
     pub field: FieldPath,
+    /// The program to run, as `config.command` names it.
     pub program: String,
+    /// The arguments passed to the program.
     pub args: Vec<String>,
 }
 
@@ -80,6 +82,7 @@ pub enum CommandConsent {
 pub struct NotAllowed(pub StartedProgram);
 
 impl CommandConsent {
+    /// Whether this consent lets a run start `program` (compared exactly).
     pub fn allows(&self, program: &str) -> bool {
         match self {
             CommandConsent::Nothing => false,

@@ -12,29 +12,40 @@ const MAX_DATA_BYTES: u64 = 64 << 20;
 /// A data file's objects and their field names (in first-seen order).
 #[derive(Debug)]
 pub struct DataFile {
+    /// The objects, in file order.
     pub objects: Vec<Map<String, Value>>,
+    /// Every field name any object has, in first-seen order.
     pub fields: Vec<String>,
 }
 
 /// A data file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum DataFileError {
+    /// The file cannot be read.
     #[error(transparent)]
     Read(std::io::Error),
+    /// The file is not UTF-8 text.
     #[error("not UTF-8 text")]
     NotUtf8,
+    /// The file, read as one JSON document, is not an array.
     #[error("expected an array of objects")]
     NotArray,
+    /// The file, read as one JSON document, is not valid JSON.
     #[error(transparent)]
     Json(serde_json::Error),
+    /// A line of a JSON Lines file is not valid JSON.
     #[error("line {line}: {source}")]
     Line {
+        /// The line's number, counting from 1.
         line: usize,
+        /// Why the line is not valid JSON.
         #[source]
         source: serde_json::Error,
     },
+    /// An item is not an object; its position, counting from 1.
     #[error("item {0} is not an object")]
     NotObject(usize),
+    /// The file holds no objects.
     #[error("the file holds no objects")]
     Empty,
 }

@@ -22,6 +22,7 @@ pub struct Scenario {
     /// What the scenario is about, for people (never sent to a model).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
+    /// How much history agents share and how prompts are bounded.
     #[serde(default)]
     pub environment: EnvironmentSettings,
     /// LLM defaults for every call; states, roles and agents may override fields.
@@ -35,6 +36,8 @@ pub struct Scenario {
     /// role, and the network of who sees whom.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub populations: IndexMap<String, super::PopulationSpec>,
+    /// The standard operating procedure: a graph of states, the one the run starts in,
+    /// and the name that ends it.
     pub sop: Sop,
     /// Tools agents may call: name → definition. A role lists the ones it uses.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
@@ -117,12 +120,15 @@ impl Default for EnvironmentSettings {
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
+    /// Agents see the whole run, across every state and visit.
     #[default]
     Cooperative,
+    /// Agents see only the current visit of the current state.
     Competitive,
 }
 
 impl Mode {
+    /// The mode's name as a scenario file writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Cooperative => "cooperative",
@@ -162,6 +168,7 @@ pub struct AgentSpec {
     /// State name → the role this agent plays there. Absent states: the agent is silent.
     pub roles: IndexMap<String, String>,
     // Boxed: most agents set none, and a population holds a million of them.
+    /// LLM settings for this agent's calls, over those of its role, state and scenario.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<Box<LlmSettings>>,
     /// A person types this agent's turns on standard input.
@@ -237,6 +244,7 @@ pub struct State {
     /// Scene description put in front of every prompt in this state.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub environment_prompt: String,
+    /// Prompts for the short-term summary made in this state.
     #[serde(default, skip_serializing_if = "SummaryPrompts::is_default")]
     pub summary: SummaryPrompts,
     /// Prompt components per role.
@@ -250,6 +258,7 @@ pub struct State {
     /// Who speaks next (sequential states only).
     #[serde(default)]
     pub speaker: SpeakerRule,
+    /// When the run leaves this state, and where it goes.
     #[serde(default)]
     pub transition: TransitionRule,
     /// States (or the SOP's end) this state may move to.
@@ -272,8 +281,10 @@ pub struct State {
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Turns {
+    /// One role at a time, each seeing what the others said.
     #[default]
     Sequential,
+    /// Rounds in which every role acts once, none seeing another's message of the same round.
     Simultaneous,
 }
 
@@ -364,6 +375,7 @@ pub struct Components {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 50))]
     pub max_tool_steps: Option<u32>,
+    /// LLM settings for this role's calls in this state, over the state's and the scenario's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmSettings>,
 }
@@ -406,11 +418,14 @@ fn default_knowledge_top_k() -> usize {
     1
 }
 
+/// What a knowledge base's entries hold, and so what is matched and shown.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum KnowledgeKind {
+    /// Questions and answers: the questions are matched, and question and answer shown.
     #[default]
     Qa,
+    /// Text chunks: the chunks are matched and shown.
     Text,
 }
 

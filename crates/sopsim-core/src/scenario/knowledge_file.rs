@@ -12,8 +12,11 @@ use super::KnowledgeKind;
 /// One entry of a knowledge base.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
+    /// The entry's question (`q`).
     pub question: Option<String>,
+    /// The entry's answer (`a`).
     pub answer: Option<String>,
+    /// The entry's text (`chunk`).
     pub chunk: Option<String>,
 }
 
@@ -38,12 +41,16 @@ impl Entry {
 /// A knowledge-base file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum KnowledgeFileError {
+    /// The file cannot be read.
     #[error("cannot read it")]
     Read(#[source] std::io::Error),
+    /// The file is not valid JSON.
     #[error("not JSON")]
     Json(#[source] serde_json::Error),
+    /// The file is JSON but neither an object nor an array of entries.
     #[error("expected an object or array of entries")]
     Shape,
+    /// No entry has a `q` or a `chunk`.
     #[error("no entries with \"q\" or \"chunk\"")]
     Empty,
 }

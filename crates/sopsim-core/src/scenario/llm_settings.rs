@@ -135,6 +135,7 @@ pub enum TokenWindow {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum AllTokens {
+    /// The whole prompt and reply.
     All,
 }
 
@@ -144,12 +145,16 @@ pub enum AllTokens {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
+    /// A model run in this process: a known model's name or a GGUF file, in `model`.
     Local,
+    /// An OpenAI-compatible server: the run's, asked for `model`.
     Openai,
+    /// The scenario's script of replies, with its figures under `model`.
     Scripted,
 }
 
 impl BackendKind {
+    /// The backend's name as a scenario file writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             BackendKind::Local => "local",

@@ -28,32 +28,68 @@ pub const MAX_SCENARIO_BYTES: u64 = 8 * 1024 * 1024;
 /// Why a scenario could not be loaded. Every variant is bad input (exit code 2).
 #[derive(Debug, Error)]
 pub enum ScenarioError {
+    /// The file cannot be read.
     #[error("{path}: cannot read: {source}")]
     Io {
+        /// The scenario file's path.
         path: PathBuf,
+        /// Why reading failed.
         source: std::io::Error,
     },
+    /// The path names a directory.
     #[error("{path}: is a directory, not a scenario file")]
-    IsDirectory { path: PathBuf },
+    IsDirectory {
+        /// The scenario file's path.
+        path: PathBuf,
+    },
+    /// The file is empty or holds only whitespace.
     #[error("{path}: the file is empty")]
-    Empty { path: PathBuf },
+    Empty {
+        /// The scenario file's path.
+        path: PathBuf,
+    },
+    /// The file is larger than scenario files may be.
     #[error("{path}: the file is over the {limit}-byte limit for scenario files")]
-    TooLarge { path: PathBuf, limit: u64 },
+    TooLarge {
+        /// The scenario file's path.
+        path: PathBuf,
+        /// The largest size allowed, in bytes.
+        limit: u64,
+    },
+    /// The file is not valid UTF-8 text.
     #[error("{path}: not valid UTF-8 (first bad byte at offset {offset})")]
-    NotUtf8 { path: PathBuf, offset: usize },
+    NotUtf8 {
+        /// The scenario file's path.
+        path: PathBuf,
+        /// The byte offset of the first invalid byte.
+        offset: usize,
+    },
+    /// The file is not valid JSON.
     #[error("{path}: not valid JSON at line {line}, column {column}: {message}")]
     Syntax {
+        /// The scenario file's path.
         path: PathBuf,
+        /// The line of the error.
         line: usize,
+        /// The column of the error.
         column: usize,
+        /// What is wrong there, without its position.
         message: String,
     },
+    /// A file to translate as an aiwaves config is not one.
     #[error("{path}: not an aiwaves config (it has no root, relations and states)")]
-    NotAiwaves { path: PathBuf },
+    NotAiwaves {
+        /// The scenario file's path.
+        path: PathBuf,
+    },
+    /// The scenario fails validation.
     #[error("{path}: {count} problem(s):\n{}", render(.problems))]
     Invalid {
+        /// The scenario file's path (or a built scenario's name).
         path: PathBuf,
+        /// How many problems were found.
         count: usize,
+        /// The problems, each with the field it is in.
         problems: Vec<Problem>,
     },
 }

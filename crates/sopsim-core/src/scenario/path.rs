@@ -7,6 +7,7 @@ use std::fmt;
 pub struct FieldPath(String);
 
 impl FieldPath {
+    /// The empty path: the file's top level.
     pub fn root() -> Self {
         Self(String::new())
     }
@@ -36,6 +37,7 @@ impl FieldPath {
         Self(rendered)
     }
 
+    /// `self[i]`: the `i`th item of an array.
     pub fn index(&self, i: usize) -> Self {
         Self(format!("{}[{i}]", self.0))
     }
@@ -61,6 +63,7 @@ impl FieldPath {
         path
     }
 
+    /// The path as written, empty at the top level.
     pub fn as_str(&self) -> &str {
         &self.0
     }

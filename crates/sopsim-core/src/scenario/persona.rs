@@ -8,8 +8,11 @@ use super::format::{AgentSpec, Components, State};
 /// Who is speaking in an agent's prompt: its name, its role here, and its spec.
 #[derive(Debug, Clone, Copy)]
 pub struct Persona<'a> {
+    /// The agent's name.
     pub name: &'a str,
+    /// The role the agent plays in the state.
     pub role: &'a str,
+    /// The agent as the scenario describes it.
     pub agent: &'a AgentSpec,
 }
 

@@ -94,9 +94,13 @@ pub enum Network {
     Complete,
     /// Members in consecutive groups of `size` (the last may be smaller), each seeing
     /// its own group.
-    Groups { size: usize },
+    Groups {
+        /// Members in each group (at least 2, at most `count`).
+        size: usize,
+    },
     /// A ring: each member sees the `k` nearest (`k / 2` on each side; `k` even).
     Ring {
+        /// How many nearest members each sees: even, at least 2 (default 2).
         #[serde(default = "default_ring_k")]
         k: usize,
     },
@@ -104,19 +108,35 @@ pub enum Network {
     /// must be a multiple of `width`. `moore`: the 8 around; `von_neumann`: the 4
     /// beside.
     Lattice {
+        /// Members in each row of the grid (at least 3, and at least 3 rows).
         width: usize,
+        /// Which neighbours each member sees (default `moore`).
         #[serde(default)]
         neighbourhood: Neighbourhood,
     },
     /// Watts–Strogatz: a ring of `k` nearest, each link rewired with probability `p`.
-    SmallWorld { k: usize, p: f64 },
+    SmallWorld {
+        /// How many nearest members each sees before rewiring: even, at least 2.
+        k: usize,
+        /// The probability that each link is rewired, within [0, 1].
+        p: f64,
+    },
     /// Erdős–Rényi: each pair linked with probability `p`.
-    Random { p: f64 },
+    Random {
+        /// The probability that each pair is linked, within [0, 1].
+        p: f64,
+    },
     /// Barabási–Albert: each new member links to `m` members, preferring the linked.
-    ScaleFree { m: usize },
+    ScaleFree {
+        /// How many members each new member links to (at least 1, below `count`).
+        m: usize,
+    },
     /// Links listed in a `.csv` file of member-name pairs (no header), relative to the
     /// scenario file.
-    File { path: String },
+    File {
+        /// The `.csv` file of member-name pairs.
+        path: String,
+    },
 }
 
 fn default_ring_k() -> usize {
@@ -128,6 +148,7 @@ impl Network {
         *self == Network::Complete
     }
 
+    /// The network's `kind`, as a scenario file writes it.
     pub fn kind(&self) -> &'static str {
         match self {
             Network::Complete => "complete",
@@ -226,6 +247,7 @@ pub enum Neighbourhood {
 /// Who a generated agent is: its population, number and persona.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Member {
+    /// The name of the population the member belongs to.
     pub population: String,
     /// From 0, in the population's order.
     pub index: u32,
@@ -236,7 +258,9 @@ pub struct Member {
 /// Why a population cannot be expanded: the field (under the population) and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExpandError {
+    /// The field, under the population, that is wrong.
     pub field: String,
+    /// What is wrong with it.
     pub message: String,
 }
 

@@ -68,6 +68,7 @@ pub struct TransitionRule {
     pub on_max_visits: Option<String>,
 }
 
+/// A move taken when the last message contains a keyword.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct KeywordRule {
@@ -77,6 +78,8 @@ pub struct KeywordRule {
     pub to: String,
 }
 
+/// The prompts of the LLM judge that chooses between staying in a state and moving
+/// to each of its `next`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct JudgePrompts {

@@ -15,7 +15,9 @@ use super::path::FieldPath;
 /// One problem found in a scenario.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// The field the problem is in.
     pub path: FieldPath,
+    /// What is wrong there.
     pub message: String,
 }
 
@@ -126,12 +128,51 @@ fn problems_of(err: &ValidationError<'_>, doc: &Value, problems: &mut Vec<Proble
 
 /// Explains why the value at `at` fits none of `branches` (each alternative's errors);
 /// false when no explanation is clearer than the schema's own message.
+/// A constant as the problem names it: a string's text, any other value's JSON.
+fn constant(value: &Value) -> String {
+    value
+        .as_str()
+        .map_or_else(|| value.to_string(), str::to_string)
+}
+
+/// The value at `pointer` is none of `values`: list them, with the closest as a hint.
+fn not_one_of(pointer: &str, values: &[String], doc: &Value) -> Problem {
+    let written = doc
+        .pointer(pointer)
+        .map(|v| v.to_string())
+        .unwrap_or_default();
+    let hint = closest(written.trim_matches('"'), values)
+        .map(|v| format!("; did you mean {v:?}?"))
+        .unwrap_or_default();
+    let listed: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    Problem {
+        path: FieldPath::from_pointer(pointer, doc),
+        message: format!("{written} is not one of {}{hint}", listed.join(", ")),
+    }
+}
+
 fn explain_alternatives(
     at: &str,
     branches: &[Vec<ValidationError<'static>>],
     doc: &Value,
     problems: &mut Vec<Problem>,
 ) -> bool {
+    // A value that must be one of several constants, each an alternative of its own
+    // (an enum whose values are documented one by one): list them.
+    let constants: Option<Vec<String>> = branches
+        .iter()
+        .map(|b| match b.as_slice() {
+            [e] if e.instance_path().to_string() == at => match e.kind() {
+                ValidationErrorKind::Constant { expected_value } => Some(constant(expected_value)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    if let Some(values) = constants.filter(|v| !v.is_empty()) {
+        problems.push(not_one_of(at, &values, doc));
+        return true;
+    }
     // A tag is a field of the object whose value picks the alternative; a value that is
     // itself one of several constants (`"all"` or a number) has no tag.
     let below = format!("{at}/");
@@ -158,31 +199,16 @@ fn explain_alternatives(
         .flatten()
         .filter(|e| wrong_tag(e))
         .filter_map(|e| match e.kind() {
-            ValidationErrorKind::Constant { expected_value } => Some((
-                e.instance_path().to_string(),
-                expected_value
-                    .as_str()
-                    .map_or_else(|| expected_value.to_string(), str::to_string),
-            )),
+            ValidationErrorKind::Constant { expected_value } => {
+                Some((e.instance_path().to_string(), constant(expected_value)))
+            }
             _ => None,
         })
         .collect();
     let one_place = tags.windows(2).all(|w| w[0].0 == w[1].0);
     if !tags.is_empty() && one_place && branches.iter().all(|b| b.iter().any(wrong_tag)) {
-        let pointer = &tags[0].0;
         let values: Vec<String> = tags.iter().map(|(_, v)| v.clone()).collect();
-        let written = doc
-            .pointer(pointer)
-            .map(|v| v.to_string())
-            .unwrap_or_default();
-        let hint = closest(written.trim_matches('"'), &values)
-            .map(|v| format!("; did you mean {v:?}?"))
-            .unwrap_or_default();
-        let listed: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
-        problems.push(Problem {
-            path: FieldPath::from_pointer(pointer, doc),
-            message: format!("{written} is not one of {}{hint}", listed.join(", ")),
-        });
+        problems.push(not_one_of(&tags[0].0, &values, doc));
         return true;
     }
     // A field no alternative has (a misspelt tag).
@@ -283,6 +309,18 @@ mod tests {
             .into_iter()
             .map(|p| format!("{}: {}", p.path, p.message))
             .collect()
+    }
+
+    #[test]
+    fn a_value_that_is_none_of_an_enums_documented_values_lists_them() {
+        assert_eq!(
+            problems_after("debate.json", |d| d["environment"]["type"] = "cooperativ".into()),
+            ["environment.type: \"cooperativ\" is not one of \"cooperative\", \"competitive\"; did you mean \"cooperative\"?"]
+        );
+        assert_eq!(
+            problems_after("debate.json", |d| d["llm"] = serde_json::json!({"backend": "locall"})),
+            ["llm.backend: \"locall\" is not one of \"local\", \"openai\", \"scripted\"; did you mean \"local\"?"]
+        );
     }
 
     #[test]

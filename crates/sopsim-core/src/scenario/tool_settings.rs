@@ -193,6 +193,7 @@ pub enum ToolKind {
 }
 
 impl ToolKind {
+    /// The kind's name, as a tool's `kind` writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             ToolKind::Calculator => "calculator",
@@ -222,12 +223,19 @@ impl ToolKind {
 /// A tool's settings, read from its `kind` and `config`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolSettings {
+    /// A `calculator` tool's settings.
     Calculator(CalculatorSettings),
+    /// A `json_lookup` tool's settings.
     JsonLookup(JsonLookupSettings),
+    /// A `knowledge` tool's settings.
     Knowledge(KnowledgeSettings),
+    /// A `store_query` tool's settings.
     StoreQuery(StoreQuerySettings),
+    /// A `dice` tool's settings.
     Dice(DiceSettings),
+    /// An `http` tool's settings.
     Http(HttpSettings),
+    /// An `mcp` tool's settings.
     Mcp(McpSettings),
 }
 
@@ -257,22 +265,32 @@ pub enum SettingsError {
     /// A setting of the wrong type or out of range: the setting, then why.
     #[error("{0}")]
     Value(String),
+    /// A setting the kind requires is not given.
     #[error("{key}: required for kind `{kind}`: {what}")]
     Missing {
+        /// The setting's name.
         key: String,
+        /// The tool's kind.
         kind: &'static str,
+        /// What the setting is, from its description.
         what: String,
     },
+    /// A setting the kind does not take.
     #[error("{key}: kind `{kind}` has no such setting{hint} (it takes: {known})")]
     Unknown {
+        /// The setting's name.
         key: String,
+        /// The tool's kind.
         kind: &'static str,
         /// "; did you mean …?", when a setting it takes is a typo away.
         hint: String,
+        /// The settings the kind takes, comma-separated.
         known: String,
     },
+    /// An `http` tool's `allow` list cannot be used.
     #[error(transparent)]
     Allow(#[from] AllowlistError),
+    /// An `mcp` tool's server or tool is not named.
     #[error(transparent)]
     Mcp(#[from] McpConfigError),
 }
@@ -407,23 +425,36 @@ pub fn is_loopback(url: &Url) -> bool {
 /// Why an `http` tool's `config.allow` cannot be used; each names the setting.
 #[derive(Debug, Error)]
 pub enum AllowlistError {
+    /// The list is empty.
     #[error(
         "allow: list the URL prefixes the tool may reach, e.g. [\"http://127.0.0.1:8080/api/\"]"
     )]
     Missing,
+    /// An entry is not a URL.
     #[error("allow[{index}]: {text:?} is not a URL")]
     NotUrl {
+        /// The entry's position in the list, from 0.
         index: usize,
+        /// The entry as written.
         text: String,
+        /// Why it does not parse as a URL.
         #[source]
         source: url::ParseError,
     },
+    /// An entry's scheme is neither `http` nor `https`; its position, from 0.
     #[error("allow[{0}]: only http and https URLs")]
     Scheme(usize),
+    /// An entry carries a user name or password; its position, from 0.
     #[error("allow[{0}]: a prefix may not carry a user name or password")]
     Credentials(usize),
+    /// An entry names a host that is not a loopback address.
     #[error("allow[{index}]: {text:?} is not a loopback address (127.0.0.0/8, ::1, localhost)")]
-    NotLoopback { index: usize, text: String },
+    NotLoopback {
+        /// The entry's position in the list, from 0.
+        index: usize,
+        /// The entry as written.
+        text: String,
+    },
 }
 
 /// An `http` tool's `config.allow`: URL prefixes on loopback addresses only.
@@ -459,16 +490,21 @@ pub fn loopback_allowlist(list: &[String]) -> Result<Vec<Url>, AllowlistError> {
 /// ([`McpSettings::command`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct McpCommand {
+    /// The program that runs the server (`config.command`).
     pub program: String,
+    /// The program's arguments (`config.args`).
     pub args: Vec<String>,
+    /// The name of the server's tool to call (`config.tool`).
     pub tool: String,
 }
 
 /// Why an `mcp` tool's settings cannot be used; each names the setting.
 #[derive(Debug, Error)]
 pub enum McpConfigError {
+    /// `command` is empty or blank.
     #[error("command: the program that runs the MCP server")]
     NoCommand,
+    /// `tool` is empty.
     #[error("tool: the name of the server's tool")]
     NoTool,
 }

@@ -31,6 +31,7 @@ pub enum DecisionFormat {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
+    /// The tool's kind: what it does, and which `config` settings it takes.
     pub kind: ToolKind,
     /// What the tool does, as the model sees it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -42,8 +43,10 @@ pub struct ToolSpec {
     /// reference's "Tool settings" lists each kind's) and how its results are shown.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub config: Map<String, Value>,
+    /// Run the tool, with set arguments, before the turn's first decision when this holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_if: Option<RunIf>,
+    /// Offer the tool only when this holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub available_if: Option<AvailableIf>,
 }
@@ -121,8 +124,10 @@ pub fn max_tool_steps(state: &super::State, role: &str) -> u32 {
 /// Why a tool's argument schema cannot be used.
 #[derive(Debug, Error)]
 pub enum SchemaError {
+    /// The schema does not say `"type": "object"`.
     #[error("tool arguments are an object: the schema needs \"type\": \"object\"")]
     NotAnObject,
+    /// The schema is not a valid JSON Schema.
     #[error(transparent)]
     Invalid(Box<jsonschema::ValidationError<'static>>),
 }

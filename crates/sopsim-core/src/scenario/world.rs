@@ -52,6 +52,7 @@ pub struct VariableSpec {
     /// naming the variable, the round and the value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min: Option<f64>,
+    /// The largest value it may take: a value above it stops the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<f64>,
     /// The state after each of whose visits `update` runs.
@@ -71,7 +72,9 @@ pub struct VariableSpec {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(untagged)]
 pub enum Initial {
+    /// One number: the variable's value, or every agent's.
     Number(f64),
+    /// A seeded draw for each agent (a per-agent variable only).
     Draw(Distribution),
 }
 
@@ -110,7 +113,9 @@ pub struct StrategySpec {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum BuiltIn {
+    /// Always cooperates.
     AlwaysCooperate,
+    /// Always defects.
     AlwaysDefect,
     /// Cooperates first, then does what the others did last (most of them, if several).
     TitForTat,
@@ -126,6 +131,7 @@ pub enum BuiltIn {
 }
 
 impl BuiltIn {
+    /// The rule's name, as a scenario file writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             BuiltIn::AlwaysCooperate => "always_cooperate",

@@ -13,12 +13,18 @@ pub enum NextTurns {
     /// Play these roles' turns: one role's, with its visit's opening line when it
     /// opens, or every role's at once (a simultaneous round).
     Play {
+        /// The roles whose turns are played.
         roles: Vec<String>,
+        /// The visit's opening line, said verbatim, when the turn opens the visit.
         opening: Option<String>,
+        /// Whether the turns are a simultaneous round.
         simultaneous: bool,
     },
     /// Ask the speaker controller to choose among these roles first.
-    AskController { choices: Vec<String> },
+    AskController {
+        /// The roles the controller may choose.
+        choices: Vec<String>,
+    },
     /// End the run at its turn limit: a round is all or nothing, and this one would
     /// pass the limit.
     EndAtTurnLimit,

@@ -30,39 +30,59 @@ use crate::scenario::{Scenario, SpeakerRule, State, Turns};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Speaker {
     /// The visit's opening: `role` says `query` verbatim.
-    Opening { role: String, query: String },
+    Opening {
+        /// The role that opens the visit.
+        role: String,
+        /// The state's `begin_query`.
+        query: String,
+    },
     /// `role` speaks through its agent's model.
     Role(String),
     /// The `llm` rule: ask the controller to choose among `choices`.
-    Ask { choices: Vec<String> },
+    Ask {
+        /// The roles the controller may choose.
+        choices: Vec<String>,
+    },
     /// A simultaneous state: every role acts once, on the same information.
-    Round { roles: Vec<String> },
+    Round {
+        /// The roles that act, in the state's order.
+        roles: Vec<String>,
+    },
 }
 
 /// Where the SOP goes after a turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "to", content = "state", rename_all = "snake_case")]
 pub enum Transition {
+    /// Stay in the current state.
     Stay,
+    /// Move to this state, starting a new visit of it.
     Move(String),
+    /// End the run at the SOP's end.
     End,
 }
 
 /// What fired a transition, for events and the summary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cause {
+    /// A keyword of the state's transition rule appeared in a message.
     Keyword(String),
+    /// The visit reached the state's `max_turns`.
     MaxTurns(u32),
+    /// The visit reached the state's `max_rounds`.
     MaxRounds(u32),
+    /// No rule fired.
     Nothing,
 }
 
 /// The result of checking the transition rules after a turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Check {
+    /// The rules decided: the transition, and what fired it.
     Decided(Transition, Cause),
     /// Ask the judge; `choices[0]` is staying in the current state.
     AskJudge {
+        /// The judge's choices: staying first, then each next state.
         choices: Vec<String>,
     },
 }
@@ -108,6 +128,7 @@ impl SopEngine {
         engine
     }
 
+    /// The name of the current state.
     pub fn current_state(&self) -> &str {
         &self.current
     }
@@ -117,11 +138,13 @@ impl SopEngine {
         self.visits
     }
 
+    /// Turns taken in the current visit.
     #[cfg(test)]
     pub fn turns_in_visit(&self) -> u32 {
         self.turns_in_visit
     }
 
+    /// Whether the run has reached its end.
     #[cfg(test)]
     pub fn is_finished(&self) -> bool {
         self.finished

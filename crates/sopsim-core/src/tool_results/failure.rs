@@ -9,11 +9,14 @@ use super::Return;
 /// (a malformed expression, a refused URL); the others are outside its control.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolFailure {
+    /// Whether the model could have avoided the failure by calling differently.
     pub avoidable: bool,
+    /// What went wrong.
     pub message: String,
 }
 
 impl ToolFailure {
+    /// A failure the model can fix by changing its call.
     pub fn avoidable(message: impl Into<String>) -> Self {
         Self {
             avoidable: true,
@@ -21,6 +24,7 @@ impl ToolFailure {
         }
     }
 
+    /// A failure outside the model's control.
     pub fn unknown(message: impl Into<String>) -> Self {
         Self {
             avoidable: false,

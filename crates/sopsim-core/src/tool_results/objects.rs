@@ -18,9 +18,12 @@ pub const REF_ID: &str = "_REF_ID";
 /// A tool's result: objects for the store and the frontend (Elysia's `Result`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultObject {
+    /// The result's objects, each a JSON object.
     pub objects: Vec<Map<String, Value>>,
+    /// Facts about the result as a whole; the store adds who made it, where and when.
     #[serde(default)]
     pub metadata: Map<String, Value>,
+    /// What kind of objects these are, sent to the frontend as the payload's `type`.
     #[serde(default = "default_name")]
     pub payload_type: String,
     /// Keys the result in the store under `[tool][name]`.
@@ -36,6 +39,7 @@ pub struct ResultObject {
     /// Keys copied as they are when mapping.
     #[serde(default = "default_unmapped")]
     pub unmapped_keys: Vec<String>,
+    /// Whether the frontend is sent the result.
     #[serde(default = "default_true")]
     pub display: bool,
 }
@@ -51,6 +55,7 @@ fn default_true() -> bool {
 }
 
 impl ResultObject {
+    /// A result named `name` holding `objects`, with no metadata, mapping or model message.
     pub fn new(name: impl Into<String>, objects: Vec<Map<String, Value>>) -> Self {
         Self {
             objects,
@@ -119,15 +124,22 @@ impl ResultObject {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Return {
+    /// A tool's result.
     Result(ResultObject),
     /// Text for the conversation view; `payload_type` is e.g. `response`.
     Text {
+        /// What kind of text it is.
         payload_type: String,
+        /// The text's objects, each a JSON object.
         objects: Vec<Map<String, Value>>,
+        /// Facts about the text as a whole.
         metadata: Map<String, Value>,
+        /// Whether the frontend is sent the text.
         display: bool,
     },
+    /// A status line about what is under way.
     Status {
+        /// The status line.
         text: String,
         /// Structured facts about the status for a frontend (sopsim's addition; a
         /// round's start and end carry `round` and `roles`). Left out when empty, so
@@ -135,22 +147,32 @@ pub enum Return {
         #[serde(default, skip_serializing_if = "Map::is_empty")]
         metadata: Map<String, Value>,
     },
+    /// A warning about the run.
     Warning {
+        /// The warning.
         text: String,
     },
     /// Feedback kept per tool and shown to the next call of that tool.
     Error {
+        /// Feedback the model can act on; empty when the error is outside its control.
         feedback: String,
+        /// What went wrong.
         error_message: String,
     },
+    /// The run has finished.
     Completed,
     /// A decision of the decision agent (Elysia's `TreeUpdate`): `node` decided
     /// `decision` at step `tree_index`.
     TreeUpdate {
+        /// The agent that decided.
         node: String,
+        /// The turn's decision step, from 1.
         tree_index: u32,
+        /// What was decided: the tools called, or the answer.
         decision: String,
+        /// The model's reasoning for the decision.
         reasoning: String,
+        /// Whether the frontend starts its tree over (Elysia's `reset`).
         reset: bool,
     },
 }

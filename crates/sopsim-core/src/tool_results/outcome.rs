@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallOutcome {
+    /// The tool ran and succeeded.
     Ok,
     /// The tool ran and failed.
     Failed,
@@ -20,6 +21,7 @@ pub enum CallOutcome {
 }
 
 impl CallOutcome {
+    /// The outcome as `summary.json` names it: `ok`, `failed`, `invalid_arguments`…
     pub fn as_str(self) -> &'static str {
         match self {
             CallOutcome::Ok => "ok",

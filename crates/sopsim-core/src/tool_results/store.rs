@@ -23,7 +23,9 @@ use super::objects::{ResultObject, REF_ID};
 /// One add: objects sharing one metadata.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
+    /// The objects with their `_REF_ID`s; a repeat is a `[repeat]` marker with the original's.
     pub objects: Vec<Map<String, Value>>,
+    /// The metadata the objects share.
     pub metadata: Map<String, Value>,
 }
 
@@ -140,6 +142,7 @@ fn resolve(index: i64, len: usize) -> Option<usize> {
 }
 
 impl Store {
+    /// An empty store.
     pub fn new() -> Self {
         Self::default()
     }
@@ -401,6 +404,7 @@ impl Store {
         &self.hidden
     }
 
+    /// The data tools keep out of the model's sight, to change.
     pub fn hidden_mut(&mut self) -> &mut Map<String, Value> {
         &mut self.hidden
     }

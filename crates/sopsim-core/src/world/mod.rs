@@ -37,7 +37,9 @@ use crate::scenario::expr::{self, Sizes};
 /// The agents of a run by number (their order in the scenario), and who each sees.
 #[derive(Debug)]
 pub struct Roster {
+    /// The agents' names, in the scenario's order.
     pub names: Vec<Arc<str>>,
+    /// Each agent's number, by name.
     pub index: HashMap<String, u32>,
     /// Per agent: the agents whose moves it answers (a population member's network
     /// neighbours); `None`: every other agent.
@@ -45,6 +47,7 @@ pub struct Roster {
 }
 
 impl Roster {
+    /// The roster of `scenario`'s agents, with its populations' networks as `drawn`.
     pub fn new(scenario: &Scenario, drawn: &[Neighbours]) -> Self {
         let names: Vec<Arc<str>> = scenario
             .agents
@@ -107,10 +110,13 @@ pub struct Moves {
 pub struct WorldView {
     /// Rounds of the world's round state closed so far.
     pub rounds: u32,
+    /// The global variables' values, by name.
     pub globals: Arc<IndexMap<String, f64>>,
+    /// Each per-agent variable's values, one per agent in the scenario's order, by name.
     pub per_agent: Arc<IndexMap<String, Arc<Vec<f64>>>>,
     /// Last moves by state.
     pub moves: Arc<HashMap<String, Moves>>,
+    /// The run's agents and who each sees, when the view comes from a world.
     pub roster: Option<Arc<Roster>>,
     /// The sizes of what its formulas and templates read, and the render limit.
     pub sizes: Sizes,
@@ -122,8 +128,11 @@ pub struct WorldView {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{field}: round {round}{}: {why}", .agent.as_ref().map(|a| format!(", agent {a}")).unwrap_or_default())]
 pub struct WorldError {
+    /// The scenario field at fault (`world.variables.fish.update`).
     pub field: String,
+    /// The world's round count when it happened.
     pub round: u32,
+    /// The agent whose value it was, for a per-agent variable.
     pub agent: Option<String>,
     /// What is wrong, with the value when there is one.
     pub why: String,
@@ -132,6 +141,7 @@ pub struct WorldError {
 /// Why a round could not be closed. The world is left as it was before the round.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RoundError {
+    /// A variable or condition could not stand.
     #[error(transparent)]
     World(#[from] WorldError),
     /// The run was stopped while the round's update ran.
@@ -146,7 +156,9 @@ const MEMBERS_BETWEEN_STOPS: usize = 1024;
 /// the run, if one holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct Closed {
+    /// The line for `world.jsonl`.
     pub line: WorldLine,
+    /// The `end_if` condition that ends the run, if one holds.
     #[serde(skip)]
     pub ended_if: Option<String>,
 }
@@ -156,12 +168,16 @@ pub struct Closed {
 pub struct WorldLine {
     /// The world's rounds closed so far (this one included, when it is one).
     pub round: u32,
+    /// The state whose round closed.
     pub state: String,
+    /// The state's visit number within the run.
     pub visit: u32,
+    /// The global variables' values, by name.
     pub world: IndexMap<String, f64>,
     /// Each per-agent variable's value for every agent, in the scenario's agent order.
     #[serde(skip_serializing_if = "IndexMap::is_empty")]
     pub agents: IndexMap<String, Arc<Vec<f64>>>,
+    /// The `end_if` condition that holds after this round and ends the run, if one does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_if: Option<String>,
 }
@@ -170,10 +186,14 @@ pub struct WorldLine {
 /// per-agent variable's spread.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct WorldSummary {
+    /// The world's rounds closed.
     pub rounds: u32,
+    /// The global variables' values at the end, by name.
     pub world: IndexMap<String, f64>,
+    /// Each per-agent variable's spread over the agents at the end, by name.
     #[serde(skip_serializing_if = "IndexMap::is_empty")]
     pub agents: IndexMap<String, Spread>,
+    /// The `end_if` condition that ended the run, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_if: Option<String>,
 }
@@ -181,12 +201,16 @@ pub struct WorldSummary {
 /// The mean, least and largest of a per-agent variable.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct Spread {
+    /// The mean value.
     pub mean: f64,
+    /// The least value.
     pub min: f64,
+    /// The largest value.
     pub max: f64,
 }
 
 impl Spread {
+    /// The spread of `values`; `None` when there are none.
     pub fn of(values: &[f64]) -> Option<Spread> {
         if values.is_empty() {
             return None;

@@ -15,10 +15,15 @@ use super::World;
 /// how many made each move (`counts`).
 #[derive(Debug, Clone, Default)]
 pub struct Aggregates {
+    /// How many agents decided.
     pub n: usize,
+    /// The decisions' sum, when every one is a number.
     pub sum: Option<f64>,
+    /// The least decision, when every one is a number.
     pub min: Option<f64>,
+    /// The largest decision, when every one is a number.
     pub max: Option<f64>,
+    /// How many agents made each move, every offered move included.
     pub counts: IndexMap<String, usize>,
 }
 
@@ -27,6 +32,7 @@ pub struct Aggregates {
 pub struct RoundScope {
     /// The round just played (from 1).
     pub round: u32,
+    /// The round's decisions summed up.
     pub aggregates: Aggregates,
     /// Per agent number, its decision this round.
     own: std::collections::HashMap<u32, Arc<str>>,
@@ -117,6 +123,8 @@ pub struct MemberScope {
 }
 
 impl MemberScope {
+    /// The scope of agent number `agent`, called `name`, in `round`: the round's, plus
+    /// the agent's own decision and per-agent values.
     pub fn new(
         base: Arc<BaseScope>,
         round: &RoundScope,

@@ -15,7 +15,9 @@ use crate::scenario::{expr, BuiltIn, StrategySpec};
 /// A strategy's move: the option, and the probability it had of each.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StrategyMove {
+    /// The option played.
     pub value: String,
+    /// The probability the strategy gave each option.
     pub probabilities: IndexMap<String, f64>,
 }
 
@@ -57,12 +59,19 @@ pub fn others(
 
 /// Everything a strategy decides on.
 pub struct Situation<'a> {
+    /// The world as the turn sees it.
     pub view: &'a WorldView,
+    /// The state the move is made in.
     pub state: &'a str,
+    /// The agent's number, in the scenario's agent order.
     pub agent: u32,
+    /// The agent's name.
     pub name: &'a str,
+    /// The options the agent may choose among.
     pub options: &'a [String],
+    /// The move that counts as cooperating, when there is one.
     pub cooperate: Option<&'a str>,
+    /// The move that counts as defecting, when there is one.
     pub defect: Option<&'a str>,
     /// The run's seed (`random` draws from it).
     pub seed: u64,

@@ -16,18 +16,31 @@ use super::GgufError;
 /// A metadata value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// An unsigned 8-bit integer.
     U8(u8),
+    /// A signed 8-bit integer.
     I8(i8),
+    /// An unsigned 16-bit integer.
     U16(u16),
+    /// A signed 16-bit integer.
     I16(i16),
+    /// An unsigned 32-bit integer.
     U32(u32),
+    /// A signed 32-bit integer.
     I32(i32),
+    /// An unsigned 64-bit integer.
     U64(u64),
+    /// A signed 64-bit integer.
     I64(i64),
+    /// A 32-bit float.
     F32(f32),
+    /// A 64-bit float.
     F64(f64),
+    /// A boolean.
     Bool(bool),
+    /// A UTF-8 string.
     String(String),
+    /// An array of values.
     Array(Vec<Value>),
 }
 
@@ -47,6 +60,7 @@ impl Value {
         }
     }
 
+    /// The value as a signed integer, if it is an integer that fits.
     pub fn as_i64(&self) -> Option<i64> {
         match *self {
             Value::I8(v) => Some(v.into()),
@@ -57,6 +71,7 @@ impl Value {
         }
     }
 
+    /// The value as a float, if it is a number (integers converted).
     pub fn as_f64(&self) -> Option<f64> {
         match *self {
             Value::F32(v) => Some(v.into()),
@@ -65,6 +80,7 @@ impl Value {
         }
     }
 
+    /// The value as text, if it is a string.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(s) => Some(s),
@@ -72,6 +88,7 @@ impl Value {
         }
     }
 
+    /// The value as a boolean, if it is one.
     pub fn as_bool(&self) -> Option<bool> {
         match *self {
             Value::Bool(b) => Some(b),
@@ -79,6 +96,7 @@ impl Value {
         }
     }
 
+    /// The value's elements, if it is an array.
     pub fn as_array(&self) -> Option<&[Value]> {
         match self {
             Value::Array(a) => Some(a),
@@ -101,7 +119,9 @@ pub struct TensorInfo {
 /// A parsed GGUF file. The tensor data stays in the memory map.
 #[derive(Debug)]
 pub struct GgufFile {
+    /// Every metadata value, by key.
     pub metadata: HashMap<String, Value>,
+    /// Every tensor's place and type, by name.
     pub tensors: HashMap<String, TensorInfo>,
     /// Tensor names in file order.
     pub order: Vec<String>,
@@ -290,6 +310,7 @@ impl GgufFile {
         self.map.get(start..start.checked_add(len)?)
     }
 
+    /// The metadata value at `key`, if there is one.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.metadata.get(key)
     }

@@ -14,22 +14,42 @@ pub use tokenizer::{tokenizer, SpecialTokens};
 /// A GGUF file that cannot be used, with the key or tensor at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
+    /// The file could not be examined, opened or mapped.
     #[error("{path}: {source}")]
     Io {
+        /// The file's path.
         path: PathBuf,
+        /// What the system reported.
         source: std::io::Error,
     },
+    /// The path names something other than a regular file (a directory, a FIFO, a device).
     #[error("{0}: not a regular file")]
     NotARegularFile(PathBuf),
+    /// The bytes are not a well-formed GGUF file of a supported version.
     #[error("{0}")]
     Format(String),
+    /// A metadata value that is missing, malformed or outside what sopsim supports.
     #[error("metadata {key}: {message}")]
-    Meta { key: String, message: String },
+    Meta {
+        /// The metadata key.
+        key: String,
+        /// What is wrong with its value.
+        message: String,
+    },
+    /// A tensor that is missing, listed twice, or has the wrong dimensions, place or values.
     #[error("tensor {name}: {message}")]
-    Tensor { name: String, message: String },
+    Tensor {
+        /// The tensor's name.
+        name: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A tensor whose type or bytes cannot be computed with.
     #[error("tensor {name}")]
     Weight {
+        /// The tensor's name (or "every weight" for their joint allocation).
         name: String,
+        /// Why its bytes cannot be used.
         #[source]
         source: crate::error::WeightError,
     },
@@ -73,6 +93,7 @@ pub enum Arch {
 }
 
 impl Arch {
+    /// The architecture's name in GGUF metadata (`general.architecture`).
     pub fn name(self) -> &'static str {
         match self {
             Arch::Llama => "llama",
@@ -89,14 +110,23 @@ pub const MAX_POSITIONS: usize = 32_768;
 /// The architecture facts the forward pass needs, all checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelShape {
+    /// The transformer family.
     pub arch: Arch,
+    /// Transformer blocks.
     pub layers: usize,
+    /// Width of the embedding and the residual stream.
     pub dim: usize,
+    /// Query heads per layer.
     pub heads: usize,
+    /// Key and value heads per layer (a divisor of `heads`).
     pub kv_heads: usize,
+    /// Width of each attention head.
     pub head_dim: usize,
+    /// Width of the feed-forward layer.
     pub ffn: usize,
+    /// The RMS norms' epsilon.
     pub rms_eps: f32,
+    /// Rotary embedding base of the global-attention layers.
     pub rope_base: f32,
     /// Positions the model runs at: its trained context, at most [`MAX_POSITIONS`].
     pub positions: usize,
@@ -112,10 +142,12 @@ pub struct Window {
     pub size: usize,
     /// Every `period`-th layer (the last of each group) is global; the rest windowed.
     pub period: usize,
+    /// Rotary embedding base of the windowed layers.
     pub rope_base: f32,
 }
 
 impl Window {
+    /// Whether layer `layer` (from 0) is a windowed one.
     pub fn covers(&self, layer: usize) -> bool {
         !(layer + 1).is_multiple_of(self.period)
     }
@@ -167,6 +199,8 @@ pub(crate) const ANY_MODEL: &str =
     "an OpenAI-compatible server, such as llama.cpp's, runs any model";
 
 impl ModelShape {
+    /// Reads the shape from `f`'s metadata, refusing an unsupported architecture, an
+    /// inconsistent or out-of-range value, and scaled rotary positions.
     pub fn read(f: &GgufFile) -> Result<Self, GgufError> {
         let key = "general.architecture";
         let arch = match f.get(key).and_then(Value::as_str) {

@@ -29,8 +29,11 @@ const USER_DEFINED: i64 = 4;
 /// The special tokens generation needs.
 #[derive(Debug, Clone)]
 pub struct SpecialTokens {
+    /// The beginning-of-sequence token's text, if the file names one.
     pub bos: Option<String>,
+    /// The end-of-sequence token's text.
     pub eos: String,
+    /// The end-of-sequence token's id.
     pub eos_id: u32,
     /// Every control token (`<|im_end|>`…): generation stops at any of them.
     pub stop_ids: Vec<u32>,

@@ -52,14 +52,17 @@ impl Default for Acts {
 }
 
 impl Acts {
+    /// The format the activations are stored in.
     pub fn format(&self) -> ActFormat {
         self.format
     }
 
+    /// Rows stored (one per token), padding excluded.
     pub fn tokens(&self) -> usize {
         self.tokens
     }
 
+    /// Activations per row.
     pub fn cols(&self) -> usize {
         self.cols
     }

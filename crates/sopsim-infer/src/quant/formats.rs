@@ -10,16 +10,27 @@ use super::sum_lanes;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[allow(non_camel_case_types)]
 pub enum WeightType {
+    /// 32-bit floats.
     F32,
+    /// IEEE half-precision floats.
     F16,
+    /// bfloat16 floats.
     BF16,
+    /// 4-bit values in blocks of 32 with an f16 scale.
     Q4_0,
+    /// 4-bit values in blocks of 32 with an f16 scale and minimum.
     Q4_1,
+    /// 5-bit values in blocks of 32 with an f16 scale.
     Q5_0,
+    /// 5-bit values in blocks of 32 with an f16 scale and minimum.
     Q5_1,
+    /// 8-bit values in blocks of 32 with an f16 scale.
     Q8_0,
+    /// 4-bit values in super-blocks of 256, with a 6-bit scale and minimum per 32 (Q4_K).
     Q4K,
+    /// 5-bit values in super-blocks of 256, with a 6-bit scale and minimum per 32 (Q5_K).
     Q5K,
+    /// 6-bit values in super-blocks of 256, with an 8-bit scale per 16 (Q6_K).
     Q6K,
 }
 
@@ -52,6 +63,7 @@ impl WeightType {
         }
     }
 
+    /// ggml's name for the format (`Q4_K`, `BF16`…).
     pub fn name(self) -> &'static str {
         GGML_TYPES
             .iter()
@@ -84,14 +96,17 @@ impl WeightType {
         }
     }
 
+    /// Bytes a row of `cols` values takes (`cols` a multiple of the group).
     pub fn row_bytes(self, cols: usize) -> usize {
         cols / self.group() * self.group_bytes()
     }
 
+    /// Whether the format stores plain floats (F32, F16 or BF16).
     pub fn is_float(self) -> bool {
         matches!(self, WeightType::F32 | WeightType::F16 | WeightType::BF16)
     }
 
+    /// How a product with weights of this format wants its activations stored.
     pub fn act_format(self) -> ActFormat {
         if self.is_float() {
             ActFormat::Float

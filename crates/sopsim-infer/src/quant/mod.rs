@@ -41,9 +41,13 @@ use packed::Dest;
 /// A weight matrix as the file stores it: `rows` output rows of `cols` inputs.
 #[derive(Debug, Clone, Copy)]
 pub struct QView<'a> {
+    /// The format the values are stored in.
     pub ty: WeightType,
+    /// Output rows.
     pub rows: usize,
+    /// Inputs per row.
     pub cols: usize,
+    /// The stored bytes, row after row.
     pub data: &'a [u8],
 }
 
@@ -64,6 +68,7 @@ impl<'a> QView<'a> {
         })
     }
 
+    /// Row `r`'s bytes as the file stores them.
     pub fn row(&self, r: usize) -> &'a [u8] {
         let n = self.ty.row_bytes(self.cols);
         &self.data[r * n..(r + 1) * n]
@@ -85,8 +90,11 @@ impl<'a> QView<'a> {
 pub enum Kernels {
     /// Portable Rust.
     Scalar,
+    /// AVX2 with FMA and F16C.
     Avx2,
+    /// AVX2 with AVX-VNNI's integer dot products.
     AvxVnni,
+    /// AVX-512 with VNNI.
     Avx512,
     /// AVX-512 for a few tokens, AMX tiles for more.
     Amx,
@@ -139,6 +147,7 @@ impl Kernels {
         out
     }
 
+    /// The kernel set's name, as `choose` takes it.
     pub fn name(self) -> &'static str {
         match self {
             Kernels::Scalar => "scalar",

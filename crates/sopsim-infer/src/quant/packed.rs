@@ -186,18 +186,22 @@ impl Packed {
         })
     }
 
+    /// The format the values are stored in.
     pub fn ty(&self) -> WeightType {
         self.ty
     }
 
+    /// Output rows.
     pub fn rows(&self) -> usize {
         self.rows
     }
 
+    /// Inputs per row.
     pub fn cols(&self) -> usize {
         self.cols
     }
 
+    /// Panels of `PANEL` output rows, the last possibly partly filled.
     pub fn panels(&self) -> usize {
         self.rows.div_ceil(PANEL)
     }

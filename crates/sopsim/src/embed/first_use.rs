@@ -16,6 +16,7 @@ pub struct OnFirstUse {
 }
 
 impl OnFirstUse {
+    /// An embedder named `name` of dimension `dim` that calls `make` on its first use.
     pub fn new(
         name: &'static str,
         dim: usize,

@@ -12,6 +12,7 @@ use super::{EmbedError, Embedder};
 
 pub(super) const DEFAULT_DIM: usize = 384;
 
+/// The feature-hashing embedder: words and adjacent word pairs hashed into `dim` buckets.
 #[derive(Debug, Clone)]
 pub struct HashEmbedder {
     dim: usize,
@@ -24,10 +25,12 @@ impl Default for HashEmbedder {
 }
 
 impl HashEmbedder {
+    /// A hashing embedder with `dim` buckets (at least one).
     pub fn new(dim: usize) -> Self {
         Self { dim: dim.max(1) }
     }
 
+    /// The L2-normalised hashed vector of `text`.
     pub fn embed_one(&self, text: &str) -> Vec<f32> {
         let mut v = vec![0.0f32; self.dim];
         let lower = text.to_lowercase();

@@ -16,6 +16,7 @@ const MAX_TOKENS: usize = 256;
 /// Texts per forward pass: a pass holds every text's activations at once.
 const CHUNK: usize = 64;
 
+/// The all-MiniLM-L6-v2 sentence embedder with its tokenizer.
 pub struct MiniLm {
     model: Bert,
     tokenizer: Tokenizer,

@@ -51,12 +51,16 @@ use thiserror::Error;
 /// source, so that code showing only the message shows why.
 #[derive(Debug, Clone, Error)]
 pub enum EmbedError {
+    /// The named embedder failed, or could not be set up.
     #[error("embedder {embedder}: {}", sopsim_core::error_chain::chain(&**.source))]
     Failed {
+        /// Name of the embedder that failed.
         embedder: String,
+        /// What made it fail.
         #[source]
         source: Arc<dyn std::error::Error + Send + Sync>,
     },
+    /// The embedding service stopped before answering.
     #[error("the embedding service has shut down")]
     Closed,
 }
@@ -79,7 +83,9 @@ impl EmbedError {
 pub trait Embedder: Send + Sync {
     /// Name as given to `--embedder`.
     fn name(&self) -> &str;
+    /// Length of the vectors this embedder produces.
     fn dim(&self) -> usize;
+    /// One vector per text, in the order of `texts`.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
     /// Cheaper than handing the work to another thread (microseconds per text).
     fn is_cheap(&self) -> bool {

@@ -16,6 +16,7 @@ use crate::llm::openai::{
     with_retries, without_credentials, ApiKey, AttemptError, Cause, RetryPolicy,
 };
 
+/// An embedder that asks an OpenAI-compatible server's `embeddings` endpoint.
 pub struct OpenAiEmbedder {
     /// What each call needs, shared with the calls in flight on the HTTP runtime.
     endpoint: Arc<Endpoint>,
@@ -35,6 +36,8 @@ fn failed(e: impl std::error::Error + Send + Sync + 'static) -> EmbedError {
 }
 
 impl OpenAiEmbedder {
+    /// An embedder for `model` on the server at `base_url`, with a per-request `timeout`
+    /// and `retry`.
     pub fn new(
         base_url: &str,
         key: Option<ApiKey>,

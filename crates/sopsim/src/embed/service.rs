@@ -65,6 +65,7 @@ impl EmbedService {
         })
     }
 
+    /// The name of the embedder behind the service.
     pub fn name(&self) -> &str {
         self.embedder.name()
     }

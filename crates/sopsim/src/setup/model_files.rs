@@ -11,7 +11,9 @@ use crate::scenario::{BackendKind, FieldPath, LlmSettings, Scenario};
 /// A model file a scenario names, and the field that names it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NamedModelFile {
+    /// The scenario field that names the file.
     pub field: FieldPath,
+    /// The file's path, as the scenario names it.
     pub path: PathBuf,
     /// Whether its layer names the local backend (otherwise the run's backend reads
     /// the model, and loads it only when it is the local one).

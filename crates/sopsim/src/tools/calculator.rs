@@ -13,6 +13,7 @@ use super::{Setup, ToolFailure, ToolSetupError};
 const MAX_CHARS: usize = 500;
 const MAX_DEPTH: usize = 64;
 
+/// The JSON schema of the tool's arguments: one `expression`.
 pub fn parameters() -> Value {
     json!({
         "type": "object",
@@ -51,6 +52,8 @@ pub fn run(args: &Map<String, Value>) -> Result<Map<String, Value>, ToolFailure>
     Ok(obj)
 }
 
+/// The finite value of `expression`, every number read as a float; an empty, overlong
+/// or too deeply nested expression is refused.
 pub fn evaluate(expression: &str) -> Result<f64, ToolFailure> {
     if expression.trim().is_empty() {
         return Err(ToolFailure::avoidable("the expression is empty"));

@@ -16,16 +16,21 @@ pub use crate::scenario::ANSWER;
 /// One tool run this turn, as later decisions see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Task {
+    /// The tool's name.
     pub tool: String,
+    /// The arguments it was called with, on one line (cut at 500 characters).
     pub arguments: String,
     /// The result's `llm_parse` text, or the error.
     pub parsed: String,
+    /// Whether the call failed.
     pub error: bool,
 }
 
 /// The tools offered now, and the ones held back with the reason the model is shown.
 pub struct Availability<'t> {
+    /// The tools offered.
     pub available: Vec<&'t Tool>,
+    /// The tools held back, each with the reason the model is shown.
     pub unavailable: Vec<(&'t Tool, String)>,
 }
 
@@ -98,14 +103,21 @@ fn with_last_message(args: &Map<String, Value>, last: &str) -> Map<String, Value
 
 /// What a decision prompt shows besides the role's own prompt.
 pub struct DecisionView<'a> {
+    /// The decision's number within the turn (from 1).
     pub step: u32,
+    /// The most decisions a turn may take.
     pub max_steps: u32,
+    /// The tools offered.
     pub available: &'a [&'a Tool],
+    /// The tools held back, each with its reason.
     pub unavailable: &'a [(&'a Tool, String)],
+    /// Error lines of this turn's earlier calls, by tool.
     pub errors: &'a IndexMap<String, Vec<String>>,
+    /// The tools run this turn so far.
     pub tasks: &'a [Task],
     /// The visible store, rendered by [`render_environment`].
     pub environment: &'a str,
+    /// How the model is asked to decide: native tool calls or a JSON object.
     pub format: DecisionFormat,
 }
 
@@ -306,10 +318,14 @@ pub fn decision_schema(available: &[&Tool]) -> Value {
 /// A decision read from a model's text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decided {
+    /// Call a tool.
     Call {
+        /// The tool's name.
         name: String,
+        /// Its arguments, as JSON text (`{}` when none were given).
         arguments: String,
     },
+    /// Answer now, calling no tool.
     Answer,
     /// Not a decision; the text says why.
     Unreadable(String),

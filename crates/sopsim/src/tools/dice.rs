@@ -20,6 +20,7 @@ impl Start for DiceSettings {
     }
 }
 
+/// The JSON schema of the tool's arguments: `sides` and `count`, both optional.
 pub fn parameters() -> Value {
     json!({
         "type": "object",
@@ -31,6 +32,8 @@ pub fn parameters() -> Value {
     })
 }
 
+/// Rolls `count` dice of `sides` faces (default one six-sided die), seeded by the call's
+/// place, as a result object `{sides, total, rolls}`.
 pub fn run(
     args: &Map<String, Value>,
     place: &ToolCallPlace,

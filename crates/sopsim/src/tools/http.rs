@@ -61,6 +61,7 @@ impl Kind for Http {
     }
 }
 
+/// The JSON schema of the tool's arguments: a `url`, and optionally a `method` and a JSON `body`.
 pub fn parameters() -> Value {
     json!({
         "type": "object",

@@ -28,7 +28,9 @@ pub const MAX_SCHEMA_FIELDS: usize = 64;
 /// A data file's objects and their field names (in first-seen order).
 #[derive(Debug)]
 pub struct Table {
+    /// The file's objects.
     pub objects: Vec<Map<String, Value>>,
+    /// Every field name the objects use, first seen first.
     pub fields: Vec<String>,
 }
 
@@ -273,7 +275,9 @@ pub struct Relaxed {
     /// Whether the search words were left out too (when no subset of the filters
     /// finds anything with them).
     pub without_search: bool,
+    /// The objects the relaxed query returns, up to its limit.
     pub objects: Vec<Map<String, Value>>,
+    /// How many objects the relaxed query matched in all.
     pub total: usize,
 }
 

@@ -110,35 +110,54 @@ const STDERR_LINES: usize = 20;
 /// last wrote to its standard error, when it wrote anything.
 #[derive(Debug, Error)]
 pub enum StartError {
+    /// The server's process could not be started.
     #[error("{program}: could not start")]
     Spawn {
+        /// The program the server runs.
         program: String,
+        /// Why it could not be started.
         #[source]
         source: std::io::Error,
     },
+    /// The server did not finish the MCP handshake in time.
     #[error("{program}: no MCP handshake within {ms} ms{stderr}")]
     HandshakeTimeout {
+        /// The program the server runs.
         program: String,
+        /// The time allowed, in milliseconds.
         ms: u128,
+        /// The last lines of the server's standard error.
         stderr: StderrTail,
     },
+    /// The MCP handshake failed.
     #[error("{program}: the MCP handshake failed{stderr}")]
     Handshake {
+        /// The program the server runs.
         program: String,
+        /// The last lines of the server's standard error.
         stderr: StderrTail,
+        /// Why the handshake failed.
         #[source]
         source: Box<rmcp::service::ClientInitializeError>,
     },
+    /// The server did not list its tools in time.
     #[error("{program}: listing its tools took longer than {ms} ms{stderr}")]
     ListTimeout {
+        /// The program the server runs.
         program: String,
+        /// The time allowed, in milliseconds.
         ms: u128,
+        /// The last lines of the server's standard error.
         stderr: StderrTail,
     },
+    /// Listing the server's tools failed.
     #[error("{program}: listing its tools failed{stderr}")]
     List {
+        /// The program the server runs.
         program: String,
+        /// The last lines of the server's standard error.
         stderr: StderrTail,
+        /// Why listing failed.
         #[source]
         source: Box<rmcp::ServiceError>,
     },
@@ -398,6 +417,7 @@ impl Server {
         })
     }
 
+    /// The names of the tools the server listed.
     pub fn names(&self) -> Vec<String> {
         self.tools.iter().map(|t| t.name.to_string()).collect()
     }

@@ -50,9 +50,13 @@ pub use sopsim_core::tool_results::{CallOutcome, ToolFailure};
 /// Where a call is made: what seeded tools draw from.
 #[derive(Debug, Clone)]
 pub struct ToolCallPlace {
+    /// The run's seed.
     pub run_seed: u64,
+    /// The agent making the call.
     pub agent: String,
+    /// The run's turn of the call.
     pub turn: u64,
+    /// The step of the turn's tool calls (0 for tools run before the first decision).
     pub step: u32,
 }
 
@@ -62,8 +66,11 @@ pub struct ToolBox {
     tools: IndexMap<String, Arc<Tool>>,
 }
 
+/// One of a scenario's tools, ready to be called.
 pub struct Tool {
+    /// The tool's name, as the scenario's `tools` names it.
     pub name: String,
+    /// The tool's entry in the scenario, its description filled in from the tool when empty.
     pub spec: ToolSpec,
     /// The argument schema the model sees and calls are checked against.
     pub parameters: Value,
@@ -99,15 +106,23 @@ impl Setup<'_> {
 /// Where a call runs: in the calling agent's turn, in the Environment actor (it reads
 /// the store or the knowledge index), or outside the process (taped by `--record`).
 pub enum RunsIn<'t> {
+    /// In the calling agent's turn.
     Place,
+    /// In the Environment actor.
     Environment(&'t InEnvironment),
+    /// Outside the process: a recording keeps its result, and a replay reads it back.
     Outside,
 }
 
 /// What the Environment actor runs for a call.
 #[derive(Debug, Clone)]
 pub enum InEnvironment {
-    StoreQuery { max_objects: usize },
+    /// A `store_query` over the store entries the calling agent may see.
+    StoreQuery {
+        /// The most objects a result holds.
+        max_objects: usize,
+    },
+    /// A lookup in a knowledge base.
     Knowledge(crate::scenario::KnowledgeLookup),
 }
 
@@ -115,7 +130,9 @@ pub enum InEnvironment {
 #[derive(Debug, Error)]
 #[error("{path}")]
 pub struct ToolSetupError {
+    /// The setting at fault.
     pub path: FieldPath,
+    /// What is wrong with it.
     #[source]
     pub cause: SetupCause,
 }
@@ -127,22 +144,38 @@ pub enum SetupCause {
     /// setup's error as large.
     #[error(transparent)]
     Settings(Box<SettingsError>),
+    /// The tool's data file could not be loaded.
     #[error("{file}")]
     Data {
+        /// The data file, as the setting names it.
         file: String,
+        /// Why it could not be loaded.
         #[source]
         source: DataFileError,
     },
+    /// The MCP server could not be started.
     #[cfg(feature = "mcp")]
     #[error(transparent)]
     McpStart(#[from] mcp::StartError),
+    /// The user did not allow the MCP server's program to be started.
     #[error("starting {program:?} was not allowed (a scenario file starts no program without the user's consent)")]
-    NotAllowed { program: String },
+    NotAllowed {
+        /// The program the server would run.
+        program: String,
+    },
+    /// The MCP server has no tool of the name the setting gives.
     #[error("the server has no tool {tool:?} (it has: {})", .names.join(", "))]
-    NoSuchTool { tool: String, names: Vec<String> },
+    NoSuchTool {
+        /// The tool named.
+        tool: String,
+        /// The tools the server has.
+        names: Vec<String>,
+    },
+    /// The scenario names an MCP tool, but this build has no MCP support.
     #[cfg(not(feature = "mcp"))]
     #[error("this sopsim was built without MCP support (the `mcp` feature)")]
     NoMcp,
+    /// The tool's argument schema could not be compiled.
     #[error(transparent)]
     Schema(#[from] SchemaError),
 }
@@ -199,6 +232,7 @@ impl ToolBox {
         Ok(ToolBox { tools })
     }
 
+    /// The tool named `name`, if the scenario declares one.
     pub fn get(&self, name: &str) -> Option<&Arc<Tool>> {
         self.tools.get(name)
     }

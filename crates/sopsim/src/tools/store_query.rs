@@ -39,6 +39,8 @@ impl Kind for StoreQuery {
     }
 }
 
+/// The JSON schema of the tool's arguments: optional `tool`, `name`, `ref_id` and
+/// `metadata` filters.
 pub fn parameters() -> Value {
     json!({
         "type": "object",

@@ -65,6 +65,7 @@ const NOT_YET: &[&str] = &[
 pub struct ImportError {
     /// Where in the config, as `states.name` or `config.TOP_K` (empty: the whole file).
     pub field: String,
+    /// What is wrong with that part of the config.
     pub message: String,
 }
 

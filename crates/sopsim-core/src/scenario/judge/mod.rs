@@ -44,11 +44,14 @@ pub struct JudgeSpec {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Rubric {
+    /// The rubric's name, which the judgement records.
     pub name: String,
     /// The citation a report names it by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The dimensions by name.
     pub dimensions: IndexMap<String, Dimension>,
+    /// The judge's prompts.
     pub prompts: RubricPrompts,
 }
 
@@ -71,8 +74,10 @@ pub struct Dimension {
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Scored {
+    /// Each agent gets its own score.
     #[default]
     Agent,
+    /// The episode as a whole gets one score.
     Episode,
 }
 
@@ -105,8 +110,14 @@ const MAX_SCALE_POINTS: i64 = 101;
 /// Why a judge's rubric cannot be made.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RubricError {
+    /// A rubric file cannot be read or is not a rubric.
     #[error("{path}: {why}")]
-    File { path: String, why: String },
+    File {
+        /// The file's path.
+        path: String,
+        /// What is wrong with it.
+        why: String,
+    },
 }
 
 /// The built-in rubric named `name`, if there is one.

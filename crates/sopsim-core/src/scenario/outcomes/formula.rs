@@ -113,17 +113,22 @@ pub(super) const MAX_FORMULA_BYTES: usize = 4096;
 /// What is wrong with a payoff formula.
 #[derive(Debug, Error)]
 pub enum FormulaError {
+    /// The formula is longer than allowed; its length in bytes.
     #[error("the formula is {0} bytes, over the {MAX_FORMULA_BYTES}-byte limit")]
     TooLong(usize),
+    /// The formula holds template delimiters.
     #[error("template delimiters ({{{{ }}}} {{% %}} {{# #}}) have no place in a formula")]
     Delimiter,
+    /// The formula is not a valid expression.
     #[error("not a valid expression")]
     Syntax(#[source] minijinja::Error),
     /// It uses what a formula may not, or can make a value past the limit.
     #[error("{0}")]
     Bounds(String),
+    /// The formula fails when evaluated.
     #[error("cannot evaluate")]
     Eval(#[source] minijinja::Error),
+    /// The formula's value is not a finite number; that value, or its kind.
     #[error("gives {0}, not a finite number")]
     NotANumber(String),
 }
@@ -132,7 +137,9 @@ pub enum FormulaError {
 /// against them ([`crate::scenario::expr::bounds`]) before minijinja compiles it.
 #[derive(Clone, Copy)]
 pub struct Bounded<'a> {
+    /// What each name the formula reads holds (`None`: an unknown name).
     pub leaf: &'a dyn Fn(&str) -> Option<Leaf>,
+    /// The sizes of what the names hold, and the most a made value may hold.
     pub sizes: Sizes,
 }
 

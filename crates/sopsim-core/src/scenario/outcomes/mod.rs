@@ -22,8 +22,10 @@ pub struct Outcomes {
     /// every agent with a role in the decision's state, in file order).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub players: Vec<String>,
+    /// How each player's decision is read from its messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<DecisionRule>,
+    /// What each player earns in a round, from the players' decisions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payoff: Option<Payoff>,
     /// Extra per-agent numbers read from messages, by name.
@@ -79,7 +81,9 @@ pub struct DecisionRule {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(untagged)]
 pub enum DecisionValue {
+    /// A numeric decision.
     Number(f64),
+    /// One of the decision's `values`.
     Choice(String),
 }
 
@@ -87,7 +91,9 @@ pub enum DecisionValue {
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Take {
+    /// The first match.
     First,
+    /// The last match.
     #[default]
     Last,
 }
@@ -125,6 +131,7 @@ pub struct ScoreRule {
     /// The agents scored (default: the players).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<String>,
+    /// How an agent's matches become one score (default: the last).
     #[serde(default)]
     pub reduce: Reduce,
 }
@@ -133,17 +140,23 @@ pub struct ScoreRule {
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Reduce {
+    /// The first number matched.
     First,
+    /// The last number matched.
     #[default]
     Last,
+    /// The sum of the numbers matched.
     Sum,
+    /// The mean of the numbers matched.
     Mean,
+    /// How many times the pattern matched.
     Count,
 }
 
 /// The outcome rules, checked and ready to apply to transcripts.
 #[derive(Debug, Clone)]
 pub struct OutcomeRules {
+    /// The agents scored, in order.
     pub players: Vec<String>,
     /// Per player: its population (an index into `populations`) and member number;
     /// `None` for an agent the file names.
@@ -152,8 +165,11 @@ pub struct OutcomeRules {
     pub populations: Vec<(String, crate::scenario::PopulationSpec)>,
     /// Whether the payoff table is played pairwise over the networks.
     pub pairwise: bool,
+    /// How decisions are read, checked; `None` without a decision rule.
     pub decision: Option<CompiledDecision>,
+    /// The payoff rule, checked; `None` without one.
     pub payoff: Option<CompiledPayoff>,
+    /// The score rules, checked, in file order.
     pub scores: Vec<CompiledScore>,
     /// The world's variables and measures, when the scenario has a world.
     pub world: Option<WorldFigures>,
@@ -191,9 +207,12 @@ impl WorldFigures {
     }
 }
 
+/// A decision rule, checked, with its pattern compiled and the options its choices offer.
 #[derive(Debug, Clone)]
 pub struct CompiledDecision {
+    /// The rule as the file states it.
     pub rule: DecisionRule,
+    /// The compiled `pattern` (case-insensitive), if the rule has one.
     pub pattern: Option<Regex>,
     /// Whether the players decide with a `choice` component (then runs report the
     /// probabilities the model gave: `p.VALUE` for each value, and `expected_decision`
@@ -204,18 +223,25 @@ pub struct CompiledDecision {
     pub options: Vec<String>,
 }
 
+/// A payoff rule, checked.
 #[derive(Debug, Clone)]
 pub enum CompiledPayoff {
     /// Joint key (normalised choices joined by `,`) → payoffs in player order.
     Table(IndexMap<String, Vec<f64>>),
+    /// One player's payoff as a formula, checked to evaluate.
     Formula(String),
 }
 
+/// A score rule, checked, with its pattern compiled.
 #[derive(Debug, Clone)]
 pub struct CompiledScore {
+    /// The score's name.
     pub name: String,
+    /// The rule as the file states it.
     pub rule: ScoreRule,
+    /// The agents scored: the rule's own, or else the players.
     pub agents: Vec<String>,
+    /// The compiled `pattern` (case-insensitive).
     pub pattern: Regex,
 }
 

@@ -72,9 +72,13 @@ pub enum ProbeWhen {
     /// `"start"` or `"end"`.
     At(RunEdge),
     /// After each visit of this state (each round, when its turns are simultaneous).
-    After { after: String },
+    After {
+        /// The state's name.
+        after: String,
+    },
     /// After every this many turns.
     Every {
+        /// How many turns between askings.
         #[schemars(range(min = 1))]
         every: u64,
     },
@@ -84,7 +88,9 @@ pub enum ProbeWhen {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum RunEdge {
+    /// Before the first turn.
     Start,
+    /// After the last turn.
     End,
 }
 
@@ -94,6 +100,7 @@ pub enum RunEdge {
 pub enum AnswerForm {
     /// Free text, at most `max_tokens` long (default 120).
     Text {
+        /// The longest answer, in tokens (default 120).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schemars(range(min = 1))]
         max_tokens: Option<u32>,
@@ -101,8 +108,11 @@ pub enum AnswerForm {
     /// A number from `min` to `max` by `step` (default 1), chosen as a closed choice
     /// (with every number's probability where the backend can tell).
     Number {
+        /// The lowest number.
         min: f64,
+        /// The highest number.
         max: f64,
+        /// The step between numbers (default 1); it must divide the range.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         step: Option<f64>,
     },
@@ -111,7 +121,9 @@ pub enum AnswerForm {
     /// each agent in an order of its own, drawn from the seed, unless `shuffle` is
     /// false.
     Choice {
+        /// The options, in the question's order.
         options: Vec<String>,
+        /// Whether each agent sees the options in an order of its own (default true).
         #[serde(default = "yes", skip_serializing_if = "is_true")]
         shuffle: bool,
     },
@@ -163,9 +175,17 @@ pub enum Occasion<'a> {
     /// After the last turn.
     End,
     /// A visit of `state` ended, or a round of it when its turns are simultaneous.
-    AfterRound { state: &'a str },
+    AfterRound {
+        /// The state's name.
+        state: &'a str,
+    },
     /// Turns were taken: the run had taken `before` and now has taken `after`.
-    Turns { before: u64, after: u64 },
+    Turns {
+        /// Turns taken before.
+        before: u64,
+        /// Turns taken now.
+        after: u64,
+    },
 }
 
 /// The probes due at `occasion`, in the scenario's order, each with how its `when`
