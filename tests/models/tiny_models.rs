@@ -187,3 +187,38 @@ fn replies_on_the_new_architectures_are_the_same_alone_and_in_a_batch() {
         assert!(alone.iter().any(|t| !t.is_empty()), "{name}: {alone:?}");
     }
 }
+
+/// A whole run on each new architecture, twice: the same transcript byte for byte.
+#[test]
+fn a_run_on_the_new_architectures_repeats_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["qwen3", "llama3"] {
+        let model = root().join(format!("tests/reference/tiny/{name}.gguf"));
+        let run = |out: &str| {
+            let out = dir.path().join(format!("{name}-{out}"));
+            let status = std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"))
+                .args([
+                    "run",
+                    "-q",
+                    "--seed",
+                    "3",
+                    "--max-turns",
+                    "5",
+                    "--embedder",
+                    "hash",
+                ])
+                .arg(root().join("scenarios/debate.json"))
+                .arg("--model")
+                .arg(&model)
+                .arg("--out")
+                .arg(&out)
+                .output()
+                .unwrap();
+            assert!(status.status.success(), "{name}: {status:?}");
+            std::fs::read(out.join("transcript.jsonl")).unwrap()
+        };
+        let first = run("a");
+        assert_eq!(first, run("b"), "{name}: the runs differ");
+        assert_eq!(first.iter().filter(|b| **b == b'\n').count(), 5, "{name}");
+    }
+}
