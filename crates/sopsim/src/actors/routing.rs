@@ -95,3 +95,77 @@ pub(super) fn judge_call(
         }
     })
 }
+
+/// The questions asked of the scripted backend, on the debate and a real Environment.
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{ask, controller_call, judge_call, Asked, BuildCall};
+    use crate::actors::environment::EnvironmentActor;
+    use crate::actors::QualityEmbeddings;
+    use crate::llm::{CallKind, LlmClient};
+    use crate::scenario::{LlmSettings, Mode};
+
+    /// `build`'s question in the debate's first state, with `route` and `transit` as
+    /// the script's answers: the option chosen, and the kinds of call made.
+    fn asked(route: &[&str], transit: &[&str], build: BuildCall) -> (Option<usize>, Vec<CallKind>) {
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/debate.json");
+        let mut scenario = crate::runner::load(std::path::Path::new(file), &[])
+            .unwrap()
+            .scenario;
+        let script = scenario.script.get_or_insert_with(Default::default);
+        script.route = route.iter().map(|s| s.to_string()).collect();
+        script.transit = transit.iter().map(|s| s.to_string()).collect();
+        let scenario = Arc::new(scenario);
+        actix::System::new().block_on(async {
+            let services = crate::simulation::Services::scripted(&scenario);
+            let llm = LlmClient::new(services.llm.clone(), 0);
+            let env = actix::Actor::start(EnvironmentActor::new(
+                scenario.clone(),
+                Mode::Cooperative,
+                services.embed.clone(),
+                llm.clone(),
+                services.counter.clone(),
+                None,
+                QualityEmbeddings::default(),
+            ));
+            let state = scenario.sop.start.clone();
+            let shown = scenario.sop.states[&state].clone();
+            let asked = Asked {
+                scenario: scenario.clone(),
+                state,
+                shown,
+                settings: LlmSettings::default(),
+                turns: 2,
+            };
+            let chosen = ask(env, llm.clone(), asked, build).await.unwrap();
+            (chosen, llm.ledger().by_kind.keys().copied().collect())
+        })
+    }
+
+    #[test]
+    fn the_controller_is_asked_who_speaks_and_its_answer_is_an_index() {
+        let offered = vec!["Lead".to_string(), "Support".to_string()];
+        let counter = Arc::new(crate::llm::Estimator);
+        let (chosen, kinds) = asked(&["Support"], &[], controller_call(counter, offered));
+        assert_eq!(chosen, Some(1));
+        assert_eq!(kinds, [CallKind::Route]);
+    }
+
+    #[test]
+    fn the_judge_rules_with_the_options_it_is_offered() {
+        let counter = Arc::new(crate::llm::Estimator);
+        let call = |answer: &str| {
+            let build = judge_call(
+                counter.clone(),
+                "affirmative_prep".into(),
+                vec!["negative_prep".into()],
+                vec!["stay".into(), "negative_prep".into()],
+            );
+            asked(&[], &[answer], build)
+        };
+        assert_eq!(call("negative_prep"), (Some(1), vec![CallKind::Transit]));
+        assert_eq!(call("stay").0, Some(0));
+    }
+}

@@ -59,3 +59,81 @@ where
     };
     Ok(Some(env.send(Commit(drafted)).await??))
 }
+
+/// A round's ends other than its commit, on a real Environment.
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::Arc;
+
+    use actix::MailboxError;
+
+    use super::play_round;
+    use crate::actors::environment::EnvironmentActor;
+    use crate::actors::messages::TurnDone;
+    use crate::actors::QualityEmbeddings;
+    use crate::error::{CancelToken, SimError};
+    use crate::events::Sinks;
+    use crate::llm::LlmClient;
+    use crate::scenario::Mode;
+
+    type Turn = Pin<Box<dyn Future<Output = Result<Result<TurnDone, SimError>, MailboxError>>>>;
+
+    /// Plays `turns` as one round of the debate's Ada and Ben, with `cancel`: `Ok(true)`
+    /// when it committed, `Ok(false)` when it ended without.
+    fn round(turns: Vec<Turn>, cancel: CancelToken) -> Result<bool, SimError> {
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/debate.json");
+        let scenario = Arc::new(
+            crate::runner::load(std::path::Path::new(file), &[])
+                .unwrap()
+                .scenario,
+        );
+        actix::System::new().block_on(async {
+            let services = crate::simulation::Services::scripted(&scenario);
+            let env = actix::Actor::start(EnvironmentActor::new(
+                scenario.clone(),
+                Mode::Cooperative,
+                services.embed.clone(),
+                LlmClient::new(services.llm.clone(), 0),
+                services.counter.clone(),
+                None,
+                QualityEmbeddings::default(),
+            ));
+            let n = turns.len() as u64;
+            let names = vec!["Ada".to_string(), "Ben".to_string()];
+            let sinks = Sinks::new(Vec::new());
+            play_round(turns, n, names, env, (sinks, cancel))
+                .await
+                .map(|c| c.is_some())
+        })
+    }
+
+    fn input_closed() -> Turn {
+        Box::pin(async { Ok(Ok(TurnDone::InputClosed)) })
+    }
+
+    fn never() -> Turn {
+        Box::pin(futures::future::pending())
+    }
+
+    #[test]
+    fn a_person_whose_input_closed_ends_the_round_uncommitted() {
+        // Turns are taken in the roles' order: Ada's input closes before Ben's turn,
+        // which never finishes, is waited on.
+        assert!(!round(vec![input_closed(), never()], CancelToken::new()).unwrap());
+    }
+
+    #[test]
+    fn a_stopped_run_abandons_the_turns_it_waits_on() {
+        let cancel = CancelToken::new();
+        cancel.cancel();
+        assert!(!round(vec![never(), never()], cancel).unwrap());
+    }
+
+    #[test]
+    fn a_turn_that_failed_fails_the_round() {
+        let failed: Turn = Box::pin(async { Err(MailboxError::Closed) });
+        assert!(round(vec![failed, never()], CancelToken::new()).is_err());
+    }
+}
