@@ -623,6 +623,67 @@ mod tests {
     }
 
     #[test]
+    fn a_windowed_row_attends_only_to_its_window() {
+        for (hd, n, from) in [(32, 40, 13), (32, 40, 16), (256, 70, 33), (32, 40, 39)] {
+            let width = hd;
+            let (k, blocked, v) = cache_data(n, width);
+            let cache = HeadCache {
+                k: &blocked,
+                v: &v,
+                width,
+                offset: 0,
+            };
+            let q: Vec<f32> = (0..hd).map(|i| ((i * 3) % 7) as f32 / 7.0 - 0.4).collect();
+            let run = |simd: bool| {
+                let mut out = vec![0f32; hd];
+                attend_with(
+                    &cache,
+                    hd,
+                    0.2,
+                    &mut [Query {
+                        from,
+                        q: &q,
+                        len: n,
+                        out: &mut out,
+                    }],
+                    &mut Scratch::default(),
+                    simd,
+                );
+                out
+            };
+            let out = run(false);
+            // The textbook formula over positions `from..n` only.
+            let f = |b: u16| f64::from(f16::from_bits(b).to_f32());
+            let scores: Vec<f64> = (from..n)
+                .map(|j| {
+                    (0..hd)
+                        .map(|d| f64::from(q[d]) * f(k[j * width + d]))
+                        .sum::<f64>()
+                        * 0.2
+                })
+                .collect();
+            let max = scores.iter().cloned().fold(f64::MIN, f64::max);
+            let e: Vec<f64> = scores.iter().map(|x| (x - max).exp()).collect();
+            let total: f64 = e.iter().sum();
+            for d in 0..hd {
+                let want: f64 = (from..n)
+                    .map(|j| e[j - from] / total * f(v[j * width + d]))
+                    .sum();
+                assert!(
+                    (f64::from(out[d]) - want).abs() < 1e-5,
+                    "head {hd}, from {from}, dimension {d}: {} against {want}",
+                    out[d]
+                );
+            }
+            #[cfg(target_arch = "x86_64")]
+            if crate::quant::Kernels::detect() >= crate::quant::Kernels::Avx512 {
+                let bits = |o: Vec<f32>| o.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(run(true)), bits(out.clone()), "head {hd}, from {from}");
+            }
+        }
+    }
+
+    #[test]
     fn simd_and_portable_heads_agree_bit_for_bit() {
         for (hd, n, len) in [
             (64, 70, 70),
