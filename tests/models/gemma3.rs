@@ -1,7 +1,8 @@
 //! Gemma 3 270M (the real weights, `sopsim models fetch gemma3`) against llama.cpp on
 //! the same file (`tests/reference/gemma3_reference.py`): SentencePiece ids, logits
-//! at every position of a prompt in Gemma's turn format, 64 greedy tokens, and the
-//! same replies alone and in a batch.
+//! at every position of a prompt in Gemma's turn format and at the end of one longer
+//! than the sliding window, 64 greedy tokens, and the same replies alone and in a
+//! batch.
 
 use crate::common::*;
 use sopsim::llm::local::{LocalBackend, LocalModel, LocalOptions};
@@ -86,6 +87,32 @@ fn gemma3_matches_llama_cpp() {
         median < 0.5 && worst < 2.5,
         "median {median}, worst {worst}"
     );
+
+    // Past the sliding window (512 positions), where the windowed layers no longer see
+    // the prompt's start.
+    let long = &reference["long"];
+    let long_tokens = ids(&long["tokens"]);
+    assert!(long_tokens.len() > 512);
+    assert_eq!(
+        model.encode(long["prompt"].as_str().unwrap()).unwrap(),
+        long_tokens
+    );
+    let at: Vec<usize> = long["positions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["position"].as_u64().unwrap() as usize)
+        .collect();
+    let rows = model.logits(&long_tokens, &at).unwrap();
+    for (row, theirs) in rows.iter().zip(long["positions"].as_array().unwrap()) {
+        let top = theirs["top"].as_array().unwrap();
+        let gap = top
+            .iter()
+            .map(|e| (row[e[0].as_u64().unwrap() as usize] - e[1].as_f64().unwrap() as f32).abs())
+            .fold(0f32, f32::max);
+        eprintln!("gemma3: position {}: |Δlogit| {gap:.3}", theirs["position"]);
+        assert!(gap < 1.0, "position {}: {gap}", theirs["position"]);
+    }
 
     // Greedy decoding from the prompt, token by token as llama.cpp chose: where the
     // best tokens differ, ours must rate llama.cpp's within the quantisation noise.
