@@ -179,3 +179,63 @@ fn gemma3_replies_are_the_same_alone_and_in_a_batch() {
     assert_eq!(together, alone);
     assert!(alone.iter().any(|t| !t.is_empty()), "{alone:?}");
 }
+
+/// A run on Gemma 3 killed (SIGKILL) after its second message and resumed ends with
+/// the same transcript, byte for byte, as the run that was never killed.
+#[test]
+fn a_killed_gemma3_run_resumes_to_the_same_transcript() {
+    let model = gemma3_path();
+    let dir = tempfile::tempdir().unwrap();
+    let args = |out: &std::path::Path| {
+        let mut a: Vec<std::ffi::OsString> = ["run", "-q", "--seed", "5", "--max-turns", "6"]
+            .map(Into::into)
+            .to_vec();
+        a.extend([
+            root().join("scenarios/debate.json").into_os_string(),
+            "--model".into(),
+            model.clone().into_os_string(),
+            "--embedder".into(),
+            "hash".into(),
+            "--out".into(),
+            out.as_os_str().to_owned(),
+        ]);
+        a
+    };
+    let sopsim = || std::process::Command::new(env!("CARGO_BIN_EXE_sopsim"));
+    let whole = dir.path().join("whole");
+    assert!(sopsim().args(args(&whole)).status().unwrap().success());
+
+    let killed = dir.path().join("killed");
+    let mut child = sopsim()
+        .args(args(&killed))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let transcript = killed.join("transcript.jsonl");
+    let lines = || std::fs::read_to_string(&transcript).map_or(0, |t| t.lines().count());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while lines() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never wrote 2 lines"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !killed.join("summary.json").exists(),
+        "killed before its end"
+    );
+
+    let mut resume = args(&killed);
+    resume.push("--resume".into());
+    assert!(sopsim().args(resume).status().unwrap().success());
+    assert_eq!(
+        std::fs::read(whole.join("transcript.jsonl")).unwrap(),
+        std::fs::read(&transcript).unwrap(),
+        "the resumed run's transcript differs from the whole run's"
+    );
+}
