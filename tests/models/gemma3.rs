@@ -5,6 +5,7 @@
 //! batch.
 
 use crate::common::*;
+use crate::llama_cpp::{argmax, gap, ids};
 use sopsim::llm::local::{LocalBackend, LocalModel, LocalOptions};
 use sopsim::llm::{CallContext, CallKind, ChatMessage, LlmBackend, LlmRequest};
 use sopsim::models::{Quiet, GEMMA3};
@@ -22,15 +23,6 @@ fn gemma3_path() -> std::path::PathBuf {
 fn reference() -> serde_json::Value {
     let text = std::fs::read_to_string(root().join("tests/reference/gemma3_logits.json")).unwrap();
     serde_json::from_str(&text).unwrap()
-}
-
-fn ids(value: &serde_json::Value) -> Vec<u32> {
-    value
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap() as u32)
-        .collect()
 }
 
 #[test]
@@ -62,16 +54,10 @@ fn gemma3_matches_llama_cpp() {
     {
         let top = theirs["top"].as_array().unwrap();
         let value = |i: usize| top[i][1].as_f64().unwrap() as f32;
-        let mut gap = 0f32;
-        for entry in top {
-            let id = entry[0].as_u64().unwrap() as usize;
-            gap = gap.max((row[id] - entry[1].as_f64().unwrap() as f32).abs());
-        }
-        gaps.push(gap);
-        let best = (0..row.len()).fold(0, |b, t| if row[t] > row[b] { t } else { b });
+        gaps.push(gap(row, &theirs["top"]));
         if value(0) - value(1) > 0.5 {
             assert_eq!(
-                best as u64,
+                u64::from(argmax(row)),
                 top[0][0].as_u64().unwrap(),
                 "{}",
                 theirs["position"]
@@ -105,11 +91,7 @@ fn gemma3_matches_llama_cpp() {
         .collect();
     let rows = model.logits(&long_tokens, &at).unwrap();
     for (row, theirs) in rows.iter().zip(long["positions"].as_array().unwrap()) {
-        let top = theirs["top"].as_array().unwrap();
-        let gap = top
-            .iter()
-            .map(|e| (row[e[0].as_u64().unwrap() as usize] - e[1].as_f64().unwrap() as f32).abs())
-            .fold(0f32, f32::max);
+        let gap = gap(row, &theirs["top"]);
         eprintln!("gemma3: position {}: |Δlogit| {gap:.3}", theirs["position"]);
         assert!(gap < 1.0, "position {}: {gap}", theirs["position"]);
     }
@@ -120,9 +102,9 @@ fn gemma3_matches_llama_cpp() {
     let mut differ = Vec::new();
     for (i, &theirs) in ids(&reference["greedy"]).iter().enumerate() {
         let row = &model.logits(&context, &[context.len() - 1]).unwrap()[0];
-        let best = (0..row.len()).fold(0, |b, t| if row[t] > row[b] { t } else { b });
-        if best as u32 != theirs {
-            differ.push((i, row[best] - row[theirs as usize]));
+        let best = argmax(row);
+        if best != theirs {
+            differ.push((i, row[best as usize] - row[theirs as usize]));
         }
         context.push(theirs);
     }
@@ -145,16 +127,7 @@ fn request(seed: u64) -> LlmRequest {
             max_tokens: Some(12),
             ..LlmSettings::default()
         },
-        CallContext {
-            kind: CallKind::Act,
-            state: "t".into(),
-            turn: 1,
-            agent: None,
-            role: None,
-            index: 0,
-            choices: vec![],
-            run_seed: seed,
-        },
+        CallContext::new(CallKind::Act, "t", 1, seed),
     )
 }
 

@@ -5,5 +5,6 @@ mod common;
 
 mod fuzz_regressions;
 mod gemma3;
+mod llama_cpp;
 mod models;
 mod tiny_models;

@@ -3,6 +3,7 @@
 //! and greedy decoding on the same files (`tests/reference/tiny_models.py`).
 
 use crate::common::*;
+use crate::llama_cpp::{argmax, gap, ids};
 use sopsim::llm::local::{LocalBackend, LocalModel, LocalOptions};
 use sopsim::llm::{CallContext, CallKind, ChatMessage, Completion, LlmBackend, LlmRequest};
 use sopsim::scenario::LlmSettings;
@@ -14,19 +15,6 @@ fn reference(name: &str) -> (LocalModel, serde_json::Value) {
     (model, serde_json::from_str(&text).unwrap())
 }
 
-fn ids(value: &serde_json::Value) -> Vec<u32> {
-    value
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap() as u32)
-        .collect()
-}
-
-fn argmax(row: &[f32]) -> u32 {
-    (0..row.len()).fold(0, |b, i| if row[i] > row[b] { i } else { b }) as u32
-}
-
 /// The prompt's ids, the 20 highest logits at every position within `tolerance`, and
 /// 64 greedy tokens, as llama.cpp gives them.
 fn matches_llama_cpp(name: &str, tolerance: f32) {
@@ -36,19 +24,11 @@ fn matches_llama_cpp(name: &str, tolerance: f32) {
     assert_eq!(ours, tokens, "{name}: token ids differ from llama.cpp's");
     let positions: Vec<usize> = (0..tokens.len()).collect();
     let logits = model.logits(&tokens, &positions).unwrap();
-    let mut worst = 0f32;
-    for (row, theirs) in logits
+    let worst = logits
         .iter()
         .zip(reference["positions"].as_array().unwrap())
-    {
-        for entry in theirs["top"].as_array().unwrap() {
-            let (id, value) = (
-                entry[0].as_u64().unwrap() as usize,
-                entry[1].as_f64().unwrap(),
-            );
-            worst = worst.max((row[id] - value as f32).abs());
-        }
-    }
+        .map(|(row, theirs)| gap(row, &theirs["top"]))
+        .fold(0f32, f32::max);
     eprintln!("{name}: max |Δlogit| against llama.cpp's top 20 at every position: {worst:.5}");
     assert!(worst < tolerance, "{name}: logits differ by up to {worst}");
 
@@ -100,16 +80,7 @@ fn request(settings: LlmSettings, options: Option<&[&str]>, seed: u64) -> LlmReq
             "Ben says the bridge costs too much ({seed}). Answer him."
         )),
     ];
-    let context = CallContext {
-        kind: CallKind::Act,
-        state: "t".into(),
-        turn: 1,
-        agent: None,
-        role: None,
-        index: 0,
-        choices: vec![],
-        run_seed: seed,
-    };
+    let context = CallContext::new(CallKind::Act, "t", 1, seed);
     match options {
         None => LlmRequest::chat(messages, settings, context),
         Some(o) => {

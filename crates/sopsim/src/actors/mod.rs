@@ -24,6 +24,8 @@ mod prober;
 mod routing;
 mod seating;
 mod steps;
+#[cfg(test)]
+mod test_environment;
 mod tool_rules;
 mod tool_turn;
 mod turns;

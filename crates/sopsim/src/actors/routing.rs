@@ -102,34 +102,19 @@ mod tests {
     use std::sync::Arc;
 
     use super::{ask, controller_call, judge_call, Asked, BuildCall};
-    use crate::actors::environment::EnvironmentActor;
-    use crate::actors::QualityEmbeddings;
-    use crate::llm::{CallKind, LlmClient};
-    use crate::scenario::{LlmSettings, Mode};
+    use crate::llm::CallKind;
+    use crate::scenario::LlmSettings;
 
     /// `build`'s question in the debate's first state, with `route` and `transit` as
     /// the script's answers: the option chosen, and the kinds of call made.
     fn asked(route: &[&str], transit: &[&str], build: BuildCall) -> (Option<usize>, Vec<CallKind>) {
-        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/debate.json");
-        let mut scenario = crate::runner::load(std::path::Path::new(file), &[])
-            .unwrap()
-            .scenario;
+        let mut scenario = crate::actors::test_environment::shipped("debate.json");
         let script = scenario.script.get_or_insert_with(Default::default);
         script.route = route.iter().map(|s| s.to_string()).collect();
         script.transit = transit.iter().map(|s| s.to_string()).collect();
         let scenario = Arc::new(scenario);
         actix::System::new().block_on(async {
-            let services = crate::simulation::Services::scripted(&scenario);
-            let llm = LlmClient::new(services.llm.clone(), 0);
-            let env = actix::Actor::start(EnvironmentActor::new(
-                scenario.clone(),
-                Mode::Cooperative,
-                services.embed.clone(),
-                llm.clone(),
-                services.counter.clone(),
-                None,
-                QualityEmbeddings::default(),
-            ));
+            let (env, llm) = crate::actors::test_environment::start(&scenario);
             let state = scenario.sop.start.clone();
             let shown = scenario.sop.states[&state].clone();
             let asked = Asked {

@@ -530,11 +530,9 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::{Decider, ToolTurn};
-    use crate::actors::environment::EnvironmentActor;
-    use crate::actors::QualityEmbeddings;
     use crate::events::Sinks;
-    use crate::llm::{DecisionFormat, LlmClient};
-    use crate::scenario::{LlmSettings, Mode};
+    use crate::llm::DecisionFormat;
+    use crate::scenario::LlmSettings;
     use crate::tools::ToolBox;
     use sopsim_core::memory::MessageKind;
     use sopsim_core::prompt::ChatMessage;
@@ -542,13 +540,7 @@ mod tests {
 
     /// Mia's turn with `decisions` scripted, at most `max_steps` decisions.
     fn turn(decisions: Value, max_steps: u32) -> ToolTurn {
-        let file = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../scenarios/shop_assistant.json"
-        );
-        let mut scenario = crate::runner::load(std::path::Path::new(file), &[])
-            .unwrap()
-            .scenario;
+        let mut scenario = crate::actors::test_environment::shipped("shop_assistant.json");
         scenario.script.as_mut().expect("a script").decisions = [(
             "Mia".to_string(),
             serde_json::from_value(decisions).unwrap(),
@@ -556,17 +548,7 @@ mod tests {
         .into();
         let scenario = Arc::new(scenario);
         actix::System::new().block_on(async {
-            let services = crate::simulation::Services::scripted(&scenario);
-            let llm = LlmClient::new(services.llm.clone(), 0);
-            let env = actix::Actor::start(EnvironmentActor::new(
-                scenario.clone(),
-                Mode::Cooperative,
-                services.embed.clone(),
-                llm.clone(),
-                services.counter.clone(),
-                None,
-                QualityEmbeddings::default(),
-            ));
+            let (env, llm) = crate::actors::test_environment::start(&scenario);
             let toolbox = ToolBox::start(&scenario, &Default::default())
                 .await
                 .unwrap();
@@ -603,6 +585,15 @@ mod tests {
             .collect()
     }
 
+    /// The texts of the turn's tool results, in order.
+    fn results(turn: &ToolTurn) -> Vec<String> {
+        lines(turn)
+            .into_iter()
+            .filter(|(k, _)| *k == MessageKind::ToolResult)
+            .map(|(_, t)| t)
+            .collect()
+    }
+
     fn calculator(expression: Value) -> Value {
         json!({"tool": "calculator", "arguments": {"expression": expression}})
     }
@@ -631,11 +622,7 @@ mod tests {
             json!([calculator(json!(42)), calculator(json!("2 * 21")), "answer"]),
             3,
         );
-        let results: Vec<String> = lines(&turn)
-            .into_iter()
-            .filter(|(k, _)| *k == MessageKind::ToolResult)
-            .map(|(_, t)| t)
-            .collect();
+        let results = results(&turn);
         assert_eq!(results.len(), 2, "{results:?}");
         assert!(results[0].contains("error"), "{results:?}");
         assert!(results[1].contains("42"), "{results:?}");
@@ -645,11 +632,7 @@ mod tests {
     fn an_unknown_tool_gets_two_more_tries_then_the_agent_replies() {
         let nope = json!({"tool": "weather", "arguments": {}});
         let turn = turn(json!([nope, nope, nope, nope, nope]), 5);
-        let results: Vec<String> = lines(&turn)
-            .into_iter()
-            .filter(|(k, _)| *k == MessageKind::ToolResult)
-            .map(|(_, t)| t)
-            .collect();
+        let results = results(&turn);
         assert_eq!(results.len(), 3, "three tries in all: {results:?}");
         assert!(results.iter().all(|r| r.contains("weather")), "{results:?}");
         // The reply is told what went wrong, so it does not claim a result.
@@ -685,11 +668,7 @@ mod tests {
             ]),
             3,
         );
-        let results: Vec<String> = lines(&turn)
-            .into_iter()
-            .filter(|(k, _)| *k == MessageKind::ToolResult)
-            .map(|(_, t)| t)
-            .collect();
+        let results = results(&turn);
         assert_eq!(results.len(), 2, "{results:?}");
         assert!(results[1].contains("42"), "{results:?}");
     }

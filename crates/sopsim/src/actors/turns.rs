@@ -70,36 +70,18 @@ mod tests {
     use actix::MailboxError;
 
     use super::play_round;
-    use crate::actors::environment::EnvironmentActor;
     use crate::actors::messages::TurnDone;
-    use crate::actors::QualityEmbeddings;
     use crate::error::{CancelToken, SimError};
     use crate::events::Sinks;
-    use crate::llm::LlmClient;
-    use crate::scenario::Mode;
 
     type Turn = Pin<Box<dyn Future<Output = Result<Result<TurnDone, SimError>, MailboxError>>>>;
 
     /// Plays `turns` as one round of the debate's Ada and Ben, with `cancel`: `Ok(true)`
     /// when it committed, `Ok(false)` when it ended without.
     fn round(turns: Vec<Turn>, cancel: CancelToken) -> Result<bool, SimError> {
-        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/debate.json");
-        let scenario = Arc::new(
-            crate::runner::load(std::path::Path::new(file), &[])
-                .unwrap()
-                .scenario,
-        );
+        let scenario = Arc::new(crate::actors::test_environment::shipped("debate.json"));
         actix::System::new().block_on(async {
-            let services = crate::simulation::Services::scripted(&scenario);
-            let env = actix::Actor::start(EnvironmentActor::new(
-                scenario.clone(),
-                Mode::Cooperative,
-                services.embed.clone(),
-                LlmClient::new(services.llm.clone(), 0),
-                services.counter.clone(),
-                None,
-                QualityEmbeddings::default(),
-            ));
+            let (env, _) = crate::actors::test_environment::start(&scenario);
             let n = turns.len() as u64;
             let names = vec!["Ada".to_string(), "Ben".to_string()];
             let sinks = Sinks::new(Vec::new());
