@@ -649,19 +649,14 @@ fn add(x: &mut [f32], y: &[f32]) {
     x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
 }
 
+/// [`rms_norm_in_place`] of a copy of `x`, into `out`.
 fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>) {
-    out.resize(x.len(), 0.0);
-    let dim = w.len();
-    for (row, o) in x.chunks_exact(dim).zip(out.chunks_exact_mut(dim)) {
-        let sum: f64 = row.iter().map(|v| f64::from(*v) * f64::from(*v)).sum();
-        let scale = 1.0 / ((sum / dim as f64) as f32 + eps).sqrt();
-        for ((o, v), w) in o.iter_mut().zip(row).zip(w) {
-            *o = v * scale * w;
-        }
-    }
+    out.clear();
+    out.extend_from_slice(x);
+    rms_norm_in_place(out, w, eps);
 }
 
-/// [`rms_norm`] of each `w.len()`-wide piece of `x`, in place (Qwen3's per-head norms).
+/// RMS norm of each `w.len()`-wide piece of `x` (a row, or a head), in place.
 fn rms_norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
     let dim = w.len();
     for row in x.chunks_exact_mut(dim) {
