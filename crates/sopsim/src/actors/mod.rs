@@ -25,7 +25,7 @@ mod routing;
 mod seating;
 mod steps;
 #[cfg(test)]
-mod test_environment;
+mod tests;
 mod tool_rules;
 mod tool_turn;
 mod turns;

@@ -108,13 +108,13 @@ mod tests {
     /// `build`'s question in the debate's first state, with `route` and `transit` as
     /// the script's answers: the option chosen, and the kinds of call made.
     fn asked(route: &[&str], transit: &[&str], build: BuildCall) -> (Option<usize>, Vec<CallKind>) {
-        let mut scenario = crate::actors::test_environment::shipped("debate.json");
+        let mut scenario = crate::actors::tests::shipped("debate.json");
         let script = scenario.script.get_or_insert_with(Default::default);
         script.route = route.iter().map(|s| s.to_string()).collect();
         script.transit = transit.iter().map(|s| s.to_string()).collect();
         let scenario = Arc::new(scenario);
         actix::System::new().block_on(async {
-            let (env, llm) = crate::actors::test_environment::start(&scenario);
+            let (env, llm) = crate::actors::tests::start(&scenario);
             let state = scenario.sop.start.clone();
             let shown = scenario.sop.states[&state].clone();
             let asked = Asked {

@@ -540,7 +540,7 @@ mod tests {
 
     /// Mia's turn with `decisions` scripted, at most `max_steps` decisions.
     fn turn(decisions: Value, max_steps: u32) -> ToolTurn {
-        let mut scenario = crate::actors::test_environment::shipped("shop_assistant.json");
+        let mut scenario = crate::actors::tests::shipped("shop_assistant.json");
         scenario.script.as_mut().expect("a script").decisions = [(
             "Mia".to_string(),
             serde_json::from_value(decisions).unwrap(),
@@ -548,7 +548,7 @@ mod tests {
         .into();
         let scenario = Arc::new(scenario);
         actix::System::new().block_on(async {
-            let (env, llm) = crate::actors::test_environment::start(&scenario);
+            let (env, llm) = crate::actors::tests::start(&scenario);
             let toolbox = ToolBox::start(&scenario, &Default::default())
                 .await
                 .unwrap();

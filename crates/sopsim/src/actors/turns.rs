@@ -79,9 +79,9 @@ mod tests {
     /// Plays `turns` as one round of the debate's Ada and Ben, with `cancel`: `Ok(true)`
     /// when it committed, `Ok(false)` when it ended without.
     fn round(turns: Vec<Turn>, cancel: CancelToken) -> Result<bool, SimError> {
-        let scenario = Arc::new(crate::actors::test_environment::shipped("debate.json"));
+        let scenario = Arc::new(crate::actors::tests::shipped("debate.json"));
         actix::System::new().block_on(async {
-            let (env, _) = crate::actors::test_environment::start(&scenario);
+            let (env, _) = crate::actors::tests::start(&scenario);
             let n = turns.len() as u64;
             let names = vec!["Ada".to_string(), "Ben".to_string()];
             let sinks = Sinks::new(Vec::new());

@@ -1,5 +1,5 @@
-//! For the actors' unit tests: a shipped scenario, and its Environment actor on the
-//! scripted backend.
+//! Shared by the actors' unit tests: a shipped scenario, and its Environment actor on
+//! the scripted backend.
 
 use std::sync::Arc;
 
