@@ -694,3 +694,6 @@ impl Director {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
