@@ -462,12 +462,11 @@ async fn cast(
     sinks: Sinks,
     audience: Option<sopsim_core::memory::Audience>,
 ) -> Result<Cast, SimError> {
-    // Paraphrases are measured with MiniLM's embeddings, whose threshold is known;
-    // a population's members each speak once a round, which no loop check needs.
-    let paraphrases =
-        services.embed.name() == crate::embed::MINILM_NAME && scenario.populations.is_empty();
-    // Replies are checked against the participants' stakes with the same embeddings.
-    let stakes = match paraphrases {
+    // A population's members each speak once a round, which no loop check needs.
+    let paraphrases = scenario.populations.is_empty();
+    // Replies are checked against the participants' stakes with MiniLM's embeddings,
+    // whose margin is known.
+    let stakes = match paraphrases && services.embed.name() == crate::embed::MINILM_NAME {
         true => {
             let staked: Vec<(&String, &str)> = scenario
                 .agents
@@ -496,7 +495,6 @@ async fn cast(
         services.counter.clone(),
         audience,
         QualityEmbeddings {
-            paraphrases,
             stakes: stakes.as_ref().is_some_and(|s| !s.is_empty()),
         },
     )

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashSet;
 
 use super::labels::{has_label, is_narration, is_report, names_itself};
+use super::paraphrase::Restatements;
 use super::words::{gram_hashes, shared_span, words};
 use super::*;
 use crate::memory::Message;
@@ -16,8 +17,8 @@ use crate::memory::Message;
 pub struct Checker {
     instructions: Instructions,
     seen: FxHashSet<u64>,
-    /// Whether replies are judged for paraphrases (their verdicts come with them).
-    paraphrases: bool,
+    /// The latest messages' words, when replies are judged for paraphrases.
+    restatements: Option<Restatements>,
     /// The participants' stakes embedded, when replies are checked against them.
     stakes: Option<Arc<Stakes>>,
     bigrams: FxHashSet<u64>,
@@ -51,10 +52,9 @@ impl Checker {
         }
     }
 
-    /// Also counts paraphrases of earlier messages, from the verdicts each reply is
-    /// recorded with (the paraphrase screen's, then MiniLM's).
+    /// Also counts replies that restate one of the messages before them.
     pub fn counting_paraphrases(mut self) -> Self {
-        self.paraphrases = true;
+        self.restatements = Some(Restatements::default());
         self
     }
 
@@ -167,14 +167,19 @@ impl Checker {
     }
 
     /// Takes in the next message of the run: a reply is judged, then every message but
-    /// a tool line becomes something later replies may copy. `vector` is the reply's
-    /// embedding when replies are checked against stakes; `restates`, the paraphrase
-    /// verdict on it when paraphrases are counted.
-    pub fn record(&mut self, m: &Message, vector: Option<&[f32]>, restates: bool) {
+    /// a tool line becomes something later replies may copy or restate. `vector` is the
+    /// reply's embedding when replies are checked against stakes.
+    pub fn record(&mut self, m: &Message, vector: Option<&[f32]>) {
         if m.kind.is_tool() {
             return;
         }
-        let w = (m.kind == MessageKind::Reply).then(|| words(&m.content));
+        let is_reply = m.kind == MessageKind::Reply;
+        let all = self.restatements.is_some().then(|| words(&m.content));
+        let restates = match (&mut self.restatements, &all) {
+            (Some(r), Some(all)) => r.add(all, is_reply),
+            _ => false,
+        };
+        let w = is_reply.then(|| all.unwrap_or_else(|| words(&m.content)));
         if let Some(w) = &w {
             let f = self.flaws_in(&m.name, &m.content, w, vector);
             let c = &mut self.counts;
@@ -188,7 +193,7 @@ impl Checker {
             c.stage += u64::from(f.stage);
             c.impersonation += u64::from(f.impersonation);
             c.foreign += u64::from(f.foreign);
-            c.paraphrase += u64::from(self.paraphrases && restates);
+            c.paraphrase += u64::from(restates);
             c.off_stake += u64::from(f.off_stake);
             c.refusal += u64::from(f.refusal);
             for pair in gram_hashes(w, 2) {
@@ -204,7 +209,7 @@ impl Checker {
     pub fn summary(&self) -> ReplyQuality {
         let c = self.counts;
         let rate = |n: u64| (c.replies > 0).then(|| n as f64 / c.replies as f64);
-        let paraphrase = self.paraphrases.then_some(c.paraphrase);
+        let paraphrase = self.restatements.is_some().then_some(c.paraphrase);
         let measured = self.stakes.as_ref().is_some_and(|s| !s.is_empty())
             || !self.instructions.sides.is_empty();
         let off_stake = measured.then_some(c.off_stake);

@@ -31,9 +31,9 @@
 //!   I…");
 //! - **foreign** when it holds letters of a script the scenario does not use, or words
 //!   run together into one ("aretheonlywayicanreach…");
-//! - a **paraphrase** when it shares [`SCREEN_OVERLAP`] of its content words with an
-//!   earlier message and its embedding is within [`PARAPHRASE_COSINE`] of that
-//!   message's (with the MiniLM embedder, whose threshold this is; `paraphrase.rs`);
+//! - a **paraphrase** when it says again what one of the 64 messages before it said:
+//!   of all the content words of the two, [`PARAPHRASE_JACCARD`] are in both
+//!   (`paraphrase.rs`; not counted for a population's members, who speak once a round);
 //! - **off its stake** when it declares the side opposite to its speaker's stake ("I am
 //!   not for the ban" from someone whose stake opens "I am for the ban"; `side.rs`), or,
 //!   with MiniLM, when it is closer to another participant's stake than to its
@@ -67,7 +67,7 @@ use words::{gram_hashes, words};
 
 pub use checker::Checker;
 pub use meaning::{Meaning, Plan};
-pub use paraphrase::{Stakes, PARAPHRASE_COSINE, SCREEN_OVERLAP};
+pub use paraphrase::{Stakes, PARAPHRASE_JACCARD};
 pub use voice::Script;
 
 /// Words a reply must share in a row with an earlier message to be a copy.
@@ -422,7 +422,8 @@ pub struct ReplyQuality {
     /// Replies with letters of a script the scenario does not use, or words run together.
     #[serde(default)]
     pub foreign: u64,
-    /// `null` when the run's embedder is not one paraphrases are measured with.
+    /// Replies that restate one of the 64 messages before them (`null` for a run with
+    /// populations, whose members speak once a round).
     #[serde(default)]
     pub paraphrase: Option<u64>,
     /// Replies that declare the side opposite to their speaker's stake, or are closer

@@ -1,39 +1,36 @@
-//! What a reply's meaning shows, from the run's MiniLM sentence embeddings (unit
-//! vectors, so the dot product is the cosine):
-//! - a **paraphrase loop**: a reply within [`PARAPHRASE_COSINE`] of an earlier message
-//!   restates it in other words;
-//! - a reply **off its stake**: closer by [`OFF_STAKE_MARGIN`] to another participant's
-//!   stake than to its own speaker's, it argues someone else's case ("My mother's
-//!   asthma…" from the neighbour whose story is the cafés).
+//! What a reply restates, and whose case it argues:
+//! - a **paraphrase**: a reply says again what one of the [`REMEMBERED`] messages before
+//!   it said, when [`PARAPHRASE_JACCARD`] of the content words of the two are in both;
+//! - a reply **off its stake**: closer by [`OFF_STAKE_MARGIN`] in MiniLM's embeddings
+//!   (unit vectors, so the dot product is the cosine) to another participant's stake
+//!   than to its own speaker's, it argues someone else's case ("My mother's asthma…"
+//!   from the neighbour whose story is the cafés).
 //!
-//! The thresholds were chosen by reading pairs of replies from debate and town-hall
-//! runs, a set not kept in the repository; the blind readers' NEW scores
-//! (`docs/guide/local-models.md#what-a-reader-keeps`) are the check on them. They are
-//! MiniLM's, so other embedders are not checked.
+//! The paraphrase threshold was chosen against two blind readers' labels of 92 pairs of
+//! replies (`benches/quality/paraphrase_pairs.jsonl`, measured by
+//! `benches/quality/paraphrase_labels.py`). On them the shared words tell a
+//! restatement better than MiniLM's cosine did, so no embedding is made for it. The
+//! stake margin was chosen by reading replies of debate and town-hall runs, a set not
+//! kept in the repository; the blind readers' NEW scores
+//! (`docs/guide/local-models.md#what-a-reader-keeps`) are the check on both.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::words::words;
-
-/// The cosine from which a reply restates an earlier message (MiniLM embeddings).
-pub const PARAPHRASE_COSINE: f32 = 0.80;
-
-/// The share of the shorter message's content words two messages must have in common
-/// before their embeddings are compared. MiniLM finds a restatement only between
-/// messages that share their words; the screen spares the forward pass for every
-/// other pair (`benches/quality/paraphrase_screen.py` measures what it keeps).
-pub const SCREEN_OVERLAP: f32 = 0.3;
+/// The share of two messages' content words (of all the content words of either: the
+/// Jaccard index) from which a reply restates an earlier message. A restatement shares
+/// most of both messages' words; two replies on one topic share its words but little
+/// else.
+pub const PARAPHRASE_JACCARD: f32 = 0.3;
 
 /// How many earlier messages a reply is compared with: a loop restates what was said
 /// lately, and the check stays cheap however long the run.
 const REMEMBERED: usize = 64;
 
 /// Words too common to tell two messages apart (lower-cased), kept in step with
-/// `benches/quality/paraphrase_screen.py`.
+/// `benches/quality/paraphrase_labels.py`.
 const STOP_WORDS: &[&str] = &[
     "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
     "because", "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "for",
@@ -45,129 +42,52 @@ const STOP_WORDS: &[&str] = &[
     "your", "yes", "let", "s", "t",
 ];
 
-/// Which earlier messages each reply may restate, and the verdicts once their
-/// embeddings are in: a reply is a paraphrase when it shares [`SCREEN_OVERLAP`] of its
-/// content words with one of the latest messages and their embeddings are within
-/// [`PARAPHRASE_COSINE`]. Only the messages a screen picks are ever embedded.
+/// The latest messages' content words, and whether each reply restates one of them.
 #[derive(Debug, Clone)]
-pub(super) struct ParaphraseScreen {
+pub(super) struct Restatements {
     stop: FxHashSet<u64>,
-    remembered: VecDeque<Remembered>,
-    next: u64,
+    remembered: VecDeque<FxHashSet<u64>>,
 }
 
-#[derive(Debug, Clone)]
-struct Remembered {
-    id: u64,
-    text: Arc<str>,
-    words: FxHashSet<u64>,
-    vector: Option<Arc<[f32]>>,
-}
-
-/// A reply waiting for its verdict: it and the earlier messages the screen picked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Suspect {
-    pub reply: u64,
-    pub earlier: Vec<u64>,
-}
-
-impl Default for ParaphraseScreen {
+impl Default for Restatements {
     fn default() -> Self {
         Self {
             stop: STOP_WORDS.iter().map(|w| xxh3_64(w.as_bytes())).collect(),
-            remembered: VecDeque::new(),
-            next: 0,
+            remembered: VecDeque::with_capacity(REMEMBERED),
         }
     }
 }
 
-impl ParaphraseScreen {
-    /// Takes in the next message; for a reply, the earlier messages it shares enough
-    /// words with, if any. The message's id is the suspect's `reply`, or the one
-    /// returned when it is not a suspect.
-    pub(super) fn add(&mut self, text: &str, is_reply: bool) -> (u64, Option<Suspect>) {
-        let words: FxHashSet<u64> = words(text)
-            .into_iter()
+impl Restatements {
+    /// Takes in the next message (`words`, its hashed words); for a reply, whether it
+    /// restates one of the messages before it.
+    pub(super) fn add(&mut self, words: &[u64], is_reply: bool) -> bool {
+        let content: FxHashSet<u64> = words
+            .iter()
+            .copied()
             .filter(|w| !self.stop.contains(w))
             .collect();
-        let id = self.next;
-        self.next += 1;
-        let suspect = is_reply
-            .then(|| {
-                let earlier: Vec<u64> = self
-                    .remembered
-                    .iter()
-                    .filter(|r| overlap(&words, &r.words) >= SCREEN_OVERLAP)
-                    .map(|r| r.id)
-                    .collect();
-                (!earlier.is_empty()).then_some(Suspect { reply: id, earlier })
-            })
-            .flatten();
+        let restates = is_reply
+            && self
+                .remembered
+                .iter()
+                .any(|earlier| jaccard(&content, earlier) >= PARAPHRASE_JACCARD);
         if self.remembered.len() == REMEMBERED {
             self.remembered.pop_front();
         }
-        self.remembered.push_back(Remembered {
-            id,
-            text: text.into(),
-            words,
-            vector: None,
-        });
-        (id, suspect)
-    }
-
-    /// The messages among `suspects` whose embeddings are still to be made, by id.
-    pub(super) fn unembedded<'a>(
-        &'a self,
-        suspects: impl IntoIterator<Item = &'a Suspect>,
-    ) -> Vec<(u64, Arc<str>)> {
-        let mut ids: Vec<u64> = suspects
-            .into_iter()
-            .flat_map(|s| std::iter::once(s.reply).chain(s.earlier.iter().copied()))
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids.into_iter()
-            .filter_map(|id| self.get(id))
-            .filter(|r| r.vector.is_none())
-            .map(|r| (r.id, r.text.clone()))
-            .collect()
-    }
-
-    /// Keeps a message's embedding (a message already forgotten is skipped).
-    pub(super) fn embedded(&mut self, id: u64, vector: Arc<[f32]>) {
-        if let Some(r) = self.remembered.iter_mut().find(|r| r.id == id) {
-            r.vector = Some(vector);
-        }
-    }
-
-    /// Whether the suspect restates one of its earlier messages, from the embeddings
-    /// kept so far (a pair missing one is not a paraphrase).
-    pub(super) fn restates(&self, suspect: &Suspect) -> bool {
-        let Some(reply) = self.get(suspect.reply).and_then(|r| r.vector.as_deref()) else {
-            return false;
-        };
-        suspect
-            .earlier
-            .iter()
-            .filter_map(|id| self.get(*id).and_then(|r| r.vector.as_deref()))
-            .any(|v| v.len() == reply.len() && dot(v, reply) >= PARAPHRASE_COSINE)
-    }
-
-    fn get(&self, id: u64) -> Option<&Remembered> {
-        // Ids rise along the queue, so the one sought is found from its offset.
-        let first = self.remembered.front()?.id;
-        self.remembered
-            .get(usize::try_from(id.checked_sub(first)?).ok()?)
+        self.remembered.push_back(content);
+        restates
     }
 }
 
-/// The share of the smaller set's words that the other has too.
-fn overlap(a: &FxHashSet<u64>, b: &FxHashSet<u64>) -> f32 {
+/// The share of the words of either set that both have.
+fn jaccard(a: &FxHashSet<u64>, b: &FxHashSet<u64>) -> f32 {
     let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    if small.is_empty() {
-        return 0.0;
+    let shared = small.iter().filter(|w| large.contains(w)).count();
+    match a.len() + b.len() - shared {
+        0 => 0.0,
+        either => shared as f32 / either as f32,
     }
-    small.iter().filter(|w| large.contains(w)).count() as f32 / small.len() as f32
 }
 
 fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -222,53 +142,65 @@ impl Stakes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quality::words::words;
 
     fn unit(v: &[f32]) -> Vec<f32> {
         let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         v.iter().map(|x| x / n).collect()
     }
 
-    #[test]
-    fn only_replies_sharing_words_are_embedded_and_judged_by_meaning() {
-        let mut s = ParaphraseScreen::default();
-        let (said, none) = s.add("Closing the car park brings children a safe park.", false);
-        assert_eq!(
-            none, None,
-            "a message that is not a reply is never a suspect"
-        );
-        let (_, other) = s.add("The bus timetable is my worry on Sundays.", true);
-        assert_eq!(other, None, "no content word shared: nothing to embed");
-        let (reply, suspect) = s.add("A park instead of the car park: safe for children.", true);
-        let suspect = suspect.expect("shares car, park, safe, children");
-        assert_eq!(
-            suspect,
-            Suspect {
-                reply,
-                earlier: vec![said]
-            }
-        );
-        let missing: Vec<u64> = s.unembedded([&suspect]).iter().map(|(id, _)| *id).collect();
-        assert_eq!(missing, vec![said, reply]);
-        assert!(!s.restates(&suspect), "no embedding yet");
-        s.embedded(said, unit(&[1.0, 0.0, 0.0]).into());
-        s.embedded(reply, unit(&[1.0, 0.3, 0.0]).into());
-        assert!(s.unembedded([&suspect]).is_empty());
-        assert!(s.restates(&suspect));
-        s.embedded(reply, unit(&[1.0, 1.0, 0.0]).into());
-        assert!(!s.restates(&suspect), "below the cosine");
-        s.embedded(reply, vec![1.0, 0.0].into());
-        assert!(!s.restates(&suspect), "another embedder's vector");
+    /// Whether each of `texts`, replies but the first, restates an earlier one.
+    fn restated(texts: &[&str]) -> Vec<bool> {
+        let mut r = Restatements::default();
+        texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| r.add(&words(t), i > 0))
+            .collect()
     }
 
     #[test]
-    fn a_reply_is_screened_against_the_latest_messages_only() {
-        let mut s = ParaphraseScreen::default();
-        s.add("Closing the car park brings children a safe park.", false);
+    fn a_reply_sharing_most_of_both_messages_words_restates_it() {
+        let said = "Closing the car park brings children a safe park.";
+        assert_eq!(
+            restated(&[said, "A park instead of the car park: safe for children."]),
+            [false, true],
+            "car, park, safe and children of seven words"
+        );
+        assert_eq!(
+            restated(&[said, "The bus timetable is my worry on Sundays."]),
+            [false, false]
+        );
+        let mut r = Restatements::default();
+        r.add(&words(said), false);
+        let again = words("A park instead of the car park: safe for children.");
+        assert!(r.add(&again, true));
+        assert!(!r.add(&again, false), "only a reply restates");
+    }
+
+    #[test]
+    fn replies_sharing_only_their_topic_words_do_not_restate() {
+        // Two of the reply's three content words are the earlier message's, but two of
+        // twelve of both messages' words.
+        let texts = [
+            "The car park behind the shops should stay: the pharmacy needs its blue-badge bays.",
+            "The park suits the shops.",
+        ];
+        assert_eq!(restated(&texts), [false, false]);
+    }
+
+    #[test]
+    fn a_reply_is_compared_with_the_latest_messages_only() {
+        let mut r = Restatements::default();
+        r.add(
+            &words("Closing the car park brings children a safe park."),
+            false,
+        );
         for i in 0..REMEMBERED {
-            s.add(&format!("Nothing alike {i}."), false);
+            r.add(&words(&format!("Nothing alike {i}.")), false);
         }
-        let (_, suspect) = s.add("A park instead of the car park: safe for children.", true);
-        assert_eq!(suspect, None, "forgotten");
+        let reply = words("A park instead of the car park: safe for children.");
+        assert!(!r.add(&reply, true), "forgotten");
     }
 
     #[test]

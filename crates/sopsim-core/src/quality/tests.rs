@@ -6,7 +6,7 @@ use crate::memory::Message;
 /// The checks without embeddings.
 impl Checker {
     fn record_plain(&mut self, m: &Message) {
-        self.record(m, None, false);
+        self.record(m, None);
     }
 }
 
@@ -292,6 +292,37 @@ fn counts_and_rates_cover_replies_only_and_distinct_bigrams_are_shared() {
     // must go | mia yes: 8 in all, 6 distinct.
     assert_eq!(q.distinct_2, Some(6.0 / 8.0));
     assert_eq!(Checker::default().summary().rates.copy, None);
+}
+
+#[test]
+fn a_reply_restating_an_earlier_message_is_a_paraphrase_when_they_are_counted() {
+    let said = msg(
+        "Ada",
+        MessageKind::Opening,
+        "Closing the car park brings children a safe park.",
+    );
+    let again = msg(
+        "Ben",
+        MessageKind::Reply,
+        "A park instead of the car park: safe for children.",
+    );
+    let other = msg(
+        "Cleo",
+        MessageKind::Reply,
+        "The buses on Sunday worry me most.",
+    );
+    let mut counted = checker().counting_paraphrases();
+    for m in [&said, &again, &other] {
+        counted.record_plain(m);
+    }
+    let q = counted.summary();
+    assert_eq!((q.replies, q.paraphrase), (2, Some(1)));
+    assert_eq!(q.rates.paraphrase, Some(0.5));
+    let mut uncounted = checker();
+    for m in [&said, &again, &other] {
+        uncounted.record_plain(m);
+    }
+    assert_eq!(uncounted.summary().paraphrase, None);
 }
 
 #[test]

@@ -44,7 +44,7 @@ pub(crate) struct Cast {
     pub llm: LlmClient,
     pub counter: Arc<dyn TokenCounter>,
     pub sinks: Sinks,
-    /// Whether paraphrases are counted (the Environment's verdicts come with commits).
+    /// Whether replies that restate an earlier message are counted.
     pub paraphrases: bool,
     /// The participants' stakes embedded, when replies are checked against them.
     pub stakes: Option<Arc<sopsim_core::quality::Stakes>>,

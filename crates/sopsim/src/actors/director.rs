@@ -503,7 +503,7 @@ impl Director {
                     ret: Box::new(ret),
                 });
             }
-            if let Err(e) = self.commit(&turn.messages, &turn.vectors, &turn.restates) {
+            if let Err(e) = self.commit(&turn.messages, &turn.vectors) {
                 return self.fail(e, ctx);
             }
             said.extend(turn.messages.into_iter().filter(|m| !m.kind.is_tool()));
@@ -553,20 +553,13 @@ impl Director {
     }
 
     /// Appends finished turns to the transcript and the events, in order.
-    fn commit(
-        &mut self,
-        memories: &[Arc<Message>],
-        vectors: &[Vec<f32>],
-        restates: &[bool],
-    ) -> Result<(), SimError> {
+    fn commit(&mut self, memories: &[Arc<Message>], vectors: &[Vec<f32>]) -> Result<(), SimError> {
         for (i, memory) in memories.iter().enumerate() {
             if let Some(t) = &mut self.transcript {
                 t.append(memory)?;
             }
             let vector = vectors.get(i).filter(|v| !v.is_empty());
-            let restates = restates.get(i).copied().unwrap_or(false);
-            self.quality
-                .record(memory, vector.map(Vec::as_slice), restates);
+            self.quality.record(memory, vector.map(Vec::as_slice));
             self.cast.sinks.emit(SimEvent::Message(memory.clone()));
             if let Some(messages) = self.state.committed(self.transcript_caught_up()) {
                 self.cast.sinks.emit(SimEvent::Resumed { messages });

@@ -24,8 +24,6 @@ use sopsim_core::tool_results::ResultObject;
 /// What reply quality reads from the committed messages' embeddings.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct QualityEmbeddings {
-    /// Paraphrases are counted (the screened replies are embedded).
-    pub paraphrases: bool,
     /// Replies are checked against stakes (every reply is embedded).
     pub stakes: bool,
 }
@@ -33,7 +31,7 @@ pub(crate) struct QualityEmbeddings {
 pub(crate) struct EnvironmentActor {
     env: Environment,
     scenario: Arc<Scenario>,
-    /// Which committed messages are embedded, and the paraphrase verdicts.
+    /// Which committed messages are embedded.
     meaning: sopsim_core::quality::Meaning,
     embed: EmbedService,
     /// The knowledge bases this run has built.
@@ -63,7 +61,6 @@ impl EnvironmentActor {
             meaning: sopsim_core::quality::Meaning::new(
                 scenario.needs_embeddings(),
                 quality.stakes,
-                quality.paraphrases,
             ),
             scenario,
             embed,
@@ -178,7 +175,7 @@ impl Handler<Commit> for EnvironmentActor {
             }
             .into_actor(self)
             .map(move |embedded, act, _| {
-                let (embeddings, restates) = act.meaning.settle(plan, embedded?);
+                let embeddings = act.meaning.settle(plan, embedded?);
                 let (shapes, messages) = shapes(settled);
                 let pairs: Vec<(Message, &[f32])> = messages
                     .into_iter()
@@ -186,7 +183,7 @@ impl Handler<Commit> for EnvironmentActor {
                     .collect();
                 let (kept, due) = act.env.record(pairs);
                 let request = due.map(|req| act.summary_request(&req, turn)).transpose()?;
-                let kept = kept.into_iter().zip(embeddings).zip(restates);
+                let kept = kept.into_iter().zip(embeddings);
                 Ok((shapes, kept.collect::<Vec<_>>(), request))
             })
             .then(move |res: Result<_, SimError>, act, _| {
@@ -211,7 +208,7 @@ impl Handler<Commit> for EnvironmentActor {
                 let (shapes, kept, summary) = res?;
                 if let Some(text) = summary {
                     tracing::debug!(
-                        through_seq = kept.last().map_or(0, |((m, _), _)| m.seq),
+                        through_seq = kept.last().map_or(0, |(m, _)| m.seq),
                         chars = text.len(),
                         "summary made"
                     );
@@ -221,14 +218,12 @@ impl Handler<Commit> for EnvironmentActor {
                 Ok(shapes
                     .into_iter()
                     .map(|(name, events, n)| {
-                        let (pairs, restates): (Vec<_>, _) = kept.by_ref().take(n).unzip();
-                        let (messages, vectors) = pairs.into_iter().unzip();
+                        let (messages, vectors) = kept.by_ref().take(n).unzip();
                         CommittedTurn {
                             name,
                             events,
                             messages,
                             vectors,
-                            restates,
                         }
                     })
                     .collect())

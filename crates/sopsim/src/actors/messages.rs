@@ -51,8 +51,6 @@ pub(crate) struct CommittedTurn {
     pub messages: Vec<Arc<Message>>,
     /// Each message's embedding (empty where none was made).
     pub vectors: Vec<Vec<f32>>,
-    /// Whether each message restates an earlier one (false where unchecked).
-    pub restates: Vec<bool>,
 }
 
 /// Director → Agent: speak now.

@@ -555,7 +555,7 @@ pub fn assemble<'a>(
             model_files_run(scenario, models.llm == LlmChoice::Local)?;
         }
     }
-    // A model's replies are also checked for paraphrases and stakes, with MiniLM.
+    // A model's replies are also checked against the agents' stakes, with MiniLM.
     let checks_replies = models.llm != LlmChoice::Scripted
         && models.embedder == EmbedderChoice::MiniLm
         && scenarios.iter().any(|s| s.populations.is_empty());
