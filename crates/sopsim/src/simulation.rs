@@ -462,11 +462,12 @@ async fn cast(
     sinks: Sinks,
     audience: Option<sopsim_core::memory::Audience>,
 ) -> Result<Cast, SimError> {
-    // A population's members each speak once a round, which no loop check needs.
-    let paraphrases = scenario.populations.is_empty();
+    // A population's members each speak once a round: no loop or stake check reads
+    // their replies.
+    let checks_replies = scenario.populations.is_empty();
     // Replies are checked against the participants' stakes with MiniLM's embeddings,
     // whose margin is known.
-    let stakes = match paraphrases && services.embed.name() == crate::embed::MINILM_NAME {
+    let stakes = match checks_replies && services.embed.name() == crate::embed::MINILM_NAME {
         true => {
             let staked: Vec<(&String, &str)> = scenario
                 .agents
@@ -531,7 +532,7 @@ async fn cast(
         llm: llm.clone(),
         counter: services.counter.clone(),
         sinks,
-        paraphrases,
+        paraphrases: checks_replies,
         stakes,
         instructions,
     })

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashSet;
 
 use super::labels::{has_label, is_narration, is_report, names_itself};
-use super::paraphrase::Restatements;
+use super::paraphrase::RestatementCheck;
 use super::words::{gram_hashes, shared_span, words};
 use super::*;
 use crate::memory::Message;
@@ -18,7 +18,7 @@ pub struct Checker {
     instructions: Instructions,
     seen: FxHashSet<u64>,
     /// The latest messages' words, when replies are judged for paraphrases.
-    restatements: Option<Restatements>,
+    restatements: Option<RestatementCheck>,
     /// The participants' stakes embedded, when replies are checked against them.
     stakes: Option<Arc<Stakes>>,
     bigrams: FxHashSet<u64>,
@@ -54,7 +54,7 @@ impl Checker {
 
     /// Also counts replies that restate one of the messages before them.
     pub fn counting_paraphrases(mut self) -> Self {
-        self.restatements = Some(Restatements::default());
+        self.restatements = Some(RestatementCheck::default());
         self
     }
 
@@ -94,7 +94,6 @@ impl Checker {
             impersonation: voice::speaks_as_other(text, speaker, names.iter().copied()),
             foreign: voice::has_foreign(text, &self.instructions.scripts),
             refusal: voice::refusal(text).is_some(),
-            paraphrase: false,
             off_stake: self
                 .instructions
                 .sides
@@ -174,13 +173,12 @@ impl Checker {
             return;
         }
         let is_reply = m.kind == MessageKind::Reply;
-        let all = self.restatements.is_some().then(|| words(&m.content));
-        let restates = match (&mut self.restatements, &all) {
-            (Some(r), Some(all)) => r.add(all, is_reply),
+        let w = (is_reply || self.restatements.is_some()).then(|| words(&m.content));
+        let restates = match (&mut self.restatements, &w) {
+            (Some(r), Some(w)) => r.add(w, is_reply),
             _ => false,
         };
-        let w = is_reply.then(|| all.unwrap_or_else(|| words(&m.content)));
-        if let Some(w) = &w {
+        if let Some(w) = w.as_ref().filter(|_| is_reply) {
             let f = self.flaws_in(&m.name, &m.content, w, vector);
             let c = &mut self.counts;
             c.replies += 1;

@@ -2,7 +2,7 @@
 //! a message is embedded only when something reads its vector: retrieval and knowledge
 //! lookups (every message) or the stake check (every reply). The caller embeds what
 //! [`Meaning::plan`] lists, in one batch, and hands the vectors back to
-//! [`Meaning::settle`].
+//! [`Plan::settle`].
 
 use crate::memory::{Message, MessageKind};
 
@@ -23,13 +23,26 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The texts to embed, in the order [`Meaning::settle`] takes their vectors.
+    /// The texts to embed, in the order [`Plan::settle`] takes their vectors.
     pub fn texts(&self, messages: &[&Message]) -> Vec<String> {
         messages
             .iter()
             .zip(&self.own)
             .filter(|(_, e)| **e)
             .map(|(m, _)| m.content.clone())
+            .collect()
+    }
+
+    /// Takes the vectors of [`Plan::texts`], in order: each committed message's vector
+    /// (empty where none was made).
+    pub fn settle(self, vectors: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
+        let mut vectors = vectors.into_iter();
+        self.own
+            .iter()
+            .map(|e| match e {
+                true => vectors.next().unwrap_or_default(),
+                false => Vec::new(),
+            })
             .collect()
     }
 }
@@ -44,11 +57,6 @@ impl Meaning {
         }
     }
 
-    /// Whether any message may need an embedding.
-    pub fn embeds(&self) -> bool {
-        self.every_message || self.every_reply
-    }
-
     /// What one commit's messages, in order, need embedded.
     pub fn plan(&self, messages: &[&Message]) -> Plan {
         Plan {
@@ -57,19 +65,6 @@ impl Meaning {
                 .map(|m| self.every_message || (m.kind == MessageKind::Reply && self.every_reply))
                 .collect(),
         }
-    }
-
-    /// Takes the vectors of `plan.texts()`, in order: each committed message's vector
-    /// (empty where none was made).
-    pub fn settle(&self, plan: Plan, vectors: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
-        let mut vectors = vectors.into_iter();
-        plan.own
-            .iter()
-            .map(|e| match e {
-                true => vectors.next().unwrap_or_default(),
-                false => Vec::new(),
-            })
-            .collect()
     }
 }
 
@@ -102,10 +97,8 @@ mod tests {
             plan.texts(&[&opening, &reply]),
             vec!["Cars must go.".to_string()]
         );
-        assert_eq!(
-            staked.settle(plan, vec![vec![1.0]]),
-            vec![Vec::new(), vec![1.0]]
-        );
-        assert!(!Meaning::new(false, false).embeds());
+        assert_eq!(plan.settle(vec![vec![1.0]]), vec![Vec::new(), vec![1.0]]);
+        let plan = Meaning::new(false, false).plan(&[&opening, &reply]);
+        assert!(plan.texts(&[&opening, &reply]).is_empty());
     }
 }

@@ -37,7 +37,7 @@
 //! - **off its stake** when it declares the side opposite to its speaker's stake ("I am
 //!   not for the ban" from someone whose stake opens "I am for the ban"; `side.rs`), or,
 //!   with MiniLM, when it is closer to another participant's stake than to its
-//!   speaker's.
+//!   speaker's (`stake.rs`).
 //!
 //! `distinct_2` is the share of distinct word bigrams among all bigrams of the run's
 //! replies. Pure: the Director feeds a [`Checker`] every message it commits, and its
@@ -60,6 +60,7 @@ mod meaning;
 mod paraphrase;
 mod settled;
 mod side;
+mod stake;
 mod voice;
 mod words;
 
@@ -67,7 +68,8 @@ use words::{gram_hashes, words};
 
 pub use checker::Checker;
 pub use meaning::{Meaning, Plan};
-pub use paraphrase::{Stakes, PARAPHRASE_JACCARD};
+pub use paraphrase::PARAPHRASE_JACCARD;
+pub use stake::Stakes;
 pub use voice::Script;
 
 /// Words a reply must share in a row with an earlier message to be a copy.
@@ -108,8 +110,6 @@ pub struct Flaws {
     pub impersonation: bool,
     /// It holds letters of a script the scenario does not use, or words run together.
     pub foreign: bool,
-    /// It restates an earlier message (known only once the reply is recorded).
-    pub paraphrase: bool,
     /// It declares the side opposite to its speaker's stake, or is closer to another
     /// participant's stake than to its own.
     pub off_stake: bool,

@@ -1,18 +1,12 @@
-//! What a reply restates, and whose case it argues:
-//! - a **paraphrase**: a reply says again what one of the [`REMEMBERED`] messages before
-//!   it said, when [`PARAPHRASE_JACCARD`] of the content words of the two are in both;
-//! - a reply **off its stake**: closer by [`OFF_STAKE_MARGIN`] in MiniLM's embeddings
-//!   (unit vectors, so the dot product is the cosine) to another participant's stake
-//!   than to its own speaker's, it argues someone else's case ("My mother's asthma…"
-//!   from the neighbour whose story is the cafés).
+//! A **paraphrase**: a reply says again what one of the [`REMEMBERED`] messages before it
+//! said, when [`PARAPHRASE_JACCARD`] of the content words of the two are in both.
 //!
-//! The paraphrase threshold was chosen against two blind readers' labels of 92 pairs of
-//! replies (`benches/quality/paraphrase_pairs.jsonl`, measured by
-//! `benches/quality/paraphrase_labels.py`). On them the shared words tell a
-//! restatement better than MiniLM's cosine did, so no embedding is made for it. The
-//! stake margin was chosen by reading replies of debate and town-hall runs, a set not
-//! kept in the repository; the blind readers' NEW scores
-//! (`docs/guide/local-models.md#what-a-reader-keeps`) are the check on both.
+//! The threshold was chosen against two blind readers' labels of 92 pairs of replies
+//! (`benches/quality/paraphrase_pairs.jsonl`, measured by
+//! `benches/quality/paraphrase_labels.py`), the same pairs it is scored on. On them the
+//! shared words tell a restatement better than MiniLM's cosine did, so no embedding is
+//! made for it. The blind readers' NEW scores
+//! (`docs/guide/local-models.md#what-a-reader-keeps`) are the check on it.
 
 use std::collections::VecDeque;
 
@@ -42,14 +36,14 @@ const STOP_WORDS: &[&str] = &[
     "your", "yes", "let", "s", "t",
 ];
 
-/// The latest messages' content words, and whether each reply restates one of them.
+/// The latest messages' content words, against which each reply is checked.
 #[derive(Debug, Clone)]
-pub(super) struct Restatements {
+pub(super) struct RestatementCheck {
     stop: FxHashSet<u64>,
     remembered: VecDeque<FxHashSet<u64>>,
 }
 
-impl Default for Restatements {
+impl Default for RestatementCheck {
     fn default() -> Self {
         Self {
             stop: STOP_WORDS.iter().map(|w| xxh3_64(w.as_bytes())).collect(),
@@ -58,7 +52,7 @@ impl Default for Restatements {
     }
 }
 
-impl Restatements {
+impl RestatementCheck {
     /// Takes in the next message (`words`, its hashed words); for a reply, whether it
     /// restates one of the messages before it.
     pub(super) fn add(&mut self, words: &[u64], is_reply: bool) -> bool {
@@ -90,68 +84,14 @@ fn jaccard(a: &FxHashSet<u64>, b: &FxHashSet<u64>) -> f32 {
     }
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-/// How much closer to another participant's stake than to its own a reply may be.
-pub(super) const OFF_STAKE_MARGIN: f32 = 0.10;
-
-/// Every participant's stake embedded, by name (only those with a stake).
-#[derive(Debug, Clone, Default)]
-pub struct Stakes {
-    vectors: indexmap::IndexMap<String, Box<[f32]>>,
-}
-
-impl Stakes {
-    /// The stakes from each participant's name and stake embedding; empty ones are left out.
-    pub fn new(vectors: impl IntoIterator<Item = (String, Vec<f32>)>) -> Self {
-        Self {
-            vectors: vectors
-                .into_iter()
-                .filter(|(_, v)| !v.is_empty())
-                .map(|(n, v)| (n, v.into()))
-                .collect(),
-        }
-    }
-
-    /// Whether no participant's stake is embedded.
-    pub fn is_empty(&self) -> bool {
-        self.vectors.is_empty()
-    }
-
-    /// Whether `vector`, `speaker`'s reply, is closer by the margin to another
-    /// participant's stake than to `speaker`'s own (never for a speaker without one).
-    pub fn strays(&self, speaker: &str, vector: &[f32]) -> bool {
-        let cos = |v: &[f32]| dot(v, vector);
-        let Some(own) = self
-            .vectors
-            .get(speaker)
-            .filter(|v| v.len() == vector.len())
-        else {
-            return false;
-        };
-        let own = cos(own);
-        self.vectors
-            .iter()
-            .filter(|(n, v)| n.as_str() != speaker && v.len() == vector.len())
-            .any(|(_, v)| cos(v) > own + OFF_STAKE_MARGIN)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::quality::words::words;
 
-    fn unit(v: &[f32]) -> Vec<f32> {
-        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.iter().map(|x| x / n).collect()
-    }
-
     /// Whether each of `texts`, replies but the first, restates an earlier one.
     fn restated(texts: &[&str]) -> Vec<bool> {
-        let mut r = Restatements::default();
+        let mut r = RestatementCheck::default();
         texts
             .iter()
             .enumerate()
@@ -171,7 +111,7 @@ mod tests {
             restated(&[said, "The bus timetable is my worry on Sundays."]),
             [false, false]
         );
-        let mut r = Restatements::default();
+        let mut r = RestatementCheck::default();
         r.add(&words(said), false);
         let again = words("A park instead of the car park: safe for children.");
         assert!(r.add(&again, true));
@@ -191,7 +131,7 @@ mod tests {
 
     #[test]
     fn a_reply_is_compared_with_the_latest_messages_only() {
-        let mut r = Restatements::default();
+        let mut r = RestatementCheck::default();
         r.add(
             &words("Closing the car park brings children a safe park."),
             false,
@@ -201,24 +141,5 @@ mod tests {
         }
         let reply = words("A park instead of the car park: safe for children.");
         assert!(!r.add(&reply, true), "forgotten");
-    }
-
-    #[test]
-    fn a_reply_closer_to_anothers_stake_strays() {
-        let stakes = Stakes::new([
-            ("Ada".to_string(), unit(&[1.0, 0.0, 0.0])),
-            ("Cleo".to_string(), unit(&[0.0, 1.0, 0.0])),
-            ("Mia".to_string(), Vec::new()),
-        ]);
-        assert!(stakes.strays("Cleo", &unit(&[1.0, 0.2, 0.0])));
-        assert!(
-            !stakes.strays("Cleo", &unit(&[1.0, 0.95, 0.0])),
-            "within the margin"
-        );
-        assert!(!stakes.strays("Ada", &unit(&[1.0, 0.2, 0.0])));
-        assert!(
-            !stakes.strays("Mia", &unit(&[1.0, 0.2, 0.0])),
-            "no stake of its own"
-        );
     }
 }

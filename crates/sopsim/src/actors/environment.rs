@@ -175,7 +175,7 @@ impl Handler<Commit> for EnvironmentActor {
             }
             .into_actor(self)
             .map(move |embedded, act, _| {
-                let embeddings = act.meaning.settle(plan, embedded?);
+                let embeddings = plan.settle(embedded?);
                 let (shapes, messages) = shapes(settled);
                 let pairs: Vec<(Message, &[f32])> = messages
                     .into_iter()

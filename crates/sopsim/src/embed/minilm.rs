@@ -143,8 +143,7 @@ fn read_config(dir: &Path) -> Result<Config, EmbedError> {
 
 impl MiniLm {
     /// MiniLM from `dir`, read on its first use: a run that never embeds (no retrieval,
-    /// no stakes) never reads the weights. Its
-    /// `config.json` is checked now.
+    /// no stakes) never reads the weights. Its `config.json` is checked now.
     pub fn on_first_use(dir: &Path) -> Result<super::OnFirstUse, EmbedError> {
         let dim = read_config(dir)?.hidden_size;
         let dir = dir.to_path_buf();

@@ -555,11 +555,14 @@ pub fn assemble<'a>(
             model_files_run(scenario, models.llm == LlmChoice::Local)?;
         }
     }
-    // A model's replies are also checked against the agents' stakes, with MiniLM.
-    let checks_replies = models.llm != LlmChoice::Scripted
+    // A model's replies are also checked against the agents' stakes, with MiniLM (not a
+    // population's members' replies: they speak once a round).
+    let checks_stakes = models.llm != LlmChoice::Scripted
         && models.embedder == EmbedderChoice::MiniLm
-        && scenarios.iter().any(|s| s.populations.is_empty());
-    let needed = checks_replies || scenarios.iter().any(|s| s.needs_embeddings());
+        && scenarios.iter().any(|s| {
+            s.populations.is_empty() && s.agents.values().any(|a| !a.stake.trim().is_empty())
+        });
+    let needed = checks_stakes || scenarios.iter().any(|s| s.needs_embeddings());
     let embed = embed_service(&models, needed)?;
     let prices = prices(&models)?;
     let shared = match (models.llm, &models.replay) {

@@ -14,7 +14,7 @@ use crate::simulation::{RunConfig, RunOutcome, Services};
 use sopsim_core::tool_results::Return;
 
 /// The events of a run as lines: `enter STATE/VISIT`, `NAME: TEXT`, `round N [ROLES]`,
-/// `end of round N`, `tool NAME: result` or `error` (a tool's), `warning: TEXT` (up to its first `;`) and
+/// `end of round N`, `tool NAME: result` or `error` (a tool's), `warning: TEXT` and
 /// `ENDED_BY after TURNS`.
 #[derive(Default)]
 struct Story {
@@ -44,9 +44,7 @@ impl EventSink for Story {
                 Return::Error { .. } => format!("tool {name}: error"),
                 _ => return,
             },
-            SimEvent::Warning { text } => {
-                format!("warning: {}", text.split(';').next().unwrap_or(text))
-            }
+            SimEvent::Warning { text } => format!("warning: {text}"),
             SimEvent::Finished { ended_by, turns } => format!("{ended_by} after {turns}"),
             _ => return,
         };
@@ -62,13 +60,13 @@ impl EventSink for Story {
     }
 }
 
-/// Ann plays X and Bo plays Y in every state of `states`, which starts at `start`;
-/// `script` is the scripted backend's.
-fn scenario(start: &str, states: Value, script: Value) -> Scenario {
+/// A scenario in which Ann plays X and Bo plays Y in every state of `states`, which
+/// starts at `start`; `script` is the scripted backend's.
+fn document(start: &str, states: Value, script: Value) -> Value {
     let names: Vec<&String> = states.as_object().unwrap().keys().collect();
     let roles =
         |role: &str| -> Value { names.iter().map(|s| ((*s).clone(), json!(role))).collect() };
-    let doc = json!({
+    json!({
         "name": "director",
         "agents": {
             "Ann": { "roles": roles("X") },
@@ -76,8 +74,15 @@ fn scenario(start: &str, states: Value, script: Value) -> Scenario {
         },
         "sop": { "start": start, "states": states },
         "script": script,
-    });
+    })
+}
+
+fn loaded(doc: Value) -> Scenario {
     sopsim_core::scenario::from_document(std::path::Path::new("director.json"), doc).unwrap()
+}
+
+fn scenario(start: &str, states: Value, script: Value) -> Scenario {
+    loaded(document(start, states, script))
 }
 
 /// Runs `scenario` with `config` (its sinks replaced by the story): the outcome and
@@ -98,7 +103,7 @@ fn told(scenario: Scenario) -> Vec<String> {
     run(scenario, Story::default(), RunConfig::default()).1
 }
 
-/// Two states of one turn each, X speaking: `one` then `two`, then the end.
+/// `one`, of two turns (X, Y), then `two`, of one (X), then the end.
 fn one_then_two(script: Value) -> Scenario {
     let states = json!({
         "one": { "roles": ["X", "Y"], "transition": { "max_turns": 2 }, "next": ["two"] },
@@ -160,7 +165,7 @@ fn the_judge_keeps_the_state_until_it_rules_to_move_and_a_bad_ruling_stays() {
             "enter one/1",
             "Ann: a1",
             "Bo: b1",
-            "warning: turn 2: the transition judge gave none of stay, two",
+            "warning: turn 2: the transition judge gave none of stay, two; staying in one",
             "Ann: a2",
             "enter two/2",
             "Ann: a3",
@@ -173,25 +178,27 @@ fn the_judge_keeps_the_state_until_it_rules_to_move_and_a_bad_ruling_stays() {
 fn the_controller_picks_who_speaks_and_a_bad_pick_falls_back_to_the_order() {
     let states = json!({
         "one": {
-            "roles": ["X", "Y"],
+            "roles": ["X", "Y", "Z"],
             "speaker": { "rule": "llm" },
             "transition": { "max_turns": 3 },
             "next": ["end"],
         },
     });
+    // After Ann, the order would give Y; the controller picks Z. After Cy, it names
+    // no role offered, and the order's next, X, speaks.
     let script = json!({
-        "agents": { "Ann": ["a1", "a2"], "Bo": ["b1"] },
-        "route": ["Y", "Ann?"],
+        "agents": { "Ann": ["a1", "a2"], "Bo": ["b1"], "Cy": ["c1"] },
+        "route": ["Z", "Ann?"],
     });
-    // After Bo, only X may speak: the controller is still asked, and its answer
-    // names no role offered.
+    let mut doc = document("one", states, script);
+    doc["agents"]["Cy"] = json!({ "roles": { "one": "Z" } });
     assert_eq!(
-        told(scenario("one", states, script)),
+        told(loaded(doc)),
         [
             "enter one/1",
             "Ann: a1",
-            "Bo: b1",
-            "warning: turn 3: the speaker controller gave none of X",
+            "Cy: c1",
+            "warning: turn 3: the speaker controller gave none of X, Y; falling back to order: X",
             "Ann: a2",
             "end after 3",
         ]
