@@ -58,7 +58,7 @@ pub enum SimEvent {
     RoundStarted {
         /// The state the round is in.
         state: String,
-        /// The 1-based number of the state's visit.
+        /// The 1-based number of the visit within the run.
         visit: u32,
         /// The 1-based number of the round within the run.
         round: u32,
@@ -69,7 +69,7 @@ pub enum SimEvent {
     RoundEnded {
         /// The state the round is in.
         state: String,
-        /// The 1-based number of the state's visit.
+        /// The 1-based number of the visit within the run.
         visit: u32,
         /// The 1-based number of the round within the run.
         round: u32,
@@ -98,7 +98,7 @@ pub enum SimEvent {
     Tool {
         /// The agent whose turn it is.
         name: String,
-        /// The 1-based number of the state's visit.
+        /// The 1-based number of the visit within the run.
         visit: u32,
         /// What the tool returned or the decision agent decided.
         ret: Box<Return>,
@@ -115,7 +115,7 @@ pub enum SimEvent {
     World {
         /// The state the round was in.
         state: String,
-        /// The 1-based number of the state's visit.
+        /// The 1-based number of the visit within the run.
         visit: u32,
         /// The world's rounds closed so far, this one included.
         round: u32,
