@@ -129,6 +129,8 @@ def run_sopsim(binary, label, config, mode, turns, anchors):
             "requests": stats.get("requests", 0) / n,
             "by_kind": {k: v / n for k, v in calls.items() if k != "total" and v},
             "embeddings": summary["embeddings"] / n,
+            # What the paraphrase check found: it reads every reply, whatever it finds.
+            "paraphrases": (summary.get("reply_quality") or {}).get("paraphrase"),
             "prompt_chars": sum(stats.get("prompt_chars_by_kind", {}).values()) / n,
             "rss_mb": usage.ru_maxrss / 1024,
             "turn_ms_first_last": first_last(times),
@@ -192,18 +194,20 @@ def main():
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
     print("| run | turns | CPU ms/turn aiwaves → sopsim (×) | wall ms/turn | LLM calls/turn (sopsim's HTTP requests) | embeddings/turn | "
+          "sopsim's paraphrases | "
           "prompt K chars/turn | peak MB (×) | per-turn ms, first 50 → last 50 (aiwaves CPU; sopsim wall) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for label, r in results.items():
         o, t = r["sopsim"], r["aiwaves"] or {}
         ratio = lambda a, b: "–" if not a or not b else "%.0f" % (a / b)
         fl = lambda x: "–" if not x else "%s → %s" % (fmt(x[0]), fmt(x[1]))
-        print("| %s | %d | %s → %s (%s×) | %s → %s | %s → %s (%s) | %s → %s | %s → %s | %s → %s (%s×) | %s; %s |" % (
+        print("| %s | %d | %s → %s (%s×) | %s → %s | %s → %s (%s) | %s → %s | %s | %s → %s | %s → %s (%s×) | %s; %s |" % (
             label, o["turns"],
             fmt(t.get("cpu_ms")), fmt(o["cpu_ms"], 2), ratio(t.get("cpu_ms"), o["cpu_ms"]),
             fmt(t.get("wall_ms")), fmt(o["wall_ms"], 2),
             fmt(t.get("llm_calls"), 2), fmt(o["llm_calls"], 2), fmt(o["requests"], 2),
             fmt(t.get("embeddings"), 2), fmt(o["embeddings"], 2),
+            "–" if o["paraphrases"] is None else o["paraphrases"],
             fmt((t.get("prompt_chars") or 0) / 1000 or None), fmt(o["prompt_chars"] / 1000),
             fmt(t.get("rss_mb"), 0), fmt(o["rss_mb"], 0), ratio(t.get("rss_mb"), o["rss_mb"]),
             fl(t.get("turn_ms_first_last")), fl(o["turn_ms_first_last"])))

@@ -18,11 +18,14 @@ template lives), so the harness can report LLM calls per turn by kind:
   agent_summary - Agent.update_memory summary
   tool        - any other non-stream call (ExtractComponent, CodeComponent, ...)
 
-Replies are canned and deterministic: same request sequence -> same replies.
+Replies are canned and deterministic: same request sequence -> same replies. An
+agent's reply is the next line of replies.jsonl (real English replies, none a copy of
+another), from its first line after each /reset.
 """
 import argparse
 import hashlib
 import json
+import os
 import re
 import sys
 import threading
@@ -45,6 +48,7 @@ def reset_stats():
             "stream_requests": 0,
             "embedding_requests": 0,
             "route_counter": 0,
+            "reply_counter": 0,
         })
 
 
@@ -84,35 +88,16 @@ def canned_reply(kind, text, n):
         return "<end>%s</end>" % roles[k % len(roles)]
     if kind in ("env_summary", "agent_summary"):
         return "history summary: {the speakers exchanged %d arguments; positions unchanged}" % n
-    # act / tool: 3-5 deterministic sentences of 10-12 words, distinct and complete.
-    # Their content words are made of syllables, 5,625 of them: no two replies share
-    # enough words to be taken for one another (sopsim screens for paraphrases, copies
-    # and cut replies and would draw such a reply again, a call the original never
-    # makes), as a real model's replies mostly are not.
-    h = int(hashlib.sha256(str(n).encode()).hexdigest(), 16)
-    k = 3 + h % 3
-    words = iter(pseudo_word(h >> (13 * i)) for i in range(5 * k))
-    sentences = [
-        TEMPLATES[(h >> (3 * i)) % len(TEMPLATES)].format(*(next(words) for _ in range(5)))
-        for i in range(k)
-    ]
-    return " ".join(s[0].upper() + s[1:] for s in sentences)
+    # act / tool: the next of REPLIES, real English replies of sopsim's own runs (see
+    # replies.jsonl's README section), in order from the first of each run.
+    with LOCK:
+        k = STATS["reply_counter"]
+        STATS["reply_counter"] += 1
+    return REPLIES[k % len(REPLIES)]
 
 
-SYLLABLES = [c + v for c in "bdfgklmnprstvwzh" for v in "aeiou"][:75]
-# Only stop words around the made-up ones (see STOP_WORDS in
-# crates/sopsim-core/src/quality/paraphrase.rs).
-TEMPLATES = [
-    "we {} that the {} of the {} is {}, and {} it is.",
-    "the {} of {} is {} to the {} of {}.",
-    "if the {} is {}, then {} and {} are {}.",
-    "our {} is that {} will {} the {} of {}.",
-    "their {} was {} by the {} and the {} of {}.",
-]
-
-
-def pseudo_word(h):
-    return SYLLABLES[h % 75] + SYLLABLES[(h // 75) % 75]
+REPLIES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replies.jsonl")
+REPLIES = [json.loads(line)["text"] for line in open(REPLIES_FILE, encoding="utf-8") if line.strip()]
 
 
 def fake_embedding(s, dim=384):
