@@ -103,8 +103,10 @@ fn told(scenario: Scenario) -> Vec<String> {
     run(scenario, Story::default(), RunConfig::default()).1
 }
 
-/// `one`, of two turns (X, Y), then `two`, of one (X), then the end.
-fn one_then_two(script: Value) -> Scenario {
+/// `one`, of two turns (X, Y), then `two`, of one (X), then the end: Ann says a1 and
+/// a2, Bo b1.
+fn one_then_two() -> Scenario {
+    let script = json!({ "agents": { "Ann": ["a1", "a2"], "Bo": ["b1"] } });
     let states = json!({
         "one": { "roles": ["X", "Y"], "transition": { "max_turns": 2 }, "next": ["two"] },
         "two": { "roles": ["X", "Y"], "transition": { "max_turns": 1 }, "next": ["end"] },
@@ -114,9 +116,8 @@ fn one_then_two(script: Value) -> Scenario {
 
 #[test]
 fn a_state_gives_its_turns_in_order_then_moves_on_and_the_last_ends_the_run() {
-    let script = json!({ "agents": { "Ann": ["a1", "a2"], "Bo": ["b1"] } });
     assert_eq!(
-        told(one_then_two(script)),
+        told(one_then_two()),
         [
             "enter one/1",
             "Ann: a1",
@@ -303,8 +304,7 @@ fn a_cancelled_run_ends_interrupted_and_keeps_the_turn_it_finished() {
         cancel: Some(cancel),
         ..RunConfig::default()
     };
-    let script = json!({ "agents": { "Ann": ["a1", "a2"], "Bo": ["b1"] } });
-    let (outcome, lines) = run(one_then_two(script), story, config);
+    let (outcome, lines) = run(one_then_two(), story, config);
     assert_eq!(lines, ["enter one/1", "Ann: a1", "interrupted after 1"]);
     assert_eq!(outcome.transcript.len(), 1);
 }
@@ -315,8 +315,7 @@ fn a_spent_token_budget_stops_the_run_at_the_next_turn_boundary() {
         max_total_tokens: Some(1),
         ..RunConfig::default()
     };
-    let script = json!({ "agents": { "Ann": ["a1", "a2"], "Bo": ["b1"] } });
-    let (outcome, lines) = run(one_then_two(script), Story::default(), config);
+    let (outcome, lines) = run(one_then_two(), Story::default(), config);
     assert_eq!(lines[..2], ["enter one/1", "Ann: a1"]);
     assert_eq!(lines.last().unwrap(), "budget after 1");
     assert_eq!(outcome.transcript.len(), 1);
@@ -328,8 +327,7 @@ fn the_turn_limit_ends_a_run_that_would_go_on() {
         max_turns: Some(2),
         ..RunConfig::default()
     };
-    let script = json!({ "agents": { "Ann": ["a1", "a2"], "Bo": ["b1"] } });
-    let (_, lines) = run(one_then_two(script), Story::default(), config);
+    let (_, lines) = run(one_then_two(), Story::default(), config);
     assert_eq!(
         lines,
         [
@@ -351,8 +349,7 @@ fn a_record_that_cannot_be_written_stops_the_run_with_its_error() {
         })),
         ..Story::default()
     };
-    let script = json!({ "agents": { "Ann": ["a1", "a2"], "Bo": ["b1"] } });
-    let (outcome, lines) = run(one_then_two(script), story, RunConfig::default());
+    let (outcome, lines) = run(one_then_two(), story, RunConfig::default());
     assert_eq!(lines, ["enter one/1", "error after 0"]);
     let error = outcome.error.expect("the write's error").to_string();
     assert!(error.contains("events.jsonl"), "{error}");
